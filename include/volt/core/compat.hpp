@@ -1,0 +1,226 @@
+// Every difference between LibTorch versions that volt depends on, in one place.
+//
+// volt supports LibTorch 1.13 (Debian 12's package) through 2.11 (PyPI's torch wheel). Code elsewhere in
+// volt calls these functions and never tests TORCH_VERSION itself.
+//
+// CUDA-only code (allocator statistics, the caching allocator's cache) is compiled when VOLT_WITH_CUDA is
+// defined: volt's CMake target defines it when the LibTorch found was built with CUDA. Users who vendor the
+// single header and link a CUDA LibTorch by hand define it themselves.
+#pragma once
+
+#include <torch/torch.h>
+#include <torch/version.h>
+#include <ATen/autocast_mode.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#if __has_include(<torch/mps.h>)
+#include <torch/mps.h>
+#define VOLT_DETAIL_HAS_TORCH_MPS_H 1
+#endif
+#if __has_include(<ATen/detail/MPSHooksInterface.h>)
+#include <ATen/detail/MPSHooksInterface.h>
+#define VOLT_DETAIL_HAS_MPS_HOOKS 1
+#endif
+#ifdef VOLT_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+/// LibTorch's version as one number: major * 10000 + minor * 100 + patch (1.13.0 -> 11300).
+#define VOLT_TORCH_VERSION (TORCH_VERSION_MAJOR * 10000 + TORCH_VERSION_MINOR * 100 + TORCH_VERSION_PATCH)
+
+namespace volt::compat {
+
+inline constexpr int torch_version = VOLT_TORCH_VERSION;
+
+/// True where autocast is switched per device type (LibTorch 2.4 and later).
+inline constexpr bool has_device_type_autocast_api = VOLT_TORCH_VERSION >= 20400;
+
+// ---------------------------------------------------------------------------------------------------
+// Autocast switches. LibTorch 1.13 has one switch and one dtype per backend family (gpu = CUDA, cpu);
+// LibTorch 2.4+ takes the device type. MPS autocast exists only in the newer API.
+
+/// Whether this LibTorch can autocast on `device_type` at all.
+inline bool autocast_available(c10::DeviceType device_type) {
+#if VOLT_TORCH_VERSION >= 20400
+  return at::autocast::is_autocast_available(device_type);
+#else
+  return device_type == c10::DeviceType::CUDA || device_type == c10::DeviceType::CPU;
+#endif
+}
+
+/// Whether autocast to `dtype` works on `device_type`. LibTorch 1.13's CPU autocast takes bf16 only
+/// ("AutocastCPU only support Bfloat16"); MPS autocast needs a LibTorch with MPS autocast support.
+inline bool autocast_dtype_supported(c10::DeviceType device_type, c10::ScalarType dtype) {
+  if (!autocast_available(device_type)) return false;
+#if VOLT_TORCH_VERSION < 20000
+  if (device_type == c10::DeviceType::CPU) return dtype == c10::ScalarType::BFloat16;
+#endif
+  return dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16;
+}
+
+inline bool autocast_enabled(c10::DeviceType device_type) {
+#if VOLT_TORCH_VERSION >= 20400
+  return at::autocast::is_autocast_enabled(device_type);
+#else
+  if (device_type == c10::DeviceType::CPU) return at::autocast::is_cpu_enabled();
+  if (device_type == c10::DeviceType::CUDA) return at::autocast::is_enabled();
+  return false;
+#endif
+}
+
+inline void set_autocast_enabled(c10::DeviceType device_type, bool enabled) {
+#if VOLT_TORCH_VERSION >= 20400
+  at::autocast::set_autocast_enabled(device_type, enabled);
+#else
+  if (device_type == c10::DeviceType::CPU) {
+    at::autocast::set_cpu_enabled(enabled);
+  } else if (device_type == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(enabled);
+  } else {
+    TORCH_CHECK(false, "volt: this LibTorch (", TORCH_VERSION, ") has no autocast for device type ",
+                c10::DeviceTypeName(device_type));
+  }
+#endif
+}
+
+inline c10::ScalarType autocast_dtype(c10::DeviceType device_type) {
+#if VOLT_TORCH_VERSION >= 20400
+  return at::autocast::get_autocast_dtype(device_type);
+#else
+  return device_type == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype()
+                                             : at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+
+inline void set_autocast_dtype(c10::DeviceType device_type, c10::ScalarType dtype) {
+#if VOLT_TORCH_VERSION >= 20400
+  at::autocast::set_autocast_dtype(device_type, dtype);
+#else
+  if (device_type == c10::DeviceType::CPU) {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  } else {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  }
+#endif
+}
+
+inline bool autocast_cache_enabled() { return at::autocast::is_autocast_cache_enabled(); }
+inline void set_autocast_cache_enabled(bool enabled) { at::autocast::set_autocast_cache_enabled(enabled); }
+inline int autocast_increment_nesting() { return at::autocast::increment_nesting(); }
+inline int autocast_decrement_nesting() { return at::autocast::decrement_nesting(); }
+inline void autocast_clear_cache() { at::autocast::clear_cache(); }
+
+// ---------------------------------------------------------------------------------------------------
+// Device probes. These read the real machine; volt's accelerators read them through the overridable
+// probes in volt/accelerators/machine.hpp, never directly.
+
+/// LibTorch's own answer to "is MPS usable": built with MPS and running on a Mac that supports it.
+inline bool torch_mps_available() {
+#ifdef VOLT_DETAIL_HAS_TORCH_MPS_H
+  return torch::mps::is_available();
+#else
+  return at::hasMPS();
+#endif
+}
+
+/// Number of CUDA devices visible to this process (0 for a LibTorch without CUDA).
+inline int torch_cuda_device_count() { return static_cast<int>(torch::cuda::device_count()); }
+
+/// Whether this LibTorch was built with CUDA and volt compiled its CUDA code paths.
+inline constexpr bool built_with_cuda =
+#ifdef VOLT_WITH_CUDA
+    true;
+#else
+    false;
+#endif
+
+// ---------------------------------------------------------------------------------------------------
+// Memory of the device allocators.
+
+/// The CUDA caching allocator's statistics for one device, under Lightning's key names
+/// ("allocated_bytes.all.current", "reserved_bytes.all.peak", ...). Empty without CUDA.
+inline std::map<std::string, double> cuda_memory_stats([[maybe_unused]] int device_index) {
+  std::map<std::string, double> out;
+#ifdef VOLT_WITH_CUDA
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  auto add_array = [&](const std::string& name, const auto& array) {
+    for (std::size_t pool = 0; pool < 3; ++pool) {
+      const std::string prefix = name + "." + pools[pool] + ".";
+      out[prefix + "current"] = static_cast<double>(array[pool].current);
+      out[prefix + "peak"] = static_cast<double>(array[pool].peak);
+      out[prefix + "allocated"] = static_cast<double>(array[pool].allocated);
+      out[prefix + "freed"] = static_cast<double>(array[pool].freed);
+    }
+  };
+  add_array("allocation", stats.allocation);
+  add_array("segment", stats.segment);
+  add_array("active", stats.active);
+  add_array("inactive_split", stats.inactive_split);
+  add_array("allocated_bytes", stats.allocated_bytes);
+  add_array("reserved_bytes", stats.reserved_bytes);
+  add_array("active_bytes", stats.active_bytes);
+  add_array("inactive_split_bytes", stats.inactive_split_bytes);
+  add_array("requested_bytes", stats.requested_bytes);
+  out["num_alloc_retries"] = static_cast<double>(stats.num_alloc_retries);
+  out["num_ooms"] = static_cast<double>(stats.num_ooms);
+  out["max_split_size"] = static_cast<double>(stats.max_split_size);
+#endif
+  return out;
+}
+
+/// Bytes currently allocated by the CUDA caching allocator on one device (0 without CUDA).
+inline std::int64_t cuda_allocated_bytes([[maybe_unused]] int device_index) {
+#ifdef VOLT_WITH_CUDA
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
+  return stats.allocated_bytes[0].current;
+#else
+  return 0;
+#endif
+}
+
+/// Returns the CUDA caching allocator's unused cached blocks to the driver (no-op without CUDA).
+inline void cuda_empty_cache() {
+#ifdef VOLT_WITH_CUDA
+  c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
+/// Whether this LibTorch exposes the MPS allocator's counters (LibTorch 2.1 and later).
+inline constexpr bool has_mps_allocator_stats =
+#ifdef VOLT_DETAIL_HAS_MPS_HOOKS
+    VOLT_TORCH_VERSION >= 20100;
+#else
+    false;
+#endif
+
+/// Bytes the MPS allocator holds for tensors (current) and from the Metal driver (driver); -1 if unknown.
+inline std::int64_t mps_current_allocated_bytes() {
+#if defined(VOLT_DETAIL_HAS_MPS_HOOKS) && VOLT_TORCH_VERSION >= 20100
+  if (torch_mps_available()) return static_cast<std::int64_t>(at::detail::getMPSHooks().getCurrentAllocatedMemory());
+#endif
+  return -1;
+}
+inline std::int64_t mps_driver_allocated_bytes() {
+#if defined(VOLT_DETAIL_HAS_MPS_HOOKS) && VOLT_TORCH_VERSION >= 20100
+  if (torch_mps_available()) return static_cast<std::int64_t>(at::detail::getMPSHooks().getDriverAllocatedMemory());
+#endif
+  return -1;
+}
+inline void mps_empty_cache() {
+#if defined(VOLT_DETAIL_HAS_MPS_HOOKS) && VOLT_TORCH_VERSION >= 20100
+  if (torch_mps_available()) at::detail::getMPSHooks().emptyCache();
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Learning-rate schedulers: LibTorch 2.x adds ReduceLROnPlateauScheduler; both have LRScheduler.
+
+inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
+
+}  // namespace volt::compat

@@ -1,0 +1,95 @@
+// Rank-aware informational messages and warnings.
+//
+// Everything volt prints goes through one sink (stderr by default) so tests can capture it and
+// applications can route it into their own logging. Like Lightning's rank_zero_info/rank_zero_warn,
+// the *_rank_zero functions print only in the process whose global rank is 0, read from the
+// environment the way Lightning reads it (RANK, LOCAL_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK).
+#pragma once
+
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace volt::log {
+
+enum class Level { info, warning };
+
+/// Receives every message volt prints. Replace it with set_sink(); restore the default with reset_sink().
+using Sink = std::function<void(Level, std::string_view)>;
+
+namespace detail {
+struct State {
+  std::mutex mutex;
+  Sink sink;
+  std::set<std::string, std::less<>> warned_once;
+};
+inline State& state() {
+  static State s;
+  return s;
+}
+inline void default_sink(Level level, std::string_view message) {
+  std::cerr << (level == Level::warning ? "volt: warning: " : "") << message << '\n';
+}
+}  // namespace detail
+
+/// Installs `sink` for all later messages and returns the previous one (empty means the default).
+inline Sink set_sink(Sink sink) {
+  auto& s = detail::state();
+  std::lock_guard lock(s.mutex);
+  return std::exchange(s.sink, std::move(sink));
+}
+inline void reset_sink() { set_sink(nullptr); }
+
+/// The process's global rank as the launcher set it in the environment, 0 when none did.
+inline int global_rank_from_environment() {
+  for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
+      return std::atoi(value);
+    }
+  }
+  return 0;
+}
+
+inline void message(Level level, std::string_view text) {
+  auto& s = detail::state();
+  std::lock_guard lock(s.mutex);
+  if (s.sink) {
+    s.sink(level, text);
+  } else {
+    detail::default_sink(level, text);
+  }
+}
+
+inline void info(std::string_view text) { message(Level::info, text); }
+inline void warn(std::string_view text) { message(Level::warning, text); }
+
+inline void info_rank_zero(std::string_view text) {
+  if (global_rank_from_environment() == 0) info(text);
+}
+inline void warn_rank_zero(std::string_view text) {
+  if (global_rank_from_environment() == 0) warn(text);
+}
+
+/// Warns the first time `text` is seen in this process (Python's default warning filter).
+inline void warn_once(std::string_view text) {
+  {
+    auto& s = detail::state();
+    std::lock_guard lock(s.mutex);
+    if (!s.warned_once.emplace(text).second) return;
+  }
+  warn_rank_zero(text);
+}
+
+/// Forgets which warnings were already printed (for tests).
+inline void reset_warn_once() {
+  auto& s = detail::state();
+  std::lock_guard lock(s.mutex);
+  s.warned_once.clear();
+}
+
+}  // namespace volt::log

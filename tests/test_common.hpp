@@ -1,0 +1,50 @@
+// Included first by every test source: LibTorch before doctest, because glog (pulled in by LibTorch)
+// defines CHECK/CHECK_EQ and would otherwise replace doctest's macros.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <volt/volt.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt_test {
+
+/// Collects volt's log output while alive; restores the previous sink on destruction.
+class CaptureLog {
+ public:
+  CaptureLog() {
+    previous_ = volt::log::set_sink([this](volt::log::Level level, std::string_view text) {
+      (level == volt::log::Level::warning ? warnings : infos).emplace_back(text);
+    });
+    volt::log::reset_warn_once();
+  }
+  ~CaptureLog() { volt::log::set_sink(std::move(previous_)); }
+  CaptureLog(const CaptureLog&) = delete;
+  CaptureLog& operator=(const CaptureLog&) = delete;
+
+  bool warned(std::string_view needle) const { return contains(warnings, needle); }
+  bool informed(std::string_view needle) const { return contains(infos, needle); }
+
+  std::vector<std::string> infos;
+  std::vector<std::string> warnings;
+
+ private:
+  static bool contains(const std::vector<std::string>& lines, std::string_view needle) {
+    for (const auto& line : lines) {
+      if (line.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  }
+  volt::log::Sink previous_;
+};
+
+}  // namespace volt_test
+
+/// Checks that `expr` throws `type` (or a subclass) whose what() contains `message`; use doctest's
+/// CHECK_THROWS_WITH_AS for an exact message.
+#define VOLT_CHECK_THROWS_CONTAINS(expr, type, message) CHECK_THROWS_WITH_AS(expr, doctest::Contains(message), type)
