@@ -5,8 +5,8 @@
 // ---- begin volt/volt.hpp
 // volt: PyTorch Lightning's training machinery for LibTorch, configured at compile time.
 //
-// The one header users include. Each area has its own umbrella header, and each concept its own
-// header under include/volt/<area>/.
+// The one header users include. Each area has its own umbrella header (volt/<area>.hpp), and each
+// concept its own header under include/volt/<area>/.
 
 // ---- begin volt/version.hpp
 // volt's version, as macros (for #if) and as constants.
@@ -365,4 +365,29 @@ inline void reset_warn_once() {
 
 }  // namespace volt::log
 // ---- end volt/core/log.hpp
+
+// ---- begin volt/accelerators.hpp
+// volt/accelerators: umbrella header of this area.
+// ---- end volt/accelerators.hpp
+// ---- begin volt/transfer.hpp
+// volt/transfer: umbrella header of this area.
+// ---- end volt/transfer.hpp
+// ---- begin volt/precision.hpp
+// volt/precision: umbrella header of this area.
+// ---- end volt/precision.hpp
+// ---- begin volt/strategies.hpp
+// volt/strategies: umbrella header of this area.
+// ---- end volt/strategies.hpp
+// ---- begin volt/callbacks.hpp
+// volt/callbacks: umbrella header of this area.
+// ---- end volt/callbacks.hpp
+// ---- begin volt/loggers.hpp
+// volt/loggers: umbrella header of this area.
+// ---- end volt/loggers.hpp
+// ---- begin volt/trainer.hpp
+// volt/trainer: umbrella header of this area.
+// ---- end volt/trainer.hpp
+// ---- begin volt/testing.hpp
+// volt/testing: umbrella header of this area.
+// ---- end volt/testing.hpp
 // ---- end volt/volt.hpp

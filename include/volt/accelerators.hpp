@@ -1,0 +1,2 @@
+// volt/accelerators: umbrella header of this area.
+#pragma once

@@ -1,0 +1,2 @@
+// volt/callbacks: umbrella header of this area.
+#pragma once

@@ -1,0 +1,2 @@
+// volt/loggers: umbrella header of this area.
+#pragma once

@@ -1,0 +1,2 @@
+// volt/precision: umbrella header of this area.
+#pragma once

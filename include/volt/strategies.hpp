@@ -1,0 +1,2 @@
+// volt/strategies: umbrella header of this area.
+#pragma once

@@ -1,0 +1,2 @@
+// volt/testing: umbrella header of this area.
+#pragma once

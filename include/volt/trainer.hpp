@@ -1,0 +1,2 @@
+// volt/trainer: umbrella header of this area.
+#pragma once

@@ -1,0 +1,2 @@
+// volt/transfer: umbrella header of this area.
+#pragma once
