@@ -1,2 +1,5 @@
-// volt/strategies: umbrella header of this area.
+// volt/strategies: how training is spread over devices and processes.
 #pragma once
+
+#include <volt/strategies/single_device.hpp>
+#include <volt/strategies/ddp.hpp>
