@@ -1,2 +1,5 @@
-// volt/transfer: umbrella header of this area.
+// volt/transfer: moving batches to a device (Lightning's move_data_to_device / Strategy.batch_to_device).
 #pragma once
+
+#include <volt/core/apply.hpp>
+#include <volt/transfer/batch_to_device.hpp>
