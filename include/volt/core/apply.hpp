@@ -175,6 +175,15 @@ void rebuild_elements_in_place(Container& container, const Visitor& visitor) {
   for (auto& element : container) element = rebuild_collection(std::move(element), visitor);
 }
 
+template <class Container, class Element>
+void append(Container& container, Element&& element) {
+  if constexpr (requires { container.emplace_back(std::forward<Element>(element)); }) {
+    container.emplace_back(std::forward<Element>(element));  // vector's insert would need assignable elements
+  } else {
+    container.insert(container.end(), std::forward<Element>(element));
+  }
+}
+
 /// Core of apply_to_collection and batch_to_device: returns `data` rebuilt with the same type, every leaf
 /// (as the visitor defines it) replaced by `visitor.visit(leaf)`. Precedence, first match wins:
 /// leaf; nothing inside can be a leaf (returned as is, not walked); optional; variant; tuple/pair;
@@ -242,9 +251,9 @@ std::remove_cvref_t<Data> rebuild_collection(Data&& data, const Visitor& visitor
       Value result;
       for (auto& element : data) {
         if constexpr (std::is_lvalue_reference_v<Data>) {
-          result.insert(result.end(), rebuild_collection(element, visitor));
+          append(result, rebuild_collection(element, visitor));
         } else {
-          result.insert(result.end(), rebuild_collection(std::move(element), visitor));
+          append(result, rebuild_collection(std::move(element), visitor));
         }
       }
       return result;
@@ -309,6 +318,10 @@ consteval bool function_takes_leaf() {
 template <class>
 inline constexpr bool dependent_false = false;
 
+template <class Function, class Argument>
+concept invocable_with_result =
+    std::is_invocable_v<Function, Argument> && !std::is_void_v<std::invoke_result_t<Function, Argument>>;
+
 template <class Function>
 struct function_leaf_visitor {
   Function& function;
@@ -319,8 +332,7 @@ struct function_leaf_visitor {
   template <class Leaf>
   std::remove_cvref_t<Leaf> visit(Leaf&& leaf) const {
     using Value = std::remove_cvref_t<Leaf>;
-    if constexpr (std::is_invocable_v<Function&, Leaf&&> &&
-                  !std::is_void_v<std::invoke_result_t<Function&, Leaf&&>>) {
+    if constexpr (invocable_with_result<Function&, Leaf&&>) {
       static_assert(std::is_convertible_v<std::invoke_result_t<Function&, Leaf&&>, Value>,
                     "volt::apply_to_collection: the function's result must convert to the type of the leaf it "
                     "was given (the collection keeps its type)");
