@@ -1,2 +1,10 @@
-// volt/callbacks: umbrella header of this area.
+// volt/callbacks: values the Trainer calls at fixed points of training.
 #pragma once
+
+#include <volt/callbacks/callback.hpp>
+#include <volt/callbacks/model_checkpoint.hpp>
+#include <volt/callbacks/early_stopping.hpp>
+#include <volt/callbacks/progress_bar.hpp>
+#include <volt/callbacks/model_summary.hpp>
+#include <volt/callbacks/learning_rate_monitor.hpp>
+#include <volt/callbacks/device_stats_monitor.hpp>

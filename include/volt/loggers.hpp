@@ -1,2 +1,5 @@
-// volt/loggers: umbrella header of this area.
+// volt/loggers: where logged metrics are written.
 #pragma once
+
+#include <volt/loggers/logger.hpp>
+#include <volt/loggers/csv_logger.hpp>

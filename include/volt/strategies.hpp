@@ -3,3 +3,4 @@
 
 #include <volt/strategies/single_device.hpp>
 #include <volt/strategies/ddp.hpp>
+#include <volt/strategies/compatibility.hpp>

@@ -1,2 +1,10 @@
-// volt/trainer: umbrella header of this area.
+// volt/trainer: the Trainer and what a model's steps see.
 #pragma once
+
+#include <volt/trainer/options.hpp>
+#include <volt/trainer/metrics.hpp>
+#include <volt/trainer/step_context.hpp>
+#include <volt/trainer/module.hpp>
+#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/trainer/data.hpp>
+#include <volt/trainer/trainer.hpp>

@@ -1,0 +1,39 @@
+// volt::DeviceStatsMonitor: logs the accelerator's device statistics around training batches.
+#pragma once
+
+#include <volt/callbacks/callback.hpp>
+#include <volt/core/errors.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace volt {
+
+/// Logs `accelerator.get_device_stats(root_device)` at the start and end of training batches whose step
+/// is logged, under `DeviceStatsMonitor.on_train_batch_start/<key>` and `.../on_train_batch_end/<key>`.
+class DeviceStatsMonitor {
+ public:
+  void on_fit_start(TrainerState& state) {
+    if (state.loggers.empty()) {
+      throw MisconfigurationError("Cannot use `DeviceStatsMonitor` callback with `Trainer(logger=False)`.");
+    }
+  }
+  void on_train_batch_start(TrainerState& state, std::int64_t) { record(state, "on_train_batch_start"); }
+  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
+    record(state, "on_train_batch_end");
+  }
+
+ private:
+  static void record(TrainerState& state, const std::string& hook) {
+    if (!state.device_stats || state.log_every_n_steps == 0 ||
+        (state.global_step + 1) % state.log_every_n_steps != 0) {
+      return;
+    }
+    std::map<std::string, double> prefixed;
+    for (const auto& [key, value] : state.device_stats()) prefixed["DeviceStatsMonitor." + hook + "/" + key] = value;
+    state.log_to_loggers(prefixed);
+  }
+};
+
+}  // namespace volt

@@ -1,0 +1,173 @@
+// volt::EarlyStopping: stop training when a monitored metric stops improving (Lightning's EarlyStopping).
+#pragma once
+
+#include <volt/callbacks/callback.hpp>
+#include <volt/core/errors.hpp>
+#include <volt/core/log.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace volt {
+
+// Field order lets the common options read naturally with designated initializers:
+// `volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = 2}}`.
+struct EarlyStoppingOptions {
+  std::string monitor{};
+  std::string mode = "min";
+  /// Checks without improvement before stopping (checks, not epochs: one per validation run).
+  std::int64_t patience = 3;
+  /// Smallest change that counts as an improvement.
+  double min_delta = 0.0;
+  bool verbose = false;
+  /// Throw when the monitored metric is missing (else warn and skip the check).
+  bool strict = true;
+  /// Stop when the monitored metric becomes NaN or infinite.
+  bool check_finite = true;
+  /// Stop as soon as the metric is better than this.
+  std::optional<double> stopping_threshold{};
+  /// Stop as soon as the metric is worse than this.
+  std::optional<double> divergence_threshold{};
+  /// Check at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning.
+  std::optional<bool> check_on_train_epoch_end{};
+};
+
+class EarlyStopping {
+ public:
+  explicit EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
+    if (options_.mode != "min" && options_.mode != "max") {
+      throw MisconfigurationError("`mode` can be min, max, got " + options_.mode);
+    }
+    if (options_.monitor.empty()) {
+      throw MisconfigurationError("EarlyStopping needs a `monitor`: the name of a logged metric.");
+    }
+    if (options_.patience < 0) {
+      throw MisconfigurationError("EarlyStopping(patience=" + std::to_string(options_.patience) +
+                                  ") must be >= 0.");
+    }
+    // Lightning flips min_delta's sign for "min" so that `current - min_delta` beats the best by min_delta.
+    min_delta_ = options_.mode == "min" ? -std::abs(options_.min_delta) : std::abs(options_.min_delta);
+    best_score_ = options_.mode == "min" ? std::numeric_limits<double>::infinity()
+                                         : -std::numeric_limits<double>::infinity();
+  }
+
+  const EarlyStoppingOptions& options() const { return options_; }
+  std::int64_t wait_count() const { return wait_count_; }
+  double best_score() const { return best_score_; }
+  /// Epoch at which this callback stopped training (0 if it did not).
+  std::int64_t stopped_epoch() const { return stopped_epoch_; }
+  /// Why the last check stopped training (empty if it did not).
+  const std::string& stopping_reason() const { return stopping_reason_; }
+
+  void on_train_epoch_end(TrainerState& state) {
+    if (!check_on_train_epoch_end(state) || skip(state)) return;
+    run_check(state);
+  }
+  void on_validation_end(TrainerState& state) {
+    if (check_on_train_epoch_end(state) || skip(state)) return;
+    run_check(state);
+  }
+
+  void save_state(torch::serialize::OutputArchive& archive) const {
+    archive.write("wait_count", c10::IValue(wait_count_));
+    archive.write("stopped_epoch", c10::IValue(stopped_epoch_));
+    archive.write("best_score", c10::IValue(best_score_));
+    archive.write("patience", c10::IValue(options_.patience));
+  }
+  void load_state(torch::serialize::InputArchive& archive) {
+    c10::IValue value;
+    archive.read("wait_count", value);
+    wait_count_ = value.toInt();
+    archive.read("stopped_epoch", value);
+    stopped_epoch_ = value.toInt();
+    archive.read("best_score", value);
+    best_score_ = value.toDouble();
+  }
+
+ private:
+  bool check_on_train_epoch_end(const TrainerState& state) const {
+    if (options_.check_on_train_epoch_end) return *options_.check_on_train_epoch_end;
+    return state.validates_at_epoch_end;
+  }
+  static bool skip(const TrainerState& state) { return state.stage != Stage::fitting || state.fast_dev_run; }
+
+  bool improves(double current, double reference) const {
+    return options_.mode == "min" ? current < reference : current > reference;
+  }
+
+  static std::string number(double value) {
+    char buffer[48];
+    std::snprintf(buffer, sizeof buffer, "%.3f", value);
+    return buffer;
+  }
+
+  void run_check(TrainerState& state) {
+    const auto current = state.metric(options_.monitor);
+    if (!current) {
+      std::string available;
+      for (const auto& [key, value] : state.callback_metrics()) available += (available.empty() ? "`" : "`, `") + key;
+      if (!available.empty()) available += "`";
+      const std::string message = "Early stopping conditioned on metric `" + options_.monitor +
+                                  "` which is not available. Pass in or modify your `EarlyStopping` callback to use "
+                                  "any of the following: " + available;
+      if (options_.strict) throw std::runtime_error(message);
+      if (options_.verbose) log::warn_rank_zero(message);
+      return;
+    }
+    bool should_stop = false;
+    std::string reason;
+    const double value = *current;
+    if (options_.check_finite && !std::isfinite(value)) {
+      should_stop = true;
+      reason = "Monitored metric " + options_.monitor + " = " + number(value) +
+               " is not finite. Previous best value was " + number(best_score_) + ". Signaling Trainer to stop.";
+    } else if (options_.stopping_threshold && improves(value, *options_.stopping_threshold)) {
+      should_stop = true;
+      reason = "Stopping threshold reached: " + options_.monitor + " = " + number(value) +
+               (options_.mode == "min" ? " < " : " > ") + number(*options_.stopping_threshold) +
+               ". Signaling Trainer to stop.";
+    } else if (options_.divergence_threshold && improves(-value, -*options_.divergence_threshold)) {
+      should_stop = true;
+      reason = "Divergence threshold reached: " + options_.monitor + " = " + number(value) +
+               (options_.mode == "min" ? " > " : " < ") + number(*options_.divergence_threshold) +
+               ". Signaling Trainer to stop.";
+    } else if (improves(value - min_delta_, best_score_)) {
+      if (options_.verbose) {
+        reason = std::isfinite(best_score_)
+                     ? "Metric " + options_.monitor + " improved by " + number(std::abs(best_score_ - value)) +
+                           " >= min_delta = " + number(std::abs(min_delta_)) + ". New best score: " + number(value)
+                     : "Metric " + options_.monitor + " improved. New best score: " + number(value);
+      }
+      best_score_ = value;
+      wait_count_ = 0;
+    } else {
+      ++wait_count_;
+      if (wait_count_ >= options_.patience) {
+        should_stop = true;
+        reason = "Monitored metric " + options_.monitor + " did not improve in the last " +
+                 std::to_string(wait_count_) + " records. Best score: " + number(best_score_) +
+                 ". Signaling Trainer to stop.";
+      }
+    }
+    if (should_stop) {
+      state.should_stop = true;
+      stopped_epoch_ = state.current_epoch;
+      stopping_reason_ = reason;
+    }
+    if (!reason.empty() && (options_.verbose || should_stop)) log::info_rank_zero(reason);
+  }
+
+  EarlyStoppingOptions options_;
+  double min_delta_ = 0.0;
+  double best_score_ = 0.0;
+  std::int64_t wait_count_ = 0;
+  std::int64_t stopped_epoch_ = 0;
+  std::string stopping_reason_{};
+};
+
+}  // namespace volt

@@ -1,0 +1,88 @@
+// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
+#pragma once
+
+#include <volt/callbacks/callback.hpp>
+#include <volt/core/errors.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <typeinfo>
+
+#if __has_include(<cxxabi.h>)
+#include <cxxabi.h>
+#include <cstdlib>
+#endif
+
+namespace volt {
+
+namespace detail {
+/// The optimizer's class name without namespaces ("Adam", "SGD").
+inline std::string optimizer_name(const torch::optim::Optimizer& optimizer) {
+  std::string name = typeid(optimizer).name();
+#if __has_include(<cxxabi.h>)
+  int status = 0;
+  if (char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status); status == 0) {
+    name = demangled;
+    std::free(demangled);
+  }
+#endif
+  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  return name;
+}
+}  // namespace detail
+
+struct LearningRateMonitorOptions {
+  /// "step", "epoch", or empty: log at every step (volt's schedulers are stepped per epoch or per step,
+  /// and logging per step shows both).
+  std::string logging_interval{};
+  std::string log_key_prefix = "lr-";
+};
+
+class LearningRateMonitor {
+ public:
+  explicit LearningRateMonitor(LearningRateMonitorOptions options = {}) : options_(std::move(options)) {
+    if (!options_.logging_interval.empty() && options_.logging_interval != "step" &&
+        options_.logging_interval != "epoch") {
+      throw MisconfigurationError("logging_interval should be `step` or `epoch` or `None`.");
+    }
+  }
+
+  void on_fit_start(TrainerState& state) {
+    if (state.loggers.empty()) {
+      throw MisconfigurationError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
+    }
+  }
+
+  void on_train_batch_start(TrainerState& state, std::int64_t) {
+    if (options_.logging_interval == "epoch") return;
+    if (state.log_every_n_steps == 0 || (state.global_step + 1) % state.log_every_n_steps != 0) return;
+    state.log_to_loggers(values(state));
+  }
+  void on_train_epoch_start(TrainerState& state) {
+    if (options_.logging_interval == "epoch") state.log_to_loggers(values(state));
+  }
+
+  /// "lr-Adam" (or "lr-Adam/pg1"... for several parameter groups; "lr-Adam-1" for a second Adam).
+  std::map<std::string, double> values(const TrainerState& state) const {
+    std::map<std::string, double> out;
+    std::map<std::string, int> seen;
+    for (torch::optim::Optimizer* optimizer : state.optimizers) {
+      std::string key = options_.log_key_prefix + detail::optimizer_name(*optimizer);
+      if (const int n = seen[key]++; n > 0) key += "-" + std::to_string(n);
+      const auto& groups = optimizer->param_groups();
+      for (std::size_t g = 0; g < groups.size(); ++g) {
+        out[groups.size() == 1 ? key : key + "/pg" + std::to_string(g + 1)] = groups[g].options().get_lr();
+      }
+    }
+    return out;
+  }
+
+ private:
+  LearningRateMonitorOptions options_;
+};
+
+}  // namespace volt

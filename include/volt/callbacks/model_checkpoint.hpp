@@ -1,0 +1,345 @@
+// volt::ModelCheckpoint: save checkpoints periodically and keep the best k by a monitored metric
+// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
+#pragma once
+
+#include <volt/callbacks/callback.hpp>
+#include <volt/core/errors.hpp>
+#include <volt/core/log.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace volt {
+
+// Field order lets the common options read naturally with designated initializers:
+// `volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max", .save_top_k = 3}}`.
+struct ModelCheckpointOptions {
+  /// Folder of the checkpoints; empty: `<logger log_dir>/checkpoints`, or `<default_root_dir>/checkpoints`.
+  std::filesystem::path dirpath{};
+  /// File name pattern without extension; `{epoch}`, `{step}` and logged metric names, with an optional
+  /// printf-style format after a colon (`{val_loss:.2f}`). Empty: "{epoch}-{step}".
+  std::string filename{};
+  /// Metric to rank checkpoints by; empty: keep the latest.
+  std::string monitor{};
+  std::string mode = "min";
+  /// Keep the best k checkpoints (-1: all, 0: none).
+  int save_top_k = 1;
+  /// Also write `last.ckpt` whenever a checkpoint is saved.
+  bool save_last = false;
+  /// Save every N optimizer steps (0: off).
+  std::optional<std::int64_t> every_n_train_steps{};
+  /// Save every N epochs (default 1 when neither interval is given).
+  std::optional<std::int64_t> every_n_epochs{};
+  bool save_weights_only = false;
+  bool verbose = false;
+  /// Write `{epoch}` as `epoch=3`.
+  bool auto_insert_metric_name = true;
+  /// Save at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning does.
+  std::optional<bool> save_on_train_epoch_end{};
+  /// Add `-v1`, `-v2`... instead of overwriting an existing file of the same name.
+  bool enable_version_counter = true;
+};
+
+class ModelCheckpoint {
+ public:
+  static constexpr const char* file_extension = ".ckpt";
+  static constexpr const char* name_last = "last";
+
+  explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
+    const auto& o = options_;
+    if (o.save_top_k < -1) {
+      throw MisconfigurationError("Invalid value for save_top_k=" + std::to_string(o.save_top_k) + ". Must be >= -1");
+    }
+    if (o.every_n_train_steps && *o.every_n_train_steps < 0) {
+      throw MisconfigurationError("Invalid value for every_n_train_steps=" + std::to_string(*o.every_n_train_steps) +
+                                  ". Must be >= 0");
+    }
+    if (o.every_n_epochs && *o.every_n_epochs < 0) {
+      throw MisconfigurationError("Invalid value for every_n_epochs=" + std::to_string(*o.every_n_epochs) +
+                                  ". Must be >= 0");
+    }
+    const bool steps_set = o.every_n_train_steps.value_or(0) > 0;
+    const bool epochs_set = o.every_n_epochs.value_or(0) > 0;
+    if (steps_set && epochs_set) {
+      throw MisconfigurationError("Combination of parameters every_n_train_steps=" +
+                                  std::to_string(*o.every_n_train_steps) +
+                                  ", every_n_epochs=" + std::to_string(*o.every_n_epochs) +
+                                  " and train_time_interval=None should be mutually exclusive.");
+    }
+    every_n_train_steps_ = o.every_n_train_steps.value_or(0);
+    every_n_epochs_ = o.every_n_epochs.value_or(!o.every_n_train_steps ? 1 : 0);
+    if (o.mode != "min" && o.mode != "max") {
+      throw MisconfigurationError("`mode` can be min, max but got " + o.mode);
+    }
+    if (o.monitor.empty() && o.save_top_k != -1 && o.save_top_k != 0 && o.save_top_k != 1) {
+      throw MisconfigurationError("ModelCheckpoint(save_top_k=" + std::to_string(o.save_top_k) +
+                                  ", monitor=None) is not a valid configuration. No quantity for top_k to track.");
+    }
+    kth_value_ = worst_value();
+    best_model_score_ = std::nullopt;
+  }
+
+  const ModelCheckpointOptions& options() const { return options_; }
+  const std::filesystem::path& best_model_path() const { return best_model_path_; }
+  std::optional<double> best_model_score() const { return best_model_score_; }
+  const std::filesystem::path& last_model_path() const { return last_model_path_; }
+  /// The kept top-k checkpoints and their monitored values.
+  const std::map<std::filesystem::path, double>& best_k_models() const { return best_k_models_; }
+  const std::filesystem::path& dirpath() const { return dirpath_; }
+
+  /// Lightning's name formatting: `{epoch}` -> `epoch=3` (with auto_insert_metric_name), metric values with
+  /// an optional printf format (`{val_loss:.2f}`); unknown names are left as written.
+  std::string format_checkpoint_name(const std::map<std::string, double, std::less<>>& metrics) const {
+    const std::string pattern = options_.filename.empty() ? "{epoch}-{step}" : options_.filename;
+    std::string out;
+    std::size_t pos = 0;
+    while (pos < pattern.size()) {
+      const auto open = pattern.find('{', pos);
+      const auto close = open == std::string::npos ? std::string::npos : pattern.find('}', open);
+      if (close == std::string::npos) {
+        out += pattern.substr(pos);
+        break;
+      }
+      out += pattern.substr(pos, open - pos);
+      const std::string field = pattern.substr(open + 1, close - open - 1);
+      const auto colon = field.find(':');
+      const std::string name = field.substr(0, colon);
+      const std::string format = colon == std::string::npos ? "" : field.substr(colon + 1);
+      if (auto it = metrics.find(name); it != metrics.end()) {
+        if (options_.auto_insert_metric_name) out += name + "=";
+        out += format_value(name, it->second, format);
+      } else {
+        out += "{" + field + "}";
+      }
+      pos = close + 1;
+    }
+    return out;
+  }
+
+  // ---- hooks -------------------------------------------------------------------------------------
+
+  void setup(TrainerState& state) {
+    if (dirpath_.empty()) {
+      dirpath_ = !options_.dirpath.empty() ? options_.dirpath : state.log_dir() / "checkpoints";
+    }
+  }
+
+  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
+    if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
+    save_topk_and_last(state);
+  }
+
+  void on_train_epoch_end(TrainerState& state) {
+    if (should_skip(state) || !save_on_train_epoch_end(state)) return;
+    if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
+    save_last(state);
+  }
+
+  void on_validation_end(TrainerState& state) {
+    if (should_skip(state) || save_on_train_epoch_end(state)) return;
+    if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
+    save_last(state);
+  }
+
+  void save_state(torch::serialize::OutputArchive& archive) const {
+    archive.write("best_model_path", c10::IValue(best_model_path_.string()));
+    archive.write("last_model_path", c10::IValue(last_model_path_.string()));
+    archive.write("best_model_score", c10::IValue(best_model_score_.value_or(std::nan(""))));
+    std::vector<std::string> paths;
+    std::vector<double> scores;
+    for (const auto& [path, score] : best_k_models_) {
+      paths.push_back(path.string());
+      scores.push_back(score);
+    }
+    archive.write("best_k_paths", c10::IValue(c10::List<std::string>(paths)));
+    archive.write("best_k_scores", c10::IValue(c10::List<double>(scores)));
+    archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
+  }
+
+  void load_state(torch::serialize::InputArchive& archive) {
+    c10::IValue value;
+    archive.read("best_model_path", value);
+    best_model_path_ = value.toStringRef();
+    archive.read("last_model_path", value);
+    last_model_path_ = value.toStringRef();
+    archive.read("best_model_score", value);
+    const double score = value.toDouble();
+    best_model_score_ = std::isnan(score) ? std::nullopt : std::optional<double>(score);
+    c10::IValue paths;
+    c10::IValue scores;
+    archive.read("best_k_paths", paths);
+    archive.read("best_k_scores", scores);
+    best_k_models_.clear();
+    const auto path_list = paths.toList();
+    const auto score_list = scores.toDoubleList();
+    for (std::size_t i = 0; i < path_list.size(); ++i) {
+      best_k_models_[path_list.get(i).toStringRef()] = score_list.get(i);
+    }
+    update_kth();
+    archive.read("last_global_step_saved", value);
+    last_global_step_saved_ = value.toInt();
+  }
+
+ private:
+  double worst_value() const {
+    return options_.mode == "min" ? std::numeric_limits<double>::infinity()
+                                  : -std::numeric_limits<double>::infinity();
+  }
+  bool better(double current, double reference) const {
+    return options_.mode == "min" ? current < reference : current > reference;
+  }
+
+  static std::string format_value(const std::string& name, double value, const std::string& format) {
+    char buffer[64];
+    if (!format.empty()) {
+      std::snprintf(buffer, sizeof buffer, ("%" + format).c_str(), value);
+    } else if ((name == "epoch" || name == "step") && value == std::floor(value)) {
+      std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(value));
+    } else {
+      std::snprintf(buffer, sizeof buffer, "%.4g", value);
+    }
+    return buffer;
+  }
+
+  bool should_skip(const TrainerState& state) const {
+    return state.stage != Stage::fitting || state.fast_dev_run || state.global_step == last_global_step_saved_;
+  }
+
+  bool save_on_train_epoch_end(const TrainerState& state) const {
+    if (options_.save_on_train_epoch_end) return *options_.save_on_train_epoch_end;
+    if (!state.has_validation) return true;
+    return state.validates_at_epoch_end;
+  }
+
+  std::map<std::string, double, std::less<>> monitor_candidates(TrainerState& state) const {
+    auto metrics = state.callback_metrics();
+    metrics["epoch"] = static_cast<double>(state.current_epoch);
+    metrics["step"] = static_cast<double>(state.global_step);
+    return metrics;
+  }
+
+  std::filesystem::path unique_path(const std::string& name, const std::filesystem::path& keep) const {
+    auto path = dirpath_ / (name + file_extension);
+    if (!options_.enable_version_counter) return path;
+    for (int version = 1; std::filesystem::exists(path) && path != keep; ++version) {
+      path = dirpath_ / (name + "-v" + std::to_string(version) + file_extension);
+    }
+    return path;
+  }
+
+  void write(TrainerState& state, const std::filesystem::path& path) {
+    if (!state.save_checkpoint) return;
+    state.save_checkpoint(path, options_.save_weights_only);
+    last_global_step_saved_ = state.global_step;
+    if (options_.verbose && state.is_global_zero) log::info("Epoch " + std::to_string(state.current_epoch) +
+                                                            ", global step " + std::to_string(state.global_step) +
+                                                            ": saving model to " + path.string());
+  }
+
+  void remove(const TrainerState& state, const std::filesystem::path& path) const {
+    if (!state.is_global_zero || path.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+
+  void save_topk_and_last(TrainerState& state) {
+    save_topk(state);
+    save_last(state);
+  }
+
+  void save_topk(TrainerState& state) {
+    if (options_.save_top_k == 0) return;
+    auto metrics = monitor_candidates(state);
+    if (options_.monitor.empty()) {
+      const auto previous = best_model_path_;
+      const auto path = unique_path(format_checkpoint_name(metrics), previous);
+      write(state, path);
+      if (options_.save_top_k == 1 && !previous.empty() && previous != path) remove(state, previous);
+      best_model_path_ = path;
+      return;
+    }
+    auto it = metrics.find(options_.monitor);
+    if (it == metrics.end()) {
+      std::string available;
+      for (const auto& [key, value] : metrics) available += (available.empty() ? "'" : ", '") + key + "'";
+      throw MisconfigurationError("`ModelCheckpoint(monitor='" + options_.monitor +
+                                  "')` could not find the monitored key in the returned metrics: [" + available +
+                                  "]. HINT: Did you call `log(\"" + options_.monitor + "\", value)` in your model?");
+    }
+    double current = it->second;
+    if (std::isnan(current)) current = worst_value();  // NaN ranks last
+    const bool keep = options_.save_top_k == -1 || static_cast<int>(best_k_models_.size()) < options_.save_top_k ||
+                      better(current, kth_value_);
+    if (!keep) {
+      if (options_.verbose && state.is_global_zero) {
+        log::info("Epoch " + std::to_string(state.current_epoch) + ", global step " +
+                  std::to_string(state.global_step) + ": '" + options_.monitor + "' was not in top " +
+                  std::to_string(options_.save_top_k));
+      }
+      return;
+    }
+    const auto path = unique_path(format_checkpoint_name(metrics), {});
+    best_k_models_[path] = current;
+    if (options_.save_top_k != -1 && static_cast<int>(best_k_models_.size()) > options_.save_top_k) {
+      const auto worst = worst_path();
+      best_k_models_.erase(worst);
+      if (worst != path) remove(state, worst);
+    }
+    write(state, path);
+    update_kth();
+  }
+
+  std::filesystem::path worst_path() const {
+    auto worst = best_k_models_.begin();
+    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
+      if (better(worst->second, it->second)) worst = it;
+    }
+    return worst->first;
+  }
+
+  void update_kth() {
+    if (best_k_models_.empty()) {
+      kth_value_ = worst_value();
+      return;
+    }
+    kth_value_ = best_k_models_.at(worst_path());
+    auto best = best_k_models_.begin();
+    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
+      if (better(it->second, best->second)) best = it;
+    }
+    best_model_path_ = best->first;
+    best_model_score_ = best->second;
+  }
+
+  void save_last(TrainerState& state) {
+    if (!options_.save_last) return;
+    const auto path = dirpath_ / (std::string(name_last) + file_extension);
+    // The same step may already be saved under a top-k name; last.ckpt is still refreshed.
+    if (state.save_checkpoint) state.save_checkpoint(path, options_.save_weights_only);
+    last_global_step_saved_ = state.global_step;
+    last_model_path_ = path;
+  }
+
+  ModelCheckpointOptions options_;
+  std::int64_t every_n_train_steps_ = 0;
+  std::int64_t every_n_epochs_ = 1;
+  std::filesystem::path dirpath_{};
+  std::filesystem::path best_model_path_{};
+  std::optional<double> best_model_score_{};
+  std::filesystem::path last_model_path_{};
+  std::map<std::filesystem::path, double> best_k_models_{};
+  double kth_value_ = 0;
+  std::int64_t last_global_step_saved_ = -1;
+};
+
+}  // namespace volt

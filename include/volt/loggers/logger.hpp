@@ -1,0 +1,49 @@
+// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <system_error>
+
+namespace volt {
+
+/// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
+/// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
+/// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
+class Logger {
+ public:
+  virtual ~Logger() = default;
+  virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
+  virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
+  virtual void save() {}
+  virtual void finalize(const std::string& /*status*/) { save(); }
+  /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
+  virtual std::filesystem::path log_dir() const = 0;
+};
+
+namespace detail {
+
+/// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
+inline int next_version(const std::filesystem::path& root) {
+  std::error_code error;
+  int next = 0;
+  if (!std::filesystem::is_directory(root, error)) return 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
+    try {
+      std::size_t used = 0;
+      const int number = std::stoi(name.substr(8), &used);
+      if (used == name.size() - 8) next = std::max(next, number + 1);
+    } catch (const std::exception&) {
+      // not a version folder of ours
+    }
+  }
+  return next;
+}
+
+}  // namespace detail
+}  // namespace volt

@@ -1,0 +1,39 @@
+// Helpers for the data the Trainer iterates: any range of batches works as is; these add what a range
+// may lack.
+#pragma once
+
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <type_traits>
+
+namespace volt {
+
+/// A view of `range` that also knows how many batches it yields, for ranges that cannot tell (a
+/// torch::data loader): the progress bar shows a total and ETA from the first epoch, and fractional
+/// limit_train_batches / val_check_interval work. `range` must outlive the view.
+template <class Range>
+class SizedRange {
+ public:
+  SizedRange(Range& range, std::int64_t size) : range_(&range), size_(size) {}
+  auto begin() { return std::begin(*range_); }
+  auto end() { return std::end(*range_); }
+  std::int64_t size() const { return size_; }
+
+ private:
+  Range* range_;
+  std::int64_t size_;
+};
+
+/// `volt::sized(loader, batches)`; `loader` may be a range or a pointer to one (std::unique_ptr from
+/// torch::data::make_data_loader).
+template <class Data>
+auto sized(Data& data, std::int64_t size) {
+  if constexpr (requires { std::begin(data); }) {
+    return SizedRange<Data>(data, size);
+  } else {
+    return SizedRange<std::remove_reference_t<decltype(*data)>>(*data, size);
+  }
+}
+
+}  // namespace volt

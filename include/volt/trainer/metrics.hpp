@@ -1,0 +1,190 @@
+// Logged metrics: what `ctx.log(...)` records, how values are aggregated over an epoch, and which values
+// reach callbacks, the progress bar and loggers.
+//
+// Values stay tensors on the device until something reads them (a logger flush every log_every_n_steps, the
+// progress bar's refresh, an epoch end, a callback asking), so logging adds no host-device sync per step.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// How a metric logged on every step is reduced to its epoch value.
+enum class Reduce { mean, sum, max, min };
+
+/// Options of StepContext::log, Lightning's `self.log(..., prog_bar=..., on_step=..., on_epoch=...)`.
+struct LogOptions {
+  /// Show the value in the progress bar.
+  bool prog_bar = false;
+  /// Record the value of each step; default: true in training_step, false in evaluation steps.
+  std::optional<bool> on_step{};
+  /// Record the epoch's reduction of the values; default: false in training_step, true in evaluation steps.
+  std::optional<bool> on_epoch{};
+  /// Send the value to the loggers (CSV, TensorBoard).
+  bool logger = true;
+  Reduce reduce = Reduce::mean;
+};
+
+/// The phase a value was logged in; evaluation values aggregate separately from training values.
+enum class MetricPhase { train, validation, test, predict };
+
+namespace detail {
+
+struct MetricEntry {
+  std::string name;
+  MetricPhase phase;
+  bool prog_bar;
+  bool on_step;
+  bool on_epoch;
+  bool to_logger;
+  Reduce reduce;
+  torch::Tensor last;       // latest step value, detached
+  torch::Tensor aggregate;  // epoch reduction so far (float32), detached
+  std::int64_t count = 0;
+  bool logged_since_flush = false;
+};
+
+/// Storage for logged metrics; owned by the Trainer, written through StepContext.
+class MetricStore {
+ public:
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options, MetricPhase phase) {
+    const bool training = phase == MetricPhase::train;
+    MetricEntry* entry = find(name, phase);
+    if (entry == nullptr) {
+      entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar, options.on_step.value_or(training),
+                                     options.on_epoch.value_or(!training), options.logger, options.reduce, {}, {}, 0,
+                                     false});
+      entry = &entries_.back();
+    }
+    TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name, "` must hold a single element, but it has shape ",
+                value.sizes());
+    torch::Tensor detached = value.detach();
+    if (entry->on_step) {
+      entry->last = detached;
+      entry->logged_since_flush = true;
+    }
+    if (entry->on_epoch) {
+      torch::Tensor as_float = detached.to(torch::kFloat).reshape({});
+      if (entry->count == 0) {
+        entry->aggregate = as_float.clone();
+      } else {
+        switch (entry->reduce) {
+          case Reduce::mean:
+          case Reduce::sum: entry->aggregate.add_(as_float); break;
+          case Reduce::max: entry->aggregate = torch::maximum(entry->aggregate, as_float); break;
+          case Reduce::min: entry->aggregate = torch::minimum(entry->aggregate, as_float); break;
+        }
+      }
+      ++entry->count;
+    }
+  }
+
+  void log(std::string_view name, double value, const LogOptions& options, MetricPhase phase) {
+    log(name, torch::tensor(value, torch::kDouble), options, phase);
+  }
+
+  /// Step values logged since the last call, under their logger keys ("name" or "name_step"); reading them
+  /// syncs with the device.
+  std::map<std::string, double> take_step_values_for_logger() {
+    std::map<std::string, double> out;
+    for (auto& entry : entries_) {
+      if (!entry.logged_since_flush) continue;
+      entry.logged_since_flush = false;
+      if (!entry.to_logger) continue;
+      const double value = entry.last.item<double>();
+      out[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
+      if (entry.on_epoch) callback_metrics_[entry.name + "_step"] = value;
+      callback_metrics_[entry.name] = value;
+    }
+    return out;
+  }
+
+  /// Ends the epoch of `phase`: reduces the epoch values into the callback metrics and returns those meant
+  /// for the loggers ("name" or "name_epoch"). Resets the phase's accumulators.
+  std::map<std::string, double> end_epoch(MetricPhase phase) {
+    std::map<std::string, double> for_logger;
+    for (auto& entry : entries_) {
+      if (entry.phase != phase) continue;
+      if (entry.on_step && entry.last.defined()) {
+        const double step_value = entry.last.item<double>();
+        callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = step_value;
+        if (!entry.on_epoch) callback_metrics_[entry.name] = step_value;
+      }
+      if (entry.on_epoch && entry.count > 0) {
+        double value = entry.aggregate.item<double>();
+        if (entry.reduce == Reduce::mean) value /= static_cast<double>(entry.count);
+        callback_metrics_[entry.name] = value;
+        if (entry.on_step) callback_metrics_[entry.name + "_epoch"] = value;
+        if (entry.to_logger) for_logger[entry.on_step ? entry.name + "_epoch" : entry.name] = value;
+      }
+      entry.count = 0;
+      entry.aggregate = torch::Tensor();
+    }
+    return for_logger;
+  }
+
+  /// Brings the latest step values into the callback metrics (syncs) and returns them all.
+  const std::map<std::string, double, std::less<>>& callback_metrics() {
+    for (auto& entry : entries_) {
+      if (!entry.on_step || !entry.last.defined()) continue;
+      const double value = entry.last.item<double>();
+      callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
+      if (!entry.on_epoch) callback_metrics_[entry.name] = value;
+    }
+    return callback_metrics_;
+  }
+
+  std::optional<double> metric(std::string_view key) {
+    const auto& all = callback_metrics();
+    if (auto it = all.find(key); it != all.end()) return it->second;
+    return std::nullopt;
+  }
+
+  /// Values for the progress bar: step values while an epoch runs, epoch values of earlier phases.
+  std::vector<std::pair<std::string, double>> progress_bar_values() {
+    std::vector<std::pair<std::string, double>> out;
+    for (auto& entry : entries_) {
+      if (!entry.prog_bar) continue;
+      if (entry.on_step && entry.last.defined()) {
+        out.emplace_back(entry.on_epoch ? entry.name + "_step" : entry.name, entry.last.item<double>());
+      }
+      if (entry.on_epoch) {
+        const auto key = entry.on_step ? entry.name + "_epoch" : entry.name;
+        if (auto it = callback_metrics_.find(key); it != callback_metrics_.end()) out.emplace_back(key, it->second);
+      }
+    }
+    return out;
+  }
+
+  /// Forgets the values of one phase (e.g. after the sanity check, whose metrics Lightning discards).
+  void discard(MetricPhase phase) {
+    std::erase_if(entries_, [phase](const MetricEntry& entry) { return entry.phase == phase; });
+    callback_metrics_.clear();
+  }
+
+  void clear() {
+    entries_.clear();
+    callback_metrics_.clear();
+  }
+
+ private:
+  MetricEntry* find(std::string_view name, MetricPhase phase) {
+    for (auto& entry : entries_) {
+      if (entry.phase == phase && entry.name == name) return &entry;
+    }
+    return nullptr;
+  }
+
+  std::vector<MetricEntry> entries_;
+  std::map<std::string, double, std::less<>> callback_metrics_;
+};
+
+}  // namespace detail
+}  // namespace volt

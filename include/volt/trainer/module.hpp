@@ -1,0 +1,124 @@
+// The contract between the Trainer and a user's model, as C++20 concepts. No base class: a model is a
+// torch::nn::Module (held by std::shared_ptr or a TORCH_MODULE holder) with the members below, found at
+// compile time.
+//
+//   torch::Tensor training_step(Batch& batch, int64_t batch_idx, volt::StepContext& ctx);  // required
+//   auto configure_optimizers();       // required: std::shared_ptr<SomeOptimizer> or volt::OptimizerConfig
+//   void validation_step(Batch&, int64_t, volt::StepContext&);   // optional, needed to validate
+//   void test_step(Batch&, int64_t, volt::StepContext&);         // optional, needed to test
+//   auto predict_step(Batch&, int64_t);                           // optional, needed to predict
+// batch_idx and ctx may be left out of any step's parameters. Optional hooks (on_fit_start,
+// on_train_epoch_start, on_train_epoch_end, on_validation_epoch_start, on_validation_epoch_end,
+// on_test_epoch_end, on_train_start, on_train_end, on_fit_end) take `volt::StepContext&` or nothing.
+#pragma once
+
+#include <volt/trainer/step_context.hpp>
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+namespace volt {
+
+/// When an LR scheduler steps: after every optimizer step, or after every training epoch (default).
+enum class SchedulerInterval { step, epoch };
+
+/// What configure_optimizers() may return when it has an LR scheduler (Lightning's dict form).
+struct OptimizerConfig {
+  std::shared_ptr<torch::optim::Optimizer> optimizer;
+  std::shared_ptr<torch::optim::LRScheduler> lr_scheduler{};
+  SchedulerInterval interval = SchedulerInterval::epoch;
+  /// Step the scheduler every `frequency` intervals.
+  std::int64_t frequency = 1;
+};
+
+namespace detail {
+
+template <class T>
+struct module_of;
+template <class M>
+struct module_of<std::shared_ptr<M>> {
+  using type = M;
+};
+template <class T>
+  requires requires { typename T::ContainedType; } && std::derived_from<T, torch::nn::ModuleHolder<typename T::ContainedType>>
+struct module_of<T> {
+  using type = typename T::ContainedType;
+};
+
+/// The model's module type from what the user passes to fit (std::shared_ptr<M> or a TORCH_MODULE holder).
+template <class Holder>
+using module_t = typename module_of<std::remove_cvref_t<Holder>>::type;
+
+template <class Holder>
+std::shared_ptr<module_t<Holder>> model_module(Holder& holder) {
+  if constexpr (requires { holder.ptr(); }) {
+    return holder.ptr();
+  } else {
+    return holder;
+  }
+}
+
+// A step may take (batch, batch_idx, ctx), (batch, batch_idx) or (batch).
+#define VOLT_DETAIL_STEP_CALLS(step)                                                                     \
+  template <class M, class B>                                                                           \
+  concept has_##step = requires(M& m, B& b, std::int64_t i, StepContext& c) { m.step(b, i, c); } ||     \
+                       requires(M& m, B& b, std::int64_t i) { m.step(b, i); } ||                        \
+                       requires(M& m, B& b) { m.step(b); };                                             \
+  template <class M, class B>                                                                           \
+  decltype(auto) call_##step(M& m, B& b, std::int64_t i, StepContext& c) {                              \
+    if constexpr (requires { m.step(b, i, c); }) {                                                      \
+      return m.step(b, i, c);                                                                           \
+    } else if constexpr (requires { m.step(b, i); }) {                                                  \
+      return m.step(b, i);                                                                              \
+    } else {                                                                                            \
+      return m.step(b);                                                                                 \
+    }                                                                                                   \
+  }
+VOLT_DETAIL_STEP_CALLS(training_step)
+VOLT_DETAIL_STEP_CALLS(validation_step)
+VOLT_DETAIL_STEP_CALLS(test_step)
+VOLT_DETAIL_STEP_CALLS(predict_step)
+#undef VOLT_DETAIL_STEP_CALLS
+
+template <class T>
+concept optimizer_pointer =
+    requires(T t) { typename T::element_type; } && std::derived_from<typename T::element_type, torch::optim::Optimizer>;
+
+template <class M>
+concept has_configure_optimizers = requires(M& m) { m.configure_optimizers(); } &&
+                                   (optimizer_pointer<std::remove_cvref_t<decltype(std::declval<M&>().configure_optimizers())>> ||
+                                    std::same_as<std::remove_cvref_t<decltype(std::declval<M&>().configure_optimizers())>,
+                                                 OptimizerConfig>);
+
+template <class M>
+OptimizerConfig configure_optimizers(M& model) {
+  auto result = model.configure_optimizers();
+  if constexpr (std::same_as<decltype(result), OptimizerConfig>) {
+    TORCH_CHECK(result.optimizer != nullptr, "volt: configure_optimizers() returned an OptimizerConfig without an optimizer");
+    return result;
+  } else {
+    TORCH_CHECK(result != nullptr, "volt: configure_optimizers() returned a null optimizer");
+    return OptimizerConfig{std::move(result)};
+  }
+}
+
+/// The model's static checks, each naming what is missing.
+template <class M, class Batch>
+constexpr void check_trainable() {
+  static_assert(std::derived_from<M, torch::nn::Module>,
+                "volt: the model must be a torch::nn::Module (pass a std::shared_ptr<YourModule> or a TORCH_MODULE holder)");
+  static_assert(has_training_step<M, Batch>,
+                "volt: the model has no `training_step` callable with this data's batch type: define "
+                "`torch::Tensor training_step(const Batch& batch, int64_t batch_idx, volt::StepContext& ctx)` "
+                "(batch_idx and ctx may be left out)");
+  static_assert(has_configure_optimizers<M>,
+                "volt: the model has no `configure_optimizers()` returning a std::shared_ptr to a torch::optim "
+                "optimizer or a volt::OptimizerConfig");
+}
+
+}  // namespace detail
+}  // namespace volt

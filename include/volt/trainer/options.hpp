@@ -1,0 +1,166 @@
+// volt::TrainerOptions: the Trainer's flags, with Lightning's defaults and validation.
+#pragma once
+
+#include <volt/accelerators/device_spec.hpp>
+#include <volt/core/errors.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <variant>
+
+namespace volt {
+
+/// A batch limit or an interval given either as a fraction of an epoch (double in [0, 1]) or as a count
+/// of batches (int), like Lightning's `limit_train_batches=0.25` vs `limit_train_batches=10`.
+class BatchAmount {
+ public:
+  constexpr BatchAmount(double fraction) : value_(fraction) {}            // NOLINT(google-explicit-constructor)
+  constexpr BatchAmount(int count) : value_(static_cast<std::int64_t>(count)) {}  // NOLINT
+  constexpr BatchAmount(std::int64_t count) : value_(count) {}            // NOLINT
+  BatchAmount(bool) = delete;
+
+  constexpr bool is_fraction() const { return std::holds_alternative<double>(value_); }
+  constexpr double fraction() const { return std::get<double>(value_); }
+  constexpr std::int64_t count() const { return std::get<std::int64_t>(value_); }
+
+  /// Number of batches out of `total`: a fraction gives int(total * f), a count min(total, n).
+  std::int64_t of(std::int64_t total) const {
+    if (is_fraction()) return static_cast<std::int64_t>(static_cast<double>(total) * fraction());
+    return std::min(total, count());
+  }
+  /// Whether this is the whole epoch (1.0, or a count that covers every batch).
+  bool is_whole_epoch() const { return is_fraction() && fraction() == 1.0; }
+
+  std::string to_string() const {
+    std::ostringstream out;
+    if (is_fraction()) {
+      out << fraction();
+      if (fraction() == std::floor(fraction())) out << ".0";
+    } else {
+      out << count();
+    }
+    return out.str();
+  }
+
+ private:
+  std::variant<double, std::int64_t> value_;
+};
+
+/// Gradient clipping algorithm (Lightning's gradient_clip_algorithm).
+enum class GradClipAlgorithm { norm, value };
+
+/// Options of volt::Trainer, for designated initializers: `volt::Trainer<> trainer({.max_epochs = 5});`
+/// Defaults and meanings are Lightning's (spec section 7); volt::Trainer validates them at construction and
+/// throws MisconfigurationError (Lightning's messages) for invalid values.
+struct TrainerOptions {
+  /// Which devices: DeviceSpec{} is "auto" (the accelerator's auto_device_count()).
+  DeviceSpec devices{};
+  int num_nodes = 1;
+  /// Epoch limit; nullopt means 1000 when max_steps is -1 (with a warning), else unlimited. -1: unlimited.
+  std::optional<std::int64_t> max_epochs{};
+  std::optional<std::int64_t> min_epochs{};
+  /// Limit on optimizer steps (global_step); -1: none.
+  std::int64_t max_steps = -1;
+  std::optional<std::int64_t> min_steps{};
+  std::int64_t accumulate_grad_batches = 1;
+  /// Clip gradients to this norm or value after unscaling, before the optimizer step; nullopt or 0: off.
+  std::optional<double> gradient_clip_val{};
+  GradClipAlgorithm gradient_clip_algorithm = GradClipAlgorithm::norm;
+  /// Validate every fraction of an epoch (double) or every N training batches (int).
+  BatchAmount val_check_interval = 1.0;
+  /// Validate every N epochs; nullopt: only by val_check_interval's batch count.
+  std::optional<std::int64_t> check_val_every_n_epoch = 1;
+  BatchAmount limit_train_batches = 1.0;
+  BatchAmount limit_val_batches = 1.0;
+  BatchAmount limit_test_batches = 1.0;
+  BatchAmount limit_predict_batches = 1.0;
+  /// Validation batches run before training to catch bugs early; -1: all.
+  std::int64_t num_sanity_val_steps = 2;
+  /// Logged metrics are written every N optimizer steps; 0 disables step logging.
+  std::int64_t log_every_n_steps = 50;
+  /// Run N batches of train/val/test (0: off; 1 is Lightning's `fast_dev_run=True`), no logging or checkpoints.
+  std::int64_t fast_dev_run = 0;
+  /// torch deterministic algorithms on (true) or off (false); nullopt leaves LibTorch's setting alone.
+  std::optional<bool> deterministic{};
+  /// Seeds LibTorch's generators (CPU and CUDA) at construction when set (Lightning's seed_everything).
+  std::optional<std::uint64_t> seed{};
+  /// Root of logs and checkpoints; empty: the current directory.
+  std::string default_root_dir{};
+  bool enable_progress_bar = true;
+  bool enable_checkpointing = true;
+  bool enable_model_summary = true;
+  /// Write metrics with the default CSVLogger (Lightning's `logger=True`); false: no logger.
+  bool logger = true;
+  /// Evaluate under torch::InferenceMode (true) or torch::NoGradGuard (false).
+  bool inference_mode = true;
+};
+
+namespace detail {
+
+inline void validate(const TrainerOptions& options) {
+  auto fail = [](const std::string& message) { throw MisconfigurationError(message); };
+  if (options.num_nodes < 1) {
+    fail("`num_nodes` must be a positive integer, but got " + std::to_string(options.num_nodes) + ".");
+  }
+  if (options.max_epochs && *options.max_epochs < -1) {
+    fail("`max_epochs` must be a non-negative integer or -1. You passed in " + std::to_string(*options.max_epochs) +
+         ".");
+  }
+  if (options.max_steps < -1) {
+    fail("`max_steps` must be a non-negative integer or -1. You passed in " + std::to_string(options.max_steps) + ".");
+  }
+  if (options.accumulate_grad_batches < 1) {
+    fail("`accumulate_grad_batches` must be a positive integer. You passed in " +
+         std::to_string(options.accumulate_grad_batches) + ".");
+  }
+  if (options.gradient_clip_val && (*options.gradient_clip_val < 0 || !std::isfinite(*options.gradient_clip_val))) {
+    fail("`gradient_clip_val` must be a finite number >= 0. You passed in " +
+         std::to_string(*options.gradient_clip_val) + ".");
+  }
+  auto check_limit = [&](const BatchAmount& amount, const char* name) {
+    const bool bad = amount.is_fraction() ? !(amount.fraction() >= 0.0 && amount.fraction() <= 1.0)
+                                          : amount.count() < 0;
+    if (bad) {
+      fail("You have passed invalid value " + amount.to_string() + " for " + name +
+           ", it has to be in [0.0, 1.0] or an int.");
+    }
+  };
+  check_limit(options.limit_train_batches, "limit_train_batches");
+  check_limit(options.limit_val_batches, "limit_val_batches");
+  check_limit(options.limit_test_batches, "limit_test_batches");
+  check_limit(options.limit_predict_batches, "limit_predict_batches");
+  const auto& interval = options.val_check_interval;
+  if (interval.is_fraction() && !(interval.fraction() >= 0.0 && interval.fraction() <= 1.0)) {
+    fail("`val_check_interval` should be a fraction in [0.0, 1.0] or an int. Got " + interval.to_string() + ".");
+  }
+  if (!interval.is_fraction() && interval.count() < 1) {
+    fail("`val_check_interval` must be a positive number of batches. Got " + interval.to_string() + ".");
+  }
+  if (!options.check_val_every_n_epoch && interval.is_fraction()) {
+    fail("`val_check_interval` should be an integer when `check_val_every_n_epoch=None`.");
+  }
+  if (options.check_val_every_n_epoch && *options.check_val_every_n_epoch < 1) {
+    fail("`check_val_every_n_epoch` should be an integer >= 1 or None. Got " +
+         std::to_string(*options.check_val_every_n_epoch) + ".");
+  }
+  if (options.num_sanity_val_steps < -1) {
+    fail("`num_sanity_val_steps` must be -1 (all batches) or >= 0. Got " + std::to_string(options.num_sanity_val_steps) +
+         ".");
+  }
+  if (options.log_every_n_steps < 0) {
+    fail("`log_every_n_steps` must be >= 0. Got " + std::to_string(options.log_every_n_steps) + ".");
+  }
+  if (options.fast_dev_run < 0) {
+    fail("fast_dev_run=" + std::to_string(options.fast_dev_run) + " is not a valid configuration. It should be >= 0.");
+  }
+  if (options.min_epochs && options.max_epochs && *options.max_epochs >= 0 && *options.min_epochs > *options.max_epochs) {
+    fail("`min_epochs` (" + std::to_string(*options.min_epochs) + ") must not exceed `max_epochs` (" +
+         std::to_string(*options.max_epochs) + ").");
+  }
+}
+
+}  // namespace detail
+}  // namespace volt

@@ -1,0 +1,915 @@
+// volt::Trainer: Lightning's Trainer for LibTorch, with the accelerator, strategy and precision chosen as
+// template arguments.
+//
+//   volt::Trainer<volt::Auto, volt::SingleDevice, volt::BF16Autocast> trainer(
+//       {.max_epochs = 5}, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}});
+//   trainer.fit(model, train_loader, val_loader);
+//
+// The training loop follows Lightning's order of operations (spec section 7): per batch, convert and move
+// the batch, training_step under the precision's forward context, loss / accumulate_grad_batches,
+// zero_grad at the start of an accumulation window, (scaled) backward, and at the end of the window (or of
+// the epoch) unscale -> on_before_optimizer_step -> clip -> step (skipped on inf under fp16) -> update,
+// global_step + 1, step-interval LR schedulers. Validation runs on val_check_interval's batches and at the
+// end of the epoch, before on_train_epoch_end; epoch-interval schedulers step after it.
+#pragma once
+
+#include <volt/accelerators.hpp>
+#include <volt/callbacks.hpp>
+#include <volt/core/errors.hpp>
+#include <volt/core/log.hpp>
+#include <volt/loggers.hpp>
+#include <volt/precision.hpp>
+#include <volt/strategies.hpp>
+#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/trainer/metrics.hpp>
+#include <volt/trainer/module.hpp>
+#include <volt/trainer/options.hpp>
+#include <volt/trainer/step_context.hpp>
+#include <volt/transfer.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+namespace detail {
+
+/// The range to iterate for a data argument: the argument itself, or what it points to
+/// (torch::data::make_data_loader returns a std::unique_ptr to the loader).
+template <class Data>
+decltype(auto) as_range(Data& data) {
+  if constexpr (requires { std::begin(data); }) {
+    return (data);
+  } else {
+    return (*data);
+  }
+}
+
+template <class Data>
+using batch_t = std::remove_cvref_t<decltype(*std::begin(as_range(std::declval<Data&>())))>;
+
+template <class Data>
+std::optional<std::int64_t> size_of(Data& data) {
+  auto&& range = as_range(data);
+  if constexpr (requires { std::size(range); }) {
+    return static_cast<std::int64_t>(std::size(range));
+  } else {
+    return std::nullopt;
+  }
+}
+
+template <class T>
+concept logger_pointer = requires { typename T::element_type; } && std::derived_from<typename T::element_type, Logger>;
+
+/// Marks "no validation data" in fit().
+struct NoData {};
+
+/// Rounds a fraction-of-epoch interval to batches as Lightning does.
+inline std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
+  if (amount.is_fraction()) return std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(total) * amount.fraction()));
+  return amount.count();
+}
+
+inline torch::Tensor cpu_rng_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+inline void set_cpu_rng_state(const torch::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+}  // namespace detail
+
+template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
+class Trainer {
+  static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
+  static_assert((check_precision_supported<Accelerator, Precision>(), true));
+  static_assert(!Strategy::is_distributed,
+                "volt: this version of volt trains with volt::SingleDevice only; volt::DDP is declared for "
+                "compile-time checks but its Trainer support is not written yet");
+
+ public:
+  using accelerator_type = Accelerator;
+  using strategy_type = Strategy;
+  using precision_type = Precision;
+
+  /// Validates the options, selects the devices (Lightning's connector) and prints the device lines.
+  /// `extras` are callbacks (any type with Trainer hooks) and loggers (types derived from volt::Logger),
+  /// in any order. Throws MisconfigurationError for invalid options or unavailable devices.
+  template <class... Extras>
+  explicit Trainer(TrainerOptions options = {}, Extras&&... extras) : options_(std::move(options)) {
+    detail::validate(options_);
+    if (options_.fast_dev_run > 0) {
+      options_.max_steps = options_.fast_dev_run;
+      options_.max_epochs = 1;
+      options_.num_sanity_val_steps = 0;
+    }
+    if (options_.seed) torch::manual_seed(*options_.seed);
+    if (options_.deterministic) {
+      at::globalContext().setDeterministicAlgorithms(*options_.deterministic, false);
+      if (*options_.deterministic) {
+        at::globalContext().setDeterministicCuDNN(true);
+        at::globalContext().setBenchmarkCuDNN(false);
+      }
+    }
+    selection_ = select_devices<Accelerator>(options_.devices, Frontend::trainer);
+    if (selection_.parallel_devices.size() != 1) {
+      std::string ids;
+      for (int id : selection_.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+      throw MisconfigurationError("volt::SingleDevice trains on exactly one device, but the device spec selected " +
+                                  std::to_string(selection_.parallel_devices.size()) + " " +
+                                  std::string(to_string(selection_.accelerator)) + " devices: [" + ids +
+                                  "]. Pass {.devices = 1} (or a single id such as volt::devices({1})).");
+    }
+    log_device_info(selection_.accelerator);
+    precision_.setup(root_device());
+    (add_extra(std::forward<Extras>(extras)), ...);
+    add_default_callbacks();
+    if (options_.logger && options_.fast_dev_run == 0 && loggers_.empty()) {
+      auto csv = std::make_shared<CSVLogger>();
+      csv->set_default_save_dir(options_.default_root_dir);
+      loggers_.push_back(std::move(csv));
+    }
+    if (!options_.logger || options_.fast_dev_run > 0) loggers_.clear();
+  }
+
+  // ---- accessors ---------------------------------------------------------------------------------
+
+  /// The device the model trains on.
+  torch::Device root_device() const { return selection_.root_device(); }
+  /// Lightning's trainer.device_ids.
+  const std::vector<int>& device_ids() const { return selection_.device_ids; }
+  std::int64_t num_devices() const { return static_cast<std::int64_t>(selection_.device_ids.size()); }
+  AcceleratorKind accelerator() const { return selection_.accelerator; }
+  std::int64_t global_step() const { return state_.global_step; }
+  std::int64_t current_epoch() const { return state_.current_epoch; }
+  bool should_stop() const { return state_.should_stop; }
+  const TrainerOptions& options() const { return options_; }
+  TrainerState& state() { return state_; }
+  /// All logged metrics as numbers (Lightning's trainer.callback_metrics).
+  std::map<std::string, double, std::less<>> callback_metrics() { return metrics_.callback_metrics(); }
+  /// The first callback of type C, or nullptr (e.g. trainer.callback<volt::ModelCheckpoint>()).
+  template <class C>
+  C* callback() {
+    return callbacks_.find<C>();
+  }
+  ModelCheckpoint* checkpoint_callback() { return callbacks_.find<ModelCheckpoint>(); }
+  const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
+  Precision& precision() { return precision_; }
+  /// Why the last fit stopped ("max_epochs=5 reached", "max_steps=100 reached", "stopped by a callback").
+  const std::string& stop_reason() const { return stop_reason_; }
+
+  // ---- fit ---------------------------------------------------------------------------------------
+
+  /// Trains `model` on `train_data` (any range of batches, or a pointer to one such as the std::unique_ptr
+  /// that torch::data::make_data_loader returns). Resumes from `ckpt_path` when given.
+  template <class Model, class TrainData>
+  void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
+    detail::NoData none;
+    run_fit(model, train_data, none, ckpt_path);
+  }
+
+  /// Trains with validation on `val_data`.
+  template <class Model, class TrainData, class ValData>
+    requires(!std::convertible_to<ValData, std::filesystem::path>)
+  void fit(Model& model, TrainData&& train_data, ValData&& val_data, const std::filesystem::path& ckpt_path = {}) {
+    run_fit(model, train_data, val_data, ckpt_path);
+  }
+
+  /// Runs validation_step over `data` and returns the epoch metrics (Lightning's trainer.validate).
+  template <class Model, class Data>
+  std::map<std::string, double> validate(Model& model, Data&& data) {
+    return run_standalone_evaluation(model, data, Stage::validating);
+  }
+
+  /// Runs test_step over `data` and returns the epoch metrics (Lightning's trainer.test).
+  template <class Model, class Data>
+  std::map<std::string, double> test(Model& model, Data&& data) {
+    return run_standalone_evaluation(model, data, Stage::testing);
+  }
+
+  /// Runs predict_step over `data` and returns its results in order (Lightning's trainer.predict).
+  template <class Model, class Data>
+  auto predict(Model& model, Data&& data) {
+    using M = detail::module_t<Model>;
+    using Batch = detail::batch_t<Data>;
+    static_assert(detail::has_predict_step<M, Batch>,
+                  "volt: trainer.predict needs the model to define `predict_step(batch[, batch_idx])`");
+    auto module = detail::model_module(model);
+    prepare_module(*module);
+    using Result = std::remove_cvref_t<decltype(detail::call_predict_step(*module, std::declval<Batch&>(),
+                                                                          std::int64_t{}, std::declval<StepContext&>()))>;
+    std::vector<Result> results;
+    state_.stage = Stage::predicting;
+    state_.phase_ = MetricPhase::predict;
+    module->eval();
+    auto&& range = detail::as_range(data);
+    const auto total = detail::size_of(data);
+    const std::int64_t limit = total ? options_.limit_predict_batches.of(*total)
+                                     : (options_.limit_predict_batches.is_whole_epoch()
+                                            ? std::numeric_limits<std::int64_t>::max()
+                                            : options_.limit_predict_batches.count());
+    std::int64_t batch_idx = 0;
+    for (auto&& raw : range) {
+      if (batch_idx >= limit) break;
+      auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
+      EvalGuard guard(options_.inference_mode);
+      auto context = precision_.forward_context();
+      results.push_back(detail::call_predict_step(*module, batch, batch_idx, context_));
+      ++batch_idx;
+    }
+    state_.stage = Stage::none;
+    return results;
+  }
+
+  /// Writes a checkpoint of the model passed to the last fit (Lightning's trainer.save_checkpoint).
+  void save_checkpoint(const std::filesystem::path& path, bool weights_only = false) {
+    TORCH_CHECK(state_.save_checkpoint, "volt: save_checkpoint needs a model: call fit() first");
+    state_.save_checkpoint(path, weights_only);
+  }
+
+ private:
+  /// Evaluation autograd mode: torch::InferenceMode or torch::NoGradGuard.
+  class EvalGuard {
+   public:
+    explicit EvalGuard(bool inference) {
+      if (inference) {
+        inference_.emplace();
+      } else {
+        no_grad_.emplace();
+      }
+    }
+
+   private:
+    std::optional<c10::InferenceMode> inference_;
+    std::optional<torch::NoGradGuard> no_grad_;
+  };
+
+  struct SchedulerSlot {
+    std::shared_ptr<torch::optim::LRScheduler> scheduler;
+    SchedulerInterval interval;
+    std::int64_t frequency;
+    std::int64_t intervals = 0;  // intervals seen (steps or epochs)
+    std::int64_t steps = 0;      // scheduler.step() calls, saved in checkpoints
+  };
+
+  template <class E>
+  void add_extra(E&& extra) {
+    using T = std::remove_cvref_t<E>;
+    if constexpr (std::derived_from<T, Logger>) {
+      loggers_.push_back(std::make_shared<T>(std::forward<E>(extra)));
+    } else if constexpr (detail::logger_pointer<T>) {
+      loggers_.push_back(std::forward<E>(extra));
+    } else {
+      callbacks_.add(std::forward<E>(extra));
+    }
+  }
+
+  void add_default_callbacks() {
+    const auto progress_bars = callbacks_.count<ProgressBar>();
+    if (progress_bars > 1) {
+      throw MisconfigurationError(
+          "You added multiple progress bar callbacks to the Trainer, but currently only one progress bar is supported.");
+    }
+    if (!options_.enable_progress_bar && progress_bars == 1) {
+      throw MisconfigurationError(
+          "Trainer was configured with `enable_progress_bar=False` but found `ProgressBar` in callbacks list.");
+    }
+    if (!options_.enable_checkpointing && callbacks_.count<ModelCheckpoint>() > 0) {
+      throw MisconfigurationError(
+          "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks list.");
+    }
+    if (options_.enable_progress_bar && progress_bars == 0) callbacks_.add(ProgressBar{});
+    if (options_.enable_model_summary && callbacks_.count<ModelSummary>() == 0) callbacks_.add(ModelSummary{});
+    if (options_.enable_checkpointing && callbacks_.count<ModelCheckpoint>() == 0) callbacks_.add(ModelCheckpoint{});
+  }
+
+  template <class M>
+  void prepare_module(M& module) {
+    precision_.convert_module(module);
+    module.to(root_device());
+    state_.model = &module;
+    state_.root_device = root_device();
+    state_.default_root_dir = options_.default_root_dir;
+    state_.metrics_ = &metrics_;
+    state_.loggers.clear();
+    for (const auto& logger : loggers_) state_.loggers.push_back(logger.get());
+  }
+
+  template <class Batch>
+  std::remove_cvref_t<Batch> prepare_batch(Batch&& batch) {
+    return batch_to_device(precision_.convert_input(std::forward<Batch>(batch)), root_device());
+  }
+
+  // Model hooks: `hook(ctx)` or `hook()` when the model defines them.
+#define VOLT_DETAIL_MODEL_HOOK(name)                                      \
+  template <class M>                                                     \
+  void model_##name(M& module) {                                         \
+    if constexpr (requires { module.name(context_); }) {                 \
+      module.name(context_);                                             \
+    } else if constexpr (requires { module.name(); }) {                  \
+      module.name();                                                     \
+    }                                                                    \
+  }
+  VOLT_DETAIL_MODEL_HOOK(on_fit_start)
+  VOLT_DETAIL_MODEL_HOOK(on_fit_end)
+  VOLT_DETAIL_MODEL_HOOK(on_train_start)
+  VOLT_DETAIL_MODEL_HOOK(on_train_end)
+  VOLT_DETAIL_MODEL_HOOK(on_train_epoch_start)
+  VOLT_DETAIL_MODEL_HOOK(on_train_epoch_end)
+  VOLT_DETAIL_MODEL_HOOK(on_validation_epoch_start)
+  VOLT_DETAIL_MODEL_HOOK(on_validation_epoch_end)
+  VOLT_DETAIL_MODEL_HOOK(on_test_epoch_start)
+  VOLT_DETAIL_MODEL_HOOK(on_test_epoch_end)
+#undef VOLT_DETAIL_MODEL_HOOK
+
+  void log_to_loggers(std::map<std::string, double> values, std::int64_t step) {
+    if (values.empty() || !state_.is_global_zero) return;
+    values["epoch"] = static_cast<double>(state_.current_epoch);
+    for (const auto& logger : loggers_) logger->log_metrics(values, step);
+  }
+
+  void finalize_loggers(const std::string& status) {
+    if (!state_.is_global_zero) return;
+    for (const auto& logger : loggers_) logger->finalize(status);
+  }
+
+  // ---- the fit loop ------------------------------------------------------------------------------
+
+  template <class Model, class TrainData, class ValData>
+  void run_fit(Model& model, TrainData& train_data, ValData& val_data, const std::filesystem::path& ckpt_path) {
+    using M = detail::module_t<Model>;
+    using Batch = detail::batch_t<TrainData>;
+    detail::check_trainable<M, Batch>();
+    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, detail::NoData>;
+    if constexpr (has_val_data) {
+      static_assert(detail::has_validation_step<M, detail::batch_t<ValData>>,
+                    "volt: fit() was given validation data, but the model has no `validation_step(batch[, "
+                    "batch_idx[, ctx]])` for its batch type");
+    }
+    if constexpr (detail::has_training_step<M, Batch> && detail::has_configure_optimizers<M>) {
+      auto module = detail::model_module(model);
+      TORCH_CHECK(module != nullptr, "volt: fit() was given an empty model pointer");
+      prepare_module(*module);
+      metrics_.clear();
+      state_.stage = Stage::fitting;
+      state_.should_stop = false;
+      state_.global_step = 0;
+      state_.current_epoch = 0;
+      state_.fast_dev_run = options_.fast_dev_run > 0;
+      state_.max_steps = options_.max_steps;
+      state_.max_epochs = options_.max_epochs;
+      if (!state_.max_epochs) {
+        if (options_.max_steps == -1) {
+          log::warn_rank_zero("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
+                              "limit, set `max_epochs=-1`.");
+          state_.max_epochs = 1000;
+        } else {
+          state_.max_epochs = -1;
+        }
+      }
+      state_.log_every_n_steps = options_.log_every_n_steps;
+      state_.has_validation = has_val_data && !(options_.limit_val_batches.is_fraction()
+                                                    ? options_.limit_val_batches.fraction() == 0.0
+                                                    : options_.limit_val_batches.count() == 0);
+      state_.validates_at_epoch_end = options_.val_check_interval.is_whole_epoch() &&
+                                      options_.check_val_every_n_epoch.value_or(0) == 1;
+      state_.device_stats = [this] {
+        return visit_accelerator(selection_.accelerator,
+                                 [this](auto accelerator) { return decltype(accelerator)::get_device_stats(root_device()); });
+      };
+
+      // Optimizers and schedulers.
+      config_ = detail::configure_optimizers(*module);
+      schedulers_.clear();
+      if (config_.lr_scheduler) {
+        schedulers_.push_back({config_.lr_scheduler, config_.interval, std::max<std::int64_t>(1, config_.frequency)});
+      }
+      state_.optimizers = {config_.optimizer.get()};
+      state_.save_checkpoint = [this, module](const std::filesystem::path& path, bool weights_only) {
+        write_checkpoint(*module, path, weights_only);
+      };
+
+      const auto train_size = detail::size_of(train_data);
+      if (train_size) {
+        train_limit_ = options_.limit_train_batches.of(*train_size);
+      } else if (options_.limit_train_batches.is_whole_epoch()) {
+        train_limit_ = std::nullopt;  // every batch; the count is learned during the first epoch
+      } else if (options_.limit_train_batches.is_fraction()) {
+        throw MisconfigurationError("A fractional `limit_train_batches` needs training data whose size is known "
+                                    "(std::size works on it); pass a batch count instead.");
+      } else {
+        train_limit_ = options_.limit_train_batches.count();
+      }
+      if (options_.fast_dev_run > 0) {
+        train_limit_ = train_limit_ ? std::min(*train_limit_, options_.fast_dev_run) : options_.fast_dev_run;
+      }
+      state_.num_training_batches = train_limit_ && train_size ? train_limit_ : std::optional<std::int64_t>{};
+      if (options_.fast_dev_run > 0) state_.num_training_batches = train_limit_;
+
+      resume_ = {};
+      if (!ckpt_path.empty()) read_checkpoint(*module, ckpt_path);
+
+      bool finished = false;
+      try {
+        callbacks_.run(detail::Hook::setup, state_);
+        if (state_.is_global_zero && !loggers_.empty()) {
+          std::map<std::string, std::string> params;
+          if constexpr (requires { module->hparams(); }) params = module->hparams();
+          params["accelerator"] = std::string(to_string(selection_.accelerator));
+          params["precision"] = std::string(Precision::name);
+          params["strategy"] = std::string(Strategy::name);
+          for (const auto& logger : loggers_) logger->log_hyperparams(params);
+        }
+        model_on_fit_start(*module);
+        callbacks_.run(detail::Hook::on_fit_start, state_);
+        if constexpr (has_val_data) {
+          if (state_.has_validation && options_.num_sanity_val_steps != 0) sanity_check(*module, val_data);
+        }
+        model_on_train_start(*module);
+        callbacks_.run(detail::Hook::on_train_start, state_);
+        fit_epochs(*module, train_data, val_data);
+        model_on_train_end(*module);
+        callbacks_.run(detail::Hook::on_train_end, state_);
+        model_on_fit_end(*module);
+        callbacks_.run(detail::Hook::on_fit_end, state_);
+        finished = true;
+        log::info_rank_zero("`Trainer.fit` stopped: " + stop_reason_ + ".");
+        finalize_loggers("success");
+        callbacks_.run(detail::Hook::teardown, state_);
+      } catch (...) {
+        const auto error = std::current_exception();
+        for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_exception)) {
+          callback->run_exception(state_, error);
+        }
+        if (!finished) {
+          try {
+            finalize_loggers("failed");
+            callbacks_.run(detail::Hook::teardown, state_);
+          } catch (...) {
+            // the original error is the one to report
+          }
+        }
+        state_.stage = Stage::none;
+        throw;
+      }
+      state_.stage = Stage::none;
+    }
+  }
+
+  bool min_training_done() const {
+    const bool epochs_ok = !options_.min_epochs || state_.current_epoch >= *options_.min_epochs;
+    const bool steps_ok = !options_.min_steps || state_.global_step >= *options_.min_steps;
+    return epochs_ok && steps_ok;
+  }
+  bool max_steps_reached() const { return options_.max_steps >= 0 && state_.global_step >= options_.max_steps; }
+
+  bool should_validate_this_epoch() const {
+    if (!state_.has_validation) return false;
+    const auto every = options_.check_val_every_n_epoch;
+    return !every || (state_.current_epoch + 1) % *every == 0;
+  }
+
+  template <class M, class TrainData, class ValData>
+  void fit_epochs(M& module, TrainData& train_data, ValData& val_data) {
+    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, detail::NoData>;
+    const std::int64_t k = options_.accumulate_grad_batches;
+    std::int64_t total_batch_idx = 0;
+    while (true) {
+      if (state_.max_epochs && *state_.max_epochs >= 0 && state_.current_epoch >= *state_.max_epochs) {
+        stop_reason_ = "`max_epochs=" + std::to_string(*state_.max_epochs) + "` reached";
+        break;
+      }
+      if (max_steps_reached()) {
+        stop_reason_ = "`max_steps=" + std::to_string(options_.max_steps) + "` reached";
+        break;
+      }
+      if (state_.should_stop && min_training_done()) {
+        stop_reason_ = "stopped by a callback (should_stop)";
+        break;
+      }
+      state_.phase_ = MetricPhase::train;
+      module.train();
+      const bool resuming_mid_epoch = resume_.batches_done > 0;
+      if (!resuming_mid_epoch) {
+        model_on_train_epoch_start(module);
+        callbacks_.run(detail::Hook::on_train_epoch_start, state_);
+      }
+      if (resuming_mid_epoch) detail::set_cpu_rng_state(resume_.epoch_start_rng);
+      epoch_start_rng_ = detail::cpu_rng_state();
+
+      auto&& range = detail::as_range(train_data);
+      auto it = std::begin(range);
+      const auto end = std::end(range);
+      std::int64_t batch_idx = 0;
+      if (resuming_mid_epoch) {
+        for (; batch_idx < resume_.batches_done && it != end; ++batch_idx) ++it;
+        detail::set_cpu_rng_state(resume_.rng);
+        resume_.batches_done = 0;
+      }
+      const auto limit = train_limit_;
+      std::optional<std::int64_t> val_check_batch;
+      if (state_.num_training_batches) val_check_batch = detail::batches_for(options_.val_check_interval, *state_.num_training_batches);
+      else if (!options_.val_check_interval.is_fraction()) val_check_batch = options_.val_check_interval.count();
+
+      while (it != end && (!limit || batch_idx < *limit)) {
+        // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
+        auto batch = prepare_batch(*it);
+        ++it;
+        const bool is_last = it == end || (limit && batch_idx + 1 >= *limit);
+        train_batch(module, batch, batch_idx, is_last, k);
+        ++total_batch_idx;
+
+        bool validate_now = false;
+        if constexpr (has_val_data) {
+          if (should_validate_this_epoch()) {
+            if (state_.should_stop && min_training_done()) {
+              validate_now = true;
+            } else if (options_.check_val_every_n_epoch && options_.val_check_interval.is_whole_epoch()) {
+              validate_now = is_last;
+            } else if (val_check_batch) {
+              const auto iteration = options_.check_val_every_n_epoch ? batch_idx : total_batch_idx - 1;
+              validate_now = (iteration + 1) % *val_check_batch == 0;
+            } else {
+              validate_now = is_last;
+            }
+          }
+          if (validate_now) {
+            run_validation(module, val_data, Stage::fitting);
+            state_.phase_ = MetricPhase::train;
+            module.train();
+          }
+        }
+        ++batch_idx;
+        if (max_steps_reached() || (state_.should_stop && min_training_done())) break;
+      }
+      if (!state_.num_training_batches && !limit) state_.num_training_batches = batch_idx;
+      finish_epoch(module, batch_idx);
+    }
+  }
+
+  template <class M>
+  void finish_epoch(M& module, std::int64_t batches_done) {
+    resume_point_ = {state_.current_epoch, batches_done, true};
+    model_on_train_epoch_end(module);
+    // Lightning runs the monitoring callbacks (checkpointing, early stopping) after the others.
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_epoch_end)) {
+      if (!is_monitoring(*callback)) callback->run(detail::Hook::on_train_epoch_end, state_);
+    }
+    log_to_loggers(metrics_.end_epoch(MetricPhase::train), std::max<std::int64_t>(0, state_.global_step - 1));
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_epoch_end)) {
+      if (is_monitoring(*callback)) callback->run(detail::Hook::on_train_epoch_end, state_);
+    }
+    step_schedulers(SchedulerInterval::epoch);
+    ++state_.current_epoch;
+    resume_point_ = {state_.current_epoch, 0, false};
+  }
+
+  static bool is_monitoring(detail::AnyCallback& callback) {
+    return callback.get(typeid(ModelCheckpoint)) != nullptr || callback.get(typeid(EarlyStopping)) != nullptr;
+  }
+
+  void step_schedulers(SchedulerInterval interval) {
+    for (auto& slot : schedulers_) {
+      if (slot.interval != interval) continue;
+      if (++slot.intervals % slot.frequency == 0) {
+        slot.scheduler->step();
+        ++slot.steps;
+      }
+    }
+  }
+
+  template <class M, class Batch>
+  void train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k) {
+    state_.batch_idx = batch_idx;
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
+      callback->run_batch_start(state_, batch_idx);
+    }
+    torch::Tensor loss;
+    {
+      auto context = precision_.forward_context();
+      loss = detail::call_training_step(module, batch, batch_idx, context_);
+    }
+    TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor at epoch ", state_.current_epoch,
+                ", batch ", batch_idx);
+    torch::optim::Optimizer& optimizer = *config_.optimizer;
+    const bool window_start = batch_idx % k == 0;
+    const bool step_now = (batch_idx + 1) % k == 0 || is_last;
+    torch::Tensor to_backward = k > 1 ? loss / static_cast<double>(k) : loss;
+    if (window_start) {
+      callbacks_.run(detail::Hook::on_before_zero_grad, state_);
+      optimizer.zero_grad();
+    }
+    torch::Tensor scaled = precision_.pre_backward(to_backward);
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_before_backward)) {
+      callback->run_before_backward(state_, scaled);
+    }
+    scaled.backward();
+    callbacks_.run(detail::Hook::on_after_backward, state_);
+    if (step_now) {
+      precision_.optimizer_step(optimizer, [&] {
+        for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_before_optimizer_step)) {
+          callback->run_before_optimizer_step(state_, optimizer);
+        }
+        clip_gradients(optimizer);
+      });
+      ++state_.global_step;
+      step_schedulers(SchedulerInterval::step);
+      if (options_.log_every_n_steps > 0 && state_.global_step % options_.log_every_n_steps == 0) {
+        log_to_loggers(metrics_.take_step_values_for_logger(), state_.global_step - 1);
+      }
+    }
+    resume_point_ = {state_.current_epoch, batch_idx + 1, false};
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_end)) {
+      callback->run_batch_end(detail::Hook::on_train_batch_end, state_, loss, batch_idx);
+    }
+  }
+
+  void clip_gradients(torch::optim::Optimizer& optimizer) {
+    if (!options_.gradient_clip_val || *options_.gradient_clip_val <= 0.0) return;
+    std::vector<torch::Tensor> parameters;
+    for (const auto& group : optimizer.param_groups()) {
+      for (const auto& parameter : group.params()) parameters.push_back(parameter);
+    }
+    if (options_.gradient_clip_algorithm == GradClipAlgorithm::norm) {
+      torch::nn::utils::clip_grad_norm_(parameters, *options_.gradient_clip_val);
+    } else {
+      torch::nn::utils::clip_grad_value_(parameters, *options_.gradient_clip_val);
+    }
+  }
+
+  // ---- evaluation --------------------------------------------------------------------------------
+
+  template <class M, class Data>
+  void sanity_check(M& module, Data& val_data) {
+    const Stage previous = state_.stage;
+    state_.stage = Stage::sanity_checking;
+    callbacks_.run(detail::Hook::on_sanity_check_start, state_);
+    const std::int64_t steps = options_.num_sanity_val_steps;
+    run_validation(module, val_data, Stage::sanity_checking,
+                   steps < 0 ? std::optional<std::int64_t>{} : std::optional<std::int64_t>{steps});
+    // Lightning discards what the sanity check logged.
+    metrics_.discard(MetricPhase::validation);
+    callbacks_.run(detail::Hook::on_sanity_check_end, state_);
+    state_.stage = previous;
+  }
+
+  /// One validation run (Lightning's evaluation loop): hooks, the steps, the epoch metrics.
+  template <class M, class Data>
+  void run_validation(M& module, Data& val_data, Stage stage, std::optional<std::int64_t> limit_override = {}) {
+    std::optional<std::int64_t> limit = limit_override;
+    if (!limit_override) {
+      const auto total = detail::size_of(val_data);
+      if (total) {
+        limit = options_.limit_val_batches.of(*total);
+      } else if (!options_.limit_val_batches.is_whole_epoch()) {
+        limit = options_.limit_val_batches.is_fraction() ? 0 : options_.limit_val_batches.count();
+      }
+      if (options_.fast_dev_run > 0) limit = limit ? std::min(*limit, options_.fast_dev_run) : options_.fast_dev_run;
+    }
+    const Stage previous = state_.stage;
+    state_.stage = stage;
+    callbacks_.run(detail::Hook::on_validation_start, state_);
+    model_on_validation_epoch_start(module);
+    callbacks_.run(detail::Hook::on_validation_epoch_start, state_);
+    evaluate(module, val_data, MetricPhase::validation, limit);
+    auto values = metrics_.end_epoch(MetricPhase::validation);
+    model_on_validation_epoch_end(module);
+    callbacks_.run(detail::Hook::on_validation_epoch_end, state_);
+    if (stage == Stage::fitting) log_to_loggers(values, std::max<std::int64_t>(0, state_.global_step - 1));
+    last_eval_metrics_ = std::move(values);
+    callbacks_.run(detail::Hook::on_validation_end, state_);
+    state_.stage = previous;
+  }
+
+  /// Runs the phase's step over up to `limit` batches, in eval mode, without autograd.
+  template <class M, class Data>
+  void evaluate(M& module, Data& data, MetricPhase phase, std::optional<std::int64_t> limit) {
+    const bool was_training = module.is_training();
+    module.eval();
+    state_.phase_ = phase;
+    EvalGuard guard(options_.inference_mode);
+    std::int64_t batch_idx = 0;
+    for (auto&& raw : detail::as_range(data)) {
+      if (limit && batch_idx >= *limit) break;
+      auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
+      state_.batch_idx = batch_idx;
+      {
+        auto context = precision_.forward_context();
+        if (phase == MetricPhase::test) {
+          if constexpr (detail::has_test_step<M, std::remove_cvref_t<decltype(batch)>>) {
+            detail::call_test_step(module, batch, batch_idx, context_);
+          }
+        } else {
+          if constexpr (detail::has_validation_step<M, std::remove_cvref_t<decltype(batch)>>) {
+            detail::call_validation_step(module, batch, batch_idx, context_);
+          }
+        }
+      }
+      const auto hook = phase == MetricPhase::test ? detail::Hook::on_test_batch_end : detail::Hook::on_validation_batch_end;
+      for (detail::AnyCallback* callback : callbacks_.with(hook)) {
+        callback->run_batch_end(hook, state_, torch::Tensor(), batch_idx);
+      }
+      ++batch_idx;
+    }
+    state_.num_val_batches = batch_idx;
+    if (was_training) module.train();
+  }
+
+  template <class Model, class Data>
+  std::map<std::string, double> run_standalone_evaluation(Model& model, Data& data, Stage stage) {
+    using M = detail::module_t<Model>;
+    using Batch = detail::batch_t<Data>;
+    const bool testing = stage == Stage::testing;
+    if constexpr (!detail::has_test_step<M, Batch>) {
+      if (testing) throw MisconfigurationError("No `test_step()` method defined to run `Trainer.test`.");
+    }
+    if constexpr (!detail::has_validation_step<M, Batch>) {
+      if (!testing) throw MisconfigurationError("No `validation_step()` method defined to run `Trainer.validate`.");
+    }
+    auto module = detail::model_module(model);
+    prepare_module(*module);
+    metrics_.clear();
+    state_.stage = stage;
+    std::map<std::string, double> values;
+    if (testing) {
+      const auto total = detail::size_of(data);
+      std::optional<std::int64_t> limit;
+      if (total) limit = options_.limit_test_batches.of(*total);
+      callbacks_.run(detail::Hook::on_test_start, state_);
+      model_on_test_epoch_start(*module);
+      evaluate(*module, data, MetricPhase::test, limit);
+      values = metrics_.end_epoch(MetricPhase::test);
+      model_on_test_epoch_end(*module);
+      callbacks_.run(detail::Hook::on_test_epoch_end, state_);
+      callbacks_.run(detail::Hook::on_test_end, state_);
+    } else {
+      run_validation(*module, data, stage);
+      values = last_eval_metrics_;
+    }
+    log_to_loggers(values, state_.global_step);
+    for (const auto& logger : loggers_) logger->save();
+    state_.stage = Stage::none;
+    return values;
+  }
+
+  // ---- checkpoints -------------------------------------------------------------------------------
+
+  struct ResumePoint {
+    std::int64_t epoch = 0;
+    std::int64_t batches_done = 0;
+    bool at_epoch_end = false;
+  };
+  struct ResumeState {
+    std::int64_t batches_done = 0;
+    torch::Tensor epoch_start_rng;
+    torch::Tensor rng;
+  };
+
+  template <class M>
+  void write_checkpoint(M& module, const std::filesystem::path& path, bool weights_only) {
+    if (!state_.is_global_zero) return;
+    torch::serialize::OutputArchive archive;
+    archive.write("volt/format", c10::IValue(std::int64_t{1}));
+    archive.write("volt/weights_only", c10::IValue(weights_only));
+    torch::serialize::OutputArchive model_archive;
+    module.save(model_archive);
+    archive.write("model", model_archive);
+    if (!weights_only) {
+      archive.write("loop/epoch", c10::IValue(resume_point_.epoch));
+      archive.write("loop/global_step", c10::IValue(state_.global_step));
+      archive.write("loop/batches_done", c10::IValue(resume_point_.batches_done));
+      archive.write("loop/at_epoch_end", c10::IValue(resume_point_.at_epoch_end));
+      torch::serialize::OutputArchive optimizer_archive;
+      config_.optimizer->save(optimizer_archive);
+      archive.write("optimizer", optimizer_archive);
+      std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
+      for (const auto& slot : schedulers_) {
+        scheduler_steps.push_back(slot.steps);
+        scheduler_intervals.push_back(slot.intervals);
+      }
+      archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
+      archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
+      torch::serialize::OutputArchive precision_archive;
+      precision_.save(precision_archive);
+      archive.write("precision", precision_archive);
+      std::size_t index = 0;
+      for (const auto& callback : callbacks_.all()) {
+        torch::serialize::OutputArchive callback_archive;
+        callback->save_state(callback_archive);
+        archive.write("callbacks/" + std::to_string(index++), callback_archive);
+      }
+      archive.write("rng/cpu", detail::cpu_rng_state(), /*is_buffer=*/true);
+      archive.write("rng/cpu_epoch_start", epoch_start_rng_.defined() ? epoch_start_rng_ : detail::cpu_rng_state(),
+                    /*is_buffer=*/true);
+    }
+    detail::save_archive_atomically(archive, path);
+  }
+
+  template <class M>
+  void read_checkpoint(M& module, const std::filesystem::path& path) {
+    torch::serialize::InputArchive archive;
+    detail::load_archive(archive, path, root_device());
+    c10::IValue value;
+    if (!archive.try_read("volt/format", value)) {
+      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
+    }
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    try {
+      module.load(model_archive);
+    } catch (const std::exception& error) {
+      throw CheckpointError("volt: the model in " + path.string() + " does not match the model being fitted: " +
+                            error.what());
+    }
+    archive.read("volt/weights_only", value);
+    if (value.toBool()) {
+      throw CheckpointError("volt: " + path.string() +
+                            " holds weights only (save_weights_only); it cannot resume training. Load it with "
+                            "volt::load_checkpoint_weights instead.");
+    }
+    archive.read("loop/epoch", value);
+    const std::int64_t epoch = value.toInt();
+    archive.read("loop/global_step", value);
+    state_.global_step = value.toInt();
+    archive.read("loop/batches_done", value);
+    const std::int64_t batches_done = value.toInt();
+    archive.read("loop/at_epoch_end", value);
+    const bool at_epoch_end = value.toBool();
+    // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
+    c10::IValue steps, intervals;
+    archive.read("schedulers/steps", steps);
+    archive.read("schedulers/intervals", intervals);
+    const auto step_list = steps.toIntList();
+    const auto interval_list = intervals.toIntList();
+    for (std::size_t i = 0; i < schedulers_.size() && i < step_list.size(); ++i) {
+      for (std::int64_t n = 0; n < step_list.get(i); ++n) schedulers_[i].scheduler->step();
+      schedulers_[i].steps = step_list.get(i);
+      schedulers_[i].intervals = interval_list.get(i);
+    }
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    config_.optimizer->load(optimizer_archive);
+    torch::serialize::InputArchive precision_archive;
+    archive.read("precision", precision_archive);
+    precision_.load(precision_archive);
+    std::size_t index = 0;
+    for (const auto& callback : callbacks_.all()) {
+      torch::serialize::InputArchive callback_archive;
+      if (archive.try_read("callbacks/" + std::to_string(index++), callback_archive)) {
+        callback->load_state(callback_archive);
+      }
+    }
+    torch::Tensor rng, epoch_start_rng;
+    archive.read("rng/cpu", rng, /*is_buffer=*/true);
+    archive.read("rng/cpu_epoch_start", epoch_start_rng, /*is_buffer=*/true);
+    rng = rng.to(torch::kCPU);
+    epoch_start_rng = epoch_start_rng.to(torch::kCPU);
+    state_.current_epoch = epoch;
+    if (at_epoch_end) {
+      // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
+      step_schedulers(SchedulerInterval::epoch);
+      state_.current_epoch = epoch + 1;
+      detail::set_cpu_rng_state(rng);
+    } else if (batches_done > 0) {
+      resume_ = {batches_done, epoch_start_rng, rng};
+    } else {
+      detail::set_cpu_rng_state(rng);
+    }
+    resume_point_ = {state_.current_epoch, batches_done, false};
+  }
+
+  TrainerOptions options_;
+  DeviceSelection selection_{};
+  Precision precision_{};
+  detail::CallbackList callbacks_{};
+  std::vector<std::shared_ptr<Logger>> loggers_{};
+  detail::MetricStore metrics_{};
+  TrainerState state_{};
+  StepContext context_{state_};
+  OptimizerConfig config_{};
+  std::vector<SchedulerSlot> schedulers_{};
+  std::optional<std::int64_t> train_limit_{};
+  std::map<std::string, double> last_eval_metrics_{};
+  std::string stop_reason_{};
+  ResumePoint resume_point_{};
+  ResumeState resume_{};
+  torch::Tensor epoch_start_rng_{};
+};
+
+}  // namespace volt

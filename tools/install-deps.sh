@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages volt's build, tests and examples need, if any is missing.
+# Runs apt-get as root (directly, or through sudo when available).
+set -euo pipefail
+
+packages=(libtorch-dev doctest-dev libgloo-dev libopenblas0-pthread dataset-fashion-mnist
+          cmake ninja-build g++ python3 gzip)
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
