@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -222,5 +223,30 @@ inline void mps_empty_cache() {
 // Learning-rate schedulers: LibTorch 2.x adds ReduceLROnPlateauScheduler; both have LRScheduler.
 
 inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
+
+// ---------------------------------------------------------------------------------------------------
+// Grad scaler kernels (volt/precision/grad_scaler.hpp).
+//
+// `at::_amp_foreach_non_finite_check_and_unscale_` and `at::_amp_update_scale_` are declared in every
+// version, but a call throws where no kernel is registered for the tensors' backend: CUDA always has
+// them; CPU got them in LibTorch 2.3 (absent in 1.13, present in 2.11); MPS only in macOS builds of recent
+// versions. Asking the dispatcher answers for the LibTorch actually loaded, whatever its version.
+
+/// Whether both fused grad-scaler kernels are registered for `device_type` in the loaded LibTorch.
+inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
+  c10::DispatchKey key{};
+  switch (device_type) {
+    case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
+    case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
+    case c10::DeviceType::MPS: key = c10::DispatchKey::MPS; break;
+    default: return false;
+  }
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const char* name : {"aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_"}) {
+    const auto handle = dispatcher.findSchema({name, ""});
+    if (!handle || !handle->hasKernelForDispatchKey(key)) return false;
+  }
+  return true;
+}
 
 }  // namespace volt::compat

@@ -1,0 +1,394 @@
+// volt::GradScaler: dynamic loss scaling for fp16 mixed precision (PyTorch's torch.amp.GradScaler, which
+// LibTorch lacks in every version).
+//
+// fp16 gradients of small losses underflow to zero. The scaler multiplies the loss by a large factor before
+// backward, divides the gradients by it before the optimizer step, skips the step when a gradient overflowed
+// to inf/NaN, and adapts the factor: halve it after an overflow, double it after `growth_interval`
+// consecutive finite steps. The algorithm and the error messages follow PyTorch's Python GradScaler.
+//
+// The scale, the growth tracker and the found-inf flags are tensors on the device, so unscale_() and
+// update() never wait for the GPU; step() reads the found-inf flag once, because it must decide on the
+// host whether to call optimizer.step().
+#pragma once
+
+#include <volt/core/compat.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// Construction options of GradScaler; PyTorch's defaults.
+struct GradScalerOptions {
+  double init_scale = 65536.0;
+  /// Factor applied after `growth_interval` consecutive steps without inf/NaN; must be > 1.
+  double growth_factor = 2.0;
+  /// Factor applied after a step with inf/NaN gradients; must be < 1.
+  double backoff_factor = 0.5;
+  /// Consecutive finite steps before the scale grows; must be > 0.
+  std::int64_t growth_interval = 2000;
+  /// A disabled scaler passes losses through, steps unconditionally and has no state.
+  bool enabled = true;
+  /// Use LibTorch's fused kernels on devices that have them (see compat::amp_scaler_kernels_available);
+  /// false forces the plain tensor-op path everywhere (same results; for tests and debugging).
+  bool use_fused_kernels = true;
+};
+
+/// A GradScaler's persistent state, the five entries of PyTorch's `GradScaler.state_dict()`.
+struct GradScalerState {
+  double scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  std::int64_t growth_interval = 2000;
+  /// Consecutive finite steps since the last growth or backoff (PyTorch's `_growth_tracker`).
+  std::int64_t growth_tracker = 0;
+};
+
+/// Dynamic loss scaler. Per iteration, for each optimizer:
+///
+///     auto scaled = scaler.scale(loss); scaled.backward();
+///     scaler.unscale_(optimizer);          // optional: to clip or inspect unscaled gradients
+///     scaler.step(optimizer);              // unscales if not done yet; skips the step on inf/NaN
+///     scaler.update();                     // once per iteration, after every optimizer stepped
+///
+/// Optimizers are told apart by identity (address), as PyTorch keys them by `id(optimizer)`; the
+/// bookkeeping of an iteration is dropped by update(). Not thread-safe.
+class GradScaler {
+ public:
+  /// Where an optimizer stands in the current iteration.
+  enum class Stage { ready, unscaled, stepped };
+
+  /// The scale tensor is created on the device of the first tensor passed to scale().
+  /// Throws std::invalid_argument when enabled with growth_factor <= 1, backoff_factor >= 1 or
+  /// growth_interval <= 0.
+  explicit GradScaler(GradScalerOptions options = {}) : options_(options) {
+    if (!options_.enabled) return;
+    if (!(options_.growth_factor > 1.0)) throw std::invalid_argument("The growth factor must be > 1.0.");
+    if (!(options_.backoff_factor < 1.0)) throw std::invalid_argument("The backoff factor must be < 1.0.");
+    if (options_.growth_interval <= 0) {
+      throw std::invalid_argument("volt: GradScaler growth_interval must be > 0, got " +
+                                  std::to_string(options_.growth_interval));
+    }
+  }
+
+  /// Creates the scale on `device` right away (what the precision policies do with the root device).
+  /// Throws as the other constructor, and what LibTorch throws for an unusable device.
+  GradScaler(GradScalerOptions options, torch::Device device) : GradScaler(options) {
+    if (options_.enabled) initialize_scale(device);
+  }
+
+  bool is_enabled() const noexcept { return options_.enabled; }
+
+  /// `outputs` multiplied by the current scale (a new tensor; autograd sees the multiplication).
+  /// Returns `outputs` unchanged when disabled.
+  torch::Tensor scale(const torch::Tensor& outputs) {
+    if (!options_.enabled) return outputs;
+    if (!scale_.defined()) initialize_scale(outputs.device());
+    return outputs * scale_.to(outputs.device(), /*non_blocking=*/true);
+  }
+
+  /// Divides the gradients of `optimizer`'s parameters by the scale, in place, and records on the device
+  /// whether any of them is inf/NaN. Call it at most once per optimizer between update()s, after every
+  /// gradient of the iteration was accumulated. No-op when disabled.
+  /// Throws std::runtime_error when called twice or after step() in one iteration, or before any scale();
+  /// std::invalid_argument when a gradient is fp16 (fp16 parameters cannot be unscaled safely: train
+  /// fp32 parameters under autocast instead).
+  void unscale_(torch::optim::Optimizer& optimizer) {
+    if (!options_.enabled) return;
+    require_scale("unscale_");
+    auto& state = optimizer_states_[&optimizer];
+    if (state.stage == Stage::unscaled) {
+      throw std::runtime_error("unscale_() has already been called on this optimizer since the last update().");
+    }
+    if (state.stage == Stage::stepped) throw std::runtime_error("unscale_() is being called after step().");
+
+    // The reciprocal is taken in fp64 because fp32 division can be imprecise under some compile options;
+    // MPS has no fp64.
+    const auto inv_scale = scale_.device().is_mps() ? scale_.reciprocal()
+                                                    : scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+    auto found_inf = torch::zeros({}, scale_.options().dtype(torch::kFloat));
+    state.found_inf_per_device = unscale_gradients(optimizer, inv_scale, found_inf);
+    state.stage = Stage::unscaled;
+  }
+
+  /// Unscales `optimizer`'s gradients unless unscale_() already did, then calls `optimizer.step()` only if
+  /// no gradient was inf/NaN. Returns whether `optimizer.step()` ran. This is the one place that reads the
+  /// found-inf flag on the host. When disabled, steps unconditionally.
+  /// Throws std::runtime_error when called twice in one iteration, when no parameter of `optimizer` has a
+  /// gradient, or before any scale(); whatever optimizer.step() throws.
+  bool step(torch::optim::Optimizer& optimizer) {
+    if (!options_.enabled) {
+      optimizer.step();
+      return true;
+    }
+    require_scale("step");
+    if (optimizer_states_[&optimizer].stage == Stage::stepped) {
+      throw std::runtime_error("step() has already been called since the last update().");
+    }
+    if (optimizer_states_[&optimizer].stage == Stage::ready) unscale_(optimizer);
+    auto& state = optimizer_states_[&optimizer];
+    if (state.found_inf_per_device.empty()) {
+      throw std::runtime_error(
+          "No inf checks were recorded for this optimizer. (volt: none of its parameters has a gradient; "
+          "run backward on the scaled loss before step())");
+    }
+    bool skip = false;
+    for (const auto& [device, found_inf] : state.found_inf_per_device) {
+      if (found_inf.item<float>() != 0.0F) {
+        skip = true;
+        break;
+      }
+    }
+    if (!skip) optimizer.step();
+    state.stage = Stage::stepped;
+    return !skip;
+  }
+
+  /// Adapts the scale from the inf/NaN checks of every optimizer unscaled this iteration: times
+  /// backoff_factor if any found inf/NaN, else times growth_factor when this completes growth_interval
+  /// finite steps in a row (and only if the grown scale is finite). Runs on the device without waiting
+  /// for it. Then forgets the iteration's per-optimizer bookkeeping. No-op when disabled.
+  /// Throws std::runtime_error before any scale() or when no optimizer was unscaled or stepped.
+  void update() {
+    if (!options_.enabled) return;
+    require_scale("update");
+    torch::Tensor found_inf_combined;
+    for (const auto& [optimizer, state] : optimizer_states_) {
+      for (const auto& [device, found_inf] : state.found_inf_per_device) {
+        auto here = found_inf.to(scale_.device(), /*non_blocking=*/true);
+        found_inf_combined = found_inf_combined.defined() ? found_inf_combined + here : here;
+      }
+    }
+    if (!found_inf_combined.defined()) throw std::runtime_error("No inf checks were recorded prior to update.");
+
+    if (use_fused(scale_.device().type())) {
+      at::_amp_update_scale_(scale_, growth_tracker_, found_inf_combined, options_.growth_factor,
+                             options_.backoff_factor, options_.growth_interval);
+    } else {
+      update_scale_with_tensor_ops(found_inf_combined);
+    }
+    optimizer_states_.clear();
+  }
+
+  /// Sets the scale to `new_scale` instead of adapting it, and forgets the iteration's bookkeeping.
+  /// No-op when disabled. Throws std::runtime_error before any scale().
+  void update(double new_scale) {
+    if (!options_.enabled) return;
+    require_scale("update");
+    scale_.fill_(new_scale);
+    optimizer_states_.clear();
+  }
+
+  /// The current scale: init_scale before the first scale(), 1.0 when disabled. Waits for the device.
+  double get_scale() const {
+    if (!options_.enabled) return 1.0;
+    return scale_.defined() ? static_cast<double>(scale_.item<float>()) : options_.init_scale;
+  }
+
+  /// The scale as a 0-dim float32 device tensor (undefined before the first scale() or when disabled);
+  /// reading it does not synchronise.
+  const torch::Tensor& scale_tensor() const noexcept { return scale_; }
+
+  /// Consecutive finite steps since the last growth or backoff. Waits for the device.
+  std::int64_t growth_tracker() const {
+    if (!options_.enabled) return 0;
+    return growth_tracker_.defined() ? static_cast<std::int64_t>(growth_tracker_.item<int>())
+                                     : initial_growth_tracker_;
+  }
+
+  double growth_factor() const noexcept { return options_.growth_factor; }
+  double backoff_factor() const noexcept { return options_.backoff_factor; }
+  std::int64_t growth_interval() const noexcept { return options_.growth_interval; }
+  void set_growth_factor(double factor) noexcept { options_.growth_factor = factor; }
+  void set_backoff_factor(double factor) noexcept { options_.backoff_factor = factor; }
+  void set_growth_interval(std::int64_t interval) noexcept { options_.growth_interval = interval; }
+
+  /// Where `optimizer` stands in the current iteration (ready before unscale_ and after update()).
+  Stage stage(const torch::optim::Optimizer& optimizer) const {
+    const auto it = optimizer_states_.find(&optimizer);
+    return it == optimizer_states_.end() ? Stage::ready : it->second.stage;
+  }
+
+  /// The state to checkpoint (call it after update()); std::nullopt when disabled, as PyTorch returns {}.
+  /// Waits for the device.
+  std::optional<GradScalerState> state_dict() const {
+    if (!options_.enabled) return std::nullopt;
+    return GradScalerState{get_scale(), options_.growth_factor, options_.backoff_factor, options_.growth_interval,
+                           growth_tracker()};
+  }
+
+  /// Restores a state from state_dict(). No-op when disabled.
+  void load_state_dict(const GradScalerState& state) {
+    if (!options_.enabled) return;
+    options_.init_scale = state.scale;
+    options_.growth_factor = state.growth_factor;
+    options_.backoff_factor = state.backoff_factor;
+    options_.growth_interval = state.growth_interval;
+    initial_growth_tracker_ = state.growth_tracker;
+    if (scale_.defined()) scale_.fill_(state.scale);
+    if (growth_tracker_.defined()) growth_tracker_.fill_(state.growth_tracker);
+  }
+
+  /// Writes state_dict() into `archive` under PyTorch's key names ("scale", "growth_factor",
+  /// "backoff_factor", "growth_interval", "_growth_tracker"); writes nothing when disabled.
+  void save(torch::serialize::OutputArchive& archive) const {
+    const auto state = state_dict();
+    if (!state) return;
+    archive.write("scale", c10::IValue(state->scale));
+    archive.write("growth_factor", c10::IValue(state->growth_factor));
+    archive.write("backoff_factor", c10::IValue(state->backoff_factor));
+    archive.write("growth_interval", c10::IValue(state->growth_interval));
+    archive.write("_growth_tracker", c10::IValue(state->growth_tracker));
+  }
+
+  /// Reads what save() wrote. No-op when disabled. Throws std::runtime_error when the archive holds no
+  /// scaler state (saved from a disabled scaler or by another precision) or only part of it.
+  void load(torch::serialize::InputArchive& archive) {
+    if (!options_.enabled) return;
+    c10::IValue value;
+    if (!archive.try_read("scale", value)) {
+      throw std::runtime_error(
+          "The source state dict is empty, possibly because it was saved from a disabled instance of "
+          "GradScaler.");
+    }
+    GradScalerState state;
+    state.scale = value.toDouble();
+    state.growth_factor = read_entry(archive, "growth_factor").toDouble();
+    state.backoff_factor = read_entry(archive, "backoff_factor").toDouble();
+    state.growth_interval = read_entry(archive, "growth_interval").toInt();
+    state.growth_tracker = read_entry(archive, "_growth_tracker").toInt();
+    load_state_dict(state);
+  }
+
+ private:
+  using PerDeviceTensors = std::vector<std::pair<torch::Device, torch::Tensor>>;
+
+  struct OptimizerState {
+    Stage stage = Stage::ready;
+    PerDeviceTensors found_inf_per_device;
+  };
+
+  /// Gradients that one fused kernel call can take: same device, same dtype.
+  struct GradientGroup {
+    torch::Device device;
+    c10::ScalarType dtype;
+    std::vector<torch::Tensor> gradients;
+  };
+
+  void initialize_scale(torch::Device device) {
+    scale_ = torch::full({}, options_.init_scale, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    growth_tracker_ = torch::full({}, initial_growth_tracker_, torch::TensorOptions().dtype(torch::kInt).device(device));
+  }
+
+  void require_scale(const char* function) const {
+    if (!scale_.defined()) {
+      throw std::runtime_error(std::string("Attempted ") + function +
+                               " but _scale is None.  This may indicate your script did not use "
+                               "scaler.scale(loss or outputs) earlier in the iteration.");
+    }
+  }
+
+  bool use_fused(c10::DeviceType device_type) const {
+    return options_.use_fused_kernels && compat::amp_scaler_kernels_available(device_type);
+  }
+
+  /// `tensor` on `device`, copied once per device and then reused (PyTorch's _MultiDeviceReplicator).
+  static torch::Tensor replica_on(PerDeviceTensors& replicas, const torch::Tensor& tensor, torch::Device device) {
+    for (const auto& [replica_device, replica] : replicas) {
+      if (replica_device == device) return replica;
+    }
+    replicas.emplace_back(device, tensor.to(device, /*non_blocking=*/true));
+    return replicas.back().second;
+  }
+
+  PerDeviceTensors unscale_gradients(torch::optim::Optimizer& optimizer, const torch::Tensor& inv_scale,
+                                     const torch::Tensor& found_inf) {
+    torch::NoGradGuard no_grad;
+    std::vector<GradientGroup> groups;
+    for (auto& param_group : optimizer.param_groups()) {
+      for (auto& parameter : param_group.params()) {
+        const auto& gradient = parameter.grad();
+        if (!gradient.defined()) continue;
+        if (gradient.scalar_type() == torch::kHalf) throw std::invalid_argument("Attempting to unscale FP16 gradients.");
+        // A sparse gradient is unscaled through its values; its indices carry no magnitude.
+        auto to_unscale = gradient.is_sparse() ? gradient._values() : gradient;
+        auto group = std::find_if(groups.begin(), groups.end(), [&](const GradientGroup& candidate) {
+          return candidate.device == to_unscale.device() && candidate.dtype == to_unscale.scalar_type();
+        });
+        if (group == groups.end()) {
+          groups.push_back(GradientGroup{to_unscale.device(), to_unscale.scalar_type(), {}});
+          group = std::prev(groups.end());
+        }
+        group->gradients.push_back(std::move(to_unscale));
+      }
+    }
+
+    PerDeviceTensors found_inf_per_device;
+    PerDeviceTensors inv_scale_per_device;
+    for (auto& group : groups) {
+      auto device_found_inf = replica_on(found_inf_per_device, found_inf, group.device);
+      const auto device_inv_scale = replica_on(inv_scale_per_device, inv_scale, group.device);
+      if (use_fused(group.device.type())) {
+        at::_amp_foreach_non_finite_check_and_unscale_(group.gradients, device_found_inf, device_inv_scale);
+      } else {
+        unscale_with_tensor_ops(group.gradients, device_found_inf, device_inv_scale);
+      }
+    }
+    return found_inf_per_device;
+  }
+
+  /// What `_amp_foreach_non_finite_check_and_unscale_` computes, for backends without it: set `found_inf`
+  /// to 1 if any value is inf/NaN, and multiply every gradient by `inv_scale` in at least fp32 (the
+  /// kernel's math type) without leaving the device.
+  static void unscale_with_tensor_ops(std::vector<torch::Tensor>& gradients, torch::Tensor& found_inf,
+                                      const torch::Tensor& inv_scale) {
+    for (auto& gradient : gradients) {
+      found_inf.masked_fill_(gradient.isfinite().logical_not().any(), 1.0);
+      if (gradient.scalar_type() == torch::kBFloat16 || gradient.scalar_type() == torch::kHalf) {
+        gradient.copy_(gradient.to(torch::kFloat).mul_(inv_scale));
+      } else {
+        gradient.mul_(inv_scale);
+      }
+    }
+  }
+
+  /// What `_amp_update_scale_` computes, for backends without it, as device tensor ops (no host sync).
+  void update_scale_with_tensor_ops(const torch::Tensor& found_inf) {
+    const auto overflowed = found_inf.ne(0);
+    const auto successful = growth_tracker_ + 1;
+    const auto interval_completed = successful.eq(options_.growth_interval);
+    // The kernel multiplies in double and rounds once to float.
+    const auto scale_in_double = scale_.to(torch::kDouble);
+    const auto backed_off = (scale_in_double * options_.backoff_factor).to(torch::kFloat);
+    const auto grown = (scale_in_double * options_.growth_factor).to(torch::kFloat);
+    const auto grow = interval_completed.logical_and(grown.isfinite());
+    scale_.copy_(torch::where(overflowed, backed_off, torch::where(grow, grown, scale_)));
+    growth_tracker_.copy_(successful.masked_fill(overflowed.logical_or(interval_completed), 0));
+  }
+
+  static c10::IValue read_entry(torch::serialize::InputArchive& archive, const char* key) {
+    c10::IValue value;
+    if (!archive.try_read(key, value)) {
+      throw std::runtime_error(std::string("volt: the GradScaler state in this checkpoint lacks \"") + key +
+                               "\"; it was not written by GradScaler::save()");
+    }
+    return value;
+  }
+
+  GradScalerOptions options_;
+  std::int64_t initial_growth_tracker_ = 0;
+  torch::Tensor scale_;           // 0-dim float32 on the device of the first scaled loss
+  torch::Tensor growth_tracker_;  // 0-dim int32 next to scale_
+  std::unordered_map<const torch::optim::Optimizer*, OptimizerState> optimizer_states_;
+};
+
+}  // namespace volt

@@ -1,0 +1,287 @@
+// The precision policies: Lightning's precision plugins as small types the Trainer and Fabric hold by value.
+//
+//   volt::FP32          "32-true"     nothing changes (the default)
+//   volt::FP64          "64-true"     module, floating inputs and the default dtype become float64
+//   volt::FP16True      "16-true"     ... become float16
+//   volt::BF16True      "bf16-true"   ... become bfloat16
+//   volt::FP16Autocast  "16-mixed"    fp32 weights, steps under fp16 autocast, loss scaled by a GradScaler
+//   volt::BF16Autocast  "bf16-mixed"  fp32 weights, steps under bf16 autocast, no scaler
+//
+// Every policy has the same interface, in the order the host calls it:
+//
+//   setup(root_device)              once, before training (the device the strategy resolved)
+//   convert_module(module)          once, after setup
+//   convert_input(batch)            per batch
+//   forward_context()               RAII guard around each training/validation/test/predict step
+//   pre_backward(loss)              the tensor to call backward() on (the scaled loss with a scaler)
+//   optimizer_step(opt, before)     unscale -> before() (hooks, clipping) -> step unless inf/NaN -> update
+//   scaler(), save(), load()        the GradScaler and its checkpoint state
+//
+// None of them is thread-safe; forward_context()'s guard must be destroyed on the thread that made it.
+#pragma once
+
+#include <volt/core/apply.hpp>
+#include <volt/core/compat.hpp>
+#include <volt/core/errors.hpp>
+#include <volt/core/log.hpp>
+#include <volt/precision/autocast.hpp>
+#include <volt/precision/compatibility.hpp>
+#include <volt/precision/grad_scaler.hpp>
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace volt {
+
+/// "32-true": full precision, the identity everywhere. Stateless, and its guard costs nothing.
+struct FP32 {
+  static constexpr std::string_view name = "32-true";
+  static constexpr bool is_autocast = false;
+
+  void setup(torch::Device /*root_device*/) noexcept {}
+  void convert_module(torch::nn::Module& /*module*/) noexcept {}
+  /// Returns `batch` unchanged (moved when given an rvalue).
+  template <class Batch>
+  std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
+    return std::forward<Batch>(batch);
+  }
+  [[nodiscard]] NoOpGuard init_context() const noexcept { return {}; }
+  [[nodiscard]] NoOpGuard forward_context() const noexcept { return {}; }
+  torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
+  /// Runs `before_step()` then `optimizer.step()`; returns true. Throws what they throw.
+  template <class BeforeStep>
+  bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
+    std::forward<BeforeStep>(before_step)();
+    optimizer.step();
+    return true;
+  }
+  GradScaler* scaler() noexcept { return nullptr; }
+  void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
+  void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
+};
+
+namespace detail {
+
+/// Shared implementation of the "true" precisions (Lightning's HalfPrecision and DoublePrecision): the
+/// whole model and every floating input live in `Dtype`; new tensors default to it inside the contexts.
+template <c10::ScalarType Dtype>
+class TruePrecision {
+ public:
+  static constexpr bool is_autocast = false;
+  static constexpr c10::ScalarType dtype = Dtype;
+
+  void setup(torch::Device /*root_device*/) {}
+
+  /// Casts every floating parameter and buffer (and existing gradient) of `module` and its children to
+  /// `Dtype`, leaving integer buffers such as BatchNorm's num_batches_tracked alone, as PyTorch's
+  /// `module.to(dtype)` does (LibTorch's Module::to would cast those too).
+  void convert_module(torch::nn::Module& module) {
+    torch::NoGradGuard no_grad;
+    for (auto& parameter : module.parameters(/*recurse=*/true)) {
+      if (!parameter.is_floating_point()) continue;
+      parameter.set_data(parameter.to(Dtype));
+      if (parameter.grad().defined()) parameter.mutable_grad() = parameter.grad().to(Dtype);
+    }
+    for (auto& buffer : module.buffers(/*recurse=*/true)) {
+      if (buffer.is_floating_point()) buffer.set_data(buffer.to(Dtype));
+    }
+  }
+
+  /// `batch` with every floating tensor inside cast to `Dtype`; integer and bool tensors and non-tensor
+  /// members are kept as they are. Same type as `batch`.
+  template <class Batch>
+  std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
+    return apply_to_collection(std::forward<Batch>(batch), [](const torch::Tensor& tensor) -> torch::Tensor {
+      return tensor.is_floating_point() ? tensor.to(Dtype) : tensor;
+    });
+  }
+
+  /// Default dtype `Dtype` while the module is built (Lightning's tensor_init_context).
+  [[nodiscard]] DefaultDtypeGuard init_context() const { return DefaultDtypeGuard(Dtype); }
+  /// Default dtype `Dtype` for the step, so tensors the step creates match the model.
+  [[nodiscard]] DefaultDtypeGuard forward_context() const { return DefaultDtypeGuard(Dtype); }
+
+  torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
+
+  /// Runs `before_step()` then `optimizer.step()`; returns true. Throws what they throw.
+  template <class BeforeStep>
+  bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
+    std::forward<BeforeStep>(before_step)();
+    optimizer.step();
+    return true;
+  }
+
+  GradScaler* scaler() noexcept { return nullptr; }
+  void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
+  void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
+};
+
+/// Lightning's AMP optimizer step with a GradScaler: unscale_ the gradients, run `before_step()` (the
+/// on_before_optimizer_step hooks and gradient clipping see unscaled gradients), call optimizer.step()
+/// unless a gradient is inf/NaN, update the scale. Returns whether optimizer.step() ran.
+/// Throws what GradScaler::unscale_/step/update, `before_step` and the optimizer throw.
+template <class BeforeStep>
+bool amp_optimizer_step(GradScaler& scaler, torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
+  scaler.unscale_(optimizer);
+  std::forward<BeforeStep>(before_step)();
+  const bool stepped = scaler.step(optimizer);
+  scaler.update();
+  return stepped;
+}
+
+inline constexpr std::string_view fp16_autocast_on_cpu_warning =
+    "You passed `precision='16-mixed'` (volt::FP16Autocast) and the accelerator resolved to 'cpu', but AMP "
+    "with fp16 is not supported on CPU. Using `precision='bf16-mixed'` (volt::BF16Autocast) instead.";
+
+/// Shared implementation of the mixed precisions (Lightning's MixedPrecision): fp32 weights, each step under
+/// autocast to `RequestedDtype` on the root device's type, and for fp16 a GradScaler.
+template <c10::ScalarType RequestedDtype>
+class AutocastPrecision {
+ public:
+  static constexpr bool is_autocast = true;
+
+  /// `scaler_options` configure the GradScaler of fp16 (ignored for bf16, which needs no scaler).
+  explicit AutocastPrecision(GradScalerOptions scaler_options = {}) : scaler_options_(scaler_options) {}
+
+  /// Resolves the autocast device type and dtype for `root_device` and logs Lightning's info line (rank 0).
+  /// fp16 on a CPU device (an Auto accelerator that found no GPU) warns once and runs as bf16, as Lightning
+  /// does. Creates the GradScaler on `root_device` for fp16 (kept if setup runs again or load() made it).
+  /// Throws MisconfigurationError when this LibTorch cannot autocast to the dtype on that device type.
+  void setup(torch::Device root_device) {
+    auto resolved_dtype = RequestedDtype;
+    if (RequestedDtype == c10::ScalarType::Half && root_device.is_cpu()) {
+      log::warn_once(fp16_autocast_on_cpu_warning);
+      resolved_dtype = c10::ScalarType::BFloat16;
+    }
+    if (!compat::autocast_dtype_supported(root_device.type(), resolved_dtype)) {
+      throw MisconfigurationError(std::string("volt: mixed precision with ") + c10::toString(resolved_dtype) +
+                                  " needs autocast on device type " + c10::DeviceTypeName(root_device.type()) +
+                                  ", which this LibTorch (" + TORCH_VERSION +
+                                  ") does not support; use volt::FP32 or a newer LibTorch");
+    }
+    log::info_rank_zero(resolved_dtype == c10::ScalarType::Half
+                            ? "Using 16bit Automatic Mixed Precision (AMP)"
+                            : "Using bfloat16 Automatic Mixed Precision (AMP)");
+    device_type_ = root_device.type();
+    dtype_ = resolved_dtype;
+    if (dtype_ == c10::ScalarType::Half) {
+      if (!scaler_) scaler_.emplace(scaler_options_, root_device);
+    } else {
+      scaler_.reset();
+    }
+  }
+
+  /// Mixed precision keeps the weights in fp32: does nothing.
+  void convert_module(torch::nn::Module& /*module*/) noexcept {}
+
+  /// Returns `batch` unchanged (moved when given an rvalue): autocast casts per operation, and Lightning's
+  /// Trainer does not convert inputs under mixed precision.
+  template <class Batch>
+  std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
+    return std::forward<Batch>(batch);
+  }
+
+  [[nodiscard]] NoOpGuard init_context() const noexcept { return {}; }
+
+  /// Autocast to the resolved dtype on the root device's type for the guard's lifetime; the cache of cast
+  /// weights is cleared when the outermost autocast scope exits. Throws std::logic_error before setup().
+  [[nodiscard]] AutocastGuard forward_context() const {
+    if (!device_type_) throw std::logic_error("volt: call setup(root_device) on the precision policy before forward_context()");
+    return AutocastGuard(*device_type_, dtype_);
+  }
+
+  /// The tensor to call backward() on: the loss times the scale with a GradScaler, else `loss`.
+  torch::Tensor pre_backward(const torch::Tensor& loss) { return scaler_ ? scaler_->scale(loss) : loss; }
+
+  /// Lightning's AMP step: with a scaler, unscale_ the gradients, run `before_step()` (hooks and clipping
+  /// see unscaled gradients), step unless a gradient is inf/NaN, update the scale. Without one,
+  /// `before_step()` then `optimizer.step()`. Returns whether optimizer.step() ran.
+  /// Throws MisconfigurationError for LBFGS ("AMP and the LBFGS optimizer are not compatible."), what the
+  /// GradScaler throws (see GradScaler::step), and what `before_step` and the optimizer throw.
+  template <class BeforeStep>
+  bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
+    if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
+      throw MisconfigurationError("AMP and the LBFGS optimizer are not compatible.");
+    }
+    if (!scaler_) {
+      std::forward<BeforeStep>(before_step)();
+      optimizer.step();
+      return true;
+    }
+    return amp_optimizer_step(*scaler_, optimizer, std::forward<BeforeStep>(before_step));
+  }
+
+  /// The GradScaler (fp16 after setup() or load()), else nullptr.
+  GradScaler* scaler() noexcept { return scaler_ ? &*scaler_ : nullptr; }
+  const GradScaler* scaler() const noexcept { return scaler_ ? &*scaler_ : nullptr; }
+
+  /// The dtype autocast uses: RequestedDtype, or bf16 after setup() on a CPU device for fp16.
+  c10::ScalarType autocast_dtype() const noexcept { return dtype_; }
+  /// The autocast device type, known after setup().
+  std::optional<c10::DeviceType> device_type() const noexcept { return device_type_; }
+
+  /// Writes the GradScaler's state (see GradScaler::save); nothing without a scaler.
+  void save(torch::serialize::OutputArchive& archive) const {
+    if (scaler_) scaler_->save(archive);
+  }
+
+  /// Restores the GradScaler's state, creating the scaler if load() runs before setup(). bf16: no-op.
+  /// Throws std::runtime_error when the archive holds no scaler state (see GradScaler::load).
+  void load(torch::serialize::InputArchive& archive) {
+    if (dtype_ != c10::ScalarType::Half) return;
+    if (!scaler_) scaler_.emplace(scaler_options_);
+    scaler_->load(archive);
+  }
+
+ private:
+  GradScalerOptions scaler_options_;
+  std::optional<c10::DeviceType> device_type_;
+  c10::ScalarType dtype_ = RequestedDtype;
+  std::optional<GradScaler> scaler_;
+};
+
+}  // namespace detail
+
+/// "64-true": model, floating inputs and new tensors in float64 (Lightning's DoublePrecision).
+struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
+  static constexpr std::string_view name = "64-true";
+
+  /// Throws MisconfigurationError on an MPS device (an Auto or GPU accelerator that resolved to MPS):
+  /// Metal has no float64. volt::MPS with FP64 does not compile at all.
+  void setup(torch::Device root_device) {
+    if (root_device.is_mps()) {
+      throw MisconfigurationError("volt: FP64 is not supported on MPS devices (Metal has no float64); use volt::FP32");
+    }
+  }
+};
+
+/// "16-true": model, floating inputs and new tensors in float16 (Lightning's HalfPrecision).
+struct FP16True : detail::TruePrecision<c10::ScalarType::Half> {
+  static constexpr std::string_view name = "16-true";
+};
+
+/// "bf16-true": model, floating inputs and new tensors in bfloat16 (Lightning's HalfPrecision).
+struct BF16True : detail::TruePrecision<c10::ScalarType::BFloat16> {
+  static constexpr std::string_view name = "bf16-true";
+};
+
+/// "16-mixed": fp16 autocast with dynamic loss scaling (Lightning's MixedPrecision("16-mixed")). On a CPU
+/// device it runs as bf16 with a warning; volt::CPU with FP16Autocast does not compile.
+struct FP16Autocast : detail::AutocastPrecision<c10::ScalarType::Half> {
+  static constexpr std::string_view name = "16-mixed";
+  using AutocastPrecision::AutocastPrecision;
+};
+
+/// "bf16-mixed": bf16 autocast, no loss scaling (Lightning's MixedPrecision("bf16-mixed")).
+struct BF16Autocast : detail::AutocastPrecision<c10::ScalarType::BFloat16> {
+  static constexpr std::string_view name = "bf16-mixed";
+  using AutocastPrecision::AutocastPrecision;
+};
+
+}  // namespace volt
