@@ -341,3 +341,39 @@ TEST_CASE("GPU: gradients on CPU and CUDA in one optimizer are unscaled on their
   CHECK(scaler.get_scale() == 2.0);
   CHECK(scaler.scale_tensor().is_cuda());
 }
+
+#ifdef VOLT_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+
+TEST_CASE("GPU: scale, unscale_ and update do not wait for the GPU; step reads the found-inf flag") {
+  if (!cuda_available_or_say_so("no host synchronisation in unscale_ and update")) return;
+  /// Makes every synchronising CUDA call throw while alive.
+  struct ThrowOnSynchronisation {
+    c10::cuda::SyncDebugMode previous = c10::cuda::warning_state().get_sync_debug_mode();
+    ThrowOnSynchronisation() { c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR); }
+    ~ThrowOnSynchronisation() { c10::cuda::warning_state().set_sync_debug_mode(previous); }
+  };
+  for (const bool fused : {true, false}) {
+    CAPTURE(fused);
+    volt::GradScaler scaler({.growth_interval = 1, .use_fused_kernels = fused}, torch::kCUDA);
+    const auto options = torch::TensorOptions().device(torch::kCUDA);
+    Parameters parameters({torch::randn({4, 4}, options), torch::randn({3}, options.dtype(torch::kBFloat16))});
+    const auto loss = torch::ones({}, options);
+    {
+      ThrowOnSynchronisation no_sync;
+      CHECK_NOTHROW(scaler.scale(loss));
+      CHECK_NOTHROW(scaler.unscale_(*parameters.optimizer));
+    }
+    {
+      ThrowOnSynchronisation no_sync;
+      CHECK_THROWS(scaler.step(*parameters.optimizer));
+    }
+    CHECK(scaler.step(*parameters.optimizer));
+    {
+      ThrowOnSynchronisation no_sync;
+      CHECK_NOTHROW(scaler.update());
+    }
+    CHECK(scaler.get_scale() == 131072.0);
+  }
+}
+#endif

@@ -246,14 +246,18 @@ TEST_CASE("the AMP step order: unscale, before_step (sees unscaled gradients), s
 TEST_CASE("GPU: FP16Autocast on CUDA scales the loss, skips an overflowing step and halves the scale") {
   if (!cuda_available_or_say_so("FP16Autocast loss x 1e30 overflow on CUDA")) return;
   volt_test::CaptureLog log;
-  volt::FP16Autocast precision;
   const torch::Device device(torch::kCUDA, 0);
-  precision.setup(device);
+  volt::FP16Autocast defaults;
+  defaults.setup(device);
   CHECK(log.informed("Using 16bit Automatic Mixed Precision (AMP)"));
   CHECK(log.warnings.empty());
-  REQUIRE(precision.scaler() != nullptr);
-  CHECK(precision.scaler()->scale_tensor().is_cuda());
-  CHECK(precision.scaler()->get_scale() == 65536.0);
+  REQUIRE(defaults.scaler() != nullptr);
+  CHECK(defaults.scaler()->scale_tensor().is_cuda());
+  CHECK(defaults.scaler()->get_scale() == 65536.0);
+
+  // A smaller initial scale, so the first finite step cannot overflow fp16 (65536 could, legitimately).
+  volt::FP16Autocast precision(volt::GradScalerOptions{.init_scale = 1024.0});
+  precision.setup(device);
 
   torch::manual_seed(0);
   torch::nn::Linear linear(8, 1);
@@ -283,16 +287,16 @@ TEST_CASE("GPU: FP16Autocast on CUDA scales the loss, skips an overflowing step 
   const auto weight_before = linear->weight.clone();
   CHECK(train_step(1.0));
   CHECK_FALSE(torch::equal(linear->weight, weight_before));
-  CHECK(precision.scaler()->get_scale() == 65536.0);
+  CHECK(precision.scaler()->get_scale() == 1024.0);
 
   const auto weight_finite = linear->weight.clone();
   const auto bias_finite = linear->bias.clone();
   CHECK_FALSE(train_step(1e30));
   CHECK(torch::equal(linear->weight, weight_finite));
   CHECK(torch::equal(linear->bias, bias_finite));
-  CHECK(precision.scaler()->get_scale() == 32768.0);
+  CHECK(precision.scaler()->get_scale() == 512.0);
   CHECK_FALSE(train_step(1e30));
-  CHECK(precision.scaler()->get_scale() == 16384.0);
+  CHECK(precision.scaler()->get_scale() == 256.0);
   CHECK(train_step(1.0));
 }
 

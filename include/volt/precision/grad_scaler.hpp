@@ -38,8 +38,9 @@ struct GradScalerOptions {
   std::int64_t growth_interval = 2000;
   /// A disabled scaler passes losses through, steps unconditionally and has no state.
   bool enabled = true;
-  /// Use LibTorch's fused kernels on devices that have them (see compat::amp_scaler_kernels_available);
-  /// false forces the plain tensor-op path everywhere (same results; for tests and debugging).
+  /// Use LibTorch's fused kernels on devices that have them (see compat::amp_scaler_kernels_available)
+  /// for fp32/fp64 gradients; false forces the plain tensor-op path everywhere (same results; for tests
+  /// and debugging). bf16 gradients always take the plain path (CUDA's fused kernel rejects them).
   bool use_fused_kernels = true;
 };
 
@@ -301,6 +302,12 @@ class GradScaler {
     return options_.use_fused_kernels && compat::amp_scaler_kernels_available(device_type);
   }
 
+  /// The fused unscale kernel is used for fp32 and fp64 gradients only: CUDA's kernel rejects bf16
+  /// ("not implemented for 'BFloat16'"), and fp16 gradients are refused before this point.
+  bool fused_unscale_takes(c10::DeviceType device_type, c10::ScalarType dtype) const {
+    return (dtype == torch::kFloat || dtype == torch::kDouble) && use_fused(device_type);
+  }
+
   /// `tensor` on `device`, copied once per device and then reused (PyTorch's _MultiDeviceReplicator).
   static torch::Tensor replica_on(PerDeviceTensors& replicas, const torch::Tensor& tensor, torch::Device device) {
     for (const auto& [replica_device, replica] : replicas) {
@@ -337,7 +344,7 @@ class GradScaler {
     for (auto& group : groups) {
       auto device_found_inf = replica_on(found_inf_per_device, found_inf, group.device);
       const auto device_inv_scale = replica_on(inv_scale_per_device, inv_scale, group.device);
-      if (use_fused(group.device.type())) {
+      if (fused_unscale_takes(group.device.type(), group.dtype)) {
         at::_amp_foreach_non_finite_check_and_unscale_(group.gradients, device_found_inf, device_inv_scale);
       } else {
         unscale_with_tensor_ops(group.gradients, device_found_inf, device_inv_scale);
