@@ -1,2 +1,4 @@
-// volt/testing: umbrella header of this area.
+// volt/testing: helpers for testing code that uses volt.
 #pragma once
+
+#include <volt/testing/scoped_machine.hpp>

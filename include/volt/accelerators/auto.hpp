@@ -1,0 +1,64 @@
+// volt::Auto and volt::GPU: accelerators chosen at run time, and the bridge from a run-time choice back to
+// the static policies (visit_accelerator).
+#pragma once
+
+#include <volt/accelerators/accelerator.hpp>
+#include <volt/accelerators/cpu.hpp>
+#include <volt/accelerators/cuda.hpp>
+#include <volt/accelerators/mps.hpp>
+#include <volt/core/errors.hpp>
+
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+
+namespace volt {
+
+/// Lightning's accelerator="auto" (the Trainer's default): MPS if available, then CUDA, then CPU.
+/// (Lightning tries TPU first; volt has no TPU support.)
+struct Auto {
+  static constexpr std::string_view name = "auto";
+  static AcceleratorKind resolve(Frontend /*frontend*/ = Frontend::trainer) {
+    if (MPS::is_available()) return AcceleratorKind::mps;
+    if (CUDA::is_available()) return AcceleratorKind::cuda;
+    return AcceleratorKind::cpu;
+  }
+};
+
+/// Lightning's accelerator="gpu": MPS if available, then CUDA. Throws MisconfigurationError
+/// "No supported gpu backend found!" when neither is (Fabric: std::runtime_error, same text).
+struct GPU {
+  static constexpr std::string_view name = "gpu";
+  static AcceleratorKind resolve(Frontend frontend = Frontend::trainer) {
+    if (MPS::is_available()) return AcceleratorKind::mps;
+    if (CUDA::is_available()) return AcceleratorKind::cuda;
+    if (frontend == Frontend::fabric) throw std::runtime_error("No supported gpu backend found!");
+    throw MisconfigurationError("No supported gpu backend found!");
+  }
+};
+
+/// The accelerator an Accelerator parameter stands for: CPU, CUDA and MPS (and any AcceleratorPolicy)
+/// are their own kind; Auto and GPU (any AcceleratorSelector) choose on this machine, now. Throws what
+/// the selector throws (GPU: "No supported gpu backend found!").
+template <AcceleratorChoice A>
+AcceleratorKind resolve_accelerator(Frontend frontend = Frontend::trainer) {
+  if constexpr (AcceleratorPolicy<A>) {
+    return A::kind;
+  } else {
+    return A::resolve(frontend);
+  }
+}
+
+/// Calls `f(volt::CPU{})`, `f(volt::CUDA{})` or `f(volt::MPS{})` for `kind` and returns what it returns;
+/// `f` must return the same type for the three policies (a generic lambda usually does).
+template <class F>
+decltype(auto) visit_accelerator(AcceleratorKind kind, F&& f) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return std::forward<F>(f)(CUDA{});
+    case AcceleratorKind::mps: return std::forward<F>(f)(MPS{});
+    case AcceleratorKind::cpu: break;
+  }
+  return std::forward<F>(f)(CPU{});
+}
+
+}  // namespace volt

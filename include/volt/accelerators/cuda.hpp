@@ -1,0 +1,91 @@
+// volt::CUDA: Lightning's CUDAAccelerator.
+#pragma once
+
+#include <volt/accelerators/accelerator.hpp>
+#include <volt/accelerators/device_parser.hpp>
+#include <volt/accelerators/device_spec.hpp>
+#include <volt/accelerators/machine.hpp>
+#include <volt/core/compat.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// Accelerator policy: NVIDIA GPUs through LibTorch's CUDA backend.
+struct CUDA {
+  static constexpr std::string_view name = "cuda";
+  static constexpr AcceleratorKind kind = AcceleratorKind::cuda;
+
+  /// Whether at least one CUDA device is visible (not cached: CUDA_VISIBLE_DEVICES is read by LibTorch).
+  static bool is_available() { return machine::cuda_device_count() > 0; }
+  /// The number of visible CUDA devices.
+  static int auto_device_count() { return machine::cuda_device_count(); }
+  /// Lightning's available CUDA ids: 0 .. device_count-1.
+  static std::vector<int> available_ids() { return detail::id_range(machine::cuda_device_count()); }
+
+  /// Lightning's `_parse_gpu_ids(devices, include_cuda=True)`: nullopt for 0, "0", "[]" and
+  /// volt::devices({}); -1 / "-1" = every visible device; n = 0..n-1; a list is checked, kept in order.
+  /// Throws MisconfigurationError "GPUs requested but none are available.", "Device ID's (GPU) must be
+  /// unique." or "You requested gpu: [...]\n But your machine only has: [...]"; std::invalid_argument
+  /// for DeviceSpec{} ("auto", which the connector resolves first).
+  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices) {
+    return detail::parse_gpu_ids(devices, available_ids());
+  }
+
+  /// torch::Device("cuda", id) for each id, unchecked and in order ({3, 1} -> cuda:3, cuda:1).
+  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
+    std::vector<torch::Device> devices;
+    devices.reserve(ids.size());
+    for (int id : ids) devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
+    return devices;
+  }
+
+  /// Makes `device` the current CUDA device. Throws MisconfigurationError "Device should be GPU, got cpu
+  /// instead" (Lightning's PL text: "GPU", no final period) for a non-CUDA device; Fabric:
+  /// std::invalid_argument "Device should be CUDA, got cpu instead.". LibTorch's c10::Error if the device
+  /// does not exist.
+  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
+    if (frontend == Frontend::fabric) {
+      detail::check_device_type(device, torch::kCUDA, "CUDA", true, frontend);
+    } else {
+      detail::check_device_type(device, torch::kCUDA, "GPU", false, frontend);
+    }
+#ifdef VOLT_WITH_CUDA
+    if (device.has_index()) c10::cuda::set_device(device.index());
+#endif
+  }
+
+  /// The caching allocator's statistics for the device (Lightning: torch.cuda.memory_stats), under
+  /// Lightning's key names ("allocated_bytes.all.current", "reserved_bytes.large_pool.peak", ...).
+  /// Empty when volt was compiled without CUDA.
+  static std::map<std::string, double> get_device_stats(torch::Device device) {
+    return compat::cuda_memory_stats(device_index(device));
+  }
+
+  /// Returns cached, unused blocks of the caching allocator to the driver (torch.cuda.empty_cache()).
+  static void empty_cache() { compat::cuda_empty_cache(); }
+  /// Bytes currently allocated to tensors on the device (0 without CUDA).
+  static std::int64_t allocated_bytes(torch::Device device) { return compat::cuda_allocated_bytes(device_index(device)); }
+
+  /// Lightning's teardown: empties the allocator's cache.
+  static void teardown() { empty_cache(); }
+
+ private:
+  static int device_index(torch::Device device) {
+    if (device.has_index()) return device.index();
+#ifdef VOLT_WITH_CUDA
+    return c10::cuda::current_device();
+#else
+    return 0;
+#endif
+  }
+};
+
+}  // namespace volt

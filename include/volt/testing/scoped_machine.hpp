@@ -1,0 +1,45 @@
+// volt::testing::ScopedMachine: fake the machine the accelerators see, for tests.
+#pragma once
+
+#include <volt/accelerators/machine.hpp>
+
+#include <mutex>
+#include <utility>
+
+namespace volt::testing {
+
+/// While alive, every accelerator probe (CUDA device count, LibTorch's MPS availability, the processor
+/// architecture) answers from `machine` instead of the real machine, and MPS::is_available()'s cache is
+/// recomputed on its next call; DISABLE_MPS is still read from the environment. The destructor restores
+/// what was there before (the real machine, or an enclosing ScopedMachine), so instances nest.
+/// Nothing else is faked: creating a tensor on a faked device fails as it would without the fake.
+///
+///   volt::testing::ScopedMachine machine{{.cuda_device_count = 4, .torch_mps_available = true,
+///                                         .processor = "arm64"}};
+class ScopedMachine {
+ public:
+  using Options = machine::FakeMachine;
+
+  explicit ScopedMachine(Options options) : options_(std::move(options)) {
+    auto& state = machine::detail::probe_state();
+    std::lock_guard lock(state.mutex);
+    previous_ = std::exchange(state.fake, &options_);
+    state.mps_available_cache = -1;
+  }
+  ~ScopedMachine() {
+    auto& state = machine::detail::probe_state();
+    std::lock_guard lock(state.mutex);
+    state.fake = previous_;
+    state.mps_available_cache = -1;
+  }
+  ScopedMachine(const ScopedMachine&) = delete;
+  ScopedMachine& operator=(const ScopedMachine&) = delete;
+
+  const Options& options() const { return options_; }
+
+ private:
+  Options options_;
+  const Options* previous_ = nullptr;
+};
+
+}  // namespace volt::testing

@@ -1,0 +1,14 @@
+// MPS with a DDP-family strategy must not compile (Lightning: "strategies from the DDP family are not
+// supported on the MPS accelerator").
+// expect: volt: DDP family strategies are not supported on the MPS accelerator; use volt::SingleDevice
+#include <volt/strategies/compatibility.hpp>
+#include <volt/strategies/ddp.hpp>
+#include <volt/strategies/single_device.hpp>
+
+int main() {
+#ifndef VOLT_COMPILE_FAIL_CONTROL
+  volt::check_strategy_supported<volt::MPS, volt::DDP>();
+#else
+  volt::check_strategy_supported<volt::MPS, volt::SingleDevice>();
+#endif
+}

@@ -1,0 +1,13 @@
+// A constant device spec with a repeated id must not compile (Lightning: "Device ID's (GPU) must be unique.").
+// expect: volt: the ids of a constant device spec must be unique
+#include <volt/accelerators/cuda.hpp>
+#include <volt/accelerators/static_devices.hpp>
+
+int main() {
+#ifndef VOLT_COMPILE_FAIL_CONTROL
+  constexpr volt::DeviceSpec spec = volt::static_devices<volt::CUDA, volt::devices({1, 1})>;
+#else
+  constexpr volt::DeviceSpec spec = volt::static_devices<volt::CUDA, volt::devices({1, 2})>;
+#endif
+  return spec.ids().size();
+}
