@@ -238,6 +238,11 @@ TEST_SUITE("transfer") {
     CHECK((volt::batch_to_device(some, meta)->device() == meta));
     const std::optional<torch::Tensor> none;
     CHECK_FALSE(volt::batch_to_device(none, meta).has_value());
+    // LibTorch's own optional (a separate template before 2.x, an alias of std::optional after).
+    const c10::optional<torch::Tensor> c10_some = cpu_tensor();
+    CHECK((volt::batch_to_device(c10_some, meta)->device() == meta));
+    const std::optional<std::optional<torch::Tensor>> nested = std::optional<torch::Tensor>{cpu_tensor()};
+    CHECK((volt::batch_to_device(nested, meta).value()->device() == meta));
 
     using Variant = std::variant<std::monostate, int, torch::Tensor, std::vector<torch::Tensor>>;
     const Variant tensor_alternative = cpu_tensor();
