@@ -62,6 +62,7 @@ struct FP32 {
     return true;
   }
   GradScaler* scaler() noexcept { return nullptr; }
+  const GradScaler* scaler() const noexcept { return nullptr; }
   void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
   void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
 };
@@ -118,6 +119,7 @@ class TruePrecision {
   }
 
   GradScaler* scaler() noexcept { return nullptr; }
+  const GradScaler* scaler() const noexcept { return nullptr; }
   void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
   void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
 };
