@@ -1,5 +1,8 @@
 # Runs one compile-fail test: -DCOMPILER=... -DFLAGS=<response file> -DSOURCE=<snippet.cpp>
+# -DIMPLICIT_INCLUDES=<the compiler's own include folders>
 # The snippet's `// expect: <regex>` line gives the message the compiler must print.
+include(${CMAKE_CURRENT_LIST_DIR}/read_flags.cmake)
+volt_read_flags(flags "${FLAGS}" "${IMPLICIT_INCLUDES}")
 file(STRINGS ${SOURCE} expect_lines REGEX "^// expect: ")
 if(NOT expect_lines)
   message(FATAL_ERROR "${SOURCE} has no `// expect: <regex>` line")
@@ -7,7 +10,7 @@ endif()
 list(GET expect_lines 0 expect_line)
 string(REGEX REPLACE "^// expect: " "" expected "${expect_line}")
 
-execute_process(COMMAND ${COMPILER} @${FLAGS} -fsyntax-only ${SOURCE}
+execute_process(COMMAND ${COMPILER} ${flags} -fsyntax-only ${SOURCE}
                 RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(result EQUAL 0)
   message(FATAL_ERROR "${SOURCE} compiled, but it must not")
@@ -19,7 +22,7 @@ message(STATUS "failed to compile as expected, with /${expected}/")
 
 file(READ ${SOURCE} text)
 if(text MATCHES "VOLT_COMPILE_FAIL_CONTROL")
-  execute_process(COMMAND ${COMPILER} @${FLAGS} -fsyntax-only -DVOLT_COMPILE_FAIL_CONTROL ${SOURCE}
+  execute_process(COMMAND ${COMPILER} ${flags} -fsyntax-only -DVOLT_COMPILE_FAIL_CONTROL ${SOURCE}
                   RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT result EQUAL 0)
     message(FATAL_ERROR "the control variant of ${SOURCE} (VOLT_COMPILE_FAIL_CONTROL defined) must compile:\n${err}")

@@ -36,7 +36,9 @@ elseif(MODE STREQUAL "vendored_single_header")
   # Only the generated header and LibTorch: the include/ tree must not be reachable.
   file(COPY ${VOLT_SOURCE_DIR}/single_include/volt/volt.hpp DESTINATION ${WORK_DIR}/vendor/volt)
   file(COPY ${consumer}/main.cpp DESTINATION ${WORK_DIR})
-  run(${COMPILER} @${FLAGS} -I${WORK_DIR}/vendor main.cpp -o consumer
+  include(${VOLT_SOURCE_DIR}/cmake/read_flags.cmake)
+  volt_read_flags(flags "${FLAGS}" "${IMPLICIT_INCLUDES}")
+  run(${COMPILER} ${flags} -I${WORK_DIR}/vendor main.cpp -o consumer
       -L${TORCH_LIB_DIR} -Wl,-rpath,${TORCH_LIB_DIR} -ltorch -ltorch_cpu -lc10)
   run(${WORK_DIR}/consumer)
   message(STATUS "${last_output}")

@@ -244,20 +244,15 @@ class Trainer {
   }
 
  private:
-  /// Evaluation autograd mode: torch::InferenceMode or torch::NoGradGuard.
+  /// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
+  /// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
   class EvalGuard {
    public:
-    explicit EvalGuard(bool inference) {
-      if (inference) {
-        inference_.emplace();
-      } else {
-        no_grad_.emplace();
-      }
-    }
+    explicit EvalGuard(bool inference) : inference_(inference) {}
 
    private:
-    std::optional<c10::InferenceMode> inference_;
-    std::optional<torch::NoGradGuard> no_grad_;
+    c10::InferenceMode inference_;
+    torch::NoGradGuard no_grad_;
   };
 
   struct SchedulerSlot {
