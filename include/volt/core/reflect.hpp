@@ -4,9 +4,10 @@
 // project's platforms. Supports aggregates of up to volt::reflect::max_fields (32) fields.
 //
 // What cannot be reflected, and why:
-// * reference members: the field count is found by brace-initializing the type with placeholders that convert
-//   to any value type; a placeholder cannot bind to a reference, so such aggregates report no fields
-//   (reflectable<T> is false) and callers leave them alone.
+// * non-const lvalue reference members: the field count is found by brace-initializing the type with
+//   placeholders that convert to any value type; such a placeholder cannot bind to `T&`, so these aggregates
+//   report no fields (reflectable<T> is false) and callers leave them alone. `const T&` and `T&&` members bind
+//   and are reflected (with_fields passes them as lvalues).
 // * C array members and base classes with members: brace elision (arrays) and base-class initializers make the
 //   brace count differ from the number of structured bindings, and the binding in with_fields fails to compile
 //   ("only N names provided for structured binding").
@@ -70,7 +71,7 @@ struct collect_field_types {
 }  // namespace detail
 
 /// True for class aggregates (not unions) whose fields volt can reflect: the structs a user writes as a
-/// batch or options type. Aggregates with reference members are not reflectable.
+/// batch or options type. Aggregates with non-const lvalue reference members are not reflectable.
 template <class Type>
 concept reflectable = std::is_class_v<Type> && std::is_aggregate_v<Type> && !std::is_union_v<Type> &&
                       (std::is_empty_v<Type> || detail::largest_brace_count<Type, max_fields + 1>() > 0);
