@@ -254,6 +254,8 @@ TEST_CASE("CUDA device stats and memory helpers on a real GPU") {
   const torch::Device device("cuda:0");
   CHECK(volt::CUDA::is_available());
   CHECK_NOTHROW(volt::CUDA::setup_device(device));
+  // Before the process's first CUDA allocation LibTorch's allocator has no statistics: Lightning's {}.
+  CHECK_NOTHROW(volt::CUDA::get_device_stats(device));
   const auto before = volt::CUDA::allocated_bytes(device);
   auto tensor = torch::ones({1024, 1024}, torch::TensorOptions().device(device));
   const auto stats = volt::CUDA::get_device_stats(device);

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -9,9 +10,11 @@
 
 namespace {
 
-/// Builds the c10 errors LibTorch raises, without a device that lacks the operator.
-c10::Error torch_error(const std::string& message) { return c10::Error(message, ""); }
-c10::NotImplementedError not_implemented(const std::string& message) { return c10::NotImplementedError(message, ""); }
+/// Builds the c10 errors LibTorch raises, without a device that lacks the operator. (The constructor
+/// from a source location exists in every supported LibTorch; the others changed in 2.x.)
+c10::SourceLocation here() { return c10::SourceLocation{"volt_test", __FILE__, static_cast<std::uint32_t>(__LINE__)}; }
+c10::Error torch_error(const std::string& message) { return c10::Error(here(), message); }
+c10::NotImplementedError not_implemented(const std::string& message) { return c10::NotImplementedError(here(), message); }
 
 /// An operator whose backend lacks a kernel for its first call: it throws `error` once, then computes.
 template <class Error>
@@ -104,7 +107,7 @@ TEST_CASE("with_cpu_fallback lets every other error through") {
   CHECK_THROWS_WITH_AS(volt::with_cpu_fallback(user_error, 1), "user code", std::out_of_range);
   CHECK(calls == 1);
   // An error of the rerun propagates too.
-  auto always_missing = [](const torch::Tensor&) -> torch::Tensor { throw c10::NotImplementedError("still missing", ""); };
+  auto always_missing = [](const torch::Tensor&) -> torch::Tensor { throw not_implemented("still missing"); };
   CHECK_THROWS_AS(volt::with_cpu_fallback(always_missing, torch::ones({1})), c10::NotImplementedError);
 }
 
@@ -114,7 +117,7 @@ TEST_CASE("with_cpu_fallback: non-tensor arguments, vectors, tuples and void") {
   int attempt = 0;
   auto scaled_pair = [&](const std::vector<torch::Tensor>& tensors, double factor,
                          const std::string& label) -> std::tuple<torch::Tensor, torch::Tensor, std::string> {
-    if (attempt++ == 0) throw c10::NotImplementedError("missing", "");
+    if (attempt++ == 0) throw not_implemented("missing");
     CHECK((tensors.at(0).device() == torch::Device("cpu")));
     return {tensors.at(0) * factor, tensors.at(1) * factor, label};
   };
@@ -131,7 +134,7 @@ TEST_CASE("with_cpu_fallback: non-tensor arguments, vectors, tuples and void") {
   int in_place_attempt = 0;
   volt::with_cpu_fallback(
       [&](torch::Tensor& tensor) {
-        if (in_place_attempt++ == 0) throw c10::NotImplementedError("missing", "");
+        if (in_place_attempt++ == 0) throw not_implemented("missing");
         tensor.add_(5);
       },
       target);

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <optional>
 #include <string>
@@ -64,20 +65,40 @@ struct CUDA {
 
   /// The caching allocator's statistics for the device (Lightning: torch.cuda.memory_stats), under
   /// Lightning's key names ("allocated_bytes.all.current", "reserved_bytes.large_pool.peak", ...).
-  /// Empty when volt was compiled without CUDA.
+  /// Empty when volt was compiled without CUDA, and before the process's first CUDA allocation (as in
+  /// Lightning). LibTorch's c10::Error for a device index that does not exist.
   static std::map<std::string, double> get_device_stats(torch::Device device) {
+    if (!allocator_initialized(device)) return {};
     return compat::cuda_memory_stats(device_index(device));
   }
 
   /// Returns cached, unused blocks of the caching allocator to the driver (torch.cuda.empty_cache()).
   static void empty_cache() { compat::cuda_empty_cache(); }
-  /// Bytes currently allocated to tensors on the device (0 without CUDA).
-  static std::int64_t allocated_bytes(torch::Device device) { return compat::cuda_allocated_bytes(device_index(device)); }
+  /// Bytes currently allocated to tensors on the device (0 without CUDA or before the first allocation).
+  static std::int64_t allocated_bytes(torch::Device device) {
+    if (!allocator_initialized(device)) return 0;
+    return compat::cuda_allocated_bytes(device_index(device));
+  }
 
   /// Lightning's teardown: empties the allocator's cache.
   static void teardown() { empty_cache(); }
 
  private:
+  // LibTorch's caching allocator is set up lazily, by the first CUDA allocation; asking it for statistics
+  // before that throws "Invalid device argument <index>: did you call init?" (the index is printed as a
+  // char, so what() may end early). A device that does not exist still throws.
+  static bool allocator_initialized(torch::Device device) {
+    const int index = device_index(device);
+    if (index < 0 || index >= compat::torch_cuda_device_count()) return true;
+    try {
+      (void)compat::cuda_allocated_bytes(index);
+      return true;
+    } catch (const std::exception& error) {
+      if (std::string_view(error.what()).starts_with("Invalid device argument")) return false;
+      throw;
+    }
+  }
+
   static int device_index(torch::Device device) {
     if (device.has_index()) return device.index();
 #ifdef VOLT_WITH_CUDA
