@@ -34,6 +34,7 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -246,6 +247,31 @@ inline void mps_empty_cache() {
 
 inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
 
+// ---------------------------------------------------------------------------------------------------
+// Grad scaler kernels (volt/precision/grad_scaler.hpp).
+//
+// `at::_amp_foreach_non_finite_check_and_unscale_` and `at::_amp_update_scale_` are declared in every
+// version, but a call throws where no kernel is registered for the tensors' backend: CUDA always has
+// them; CPU got them in LibTorch 2.3 (absent in 1.13, present in 2.11); MPS only in macOS builds of recent
+// versions. Asking the dispatcher answers for the LibTorch actually loaded, whatever its version.
+
+/// Whether both fused grad-scaler kernels are registered for `device_type` in the loaded LibTorch.
+inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
+  c10::DispatchKey key{};
+  switch (device_type) {
+    case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
+    case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
+    case c10::DeviceType::MPS: key = c10::DispatchKey::MPS; break;
+    default: return false;
+  }
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const char* name : {"aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_"}) {
+    const auto handle = dispatcher.findSchema({name, ""});
+    if (!handle || !handle->hasKernelForDispatchKey(key)) return false;
+  }
+  return true;
+}
+
 }  // namespace volt::compat
 // ---- end volt/core/compat.hpp
 // ---- begin volt/core/errors.hpp
@@ -367,27 +393,6565 @@ inline void reset_warn_once() {
 // ---- end volt/core/log.hpp
 
 // ---- begin volt/accelerators.hpp
-// volt/accelerators: umbrella header of this area.
+// volt/accelerators: where training runs (Lightning's accelerators and device parsing).
+
+// ---- begin volt/accelerators/device_spec.hpp
+// volt::DeviceSpec: the value of Lightning's `devices=` argument, parsed in constant evaluation.
+//
+// Lightning accepts `devices` as an int (a count, -1 = all, 0 = none), a string ("2", "-1", "0,", "1, 3")
+// or a list of ids, and its parsers treat the three forms differently ("3" is a count for every
+// accelerator, a list is refused by the CPU parser, "0" and [] short-circuit to "no devices"). A DeviceSpec
+// remembers its form and holds the result of Lightning's string normalisation
+// (`_normalize_parse_gpu_string_input`, spec 1.1 step 3), computed when the DeviceSpec is made:
+//
+//   * a malformed string throws std::invalid_argument at run time, with Python's message first
+//     ("invalid literal for int() with base 10: '1.5'") and then the grammar volt accepts;
+//   * in constant evaluation the same string is a compile error (the error path calls a non-constexpr
+//     function whose name says what is wrong, e.g. `invalid_literal_for_int_with_base_10`).
+//
+// Everything that depends on the machine (which ids exist, "-1" = all) is decided later by the
+// accelerator's parse_devices(). This header includes nothing of LibTorch, so tools such as the fuzzer
+// in fuzz/ build without it.
+//
+// A DeviceSpec is a structural type: it can be a template argument, e.g.
+// `volt::static_devices<volt::MPS, "0,">` (volt/accelerators/static_devices.hpp). Capacity: at most
+// `volt::max_device_ids` (64) explicit ids and `volt::max_device_spec_text` (128) characters of the
+// original string kept for messages (longer strings are parsed in full; only the copy kept is cut).
+
+#include <climits>
+#include <concepts>
+#include <cstddef>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace volt {
+
+/// Most explicit device ids one DeviceSpec holds ("0,1,...", volt::devices({...})).
+inline constexpr int max_device_ids = 64;
+/// Characters of a string spec kept for error messages.
+inline constexpr int max_device_spec_text = 128;
+
+/// A fixed-capacity list of device ids, usable in constant expressions:
+/// `static_assert(volt::devices("1, 3").ids().equals({1, 3}))`.
+struct DeviceIds {
+  // Public because structural types (template arguments) need public members; use the accessors.
+  int values_[max_device_ids] = {};
+  int size_ = 0;
+
+  constexpr const int* begin() const { return values_; }
+  constexpr const int* end() const { return values_ + size_; }
+  constexpr int size() const { return size_; }
+  constexpr bool empty() const { return size_ == 0; }
+  /// Precondition: index < size().
+  constexpr int operator[](int index) const { return values_[index]; }
+  constexpr bool equals(std::initializer_list<int> expected) const {
+    if (static_cast<int>(expected.size()) != size_) return false;
+    int index = 0;
+    for (int id : expected) {
+      if (values_[index++] != id) return false;
+    }
+    return true;
+  }
+  /// Whether an id occurs twice (Lightning: "Device ID's (GPU) must be unique.").
+  constexpr bool has_duplicates() const {
+    for (int i = 0; i < size_; ++i) {
+      for (int j = i + 1; j < size_; ++j) {
+        if (values_[i] == values_[j]) return true;
+      }
+    }
+    return false;
+  }
+  friend constexpr bool operator==(const DeviceIds&, const DeviceIds&) = default;
+};
+
+namespace detail {
+
+/// The integer types a device count may have: not bool, not a character type.
+template <class T>
+concept device_count_integer =
+    std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char> && !std::same_as<T, signed char> &&
+    !std::same_as<T, unsigned char> && !std::same_as<T, wchar_t> && !std::same_as<T, char8_t> &&
+    !std::same_as<T, char16_t> && !std::same_as<T, char32_t>;
+
+// Python's str.strip() with no argument removes these ASCII characters (str.isspace()); int() itself
+// strips only the first six, which matters for the CPU parser (see DeviceSpec::cpu_int_rejects_text_).
+constexpr bool is_python_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r' || c == '\x1c' || c == '\x1d' ||
+         c == '\x1e' || c == '\x1f';
+}
+constexpr bool is_c_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+constexpr bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
+
+constexpr std::string_view python_strip(std::string_view text) {
+  while (!text.empty() && is_python_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_python_space(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+enum class IntParse : unsigned char { ok, invalid_literal, out_of_range };
+
+struct ParsedInt {
+  IntParse status = IntParse::ok;
+  int value = 0;
+};
+
+/// Python's int(text, 10) for ASCII text that has already been stripped: an optional sign, then decimal
+/// digits where single underscores may separate digits ("1_0" is 10; "_1", "1_", "1__0" are invalid).
+/// Leading zeros are allowed ("010" is 10). Values outside int are `out_of_range` (Python has no limit).
+constexpr ParsedInt python_int(std::string_view text) {
+  ParsedInt result;
+  std::size_t position = 0;
+  bool negative = false;
+  if (position < text.size() && (text[position] == '+' || text[position] == '-')) {
+    negative = text[position] == '-';
+    ++position;
+  }
+  if (position == text.size() || !is_ascii_digit(text[position])) return {IntParse::invalid_literal, 0};
+  const long long limit = negative ? -static_cast<long long>(INT_MIN) : static_cast<long long>(INT_MAX);
+  long long magnitude = 0;
+  bool overflow = false;
+  while (position < text.size()) {
+    char c = text[position];
+    if (c == '_') {
+      ++position;
+      if (position == text.size() || !is_ascii_digit(text[position])) return {IntParse::invalid_literal, 0};
+      c = text[position];
+    }
+    if (!is_ascii_digit(c)) return {IntParse::invalid_literal, 0};
+    if (!overflow) {
+      magnitude = magnitude * 10 + (c - '0');
+      if (magnitude > limit) overflow = true;
+    }
+    ++position;
+  }
+  if (overflow) return {IntParse::out_of_range, 0};
+  result.value = negative ? static_cast<int>(-magnitude) : static_cast<int>(magnitude);
+  return result;
+}
+
+/// Python's repr() of an ASCII str: single quotes unless the text holds ' and no ", backslash escapes
+/// for \\, \n, \r, \t and other control characters as \xNN. Bytes >= 0x80 are copied unchanged (volt
+/// treats them as opaque; Python would show printable Unicode as is and escape the rest).
+inline std::string python_repr(std::string_view text) {
+  const bool use_double = text.find('\'') != std::string_view::npos && text.find('"') == std::string_view::npos;
+  const char quote = use_double ? '"' : '\'';
+  std::string out(1, quote);
+  constexpr char hex[] = "0123456789abcdef";
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == quote) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += "\\x";
+      out += hex[byte >> 4];
+      out += hex[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  out += quote;
+  return out;
+}
+
+/// The text volt appends to a parse error: what a device spec string may be.
+inline constexpr std::string_view device_spec_grammar =
+    "volt: a device spec string is a device count (\"2\"; \"-1\" for all devices; \"0\" for none) or a "
+    "comma-separated list of device ids (\"0,2\", \"1, 3\", \"1,\"), each an integer as Python's int() reads it";
+
+// The error paths of DeviceSpec's constructors. They are not constexpr on purpose: reaching one during
+// constant evaluation makes the DeviceSpec a compile error whose message names the function.
+[[noreturn]] inline void invalid_literal_for_int_with_base_10(std::string_view stripped_piece) {
+  throw std::invalid_argument("invalid literal for int() with base 10: " + python_repr(stripped_piece) + " (" +
+                              std::string(device_spec_grammar) + ")");
+}
+[[noreturn]] inline void device_number_outside_int_range(std::string_view stripped_piece) {
+  throw std::invalid_argument("volt: the number " + python_repr(stripped_piece) +
+                              " in a device spec does not fit in an int (" + std::string(device_spec_grammar) + ")");
+}
+[[noreturn]] inline void device_count_outside_int_range(long long count) {
+  throw std::invalid_argument("volt: the device count " + std::to_string(count) + " does not fit in an int");
+}
+[[noreturn]] inline void too_many_device_ids(std::size_t count) {
+  throw std::invalid_argument("volt: a device spec holds at most " + std::to_string(max_device_ids) +
+                              " device ids, got " + std::to_string(count));
+}
+// Python's TypeError for `devices=None` (no final period in Lightning's text).
+[[noreturn]] inline std::string_view null_device_spec_text() {
+  throw std::invalid_argument("Device IDs (GPU/TPU) must be an int, a string, a sequence of ints, but you passed None");
+}
+[[noreturn]] inline void device_ids_of_a_non_list_spec() {
+  throw std::logic_error(
+      "volt: DeviceSpec::ids() needs a list of ids or a count of at most volt::max_device_ids; "
+      "check request() first");
+}
+
+}  // namespace detail
+
+/// What a `devices` value asks for, once the form's own rules are applied (Lightning's
+/// `_parse_gpu_ids` steps 2-3); the machine decides the rest.
+enum class DeviceRequest : unsigned char {
+  automatic,  ///< "auto": the accelerator's auto_device_count()
+  none,       ///< 0, "0", " 0 ", "[]", volt::devices({}): Lightning's "no GPUs" short-circuit
+  all,        ///< -1, "-1", " -1": every available device
+  count,      ///< any other int n: ids 0..n-1 (n < 0 or the string "00" give no ids: "GPUs requested but none are available.")
+  ids,        ///< an explicit list: "1, 3", "0,", volt::devices({1, 3}) (a string of commas alone gives an empty list)
+};
+
+/// The form a DeviceSpec was written in; Lightning's parsers treat the forms differently.
+enum class DeviceSpecForm : unsigned char { automatic, integer, string, id_list };
+
+/// The `devices` option: a literal type, constexpr and implicitly constructible from an int count, a
+/// string, or (through volt::devices({...})) a list of ids. DeviceSpec{} is "auto".
+/// Throws std::invalid_argument for a malformed string, a number outside int, or more than
+/// volt::max_device_ids ids; in constant evaluation these are compile errors.
+/// bool, floating-point, character and nullptr arguments do not compile.
+struct DeviceSpec {
+  // Public only because a structural type (usable as a template argument) needs public members.
+  // Read them through the accessors below.
+  DeviceSpecForm form_ = DeviceSpecForm::automatic;
+  DeviceRequest request_ = DeviceRequest::automatic;
+  int count_ = 0;                      // the count for DeviceRequest::count (and 0 for "0")
+  DeviceIds ids_{};                    // the ids for DeviceRequest::ids
+  bool text_is_digits_ = false;        // str.strip(text).isdigit(): the CPU parser's test
+  bool cpu_int_rejects_text_ = false;  // int(text) fails although the stripped text is digits ("\x1c3")
+  char text_[max_device_spec_text] = {};
+  int text_size_ = 0;
+  bool text_truncated_ = false;
+
+  /// "auto": resolved to the accelerator's auto_device_count() when the Trainer selects devices.
+  constexpr DeviceSpec() = default;
+
+  /// A device count: 0 = none, -1 = all, n > 0 = the first n devices. Throws std::invalid_argument if
+  /// the value does not fit in an int.
+  template <detail::device_count_integer Integer>
+  constexpr DeviceSpec(Integer count) : form_(DeviceSpecForm::integer) {  // NOLINT(google-explicit-constructor)
+    if (std::cmp_greater(count, INT_MAX) || std::cmp_less(count, INT_MIN)) {
+      detail::device_count_outside_int_range(static_cast<long long>(count));
+    }
+    count_ = static_cast<int>(count);
+    request_ = count_ == 0 ? DeviceRequest::none : count_ == -1 ? DeviceRequest::all : DeviceRequest::count;
+  }
+
+  /// A string spec, parsed as Lightning parses it ("auto" exactly means DeviceSpec{}).
+  /// Throws std::invalid_argument for text that Python's int() would refuse.
+  /// A null pointer throws std::invalid_argument with Lightning's message for `devices=None`.
+  constexpr DeviceSpec(const char* text)  // NOLINT(google-explicit-constructor)
+      : DeviceSpec(text != nullptr ? std::string_view(text) : detail::null_device_spec_text()) {}
+  constexpr DeviceSpec(std::string_view text) {  // NOLINT(google-explicit-constructor)
+    if (text == "auto") return;
+    form_ = DeviceSpecForm::string;
+    keep_text(text);
+    parse_string(text);
+  }
+
+  DeviceSpec(std::nullptr_t) = delete;
+  /// bool and floating-point values are not device specs (Lightning raises TypeError for them).
+  template <class T>
+    requires(std::is_arithmetic_v<T> && !detail::device_count_integer<T>)
+  DeviceSpec(T) = delete;
+
+  /// A list of ids (what volt::devices({...}) makes). An empty list is "no devices".
+  /// Throws std::invalid_argument for more than volt::max_device_ids ids.
+  static constexpr DeviceSpec from_ids(std::span<const int> ids) {
+    DeviceSpec spec;
+    spec.form_ = DeviceSpecForm::id_list;
+    if (ids.size() > static_cast<std::size_t>(max_device_ids)) detail::too_many_device_ids(ids.size());
+    spec.request_ = ids.empty() ? DeviceRequest::none : DeviceRequest::ids;
+    for (int id : ids) spec.ids_.values_[spec.ids_.size_++] = id;
+    return spec;
+  }
+
+  constexpr DeviceSpecForm form() const { return form_; }
+  constexpr DeviceRequest request() const { return request_; }
+  constexpr bool is_auto() const { return request_ == DeviceRequest::automatic; }
+  /// Lightning's "no GPUs" short-circuit: 0, "0", "[]" (after strip) or an empty list.
+  constexpr bool selects_none() const { return request_ == DeviceRequest::none; }
+  constexpr bool selects_all() const { return request_ == DeviceRequest::all; }
+  /// The count of DeviceRequest::count (may be negative or, for the string "00", zero).
+  constexpr int count() const { return count_; }
+
+  /// The ids this spec names without asking the machine: the explicit list, or 0..n-1 for a count n
+  /// (empty for n <= 0). Throws std::logic_error (a compile error in constant evaluation) for "auto",
+  /// "all", "none" and counts above volt::max_device_ids.
+  constexpr DeviceIds ids() const {
+    if (request_ == DeviceRequest::ids) return ids_;
+    if (request_ == DeviceRequest::count && count_ <= max_device_ids) {
+      DeviceIds range;
+      for (int id = 0; id < count_; ++id) range.values_[range.size_++] = id;
+      return range;
+    }
+    detail::device_ids_of_a_non_list_spec();
+  }
+
+  /// How many devices the spec asks for when that does not depend on the machine: nullopt for "auto"
+  /// and "all"; 0 for "none" and for counts <= 0.
+  constexpr std::optional<int> known_device_count() const {
+    switch (request_) {
+      case DeviceRequest::none: return 0;
+      case DeviceRequest::count: return count_ > 0 ? count_ : 0;
+      case DeviceRequest::ids: return ids_.size();
+      default: return std::nullopt;
+    }
+  }
+
+  /// The original text of a string spec (cut at volt::max_device_spec_text characters).
+  constexpr std::string_view text() const { return {text_, static_cast<std::size_t>(text_size_)}; }
+  constexpr bool text_truncated() const { return text_truncated_; }
+  /// The CPU parser's view of a string spec (`s.strip().isdigit()`).
+  constexpr bool text_is_digits() const { return text_is_digits_; }
+  constexpr bool cpu_int_rejects_text() const { return cpu_int_rejects_text_; }
+
+  /// The value as Python's repr() would print what Lightning received: `2`, `'0,2'`, `[0, 2]`, `'auto'`.
+  std::string python_repr() const {
+    switch (form_) {
+      case DeviceSpecForm::automatic: return "'auto'";
+      case DeviceSpecForm::integer: return std::to_string(count_);
+      case DeviceSpecForm::string: return detail::python_repr(text()) + (text_truncated_ ? "..." : "");
+      case DeviceSpecForm::id_list: break;
+    }
+    return list_repr();
+  }
+
+  /// The value as a volt user writes it in the options: `2`, `"0,2"`, `volt::devices({0, 2})`, `volt::DeviceSpec{}`.
+  std::string cpp_expression() const {
+    switch (form_) {
+      case DeviceSpecForm::automatic: return "volt::DeviceSpec{}";
+      case DeviceSpecForm::integer: return std::to_string(count_);
+      case DeviceSpecForm::string: {
+        std::string repr = detail::python_repr(text());
+        if (repr.front() == '\'') {
+          repr.front() = '"';
+          repr.back() = '"';
+        }
+        return repr + (text_truncated_ ? "..." : "");
+      }
+      case DeviceSpecForm::id_list: break;
+    }
+    std::string list = list_repr();
+    return "volt::devices({" + list.substr(1, list.size() - 2) + "})";
+  }
+
+  friend constexpr bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
+
+ private:
+  std::string list_repr() const {
+    std::string out = "[";
+    for (int i = 0; i < ids_.size(); ++i) {
+      if (i > 0) out += ", ";
+      out += std::to_string(ids_[i]);
+    }
+    return out + "]";
+  }
+
+  constexpr void keep_text(std::string_view text) {
+    const std::size_t kept = text.size() < static_cast<std::size_t>(max_device_spec_text)
+                                 ? text.size()
+                                 : static_cast<std::size_t>(max_device_spec_text);
+    for (std::size_t i = 0; i < kept; ++i) text_[i] = text[i];
+    text_size_ = static_cast<int>(kept);
+    text_truncated_ = kept < text.size();
+  }
+
+  // Lightning: short-circuit on strip() in ("0", "[]"); "-1" exactly; a comma makes a list of
+  // int(piece.strip()) over the non-empty pieces (empty *before* stripping); otherwise int(text.strip()).
+  constexpr void parse_string(std::string_view text) {
+    const std::string_view stripped = detail::python_strip(text);
+    text_is_digits_ = !stripped.empty();
+    for (char c : stripped) text_is_digits_ = text_is_digits_ && detail::is_ascii_digit(c);
+    if (text_is_digits_) {
+      // The CPU parser calls int(text) on the unstripped text; int() does not strip \x1c-\x1f.
+      for (std::size_t i = 0; i < text.size() && !detail::is_ascii_digit(text[i]); ++i) {
+        cpu_int_rejects_text_ = cpu_int_rejects_text_ || !detail::is_c_space(text[i]);
+      }
+      for (std::size_t i = text.size(); i > 0 && !detail::is_ascii_digit(text[i - 1]); --i) {
+        cpu_int_rejects_text_ = cpu_int_rejects_text_ || !detail::is_c_space(text[i - 1]);
+      }
+    }
+    if (stripped == "0" || stripped == "[]") {
+      request_ = DeviceRequest::none;
+      count_ = 0;
+      return;
+    }
+    if (text.find(',') != std::string_view::npos) {
+      parse_id_list(text);
+      return;
+    }
+    const detail::ParsedInt parsed = detail::python_int(stripped);
+    if (parsed.status == detail::IntParse::invalid_literal) detail::invalid_literal_for_int_with_base_10(stripped);
+    if (parsed.status == detail::IntParse::out_of_range) detail::device_number_outside_int_range(stripped);
+    count_ = parsed.value;
+    request_ = count_ == -1 ? DeviceRequest::all : DeviceRequest::count;
+  }
+
+  constexpr void parse_id_list(std::string_view text) {
+    request_ = DeviceRequest::ids;
+    // Python evaluates every piece in order and stops at the first invalid literal; volt's own limits
+    // (int range, capacity) are reported only when every piece is a valid literal.
+    std::string_view first_out_of_range;
+    bool any_out_of_range = false;
+    std::size_t pieces = 0;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+      std::size_t comma = text.find(',', start);
+      if (comma == std::string_view::npos) comma = text.size();
+      const std::string_view piece = text.substr(start, comma - start);
+      start = comma + 1;
+      if (piece.empty()) continue;
+      const std::string_view stripped = detail::python_strip(piece);
+      const detail::ParsedInt parsed = detail::python_int(stripped);
+      if (parsed.status == detail::IntParse::invalid_literal) detail::invalid_literal_for_int_with_base_10(stripped);
+      if (parsed.status == detail::IntParse::out_of_range && !any_out_of_range) {
+        any_out_of_range = true;
+        first_out_of_range = stripped;
+      }
+      if (pieces < static_cast<std::size_t>(max_device_ids)) ids_.values_[ids_.size_++] = parsed.value;
+      ++pieces;
+    }
+    if (any_out_of_range) detail::device_number_outside_int_range(first_out_of_range);
+    if (pieces > static_cast<std::size_t>(max_device_ids)) detail::too_many_device_ids(pieces);
+  }
+};
+
+/// Same as the DeviceSpec constructors: volt::devices(2), volt::devices("0,2"), volt::devices(-1).
+constexpr DeviceSpec devices(DeviceSpec spec) { return spec; }
+
+/// A list of device ids: volt::devices({0, 2}). (A list constructor on DeviceSpec would make
+/// DeviceSpec{1} mean the list [1].) Throws std::invalid_argument for more than volt::max_device_ids ids.
+constexpr DeviceSpec devices(std::initializer_list<int> ids) {
+  return DeviceSpec::from_ids(std::span<const int>(ids.begin(), ids.size()));
+}
+
+}  // namespace volt
+// ---- end volt/accelerators/device_spec.hpp
+// ---- begin volt/accelerators/device_parser.hpp
+// Lightning's device parsers, applied to a DeviceSpec and a list of available ids.
+//
+// parse_gpu_ids() is `_parse_gpu_ids` (spec 1.1) for CUDA and MPS; parse_cpu_cores() is
+// `_parse_cpu_cores` (spec 1.5). The accelerators call them with the machine's available ids; the
+// fuzzer in fuzz/ calls them directly. No LibTorch here.
+
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+/// Most devices volt materialises from a count (devices=N): larger counts throw std::invalid_argument
+/// instead of building a list of N ids (Python would try, and run out of memory).
+inline constexpr int max_device_count = 1 << 16;
+
+namespace detail {
+
+/// Python's repr() of a list of ints: "[]", "[0, 1]".
+inline std::string python_list_repr(const std::vector<int>& ids) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(ids[i]);
+  }
+  return out + "]";
+}
+
+inline std::vector<int> id_range(int count) {
+  if (count > max_device_count) {
+    throw std::invalid_argument("volt: devices=" + std::to_string(count) + " asks for more devices than volt supports (" +
+                                std::to_string(max_device_count) + ")");
+  }
+  std::vector<int> ids;
+  ids.reserve(static_cast<std::size_t>(std::max(count, 0)));
+  for (int id = 0; id < count; ++id) ids.push_back(id);
+  return ids;
+}
+
+/// Whether torchrun (TorchElastic) launched this process: TORCHELASTIC_RUN_ID is set, as
+/// torch.distributed.is_torchelastic_launched() checks.
+inline bool torchelastic_launched() { return std::getenv("TORCHELASTIC_RUN_ID") != nullptr; }
+
+/// Lightning's `_parse_gpu_ids(spec, include_cuda or include_mps)` with the accelerator's available ids.
+/// Returns nullopt for "no devices" (0, "0", "[]", volt::devices({})); otherwise the requested ids in the
+/// caller's order. Throws volt::MisconfigurationError "GPUs requested but none are available.",
+/// "Device ID's (GPU) must be unique." or "You requested gpu: [...]\n But your machine only has: [...]";
+/// std::invalid_argument for DeviceSpec{} ("auto" is resolved by the connector, as in Lightning, whose
+/// parser raises int()'s ValueError for it) and for counts above volt::max_device_count.
+inline std::optional<std::vector<int>> parse_gpu_ids(const DeviceSpec& spec, const std::vector<int>& available_ids,
+                                                     bool launched_by_torchelastic) {
+  std::vector<int> requested;
+  switch (spec.request()) {
+    case DeviceRequest::automatic:
+      throw std::invalid_argument(
+          "invalid literal for int() with base 10: 'auto' (volt: DeviceSpec{} means \"auto\"; the connector "
+          "replaces it with the accelerator's auto_device_count() before parsing)");
+    case DeviceRequest::none: return std::nullopt;
+    case DeviceRequest::all: requested = available_ids; break;
+    case DeviceRequest::count: requested = id_range(spec.count()); break;
+    case DeviceRequest::ids: {
+      const DeviceIds ids = spec.ids();
+      requested.assign(ids.begin(), ids.end());
+      break;
+    }
+  }
+  if (requested.empty()) throw MisconfigurationError("GPUs requested but none are available.");
+
+  // Under torchrun each process usually sees one GPU: Lightning skips the checks below then.
+  if (launched_by_torchelastic && requested.size() != 1 && available_ids.size() == 1) return requested;
+
+  std::vector<int> sorted = requested;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    throw MisconfigurationError("Device ID's (GPU) must be unique.");
+  }
+  for (int id : requested) {
+    if (std::find(available_ids.begin(), available_ids.end(), id) == available_ids.end()) {
+      throw MisconfigurationError("You requested gpu: " + python_list_repr(requested) +
+                                  "\n But your machine only has: " + python_list_repr(available_ids));
+    }
+  }
+  return requested;
+}
+
+inline std::optional<std::vector<int>> parse_gpu_ids(const DeviceSpec& spec, const std::vector<int>& available_ids) {
+  return parse_gpu_ids(spec, available_ids, torchelastic_launched());
+}
+
+inline constexpr std::string_view cpu_devices_message = "`devices` selected with `CPUAccelerator` should be an int > 0.";
+
+/// Lightning's `_parse_cpu_cores`: an int > 0, or a string whose strip() is all digits and whose int()
+/// is > 0. Returns the number of CPU processes. Throws std::invalid_argument (Python's TypeError)
+/// "`devices` selected with `CPUAccelerator` should be an int > 0." for anything else (0, -1, "-1",
+/// "+2", lists, "auto"), and int()'s ValueError text for digits wrapped in \x1c-\x1f.
+inline int parse_cpu_cores(const DeviceSpec& spec) {
+  int cores = 0;
+  if (spec.form() == DeviceSpecForm::integer) {
+    cores = spec.count();
+  } else if (spec.form() == DeviceSpecForm::string && spec.text_is_digits()) {
+    if (spec.cpu_int_rejects_text()) {
+      throw std::invalid_argument("invalid literal for int() with base 10: " + detail::python_repr(spec.text()));
+    }
+    cores = spec.count();
+  }
+  if (cores <= 0) throw std::invalid_argument(std::string(cpu_devices_message));
+  return cores;
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/accelerators/device_parser.hpp
+// ---- begin volt/accelerators/machine.hpp
+// The machine probes every accelerator reads: how many CUDA devices are visible, whether LibTorch reports
+// MPS, and the processor architecture. They answer from the real machine unless a
+// volt::testing::ScopedMachine (volt/testing/scoped_machine.hpp) is alive, which lets tests run the
+// CUDA and MPS code paths on any machine. Nothing else is faked: no tensor is ever created on a fake device.
+
+
+#include <mutex>
+#include <string>
+
+#ifdef __APPLE__
+#include <sys/sysctl.h>
+#include <sys/types.h>
+#endif
+
+namespace volt::machine {
+
+/// What a faked machine reports. Fields left out describe a machine without GPUs whose processor is
+/// arm64 (so `.torch_mps_available = true` alone is an Apple-silicon machine).
+struct FakeMachine {
+  int cuda_device_count = 0;
+  bool torch_mps_available = false;
+  std::string processor = "arm64";
+};
+
+namespace detail {
+struct ProbeState {
+  std::mutex mutex;
+  const FakeMachine* fake = nullptr;
+  int mps_available_cache = -1;  // -1: not computed yet; MPS::is_available() caches like Lightning's lru_cache
+};
+inline ProbeState& probe_state() {
+  static ProbeState state;
+  return state;
+}
+
+/// The architecture this process runs as, named as Python's platform.processor() names it on macOS
+/// ("arm" natively on Apple silicon, "i386" for an x86-64 process, also under Rosetta). On other systems
+/// volt names the compiled architecture ("arm64", "x86_64", ...).
+inline std::string real_processor() {
+#if defined(__APPLE__)
+  int translated = 0;
+  std::size_t size = sizeof(translated);
+  // sysctl.proc_translated is 1 for a process that Rosetta translates; it is absent on Intel Macs.
+  if (sysctlbyname("sysctl.proc_translated", &translated, &size, nullptr, 0) == 0 && translated == 1) return "i386";
+#if defined(__aarch64__) || defined(__arm64__)
+  return "arm";
+#else
+  return "i386";
+#endif
+#elif defined(__aarch64__) || defined(__arm64__)
+  return "arm64";
+#elif defined(__arm__)
+  return "arm";
+#elif defined(__x86_64__) || defined(_M_X64)
+  return "x86_64";
+#elif defined(__i386__) || defined(_M_IX86)
+  return "i386";
+#else
+  return "";
+#endif
+}
+}  // namespace detail
+
+/// Number of CUDA devices visible to this process (after CUDA_VISIBLE_DEVICES); 0 without CUDA.
+inline int cuda_device_count() {
+  {
+    auto& state = detail::probe_state();
+    std::lock_guard lock(state.mutex);
+    if (state.fake != nullptr) return state.fake->cuda_device_count;
+  }
+  return compat::torch_cuda_device_count();
+}
+
+/// LibTorch's own MPS availability (torch::mps::is_available(), or at::hasMPS() on LibTorch 1.13).
+inline bool torch_mps_available() {
+  {
+    auto& state = detail::probe_state();
+    std::lock_guard lock(state.mutex);
+    if (state.fake != nullptr) return state.fake->torch_mps_available;
+  }
+  return compat::torch_mps_available();
+}
+
+/// The processor architecture as Python's platform.processor() would report it ("arm", "arm64",
+/// "x86_64", "i386", ""). MPS needs "arm" or "arm64".
+inline std::string processor() {
+  {
+    auto& state = detail::probe_state();
+    std::lock_guard lock(state.mutex);
+    if (state.fake != nullptr) return state.fake->processor;
+  }
+  static const std::string real = detail::real_processor();
+  return real;
+}
+
+}  // namespace volt::machine
+// ---- end volt/accelerators/machine.hpp
+// ---- begin volt/accelerators/accelerator.hpp
+// What every accelerator policy (volt::CPU, volt::CUDA, volt::MPS) provides, and the vocabulary shared by
+// the accelerators and the code that selects them.
+//
+// An accelerator policy is a stateless type with static members, Lightning's Accelerator interface:
+//
+//   static constexpr std::string_view name;                 // "cpu", "cuda", "mps"
+//   static constexpr AcceleratorKind kind;
+//   static bool is_available();
+//   static int  auto_device_count();
+//   static std::optional<std::vector<int>> parse_devices(const DeviceSpec&);   // nullopt: "no devices"
+//   static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids);
+//   static void setup_device(torch::Device);                // MisconfigurationError for a wrong device
+//   static std::map<std::string, double> get_device_stats(torch::Device);
+//   static void teardown();
+
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// The concrete accelerators volt runs on.
+enum class AcceleratorKind { cpu, cuda, mps };
+
+/// "cpu", "cuda", "mps": Lightning's accelerator names.
+constexpr std::string_view to_string(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return "cuda";
+    case AcceleratorKind::mps: return "mps";
+    case AcceleratorKind::cpu: break;
+  }
+  return "cpu";
+}
+
+/// Which Lightning front end's rules apply: the Trainer raises MisconfigurationError where Fabric raises
+/// std::invalid_argument (ValueError) or std::runtime_error (RuntimeError), with texts that name
+/// `Trainer` or `Fabric` (spec 1.6, 3.3).
+enum class Frontend { trainer, fabric };
+
+/// A concrete accelerator policy (CPU, CUDA, MPS or a user's own) with Lightning's static interface.
+template <class A>
+concept AcceleratorPolicy = requires(const DeviceSpec& spec, const std::vector<int>& ids, torch::Device device) {
+  { A::name } -> std::convertible_to<std::string_view>;
+  { A::kind } -> std::convertible_to<AcceleratorKind>;
+  { A::is_available() } -> std::same_as<bool>;
+  { A::auto_device_count() } -> std::same_as<int>;
+  { A::parse_devices(spec) } -> std::same_as<std::optional<std::vector<int>>>;
+  { A::get_parallel_devices(ids) } -> std::same_as<std::vector<torch::Device>>;
+  A::setup_device(device);
+  { A::get_device_stats(device) } -> std::same_as<std::map<std::string, double>>;
+};
+
+/// An accelerator choice made at run time (volt::Auto, volt::GPU): `resolve(Frontend)` picks a kind.
+template <class A>
+concept AcceleratorSelector = requires(Frontend frontend) {
+  { A::name } -> std::convertible_to<std::string_view>;
+  { A::resolve(frontend) } -> std::same_as<AcceleratorKind>;
+};
+
+/// What a Trainer or Fabric accepts as its Accelerator parameter: a policy or a run-time selector.
+template <class A>
+concept AcceleratorChoice = AcceleratorPolicy<A> || AcceleratorSelector<A>;
+
+namespace detail {
+
+/// Lightning's setup_device check: PL raises MisconfigurationException, Fabric ValueError. `label` is
+/// the name in the message ("CPU", "MPS"; PL's CUDA says "GPU" and omits the final period).
+inline void check_device_type(torch::Device device, c10::DeviceType expected, std::string_view label,
+                              bool final_period, Frontend frontend) {
+  if (device.type() == expected) return;
+  std::string message = "Device should be " + std::string(label) + ", got " + device.str() + " instead";
+  if (final_period) message += '.';
+  if (frontend == Frontend::fabric) throw std::invalid_argument(message);
+  throw MisconfigurationError(message);
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/accelerators/accelerator.hpp
+// ---- begin volt/accelerators/device_stats.hpp
+// Host-wide memory and CPU figures, as psutil computes them for Lightning's CPU and MPS device stats
+// (virtual_memory().percent, cpu_percent(interval=None), swap_memory().percent). Read from /proc on
+// Linux and from mach/sysctl on macOS; other systems throw.
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#ifdef __APPLE__
+#include <mach/mach.h>
+#include <mach/mach_host.h>
+#include <sys/sysctl.h>
+#include <sys/types.h>
+#endif
+
+namespace volt::detail {
+
+/// psutil's usage_percent(used, total, round_=1): 0 when total is 0.
+inline double usage_percent(double used, double total) {
+  if (total <= 0) return 0.0;
+  return std::round(used / total * 100.0 * 10.0) / 10.0;
+}
+
+struct CpuTimes {
+  double busy = 0;
+  double total = 0;
+};
+
+#if defined(__linux__)
+/// The values (in kB) of /proc/meminfo's MemTotal, MemAvailable, SwapTotal and SwapFree.
+struct MemInfo {
+  double mem_total = 0, mem_available = 0, swap_total = 0, swap_free = 0;
+};
+inline MemInfo read_meminfo() {
+  std::ifstream file("/proc/meminfo");
+  if (!file) throw std::runtime_error("volt: cannot read /proc/meminfo for the host's memory statistics");
+  MemInfo info;
+  std::string key;
+  double value = 0;
+  std::string unit;
+  std::string line;
+  while (std::getline(file, line)) {
+    std::istringstream fields(line);
+    if (!(fields >> key >> value)) continue;
+    if (key == "MemTotal:") info.mem_total = value;
+    else if (key == "MemAvailable:") info.mem_available = value;
+    else if (key == "SwapTotal:") info.swap_total = value;
+    else if (key == "SwapFree:") info.swap_free = value;
+  }
+  return info;
+}
+#endif
+
+/// Total and busy CPU time since boot, summed over all CPUs (psutil: busy excludes idle and iowait;
+/// total excludes guest time, which the kernel already counts in user and nice).
+inline CpuTimes read_cpu_times() {
+#if defined(__linux__)
+  std::ifstream file("/proc/stat");
+  std::string label;
+  if (!(file >> label) || label != "cpu") throw std::runtime_error("volt: cannot read /proc/stat for the CPU load");
+  double fields[10] = {};
+  for (double& field : fields) {
+    if (!(file >> field)) break;
+  }
+  // user nice system idle iowait irq softirq steal guest guest_nice
+  const double total = fields[0] + fields[1] + fields[2] + fields[3] + fields[4] + fields[5] + fields[6] + fields[7];
+  return {total - fields[3] - fields[4], total};
+#elif defined(__APPLE__)
+  host_cpu_load_info_data_t load{};
+  mach_msg_type_number_t count = HOST_CPU_LOAD_INFO_COUNT;
+  if (host_statistics(mach_host_self(), HOST_CPU_LOAD_INFO, reinterpret_cast<host_info_t>(&load), &count) !=
+      KERN_SUCCESS) {
+    throw std::runtime_error("volt: host_statistics(HOST_CPU_LOAD_INFO) failed");
+  }
+  const double user = load.cpu_ticks[CPU_STATE_USER];
+  const double system = load.cpu_ticks[CPU_STATE_SYSTEM];
+  const double idle = load.cpu_ticks[CPU_STATE_IDLE];
+  const double nice = load.cpu_ticks[CPU_STATE_NICE];
+  return {user + system + nice, user + system + idle + nice};
+#else
+  throw std::runtime_error("volt: CPU statistics are implemented for Linux and macOS only");
+#endif
+}
+
+/// psutil.virtual_memory().percent: (total - available) / total, rounded to one decimal.
+inline double host_memory_percent() {
+#if defined(__linux__)
+  const MemInfo info = read_meminfo();
+  return usage_percent(info.mem_total - info.mem_available, info.mem_total);
+#elif defined(__APPLE__)
+  std::uint64_t total = 0;
+  std::size_t size = sizeof(total);
+  if (sysctlbyname("hw.memsize", &total, &size, nullptr, 0) != 0) throw std::runtime_error("volt: sysctl hw.memsize failed");
+  vm_statistics64_data_t vm{};
+  mach_msg_type_number_t count = HOST_VM_INFO64_COUNT;
+  if (host_statistics64(mach_host_self(), HOST_VM_INFO64, reinterpret_cast<host_info64_t>(&vm), &count) != KERN_SUCCESS) {
+    throw std::runtime_error("volt: host_statistics64(HOST_VM_INFO64) failed");
+  }
+  vm_size_t page_size = 0;
+  host_page_size(mach_host_self(), &page_size);
+  // psutil on macOS: available = inactive + free pages.
+  const double available = (static_cast<double>(vm.inactive_count) + static_cast<double>(vm.free_count)) *
+                           static_cast<double>(page_size);
+  return usage_percent(static_cast<double>(total) - available, static_cast<double>(total));
+#else
+  throw std::runtime_error("volt: memory statistics are implemented for Linux and macOS only");
+#endif
+}
+
+/// psutil.swap_memory().percent: used / total swap, rounded to one decimal (0 without swap).
+inline double host_swap_percent() {
+#if defined(__linux__)
+  const MemInfo info = read_meminfo();
+  return usage_percent(info.swap_total - info.swap_free, info.swap_total);
+#elif defined(__APPLE__)
+  xsw_usage swap{};
+  std::size_t size = sizeof(swap);
+  if (sysctlbyname("vm.swapusage", &swap, &size, nullptr, 0) != 0) throw std::runtime_error("volt: sysctl vm.swapusage failed");
+  return usage_percent(static_cast<double>(swap.xsu_used), static_cast<double>(swap.xsu_total));
+#else
+  throw std::runtime_error("volt: swap statistics are implemented for Linux and macOS only");
+#endif
+}
+
+/// psutil.cpu_percent(interval=None): the busy share of CPU time since the previous call in this process,
+/// rounded to one decimal. The first call measures since boot (psutil measures since its import).
+inline double host_cpu_percent() {
+  static std::mutex mutex;
+  static CpuTimes previous{};
+  const CpuTimes now = read_cpu_times();
+  std::lock_guard lock(mutex);
+  const double total_delta = now.total - previous.total;
+  const double busy_delta = now.busy - previous.busy;
+  previous = now;
+  if (total_delta <= 0) return 0.0;
+  const double percent = std::round(busy_delta / total_delta * 100.0 * 10.0) / 10.0;
+  return percent < 0 ? 0.0 : percent > 100 ? 100.0 : percent;
+}
+
+}  // namespace volt::detail
+// ---- end volt/accelerators/device_stats.hpp
+// ---- begin volt/accelerators/cpu.hpp
+// volt::CPU: Lightning's CPUAccelerator.
+
+
+#include <torch/torch.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// Accelerator policy: train on the CPU, in one process per requested "device".
+struct CPU {
+  static constexpr std::string_view name = "cpu";
+  static constexpr AcceleratorKind kind = AcceleratorKind::cpu;
+
+  /// Always true.
+  static bool is_available() { return true; }
+  /// 1, as in Lightning ("auto" devices on CPU is one process).
+  static int auto_device_count() { return 1; }
+
+  /// Lightning's `_parse_cpu_cores`: {0, 1, ..., n-1} for an int n > 0 or a string of digits such as "3".
+  /// Throws std::invalid_argument (Python's TypeError) "`devices` selected with `CPUAccelerator` should be
+  /// an int > 0." for anything else: 0, "0", -1, "-1", "+2", lists, DeviceSpec{} ("auto").
+  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices) {
+    return detail::id_range(detail::parse_cpu_cores(devices));
+  }
+
+  /// One torch::Device("cpu") per id.
+  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
+    return std::vector<torch::Device>(ids.size(), torch::Device(torch::kCPU));
+  }
+
+  /// Throws MisconfigurationError "Device should be CPU, got cuda:0 instead." for a non-CPU device
+  /// (Fabric: std::invalid_argument with the same text).
+  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
+    detail::check_device_type(device, torch::kCPU, "CPU", true, frontend);
+  }
+
+  /// Host-wide figures, as Lightning reads them from psutil: "cpu_vm_percent" (memory in use),
+  /// "cpu_percent" (busy CPU time since the previous call), "cpu_swap_percent". Throws
+  /// std::runtime_error on systems other than Linux and macOS.
+  static std::map<std::string, double> get_device_stats(torch::Device /*device*/) {
+    return {{"cpu_vm_percent", detail::host_memory_percent()},
+            {"cpu_percent", detail::host_cpu_percent()},
+            {"cpu_swap_percent", detail::host_swap_percent()}};
+  }
+
+  /// Nothing to release.
+  static void teardown() {}
+};
+
+}  // namespace volt
+// ---- end volt/accelerators/cpu.hpp
+// ---- begin volt/accelerators/cuda.hpp
+// volt::CUDA: Lightning's CUDAAccelerator.
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// Accelerator policy: NVIDIA GPUs through LibTorch's CUDA backend.
+struct CUDA {
+  static constexpr std::string_view name = "cuda";
+  static constexpr AcceleratorKind kind = AcceleratorKind::cuda;
+
+  /// Whether at least one CUDA device is visible (not cached: CUDA_VISIBLE_DEVICES is read by LibTorch).
+  static bool is_available() { return machine::cuda_device_count() > 0; }
+  /// The number of visible CUDA devices.
+  static int auto_device_count() { return machine::cuda_device_count(); }
+  /// Lightning's available CUDA ids: 0 .. device_count-1.
+  static std::vector<int> available_ids() { return detail::id_range(machine::cuda_device_count()); }
+
+  /// Lightning's `_parse_gpu_ids(devices, include_cuda=True)`: nullopt for 0, "0", "[]" and
+  /// volt::devices({}); -1 / "-1" = every visible device; n = 0..n-1; a list is checked, kept in order.
+  /// Throws MisconfigurationError "GPUs requested but none are available.", "Device ID's (GPU) must be
+  /// unique." or "You requested gpu: [...]\n But your machine only has: [...]"; std::invalid_argument
+  /// for DeviceSpec{} ("auto", which the connector resolves first).
+  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices) {
+    return detail::parse_gpu_ids(devices, available_ids());
+  }
+
+  /// torch::Device("cuda", id) for each id, unchecked and in order ({3, 1} -> cuda:3, cuda:1).
+  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
+    std::vector<torch::Device> devices;
+    devices.reserve(ids.size());
+    for (int id : ids) devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
+    return devices;
+  }
+
+  /// Makes `device` the current CUDA device. Throws MisconfigurationError "Device should be GPU, got cpu
+  /// instead" (Lightning's PL text: "GPU", no final period) for a non-CUDA device; Fabric:
+  /// std::invalid_argument "Device should be CUDA, got cpu instead.". LibTorch's c10::Error if the device
+  /// does not exist.
+  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
+    if (frontend == Frontend::fabric) {
+      detail::check_device_type(device, torch::kCUDA, "CUDA", true, frontend);
+    } else {
+      detail::check_device_type(device, torch::kCUDA, "GPU", false, frontend);
+    }
+#ifdef VOLT_WITH_CUDA
+    if (device.has_index()) c10::cuda::set_device(device.index());
+#endif
+  }
+
+  /// The caching allocator's statistics for the device (Lightning: torch.cuda.memory_stats), under
+  /// Lightning's key names ("allocated_bytes.all.current", "reserved_bytes.large_pool.peak", ...).
+  /// Empty when volt was compiled without CUDA, and before the process's first CUDA allocation (as in
+  /// Lightning). LibTorch's c10::Error for a device index that does not exist.
+  static std::map<std::string, double> get_device_stats(torch::Device device) {
+    if (!allocator_initialized(device)) return {};
+    return compat::cuda_memory_stats(device_index(device));
+  }
+
+  /// Returns cached, unused blocks of the caching allocator to the driver (torch.cuda.empty_cache()).
+  static void empty_cache() { compat::cuda_empty_cache(); }
+  /// Bytes currently allocated to tensors on the device (0 without CUDA or before the first allocation).
+  static std::int64_t allocated_bytes(torch::Device device) {
+    if (!allocator_initialized(device)) return 0;
+    return compat::cuda_allocated_bytes(device_index(device));
+  }
+
+  /// Lightning's teardown: empties the allocator's cache.
+  static void teardown() { empty_cache(); }
+
+ private:
+  // LibTorch's caching allocator is set up lazily, by the first CUDA allocation; asking it for statistics
+  // before that throws "Invalid device argument <index>: did you call init?" (the index is printed as a
+  // char, so what() may end early). A device that does not exist still throws.
+  static bool allocator_initialized(torch::Device device) {
+    const int index = device_index(device);
+    if (index < 0 || index >= compat::torch_cuda_device_count()) return true;
+    try {
+      (void)compat::cuda_allocated_bytes(index);
+      return true;
+    } catch (const std::exception& error) {
+      if (std::string_view(error.what()).starts_with("Invalid device argument")) return false;
+      throw;
+    }
+  }
+
+  static int device_index(torch::Device device) {
+    if (device.has_index()) return device.index();
+#ifdef VOLT_WITH_CUDA
+    return c10::cuda::current_device();
+#else
+    return 0;
+#endif
+  }
+};
+
+}  // namespace volt
+// ---- end volt/accelerators/cuda.hpp
+// ---- begin volt/accelerators/mps.hpp
+// volt::MPS: Lightning's MPSAccelerator (Apple silicon GPUs through Metal Performance Shaders).
+//
+// Operators that LibTorch's MPS backend lacks: set PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before
+// the process starts (LibTorch then runs them on the CPU), or wrap a single call in
+// volt::with_cpu_fallback (volt/accelerators/fallback.hpp).
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// Accelerator policy: the one MPS device of an Apple-silicon Mac.
+struct MPS {
+  static constexpr std::string_view name = "mps";
+  static constexpr AcceleratorKind kind = AcceleratorKind::mps;
+  /// MPS exposes one device.
+  static constexpr int max_devices = 1;
+
+  /// Lightning's rule, cached for the process like its lru_cache: DISABLE_MPS is not exactly "1",
+  /// LibTorch reports MPS, and the process runs natively on arm/arm64 (not under Rosetta). Set
+  /// DISABLE_MPS before the first call, or call clear_availability_cache().
+  static bool is_available() {
+    auto& state = machine::detail::probe_state();
+    {
+      std::lock_guard lock(state.mutex);
+      if (state.mps_available_cache >= 0) return state.mps_available_cache == 1;
+    }
+    const bool available = compute_availability();
+    std::lock_guard lock(state.mutex);
+    if (state.mps_available_cache < 0) state.mps_available_cache = available ? 1 : 0;
+    return state.mps_available_cache == 1;
+  }
+  /// Forgets the cached availability (Lightning: MPSAccelerator.is_available.cache_clear()).
+  static void clear_availability_cache() {
+    auto& state = machine::detail::probe_state();
+    std::lock_guard lock(state.mutex);
+    state.mps_available_cache = -1;
+  }
+
+  /// 1.
+  static int auto_device_count() { return 1; }
+  /// {0} when MPS is available, {} otherwise.
+  static std::vector<int> available_ids() { return is_available() ? std::vector<int>{0} : std::vector<int>{}; }
+
+  /// Lightning's `_parse_gpu_ids(devices, include_mps=True)`; the same results and errors as
+  /// CUDA::parse_devices with the available ids {0} (e.g. devices=2 throws MisconfigurationError
+  /// "You requested gpu: [0, 1]\n But your machine only has: [0]").
+  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices) {
+    return detail::parse_gpu_ids(devices, available_ids());
+  }
+
+  /// torch::Device("mps", i) for i in 0..ids.size()-1: MPS devices are numbered by position, not by id.
+  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
+    std::vector<torch::Device> devices;
+    devices.reserve(ids.size());
+    for (std::size_t position = 0; position < ids.size(); ++position) {
+      devices.emplace_back(torch::kMPS, static_cast<c10::DeviceIndex>(position));
+    }
+    return devices;
+  }
+
+  /// Throws MisconfigurationError "Device should be MPS, got cpu instead." for a non-MPS device (Fabric:
+  /// std::invalid_argument). Nothing else to set up.
+  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
+    detail::check_device_type(device, torch::kMPS, "MPS", true, frontend);
+  }
+
+  /// Lightning's host-wide figures "M1_vm_percent", "M1_percent" (CPU busy since the previous call),
+  /// "M1_swap_percent", plus "mps_current_allocated_bytes" and "mps_driver_allocated_bytes" where LibTorch
+  /// exposes the MPS allocator (2.1 and later, on a Mac with MPS). Throws std::runtime_error on systems
+  /// other than Linux and macOS.
+  static std::map<std::string, double> get_device_stats(torch::Device /*device*/) {
+    std::map<std::string, double> stats{{"M1_vm_percent", detail::host_memory_percent()},
+                                        {"M1_percent", detail::host_cpu_percent()},
+                                        {"M1_swap_percent", detail::host_swap_percent()}};
+    if (const auto current = compat::mps_current_allocated_bytes(); current >= 0) {
+      stats["mps_current_allocated_bytes"] = static_cast<double>(current);
+    }
+    if (const auto driver = compat::mps_driver_allocated_bytes(); driver >= 0) {
+      stats["mps_driver_allocated_bytes"] = static_cast<double>(driver);
+    }
+    return stats;
+  }
+
+  /// Releases the MPS allocator's cached memory (torch.mps.empty_cache()); no-op where unsupported.
+  static void empty_cache() { compat::mps_empty_cache(); }
+  /// Bytes the MPS allocator holds for tensors; -1 where LibTorch does not tell.
+  static std::int64_t allocated_bytes() { return compat::mps_current_allocated_bytes(); }
+  /// Bytes the Metal driver holds for this process; -1 where LibTorch does not tell.
+  static std::int64_t driver_allocated_bytes() { return compat::mps_driver_allocated_bytes(); }
+
+  /// Nothing to release (Lightning does not clear the MPS cache on teardown).
+  static void teardown() {}
+
+ private:
+  static bool compute_availability() {
+    const char* disable = std::getenv("DISABLE_MPS");
+    if (disable != nullptr && std::string_view(disable) == "1") return false;
+    if (!machine::torch_mps_available()) return false;
+    const std::string processor = machine::processor();
+    return processor == "arm" || processor == "arm64";
+  }
+};
+
+}  // namespace volt
+// ---- end volt/accelerators/mps.hpp
+// ---- begin volt/accelerators/auto.hpp
+// volt::Auto and volt::GPU: accelerators chosen at run time, and the bridge from a run-time choice back to
+// the static policies (visit_accelerator).
+
+
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+
+namespace volt {
+
+/// Lightning's accelerator="auto" (the Trainer's default): MPS if available, then CUDA, then CPU.
+/// (Lightning tries TPU first; volt has no TPU support.)
+struct Auto {
+  static constexpr std::string_view name = "auto";
+  static AcceleratorKind resolve(Frontend /*frontend*/ = Frontend::trainer) {
+    if (MPS::is_available()) return AcceleratorKind::mps;
+    if (CUDA::is_available()) return AcceleratorKind::cuda;
+    return AcceleratorKind::cpu;
+  }
+};
+
+/// Lightning's accelerator="gpu": MPS if available, then CUDA. Throws MisconfigurationError
+/// "No supported gpu backend found!" when neither is (Fabric: std::runtime_error, same text).
+struct GPU {
+  static constexpr std::string_view name = "gpu";
+  static AcceleratorKind resolve(Frontend frontend = Frontend::trainer) {
+    if (MPS::is_available()) return AcceleratorKind::mps;
+    if (CUDA::is_available()) return AcceleratorKind::cuda;
+    if (frontend == Frontend::fabric) throw std::runtime_error("No supported gpu backend found!");
+    throw MisconfigurationError("No supported gpu backend found!");
+  }
+};
+
+/// The accelerator an Accelerator parameter stands for: CPU, CUDA and MPS (and any AcceleratorPolicy)
+/// are their own kind; Auto and GPU (any AcceleratorSelector) choose on this machine, now. Throws what
+/// the selector throws (GPU: "No supported gpu backend found!").
+template <AcceleratorChoice A>
+AcceleratorKind resolve_accelerator(Frontend frontend = Frontend::trainer) {
+  if constexpr (AcceleratorPolicy<A>) {
+    return A::kind;
+  } else {
+    return A::resolve(frontend);
+  }
+}
+
+/// Calls `f(volt::CPU{})`, `f(volt::CUDA{})` or `f(volt::MPS{})` for `kind` and returns what it returns;
+/// `f` must return the same type for the three policies (a generic lambda usually does).
+template <class F>
+decltype(auto) visit_accelerator(AcceleratorKind kind, F&& f) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return std::forward<F>(f)(CUDA{});
+    case AcceleratorKind::mps: return std::forward<F>(f)(MPS{});
+    case AcceleratorKind::cpu: break;
+  }
+  return std::forward<F>(f)(CPU{});
+}
+
+}  // namespace volt
+// ---- end volt/accelerators/auto.hpp
+// ---- begin volt/accelerators/connector.hpp
+// Device selection for the Trainer and Fabric: Lightning's accelerator connector, as far as accelerators
+// and devices go (spec 1.6, 3.1 steps 3-5, 3.3, 3.5).
+
+
+#include <torch/torch.h>
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// The devices a Trainer or Fabric runs on.
+struct DeviceSelection {
+  AcceleratorKind accelerator = AcceleratorKind::cpu;
+  /// One device per process, in the order asked for (CPU: n times torch::Device("cpu")).
+  std::vector<torch::Device> parallel_devices;
+  /// Lightning's trainer.device_ids: each device's index, or its position when the index is absent or 0
+  /// (Python's `device.index or idx`), so CPU gives {0, 1, 2} and CUDA {3, 0} gives {3, 1}.
+  std::vector<int> device_ids;
+
+  /// The first parallel device. Precondition: parallel_devices is not empty (select_devices guarantees it).
+  torch::Device root_device() const { return parallel_devices.front(); }
+  /// Lightning's trainer.num_devices.
+  int num_devices() const { return static_cast<int>(device_ids.size()); }
+};
+
+namespace detail {
+
+inline std::string_view frontend_class(Frontend frontend) {
+  return frontend == Frontend::fabric ? "Fabric" : "Trainer";
+}
+
+/// Lightning's check of devices in ([], 0, "0") before parsing; volt applies it to every spec that
+/// selects no device (also " 0 " and "[]", which make Lightning fail later with a TypeError).
+[[noreturn]] inline void throw_no_devices(const DeviceSpec& devices, std::string_view accelerator_name,
+                                         Frontend frontend) {
+  const std::string message =
+      "`volt::" + std::string(frontend_class(frontend)) + "({.devices = " + devices.cpp_expression() +
+      "})` value is not a valid input using " + std::string(accelerator_name) +
+      " accelerator. Ask for at least one device: a count > 0, -1 for every device, or ids such as "
+      "volt::devices({0}) (Lightning: `" + std::string(frontend_class(frontend)) +
+      "(devices=" + devices.python_repr() + ")`).";
+  if (frontend == Frontend::fabric) throw std::invalid_argument(message);
+  throw MisconfigurationError(message);
+}
+inline void reject_no_devices(const DeviceSpec& devices, std::string_view accelerator_name, Frontend frontend) {
+  if (devices.selects_none()) throw_no_devices(devices, accelerator_name, frontend);
+}
+
+inline std::string_view accelerator_class_name(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return "CUDAAccelerator";
+    case AcceleratorKind::mps: return "MPSAccelerator";
+    case AcceleratorKind::cpu: break;
+  }
+  return "CPUAccelerator";
+}
+
+inline std::string_view policy_name(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return "volt::CUDA";
+    case AcceleratorKind::mps: return "volt::MPS";
+    case AcceleratorKind::cpu: break;
+  }
+  return "volt::CPU";
+}
+
+/// Lightning's availability error (spec 3.3) with the available accelerators in volt's selection order
+/// and a hint at the usual causes.
+[[noreturn]] inline void throw_accelerator_unavailable(AcceleratorKind kind, Frontend frontend) {
+  std::string names = "[";
+  std::string policies;
+  for (AcceleratorKind candidate : {AcceleratorKind::mps, AcceleratorKind::cuda, AcceleratorKind::cpu}) {
+    const bool available = candidate == AcceleratorKind::mps    ? MPS::is_available()
+                           : candidate == AcceleratorKind::cuda ? CUDA::is_available()
+                                                                : CPU::is_available();
+    if (!available) continue;
+    if (names.size() > 1) {
+      names += ", ";
+      policies += ", ";
+    }
+    names += "'" + std::string(to_string(candidate)) + "'";
+    policies += policy_name(candidate);
+  }
+  names += "]";
+  std::string message = "`" + std::string(accelerator_class_name(kind)) +
+                        "` can not run on your system since the accelerator is not available. The following "
+                        "accelerator(s) is available and can be passed as the Accelerator template argument of `volt::" +
+                        std::string(frontend_class(frontend)) + "`: " + names + " (" + policies + ").";
+  if (kind == AcceleratorKind::mps) {
+    message +=
+        " MPS needs an Apple-silicon Mac with macOS 12.3 or later, a process running natively on arm64 (not "
+        "under Rosetta), a LibTorch built with MPS, and DISABLE_MPS not set to 1.";
+  } else if (kind == AcceleratorKind::cuda) {
+    message +=
+        " CUDA needs a LibTorch built with CUDA and at least one visible NVIDIA GPU (check nvidia-smi and "
+        "CUDA_VISIBLE_DEVICES).";
+  }
+  if (frontend == Frontend::fabric) throw std::runtime_error(message);
+  throw MisconfigurationError(message);
+}
+
+inline std::vector<int> device_ids_of(const std::vector<torch::Device>& devices) {
+  std::vector<int> ids;
+  ids.reserve(devices.size());
+  for (std::size_t position = 0; position < devices.size(); ++position) {
+    const torch::Device& device = devices[position];
+    ids.push_back(device.has_index() && device.index() != 0 ? device.index() : static_cast<int>(position));
+  }
+  return ids;
+}
+
+}  // namespace detail
+
+/// Chooses the accelerator and the devices, in Lightning's order:
+///   1. Trainer: resolve Auto/GPU, then refuse a spec that selects no device (0, "0", volt::devices({}));
+///      Fabric: refuse first (the message names "auto"/"gpu"), then resolve;
+///   2. the accelerator must be available (spec 3.3 message, listing the available accelerators);
+///   3. DeviceSpec{} ("auto") becomes the accelerator's auto_device_count();
+///   4. parse_devices, then get_parallel_devices.
+/// Throws (Trainer / Fabric): MisconfigurationError / std::runtime_error "No supported gpu backend found!";
+/// MisconfigurationError / std::invalid_argument "`volt::Trainer({.devices = 0})` value is not a valid
+/// input using cuda accelerator. ..."; MisconfigurationError / std::runtime_error "`MPSAccelerator` can not
+/// run on your system since the accelerator is not available. ..."; and what parse_devices throws (GPU
+/// parsers: MisconfigurationError in both; CPU: std::invalid_argument).
+template <AcceleratorChoice Accelerator>
+DeviceSelection select_devices(const DeviceSpec& devices, Frontend frontend = Frontend::trainer) {
+  if (frontend == Frontend::fabric) detail::reject_no_devices(devices, Accelerator::name, frontend);
+  const AcceleratorKind kind = resolve_accelerator<Accelerator>(frontend);
+  if (frontend == Frontend::trainer) detail::reject_no_devices(devices, to_string(kind), frontend);
+
+  return visit_accelerator(kind, [&](auto policy) {
+    using Policy = decltype(policy);
+    if (!Policy::is_available()) detail::throw_accelerator_unavailable(kind, frontend);
+    const DeviceSpec resolved = devices.is_auto() ? DeviceSpec{Policy::auto_device_count()} : devices;
+    const std::optional<std::vector<int>> ids = Policy::parse_devices(resolved);
+    if (!ids) detail::throw_no_devices(resolved, to_string(kind), frontend);
+    DeviceSelection selection;
+    selection.accelerator = kind;
+    selection.parallel_devices = Policy::get_parallel_devices(*ids);
+    selection.device_ids = detail::device_ids_of(selection.parallel_devices);
+    return selection;
+  });
+}
+
+/// Lightning's `_log_device_info` at Trainer construction (Fabric prints nothing): the rank-zero info line
+/// "GPU available: True (cuda), used: True" (CUDA is named before MPS, as in Lightning), and, once per
+/// process on rank zero, the warning "GPU available but not used. ..." when a CUDA or MPS device is
+/// available but `used` is another accelerator. volt prints no TPU line: it has no TPU support.
+inline void log_device_info(AcceleratorKind used) {
+  const bool cuda_available = CUDA::is_available();
+  const bool mps_available = MPS::is_available();
+  const std::string_view gpu_type = cuda_available ? " (cuda)" : mps_available ? " (mps)" : "";
+  const bool gpu_used = used == AcceleratorKind::cuda || used == AcceleratorKind::mps;
+  auto python_bool = [](bool value) { return value ? std::string("True") : std::string("False"); };
+  log::info_rank_zero("GPU available: " + python_bool(cuda_available || mps_available) + std::string(gpu_type) +
+                      ", used: " + python_bool(gpu_used));
+  if ((cuda_available && used != AcceleratorKind::cuda) || (mps_available && used != AcceleratorKind::mps)) {
+    log::warn_once(
+        "GPU available but not used. You can set it by doing `volt::Trainer<volt::GPU>` (or volt::CUDA / "
+        "volt::MPS as the Accelerator template argument; Lightning: `Trainer(accelerator='gpu')`).");
+  }
+}
+
+}  // namespace volt
+// ---- end volt/accelerators/connector.hpp
+// ---- begin volt/accelerators/static_devices.hpp
+// volt::static_devices: a device spec checked at compile time against the accelerator it is meant for.
+//
+//   volt::Trainer<volt::MPS> trainer({.devices = volt::static_devices<volt::MPS, 1>});
+//   volt::Trainer<volt::CUDA> trainer({.devices = volt::static_devices<volt::CUDA, "0,2">});
+//   volt::static_devices<volt::CUDA, volt::devices({1, 3})>
+//
+// A plain DeviceSpec already refuses a malformed constant string at compile time; static_devices adds the
+// rules that need the accelerator but not the machine. Which ids exist is still checked at run time.
+
+
+#include <climits>
+
+namespace volt {
+namespace detail {
+
+/// The most devices an accelerator can ever have (MPS: 1), or INT_MAX when it declares no limit.
+template <class Accelerator>
+consteval int static_device_limit() {
+  if constexpr (requires { Accelerator::max_devices; }) {
+    return Accelerator::max_devices;
+  } else {
+    return INT_MAX;
+  }
+}
+
+template <class Accelerator>
+consteval bool is_cpu_policy() {
+  if constexpr (requires { Accelerator::kind; }) {
+    return Accelerator::kind == AcceleratorKind::cpu;
+  } else {
+    return false;
+  }
+}
+
+template <class Accelerator, DeviceSpec Spec>
+consteval DeviceSpec checked_static_devices() {
+  static_assert(!Spec.selects_none(),
+                "volt: a constant device spec must select at least one device; 0, \"0\" and volt::devices({}) select "
+                "none (Lightning: \"value is not a valid input\"); use a count > 0, -1 for all, or a list of ids");
+  static_assert(Spec.request() != DeviceRequest::ids || !Spec.ids().has_duplicates(),
+                "volt: the ids of a constant device spec must be unique (Lightning: \"Device ID's (GPU) must be "
+                "unique.\"); remove the repeated id");
+  static_assert(Spec.known_device_count().value_or(1) <= static_device_limit<Accelerator>(),
+                "volt: the MPS accelerator has one device; a constant device spec for volt::MPS must ask for at most "
+                "one device: 1, -1, \"0,\" or volt::devices({0})");
+  static_assert(!is_cpu_policy<Accelerator>() ||
+                    (Spec.form() == DeviceSpecForm::integer && Spec.count() > 0) ||
+                    (Spec.form() == DeviceSpecForm::string && Spec.text_is_digits() && Spec.count() > 0 &&
+                     !Spec.cpu_int_rejects_text()),
+                "volt: volt::CPU takes a device count > 0, as an int or a string of digits such as \"3\" (Lightning: "
+                "\"`devices` selected with `CPUAccelerator` should be an int > 0.\"); lists, -1 and \"auto\" are refused");
+  return Spec;
+}
+
+}  // namespace detail
+
+/// `Spec` after the compile-time checks for `Accelerator`: it selects at least one device, its ids are
+/// unique, it asks for no more devices than the accelerator can have (MPS: one), and for volt::CPU it is
+/// a count > 0. Each rule is a static_assert whose message names the rule and the fix.
+template <class Accelerator, DeviceSpec Spec>
+inline constexpr DeviceSpec static_devices = detail::checked_static_devices<Accelerator, Spec>();
+
+}  // namespace volt
+// ---- end volt/accelerators/static_devices.hpp
+// ---- begin volt/accelerators/fallback.hpp
+// volt::with_cpu_fallback: run one operator on the CPU when the accelerator's backend lacks it.
+//
+// LibTorch's MPS backend does not implement every operator. For a whole program, set
+// PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before the process starts (LibTorch then runs missing
+// MPS operators on the CPU, as PyTorch does). For one call site, wrap the call:
+//
+//   auto y = volt::with_cpu_fallback([](const torch::Tensor& x) { return torch::special_i1(x); }, x);
+
+#include <torch/torch.h>
+
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// Whether `error` is LibTorch reporting an operator without a kernel for a backend (as opposed to a
+/// failure inside a kernel): c10::NotImplementedError, or an error whose message says "... is not currently
+/// implemented for the MPS device ..." or "Could not run '<op>' with arguments from the '<backend>' backend".
+/// The messages are matched on any std::exception because LibTorch builds differ in the type they throw
+/// (Debian's 1.13 throws some TORCH_CHECK failures as plain std::runtime_error).
+inline bool is_not_implemented_error(const std::exception& error) {
+  if (dynamic_cast<const c10::NotImplementedError*>(&error) != nullptr) return true;
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+  const std::string_view message = torch_error != nullptr ? std::string_view(torch_error->msg()) : error.what();
+  if (message.find("not currently implemented for the MPS device") != std::string_view::npos) return true;
+  const auto could_not_run = message.find("Could not run '");
+  return could_not_run != std::string_view::npos &&
+         message.find("with arguments from the '", could_not_run) != std::string_view::npos &&
+         message.find("' backend", could_not_run) != std::string_view::npos;
+}
+
+namespace detail {
+
+template <class T>
+struct is_tensor_vector : std::false_type {};
+template <>
+struct is_tensor_vector<std::vector<torch::Tensor>> : std::true_type {};
+
+/// One argument of the CPU rerun: tensors (also in a std::vector or std::optional) become CPU copies
+/// that remember their original, other arguments are passed through by reference.
+template <class Arg>
+class CpuArgument {
+ public:
+  explicit CpuArgument(Arg& argument) : argument_(argument) {}
+  Arg& get() { return argument_; }
+  void copy_back_if_modified() {}
+
+ private:
+  Arg& argument_;
+};
+
+template <class Arg>
+  requires std::same_as<std::remove_cv_t<Arg>, torch::Tensor>
+class CpuArgument<Arg> {
+ public:
+  explicit CpuArgument(Arg& argument)
+      : original_(argument), copy_(argument.defined() ? argument.to(torch::kCPU) : argument),
+        version_(copy_.defined() ? copy_._version() : 0) {}
+  torch::Tensor& get() { return copy_; }
+  // An in-place operator changed the CPU copy: write the change to the original tensor.
+  void copy_back_if_modified() {
+    if (!copy_.defined() || copy_.is_same(original_) || copy_._version() == version_) return;
+    torch::NoGradGuard no_grad;
+    original_.copy_(copy_);
+  }
+
+ private:
+  Arg& original_;
+  torch::Tensor copy_;
+  std::int64_t version_;
+};
+
+template <class Arg>
+  requires is_tensor_vector<std::remove_cv_t<Arg>>::value
+class CpuArgument<Arg> {
+ public:
+  explicit CpuArgument(Arg& argument) {
+    for (auto& tensor : argument) arguments_.emplace_back(tensor);
+    for (auto& argument_copy : arguments_) copies_.push_back(argument_copy.get());
+  }
+  std::vector<torch::Tensor>& get() { return copies_; }
+  void copy_back_if_modified() {
+    for (auto& argument_copy : arguments_) argument_copy.copy_back_if_modified();
+  }
+
+ private:
+  std::vector<CpuArgument<std::remove_reference_t<decltype(*std::declval<Arg&>().begin())>>> arguments_;
+  std::vector<torch::Tensor> copies_;
+};
+
+inline void note_device(std::optional<torch::Device>& found, const torch::Tensor& tensor) {
+  if (!found && tensor.defined()) found = tensor.device();
+}
+template <class Arg>
+void note_device(std::optional<torch::Device>& found, const Arg& argument) {
+  if constexpr (std::is_same_v<Arg, torch::Tensor>) {
+    note_device(found, argument);
+  } else if constexpr (is_tensor_vector<Arg>::value) {
+    for (const auto& tensor : argument) note_device(found, tensor);
+  }
+}
+
+template <class Result>
+Result to_device(Result result, torch::Device device) {
+  if constexpr (std::is_same_v<Result, torch::Tensor>) {
+    return result.defined() ? result.to(device) : result;
+  } else if constexpr (is_tensor_vector<Result>::value) {
+    for (auto& tensor : result) tensor = to_device(std::move(tensor), device);
+    return result;
+  } else if constexpr (requires { std::tuple_size<Result>::value; }) {
+    std::apply([&](auto&... elements) { ((elements = to_device(std::move(elements), device)), ...); }, result);
+    return result;
+  } else {
+    return result;
+  }
+}
+
+}  // namespace detail
+
+/// Calls `op(args...)`. If LibTorch reports the operator as not implemented for the backend
+/// (is_not_implemented_error), calls it again with every tensor argument (also inside a
+/// std::vector<torch::Tensor>) copied to the CPU, copies arguments that the operator changed in place
+/// back to their devices, and moves tensor results (a tensor, a vector or a tuple of them) back to the
+/// device of the first tensor argument. Any other exception propagates, as does an error of the rerun.
+/// Arguments are passed as lvalues (they may be used twice); the result is returned by value.
+template <class Op, class... Args>
+auto with_cpu_fallback(Op&& op, Args&&... args) -> std::decay_t<std::invoke_result_t<Op&, Args&...>> {
+  using Result = std::decay_t<std::invoke_result_t<Op&, Args&...>>;
+  try {
+    return std::invoke(op, args...);
+  } catch (const std::exception& error) {
+    if (!is_not_implemented_error(error)) throw;
+  }
+  std::optional<torch::Device> home;
+  (detail::note_device(home, std::as_const(args)), ...);
+  std::tuple<detail::CpuArgument<std::remove_reference_t<Args>>...> cpu_arguments{
+      detail::CpuArgument<std::remove_reference_t<Args>>(args)...};
+  if constexpr (std::is_void_v<Result>) {
+    std::apply([&](auto&... cpu) { std::invoke(op, cpu.get()...); }, cpu_arguments);
+    std::apply([](auto&... cpu) { (cpu.copy_back_if_modified(), ...); }, cpu_arguments);
+  } else {
+    Result result = std::apply([&](auto&... cpu) -> Result { return std::invoke(op, cpu.get()...); }, cpu_arguments);
+    std::apply([](auto&... cpu) { (cpu.copy_back_if_modified(), ...); }, cpu_arguments);
+    return home ? detail::to_device(std::move(result), *home) : result;
+  }
+}
+
+}  // namespace volt
+// ---- end volt/accelerators/fallback.hpp
 // ---- end volt/accelerators.hpp
 // ---- begin volt/transfer.hpp
-// volt/transfer: umbrella header of this area.
+// volt/transfer: moving batches to a device (Lightning's move_data_to_device / Strategy.batch_to_device).
+
+// ---- begin volt/core/apply.hpp
+// volt::apply_to_collection: Lightning's apply_to_collection for C++ values.
+//
+// Rebuilds a nested value (containers, tuples, optionals, variants, aggregates, torch::data::Example, c10
+// containers) with the same type, replacing the leaves a function selects. The recursion is resolved at
+// compile time: a branch whose types cannot hold a leaf is returned as is without being walked, and nothing
+// is type-erased. batch_to_device (volt/transfer) is built on the same recursion (detail::rebuild_collection)
+// with its own choice of leaves.
+
+// ---- begin volt/core/reflect.hpp
+// Field reflection for plain aggregate structs (the C++ counterpart of a namedtuple or dataclass).
+//
+// Written with structured bindings, because C++20 has no reflection and Boost.PFR is not available on the
+// project's platforms. Supports aggregates of up to volt::reflect::max_fields (32) fields.
+//
+// What cannot be reflected, and why:
+// * non-const lvalue reference members: the field count is found by brace-initializing the type with
+//   placeholders that convert to any value type; such a placeholder cannot bind to `T&`, so these aggregates
+//   report no fields (reflectable<T> is false) and callers leave them alone. `const T&` and `T&&` members bind
+//   and are reflected (with_fields passes them as lvalues).
+// * C array members and base classes with members: brace elision (arrays) and base-class initializers make the
+//   brace count differ from the number of structured bindings, and the binding in with_fields fails to compile
+//   ("only N names provided for structured binding").
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+namespace volt::reflect {
+
+/// The most fields an aggregate may have for volt to see them. Raising it means extending with_fields below.
+inline constexpr std::size_t max_fields = 32;
+
+/// A list of types (the result of field_types).
+template <class... Types>
+struct type_list {};
+
+namespace detail {
+
+// Stands in for one initializer when counting fields. Never called: only used in unevaluated requires
+// expressions, so it is declared and not defined (a definition would have to produce a value of any type).
+struct any_field_value {
+  template <class Value>
+  operator Value() const noexcept;
+};
+
+template <class Aggregate, std::size_t... Index>
+consteval bool brace_initializable_with(std::index_sequence<Index...>) {
+  return requires { Aggregate{((void)Index, any_field_value{})...}; };
+}
+
+template <class Aggregate, std::size_t Count>
+consteval std::size_t largest_brace_count() {
+  // Counts down because an aggregate whose member has no default initializer accepts only the full count.
+  if constexpr (Count == 0) {
+    return 0;
+  } else if constexpr (brace_initializable_with<Aggregate>(std::make_index_sequence<Count>{})) {
+    return Count;
+  } else {
+    return largest_brace_count<Aggregate, Count - 1>();
+  }
+}
+
+// A reference member stays an lvalue even when the aggregate is an rvalue: moving from it would steal from
+// an object the aggregate does not own.
+template <class Aggregate, class DeclaredField, class Field>
+constexpr decltype(auto) forward_field(Field& field) noexcept {
+  if constexpr (std::is_reference_v<DeclaredField> || std::is_lvalue_reference_v<Aggregate>) {
+    return (field);
+  } else {
+    return std::move(field);
+  }
+}
+
+struct collect_field_types {
+  template <class... Fields>
+  type_list<Fields...> operator()(Fields&&...) const;  // unevaluated only
+};
+
+}  // namespace detail
+
+/// True for class aggregates (not unions) whose fields volt can reflect: the structs a user writes as a
+/// batch or options type. Aggregates with non-const lvalue reference members are not reflectable.
+template <class Type>
+concept reflectable = std::is_class_v<Type> && std::is_aggregate_v<Type> && !std::is_union_v<Type> &&
+                      (std::is_empty_v<Type> || detail::largest_brace_count<Type, max_fields + 1>() > 0);
+
+/// Number of fields of a reflectable aggregate. Fails to compile (static_assert) above max_fields.
+template <reflectable Type>
+inline constexpr std::size_t field_count = [] {
+  constexpr std::size_t count = detail::largest_brace_count<Type, max_fields + 1>();
+  static_assert(count <= max_fields,
+                "volt: this aggregate has more fields than volt::reflect::max_fields (32); group some of them in "
+                "a nested struct");
+  return count;
+}();
+
+#define VOLT_DETAIL_FIELD(field) \
+  ::volt::reflect::detail::forward_field<Aggregate, decltype(field)>(field)
+
+/// Calls `visitor(fields...)` with every field of `aggregate` in declaration order and returns its result.
+/// Fields are forwarded with the aggregate's value category (moved from an rvalue aggregate), except
+/// reference members, which are always passed as lvalues. An empty aggregate gives `visitor()`.
+template <class Aggregate, class Visitor>
+  requires reflectable<std::remove_cvref_t<Aggregate>>
+constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
+  constexpr std::size_t count = field_count<std::remove_cvref_t<Aggregate>>;
+  // If a structured binding below fails to compile, the aggregate has a C array member or a base class with
+  // members (see the top of this file).
+  if constexpr (count == 0) {
+    return std::forward<Visitor>(visitor)();
+  } else if constexpr (count == 1) {
+    auto&& [f0] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0));
+  } else if constexpr (count == 2) {
+    auto&& [f0, f1] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1));
+  } else if constexpr (count == 3) {
+    auto&& [f0, f1, f2] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2));
+  } else if constexpr (count == 4) {
+    auto&& [f0, f1, f2, f3] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3));
+  } else if constexpr (count == 5) {
+    auto&& [f0, f1, f2, f3, f4] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4));
+  } else if constexpr (count == 6) {
+    auto&& [f0, f1, f2, f3, f4, f5] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5));
+  } else if constexpr (count == 7) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6));
+  } else if constexpr (count == 8) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7));
+  } else if constexpr (count == 9) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8));
+  } else if constexpr (count == 10) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9));
+  } else if constexpr (count == 11) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10));
+  } else if constexpr (count == 12) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11));
+  } else if constexpr (count == 13) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12));
+  } else if constexpr (count == 14) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13] = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13));
+  } else if constexpr (count == 15) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14));
+  } else if constexpr (count == 16) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15));
+  } else if constexpr (count == 17) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16));
+  } else if constexpr (count == 18) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17));
+  } else if constexpr (count == 19) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18));
+  } else if constexpr (count == 20) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19));
+  } else if constexpr (count == 21) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20));
+  } else if constexpr (count == 22) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21));
+  } else if constexpr (count == 23) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21,             f22]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22));
+  } else if constexpr (count == 24) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21,             f22, f23]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23));
+  } else if constexpr (count == 25) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21,             f22, f23, f24]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
+        VOLT_DETAIL_FIELD(f24));
+  } else if constexpr (count == 26) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21,             f22, f23, f24, f25]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
+        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25));
+  } else if constexpr (count == 27) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21,             f22, f23, f24, f25, f26]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
+        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26));
+  } else if constexpr (count == 28) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21,             f22, f23, f24, f25, f26, f27]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
+        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27));
+  } else if constexpr (count == 29) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21,             f22, f23, f24, f25, f26, f27, f28]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
+        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27),
+        VOLT_DETAIL_FIELD(f28));
+  } else if constexpr (count == 30) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21,             f22, f23, f24, f25, f26, f27, f28, f29]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
+        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27),
+        VOLT_DETAIL_FIELD(f28), VOLT_DETAIL_FIELD(f29));
+  } else if constexpr (count == 31) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21,             f22, f23, f24, f25, f26, f27, f28, f29, f30]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
+        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27),
+        VOLT_DETAIL_FIELD(f28), VOLT_DETAIL_FIELD(f29), VOLT_DETAIL_FIELD(f30));
+  } else if constexpr (count == 32) {
+    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
+            f20, f21,             f22, f23, f24, f25, f26, f27, f28, f29, f30, f31]
+        = std::forward<Aggregate>(aggregate);
+    return std::forward<Visitor>(visitor)(
+        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
+        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
+        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
+        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
+        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
+        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
+        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27),
+        VOLT_DETAIL_FIELD(f28), VOLT_DETAIL_FIELD(f29), VOLT_DETAIL_FIELD(f30), VOLT_DETAIL_FIELD(f31));
+  }
+}
+
+#undef VOLT_DETAIL_FIELD
+
+/// The fields' types as `Aggregate&&` would forward them: value members as their (cv-qualified) type,
+/// reference members as lvalue references. Wrapped in volt::reflect::type_list.
+template <reflectable Aggregate>
+using field_types = decltype(with_fields(std::declval<Aggregate>(), detail::collect_field_types{}));
+
+}  // namespace volt::reflect
+// ---- end volt/core/reflect.hpp
+
+#include <torch/torch.h>
+
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+namespace volt::detail {
+
+// ---------------------------------------------------------------------------------------------------
+// What the recursion recognises. Order of precedence is in rebuild_collection.
+
+template <class Type, template <class...> class Template>
+inline constexpr bool is_specialization_of = false;
+template <template <class...> class Template, class... Arguments>
+inline constexpr bool is_specialization_of<Template<Arguments...>, Template> = true;
+
+template <class Type>
+inline constexpr bool is_std_array = false;
+template <class Element, std::size_t Size>
+inline constexpr bool is_std_array<std::array<Element, Size>> = true;
+
+template <class Type>
+concept std_tuple_or_pair = is_specialization_of<Type, std::tuple> || is_specialization_of<Type, std::pair>;
+
+template <class Type>
+concept std_variant = is_specialization_of<Type, std::variant>;
+
+template <class Type>
+concept torch_example = is_specialization_of<Type, torch::data::Example>;
+
+template <class Type>
+concept c10_list = is_specialization_of<Type, c10::List>;
+
+template <class Type>
+concept c10_dict = is_specialization_of<Type, c10::Dict>;
+
+// Strings are sequences of characters, but a batch treats them as single values (as Lightning does).
+template <class Type>
+concept string_like =
+    is_specialization_of<Type, std::basic_string> || is_specialization_of<Type, std::basic_string_view>;
+
+// std::optional, and c10::optional where it is a distinct template (LibTorch 1.13).
+template <class Type>
+concept optional_like = !std::ranges::range<Type> && std::is_default_constructible_v<Type> &&
+                        requires(Type& value) {
+                          typename Type::value_type;
+                          { value.has_value() } -> std::convertible_to<bool>;
+                          *value;
+                          value.reset();
+                        };
+
+// Owning containers only (they have an allocator): rebuilding a view (std::span) in place would write
+// through to the caller's elements.
+template <class Type>
+concept map_like = std::ranges::range<Type> && requires {
+  typename Type::key_type;
+  typename Type::mapped_type;
+  typename Type::allocator_type;
+};
+
+template <class Type>
+concept owning_sequence = std::ranges::range<Type> && !string_like<Type> && !map_like<Type> &&
+                          !requires { typename Type::key_type; } &&  // sets are not recursed into
+                          requires {
+                            typename Type::value_type;
+                            typename Type::allocator_type;
+                          } &&
+                          // excludes std::vector<bool>, whose elements are proxies
+                          std::is_same_v<std::ranges::range_reference_t<Type>, typename Type::value_type&>;
+
+template <class Type>
+concept reflected_aggregate = reflect::reflectable<Type> && !is_std_array<Type>;
+
+// ---------------------------------------------------------------------------------------------------
+// A visitor decides which values are leaves and what replaces them:
+//   template <class Value> static constexpr bool is_leaf;        // Value has no cv or reference
+//   template <class Leaf> std::remove_cvref_t<Leaf> visit(Leaf&&) const;
+
+template <class Visitor, class Value>
+consteval bool may_hold_leaf();
+
+template <class Visitor, class... Types>
+consteval bool any_may_hold_leaf(std::type_identity<std::tuple<Types...>>) {
+  // Reference elements and members are not rebuilt (they do not own what they refer to).
+  return ((!std::is_reference_v<Types> && may_hold_leaf<Visitor, std::remove_cv_t<Types>>()) || ...);
+}
+
+template <class Visitor, class Value>
+consteval bool may_hold_leaf() {
+  if constexpr (Visitor::template is_leaf<Value>) {
+    return true;
+  } else if constexpr (optional_like<Value>) {
+    return may_hold_leaf<Visitor, std::remove_cv_t<typename Value::value_type>>();
+  } else if constexpr (std_variant<Value>) {
+    return []<class... Alternatives>(std::type_identity<std::variant<Alternatives...>>) {
+      return any_may_hold_leaf<Visitor>(std::type_identity<std::tuple<Alternatives...>>{});
+    }(std::type_identity<Value>{});
+  } else if constexpr (std_tuple_or_pair<Value>) {
+    return []<std::size_t... Index>(std::index_sequence<Index...>) {
+      return any_may_hold_leaf<Visitor>(
+          std::type_identity<std::tuple<std::tuple_element_t<Index, Value>...>>{});
+    }(std::make_index_sequence<std::tuple_size_v<Value>>{});
+  } else if constexpr (is_std_array<Value>) {
+    return std::tuple_size_v<Value> > 0 && may_hold_leaf<Visitor, std::remove_cv_t<typename Value::value_type>>();
+  } else if constexpr (torch_example<Value>) {
+    if constexpr (std::is_void_v<typename Value::TargetType>) {
+      return may_hold_leaf<Visitor, typename Value::DataType>();
+    } else {
+      return may_hold_leaf<Visitor, typename Value::DataType>() ||
+             may_hold_leaf<Visitor, typename Value::TargetType>();
+    }
+  } else if constexpr (c10_list<Value>) {
+    return may_hold_leaf<Visitor, typename Value::value_type>();
+  } else if constexpr (c10_dict<Value>) {
+    return may_hold_leaf<Visitor, typename Value::mapped_type>();
+  } else if constexpr (map_like<Value>) {
+    return may_hold_leaf<Visitor, std::remove_cv_t<typename Value::mapped_type>>();
+  } else if constexpr (owning_sequence<Value>) {
+    return may_hold_leaf<Visitor, std::remove_cv_t<typename Value::value_type>>();
+  } else if constexpr (reflected_aggregate<Value>) {
+    return []<class... Fields>(reflect::type_list<Fields...>) {
+      return any_may_hold_leaf<Visitor>(std::type_identity<std::tuple<Fields...>>{});
+    }(reflect::field_types<Value>{});
+  } else {
+    return false;
+  }
+}
+
+template <class Visitor, class Data>
+std::remove_cvref_t<Data> rebuild_collection(Data&& data, const Visitor& visitor);
+
+// A reference element of a tuple or member of an aggregate is passed through: it is not the batch's to move.
+template <class Declared, class Visitor, class Element>
+decltype(auto) rebuild_element(Element&& element, const Visitor& visitor) {
+  if constexpr (std::is_reference_v<Declared>) {
+    return std::forward<Element>(element);
+  } else {
+    return rebuild_collection(std::forward<Element>(element), visitor);
+  }
+}
+
+template <std::size_t Index, class Visitor, class Data>
+std::remove_cvref_t<Data> rebuild_variant(Data&& data, const Visitor& visitor) {
+  using Value = std::remove_cvref_t<Data>;
+  if constexpr (Index + 1 < std::variant_size_v<Value>) {
+    if (data.index() != Index) return rebuild_variant<Index + 1>(std::forward<Data>(data), visitor);
+  }
+  return Value(std::in_place_index<Index>, rebuild_collection(std::get<Index>(std::forward<Data>(data)), visitor));
+}
+
+// Rebuilds the elements of a container the caller gave up (or of our own copy) in place: no allocation.
+template <class Container, class Visitor>
+void rebuild_elements_in_place(Container& container, const Visitor& visitor) {
+  for (auto& element : container) element = rebuild_collection(std::move(element), visitor);
+}
+
+template <class Container, class Element>
+void append(Container& container, Element&& element) {
+  if constexpr (requires { container.emplace_back(std::forward<Element>(element)); }) {
+    container.emplace_back(std::forward<Element>(element));  // vector's insert would need assignable elements
+  } else {
+    container.insert(container.end(), std::forward<Element>(element));
+  }
+}
+
+/// Core of apply_to_collection and batch_to_device: returns `data` rebuilt with the same type, every leaf
+/// (as the visitor defines it) replaced by `visitor.visit(leaf)`. Precedence, first match wins:
+/// leaf; nothing inside can be a leaf (returned as is, not walked); optional; variant; tuple/pair;
+/// std::array; torch::data::Example; c10::List; c10::Dict; map-like containers (values only); owning
+/// sequence containers; reflectable aggregates; anything else returned as is.
+/// Rvalues are moved from, and their containers reused; lvalues are copied once, then rebuilt in place.
+template <class Visitor, class Data>
+std::remove_cvref_t<Data> rebuild_collection(Data&& data, const Visitor& visitor) {
+  using Value = std::remove_cvref_t<Data>;
+  if constexpr (Visitor::template is_leaf<Value>) {
+    return visitor.visit(std::forward<Data>(data));
+  } else if constexpr (!may_hold_leaf<Visitor, Value>()) {
+    return std::forward<Data>(data);
+  } else if constexpr (optional_like<Value>) {
+    if (!data.has_value()) return Value{};
+    return Value(rebuild_collection(*std::forward<Data>(data), visitor));
+  } else if constexpr (std_variant<Value>) {
+    if (data.valueless_by_exception()) return std::forward<Data>(data);
+    return rebuild_variant<0>(std::forward<Data>(data), visitor);
+  } else if constexpr (std_tuple_or_pair<Value>) {
+    return [&]<std::size_t... Index>(std::index_sequence<Index...>) {
+      return Value(rebuild_element<std::tuple_element_t<Index, Value>>(std::get<Index>(std::forward<Data>(data)),
+                                                                        visitor)...);
+    }(std::make_index_sequence<std::tuple_size_v<Value>>{});
+  } else if constexpr (is_std_array<Value>) {
+    Value result = std::forward<Data>(data);
+    rebuild_elements_in_place(result, visitor);
+    return result;
+  } else if constexpr (torch_example<Value>) {
+    if constexpr (std::is_void_v<typename Value::TargetType>) {
+      return Value(rebuild_collection(std::forward<Data>(data).data, visitor));
+    } else {
+      return Value(rebuild_collection(std::forward<Data>(data).data, visitor),
+                   rebuild_collection(std::forward<Data>(data).target, visitor));
+    }
+  } else if constexpr (c10_list<Value>) {
+    // Copies of a c10::List share one storage, so only a list nobody else sees may be rebuilt in place.
+    Value result = [&] {
+      if constexpr (!std::is_lvalue_reference_v<Data>) {
+        if (data.use_count() == 1) return std::move(data);
+      }
+      return data.copy();
+    }();
+    for (std::size_t index = 0; index < result.size(); ++index) {
+      result.set(index, rebuild_collection(result.extract(index), visitor));
+    }
+    return result;
+  } else if constexpr (c10_dict<Value>) {
+    Value result = data.copy();  // shared storage, as for c10::List
+    for (const auto& entry : result) entry.setValue(rebuild_collection(entry.value(), visitor));
+    return result;
+  } else if constexpr (map_like<Value>) {
+    static_assert(std::is_move_assignable_v<typename Value::mapped_type>,
+                  "volt: a map whose values hold tensors must have assignable values to be rebuilt");
+    Value result = std::forward<Data>(data);
+    for (auto& entry : result) entry.second = rebuild_collection(std::move(entry.second), visitor);
+    return result;
+  } else if constexpr (owning_sequence<Value>) {
+    if constexpr (std::is_move_assignable_v<typename Value::value_type>) {
+      Value result = std::forward<Data>(data);
+      rebuild_elements_in_place(result, visitor);
+      return result;
+    } else {
+      // Elements that cannot be assigned (const members) are rebuilt into a new container.
+      Value result;
+      for (auto& element : data) {
+        if constexpr (std::is_lvalue_reference_v<Data>) {
+          append(result, rebuild_collection(element, visitor));
+        } else {
+          append(result, rebuild_collection(std::move(element), visitor));
+        }
+      }
+      return result;
+    }
+  } else if constexpr (reflected_aggregate<Value>) {
+    return [&]<class... Declared>(reflect::type_list<Declared...>) {
+      return reflect::with_fields(std::forward<Data>(data), [&](auto&&... fields) {
+        return Value{rebuild_element<Declared>(std::forward<decltype(fields)>(fields), visitor)...};
+      });
+    }(reflect::field_types<Value>{});
+  } else {
+    return std::forward<Data>(data);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// apply_to_collection's leaf rule.
+
+// The parameter of a callable with exactly one non-template call signature.
+template <class Result, class Class, class Parameter, bool Noexcept>
+Parameter sole_parameter_of(Result (Class::*)(Parameter) noexcept(Noexcept));
+template <class Result, class Class, class Parameter, bool Noexcept>
+Parameter sole_parameter_of(Result (Class::*)(Parameter) const noexcept(Noexcept));
+template <class Result, class Class, class Parameter, bool Noexcept>
+Parameter sole_parameter_of(Result (Class::*)(Parameter) & noexcept(Noexcept));
+template <class Result, class Class, class Parameter, bool Noexcept>
+Parameter sole_parameter_of(Result (Class::*)(Parameter) const & noexcept(Noexcept));
+template <class Result, class Class, class Parameter, bool Noexcept>
+Parameter sole_parameter_of(Result (Class::*)(Parameter) && noexcept(Noexcept));
+template <class Result, class Class, class Parameter, bool Noexcept>
+Parameter sole_parameter_of(Result (Class::*)(Parameter) const && noexcept(Noexcept));
+template <class Result, class Parameter, bool Noexcept>
+Parameter sole_parameter_of(Result (*)(Parameter) noexcept(Noexcept));
+
+template <class Callable>
+struct sole_parameter {};
+template <class Callable>
+  requires requires { sole_parameter_of(&Callable::operator()); }
+struct sole_parameter<Callable> {
+  using type = decltype(sole_parameter_of(&Callable::operator()));
+};
+template <class Callable>
+  requires std::is_pointer_v<Callable> && requires { sole_parameter_of(std::declval<Callable>()); }
+struct sole_parameter<Callable> {
+  using type = decltype(sole_parameter_of(std::declval<Callable>()));
+};
+
+template <class Callable>
+concept has_sole_parameter = requires { typename sole_parameter<std::decay_t<Callable>>::type; };
+
+// See apply_to_collection's contract for the rule and why.
+template <class Function, class Value>
+consteval bool function_takes_leaf() {
+  if constexpr (has_sole_parameter<Function>) {
+    return std::is_same_v<std::remove_cvref_t<typename sole_parameter<std::decay_t<Function>>::type>, Value>;
+  } else {
+    return std::is_invocable_v<Function&, const Value&> || std::is_invocable_v<Function&, Value&> ||
+           std::is_invocable_v<Function&, Value&&>;
+  }
+}
+
+template <class>
+inline constexpr bool dependent_false = false;
+
+template <class Function, class Argument>
+concept invocable_with_result =
+    std::is_invocable_v<Function, Argument> && !std::is_void_v<std::invoke_result_t<Function, Argument>>;
+
+template <class Function>
+struct function_leaf_visitor {
+  Function& function;
+
+  template <class Value>
+  static constexpr bool is_leaf = function_takes_leaf<Function, Value>();
+
+  template <class Leaf>
+  std::remove_cvref_t<Leaf> visit(Leaf&& leaf) const {
+    using Value = std::remove_cvref_t<Leaf>;
+    if constexpr (invocable_with_result<Function&, Leaf&&>) {
+      static_assert(std::is_convertible_v<std::invoke_result_t<Function&, Leaf&&>, Value>,
+                    "volt::apply_to_collection: the function's result must convert to the type of the leaf it "
+                    "was given (the collection keeps its type)");
+      return std::invoke(function, std::forward<Leaf>(leaf));
+    } else if constexpr (std::is_invocable_v<Function&, Value&>) {
+      // A function that takes a non-const reference, or returns nothing, works on our own copy of the leaf,
+      // which is what the collection keeps.
+      Value own = std::forward<Leaf>(leaf);
+      if constexpr (std::is_void_v<std::invoke_result_t<Function&, Value&>>) {
+        std::invoke(function, own);
+        return own;
+      } else {
+        static_assert(std::is_convertible_v<std::invoke_result_t<Function&, Value&>, Value>,
+                      "volt::apply_to_collection: the function's result must convert to the type of the leaf it "
+                      "was given (the collection keeps its type)");
+        return std::invoke(function, own);
+      }
+    } else {
+      static_assert(dependent_false<Leaf>,
+                    "volt::apply_to_collection: the function matches this leaf type but cannot be called with "
+                    "it (it takes an rvalue reference and returns nothing)");
+    }
+  }
+};
+
+}  // namespace volt::detail
+
+namespace volt {
+
+/// Lightning's apply_to_collection: returns `data` rebuilt with the same type, every leaf value `x` replaced
+/// by `function(x)` (converted to the leaf's type), everything else kept.
+///
+/// Which values are leaves (checked at every level, before recursing, so a matching container is itself a
+/// leaf and is not walked):
+/// * `function` with one non-template call signature (a lambda with a concrete parameter type, a function
+///   pointer, std::function): exactly the values whose type, without const and reference, is the parameter's
+///   type, again without const and reference. No conversion is ever applied, so a function taking
+///   `const torch::Tensor&` sees tensors only, never a double, a c10::Scalar or an int that could be
+///   converted; derived classes do not match their base either.
+/// * a generic lambda or an overload set: the values `function` is invocable with. Constrain it
+///   (`[](const auto& x) requires std::floating_point<std::decay_t<decltype(x)>> { ... }`): it is also
+///   tested against every container on the way down, so an unconstrained `auto` parameter matches the whole
+///   `data`, and a body that does not compile for a container is a hard error.
+/// A function that returns void, or that takes a non-const lvalue reference, is called with a copy of the
+/// leaf that the result then holds (so in-place tensor functions work and the input is left alone).
+///
+/// Recursed into, rebuilt with the same type: std::optional (and c10::optional), std::variant, std::tuple,
+/// std::pair, std::array, torch::data::Example, c10::List, c10::Dict (values), map-like containers (values;
+/// keys untouched), owning sequence containers (vector, deque, list, forward_list, ...), and aggregate structs
+/// of up to volt::reflect::max_fields fields (reference members are kept, not recursed). Not recursed
+/// into: sets, strings, std::vector<bool>, views such as std::span, pointers, and every other type, which are
+/// returned as is. A branch whose type cannot contain a leaf is returned without being walked.
+///
+/// An rvalue `data` is moved from: its containers are reused, so no container is copied; an lvalue is copied
+/// once. No allocation happens beyond that copy (and the new storage of c10 containers, whose copies alias).
+template <class Data, class Function>
+std::remove_cvref_t<Data> apply_to_collection(Data&& data, Function&& function) {
+  const detail::function_leaf_visitor<std::remove_reference_t<Function>> visitor{function};
+  return detail::rebuild_collection(std::forward<Data>(data), visitor);
+}
+
+}  // namespace volt
+// ---- end volt/core/apply.hpp
+// ---- begin volt/transfer/batch_to_device.hpp
+// volt::batch_to_device: Lightning's move_data_to_device for any C++ batch.
+//
+// One call moves every tensor of a nested batch (containers, tuples, optionals, variants, aggregate structs,
+// torch::data::Example, c10 containers) to a device and returns the batch with its type unchanged. The walk
+// is volt::apply_to_collection's recursion with the leaves Lightning moves: tensors, modules, and any value
+// with a `.to(device)` member, plus user types taught through volt::batch_transfer.
+
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace volt {
+
+/// Customization point: specialize for a type to decide how batch_to_device moves it. The specialization wins
+/// over every built-in rule (tensors, `.to` members, structural recursion), and must provide
+///
+///     static T to_device(T value, torch::Device device);   // any parameter form callable with T
+///
+/// returning the moved value (or something convertible to T). Inside, call volt::batch_to_device on the parts
+/// that should move the usual way. The primary template is empty: volt ignores it.
+template <class Value>
+struct batch_transfer {
+  using volt_primary_batch_transfer = void;  // marks "not specialized"
+};
+
+/// Whether batch_to_device passes non_blocking=true when it copies a tensor to `device`: for every device type
+/// except CPU and MPS, as Lightning does (non-blocking copies to MPS race, PyTorch issue 83015; to the CPU
+/// they would hand back memory before the copy finished). Values with their own `.to` never get it.
+inline bool transfer_is_non_blocking(torch::Device device) noexcept {
+  return device.type() != c10::DeviceType::CPU && device.type() != c10::DeviceType::MPS;
+}
+
+namespace detail {
+
+template <class Value>
+concept has_batch_transfer = !requires { typename batch_transfer<Value>::volt_primary_batch_transfer; };
+
+template <class Value>
+concept module_holder = requires { typename Value::ContainedType; } &&
+                        std::is_base_of_v<torch::nn::ModuleHolder<typename Value::ContainedType>, Value>;
+
+template <class Value>
+concept module_pointer =
+    is_specialization_of<Value, std::shared_ptr> && std::is_base_of_v<torch::nn::Module, typename Value::element_type>;
+
+template <class Value>
+concept has_lvalue_device_to = requires(Value& value, torch::Device device) { value.to(device); };
+
+template <class Value>
+concept has_rvalue_device_to = requires(Value&& value, torch::Device device) { std::move(value).to(device); };
+
+template <class Value>
+concept has_const_device_to = requires(const Value& value, torch::Device device) { value.to(device); };
+
+template <class Value>
+concept has_device_to = has_lvalue_device_to<Value> || has_rvalue_device_to<Value>;
+
+// The `.to` calls that give a new value (rather than changing the object in place and returning nothing).
+template <class Value>
+concept rvalue_device_to_returns = has_rvalue_device_to<Value> &&
+    !std::is_void_v<decltype(std::declval<Value&&>().to(std::declval<torch::Device>()))>;
+
+template <class Value>
+concept const_device_to_returns = has_const_device_to<Value> &&
+    !std::is_void_v<decltype(std::declval<const Value&>().to(std::declval<torch::Device>()))>;
+
+// One non-template member function named `to`: clearly meant to move the value, so if it cannot take a
+// device that is a mistake worth a compile error. An overloaded or template `to` (c10::Scalar::to<T>(),
+// c10::IValue::to<T>() are conversions) or a data member named `to` is not, and such values pass through.
+template <class Value>
+concept has_single_to_member_function =
+    requires { &Value::to; } && std::is_member_function_pointer_v<decltype(&Value::to)>;
+
+// A `.to` that returns a reference to the object it was called on, where we own that object, lets us move
+// the object instead of copying it.
+template <class Value, class Result>
+Value adopt_to_result(Result&& result, Value* owned_source) {
+  static_assert(std::is_convertible_v<Result&&, Value>,
+                "volt::batch_to_device: this value's .to(torch::Device) returns a type that does not convert to the "
+                "value's own type; a batch keeps its type, so return the value (or a reference to it, or nothing), "
+                "or specialize volt::batch_transfer for it");
+  if constexpr (std::is_lvalue_reference_v<Result> && std::is_same_v<std::remove_cvref_t<Result>, Value>) {
+    if (owned_source != nullptr && std::addressof(result) == owned_source) return std::move(*owned_source);
+  }
+  return std::forward<Result>(result);
+}
+
+// The visitor of rebuild_collection that defines batch_to_device's leaves and what happens to them.
+struct device_transfer_visitor {
+  torch::Device device;
+  bool tensor_non_blocking;
+
+  template <class Value>
+  static constexpr bool is_leaf = has_batch_transfer<Value> || std::is_same_v<Value, at::Tensor> ||
+                                  module_holder<Value> || module_pointer<Value> || has_device_to<Value> ||
+                                  has_single_to_member_function<Value>;
+
+  template <class Leaf>
+  std::remove_cvref_t<Leaf> visit(Leaf&& leaf) const {
+    using Value = std::remove_cvref_t<Leaf>;
+    if constexpr (has_batch_transfer<Value>) {
+      static_assert(
+          requires {
+            { batch_transfer<Value>::to_device(std::forward<Leaf>(leaf), device) } -> std::convertible_to<Value>;
+          },
+          "volt::batch_transfer<T> is specialized for this type but has no `static T to_device(T, torch::Device)` "
+          "callable with it (returning T or something convertible to T)");
+      return batch_transfer<Value>::to_device(std::forward<Leaf>(leaf), device);
+    } else if constexpr (std::is_same_v<Value, at::Tensor>) {
+      return move_tensor(std::forward<Leaf>(leaf));
+    } else if constexpr (module_holder<Value>) {
+      // Copies of a holder share the module: like Lightning, the module itself is moved, in place.
+      Value holder = std::forward<Leaf>(leaf);
+      if (!holder.is_empty()) holder->to(device);
+      return holder;
+    } else if constexpr (module_pointer<Value>) {
+      Value pointer = std::forward<Leaf>(leaf);
+      if (pointer != nullptr) pointer->to(device);
+      return pointer;
+    } else {
+      static_assert(has_device_to<Value>,
+                    "volt::batch_to_device: this value has a member function `to` that cannot be called with a "
+                    "torch::Device; give it a `to(torch::Device)` overload, or specialize volt::batch_transfer "
+                    "for its type");
+      return call_member_to(std::forward<Leaf>(leaf));
+    }
+  }
+
+ private:
+  // Same device: the same tensor (same TensorImpl), without LibTorch's dispatch, as `.to` would return it.
+  // Undefined tensors (C++'s None) are kept: LibTorch's `.to` would throw on them.
+  template <class Leaf>
+  at::Tensor move_tensor(Leaf&& tensor) const {
+    if (!tensor.defined() || tensor.device() == device) return std::forward<Leaf>(tensor);
+    return tensor.to(at::TensorOptions().device(device), tensor_non_blocking);
+  }
+
+  // Lightning calls `.to(device)` on the object itself. A C++ lvalue argument stays untouched: a `.to` that
+  // can only run on a mutable object runs on our copy (or on the rvalue the caller gave up). A `.to` that
+  // returns nothing moved the object in place, which is what is kept (Lightning keeps the object too).
+  template <class Leaf>
+  std::remove_cvref_t<Leaf> call_member_to(Leaf&& leaf) const {
+    using Value = std::remove_cvref_t<Leaf>;
+    constexpr bool caller_gave_it_up =
+        !std::is_lvalue_reference_v<Leaf> && !std::is_const_v<std::remove_reference_t<Leaf>>;
+    if constexpr (caller_gave_it_up && rvalue_device_to_returns<Value>) {
+      return adopt_to_result<Value>(std::move(leaf).to(device), std::addressof(leaf));
+    } else if constexpr (const_device_to_returns<Value>) {
+      return adopt_to_result<Value>(std::as_const(leaf).to(device), nullptr);
+    } else {
+      Value own = std::forward<Leaf>(leaf);
+      if constexpr (has_lvalue_device_to<Value>) {
+        if constexpr (std::is_void_v<decltype(own.to(device))>) {
+          own.to(device);
+          return own;
+        } else {
+          return adopt_to_result<Value>(own.to(device), std::addressof(own));
+        }
+      } else if constexpr (std::is_void_v<decltype(std::move(own).to(device))>) {
+        std::move(own).to(device);
+        return own;
+      } else {
+        return adopt_to_result<Value>(std::move(own).to(device), std::addressof(own));
+      }
+    }
+  }
+};
+
+}  // namespace detail
+
+/// Lightning's move_data_to_device: returns `batch`, with its type unchanged, with every tensor inside moved
+/// to `device`. Walks the batch like volt::apply_to_collection (see there for the containers recursed into);
+/// the first rule that matches a value decides:
+/// 1. a volt::batch_transfer<T> specialization: its to_device(value, device);
+/// 2. torch::Tensor: `.to(device)`, with non_blocking as transfer_is_non_blocking(device) says; a tensor
+///    already on `device` (same type and index), or undefined, is returned as is (same TensorImpl, no copy);
+/// 3. a module holder (torch::nn::Linear, ...) or std::shared_ptr to a torch::nn::Module: the module is moved
+///    in place with `->to(device)` and the same holder is returned;
+/// 4. any value with a member `.to` callable with a torch::Device (so an aggregate with `.to` is not recursed
+///    into): `.to(device)` without non_blocking; its result replaces the value, or, when it returns nothing, the
+///    value it was called on is kept. A single non-template member function `to` that cannot take a device is a
+///    compile error; an overloaded or template `to`, or a data member named `to`, is ignored;
+/// 5. structural recursion (containers, tuples, optionals, variants, aggregates, ...);
+/// 6. everything else (numbers, strings, sets, std::nullopt, std::monostate, unknown types) is returned as is.
+/// An rvalue batch is moved from (its containers are reused, nothing is copied); an lvalue batch is left
+/// unchanged, except modules (shared by their holders), which move in place as in Lightning.
+template <class Batch>
+std::remove_cvref_t<Batch> batch_to_device(Batch&& batch, torch::Device device) {
+  const detail::device_transfer_visitor visitor{device, transfer_is_non_blocking(device)};
+  return detail::rebuild_collection(std::forward<Batch>(batch), visitor);
+}
+
+}  // namespace volt
+// ---- end volt/transfer/batch_to_device.hpp
 // ---- end volt/transfer.hpp
 // ---- begin volt/precision.hpp
 // volt/precision: umbrella header of this area.
+//
+// Precision policies (FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast), the autocast and
+// default-dtype scope guards, the GradScaler, and the compile-time accelerator/precision rules.
+
+// ---- begin volt/precision/autocast.hpp
+// Scope guards that the precision policies return from forward_context(): autocast, a default dtype, or
+// nothing at all.
+//
+// All three are RAII types that can be neither copied nor moved: a policy returns them as prvalues
+// (guaranteed copy elision), and the caller keeps them alive for exactly the scope of one step.
+// Autocast and the default dtype are thread-local in LibTorch, so a guard must be destroyed on the
+// thread that created it.
+
+
+#include <torch/torch.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace volt {
+
+/// The guard of the FP32 policy: does nothing and compiles to nothing. Its destructor is user-provided
+/// only so that `auto scope = precision.forward_context();` is not flagged as an unused variable.
+class [[nodiscard]] NoOpGuard {
+ public:
+  NoOpGuard() = default;
+  ~NoOpGuard() {}  // NOLINT(modernize-use-equals-default): a trivial destructor triggers -Wunused-variable
+  NoOpGuard(const NoOpGuard&) = delete;
+  NoOpGuard& operator=(const NoOpGuard&) = delete;
+};
+
+/// Sets LibTorch's default floating dtype (the dtype of `torch::ones({2})`, `torch::tensor({1.0})`, new
+/// parameters) for its lifetime and restores the previous one on destruction, as Lightning's
+/// `HalfPrecision`/`DoublePrecision` forward contexts do with `torch.set_default_dtype`.
+class [[nodiscard]] DefaultDtypeGuard {
+ public:
+  /// Throws std::invalid_argument when `dtype` is not a floating dtype (LibTorch would accept it and
+  /// then build integer "floating" tensors).
+  explicit DefaultDtypeGuard(c10::ScalarType dtype) : previous_(c10::get_default_dtype()) {
+    if (!c10::isFloatingType(dtype)) {
+      throw std::invalid_argument(std::string("volt: the default dtype must be a floating dtype, got ") +
+                                  c10::toString(dtype) + "; use Float, Double, Half or BFloat16");
+    }
+    c10::set_default_dtype(caffe2::TypeMeta::fromScalarType(dtype));
+  }
+  ~DefaultDtypeGuard() { c10::set_default_dtype(previous_); }
+  DefaultDtypeGuard(const DefaultDtypeGuard&) = delete;
+  DefaultDtypeGuard& operator=(const DefaultDtypeGuard&) = delete;
+
+ private:
+  caffe2::TypeMeta previous_;
+};
+
+/// How an AutocastGuard configures its scope.
+struct AutocastOptions {
+  /// false opens a scope with autocast switched off (PyTorch's `autocast(enabled=False)`), e.g. to run
+  /// a numerically sensitive block in full precision inside a mixed-precision step.
+  bool enabled = true;
+  /// Whether casts of leaf tensors that require grad (the weights) are cached inside the scope.
+  bool cache_enabled = true;
+};
+
+/// PyTorch's `torch.autocast(device_type, dtype)` as an RAII scope, over LibTorch 1.13's per-backend and
+/// 2.4+'s per-device-type autocast switches.
+///
+/// On entry it records the device type's enabled flag and autocast dtype and the global cache flag, then
+/// switches autocast on (or off) with `dtype` and increments the autocast nesting depth. On exit it
+/// restores all three, and when the outermost autocast scope of the thread exits it clears the cache
+/// of cast weights, so that casts made for one step do not outlive it (what PyTorch's `__exit__` does).
+class [[nodiscard]] AutocastGuard {
+ public:
+  /// Throws std::runtime_error, changing nothing, when `options.enabled` and this LibTorch cannot
+  /// autocast to `dtype` on `device_type` (for example MPS before LibTorch 2.4, fp16 on CPU in 1.13).
+  AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, AutocastOptions options = {})
+      : device_type_(device_type) {
+    if (options.enabled && !compat::autocast_dtype_supported(device_type, dtype)) {
+      throw std::runtime_error(std::string("volt: this LibTorch (") + TORCH_VERSION + ") cannot autocast to " +
+                               c10::toString(dtype) + " on device type " + c10::DeviceTypeName(device_type) +
+                               "; use volt::BF16Autocast on CPU, a newer LibTorch for MPS, or volt::FP32");
+    }
+    previous_cache_enabled_ = compat::autocast_cache_enabled();
+    previous_enabled_ = compat::autocast_enabled(device_type);
+    // LibTorch 1.13 has no dtype slot for device types it cannot autocast on.
+    dtype_known_ = compat::autocast_available(device_type);
+    if (dtype_known_) previous_dtype_ = compat::autocast_dtype(device_type);
+    if (options.enabled || previous_enabled_) compat::set_autocast_enabled(device_type, options.enabled);
+    if (dtype_known_) compat::set_autocast_dtype(device_type, dtype);
+    compat::autocast_increment_nesting();
+    compat::set_autocast_cache_enabled(options.cache_enabled);
+  }
+
+  ~AutocastGuard() {
+    if (compat::autocast_decrement_nesting() == 0) compat::autocast_clear_cache();
+    if (compat::autocast_enabled(device_type_) != previous_enabled_) {
+      compat::set_autocast_enabled(device_type_, previous_enabled_);
+    }
+    if (dtype_known_) compat::set_autocast_dtype(device_type_, previous_dtype_);
+    compat::set_autocast_cache_enabled(previous_cache_enabled_);
+  }
+
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+  c10::DeviceType device_type() const noexcept { return device_type_; }
+
+ private:
+  c10::DeviceType device_type_;
+  bool previous_enabled_ = false;
+  bool previous_cache_enabled_ = true;
+  bool dtype_known_ = false;
+  c10::ScalarType previous_dtype_ = c10::ScalarType::Undefined;
+};
+
+/// torch::NoGradGuard that also clears the autocast cache when it exits, what Lightning's mixed-precision
+/// forward_context does to every `torch.no_grad()` block inside a step. Autocast caches the fp16/bf16 casts
+/// of the weights; a cast made under no-grad has no autograd history, and if a later grad-mode use in the
+/// same autocast scope reused it, those weights would silently get no gradient. Use it instead of
+/// torch::NoGradGuard inside steps that run under autocast; outside autocast it costs one cache clear.
+class [[nodiscard]] AutocastSafeNoGradGuard {
+ public:
+  AutocastSafeNoGradGuard() = default;
+  ~AutocastSafeNoGradGuard() { compat::autocast_clear_cache(); }
+  AutocastSafeNoGradGuard(const AutocastSafeNoGradGuard&) = delete;
+  AutocastSafeNoGradGuard& operator=(const AutocastSafeNoGradGuard&) = delete;
+
+ private:
+  torch::NoGradGuard no_grad_;
+};
+
+}  // namespace volt
+// ---- end volt/precision/autocast.hpp
+// ---- begin volt/precision/compatibility.hpp
+// Which precision policies an accelerator can run, decided at compile time.
+//
+// `precision_supported<Accelerator, Precision>` is a trait users may specialize for their own policies
+// (Kokkos style); `check_precision_supported<A, P>()` turns a false answer into a compile error that names
+// the rule and the fix. The Trainer and Fabric call it once for their <Accelerator, Precision> pair.
+//
+// Only the names of the policies are needed here, so this header declares them and includes no LibTorch:
+// the accelerators are defined in volt/accelerators/, the precision policies in volt/precision/policies.hpp.
+
+#include <type_traits>
+
+namespace volt {
+
+struct CPU;
+struct CUDA;
+struct MPS;
+struct Auto;
+struct GPU;
+
+struct FP32;
+struct FP64;
+struct FP16True;
+struct BF16True;
+struct FP16Autocast;
+struct BF16Autocast;
+
+/// Whether `Precision` can run on `Accelerator`. True unless a rule below says otherwise; specialize it
+/// to forbid (or re-allow) a combination involving your own types. Accelerators resolved at run time
+/// (Auto, GPU) are allowed here and checked when the policy's setup() sees the real device.
+template <class Accelerator, class Precision>
+struct precision_supported : std::true_type {};
+
+/// Lightning turns "16-mixed" on CPU into "bf16-mixed"; when the CPU is known at compile time volt asks
+/// for BF16Autocast instead of silently running something other than what was spelled.
+template <>
+struct precision_supported<CPU, FP16Autocast> : std::false_type {};
+
+/// Metal has no float64 tensors.
+template <>
+struct precision_supported<MPS, FP64> : std::false_type {};
+
+namespace detail {
+template <class Accelerator, class Precision>
+inline constexpr bool is_cpu_fp16_autocast =
+    std::is_same_v<Accelerator, CPU> && std::is_same_v<Precision, FP16Autocast>;
+template <class Accelerator, class Precision>
+inline constexpr bool is_mps_fp64 = std::is_same_v<Accelerator, MPS> && std::is_same_v<Precision, FP64>;
+}  // namespace detail
+
+/// Fails to compile when precision_supported<Accelerator, Precision> is false, with one message per rule.
+/// Does nothing at run time.
+template <class Accelerator, class Precision>
+constexpr void check_precision_supported() {
+  constexpr bool supported = precision_supported<Accelerator, Precision>::value;
+  static_assert(supported || !detail::is_cpu_fp16_autocast<Accelerator, Precision>,
+                "volt: FP16Autocast is not supported on the CPU accelerator; use volt::BF16Autocast");
+  static_assert(supported || !detail::is_mps_fp64<Accelerator, Precision>,
+                "volt: FP64 is not supported on the MPS accelerator (Metal has no float64); use volt::FP32");
+  static_assert(supported || detail::is_cpu_fp16_autocast<Accelerator, Precision> ||
+                    detail::is_mps_fp64<Accelerator, Precision>,
+                "volt: this precision policy is not supported on this accelerator "
+                "(volt::precision_supported<Accelerator, Precision> is false); choose another precision policy");
+}
+
+}  // namespace volt
+// ---- end volt/precision/compatibility.hpp
+// ---- begin volt/precision/grad_scaler.hpp
+// volt::GradScaler: dynamic loss scaling for fp16 mixed precision (PyTorch's torch.amp.GradScaler, which
+// LibTorch lacks in every version).
+//
+// fp16 gradients of small losses underflow to zero. The scaler multiplies the loss by a large factor before
+// backward, divides the gradients by it before the optimizer step, skips the step when a gradient overflowed
+// to inf/NaN, and adapts the factor: halve it after an overflow, double it after `growth_interval`
+// consecutive finite steps. The algorithm and the error messages follow PyTorch's Python GradScaler.
+//
+// The scale, the growth tracker and the found-inf flags are tensors on the device, so unscale_() and
+// update() never wait for the GPU; step() reads the found-inf flag once, because it must decide on the
+// host whether to call optimizer.step().
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// Construction options of GradScaler; PyTorch's defaults.
+struct GradScalerOptions {
+  double init_scale = 65536.0;
+  /// Factor applied after `growth_interval` consecutive steps without inf/NaN; must be > 1.
+  double growth_factor = 2.0;
+  /// Factor applied after a step with inf/NaN gradients; must be < 1.
+  double backoff_factor = 0.5;
+  /// Consecutive finite steps before the scale grows; must be > 0.
+  std::int64_t growth_interval = 2000;
+  /// A disabled scaler passes losses through, steps unconditionally and has no state.
+  bool enabled = true;
+  /// Use LibTorch's fused kernels on devices that have them (see compat::amp_scaler_kernels_available)
+  /// for fp32/fp64 gradients; false forces the plain tensor-op path everywhere (same results; for tests
+  /// and debugging). bf16 gradients always take the plain path (CUDA's fused kernel rejects them).
+  bool use_fused_kernels = true;
+};
+
+/// A GradScaler's persistent state, the five entries of PyTorch's `GradScaler.state_dict()`.
+struct GradScalerState {
+  double scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  std::int64_t growth_interval = 2000;
+  /// Consecutive finite steps since the last growth or backoff (PyTorch's `_growth_tracker`).
+  std::int64_t growth_tracker = 0;
+};
+
+/// Dynamic loss scaler. Per iteration, for each optimizer:
+///
+///     auto scaled = scaler.scale(loss); scaled.backward();
+///     scaler.unscale_(optimizer);          // optional: to clip or inspect unscaled gradients
+///     scaler.step(optimizer);              // unscales if not done yet; skips the step on inf/NaN
+///     scaler.update();                     // once per iteration, after every optimizer stepped
+///
+/// Optimizers are told apart by identity (address), as PyTorch keys them by `id(optimizer)`; the
+/// bookkeeping of an iteration is dropped by update(). Not thread-safe.
+class GradScaler {
+ public:
+  /// Where an optimizer stands in the current iteration.
+  enum class Stage { ready, unscaled, stepped };
+
+  /// The scale tensor is created on the device of the first tensor passed to scale().
+  /// Throws std::invalid_argument when enabled with growth_factor <= 1, backoff_factor >= 1 or
+  /// growth_interval <= 0.
+  explicit GradScaler(GradScalerOptions options = {}) : options_(options) {
+    if (!options_.enabled) return;
+    if (!(options_.growth_factor > 1.0)) throw std::invalid_argument("The growth factor must be > 1.0.");
+    if (!(options_.backoff_factor < 1.0)) throw std::invalid_argument("The backoff factor must be < 1.0.");
+    if (options_.growth_interval <= 0) {
+      throw std::invalid_argument("volt: GradScaler growth_interval must be > 0, got " +
+                                  std::to_string(options_.growth_interval));
+    }
+  }
+
+  /// Creates the scale on `device` right away (what the precision policies do with the root device).
+  /// Throws as the other constructor, and what LibTorch throws for an unusable device.
+  GradScaler(GradScalerOptions options, torch::Device device) : GradScaler(options) {
+    if (options_.enabled) initialize_scale(device);
+  }
+
+  bool is_enabled() const noexcept { return options_.enabled; }
+
+  /// `outputs` multiplied by the current scale (a new tensor; autograd sees the multiplication).
+  /// Returns `outputs` unchanged when disabled.
+  torch::Tensor scale(const torch::Tensor& outputs) {
+    if (!options_.enabled) return outputs;
+    if (!scale_.defined()) initialize_scale(outputs.device());
+    return outputs * scale_.to(outputs.device(), /*non_blocking=*/true);
+  }
+
+  /// Divides the gradients of `optimizer`'s parameters by the scale, in place, and records on the device
+  /// whether any of them is inf/NaN. Call it at most once per optimizer between update()s, after every
+  /// gradient of the iteration was accumulated. No-op when disabled.
+  /// Throws std::runtime_error when called twice or after step() in one iteration, or before any scale();
+  /// std::invalid_argument when a gradient is fp16 (fp16 parameters cannot be unscaled safely: train
+  /// fp32 parameters under autocast instead).
+  void unscale_(torch::optim::Optimizer& optimizer) {
+    if (!options_.enabled) return;
+    require_scale("unscale_");
+    auto& state = optimizer_states_[&optimizer];
+    if (state.stage == Stage::unscaled) {
+      throw std::runtime_error("unscale_() has already been called on this optimizer since the last update().");
+    }
+    if (state.stage == Stage::stepped) throw std::runtime_error("unscale_() is being called after step().");
+
+    // The reciprocal is taken in fp64 because fp32 division can be imprecise under some compile options;
+    // MPS has no fp64.
+    const auto inv_scale = scale_.device().is_mps() ? scale_.reciprocal()
+                                                    : scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+    auto found_inf = torch::zeros({}, scale_.options().dtype(torch::kFloat));
+    state.found_inf_per_device = unscale_gradients(optimizer, inv_scale, found_inf);
+    state.stage = Stage::unscaled;
+  }
+
+  /// Unscales `optimizer`'s gradients unless unscale_() already did, then calls `optimizer.step()` only if
+  /// no gradient was inf/NaN. Returns whether `optimizer.step()` ran. This is the one place that reads the
+  /// found-inf flag on the host. When disabled, steps unconditionally.
+  /// Throws std::runtime_error when called twice in one iteration, when no parameter of `optimizer` has a
+  /// gradient, or before any scale(); whatever optimizer.step() throws.
+  bool step(torch::optim::Optimizer& optimizer) {
+    if (!options_.enabled) {
+      optimizer.step();
+      return true;
+    }
+    require_scale("step");
+    if (optimizer_states_[&optimizer].stage == Stage::stepped) {
+      throw std::runtime_error("step() has already been called since the last update().");
+    }
+    if (optimizer_states_[&optimizer].stage == Stage::ready) unscale_(optimizer);
+    auto& state = optimizer_states_[&optimizer];
+    if (state.found_inf_per_device.empty()) {
+      throw std::runtime_error(
+          "No inf checks were recorded for this optimizer. (volt: none of its parameters has a gradient; "
+          "run backward on the scaled loss before step())");
+    }
+    bool skip = false;
+    for (const auto& [device, found_inf] : state.found_inf_per_device) {
+      if (found_inf.item<float>() != 0.0F) {
+        skip = true;
+        break;
+      }
+    }
+    if (!skip) optimizer.step();
+    state.stage = Stage::stepped;
+    return !skip;
+  }
+
+  /// Adapts the scale from the inf/NaN checks of every optimizer unscaled this iteration: times
+  /// backoff_factor if any found inf/NaN, else times growth_factor when this completes growth_interval
+  /// finite steps in a row (and only if the grown scale is finite). Runs on the device without waiting
+  /// for it. Then forgets the iteration's per-optimizer bookkeeping. No-op when disabled.
+  /// Throws std::runtime_error before any scale() or when no optimizer was unscaled or stepped.
+  void update() {
+    if (!options_.enabled) return;
+    require_scale("update");
+    torch::Tensor found_inf_combined;
+    for (const auto& [optimizer, state] : optimizer_states_) {
+      for (const auto& [device, found_inf] : state.found_inf_per_device) {
+        auto here = found_inf.to(scale_.device(), /*non_blocking=*/true);
+        found_inf_combined = found_inf_combined.defined() ? found_inf_combined + here : here;
+      }
+    }
+    if (!found_inf_combined.defined()) throw std::runtime_error("No inf checks were recorded prior to update.");
+
+    if (use_fused(scale_.device().type())) {
+      at::_amp_update_scale_(scale_, growth_tracker_, found_inf_combined, options_.growth_factor,
+                             options_.backoff_factor, options_.growth_interval);
+    } else {
+      update_scale_with_tensor_ops(found_inf_combined);
+    }
+    optimizer_states_.clear();
+  }
+
+  /// Sets the scale to `new_scale` instead of adapting it, and forgets the iteration's bookkeeping.
+  /// No-op when disabled. Throws std::runtime_error before any scale().
+  void update(double new_scale) {
+    if (!options_.enabled) return;
+    require_scale("update");
+    scale_.fill_(new_scale);
+    optimizer_states_.clear();
+  }
+
+  /// The current scale: init_scale before the first scale(), 1.0 when disabled. Waits for the device.
+  double get_scale() const {
+    if (!options_.enabled) return 1.0;
+    return scale_.defined() ? static_cast<double>(scale_.item<float>()) : options_.init_scale;
+  }
+
+  /// The scale as a 0-dim float32 device tensor (undefined before the first scale() or when disabled);
+  /// reading it does not synchronise.
+  const torch::Tensor& scale_tensor() const noexcept { return scale_; }
+
+  /// Consecutive finite steps since the last growth or backoff. Waits for the device.
+  std::int64_t growth_tracker() const {
+    if (!options_.enabled) return 0;
+    return growth_tracker_.defined() ? static_cast<std::int64_t>(growth_tracker_.item<int>())
+                                     : initial_growth_tracker_;
+  }
+
+  double growth_factor() const noexcept { return options_.growth_factor; }
+  double backoff_factor() const noexcept { return options_.backoff_factor; }
+  std::int64_t growth_interval() const noexcept { return options_.growth_interval; }
+  void set_growth_factor(double factor) noexcept { options_.growth_factor = factor; }
+  void set_backoff_factor(double factor) noexcept { options_.backoff_factor = factor; }
+  void set_growth_interval(std::int64_t interval) noexcept { options_.growth_interval = interval; }
+
+  /// Where `optimizer` stands in the current iteration (ready before unscale_ and after update()).
+  Stage stage(const torch::optim::Optimizer& optimizer) const {
+    const auto it = optimizer_states_.find(&optimizer);
+    return it == optimizer_states_.end() ? Stage::ready : it->second.stage;
+  }
+
+  /// The state to checkpoint (call it after update()); std::nullopt when disabled, as PyTorch returns {}.
+  /// Waits for the device.
+  std::optional<GradScalerState> state_dict() const {
+    if (!options_.enabled) return std::nullopt;
+    return GradScalerState{get_scale(), options_.growth_factor, options_.backoff_factor, options_.growth_interval,
+                           growth_tracker()};
+  }
+
+  /// Restores a state from state_dict(). No-op when disabled.
+  void load_state_dict(const GradScalerState& state) {
+    if (!options_.enabled) return;
+    options_.init_scale = state.scale;
+    options_.growth_factor = state.growth_factor;
+    options_.backoff_factor = state.backoff_factor;
+    options_.growth_interval = state.growth_interval;
+    initial_growth_tracker_ = state.growth_tracker;
+    if (scale_.defined()) scale_.fill_(state.scale);
+    if (growth_tracker_.defined()) growth_tracker_.fill_(state.growth_tracker);
+  }
+
+  /// Writes state_dict() into `archive` under PyTorch's key names ("scale", "growth_factor",
+  /// "backoff_factor", "growth_interval", "_growth_tracker"); writes nothing when disabled.
+  void save(torch::serialize::OutputArchive& archive) const {
+    const auto state = state_dict();
+    if (!state) return;
+    archive.write("scale", c10::IValue(state->scale));
+    archive.write("growth_factor", c10::IValue(state->growth_factor));
+    archive.write("backoff_factor", c10::IValue(state->backoff_factor));
+    archive.write("growth_interval", c10::IValue(state->growth_interval));
+    archive.write("_growth_tracker", c10::IValue(state->growth_tracker));
+  }
+
+  /// Reads what save() wrote. No-op when disabled. Throws std::runtime_error when the archive holds no
+  /// scaler state (saved from a disabled scaler or by another precision) or only part of it.
+  void load(torch::serialize::InputArchive& archive) {
+    if (!options_.enabled) return;
+    c10::IValue value;
+    if (!archive.try_read("scale", value)) {
+      throw std::runtime_error(
+          "The source state dict is empty, possibly because it was saved from a disabled instance of "
+          "GradScaler.");
+    }
+    GradScalerState state;
+    state.scale = value.toDouble();
+    state.growth_factor = read_entry(archive, "growth_factor").toDouble();
+    state.backoff_factor = read_entry(archive, "backoff_factor").toDouble();
+    state.growth_interval = read_entry(archive, "growth_interval").toInt();
+    state.growth_tracker = read_entry(archive, "_growth_tracker").toInt();
+    load_state_dict(state);
+  }
+
+ private:
+  using PerDeviceTensors = std::vector<std::pair<torch::Device, torch::Tensor>>;
+
+  struct OptimizerState {
+    Stage stage = Stage::ready;
+    PerDeviceTensors found_inf_per_device;
+  };
+
+  /// Gradients that one fused kernel call can take: same device, same dtype.
+  struct GradientGroup {
+    torch::Device device;
+    c10::ScalarType dtype;
+    std::vector<torch::Tensor> gradients;
+  };
+
+  void initialize_scale(torch::Device device) {
+    scale_ = torch::full({}, options_.init_scale, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    growth_tracker_ = torch::full({}, initial_growth_tracker_, torch::TensorOptions().dtype(torch::kInt).device(device));
+  }
+
+  void require_scale(const char* function) const {
+    if (!scale_.defined()) {
+      throw std::runtime_error(std::string("Attempted ") + function +
+                               " but _scale is None.  This may indicate your script did not use "
+                               "scaler.scale(loss or outputs) earlier in the iteration.");
+    }
+  }
+
+  bool use_fused(c10::DeviceType device_type) const {
+    return options_.use_fused_kernels && compat::amp_scaler_kernels_available(device_type);
+  }
+
+  /// The fused unscale kernel is used for fp32 and fp64 gradients only: CUDA's kernel rejects bf16
+  /// ("not implemented for 'BFloat16'"), and fp16 gradients are refused before this point.
+  bool fused_unscale_takes(c10::DeviceType device_type, c10::ScalarType dtype) const {
+    return (dtype == torch::kFloat || dtype == torch::kDouble) && use_fused(device_type);
+  }
+
+  /// `tensor` on `device`, copied once per device and then reused (PyTorch's _MultiDeviceReplicator).
+  static torch::Tensor replica_on(PerDeviceTensors& replicas, const torch::Tensor& tensor, torch::Device device) {
+    for (const auto& [replica_device, replica] : replicas) {
+      if (replica_device == device) return replica;
+    }
+    replicas.emplace_back(device, tensor.to(device, /*non_blocking=*/true));
+    return replicas.back().second;
+  }
+
+  PerDeviceTensors unscale_gradients(torch::optim::Optimizer& optimizer, const torch::Tensor& inv_scale,
+                                     const torch::Tensor& found_inf) {
+    torch::NoGradGuard no_grad;
+    std::vector<GradientGroup> groups;
+    for (auto& param_group : optimizer.param_groups()) {
+      for (auto& parameter : param_group.params()) {
+        const auto& gradient = parameter.grad();
+        if (!gradient.defined()) continue;
+        if (gradient.scalar_type() == torch::kHalf) throw std::invalid_argument("Attempting to unscale FP16 gradients.");
+        // A sparse gradient is unscaled through its values; its indices carry no magnitude.
+        auto to_unscale = gradient.is_sparse() ? gradient._values() : gradient;
+        auto group = std::find_if(groups.begin(), groups.end(), [&](const GradientGroup& candidate) {
+          return candidate.device == to_unscale.device() && candidate.dtype == to_unscale.scalar_type();
+        });
+        if (group == groups.end()) {
+          groups.push_back(GradientGroup{to_unscale.device(), to_unscale.scalar_type(), {}});
+          group = std::prev(groups.end());
+        }
+        group->gradients.push_back(std::move(to_unscale));
+      }
+    }
+
+    PerDeviceTensors found_inf_per_device;
+    PerDeviceTensors inv_scale_per_device;
+    for (auto& group : groups) {
+      auto device_found_inf = replica_on(found_inf_per_device, found_inf, group.device);
+      const auto device_inv_scale = replica_on(inv_scale_per_device, inv_scale, group.device);
+      if (fused_unscale_takes(group.device.type(), group.dtype)) {
+        at::_amp_foreach_non_finite_check_and_unscale_(group.gradients, device_found_inf, device_inv_scale);
+      } else {
+        unscale_with_tensor_ops(group.gradients, device_found_inf, device_inv_scale);
+      }
+    }
+    return found_inf_per_device;
+  }
+
+  /// What `_amp_foreach_non_finite_check_and_unscale_` computes, for backends without it: set `found_inf`
+  /// to 1 if any value is inf/NaN, and multiply every gradient by `inv_scale` in at least fp32 (the
+  /// kernel's math type) without leaving the device.
+  static void unscale_with_tensor_ops(std::vector<torch::Tensor>& gradients, torch::Tensor& found_inf,
+                                      const torch::Tensor& inv_scale) {
+    for (auto& gradient : gradients) {
+      found_inf.masked_fill_(gradient.isfinite().logical_not().any(), 1.0);
+      if (gradient.scalar_type() == torch::kBFloat16 || gradient.scalar_type() == torch::kHalf) {
+        gradient.copy_(gradient.to(torch::kFloat).mul_(inv_scale));
+      } else {
+        gradient.mul_(inv_scale);
+      }
+    }
+  }
+
+  /// What `_amp_update_scale_` computes, for backends without it, as device tensor ops (no host sync).
+  void update_scale_with_tensor_ops(const torch::Tensor& found_inf) {
+    const auto overflowed = found_inf.ne(0);
+    const auto successful = growth_tracker_ + 1;
+    const auto interval_completed = successful.eq(options_.growth_interval);
+    // The kernel multiplies in double and rounds once to float.
+    const auto scale_in_double = scale_.to(torch::kDouble);
+    const auto backed_off = (scale_in_double * options_.backoff_factor).to(torch::kFloat);
+    const auto grown = (scale_in_double * options_.growth_factor).to(torch::kFloat);
+    const auto grow = interval_completed.logical_and(grown.isfinite());
+    scale_.copy_(torch::where(overflowed, backed_off, torch::where(grow, grown, scale_)));
+    growth_tracker_.copy_(successful.masked_fill(overflowed.logical_or(interval_completed), 0));
+  }
+
+  static c10::IValue read_entry(torch::serialize::InputArchive& archive, const char* key) {
+    c10::IValue value;
+    if (!archive.try_read(key, value)) {
+      throw std::runtime_error(std::string("volt: the GradScaler state in this checkpoint lacks \"") + key +
+                               "\"; it was not written by GradScaler::save()");
+    }
+    return value;
+  }
+
+  GradScalerOptions options_;
+  std::int64_t initial_growth_tracker_ = 0;
+  torch::Tensor scale_;           // 0-dim float32 on the device of the first scaled loss
+  torch::Tensor growth_tracker_;  // 0-dim int32 next to scale_
+  std::unordered_map<const torch::optim::Optimizer*, OptimizerState> optimizer_states_;
+};
+
+}  // namespace volt
+// ---- end volt/precision/grad_scaler.hpp
+// ---- begin volt/precision/policies.hpp
+// The precision policies: Lightning's precision plugins as small types the Trainer and Fabric hold by value.
+//
+//   volt::FP32          "32-true"     nothing changes (the default)
+//   volt::FP64          "64-true"     module, floating inputs and the default dtype become float64
+//   volt::FP16True      "16-true"     ... become float16
+//   volt::BF16True      "bf16-true"   ... become bfloat16
+//   volt::FP16Autocast  "16-mixed"    fp32 weights, steps under fp16 autocast, loss scaled by a GradScaler
+//   volt::BF16Autocast  "bf16-mixed"  fp32 weights, steps under bf16 autocast, no scaler
+//
+// Every policy has the same interface, in the order the host calls it:
+//
+//   setup(root_device)              once, before training (the device the strategy resolved)
+//   convert_module(module)          once, after setup
+//   convert_input(batch)            per batch
+//   forward_context()               RAII guard around each training/validation/test/predict step
+//   pre_backward(loss)              the tensor to call backward() on (the scaled loss with a scaler)
+//   optimizer_step(opt, before)     unscale -> before() (hooks, clipping) -> step unless inf/NaN -> update
+//   scaler(), save(), load()        the GradScaler and its checkpoint state
+//
+// None of them is thread-safe; forward_context()'s guard must be destroyed on the thread that made it.
+
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace volt {
+
+/// "32-true": full precision, the identity everywhere. Stateless, and its guard costs nothing.
+struct FP32 {
+  static constexpr std::string_view name = "32-true";
+  static constexpr bool is_autocast = false;
+
+  void setup(torch::Device /*root_device*/) noexcept {}
+  void convert_module(torch::nn::Module& /*module*/) noexcept {}
+  /// Returns `batch` unchanged (moved when given an rvalue).
+  template <class Batch>
+  std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
+    return std::forward<Batch>(batch);
+  }
+  [[nodiscard]] NoOpGuard init_context() const noexcept { return {}; }
+  [[nodiscard]] NoOpGuard forward_context() const noexcept { return {}; }
+  torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
+  /// Runs `before_step()` then `optimizer.step()`; returns true. Throws what they throw.
+  template <class BeforeStep>
+  bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
+    std::forward<BeforeStep>(before_step)();
+    optimizer.step();
+    return true;
+  }
+  GradScaler* scaler() noexcept { return nullptr; }
+  const GradScaler* scaler() const noexcept { return nullptr; }
+  void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
+  void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
+};
+
+namespace detail {
+
+/// Shared implementation of the "true" precisions (Lightning's HalfPrecision and DoublePrecision): the
+/// whole model and every floating input live in `Dtype`; new tensors default to it inside the contexts.
+template <c10::ScalarType Dtype>
+class TruePrecision {
+ public:
+  static constexpr bool is_autocast = false;
+  static constexpr c10::ScalarType dtype = Dtype;
+
+  void setup(torch::Device /*root_device*/) {}
+
+  /// Casts every floating parameter and buffer (and existing gradient) of `module` and its children to
+  /// `Dtype`, leaving integer buffers such as BatchNorm's num_batches_tracked alone, as PyTorch's
+  /// `module.to(dtype)` does (LibTorch's Module::to would cast those too).
+  void convert_module(torch::nn::Module& module) {
+    torch::NoGradGuard no_grad;
+    for (auto& parameter : module.parameters(/*recurse=*/true)) {
+      if (!parameter.is_floating_point()) continue;
+      parameter.set_data(parameter.to(Dtype));
+      if (parameter.grad().defined()) parameter.mutable_grad() = parameter.grad().to(Dtype);
+    }
+    for (auto& buffer : module.buffers(/*recurse=*/true)) {
+      if (buffer.is_floating_point()) buffer.set_data(buffer.to(Dtype));
+    }
+  }
+
+  /// `batch` with every floating tensor inside cast to `Dtype`; integer and bool tensors and non-tensor
+  /// members are kept as they are. Same type as `batch`.
+  template <class Batch>
+  std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
+    return apply_to_collection(std::forward<Batch>(batch), [](const torch::Tensor& tensor) -> torch::Tensor {
+      return tensor.is_floating_point() ? tensor.to(Dtype) : tensor;
+    });
+  }
+
+  /// Default dtype `Dtype` while the module is built (Lightning's tensor_init_context).
+  [[nodiscard]] DefaultDtypeGuard init_context() const { return DefaultDtypeGuard(Dtype); }
+  /// Default dtype `Dtype` for the step, so tensors the step creates match the model.
+  [[nodiscard]] DefaultDtypeGuard forward_context() const { return DefaultDtypeGuard(Dtype); }
+
+  torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
+
+  /// Runs `before_step()` then `optimizer.step()`; returns true. Throws what they throw.
+  template <class BeforeStep>
+  bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
+    std::forward<BeforeStep>(before_step)();
+    optimizer.step();
+    return true;
+  }
+
+  GradScaler* scaler() noexcept { return nullptr; }
+  const GradScaler* scaler() const noexcept { return nullptr; }
+  void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
+  void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
+};
+
+/// Lightning's AMP optimizer step with a GradScaler: unscale_ the gradients, run `before_step()` (the
+/// on_before_optimizer_step hooks and gradient clipping see unscaled gradients), call optimizer.step()
+/// unless a gradient is inf/NaN, update the scale. Returns whether optimizer.step() ran.
+/// Throws what GradScaler::unscale_/step/update, `before_step` and the optimizer throw.
+template <class BeforeStep>
+bool amp_optimizer_step(GradScaler& scaler, torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
+  scaler.unscale_(optimizer);
+  std::forward<BeforeStep>(before_step)();
+  const bool stepped = scaler.step(optimizer);
+  scaler.update();
+  return stepped;
+}
+
+inline constexpr std::string_view fp16_autocast_on_cpu_warning =
+    "You passed `precision='16-mixed'` (volt::FP16Autocast) and the accelerator resolved to 'cpu', but AMP "
+    "with fp16 is not supported on CPU. Using `precision='bf16-mixed'` (volt::BF16Autocast) instead.";
+
+/// Shared implementation of the mixed precisions (Lightning's MixedPrecision): fp32 weights, each step under
+/// autocast to `RequestedDtype` on the root device's type, and for fp16 a GradScaler.
+template <c10::ScalarType RequestedDtype>
+class AutocastPrecision {
+ public:
+  static constexpr bool is_autocast = true;
+
+  /// `scaler_options` configure the GradScaler of fp16 (ignored for bf16, which needs no scaler).
+  explicit AutocastPrecision(GradScalerOptions scaler_options = {}) : scaler_options_(scaler_options) {}
+
+  /// Resolves the autocast device type and dtype for `root_device` and logs Lightning's info line (rank 0).
+  /// fp16 on a CPU device (an Auto accelerator that found no GPU) warns once and runs as bf16, as Lightning
+  /// does. Creates the GradScaler on `root_device` for fp16 (kept if setup runs again or load() made it).
+  /// Throws MisconfigurationError when this LibTorch cannot autocast to the dtype on that device type.
+  void setup(torch::Device root_device) {
+    auto resolved_dtype = RequestedDtype;
+    if (RequestedDtype == c10::ScalarType::Half && root_device.is_cpu()) {
+      log::warn_once(fp16_autocast_on_cpu_warning);
+      resolved_dtype = c10::ScalarType::BFloat16;
+    }
+    if (!compat::autocast_dtype_supported(root_device.type(), resolved_dtype)) {
+      throw MisconfigurationError(std::string("volt: mixed precision with ") + c10::toString(resolved_dtype) +
+                                  " needs autocast on device type " + c10::DeviceTypeName(root_device.type()) +
+                                  ", which this LibTorch (" + TORCH_VERSION +
+                                  ") does not support; use volt::FP32 or a newer LibTorch");
+    }
+    log::info_rank_zero(resolved_dtype == c10::ScalarType::Half
+                            ? "Using 16bit Automatic Mixed Precision (AMP)"
+                            : "Using bfloat16 Automatic Mixed Precision (AMP)");
+    device_type_ = root_device.type();
+    dtype_ = resolved_dtype;
+    if (dtype_ == c10::ScalarType::Half) {
+      if (!scaler_) scaler_.emplace(scaler_options_, root_device);
+    } else {
+      scaler_.reset();
+    }
+  }
+
+  /// Mixed precision keeps the weights in fp32: does nothing.
+  void convert_module(torch::nn::Module& /*module*/) noexcept {}
+
+  /// Returns `batch` unchanged (moved when given an rvalue): autocast casts per operation, and Lightning's
+  /// Trainer does not convert inputs under mixed precision.
+  template <class Batch>
+  std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
+    return std::forward<Batch>(batch);
+  }
+
+  [[nodiscard]] NoOpGuard init_context() const noexcept { return {}; }
+
+  /// Autocast to the resolved dtype on the root device's type for the guard's lifetime; the cache of cast
+  /// weights is cleared when the outermost autocast scope exits. Throws std::logic_error before setup().
+  [[nodiscard]] AutocastGuard forward_context() const {
+    if (!device_type_) throw std::logic_error("volt: call setup(root_device) on the precision policy before forward_context()");
+    return AutocastGuard(*device_type_, dtype_);
+  }
+
+  /// The tensor to call backward() on: the loss times the scale with a GradScaler, else `loss`.
+  torch::Tensor pre_backward(const torch::Tensor& loss) { return scaler_ ? scaler_->scale(loss) : loss; }
+
+  /// Lightning's AMP step: with a scaler, unscale_ the gradients, run `before_step()` (hooks and clipping
+  /// see unscaled gradients), step unless a gradient is inf/NaN, update the scale. Without one,
+  /// `before_step()` then `optimizer.step()`. Returns whether optimizer.step() ran.
+  /// Throws MisconfigurationError for LBFGS ("AMP and the LBFGS optimizer are not compatible."), what the
+  /// GradScaler throws (see GradScaler::step), and what `before_step` and the optimizer throw.
+  template <class BeforeStep>
+  bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
+    if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
+      throw MisconfigurationError("AMP and the LBFGS optimizer are not compatible.");
+    }
+    if (!scaler_) {
+      std::forward<BeforeStep>(before_step)();
+      optimizer.step();
+      return true;
+    }
+    return amp_optimizer_step(*scaler_, optimizer, std::forward<BeforeStep>(before_step));
+  }
+
+  /// The GradScaler (fp16 after setup() or load()), else nullptr.
+  GradScaler* scaler() noexcept { return scaler_ ? &*scaler_ : nullptr; }
+  const GradScaler* scaler() const noexcept { return scaler_ ? &*scaler_ : nullptr; }
+
+  /// The dtype autocast uses: RequestedDtype, or bf16 after setup() on a CPU device for fp16.
+  c10::ScalarType autocast_dtype() const noexcept { return dtype_; }
+  /// The autocast device type, known after setup().
+  std::optional<c10::DeviceType> device_type() const noexcept { return device_type_; }
+
+  /// Writes the GradScaler's state (see GradScaler::save); nothing without a scaler.
+  void save(torch::serialize::OutputArchive& archive) const {
+    if (scaler_) scaler_->save(archive);
+  }
+
+  /// Restores the GradScaler's state, creating the scaler if load() runs before setup(). bf16: no-op.
+  /// Throws std::runtime_error when the archive holds no scaler state (see GradScaler::load).
+  void load(torch::serialize::InputArchive& archive) {
+    if (dtype_ != c10::ScalarType::Half) return;
+    if (!scaler_) scaler_.emplace(scaler_options_);
+    scaler_->load(archive);
+  }
+
+ private:
+  GradScalerOptions scaler_options_;
+  std::optional<c10::DeviceType> device_type_;
+  c10::ScalarType dtype_ = RequestedDtype;
+  std::optional<GradScaler> scaler_;
+};
+
+}  // namespace detail
+
+/// "64-true": model, floating inputs and new tensors in float64 (Lightning's DoublePrecision).
+struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
+  static constexpr std::string_view name = "64-true";
+
+  /// Throws MisconfigurationError on an MPS device (an Auto or GPU accelerator that resolved to MPS):
+  /// Metal has no float64. volt::MPS with FP64 does not compile at all.
+  void setup(torch::Device root_device) {
+    if (root_device.is_mps()) {
+      throw MisconfigurationError("volt: FP64 is not supported on MPS devices (Metal has no float64); use volt::FP32");
+    }
+  }
+};
+
+/// "16-true": model, floating inputs and new tensors in float16 (Lightning's HalfPrecision).
+struct FP16True : detail::TruePrecision<c10::ScalarType::Half> {
+  static constexpr std::string_view name = "16-true";
+};
+
+/// "bf16-true": model, floating inputs and new tensors in bfloat16 (Lightning's HalfPrecision).
+struct BF16True : detail::TruePrecision<c10::ScalarType::BFloat16> {
+  static constexpr std::string_view name = "bf16-true";
+};
+
+/// "16-mixed": fp16 autocast with dynamic loss scaling (Lightning's MixedPrecision("16-mixed")). On a CPU
+/// device it runs as bf16 with a warning; volt::CPU with FP16Autocast does not compile.
+struct FP16Autocast : detail::AutocastPrecision<c10::ScalarType::Half> {
+  static constexpr std::string_view name = "16-mixed";
+  using AutocastPrecision::AutocastPrecision;
+};
+
+/// "bf16-mixed": bf16 autocast, no loss scaling (Lightning's MixedPrecision("bf16-mixed")).
+struct BF16Autocast : detail::AutocastPrecision<c10::ScalarType::BFloat16> {
+  static constexpr std::string_view name = "bf16-mixed";
+  using AutocastPrecision::AutocastPrecision;
+};
+
+}  // namespace volt
+// ---- end volt/precision/policies.hpp
 // ---- end volt/precision.hpp
 // ---- begin volt/strategies.hpp
-// volt/strategies: umbrella header of this area.
+// volt/strategies: how training is spread over devices and processes.
+
+// ---- begin volt/strategies/single_device.hpp
+// volt::SingleDevice: train on one device in one process (Lightning's SingleDeviceStrategy).
+
+#include <string_view>
+
+namespace volt {
+
+/// Strategy policy: one process, one device. The model, the optimizer state and every batch live on the
+/// Trainer's root device. Reductions, barriers and broadcasts are identities.
+struct SingleDevice {
+  static constexpr std::string_view name = "single_device";
+  /// Whether the strategy runs several processes that synchronise gradients (the DDP family).
+  static constexpr bool is_distributed = false;
+};
+
+}  // namespace volt
+// ---- end volt/strategies/single_device.hpp
+// ---- begin volt/strategies/ddp.hpp
+// volt::DDP: distributed data parallel over c10d process groups (Lightning's DDPStrategy).
+
+#include <string_view>
+
+namespace volt {
+
+/// Strategy policy: one process per device, gradients averaged across processes.
+struct DDP {
+  static constexpr std::string_view name = "ddp";
+  static constexpr bool is_distributed = true;
+};
+
+}  // namespace volt
+// ---- end volt/strategies/ddp.hpp
+// ---- begin volt/strategies/compatibility.hpp
+// Which strategies run on which accelerators: a specializable trait (as Kokkos does it) and the checks the
+// Trainer and Fabric instantiate.
+//
+// Users extend the matrix for their own policies:
+//
+//   template <> struct volt::strategy_supported<MyAccelerator, volt::DDP> : std::false_type {};
+
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace volt {
+namespace detail {
+
+/// Whether the strategy runs several processes that synchronise (the DDP family); false when the
+/// strategy does not say.
+template <class Strategy>
+consteval bool is_distributed_strategy() {
+  if constexpr (requires { Strategy::is_distributed; }) {
+    return static_cast<bool>(Strategy::is_distributed);
+  } else {
+    return false;
+  }
+}
+
+}  // namespace detail
+
+/// Whether `Strategy` can run on `Accelerator`. True unless specialized; false for MPS with any strategy of
+/// the DDP family (Lightning: "strategies from the DDP family are not supported on the MPS accelerator").
+template <class Accelerator, class Strategy>
+struct strategy_supported : std::true_type {};
+
+template <class Strategy>
+struct strategy_supported<MPS, Strategy> : std::bool_constant<!detail::is_distributed_strategy<Strategy>()> {};
+
+template <class Accelerator, class Strategy>
+inline constexpr bool strategy_supported_v = strategy_supported<Accelerator, Strategy>::value;
+
+/// Fails to compile when strategy_supported<Accelerator, Strategy> is false: the Trainer and Fabric
+/// instantiate it for their policies.
+template <class Accelerator, class Strategy>
+constexpr void check_strategy_supported() {
+  if constexpr (std::is_same_v<Accelerator, MPS> && detail::is_distributed_strategy<Strategy>()) {
+    static_assert(strategy_supported_v<Accelerator, Strategy>,
+                  "volt: DDP family strategies are not supported on the MPS accelerator; use volt::SingleDevice");
+  } else {
+    static_assert(strategy_supported_v<Accelerator, Strategy>,
+                  "volt: this strategy is not supported on this accelerator (volt::strategy_supported<Accelerator, "
+                  "Strategy> is false); choose another strategy or accelerator");
+  }
+}
+
+/// The run-time half of Lightning's rule (spec 3.4), for accelerators chosen at run time (volt::Auto,
+/// volt::GPU): when MPS is available and the strategy is not supported on MPS, throws std::invalid_argument
+/// "You set `strategy=ddp` but strategies from the DDP family are not supported on the MPS accelerator. ..."
+/// (ValueError in both Lightning front ends). volt::CPU and volt::CUDA pass; volt::MPS is refused at compile
+/// time by check_strategy_supported.
+template <class Accelerator, class Strategy>
+void check_strategy_supported_on_machine() {
+  if constexpr (AcceleratorSelector<Accelerator> && !strategy_supported_v<MPS, Strategy>) {
+    if (!MPS::is_available()) return;
+    std::string strategy_name = "ddp";
+    if constexpr (requires { Strategy::name; }) strategy_name = std::string(Strategy::name);
+    throw std::invalid_argument("You set `strategy=" + strategy_name +
+                                "` but strategies from the DDP family are not supported on the MPS accelerator. "
+                                "Either explicitly choose volt::CPU as the accelerator or change the strategy "
+                                "(volt::SingleDevice) (Lightning: \"Either explicitly set `accelerator='cpu'` or "
+                                "change the strategy.\")");
+  }
+}
+
+}  // namespace volt
+// ---- end volt/strategies/compatibility.hpp
 // ---- end volt/strategies.hpp
 // ---- begin volt/callbacks.hpp
-// volt/callbacks: umbrella header of this area.
+// volt/callbacks: values the Trainer calls at fixed points of training.
+
+// ---- begin volt/callbacks/callback.hpp
+// Callbacks: plain values whose member hooks the Trainer finds at compile time.
+//
+// A callback is any copyable or movable type. It implements only the hooks it needs, each taking
+// `volt::TrainerState&` first; a hook that returns bool asks the Trainer to stop when it returns true.
+// Hooks it does not define cost nothing: the Trainer keeps, per hook, a list of just the callbacks that
+// define it. Callbacks run on every rank; those that write files check `state.is_global_zero`.
+//
+//   struct PrintEpochs {
+//     void on_train_epoch_end(volt::TrainerState& state) { std::cout << state.current_epoch << '\n'; }
+//   };
+//   volt::Trainer<> trainer({.max_epochs = 3}, PrintEpochs{});
+
+// ---- begin volt/loggers/logger.hpp
+// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <system_error>
+
+namespace volt {
+
+/// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
+/// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
+/// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
+class Logger {
+ public:
+  virtual ~Logger() = default;
+  virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
+  virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
+  virtual void save() {}
+  virtual void finalize(const std::string& /*status*/) { save(); }
+  /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
+  virtual std::filesystem::path log_dir() const = 0;
+};
+
+namespace detail {
+
+/// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
+inline int next_version(const std::filesystem::path& root) {
+  std::error_code error;
+  int next = 0;
+  if (!std::filesystem::is_directory(root, error)) return 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
+    try {
+      std::size_t used = 0;
+      const int number = std::stoi(name.substr(8), &used);
+      if (used == name.size() - 8) next = std::max(next, number + 1);
+    } catch (const std::exception&) {
+      // not a version folder of ours
+    }
+  }
+  return next;
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/loggers/logger.hpp
+// ---- begin volt/trainer/metrics.hpp
+// Logged metrics: what `ctx.log(...)` records, how values are aggregated over an epoch, and which values
+// reach callbacks, the progress bar and loggers.
+//
+// Values stay tensors on the device until something reads them (a logger flush every log_every_n_steps, the
+// progress bar's refresh, an epoch end, a callback asking), so logging adds no host-device sync per step.
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// How a metric logged on every step is reduced to its epoch value.
+enum class Reduce { mean, sum, max, min };
+
+/// Options of StepContext::log, Lightning's `self.log(..., prog_bar=..., on_step=..., on_epoch=...)`.
+struct LogOptions {
+  /// Show the value in the progress bar.
+  bool prog_bar = false;
+  /// Record the value of each step; default: true in training_step, false in evaluation steps.
+  std::optional<bool> on_step{};
+  /// Record the epoch's reduction of the values; default: false in training_step, true in evaluation steps.
+  std::optional<bool> on_epoch{};
+  /// Send the value to the loggers (CSV, TensorBoard).
+  bool logger = true;
+  Reduce reduce = Reduce::mean;
+};
+
+/// The phase a value was logged in; evaluation values aggregate separately from training values.
+enum class MetricPhase { train, validation, test, predict };
+
+namespace detail {
+
+struct MetricEntry {
+  std::string name;
+  MetricPhase phase;
+  bool prog_bar;
+  bool on_step;
+  bool on_epoch;
+  bool to_logger;
+  Reduce reduce;
+  torch::Tensor last;       // latest step value, detached
+  torch::Tensor aggregate;  // epoch reduction so far (float32), detached
+  std::int64_t count = 0;
+  bool logged_since_flush = false;
+};
+
+/// Storage for logged metrics; owned by the Trainer, written through StepContext.
+class MetricStore {
+ public:
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options, MetricPhase phase) {
+    const bool training = phase == MetricPhase::train;
+    MetricEntry* entry = find(name, phase);
+    if (entry == nullptr) {
+      entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar, options.on_step.value_or(training),
+                                     options.on_epoch.value_or(!training), options.logger, options.reduce, {}, {}, 0,
+                                     false});
+      entry = &entries_.back();
+    }
+    TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name, "` must hold a single element, but it has shape ",
+                value.sizes());
+    torch::Tensor detached = value.detach();
+    if (entry->on_step) {
+      entry->last = detached;
+      entry->logged_since_flush = true;
+    }
+    if (entry->on_epoch) {
+      torch::Tensor as_float = detached.to(torch::kFloat).reshape({});
+      if (entry->count == 0) {
+        entry->aggregate = as_float.clone();
+      } else {
+        switch (entry->reduce) {
+          case Reduce::mean:
+          case Reduce::sum: entry->aggregate.add_(as_float); break;
+          case Reduce::max: entry->aggregate = torch::maximum(entry->aggregate, as_float); break;
+          case Reduce::min: entry->aggregate = torch::minimum(entry->aggregate, as_float); break;
+        }
+      }
+      ++entry->count;
+    }
+  }
+
+  void log(std::string_view name, double value, const LogOptions& options, MetricPhase phase) {
+    log(name, torch::tensor(value, torch::kDouble), options, phase);
+  }
+
+  /// Step values logged since the last call, under their logger keys ("name" or "name_step"); reading them
+  /// syncs with the device.
+  std::map<std::string, double> take_step_values_for_logger() {
+    std::map<std::string, double> out;
+    for (auto& entry : entries_) {
+      if (!entry.logged_since_flush) continue;
+      entry.logged_since_flush = false;
+      if (!entry.to_logger) continue;
+      const double value = entry.last.item<double>();
+      out[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
+      if (entry.on_epoch) callback_metrics_[entry.name + "_step"] = value;
+      callback_metrics_[entry.name] = value;
+    }
+    return out;
+  }
+
+  /// Ends the epoch of `phase`: reduces the epoch values into the callback metrics and returns those meant
+  /// for the loggers ("name" or "name_epoch"). Resets the phase's accumulators.
+  std::map<std::string, double> end_epoch(MetricPhase phase) {
+    std::map<std::string, double> for_logger;
+    for (auto& entry : entries_) {
+      if (entry.phase != phase) continue;
+      if (entry.on_step && entry.last.defined()) {
+        const double step_value = entry.last.item<double>();
+        callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = step_value;
+        if (!entry.on_epoch) callback_metrics_[entry.name] = step_value;
+      }
+      if (entry.on_epoch && entry.count > 0) {
+        double value = entry.aggregate.item<double>();
+        if (entry.reduce == Reduce::mean) value /= static_cast<double>(entry.count);
+        callback_metrics_[entry.name] = value;
+        if (entry.on_step) callback_metrics_[entry.name + "_epoch"] = value;
+        if (entry.to_logger) for_logger[entry.on_step ? entry.name + "_epoch" : entry.name] = value;
+      }
+      entry.count = 0;
+      entry.aggregate = torch::Tensor();
+    }
+    return for_logger;
+  }
+
+  /// Brings the latest step values into the callback metrics (syncs) and returns them all.
+  const std::map<std::string, double, std::less<>>& callback_metrics() {
+    for (auto& entry : entries_) {
+      if (!entry.on_step || !entry.last.defined()) continue;
+      const double value = entry.last.item<double>();
+      callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
+      if (!entry.on_epoch) callback_metrics_[entry.name] = value;
+    }
+    return callback_metrics_;
+  }
+
+  std::optional<double> metric(std::string_view key) {
+    const auto& all = callback_metrics();
+    if (auto it = all.find(key); it != all.end()) return it->second;
+    return std::nullopt;
+  }
+
+  /// Values for the progress bar: step values while an epoch runs, epoch values of earlier phases.
+  std::vector<std::pair<std::string, double>> progress_bar_values() {
+    std::vector<std::pair<std::string, double>> out;
+    for (auto& entry : entries_) {
+      if (!entry.prog_bar) continue;
+      if (entry.on_step && entry.last.defined()) {
+        out.emplace_back(entry.on_epoch ? entry.name + "_step" : entry.name, entry.last.item<double>());
+      }
+      if (entry.on_epoch) {
+        const auto key = entry.on_step ? entry.name + "_epoch" : entry.name;
+        if (auto it = callback_metrics_.find(key); it != callback_metrics_.end()) out.emplace_back(key, it->second);
+      }
+    }
+    return out;
+  }
+
+  /// Forgets the values of one phase (e.g. after the sanity check, whose metrics Lightning discards).
+  void discard(MetricPhase phase) {
+    std::erase_if(entries_, [phase](const MetricEntry& entry) { return entry.phase == phase; });
+    callback_metrics_.clear();
+  }
+
+  void clear() {
+    entries_.clear();
+    callback_metrics_.clear();
+  }
+
+ private:
+  MetricEntry* find(std::string_view name, MetricPhase phase) {
+    for (auto& entry : entries_) {
+      if (entry.phase == phase && entry.name == name) return &entry;
+    }
+    return nullptr;
+  }
+
+  std::vector<MetricEntry> entries_;
+  std::map<std::string, double, std::less<>> callback_metrics_;
+};
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/trainer/metrics.hpp
+
+#include <torch/torch.h>
+
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace volt {
+
+/// What the Trainer is doing (Lightning's TrainerFn plus the sanity check).
+enum class Stage { none, fitting, sanity_checking, validating, testing, predicting };
+
+/// The Trainer's state as callbacks and model hooks see it. Owned by the Trainer; valid during its calls.
+struct TrainerState {
+  Stage stage = Stage::none;
+  std::int64_t current_epoch = 0;
+  /// Optimizer steps taken (skipped AMP steps included, as in Lightning).
+  std::int64_t global_step = 0;
+  /// Index of the batch being processed in the current epoch or evaluation run.
+  std::int64_t batch_idx = 0;
+  /// Training batches per epoch after limit_train_batches, once known (the first epoch may not know it).
+  std::optional<std::int64_t> num_training_batches{};
+  std::optional<std::int64_t> num_val_batches{};
+  /// Set to true to stop training after the current step (EarlyStopping does).
+  bool should_stop = false;
+  bool is_global_zero = true;
+  int global_rank = 0;
+  int world_size = 1;
+  torch::Device root_device{torch::kCPU};
+  std::filesystem::path default_root_dir{};
+  std::optional<std::int64_t> max_epochs{};
+  std::int64_t max_steps = -1;
+  std::int64_t log_every_n_steps = 50;
+  /// Whether the current fit validates (a validation loader was given and limit_val_batches > 0).
+  bool has_validation = false;
+  /// Lightning's "validation runs at the end of each training epoch": val_check_interval 1.0, every epoch.
+  bool validates_at_epoch_end = true;
+  bool fast_dev_run = false;
+  /// The run's loggers (empty when logging is off).
+  std::vector<Logger*> loggers{};
+  /// The optimizers of the model being fitted.
+  std::vector<torch::optim::Optimizer*> optimizers{};
+  /// The model being fitted or evaluated.
+  torch::nn::Module* model = nullptr;
+
+  /// All metrics logged so far as numbers (reading them syncs with the device).
+  const std::map<std::string, double, std::less<>>& callback_metrics() { return metrics_->callback_metrics(); }
+  /// One metric, if it was logged.
+  std::optional<double> metric(std::string_view key) { return metrics_->metric(key); }
+  /// Values flagged prog_bar, for progress bars.
+  std::vector<std::pair<std::string, double>> progress_bar_metrics() { return metrics_->progress_bar_values(); }
+  /// Logs a value from a callback (as LightningModule.log does from a hook).
+  void log(std::string_view name, double value, const LogOptions& options = {}) {
+    metrics_->log(name, value, options, phase_);
+  }
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
+    metrics_->log(name, value, options, phase_);
+  }
+  /// Writes the metrics to every logger at the current global step (global rank zero only).
+  void log_to_loggers(const std::map<std::string, double>& values) const {
+    if (!is_global_zero) return;
+    for (Logger* logger : loggers) logger->log_metrics(values, global_step);
+  }
+  /// Saves a full checkpoint of the run to `path` (atomically). Set by the Trainer during fit.
+  std::function<void(const std::filesystem::path& path, bool weights_only)> save_checkpoint{};
+  /// The accelerator's device statistics for the root device (DeviceStatsMonitor).
+  std::function<std::map<std::string, double>()> device_stats{};
+
+  /// The first logger's folder, or default_root_dir when there is no logger.
+  std::filesystem::path log_dir() const {
+    return loggers.empty() ? (default_root_dir.empty() ? std::filesystem::path(".") : default_root_dir)
+                           : loggers.front()->log_dir();
+  }
+
+  // Set by the Trainer.
+  detail::MetricStore* metrics_ = nullptr;
+  MetricPhase phase_ = MetricPhase::train;
+};
+
+namespace detail {
+
+/// Every hook a callback may define. The enumerator order is the storage order of the Trainer's lists.
+enum class Hook : std::size_t {
+  setup, teardown, on_fit_start, on_fit_end, on_sanity_check_start, on_sanity_check_end, on_train_start,
+  on_train_end, on_train_epoch_start, on_train_epoch_end, on_train_batch_start, on_train_batch_end,
+  on_validation_start, on_validation_end, on_validation_epoch_start, on_validation_epoch_end,
+  on_validation_batch_end, on_test_start, on_test_end, on_test_epoch_end, on_test_batch_end, on_before_backward,
+  on_after_backward, on_before_optimizer_step, on_before_zero_grad, on_exception, save_state, load_state,
+  count_
+};
+inline constexpr std::size_t hook_count = static_cast<std::size_t>(Hook::count_);
+
+/// Calls a hook if `callback` has it; a bool result of true requests a stop.
+#define VOLT_DETAIL_CALL_HOOK(hook, ...)                                                   \
+  if constexpr (requires { callback.hook(__VA_ARGS__); }) {                                \
+    if constexpr (std::is_same_v<decltype(callback.hook(__VA_ARGS__)), bool>) {            \
+      if (callback.hook(__VA_ARGS__)) state.should_stop = true;                           \
+    } else {                                                                               \
+      callback.hook(__VA_ARGS__);                                                          \
+    }                                                                                      \
+  }
+
+/// Type-erased callback: one virtual function per hook, and a record of which hooks the type defines.
+class AnyCallback {
+ public:
+  virtual ~AnyCallback() = default;
+  virtual bool has(Hook hook) const = 0;
+  virtual std::string_view type_name() const = 0;
+  virtual void* get(const std::type_info& type) = 0;
+
+  virtual void run(Hook hook, TrainerState& state) = 0;
+  virtual void run_batch_end(Hook hook, TrainerState& state, const torch::Tensor& loss, std::int64_t batch_idx) = 0;
+  virtual void run_batch_start(TrainerState& state, std::int64_t batch_idx) = 0;
+  virtual void run_before_backward(TrainerState& state, const torch::Tensor& loss) = 0;
+  virtual void run_before_optimizer_step(TrainerState& state, torch::optim::Optimizer& optimizer) = 0;
+  virtual void run_exception(TrainerState& state, const std::exception_ptr& error) = 0;
+  virtual void save_state(torch::serialize::OutputArchive& archive) const = 0;
+  virtual void load_state(torch::serialize::InputArchive& archive) = 0;
+};
+
+template <class C>
+class CallbackModel final : public AnyCallback {
+ public:
+  explicit CallbackModel(C callback) : callback_(std::move(callback)) {}
+
+  bool has(Hook hook) const override { return defined()[static_cast<std::size_t>(hook)]; }
+  std::string_view type_name() const override { return typeid(C).name(); }
+  void* get(const std::type_info& type) override { return type == typeid(C) ? &callback_ : nullptr; }
+
+  void run(Hook hook, TrainerState& state) override {
+    C& callback = callback_;
+    switch (hook) {
+      case Hook::setup: VOLT_DETAIL_CALL_HOOK(setup, state) break;
+      case Hook::teardown: VOLT_DETAIL_CALL_HOOK(teardown, state) break;
+      case Hook::on_fit_start: VOLT_DETAIL_CALL_HOOK(on_fit_start, state) break;
+      case Hook::on_fit_end: VOLT_DETAIL_CALL_HOOK(on_fit_end, state) break;
+      case Hook::on_sanity_check_start: VOLT_DETAIL_CALL_HOOK(on_sanity_check_start, state) break;
+      case Hook::on_sanity_check_end: VOLT_DETAIL_CALL_HOOK(on_sanity_check_end, state) break;
+      case Hook::on_train_start: VOLT_DETAIL_CALL_HOOK(on_train_start, state) break;
+      case Hook::on_train_end: VOLT_DETAIL_CALL_HOOK(on_train_end, state) break;
+      case Hook::on_train_epoch_start: VOLT_DETAIL_CALL_HOOK(on_train_epoch_start, state) break;
+      case Hook::on_train_epoch_end: VOLT_DETAIL_CALL_HOOK(on_train_epoch_end, state) break;
+      case Hook::on_validation_start: VOLT_DETAIL_CALL_HOOK(on_validation_start, state) break;
+      case Hook::on_validation_end: VOLT_DETAIL_CALL_HOOK(on_validation_end, state) break;
+      case Hook::on_validation_epoch_start: VOLT_DETAIL_CALL_HOOK(on_validation_epoch_start, state) break;
+      case Hook::on_validation_epoch_end: VOLT_DETAIL_CALL_HOOK(on_validation_epoch_end, state) break;
+      case Hook::on_test_start: VOLT_DETAIL_CALL_HOOK(on_test_start, state) break;
+      case Hook::on_test_end: VOLT_DETAIL_CALL_HOOK(on_test_end, state) break;
+      case Hook::on_test_epoch_end: VOLT_DETAIL_CALL_HOOK(on_test_epoch_end, state) break;
+      case Hook::on_after_backward: VOLT_DETAIL_CALL_HOOK(on_after_backward, state) break;
+      case Hook::on_before_zero_grad: VOLT_DETAIL_CALL_HOOK(on_before_zero_grad, state) break;
+      default: break;
+    }
+  }
+  void run_batch_end(Hook hook, TrainerState& state, const torch::Tensor& loss, std::int64_t batch_idx) override {
+    C& callback = callback_;
+    if (hook == Hook::on_train_batch_end) {
+      VOLT_DETAIL_CALL_HOOK(on_train_batch_end, state, loss, batch_idx)
+    } else if (hook == Hook::on_validation_batch_end) {
+      VOLT_DETAIL_CALL_HOOK(on_validation_batch_end, state, batch_idx)
+    } else if (hook == Hook::on_test_batch_end) {
+      VOLT_DETAIL_CALL_HOOK(on_test_batch_end, state, batch_idx)
+    }
+  }
+  void run_batch_start(TrainerState& state, std::int64_t batch_idx) override {
+    C& callback = callback_;
+    VOLT_DETAIL_CALL_HOOK(on_train_batch_start, state, batch_idx)
+  }
+  void run_before_backward(TrainerState& state, const torch::Tensor& loss) override {
+    C& callback = callback_;
+    VOLT_DETAIL_CALL_HOOK(on_before_backward, state, loss)
+  }
+  void run_before_optimizer_step(TrainerState& state, torch::optim::Optimizer& optimizer) override {
+    C& callback = callback_;
+    VOLT_DETAIL_CALL_HOOK(on_before_optimizer_step, state, optimizer)
+  }
+  void run_exception(TrainerState& state, const std::exception_ptr& error) override {
+    C& callback = callback_;
+    VOLT_DETAIL_CALL_HOOK(on_exception, state, error)
+  }
+  void save_state(torch::serialize::OutputArchive& archive) const override {
+    if constexpr (requires(const C& c) { c.save_state(archive); }) callback_.save_state(archive);
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    if constexpr (requires(C& c) { c.load_state(archive); }) callback_.load_state(archive);
+  }
+
+ private:
+  static const std::array<bool, hook_count>& defined() {
+    static const std::array<bool, hook_count> table = [] {
+      std::array<bool, hook_count> t{};
+      using S = TrainerState&;
+      auto set = [&t](Hook hook, bool value) { t[static_cast<std::size_t>(hook)] = value; };
+      set(Hook::setup, requires(C c, S s) { c.setup(s); });
+      set(Hook::teardown, requires(C c, S s) { c.teardown(s); });
+      set(Hook::on_fit_start, requires(C c, S s) { c.on_fit_start(s); });
+      set(Hook::on_fit_end, requires(C c, S s) { c.on_fit_end(s); });
+      set(Hook::on_sanity_check_start, requires(C c, S s) { c.on_sanity_check_start(s); });
+      set(Hook::on_sanity_check_end, requires(C c, S s) { c.on_sanity_check_end(s); });
+      set(Hook::on_train_start, requires(C c, S s) { c.on_train_start(s); });
+      set(Hook::on_train_end, requires(C c, S s) { c.on_train_end(s); });
+      set(Hook::on_train_epoch_start, requires(C c, S s) { c.on_train_epoch_start(s); });
+      set(Hook::on_train_epoch_end, requires(C c, S s) { c.on_train_epoch_end(s); });
+      set(Hook::on_train_batch_start, requires(C c, S s) { c.on_train_batch_start(s, std::int64_t{}); });
+      set(Hook::on_train_batch_end,
+          requires(C c, S s, const torch::Tensor& l) { c.on_train_batch_end(s, l, std::int64_t{}); });
+      set(Hook::on_validation_start, requires(C c, S s) { c.on_validation_start(s); });
+      set(Hook::on_validation_end, requires(C c, S s) { c.on_validation_end(s); });
+      set(Hook::on_validation_epoch_start, requires(C c, S s) { c.on_validation_epoch_start(s); });
+      set(Hook::on_validation_epoch_end, requires(C c, S s) { c.on_validation_epoch_end(s); });
+      set(Hook::on_validation_batch_end, requires(C c, S s) { c.on_validation_batch_end(s, std::int64_t{}); });
+      set(Hook::on_test_start, requires(C c, S s) { c.on_test_start(s); });
+      set(Hook::on_test_end, requires(C c, S s) { c.on_test_end(s); });
+      set(Hook::on_test_epoch_end, requires(C c, S s) { c.on_test_epoch_end(s); });
+      set(Hook::on_test_batch_end, requires(C c, S s) { c.on_test_batch_end(s, std::int64_t{}); });
+      set(Hook::on_before_backward, requires(C c, S s, const torch::Tensor& l) { c.on_before_backward(s, l); });
+      set(Hook::on_after_backward, requires(C c, S s) { c.on_after_backward(s); });
+      set(Hook::on_before_optimizer_step,
+          requires(C c, S s, torch::optim::Optimizer& o) { c.on_before_optimizer_step(s, o); });
+      set(Hook::on_before_zero_grad, requires(C c, S s) { c.on_before_zero_grad(s); });
+      set(Hook::on_exception, requires(C c, S s, const std::exception_ptr& e) { c.on_exception(s, e); });
+      set(Hook::save_state, requires(const C c, torch::serialize::OutputArchive& a) { c.save_state(a); });
+      set(Hook::load_state, requires(C c, torch::serialize::InputArchive& a) { c.load_state(a); });
+      return t;
+    }();
+    return table;
+  }
+
+  C callback_;
+};
+
+#undef VOLT_DETAIL_CALL_HOOK
+
+/// The Trainer's callbacks, with one list per hook of just the callbacks that define it.
+class CallbackList {
+ public:
+  template <class C>
+  void add(C callback) {
+    auto model = std::make_unique<CallbackModel<std::remove_cvref_t<C>>>(std::move(callback));
+    for (std::size_t hook = 0; hook < hook_count; ++hook) {
+      if (model->has(static_cast<Hook>(hook))) by_hook_[hook].push_back(model.get());
+    }
+    all_.push_back(std::move(model));
+  }
+
+  /// The first callback of type C, or nullptr.
+  template <class C>
+  C* find() {
+    for (auto& callback : all_) {
+      if (void* found = callback->get(typeid(C))) return static_cast<C*>(found);
+    }
+    return nullptr;
+  }
+  template <class C>
+  std::size_t count() const {
+    std::size_t n = 0;
+    for (const auto& callback : all_) n += callback->get(typeid(C)) != nullptr;
+    return n;
+  }
+
+  const std::vector<AnyCallback*>& with(Hook hook) const { return by_hook_[static_cast<std::size_t>(hook)]; }
+
+  void run(Hook hook, TrainerState& state) const {
+    for (AnyCallback* callback : with(hook)) callback->run(hook, state);
+  }
+  const std::vector<std::unique_ptr<AnyCallback>>& all() const { return all_; }
+
+ private:
+  std::vector<std::unique_ptr<AnyCallback>> all_;
+  std::array<std::vector<AnyCallback*>, hook_count> by_hook_{};
+};
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/callbacks/callback.hpp
+// ---- begin volt/callbacks/model_checkpoint.hpp
+// volt::ModelCheckpoint: save checkpoints periodically and keep the best k by a monitored metric
+// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
+
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace volt {
+
+// Field order lets the common options read naturally with designated initializers:
+// `volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max", .save_top_k = 3}}`.
+struct ModelCheckpointOptions {
+  /// Folder of the checkpoints; empty: `<logger log_dir>/checkpoints`, or `<default_root_dir>/checkpoints`.
+  std::filesystem::path dirpath{};
+  /// File name pattern without extension; `{epoch}`, `{step}` and logged metric names, with an optional
+  /// printf-style format after a colon (`{val_loss:.2f}`). Empty: "{epoch}-{step}".
+  std::string filename{};
+  /// Metric to rank checkpoints by; empty: keep the latest.
+  std::string monitor{};
+  std::string mode = "min";
+  /// Keep the best k checkpoints (-1: all, 0: none).
+  int save_top_k = 1;
+  /// Also write `last.ckpt` whenever a checkpoint is saved.
+  bool save_last = false;
+  /// Save every N optimizer steps (0: off).
+  std::optional<std::int64_t> every_n_train_steps{};
+  /// Save every N epochs (default 1 when neither interval is given).
+  std::optional<std::int64_t> every_n_epochs{};
+  bool save_weights_only = false;
+  bool verbose = false;
+  /// Write `{epoch}` as `epoch=3`.
+  bool auto_insert_metric_name = true;
+  /// Save at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning does.
+  std::optional<bool> save_on_train_epoch_end{};
+  /// Add `-v1`, `-v2`... instead of overwriting an existing file of the same name.
+  bool enable_version_counter = true;
+};
+
+class ModelCheckpoint {
+ public:
+  static constexpr const char* file_extension = ".ckpt";
+  static constexpr const char* name_last = "last";
+
+  explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
+    const auto& o = options_;
+    if (o.save_top_k < -1) {
+      throw MisconfigurationError("Invalid value for save_top_k=" + std::to_string(o.save_top_k) + ". Must be >= -1");
+    }
+    if (o.every_n_train_steps && *o.every_n_train_steps < 0) {
+      throw MisconfigurationError("Invalid value for every_n_train_steps=" + std::to_string(*o.every_n_train_steps) +
+                                  ". Must be >= 0");
+    }
+    if (o.every_n_epochs && *o.every_n_epochs < 0) {
+      throw MisconfigurationError("Invalid value for every_n_epochs=" + std::to_string(*o.every_n_epochs) +
+                                  ". Must be >= 0");
+    }
+    const bool steps_set = o.every_n_train_steps.value_or(0) > 0;
+    const bool epochs_set = o.every_n_epochs.value_or(0) > 0;
+    if (steps_set && epochs_set) {
+      throw MisconfigurationError("Combination of parameters every_n_train_steps=" +
+                                  std::to_string(*o.every_n_train_steps) +
+                                  ", every_n_epochs=" + std::to_string(*o.every_n_epochs) +
+                                  " and train_time_interval=None should be mutually exclusive.");
+    }
+    every_n_train_steps_ = o.every_n_train_steps.value_or(0);
+    every_n_epochs_ = o.every_n_epochs.value_or(!o.every_n_train_steps ? 1 : 0);
+    if (o.mode != "min" && o.mode != "max") {
+      throw MisconfigurationError("`mode` can be min, max but got " + o.mode);
+    }
+    if (o.monitor.empty() && o.save_top_k != -1 && o.save_top_k != 0 && o.save_top_k != 1) {
+      throw MisconfigurationError("ModelCheckpoint(save_top_k=" + std::to_string(o.save_top_k) +
+                                  ", monitor=None) is not a valid configuration. No quantity for top_k to track.");
+    }
+    kth_value_ = worst_value();
+    best_model_score_ = std::nullopt;
+  }
+
+  const ModelCheckpointOptions& options() const { return options_; }
+  const std::filesystem::path& best_model_path() const { return best_model_path_; }
+  std::optional<double> best_model_score() const { return best_model_score_; }
+  const std::filesystem::path& last_model_path() const { return last_model_path_; }
+  /// The kept top-k checkpoints and their monitored values.
+  const std::map<std::filesystem::path, double>& best_k_models() const { return best_k_models_; }
+  const std::filesystem::path& dirpath() const { return dirpath_; }
+
+  /// Lightning's name formatting: `{epoch}` -> `epoch=3` (with auto_insert_metric_name), metric values with
+  /// an optional printf format (`{val_loss:.2f}`); unknown names are left as written.
+  std::string format_checkpoint_name(const std::map<std::string, double, std::less<>>& metrics) const {
+    const std::string pattern = options_.filename.empty() ? "{epoch}-{step}" : options_.filename;
+    std::string out;
+    std::size_t pos = 0;
+    while (pos < pattern.size()) {
+      const auto open = pattern.find('{', pos);
+      const auto close = open == std::string::npos ? std::string::npos : pattern.find('}', open);
+      if (close == std::string::npos) {
+        out += pattern.substr(pos);
+        break;
+      }
+      out += pattern.substr(pos, open - pos);
+      const std::string field = pattern.substr(open + 1, close - open - 1);
+      const auto colon = field.find(':');
+      const std::string name = field.substr(0, colon);
+      const std::string format = colon == std::string::npos ? "" : field.substr(colon + 1);
+      if (auto it = metrics.find(name); it != metrics.end()) {
+        if (options_.auto_insert_metric_name) out += name + "=";
+        out += format_value(name, it->second, format);
+      } else {
+        out += "{" + field + "}";
+      }
+      pos = close + 1;
+    }
+    return out;
+  }
+
+  // ---- hooks -------------------------------------------------------------------------------------
+
+  void setup(TrainerState& state) {
+    if (dirpath_.empty()) {
+      dirpath_ = !options_.dirpath.empty() ? options_.dirpath : state.log_dir() / "checkpoints";
+    }
+  }
+
+  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
+    if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
+    save_topk_and_last(state);
+  }
+
+  void on_train_epoch_end(TrainerState& state) {
+    if (should_skip(state) || !save_on_train_epoch_end(state)) return;
+    if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
+    save_last(state);
+  }
+
+  void on_validation_end(TrainerState& state) {
+    if (should_skip(state) || save_on_train_epoch_end(state)) return;
+    if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
+    save_last(state);
+  }
+
+  void save_state(torch::serialize::OutputArchive& archive) const {
+    archive.write("best_model_path", c10::IValue(best_model_path_.string()));
+    archive.write("last_model_path", c10::IValue(last_model_path_.string()));
+    archive.write("best_model_score", c10::IValue(best_model_score_.value_or(std::nan(""))));
+    std::vector<std::string> paths;
+    std::vector<double> scores;
+    for (const auto& [path, score] : best_k_models_) {
+      paths.push_back(path.string());
+      scores.push_back(score);
+    }
+    archive.write("best_k_paths", c10::IValue(c10::List<std::string>(paths)));
+    archive.write("best_k_scores", c10::IValue(c10::List<double>(scores)));
+    archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
+  }
+
+  void load_state(torch::serialize::InputArchive& archive) {
+    c10::IValue value;
+    archive.read("best_model_path", value);
+    best_model_path_ = value.toStringRef();
+    archive.read("last_model_path", value);
+    last_model_path_ = value.toStringRef();
+    archive.read("best_model_score", value);
+    const double score = value.toDouble();
+    best_model_score_ = std::isnan(score) ? std::nullopt : std::optional<double>(score);
+    c10::IValue paths;
+    c10::IValue scores;
+    archive.read("best_k_paths", paths);
+    archive.read("best_k_scores", scores);
+    best_k_models_.clear();
+    const auto path_list = paths.toList();
+    const auto score_list = scores.toDoubleList();
+    for (std::size_t i = 0; i < path_list.size(); ++i) {
+      best_k_models_[path_list.get(i).toStringRef()] = score_list.get(i);
+    }
+    update_kth();
+    archive.read("last_global_step_saved", value);
+    last_global_step_saved_ = value.toInt();
+  }
+
+ private:
+  double worst_value() const {
+    return options_.mode == "min" ? std::numeric_limits<double>::infinity()
+                                  : -std::numeric_limits<double>::infinity();
+  }
+  bool better(double current, double reference) const {
+    return options_.mode == "min" ? current < reference : current > reference;
+  }
+
+  static std::string format_value(const std::string& name, double value, const std::string& format) {
+    char buffer[64];
+    if (!format.empty()) {
+      std::snprintf(buffer, sizeof buffer, ("%" + format).c_str(), value);
+    } else if ((name == "epoch" || name == "step") && value == std::floor(value)) {
+      std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(value));
+    } else {
+      std::snprintf(buffer, sizeof buffer, "%.4g", value);
+    }
+    return buffer;
+  }
+
+  bool should_skip(const TrainerState& state) const {
+    return state.stage != Stage::fitting || state.fast_dev_run || state.global_step == last_global_step_saved_;
+  }
+
+  bool save_on_train_epoch_end(const TrainerState& state) const {
+    if (options_.save_on_train_epoch_end) return *options_.save_on_train_epoch_end;
+    if (!state.has_validation) return true;
+    return state.validates_at_epoch_end;
+  }
+
+  std::map<std::string, double, std::less<>> monitor_candidates(TrainerState& state) const {
+    auto metrics = state.callback_metrics();
+    metrics["epoch"] = static_cast<double>(state.current_epoch);
+    metrics["step"] = static_cast<double>(state.global_step);
+    return metrics;
+  }
+
+  std::filesystem::path unique_path(const std::string& name, const std::filesystem::path& keep) const {
+    auto path = dirpath_ / (name + file_extension);
+    if (!options_.enable_version_counter) return path;
+    for (int version = 1; std::filesystem::exists(path) && path != keep; ++version) {
+      path = dirpath_ / (name + "-v" + std::to_string(version) + file_extension);
+    }
+    return path;
+  }
+
+  void write(TrainerState& state, const std::filesystem::path& path) {
+    if (!state.save_checkpoint) return;
+    state.save_checkpoint(path, options_.save_weights_only);
+    last_global_step_saved_ = state.global_step;
+    if (options_.verbose && state.is_global_zero) log::info("Epoch " + std::to_string(state.current_epoch) +
+                                                            ", global step " + std::to_string(state.global_step) +
+                                                            ": saving model to " + path.string());
+  }
+
+  void remove(const TrainerState& state, const std::filesystem::path& path) const {
+    if (!state.is_global_zero || path.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+
+  void save_topk_and_last(TrainerState& state) {
+    save_topk(state);
+    save_last(state);
+  }
+
+  void save_topk(TrainerState& state) {
+    if (options_.save_top_k == 0) return;
+    auto metrics = monitor_candidates(state);
+    if (options_.monitor.empty()) {
+      const auto previous = best_model_path_;
+      const auto path = unique_path(format_checkpoint_name(metrics), previous);
+      write(state, path);
+      if (options_.save_top_k == 1 && !previous.empty() && previous != path) remove(state, previous);
+      best_model_path_ = path;
+      return;
+    }
+    auto it = metrics.find(options_.monitor);
+    if (it == metrics.end()) {
+      std::string available;
+      for (const auto& [key, value] : metrics) available += (available.empty() ? "'" : ", '") + key + "'";
+      throw MisconfigurationError("`ModelCheckpoint(monitor='" + options_.monitor +
+                                  "')` could not find the monitored key in the returned metrics: [" + available +
+                                  "]. HINT: Did you call `log(\"" + options_.monitor + "\", value)` in your model?");
+    }
+    double current = it->second;
+    if (std::isnan(current)) current = worst_value();  // NaN ranks last
+    const bool keep = options_.save_top_k == -1 || static_cast<int>(best_k_models_.size()) < options_.save_top_k ||
+                      better(current, kth_value_);
+    if (!keep) {
+      if (options_.verbose && state.is_global_zero) {
+        log::info("Epoch " + std::to_string(state.current_epoch) + ", global step " +
+                  std::to_string(state.global_step) + ": '" + options_.monitor + "' was not in top " +
+                  std::to_string(options_.save_top_k));
+      }
+      return;
+    }
+    const auto path = unique_path(format_checkpoint_name(metrics), {});
+    best_k_models_[path] = current;
+    if (options_.save_top_k != -1 && static_cast<int>(best_k_models_.size()) > options_.save_top_k) {
+      const auto worst = worst_path();
+      best_k_models_.erase(worst);
+      if (worst != path) remove(state, worst);
+    }
+    write(state, path);
+    update_kth();
+  }
+
+  std::filesystem::path worst_path() const {
+    auto worst = best_k_models_.begin();
+    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
+      if (better(worst->second, it->second)) worst = it;
+    }
+    return worst->first;
+  }
+
+  void update_kth() {
+    if (best_k_models_.empty()) {
+      kth_value_ = worst_value();
+      return;
+    }
+    kth_value_ = best_k_models_.at(worst_path());
+    auto best = best_k_models_.begin();
+    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
+      if (better(it->second, best->second)) best = it;
+    }
+    best_model_path_ = best->first;
+    best_model_score_ = best->second;
+  }
+
+  void save_last(TrainerState& state) {
+    if (!options_.save_last) return;
+    const auto path = dirpath_ / (std::string(name_last) + file_extension);
+    // The same step may already be saved under a top-k name; last.ckpt is still refreshed.
+    if (state.save_checkpoint) state.save_checkpoint(path, options_.save_weights_only);
+    last_global_step_saved_ = state.global_step;
+    last_model_path_ = path;
+  }
+
+  ModelCheckpointOptions options_;
+  std::int64_t every_n_train_steps_ = 0;
+  std::int64_t every_n_epochs_ = 1;
+  std::filesystem::path dirpath_{};
+  std::filesystem::path best_model_path_{};
+  std::optional<double> best_model_score_{};
+  std::filesystem::path last_model_path_{};
+  std::map<std::filesystem::path, double> best_k_models_{};
+  double kth_value_ = 0;
+  std::int64_t last_global_step_saved_ = -1;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/model_checkpoint.hpp
+// ---- begin volt/callbacks/early_stopping.hpp
+// volt::EarlyStopping: stop training when a monitored metric stops improving (Lightning's EarlyStopping).
+
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace volt {
+
+// Field order lets the common options read naturally with designated initializers:
+// `volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = 2}}`.
+struct EarlyStoppingOptions {
+  std::string monitor{};
+  std::string mode = "min";
+  /// Checks without improvement before stopping (checks, not epochs: one per validation run).
+  std::int64_t patience = 3;
+  /// Smallest change that counts as an improvement.
+  double min_delta = 0.0;
+  bool verbose = false;
+  /// Throw when the monitored metric is missing (else warn and skip the check).
+  bool strict = true;
+  /// Stop when the monitored metric becomes NaN or infinite.
+  bool check_finite = true;
+  /// Stop as soon as the metric is better than this.
+  std::optional<double> stopping_threshold{};
+  /// Stop as soon as the metric is worse than this.
+  std::optional<double> divergence_threshold{};
+  /// Check at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning.
+  std::optional<bool> check_on_train_epoch_end{};
+};
+
+class EarlyStopping {
+ public:
+  explicit EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
+    if (options_.mode != "min" && options_.mode != "max") {
+      throw MisconfigurationError("`mode` can be min, max, got " + options_.mode);
+    }
+    if (options_.monitor.empty()) {
+      throw MisconfigurationError("EarlyStopping needs a `monitor`: the name of a logged metric.");
+    }
+    if (options_.patience < 0) {
+      throw MisconfigurationError("EarlyStopping(patience=" + std::to_string(options_.patience) +
+                                  ") must be >= 0.");
+    }
+    // Lightning flips min_delta's sign for "min" so that `current - min_delta` beats the best by min_delta.
+    min_delta_ = options_.mode == "min" ? -std::abs(options_.min_delta) : std::abs(options_.min_delta);
+    best_score_ = options_.mode == "min" ? std::numeric_limits<double>::infinity()
+                                         : -std::numeric_limits<double>::infinity();
+  }
+
+  const EarlyStoppingOptions& options() const { return options_; }
+  std::int64_t wait_count() const { return wait_count_; }
+  double best_score() const { return best_score_; }
+  /// Epoch at which this callback stopped training (0 if it did not).
+  std::int64_t stopped_epoch() const { return stopped_epoch_; }
+  /// Why the last check stopped training (empty if it did not).
+  const std::string& stopping_reason() const { return stopping_reason_; }
+
+  void on_train_epoch_end(TrainerState& state) {
+    if (!check_on_train_epoch_end(state) || skip(state)) return;
+    run_check(state);
+  }
+  void on_validation_end(TrainerState& state) {
+    if (check_on_train_epoch_end(state) || skip(state)) return;
+    run_check(state);
+  }
+
+  void save_state(torch::serialize::OutputArchive& archive) const {
+    archive.write("wait_count", c10::IValue(wait_count_));
+    archive.write("stopped_epoch", c10::IValue(stopped_epoch_));
+    archive.write("best_score", c10::IValue(best_score_));
+    archive.write("patience", c10::IValue(options_.patience));
+  }
+  void load_state(torch::serialize::InputArchive& archive) {
+    c10::IValue value;
+    archive.read("wait_count", value);
+    wait_count_ = value.toInt();
+    archive.read("stopped_epoch", value);
+    stopped_epoch_ = value.toInt();
+    archive.read("best_score", value);
+    best_score_ = value.toDouble();
+  }
+
+ private:
+  bool check_on_train_epoch_end(const TrainerState& state) const {
+    if (options_.check_on_train_epoch_end) return *options_.check_on_train_epoch_end;
+    return state.validates_at_epoch_end;
+  }
+  static bool skip(const TrainerState& state) { return state.stage != Stage::fitting || state.fast_dev_run; }
+
+  bool improves(double current, double reference) const {
+    return options_.mode == "min" ? current < reference : current > reference;
+  }
+
+  static std::string number(double value) {
+    char buffer[48];
+    std::snprintf(buffer, sizeof buffer, "%.3f", value);
+    return buffer;
+  }
+
+  void run_check(TrainerState& state) {
+    const auto current = state.metric(options_.monitor);
+    if (!current) {
+      std::string available;
+      for (const auto& [key, value] : state.callback_metrics()) available += (available.empty() ? "`" : "`, `") + key;
+      if (!available.empty()) available += "`";
+      const std::string message = "Early stopping conditioned on metric `" + options_.monitor +
+                                  "` which is not available. Pass in or modify your `EarlyStopping` callback to use "
+                                  "any of the following: " + available;
+      if (options_.strict) throw std::runtime_error(message);
+      if (options_.verbose) log::warn_rank_zero(message);
+      return;
+    }
+    bool should_stop = false;
+    std::string reason;
+    const double value = *current;
+    if (options_.check_finite && !std::isfinite(value)) {
+      should_stop = true;
+      reason = "Monitored metric " + options_.monitor + " = " + number(value) +
+               " is not finite. Previous best value was " + number(best_score_) + ". Signaling Trainer to stop.";
+    } else if (options_.stopping_threshold && improves(value, *options_.stopping_threshold)) {
+      should_stop = true;
+      reason = "Stopping threshold reached: " + options_.monitor + " = " + number(value) +
+               (options_.mode == "min" ? " < " : " > ") + number(*options_.stopping_threshold) +
+               ". Signaling Trainer to stop.";
+    } else if (options_.divergence_threshold && improves(-value, -*options_.divergence_threshold)) {
+      should_stop = true;
+      reason = "Divergence threshold reached: " + options_.monitor + " = " + number(value) +
+               (options_.mode == "min" ? " > " : " < ") + number(*options_.divergence_threshold) +
+               ". Signaling Trainer to stop.";
+    } else if (improves(value - min_delta_, best_score_)) {
+      if (options_.verbose) {
+        reason = std::isfinite(best_score_)
+                     ? "Metric " + options_.monitor + " improved by " + number(std::abs(best_score_ - value)) +
+                           " >= min_delta = " + number(std::abs(min_delta_)) + ". New best score: " + number(value)
+                     : "Metric " + options_.monitor + " improved. New best score: " + number(value);
+      }
+      best_score_ = value;
+      wait_count_ = 0;
+    } else {
+      ++wait_count_;
+      if (wait_count_ >= options_.patience) {
+        should_stop = true;
+        reason = "Monitored metric " + options_.monitor + " did not improve in the last " +
+                 std::to_string(wait_count_) + " records. Best score: " + number(best_score_) +
+                 ". Signaling Trainer to stop.";
+      }
+    }
+    if (should_stop) {
+      state.should_stop = true;
+      stopped_epoch_ = state.current_epoch;
+      stopping_reason_ = reason;
+    }
+    if (!reason.empty() && (options_.verbose || should_stop)) log::info_rank_zero(reason);
+  }
+
+  EarlyStoppingOptions options_;
+  double min_delta_ = 0.0;
+  double best_score_ = 0.0;
+  std::int64_t wait_count_ = 0;
+  std::int64_t stopped_epoch_ = 0;
+  std::string stopping_reason_{};
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/early_stopping.hpp
+// ---- begin volt/callbacks/progress_bar.hpp
+// volt::ProgressBar: epoch, batch/total, it/s, ETA and the prog_bar metrics, on global rank zero.
+//
+// On a terminal the line is redrawn in place (at most every refresh_interval seconds, so reading the
+// metrics, which syncs with the device, stays rare); when stderr is not a terminal (CI logs, files) it
+// prints one line per epoch.
+
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+
+#if defined(_WIN32)
+#include <io.h>
+#else
+#include <unistd.h>
+#endif
+
+namespace volt {
+
+struct ProgressBarOptions {
+  /// Seconds between redraws on a terminal.
+  double refresh_interval = 0.1;
+  /// Where to draw; nullptr: std::cerr.
+  std::ostream* stream = nullptr;
+  /// Force terminal (in-place) or line mode; nullopt: detect whether stderr is a terminal.
+  std::optional<bool> terminal{};
+};
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(ProgressBarOptions options = {}) : options_(options) {}
+
+  void on_train_epoch_start(TrainerState& state) {
+    if (!state.is_global_zero) return;
+    epoch_start_ = last_draw_ = Clock::now();
+    batches_ = 0;
+  }
+
+  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t batch_idx) {
+    if (!state.is_global_zero) return;
+    batches_ = batch_idx + 1;
+    if (!terminal()) return;
+    const auto now = Clock::now();
+    if (std::chrono::duration<double>(now - last_draw_).count() < options_.refresh_interval) return;
+    last_draw_ = now;
+    draw(state, false);
+  }
+
+  void on_train_epoch_end(TrainerState& state) {
+    if (!state.is_global_zero || batches_ == 0) return;
+    draw(state, true);
+  }
+
+  /// The text of the bar for the current state (exposed for tests).
+  std::string render(TrainerState& state) const {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
+    const double rate = elapsed > 0 ? static_cast<double>(batches_) / elapsed : 0.0;
+    std::ostringstream line;
+    line << "Epoch " << state.current_epoch;
+    if (state.max_epochs && *state.max_epochs > 0) line << '/' << *state.max_epochs - 1;
+    line << ": ";
+    const auto total = state.num_training_batches;
+    if (total && *total > 0) {
+      const double done = std::min(1.0, static_cast<double>(batches_) / static_cast<double>(*total));
+      constexpr int width = 20;
+      const int filled = static_cast<int>(done * width);
+      char percent[8];
+      std::snprintf(percent, sizeof percent, "%3d%%", static_cast<int>(done * 100));
+      line << percent << '|' << std::string(static_cast<std::size_t>(filled), '#')
+           << std::string(static_cast<std::size_t>(width - filled), ' ') << "| " << batches_ << '/' << *total;
+      const double remaining = rate > 0 ? static_cast<double>(*total - batches_) / rate : 0.0;
+      line << " [" << clock_text(elapsed) << '<' << clock_text(remaining);
+    } else {
+      line << batches_ << " batches [" << clock_text(elapsed);
+    }
+    char rate_text[32];
+    std::snprintf(rate_text, sizeof rate_text, ", %.2fit/s", rate);
+    line << rate_text;
+    for (const auto& [key, value] : state.progress_bar_metrics()) {
+      char number[48];
+      std::snprintf(number, sizeof number, "%.3g", value);
+      line << ", " << key << '=' << number;
+    }
+    line << ']';
+    return line.str();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  static std::string clock_text(double seconds) {
+    const auto total = static_cast<long long>(seconds + 0.5);
+    char buffer[32];
+    if (total >= 3600) {
+      std::snprintf(buffer, sizeof buffer, "%lld:%02lld:%02lld", total / 3600, total / 60 % 60, total % 60);
+    } else {
+      std::snprintf(buffer, sizeof buffer, "%02lld:%02lld", total / 60, total % 60);
+    }
+    return buffer;
+  }
+
+  bool terminal() const {
+    if (options_.terminal) return *options_.terminal;
+    if (options_.stream != nullptr) return false;
+#if defined(_WIN32)
+    return _isatty(2) != 0;
+#else
+    return ::isatty(2) != 0;
+#endif
+  }
+
+  void draw(TrainerState& state, bool final) {
+    std::ostream& out = options_.stream != nullptr ? *options_.stream : std::cerr;
+    const std::string text = render(state);
+    if (terminal()) {
+      out << '\r' << text << "\033[K";
+      if (final) out << '\n';
+    } else if (final) {
+      out << text << '\n';
+    }
+    out.flush();
+  }
+
+  ProgressBarOptions options_;
+  Clock::time_point epoch_start_{};
+  Clock::time_point last_draw_{};
+  std::int64_t batches_ = 0;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/progress_bar.hpp
+// ---- begin volt/callbacks/model_summary.hpp
+// volt::ModelSummary: the table of a model's submodules and parameter counts printed at fit start.
+
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+/// Lightning's short parameter counts: 235146 -> "235 K", 1234 -> "1.2 K", 12 -> "12  ".
+inline std::string human_readable_count(std::int64_t number) {
+  static const char* labels[] = {" ", "K", "M", "B", "T"};
+  const int digits = number > 0 ? static_cast<int>(std::floor(std::log10(static_cast<double>(number)))) + 1 : 1;
+  int groups = (digits + 2) / 3;
+  groups = std::min(groups, 5);
+  const double scaled = static_cast<double>(number) * std::pow(10.0, -3.0 * (groups - 1));
+  char buffer[48];
+  if (groups - 1 < 1 || scaled >= 100) {
+    std::snprintf(buffer, sizeof buffer, "%lld %s", static_cast<long long>(scaled), labels[groups - 1]);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f %s", scaled, labels[groups - 1]);
+  }
+  return buffer;
+}
+
+/// The module's C++ class name without namespaces and LibTorch's `Impl` suffix ("Sequential", "Linear").
+inline std::string module_type_name(const torch::nn::Module& module) {
+  std::string name = module.name();
+  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  if (name.size() > 4 && name.ends_with("Impl")) name.resize(name.size() - 4);
+  return name;
+}
+
+class ModelSummary {
+ public:
+  /// max_depth 1 lists the model's direct submodules; -1 lists all, 0 prints only the totals.
+  explicit ModelSummary(int max_depth = 1) : max_depth_(max_depth) {}
+
+  void on_fit_start(TrainerState& state) {
+    if (state.is_global_zero && state.model != nullptr) log::info(summarize(*state.model));
+  }
+
+  std::string summarize(const torch::nn::Module& model) const {
+    struct Row {
+      std::string name, type, params, mode;
+    };
+    std::vector<Row> rows;
+    if (max_depth_ != 0) {
+      for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+        const auto depth = 1 + std::count(item.key().begin(), item.key().end(), '.');
+        if (max_depth_ > 0 && depth > max_depth_) continue;
+        std::int64_t count = 0;
+        for (const auto& p : item.value()->parameters()) count += p.numel();
+        rows.push_back({item.key(), module_type_name(*item.value()), human_readable_count(count),
+                        item.value()->is_training() ? "train" : "eval"});
+      }
+    }
+    std::int64_t trainable = 0, frozen = 0, bytes = 0;
+    for (const auto& p : model.parameters()) {
+      (p.requires_grad() ? trainable : frozen) += p.numel();
+      bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
+    }
+    std::size_t w_index = std::to_string(rows.size()).size(), w_name = 4, w_type = 4, w_params = 6, w_mode = 5;
+    for (const auto& row : rows) {
+      w_name = std::max(w_name, row.name.size());
+      w_type = std::max(w_type, row.type.size());
+      w_params = std::max(w_params, row.params.size());
+    }
+    std::ostringstream out;
+    auto cell = [&out](const std::string& text, std::size_t width) { out << text << std::string(width - text.size(), ' '); };
+    if (!rows.empty()) {
+      out << std::string(w_index, ' ') << " | ";
+      cell("Name", w_name), out << " | ", cell("Type", w_type), out << " | ", cell("Params", w_params),
+          out << " | ", cell("Mode", w_mode), out << '\n';
+      const std::size_t width = w_index + w_name + w_type + w_params + w_mode + 12;
+      out << std::string(width, '-') << '\n';
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        cell(std::to_string(i), w_index), out << " | ", cell(rows[i].name, w_name), out << " | ",
+            cell(rows[i].type, w_type), out << " | ", cell(rows[i].params, w_params), out << " | ",
+            cell(rows[i].mode, w_mode), out << '\n';
+      }
+      out << std::string(width, '-') << '\n';
+    }
+    char size[32];
+    std::snprintf(size, sizeof size, "%.3f", static_cast<double>(bytes) / 1e6);
+    auto total_line = [&out](const std::string& value, const char* label) {
+      out << value << std::string(value.size() < 10 ? 10 - value.size() : 1, ' ') << label << '\n';
+    };
+    total_line(human_readable_count(trainable), "Trainable params");
+    total_line(human_readable_count(frozen), "Non-trainable params");
+    total_line(human_readable_count(trainable + frozen), "Total params");
+    total_line(size, "Total estimated model params size (MB)");
+    std::string text = out.str();
+    text.pop_back();
+    return text;
+  }
+
+ private:
+  int max_depth_;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/model_summary.hpp
+// ---- begin volt/callbacks/learning_rate_monitor.hpp
+// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <typeinfo>
+
+#if __has_include(<cxxabi.h>)
+#include <cxxabi.h>
+#include <cstdlib>
+#endif
+
+namespace volt {
+
+namespace detail {
+/// The optimizer's class name without namespaces ("Adam", "SGD").
+inline std::string optimizer_name(const torch::optim::Optimizer& optimizer) {
+  std::string name = typeid(optimizer).name();
+#if __has_include(<cxxabi.h>)
+  int status = 0;
+  if (char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status); status == 0) {
+    name = demangled;
+    std::free(demangled);
+  }
+#endif
+  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  return name;
+}
+}  // namespace detail
+
+struct LearningRateMonitorOptions {
+  /// "step", "epoch", or empty: log at every step (volt's schedulers are stepped per epoch or per step,
+  /// and logging per step shows both).
+  std::string logging_interval{};
+  std::string log_key_prefix = "lr-";
+};
+
+class LearningRateMonitor {
+ public:
+  explicit LearningRateMonitor(LearningRateMonitorOptions options = {}) : options_(std::move(options)) {
+    if (!options_.logging_interval.empty() && options_.logging_interval != "step" &&
+        options_.logging_interval != "epoch") {
+      throw MisconfigurationError("logging_interval should be `step` or `epoch` or `None`.");
+    }
+  }
+
+  void on_fit_start(TrainerState& state) {
+    if (state.loggers.empty()) {
+      throw MisconfigurationError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
+    }
+  }
+
+  void on_train_batch_start(TrainerState& state, std::int64_t) {
+    if (options_.logging_interval == "epoch") return;
+    if (state.log_every_n_steps == 0 || (state.global_step + 1) % state.log_every_n_steps != 0) return;
+    state.log_to_loggers(values(state));
+  }
+  void on_train_epoch_start(TrainerState& state) {
+    if (options_.logging_interval == "epoch") state.log_to_loggers(values(state));
+  }
+
+  /// "lr-Adam" (or "lr-Adam/pg1"... for several parameter groups; "lr-Adam-1" for a second Adam).
+  std::map<std::string, double> values(const TrainerState& state) const {
+    std::map<std::string, double> out;
+    std::map<std::string, int> seen;
+    for (torch::optim::Optimizer* optimizer : state.optimizers) {
+      std::string key = options_.log_key_prefix + detail::optimizer_name(*optimizer);
+      if (const int n = seen[key]++; n > 0) key += "-" + std::to_string(n);
+      const auto& groups = optimizer->param_groups();
+      for (std::size_t g = 0; g < groups.size(); ++g) {
+        out[groups.size() == 1 ? key : key + "/pg" + std::to_string(g + 1)] = groups[g].options().get_lr();
+      }
+    }
+    return out;
+  }
+
+ private:
+  LearningRateMonitorOptions options_;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/learning_rate_monitor.hpp
+// ---- begin volt/callbacks/device_stats_monitor.hpp
+// volt::DeviceStatsMonitor: logs the accelerator's device statistics around training batches.
+
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace volt {
+
+/// Logs `accelerator.get_device_stats(root_device)` at the start and end of training batches whose step
+/// is logged, under `DeviceStatsMonitor.on_train_batch_start/<key>` and `.../on_train_batch_end/<key>`.
+class DeviceStatsMonitor {
+ public:
+  void on_fit_start(TrainerState& state) {
+    if (state.loggers.empty()) {
+      throw MisconfigurationError("Cannot use `DeviceStatsMonitor` callback with `Trainer(logger=False)`.");
+    }
+  }
+  void on_train_batch_start(TrainerState& state, std::int64_t) { record(state, "on_train_batch_start"); }
+  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
+    record(state, "on_train_batch_end");
+  }
+
+ private:
+  static void record(TrainerState& state, const std::string& hook) {
+    if (!state.device_stats || state.log_every_n_steps == 0 ||
+        (state.global_step + 1) % state.log_every_n_steps != 0) {
+      return;
+    }
+    std::map<std::string, double> prefixed;
+    for (const auto& [key, value] : state.device_stats()) prefixed["DeviceStatsMonitor." + hook + "/" + key] = value;
+    state.log_to_loggers(prefixed);
+  }
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/device_stats_monitor.hpp
 // ---- end volt/callbacks.hpp
 // ---- begin volt/loggers.hpp
-// volt/loggers: umbrella header of this area.
+// volt/loggers: where logged metrics are written.
+
+// ---- begin volt/loggers/csv_logger.hpp
+// volt::CSVLogger: metrics.csv and hparams.yaml in Lightning's layout,
+// <save_dir>/<name>/version_<N>/{metrics.csv,hparams.yaml}.
+
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+struct CSVLoggerOptions {
+  /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
+  std::filesystem::path save_dir{};
+  std::string name = "lightning_logs";
+  /// Fixed version number; nullopt: the next free version_N.
+  std::optional<int> version{};
+  /// Rows kept in memory before they are written (Lightning's flush_logs_every_n_steps).
+  std::int64_t flush_logs_every_n_steps = 100;
+};
+
+/// Writes every logged metric as a row of metrics.csv: columns "step", "epoch" (when logged) and one per
+/// metric name in first-seen order; a row leaves the columns of metrics it lacks empty. A new metric name
+/// rewrites the file with the wider header.
+class CSVLogger : public Logger {
+ public:
+  explicit CSVLogger(CSVLoggerOptions options = {}) : options_(std::move(options)) {}
+
+  /// Sets the folder used when save_dir was left empty. Called by the Trainer before the first write.
+  void set_default_save_dir(const std::filesystem::path& dir) {
+    if (options_.save_dir.empty()) options_.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
+  }
+
+  std::filesystem::path log_dir() const override {
+    const auto root = (options_.save_dir.empty() ? std::filesystem::path(".") : options_.save_dir) / options_.name;
+    if (!version_) version_ = options_.version ? *options_.version : detail::next_version(root);
+    return root / ("version_" + std::to_string(*version_));
+  }
+
+  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
+    Row row;
+    row.step = step;
+    for (const auto& [key, value] : metrics) {
+      if (column_index_.emplace(key, columns_.size()).second) {
+        columns_.push_back(key);
+        header_changed_ = true;
+      }
+      row.values.emplace_back(column_index_.at(key), value);
+    }
+    rows_.push_back(std::move(row));
+    if (static_cast<std::int64_t>(rows_.size() - written_rows_) >= options_.flush_logs_every_n_steps) save();
+  }
+
+  void log_hyperparams(const std::map<std::string, std::string>& params) override {
+    ensure_dir();
+    std::ofstream out(log_dir() / "hparams.yaml");
+    for (const auto& [key, value] : params) out << key << ": " << value << '\n';
+    if (params.empty()) out << "{}\n";
+    if (!out) throw std::runtime_error("volt: cannot write " + (log_dir() / "hparams.yaml").string());
+  }
+
+  /// Writes the rows not yet on disk (the whole file when the header grew).
+  void save() override {
+    if (rows_.size() == written_rows_ && !header_changed_) return;
+    ensure_dir();
+    const auto path = log_dir() / "metrics.csv";
+    const bool rewrite = header_changed_ || written_rows_ == 0;
+    std::ofstream out(path, rewrite ? std::ios::trunc : std::ios::app);
+    if (!out) throw std::runtime_error("volt: cannot write " + path.string());
+    out << std::setprecision(std::numeric_limits<double>::max_digits10);
+    if (rewrite) {
+      out << "step";
+      for (const auto& column : columns_) out << ',' << column;
+      out << '\n';
+    }
+    for (std::size_t i = rewrite ? 0 : written_rows_; i < rows_.size(); ++i) {
+      std::vector<std::optional<double>> cells(columns_.size());
+      for (const auto& [index, value] : rows_[i].values) cells[index] = value;
+      out << rows_[i].step;
+      for (const auto& cell : cells) {
+        out << ',';
+        if (cell) out << *cell;
+      }
+      out << '\n';
+    }
+    written_rows_ = rows_.size();
+    header_changed_ = false;
+  }
+
+  const std::vector<std::string>& columns() const { return columns_; }
+
+ private:
+  struct Row {
+    std::int64_t step = 0;
+    std::vector<std::pair<std::size_t, double>> values;
+  };
+
+  void ensure_dir() const { std::filesystem::create_directories(log_dir()); }
+
+  CSVLoggerOptions options_;
+  mutable std::optional<int> version_;
+  std::vector<std::string> columns_;
+  std::map<std::string, std::size_t> column_index_;
+  std::vector<Row> rows_;
+  std::size_t written_rows_ = 0;
+  bool header_changed_ = false;
+};
+
+}  // namespace volt
+// ---- end volt/loggers/csv_logger.hpp
 // ---- end volt/loggers.hpp
 // ---- begin volt/trainer.hpp
-// volt/trainer: umbrella header of this area.
+// volt/trainer: the Trainer and what a model's steps see.
+
+// ---- begin volt/trainer/options.hpp
+// volt::TrainerOptions: the Trainer's flags, with Lightning's defaults and validation.
+
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <variant>
+
+namespace volt {
+
+/// A batch limit or an interval given either as a fraction of an epoch (double in [0, 1]) or as a count
+/// of batches (int), like Lightning's `limit_train_batches=0.25` vs `limit_train_batches=10`.
+class BatchAmount {
+ public:
+  constexpr BatchAmount(double fraction) : value_(fraction) {}            // NOLINT(google-explicit-constructor)
+  constexpr BatchAmount(int count) : value_(static_cast<std::int64_t>(count)) {}  // NOLINT
+  constexpr BatchAmount(std::int64_t count) : value_(count) {}            // NOLINT
+  BatchAmount(bool) = delete;
+
+  constexpr bool is_fraction() const { return std::holds_alternative<double>(value_); }
+  constexpr double fraction() const { return std::get<double>(value_); }
+  constexpr std::int64_t count() const { return std::get<std::int64_t>(value_); }
+
+  /// Number of batches out of `total`: a fraction gives int(total * f), a count min(total, n).
+  std::int64_t of(std::int64_t total) const {
+    if (is_fraction()) return static_cast<std::int64_t>(static_cast<double>(total) * fraction());
+    return std::min(total, count());
+  }
+  /// Whether this is the whole epoch (1.0, or a count that covers every batch).
+  bool is_whole_epoch() const { return is_fraction() && fraction() == 1.0; }
+
+  std::string to_string() const {
+    std::ostringstream out;
+    if (is_fraction()) {
+      out << fraction();
+      if (fraction() == std::floor(fraction())) out << ".0";
+    } else {
+      out << count();
+    }
+    return out.str();
+  }
+
+ private:
+  std::variant<double, std::int64_t> value_;
+};
+
+/// Gradient clipping algorithm (Lightning's gradient_clip_algorithm).
+enum class GradClipAlgorithm { norm, value };
+
+/// Options of volt::Trainer, for designated initializers: `volt::Trainer<> trainer({.max_epochs = 5});`
+/// Defaults and meanings are Lightning's (spec section 7); volt::Trainer validates them at construction and
+/// throws MisconfigurationError (Lightning's messages) for invalid values.
+struct TrainerOptions {
+  /// Which devices: DeviceSpec{} is "auto" (the accelerator's auto_device_count()).
+  DeviceSpec devices{};
+  int num_nodes = 1;
+  /// Epoch limit; nullopt means 1000 when max_steps is -1 (with a warning), else unlimited. -1: unlimited.
+  std::optional<std::int64_t> max_epochs{};
+  std::optional<std::int64_t> min_epochs{};
+  /// Limit on optimizer steps (global_step); -1: none.
+  std::int64_t max_steps = -1;
+  std::optional<std::int64_t> min_steps{};
+  std::int64_t accumulate_grad_batches = 1;
+  /// Clip gradients to this norm or value after unscaling, before the optimizer step; nullopt or 0: off.
+  std::optional<double> gradient_clip_val{};
+  GradClipAlgorithm gradient_clip_algorithm = GradClipAlgorithm::norm;
+  /// Validate every fraction of an epoch (double) or every N training batches (int).
+  BatchAmount val_check_interval = 1.0;
+  /// Validate every N epochs; nullopt: only by val_check_interval's batch count.
+  std::optional<std::int64_t> check_val_every_n_epoch = 1;
+  BatchAmount limit_train_batches = 1.0;
+  BatchAmount limit_val_batches = 1.0;
+  BatchAmount limit_test_batches = 1.0;
+  BatchAmount limit_predict_batches = 1.0;
+  /// Validation batches run before training to catch bugs early; -1: all.
+  std::int64_t num_sanity_val_steps = 2;
+  /// Logged metrics are written every N optimizer steps; 0 disables step logging.
+  std::int64_t log_every_n_steps = 50;
+  /// Run N batches of train/val/test (0: off; 1 is Lightning's `fast_dev_run=True`), no logging or checkpoints.
+  std::int64_t fast_dev_run = 0;
+  /// torch deterministic algorithms on (true) or off (false); nullopt leaves LibTorch's setting alone.
+  std::optional<bool> deterministic{};
+  /// Seeds LibTorch's generators (CPU and CUDA) at construction when set (Lightning's seed_everything).
+  std::optional<std::uint64_t> seed{};
+  /// Root of logs and checkpoints; empty: the current directory.
+  std::string default_root_dir{};
+  bool enable_progress_bar = true;
+  bool enable_checkpointing = true;
+  bool enable_model_summary = true;
+  /// Write metrics with the default CSVLogger (Lightning's `logger=True`); false: no logger.
+  bool logger = true;
+  /// Evaluate under torch::InferenceMode (true) or torch::NoGradGuard (false).
+  bool inference_mode = true;
+};
+
+namespace detail {
+
+inline void validate(const TrainerOptions& options) {
+  auto fail = [](const std::string& message) { throw MisconfigurationError(message); };
+  if (options.num_nodes < 1) {
+    fail("`num_nodes` must be a positive integer, but got " + std::to_string(options.num_nodes) + ".");
+  }
+  if (options.max_epochs && *options.max_epochs < -1) {
+    fail("`max_epochs` must be a non-negative integer or -1. You passed in " + std::to_string(*options.max_epochs) +
+         ".");
+  }
+  if (options.max_steps < -1) {
+    fail("`max_steps` must be a non-negative integer or -1. You passed in " + std::to_string(options.max_steps) + ".");
+  }
+  if (options.accumulate_grad_batches < 1) {
+    fail("`accumulate_grad_batches` must be a positive integer. You passed in " +
+         std::to_string(options.accumulate_grad_batches) + ".");
+  }
+  if (options.gradient_clip_val && (*options.gradient_clip_val < 0 || !std::isfinite(*options.gradient_clip_val))) {
+    fail("`gradient_clip_val` must be a finite number >= 0. You passed in " +
+         std::to_string(*options.gradient_clip_val) + ".");
+  }
+  auto check_limit = [&](const BatchAmount& amount, const char* name) {
+    const bool bad = amount.is_fraction() ? !(amount.fraction() >= 0.0 && amount.fraction() <= 1.0)
+                                          : amount.count() < 0;
+    if (bad) {
+      fail("You have passed invalid value " + amount.to_string() + " for " + name +
+           ", it has to be in [0.0, 1.0] or an int.");
+    }
+  };
+  check_limit(options.limit_train_batches, "limit_train_batches");
+  check_limit(options.limit_val_batches, "limit_val_batches");
+  check_limit(options.limit_test_batches, "limit_test_batches");
+  check_limit(options.limit_predict_batches, "limit_predict_batches");
+  const auto& interval = options.val_check_interval;
+  if (interval.is_fraction() && !(interval.fraction() >= 0.0 && interval.fraction() <= 1.0)) {
+    fail("`val_check_interval` should be a fraction in [0.0, 1.0] or an int. Got " + interval.to_string() + ".");
+  }
+  if (!interval.is_fraction() && interval.count() < 1) {
+    fail("`val_check_interval` must be a positive number of batches. Got " + interval.to_string() + ".");
+  }
+  if (!options.check_val_every_n_epoch && interval.is_fraction()) {
+    fail("`val_check_interval` should be an integer when `check_val_every_n_epoch=None`.");
+  }
+  if (options.check_val_every_n_epoch && *options.check_val_every_n_epoch < 1) {
+    fail("`check_val_every_n_epoch` should be an integer >= 1 or None. Got " +
+         std::to_string(*options.check_val_every_n_epoch) + ".");
+  }
+  if (options.num_sanity_val_steps < -1) {
+    fail("`num_sanity_val_steps` must be -1 (all batches) or >= 0. Got " + std::to_string(options.num_sanity_val_steps) +
+         ".");
+  }
+  if (options.log_every_n_steps < 0) {
+    fail("`log_every_n_steps` must be >= 0. Got " + std::to_string(options.log_every_n_steps) + ".");
+  }
+  if (options.fast_dev_run < 0) {
+    fail("fast_dev_run=" + std::to_string(options.fast_dev_run) + " is not a valid configuration. It should be >= 0.");
+  }
+  if (options.min_epochs && options.max_epochs && *options.max_epochs >= 0 && *options.min_epochs > *options.max_epochs) {
+    fail("`min_epochs` (" + std::to_string(*options.min_epochs) + ") must not exceed `max_epochs` (" +
+         std::to_string(*options.max_epochs) + ").");
+  }
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/trainer/options.hpp
+// ---- begin volt/trainer/step_context.hpp
+// volt::StepContext: what a model's training/validation/test step receives to log metrics and read the
+// Trainer's progress, without inheriting from anything.
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string_view>
+
+namespace volt {
+
+class StepContext {
+ public:
+  explicit StepContext(TrainerState& state) : state_(&state) {}
+
+  /// Records a metric (Lightning's `self.log`). In training_step the default is the step value only; in
+  /// validation/test steps the default is the epoch mean. A tensor stays on the device until read.
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
+    state_->metrics_->log(name, value, options, state_->phase_);
+  }
+  void log(std::string_view name, double value, const LogOptions& options = {}) {
+    state_->metrics_->log(name, value, options, state_->phase_);
+  }
+
+  std::int64_t global_step() const { return state_->global_step; }
+  std::int64_t current_epoch() const { return state_->current_epoch; }
+  torch::Device device() const { return state_->root_device; }
+  Stage stage() const { return state_->stage; }
+  bool is_global_zero() const { return state_->is_global_zero; }
+  TrainerState& trainer() const { return *state_; }
+
+ private:
+  TrainerState* state_;
+};
+
+}  // namespace volt
+// ---- end volt/trainer/step_context.hpp
+// ---- begin volt/trainer/module.hpp
+// The contract between the Trainer and a user's model, as C++20 concepts. No base class: a model is a
+// torch::nn::Module (held by std::shared_ptr or a TORCH_MODULE holder) with the members below, found at
+// compile time.
+//
+//   torch::Tensor training_step(Batch& batch, int64_t batch_idx, volt::StepContext& ctx);  // required
+//   auto configure_optimizers();       // required: std::shared_ptr<SomeOptimizer> or volt::OptimizerConfig
+//   void validation_step(Batch&, int64_t, volt::StepContext&);   // optional, needed to validate
+//   void test_step(Batch&, int64_t, volt::StepContext&);         // optional, needed to test
+//   auto predict_step(Batch&, int64_t);                           // optional, needed to predict
+// batch_idx and ctx may be left out of any step's parameters. Optional hooks (on_fit_start,
+// on_train_epoch_start, on_train_epoch_end, on_validation_epoch_start, on_validation_epoch_end,
+// on_test_epoch_end, on_train_start, on_train_end, on_fit_end) take `volt::StepContext&` or nothing.
+
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+namespace volt {
+
+/// When an LR scheduler steps: after every optimizer step, or after every training epoch (default).
+enum class SchedulerInterval { step, epoch };
+
+/// What configure_optimizers() may return when it has an LR scheduler (Lightning's dict form).
+struct OptimizerConfig {
+  std::shared_ptr<torch::optim::Optimizer> optimizer;
+  std::shared_ptr<torch::optim::LRScheduler> lr_scheduler{};
+  SchedulerInterval interval = SchedulerInterval::epoch;
+  /// Step the scheduler every `frequency` intervals.
+  std::int64_t frequency = 1;
+};
+
+namespace detail {
+
+template <class T>
+struct module_of;
+template <class M>
+struct module_of<std::shared_ptr<M>> {
+  using type = M;
+};
+template <class T>
+  requires requires { typename T::ContainedType; } && std::derived_from<T, torch::nn::ModuleHolder<typename T::ContainedType>>
+struct module_of<T> {
+  using type = typename T::ContainedType;
+};
+
+/// The model's module type from what the user passes to fit (std::shared_ptr<M> or a TORCH_MODULE holder).
+template <class Holder>
+using module_t = typename module_of<std::remove_cvref_t<Holder>>::type;
+
+template <class Holder>
+std::shared_ptr<module_t<Holder>> model_module(Holder& holder) {
+  if constexpr (requires { holder.ptr(); }) {
+    return holder.ptr();
+  } else {
+    return holder;
+  }
+}
+
+// A step may take (batch, batch_idx, ctx), (batch, batch_idx) or (batch).
+#define VOLT_DETAIL_STEP_CALLS(step)                                                                     \
+  template <class M, class B>                                                                           \
+  concept has_##step = requires(M& m, B& b, std::int64_t i, StepContext& c) { m.step(b, i, c); } ||     \
+                       requires(M& m, B& b, std::int64_t i) { m.step(b, i); } ||                        \
+                       requires(M& m, B& b) { m.step(b); };                                             \
+  template <class M, class B>                                                                           \
+  decltype(auto) call_##step(M& m, B& b, std::int64_t i, StepContext& c) {                              \
+    if constexpr (requires { m.step(b, i, c); }) {                                                      \
+      return m.step(b, i, c);                                                                           \
+    } else if constexpr (requires { m.step(b, i); }) {                                                  \
+      return m.step(b, i);                                                                              \
+    } else {                                                                                            \
+      return m.step(b);                                                                                 \
+    }                                                                                                   \
+  }
+VOLT_DETAIL_STEP_CALLS(training_step)
+VOLT_DETAIL_STEP_CALLS(validation_step)
+VOLT_DETAIL_STEP_CALLS(test_step)
+VOLT_DETAIL_STEP_CALLS(predict_step)
+#undef VOLT_DETAIL_STEP_CALLS
+
+template <class T>
+concept optimizer_pointer =
+    requires(T t) { typename T::element_type; } && std::derived_from<typename T::element_type, torch::optim::Optimizer>;
+
+template <class M>
+concept has_configure_optimizers = requires(M& m) { m.configure_optimizers(); } &&
+                                   (optimizer_pointer<std::remove_cvref_t<decltype(std::declval<M&>().configure_optimizers())>> ||
+                                    std::same_as<std::remove_cvref_t<decltype(std::declval<M&>().configure_optimizers())>,
+                                                 OptimizerConfig>);
+
+template <class M>
+OptimizerConfig configure_optimizers(M& model) {
+  auto result = model.configure_optimizers();
+  if constexpr (std::same_as<decltype(result), OptimizerConfig>) {
+    TORCH_CHECK(result.optimizer != nullptr, "volt: configure_optimizers() returned an OptimizerConfig without an optimizer");
+    return result;
+  } else {
+    TORCH_CHECK(result != nullptr, "volt: configure_optimizers() returned a null optimizer");
+    return OptimizerConfig{std::move(result)};
+  }
+}
+
+/// The model's static checks, each naming what is missing.
+template <class M, class Batch>
+constexpr void check_trainable() {
+  static_assert(std::derived_from<M, torch::nn::Module>,
+                "volt: the model must be a torch::nn::Module (pass a std::shared_ptr<YourModule> or a TORCH_MODULE holder)");
+  static_assert(has_training_step<M, Batch>,
+                "volt: the model has no `training_step` callable with this data's batch type: define "
+                "`torch::Tensor training_step(const Batch& batch, int64_t batch_idx, volt::StepContext& ctx)` "
+                "(batch_idx and ctx may be left out)");
+  static_assert(has_configure_optimizers<M>,
+                "volt: the model has no `configure_optimizers()` returning a std::shared_ptr to a torch::optim "
+                "optimizer or a volt::OptimizerConfig");
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/trainer/module.hpp
+// ---- begin volt/trainer/checkpoint_io.hpp
+// Writing checkpoint files so that a crash never leaves a torn file: the archive is written to a temporary
+// file in the same folder, flushed to disk, then renamed over the target, and the folder is flushed.
+
+#include <torch/torch.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+
+namespace volt {
+
+/// A checkpoint file could not be written or read. Says which file and why.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+inline void fsync_path([[maybe_unused]] const std::filesystem::path& path, [[maybe_unused]] bool directory) {
+#if !defined(_WIN32)
+  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) return;
+  const int result = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (result != 0 && !directory) {
+    throw CheckpointError("volt: could not flush " + path.string() + " to disk: " + std::strerror(error));
+  }
+#endif
+}
+
+/// Saves `archive` to `path` atomically; on failure the previous file at `path` is untouched and the
+/// temporary file is removed.
+inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) {
+    throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
+  }
+  std::random_device entropy;
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
+  try {
+    archive.save_to(temporary.string());
+    fsync_path(temporary, false);
+    std::filesystem::rename(temporary, path);
+  } catch (const std::exception& cause) {
+    std::filesystem::remove(temporary, error);
+    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what());
+  }
+  fsync_path(folder, true);
+}
+
+/// Loads an archive, mapping every tensor to `device`. Names the file in any error.
+inline void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
+                         torch::Device device) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
+  }
+  try {
+    archive.load_from(path.string(), device);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: " + path.string() + " is not a readable checkpoint (truncated, corrupted or "
+                          "not written by LibTorch): " + cause.what());
+  }
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/trainer/checkpoint_io.hpp
+// ---- begin volt/trainer/data.hpp
+// Helpers for the data the Trainer iterates: any range of batches works as is; these add what a range
+// may lack.
+
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <type_traits>
+
+namespace volt {
+
+/// A view of `range` that also knows how many batches it yields, for ranges that cannot tell (a
+/// torch::data loader): the progress bar shows a total and ETA from the first epoch, and fractional
+/// limit_train_batches / val_check_interval work. `range` must outlive the view.
+template <class Range>
+class SizedRange {
+ public:
+  SizedRange(Range& range, std::int64_t size) : range_(&range), size_(size) {}
+  auto begin() { return std::begin(*range_); }
+  auto end() { return std::end(*range_); }
+  std::int64_t size() const { return size_; }
+
+ private:
+  Range* range_;
+  std::int64_t size_;
+};
+
+/// `volt::sized(loader, batches)`; `loader` may be a range or a pointer to one (std::unique_ptr from
+/// torch::data::make_data_loader).
+template <class Data>
+auto sized(Data& data, std::int64_t size) {
+  if constexpr (requires { std::begin(data); }) {
+    return SizedRange<Data>(data, size);
+  } else {
+    return SizedRange<std::remove_reference_t<decltype(*data)>>(*data, size);
+  }
+}
+
+}  // namespace volt
+// ---- end volt/trainer/data.hpp
+// ---- begin volt/trainer/trainer.hpp
+// volt::Trainer: Lightning's Trainer for LibTorch, with the accelerator, strategy and precision chosen as
+// template arguments.
+//
+//   volt::Trainer<volt::Auto, volt::SingleDevice, volt::BF16Autocast> trainer(
+//       {.max_epochs = 5}, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}});
+//   trainer.fit(model, train_loader, val_loader);
+//
+// The training loop follows Lightning's order of operations (spec section 7): per batch, convert and move
+// the batch, training_step under the precision's forward context, loss / accumulate_grad_batches,
+// zero_grad at the start of an accumulation window, (scaled) backward, and at the end of the window (or of
+// the epoch) unscale -> on_before_optimizer_step -> clip -> step (skipped on inf under fp16) -> update,
+// global_step + 1, step-interval LR schedulers. Validation runs on val_check_interval's batches and at the
+// end of the epoch, before on_train_epoch_end; epoch-interval schedulers step after it.
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+namespace detail {
+
+/// The range to iterate for a data argument: the argument itself, or what it points to
+/// (torch::data::make_data_loader returns a std::unique_ptr to the loader).
+template <class Data>
+decltype(auto) as_range(Data& data) {
+  if constexpr (requires { std::begin(data); }) {
+    return (data);
+  } else {
+    return (*data);
+  }
+}
+
+template <class Data>
+using batch_t = std::remove_cvref_t<decltype(*std::begin(as_range(std::declval<Data&>())))>;
+
+template <class Data>
+std::optional<std::int64_t> size_of(Data& data) {
+  auto&& range = as_range(data);
+  if constexpr (requires { std::size(range); }) {
+    return static_cast<std::int64_t>(std::size(range));
+  } else {
+    return std::nullopt;
+  }
+}
+
+template <class T>
+concept logger_pointer = requires { typename T::element_type; } && std::derived_from<typename T::element_type, Logger>;
+
+/// Marks "no validation data" in fit().
+struct NoData {};
+
+/// Rounds a fraction-of-epoch interval to batches as Lightning does.
+inline std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
+  if (amount.is_fraction()) return std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(total) * amount.fraction()));
+  return amount.count();
+}
+
+inline torch::Tensor cpu_rng_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+inline void set_cpu_rng_state(const torch::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+}  // namespace detail
+
+template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
+class Trainer {
+  static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
+  static_assert((check_precision_supported<Accelerator, Precision>(), true));
+  static_assert(!Strategy::is_distributed,
+                "volt: this version of volt trains with volt::SingleDevice only; volt::DDP is declared for "
+                "compile-time checks but its Trainer support is not written yet");
+
+ public:
+  using accelerator_type = Accelerator;
+  using strategy_type = Strategy;
+  using precision_type = Precision;
+
+  /// Validates the options, selects the devices (Lightning's connector) and prints the device lines.
+  /// `extras` are callbacks (any type with Trainer hooks) and loggers (types derived from volt::Logger),
+  /// in any order. Throws MisconfigurationError for invalid options or unavailable devices.
+  template <class... Extras>
+  explicit Trainer(TrainerOptions options = {}, Extras&&... extras) : options_(std::move(options)) {
+    detail::validate(options_);
+    if (options_.fast_dev_run > 0) {
+      options_.max_steps = options_.fast_dev_run;
+      options_.max_epochs = 1;
+      options_.num_sanity_val_steps = 0;
+    }
+    if (options_.seed) torch::manual_seed(*options_.seed);
+    if (options_.deterministic) {
+      at::globalContext().setDeterministicAlgorithms(*options_.deterministic, false);
+      if (*options_.deterministic) {
+        at::globalContext().setDeterministicCuDNN(true);
+        at::globalContext().setBenchmarkCuDNN(false);
+      }
+    }
+    selection_ = select_devices<Accelerator>(options_.devices, Frontend::trainer);
+    if (selection_.parallel_devices.size() != 1) {
+      std::string ids;
+      for (int id : selection_.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+      throw MisconfigurationError("volt::SingleDevice trains on exactly one device, but the device spec selected " +
+                                  std::to_string(selection_.parallel_devices.size()) + " " +
+                                  std::string(to_string(selection_.accelerator)) + " devices: [" + ids +
+                                  "]. Pass {.devices = 1} (or a single id such as volt::devices({1})).");
+    }
+    log_device_info(selection_.accelerator);
+    precision_.setup(root_device());
+    (add_extra(std::forward<Extras>(extras)), ...);
+    add_default_callbacks();
+    if (options_.logger && options_.fast_dev_run == 0 && loggers_.empty()) {
+      auto csv = std::make_shared<CSVLogger>();
+      csv->set_default_save_dir(options_.default_root_dir);
+      loggers_.push_back(std::move(csv));
+    }
+    if (!options_.logger || options_.fast_dev_run > 0) loggers_.clear();
+  }
+
+  // ---- accessors ---------------------------------------------------------------------------------
+
+  /// The device the model trains on.
+  torch::Device root_device() const { return selection_.root_device(); }
+  /// Lightning's trainer.device_ids.
+  const std::vector<int>& device_ids() const { return selection_.device_ids; }
+  std::int64_t num_devices() const { return static_cast<std::int64_t>(selection_.device_ids.size()); }
+  AcceleratorKind accelerator() const { return selection_.accelerator; }
+  std::int64_t global_step() const { return state_.global_step; }
+  std::int64_t current_epoch() const { return state_.current_epoch; }
+  bool should_stop() const { return state_.should_stop; }
+  const TrainerOptions& options() const { return options_; }
+  TrainerState& state() { return state_; }
+  /// All logged metrics as numbers (Lightning's trainer.callback_metrics).
+  std::map<std::string, double, std::less<>> callback_metrics() { return metrics_.callback_metrics(); }
+  /// The first callback of type C, or nullptr (e.g. trainer.callback<volt::ModelCheckpoint>()).
+  template <class C>
+  C* callback() {
+    return callbacks_.find<C>();
+  }
+  ModelCheckpoint* checkpoint_callback() { return callbacks_.find<ModelCheckpoint>(); }
+  const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
+  Precision& precision() { return precision_; }
+  /// Why the last fit stopped ("max_epochs=5 reached", "max_steps=100 reached", "stopped by a callback").
+  const std::string& stop_reason() const { return stop_reason_; }
+
+  // ---- fit ---------------------------------------------------------------------------------------
+
+  /// Trains `model` on `train_data` (any range of batches, or a pointer to one such as the std::unique_ptr
+  /// that torch::data::make_data_loader returns). Resumes from `ckpt_path` when given.
+  template <class Model, class TrainData>
+  void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
+    detail::NoData none;
+    run_fit(model, train_data, none, ckpt_path);
+  }
+
+  /// Trains with validation on `val_data`.
+  template <class Model, class TrainData, class ValData>
+    requires(!std::convertible_to<ValData, std::filesystem::path>)
+  void fit(Model& model, TrainData&& train_data, ValData&& val_data, const std::filesystem::path& ckpt_path = {}) {
+    run_fit(model, train_data, val_data, ckpt_path);
+  }
+
+  /// Runs validation_step over `data` and returns the epoch metrics (Lightning's trainer.validate).
+  template <class Model, class Data>
+  std::map<std::string, double> validate(Model& model, Data&& data) {
+    return run_standalone_evaluation(model, data, Stage::validating);
+  }
+
+  /// Runs test_step over `data` and returns the epoch metrics (Lightning's trainer.test).
+  template <class Model, class Data>
+  std::map<std::string, double> test(Model& model, Data&& data) {
+    return run_standalone_evaluation(model, data, Stage::testing);
+  }
+
+  /// Runs predict_step over `data` and returns its results in order (Lightning's trainer.predict).
+  template <class Model, class Data>
+  auto predict(Model& model, Data&& data) {
+    using M = detail::module_t<Model>;
+    using Batch = detail::batch_t<Data>;
+    static_assert(detail::has_predict_step<M, Batch>,
+                  "volt: trainer.predict needs the model to define `predict_step(batch[, batch_idx])`");
+    auto module = detail::model_module(model);
+    prepare_module(*module);
+    using Result = std::remove_cvref_t<decltype(detail::call_predict_step(*module, std::declval<Batch&>(),
+                                                                          std::int64_t{}, std::declval<StepContext&>()))>;
+    std::vector<Result> results;
+    state_.stage = Stage::predicting;
+    state_.phase_ = MetricPhase::predict;
+    module->eval();
+    auto&& range = detail::as_range(data);
+    const auto total = detail::size_of(data);
+    const std::int64_t limit = total ? options_.limit_predict_batches.of(*total)
+                                     : (options_.limit_predict_batches.is_whole_epoch()
+                                            ? std::numeric_limits<std::int64_t>::max()
+                                            : options_.limit_predict_batches.count());
+    std::int64_t batch_idx = 0;
+    for (auto&& raw : range) {
+      if (batch_idx >= limit) break;
+      auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
+      EvalGuard guard(options_.inference_mode);
+      auto context = precision_.forward_context();
+      results.push_back(detail::call_predict_step(*module, batch, batch_idx, context_));
+      ++batch_idx;
+    }
+    state_.stage = Stage::none;
+    return results;
+  }
+
+  /// Writes a checkpoint of the model passed to the last fit (Lightning's trainer.save_checkpoint).
+  void save_checkpoint(const std::filesystem::path& path, bool weights_only = false) {
+    TORCH_CHECK(state_.save_checkpoint, "volt: save_checkpoint needs a model: call fit() first");
+    state_.save_checkpoint(path, weights_only);
+  }
+
+ private:
+  /// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
+  /// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
+  class EvalGuard {
+   public:
+    explicit EvalGuard(bool inference) : inference_(inference) {}
+
+   private:
+    c10::InferenceMode inference_;
+    torch::NoGradGuard no_grad_;
+  };
+
+  struct SchedulerSlot {
+    std::shared_ptr<torch::optim::LRScheduler> scheduler;
+    SchedulerInterval interval;
+    std::int64_t frequency;
+    std::int64_t intervals = 0;  // intervals seen (steps or epochs)
+    std::int64_t steps = 0;      // scheduler.step() calls, saved in checkpoints
+  };
+
+  template <class E>
+  void add_extra(E&& extra) {
+    using T = std::remove_cvref_t<E>;
+    if constexpr (std::derived_from<T, Logger>) {
+      loggers_.push_back(std::make_shared<T>(std::forward<E>(extra)));
+    } else if constexpr (detail::logger_pointer<T>) {
+      loggers_.push_back(std::forward<E>(extra));
+    } else {
+      callbacks_.add(std::forward<E>(extra));
+    }
+  }
+
+  void add_default_callbacks() {
+    const auto progress_bars = callbacks_.count<ProgressBar>();
+    if (progress_bars > 1) {
+      throw MisconfigurationError(
+          "You added multiple progress bar callbacks to the Trainer, but currently only one progress bar is supported.");
+    }
+    if (!options_.enable_progress_bar && progress_bars == 1) {
+      throw MisconfigurationError(
+          "Trainer was configured with `enable_progress_bar=False` but found `ProgressBar` in callbacks list.");
+    }
+    if (!options_.enable_checkpointing && callbacks_.count<ModelCheckpoint>() > 0) {
+      throw MisconfigurationError(
+          "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks list.");
+    }
+    if (options_.enable_progress_bar && progress_bars == 0) callbacks_.add(ProgressBar{});
+    if (options_.enable_model_summary && callbacks_.count<ModelSummary>() == 0) callbacks_.add(ModelSummary{});
+    if (options_.enable_checkpointing && callbacks_.count<ModelCheckpoint>() == 0) callbacks_.add(ModelCheckpoint{});
+  }
+
+  template <class M>
+  void prepare_module(M& module) {
+    precision_.convert_module(module);
+    module.to(root_device());
+    state_.model = &module;
+    state_.root_device = root_device();
+    state_.default_root_dir = options_.default_root_dir;
+    state_.metrics_ = &metrics_;
+    state_.loggers.clear();
+    for (const auto& logger : loggers_) state_.loggers.push_back(logger.get());
+  }
+
+  template <class Batch>
+  std::remove_cvref_t<Batch> prepare_batch(Batch&& batch) {
+    return batch_to_device(precision_.convert_input(std::forward<Batch>(batch)), root_device());
+  }
+
+  // Model hooks: `hook(ctx)` or `hook()` when the model defines them.
+#define VOLT_DETAIL_MODEL_HOOK(name)                                      \
+  template <class M>                                                     \
+  void model_##name(M& module) {                                         \
+    if constexpr (requires { module.name(context_); }) {                 \
+      module.name(context_);                                             \
+    } else if constexpr (requires { module.name(); }) {                  \
+      module.name();                                                     \
+    }                                                                    \
+  }
+  VOLT_DETAIL_MODEL_HOOK(on_fit_start)
+  VOLT_DETAIL_MODEL_HOOK(on_fit_end)
+  VOLT_DETAIL_MODEL_HOOK(on_train_start)
+  VOLT_DETAIL_MODEL_HOOK(on_train_end)
+  VOLT_DETAIL_MODEL_HOOK(on_train_epoch_start)
+  VOLT_DETAIL_MODEL_HOOK(on_train_epoch_end)
+  VOLT_DETAIL_MODEL_HOOK(on_validation_epoch_start)
+  VOLT_DETAIL_MODEL_HOOK(on_validation_epoch_end)
+  VOLT_DETAIL_MODEL_HOOK(on_test_epoch_start)
+  VOLT_DETAIL_MODEL_HOOK(on_test_epoch_end)
+#undef VOLT_DETAIL_MODEL_HOOK
+
+  void log_to_loggers(std::map<std::string, double> values, std::int64_t step) {
+    if (values.empty() || !state_.is_global_zero) return;
+    values["epoch"] = static_cast<double>(state_.current_epoch);
+    for (const auto& logger : loggers_) logger->log_metrics(values, step);
+  }
+
+  void finalize_loggers(const std::string& status) {
+    if (!state_.is_global_zero) return;
+    for (const auto& logger : loggers_) logger->finalize(status);
+  }
+
+  // ---- the fit loop ------------------------------------------------------------------------------
+
+  template <class Model, class TrainData, class ValData>
+  void run_fit(Model& model, TrainData& train_data, ValData& val_data, const std::filesystem::path& ckpt_path) {
+    using M = detail::module_t<Model>;
+    using Batch = detail::batch_t<TrainData>;
+    detail::check_trainable<M, Batch>();
+    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, detail::NoData>;
+    if constexpr (has_val_data) {
+      static_assert(detail::has_validation_step<M, detail::batch_t<ValData>>,
+                    "volt: fit() was given validation data, but the model has no `validation_step(batch[, "
+                    "batch_idx[, ctx]])` for its batch type");
+    }
+    if constexpr (detail::has_training_step<M, Batch> && detail::has_configure_optimizers<M>) {
+      auto module = detail::model_module(model);
+      TORCH_CHECK(module != nullptr, "volt: fit() was given an empty model pointer");
+      prepare_module(*module);
+      metrics_.clear();
+      state_.stage = Stage::fitting;
+      state_.should_stop = false;
+      state_.global_step = 0;
+      state_.current_epoch = 0;
+      state_.fast_dev_run = options_.fast_dev_run > 0;
+      state_.max_steps = options_.max_steps;
+      state_.max_epochs = options_.max_epochs;
+      if (!state_.max_epochs) {
+        if (options_.max_steps == -1) {
+          log::warn_rank_zero("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
+                              "limit, set `max_epochs=-1`.");
+          state_.max_epochs = 1000;
+        } else {
+          state_.max_epochs = -1;
+        }
+      }
+      state_.log_every_n_steps = options_.log_every_n_steps;
+      state_.has_validation = has_val_data && !(options_.limit_val_batches.is_fraction()
+                                                    ? options_.limit_val_batches.fraction() == 0.0
+                                                    : options_.limit_val_batches.count() == 0);
+      state_.validates_at_epoch_end = options_.val_check_interval.is_whole_epoch() &&
+                                      options_.check_val_every_n_epoch.value_or(0) == 1;
+      state_.device_stats = [this] {
+        return visit_accelerator(selection_.accelerator,
+                                 [this](auto accelerator) { return decltype(accelerator)::get_device_stats(root_device()); });
+      };
+
+      // Optimizers and schedulers.
+      config_ = detail::configure_optimizers(*module);
+      schedulers_.clear();
+      if (config_.lr_scheduler) {
+        schedulers_.push_back({config_.lr_scheduler, config_.interval, std::max<std::int64_t>(1, config_.frequency)});
+      }
+      state_.optimizers = {config_.optimizer.get()};
+      state_.save_checkpoint = [this, module](const std::filesystem::path& path, bool weights_only) {
+        write_checkpoint(*module, path, weights_only);
+      };
+
+      const auto train_size = detail::size_of(train_data);
+      if (train_size) {
+        train_limit_ = options_.limit_train_batches.of(*train_size);
+      } else if (options_.limit_train_batches.is_whole_epoch()) {
+        train_limit_ = std::nullopt;  // every batch; the count is learned during the first epoch
+      } else if (options_.limit_train_batches.is_fraction()) {
+        throw MisconfigurationError("A fractional `limit_train_batches` needs training data whose size is known "
+                                    "(std::size works on it); pass a batch count instead.");
+      } else {
+        train_limit_ = options_.limit_train_batches.count();
+      }
+      if (options_.fast_dev_run > 0) {
+        train_limit_ = train_limit_ ? std::min(*train_limit_, options_.fast_dev_run) : options_.fast_dev_run;
+      }
+      state_.num_training_batches = train_limit_ && train_size ? train_limit_ : std::optional<std::int64_t>{};
+      if (options_.fast_dev_run > 0) state_.num_training_batches = train_limit_;
+
+      resume_ = {};
+      if (!ckpt_path.empty()) read_checkpoint(*module, ckpt_path);
+
+      bool finished = false;
+      try {
+        callbacks_.run(detail::Hook::setup, state_);
+        if (state_.is_global_zero && !loggers_.empty()) {
+          std::map<std::string, std::string> params;
+          if constexpr (requires { module->hparams(); }) params = module->hparams();
+          params["accelerator"] = std::string(to_string(selection_.accelerator));
+          params["precision"] = std::string(Precision::name);
+          params["strategy"] = std::string(Strategy::name);
+          for (const auto& logger : loggers_) logger->log_hyperparams(params);
+        }
+        model_on_fit_start(*module);
+        callbacks_.run(detail::Hook::on_fit_start, state_);
+        if constexpr (has_val_data) {
+          if (state_.has_validation && options_.num_sanity_val_steps != 0) sanity_check(*module, val_data);
+        }
+        model_on_train_start(*module);
+        callbacks_.run(detail::Hook::on_train_start, state_);
+        fit_epochs(*module, train_data, val_data);
+        model_on_train_end(*module);
+        callbacks_.run(detail::Hook::on_train_end, state_);
+        model_on_fit_end(*module);
+        callbacks_.run(detail::Hook::on_fit_end, state_);
+        finished = true;
+        log::info_rank_zero("`Trainer.fit` stopped: " + stop_reason_ + ".");
+        finalize_loggers("success");
+        callbacks_.run(detail::Hook::teardown, state_);
+      } catch (...) {
+        const auto error = std::current_exception();
+        for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_exception)) {
+          callback->run_exception(state_, error);
+        }
+        if (!finished) {
+          try {
+            finalize_loggers("failed");
+            callbacks_.run(detail::Hook::teardown, state_);
+          } catch (...) {
+            // the original error is the one to report
+          }
+        }
+        state_.stage = Stage::none;
+        throw;
+      }
+      state_.stage = Stage::none;
+    }
+  }
+
+  bool min_training_done() const {
+    const bool epochs_ok = !options_.min_epochs || state_.current_epoch >= *options_.min_epochs;
+    const bool steps_ok = !options_.min_steps || state_.global_step >= *options_.min_steps;
+    return epochs_ok && steps_ok;
+  }
+  bool max_steps_reached() const { return options_.max_steps >= 0 && state_.global_step >= options_.max_steps; }
+
+  bool should_validate_this_epoch() const {
+    if (!state_.has_validation) return false;
+    const auto every = options_.check_val_every_n_epoch;
+    return !every || (state_.current_epoch + 1) % *every == 0;
+  }
+
+  template <class M, class TrainData, class ValData>
+  void fit_epochs(M& module, TrainData& train_data, ValData& val_data) {
+    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, detail::NoData>;
+    const std::int64_t k = options_.accumulate_grad_batches;
+    std::int64_t total_batch_idx = 0;
+    while (true) {
+      if (state_.max_epochs && *state_.max_epochs >= 0 && state_.current_epoch >= *state_.max_epochs) {
+        stop_reason_ = "`max_epochs=" + std::to_string(*state_.max_epochs) + "` reached";
+        break;
+      }
+      if (max_steps_reached()) {
+        stop_reason_ = "`max_steps=" + std::to_string(options_.max_steps) + "` reached";
+        break;
+      }
+      if (state_.should_stop && min_training_done()) {
+        stop_reason_ = "stopped by a callback (should_stop)";
+        break;
+      }
+      state_.phase_ = MetricPhase::train;
+      module.train();
+      const bool resuming_mid_epoch = resume_.batches_done > 0;
+      if (!resuming_mid_epoch) {
+        model_on_train_epoch_start(module);
+        callbacks_.run(detail::Hook::on_train_epoch_start, state_);
+      }
+      if (resuming_mid_epoch) detail::set_cpu_rng_state(resume_.epoch_start_rng);
+      epoch_start_rng_ = detail::cpu_rng_state();
+
+      auto&& range = detail::as_range(train_data);
+      auto it = std::begin(range);
+      const auto end = std::end(range);
+      std::int64_t batch_idx = 0;
+      if (resuming_mid_epoch) {
+        for (; batch_idx < resume_.batches_done && it != end; ++batch_idx) ++it;
+        detail::set_cpu_rng_state(resume_.rng);
+        resume_.batches_done = 0;
+      }
+      const auto limit = train_limit_;
+      std::optional<std::int64_t> val_check_batch;
+      if (state_.num_training_batches) val_check_batch = detail::batches_for(options_.val_check_interval, *state_.num_training_batches);
+      else if (!options_.val_check_interval.is_fraction()) val_check_batch = options_.val_check_interval.count();
+
+      while (it != end && (!limit || batch_idx < *limit)) {
+        // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
+        auto batch = prepare_batch(*it);
+        ++it;
+        const bool is_last = it == end || (limit && batch_idx + 1 >= *limit);
+        train_batch(module, batch, batch_idx, is_last, k);
+        ++total_batch_idx;
+
+        bool validate_now = false;
+        if constexpr (has_val_data) {
+          if (should_validate_this_epoch()) {
+            if (state_.should_stop && min_training_done()) {
+              validate_now = true;
+            } else if (options_.check_val_every_n_epoch && options_.val_check_interval.is_whole_epoch()) {
+              validate_now = is_last;
+            } else if (val_check_batch) {
+              const auto iteration = options_.check_val_every_n_epoch ? batch_idx : total_batch_idx - 1;
+              validate_now = (iteration + 1) % *val_check_batch == 0;
+            } else {
+              validate_now = is_last;
+            }
+          }
+          if (validate_now) {
+            run_validation(module, val_data, Stage::fitting);
+            state_.phase_ = MetricPhase::train;
+            module.train();
+          }
+        }
+        ++batch_idx;
+        if (max_steps_reached() || (state_.should_stop && min_training_done())) break;
+      }
+      if (!state_.num_training_batches && !limit) state_.num_training_batches = batch_idx;
+      finish_epoch(module, batch_idx);
+    }
+  }
+
+  template <class M>
+  void finish_epoch(M& module, std::int64_t batches_done) {
+    resume_point_ = {state_.current_epoch, batches_done, true};
+    model_on_train_epoch_end(module);
+    // Lightning runs the monitoring callbacks (checkpointing, early stopping) after the others.
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_epoch_end)) {
+      if (!is_monitoring(*callback)) callback->run(detail::Hook::on_train_epoch_end, state_);
+    }
+    log_to_loggers(metrics_.end_epoch(MetricPhase::train), std::max<std::int64_t>(0, state_.global_step - 1));
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_epoch_end)) {
+      if (is_monitoring(*callback)) callback->run(detail::Hook::on_train_epoch_end, state_);
+    }
+    step_schedulers(SchedulerInterval::epoch);
+    ++state_.current_epoch;
+    resume_point_ = {state_.current_epoch, 0, false};
+  }
+
+  static bool is_monitoring(detail::AnyCallback& callback) {
+    return callback.get(typeid(ModelCheckpoint)) != nullptr || callback.get(typeid(EarlyStopping)) != nullptr;
+  }
+
+  void step_schedulers(SchedulerInterval interval) {
+    for (auto& slot : schedulers_) {
+      if (slot.interval != interval) continue;
+      if (++slot.intervals % slot.frequency == 0) {
+        slot.scheduler->step();
+        ++slot.steps;
+      }
+    }
+  }
+
+  template <class M, class Batch>
+  void train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k) {
+    state_.batch_idx = batch_idx;
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
+      callback->run_batch_start(state_, batch_idx);
+    }
+    torch::Tensor loss;
+    {
+      auto context = precision_.forward_context();
+      loss = detail::call_training_step(module, batch, batch_idx, context_);
+    }
+    TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor at epoch ", state_.current_epoch,
+                ", batch ", batch_idx);
+    torch::optim::Optimizer& optimizer = *config_.optimizer;
+    const bool window_start = batch_idx % k == 0;
+    const bool step_now = (batch_idx + 1) % k == 0 || is_last;
+    torch::Tensor to_backward = k > 1 ? loss / static_cast<double>(k) : loss;
+    if (window_start) {
+      callbacks_.run(detail::Hook::on_before_zero_grad, state_);
+      optimizer.zero_grad();
+    }
+    torch::Tensor scaled = precision_.pre_backward(to_backward);
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_before_backward)) {
+      callback->run_before_backward(state_, scaled);
+    }
+    scaled.backward();
+    callbacks_.run(detail::Hook::on_after_backward, state_);
+    if (step_now) {
+      precision_.optimizer_step(optimizer, [&] {
+        for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_before_optimizer_step)) {
+          callback->run_before_optimizer_step(state_, optimizer);
+        }
+        clip_gradients(optimizer);
+      });
+      ++state_.global_step;
+      step_schedulers(SchedulerInterval::step);
+      if (options_.log_every_n_steps > 0 && state_.global_step % options_.log_every_n_steps == 0) {
+        log_to_loggers(metrics_.take_step_values_for_logger(), state_.global_step - 1);
+      }
+    }
+    resume_point_ = {state_.current_epoch, batch_idx + 1, false};
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_end)) {
+      callback->run_batch_end(detail::Hook::on_train_batch_end, state_, loss, batch_idx);
+    }
+  }
+
+  void clip_gradients(torch::optim::Optimizer& optimizer) {
+    if (!options_.gradient_clip_val || *options_.gradient_clip_val <= 0.0) return;
+    std::vector<torch::Tensor> parameters;
+    for (const auto& group : optimizer.param_groups()) {
+      for (const auto& parameter : group.params()) parameters.push_back(parameter);
+    }
+    if (options_.gradient_clip_algorithm == GradClipAlgorithm::norm) {
+      torch::nn::utils::clip_grad_norm_(parameters, *options_.gradient_clip_val);
+    } else {
+      torch::nn::utils::clip_grad_value_(parameters, *options_.gradient_clip_val);
+    }
+  }
+
+  // ---- evaluation --------------------------------------------------------------------------------
+
+  template <class M, class Data>
+  void sanity_check(M& module, Data& val_data) {
+    const Stage previous = state_.stage;
+    state_.stage = Stage::sanity_checking;
+    callbacks_.run(detail::Hook::on_sanity_check_start, state_);
+    const std::int64_t steps = options_.num_sanity_val_steps;
+    run_validation(module, val_data, Stage::sanity_checking,
+                   steps < 0 ? std::optional<std::int64_t>{} : std::optional<std::int64_t>{steps});
+    // Lightning discards what the sanity check logged.
+    metrics_.discard(MetricPhase::validation);
+    callbacks_.run(detail::Hook::on_sanity_check_end, state_);
+    state_.stage = previous;
+  }
+
+  /// One validation run (Lightning's evaluation loop): hooks, the steps, the epoch metrics.
+  template <class M, class Data>
+  void run_validation(M& module, Data& val_data, Stage stage, std::optional<std::int64_t> limit_override = {}) {
+    std::optional<std::int64_t> limit = limit_override;
+    if (!limit_override) {
+      const auto total = detail::size_of(val_data);
+      if (total) {
+        limit = options_.limit_val_batches.of(*total);
+      } else if (!options_.limit_val_batches.is_whole_epoch()) {
+        limit = options_.limit_val_batches.is_fraction() ? 0 : options_.limit_val_batches.count();
+      }
+      if (options_.fast_dev_run > 0) limit = limit ? std::min(*limit, options_.fast_dev_run) : options_.fast_dev_run;
+    }
+    const Stage previous = state_.stage;
+    state_.stage = stage;
+    callbacks_.run(detail::Hook::on_validation_start, state_);
+    model_on_validation_epoch_start(module);
+    callbacks_.run(detail::Hook::on_validation_epoch_start, state_);
+    evaluate(module, val_data, MetricPhase::validation, limit);
+    auto values = metrics_.end_epoch(MetricPhase::validation);
+    model_on_validation_epoch_end(module);
+    callbacks_.run(detail::Hook::on_validation_epoch_end, state_);
+    if (stage == Stage::fitting) log_to_loggers(values, std::max<std::int64_t>(0, state_.global_step - 1));
+    last_eval_metrics_ = std::move(values);
+    callbacks_.run(detail::Hook::on_validation_end, state_);
+    state_.stage = previous;
+  }
+
+  /// Runs the phase's step over up to `limit` batches, in eval mode, without autograd.
+  template <class M, class Data>
+  void evaluate(M& module, Data& data, MetricPhase phase, std::optional<std::int64_t> limit) {
+    const bool was_training = module.is_training();
+    module.eval();
+    state_.phase_ = phase;
+    EvalGuard guard(options_.inference_mode);
+    std::int64_t batch_idx = 0;
+    for (auto&& raw : detail::as_range(data)) {
+      if (limit && batch_idx >= *limit) break;
+      auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
+      state_.batch_idx = batch_idx;
+      {
+        auto context = precision_.forward_context();
+        if (phase == MetricPhase::test) {
+          if constexpr (detail::has_test_step<M, std::remove_cvref_t<decltype(batch)>>) {
+            detail::call_test_step(module, batch, batch_idx, context_);
+          }
+        } else {
+          if constexpr (detail::has_validation_step<M, std::remove_cvref_t<decltype(batch)>>) {
+            detail::call_validation_step(module, batch, batch_idx, context_);
+          }
+        }
+      }
+      const auto hook = phase == MetricPhase::test ? detail::Hook::on_test_batch_end : detail::Hook::on_validation_batch_end;
+      for (detail::AnyCallback* callback : callbacks_.with(hook)) {
+        callback->run_batch_end(hook, state_, torch::Tensor(), batch_idx);
+      }
+      ++batch_idx;
+    }
+    state_.num_val_batches = batch_idx;
+    if (was_training) module.train();
+  }
+
+  template <class Model, class Data>
+  std::map<std::string, double> run_standalone_evaluation(Model& model, Data& data, Stage stage) {
+    using M = detail::module_t<Model>;
+    using Batch = detail::batch_t<Data>;
+    const bool testing = stage == Stage::testing;
+    if constexpr (!detail::has_test_step<M, Batch>) {
+      if (testing) throw MisconfigurationError("No `test_step()` method defined to run `Trainer.test`.");
+    }
+    if constexpr (!detail::has_validation_step<M, Batch>) {
+      if (!testing) throw MisconfigurationError("No `validation_step()` method defined to run `Trainer.validate`.");
+    }
+    auto module = detail::model_module(model);
+    prepare_module(*module);
+    metrics_.clear();
+    state_.stage = stage;
+    std::map<std::string, double> values;
+    if (testing) {
+      const auto total = detail::size_of(data);
+      std::optional<std::int64_t> limit;
+      if (total) limit = options_.limit_test_batches.of(*total);
+      callbacks_.run(detail::Hook::on_test_start, state_);
+      model_on_test_epoch_start(*module);
+      evaluate(*module, data, MetricPhase::test, limit);
+      values = metrics_.end_epoch(MetricPhase::test);
+      model_on_test_epoch_end(*module);
+      callbacks_.run(detail::Hook::on_test_epoch_end, state_);
+      callbacks_.run(detail::Hook::on_test_end, state_);
+    } else {
+      run_validation(*module, data, stage);
+      values = last_eval_metrics_;
+    }
+    log_to_loggers(values, state_.global_step);
+    for (const auto& logger : loggers_) logger->save();
+    state_.stage = Stage::none;
+    return values;
+  }
+
+  // ---- checkpoints -------------------------------------------------------------------------------
+
+  struct ResumePoint {
+    std::int64_t epoch = 0;
+    std::int64_t batches_done = 0;
+    bool at_epoch_end = false;
+  };
+  struct ResumeState {
+    std::int64_t batches_done = 0;
+    torch::Tensor epoch_start_rng;
+    torch::Tensor rng;
+  };
+
+  template <class M>
+  void write_checkpoint(M& module, const std::filesystem::path& path, bool weights_only) {
+    if (!state_.is_global_zero) return;
+    torch::serialize::OutputArchive archive;
+    archive.write("volt/format", c10::IValue(std::int64_t{1}));
+    archive.write("volt/weights_only", c10::IValue(weights_only));
+    torch::serialize::OutputArchive model_archive;
+    module.save(model_archive);
+    archive.write("model", model_archive);
+    if (!weights_only) {
+      archive.write("loop/epoch", c10::IValue(resume_point_.epoch));
+      archive.write("loop/global_step", c10::IValue(state_.global_step));
+      archive.write("loop/batches_done", c10::IValue(resume_point_.batches_done));
+      archive.write("loop/at_epoch_end", c10::IValue(resume_point_.at_epoch_end));
+      torch::serialize::OutputArchive optimizer_archive;
+      config_.optimizer->save(optimizer_archive);
+      archive.write("optimizer", optimizer_archive);
+      std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
+      for (const auto& slot : schedulers_) {
+        scheduler_steps.push_back(slot.steps);
+        scheduler_intervals.push_back(slot.intervals);
+      }
+      archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
+      archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
+      torch::serialize::OutputArchive precision_archive;
+      precision_.save(precision_archive);
+      archive.write("precision", precision_archive);
+      std::size_t index = 0;
+      for (const auto& callback : callbacks_.all()) {
+        torch::serialize::OutputArchive callback_archive;
+        callback->save_state(callback_archive);
+        archive.write("callbacks/" + std::to_string(index++), callback_archive);
+      }
+      archive.write("rng/cpu", detail::cpu_rng_state(), /*is_buffer=*/true);
+      archive.write("rng/cpu_epoch_start", epoch_start_rng_.defined() ? epoch_start_rng_ : detail::cpu_rng_state(),
+                    /*is_buffer=*/true);
+    }
+    detail::save_archive_atomically(archive, path);
+  }
+
+  template <class M>
+  void read_checkpoint(M& module, const std::filesystem::path& path) {
+    torch::serialize::InputArchive archive;
+    detail::load_archive(archive, path, root_device());
+    c10::IValue value;
+    if (!archive.try_read("volt/format", value)) {
+      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
+    }
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    try {
+      module.load(model_archive);
+    } catch (const std::exception& error) {
+      throw CheckpointError("volt: the model in " + path.string() + " does not match the model being fitted: " +
+                            error.what());
+    }
+    archive.read("volt/weights_only", value);
+    if (value.toBool()) {
+      throw CheckpointError("volt: " + path.string() +
+                            " holds weights only (save_weights_only); it cannot resume training. Load it with "
+                            "volt::load_checkpoint_weights instead.");
+    }
+    archive.read("loop/epoch", value);
+    const std::int64_t epoch = value.toInt();
+    archive.read("loop/global_step", value);
+    state_.global_step = value.toInt();
+    archive.read("loop/batches_done", value);
+    const std::int64_t batches_done = value.toInt();
+    archive.read("loop/at_epoch_end", value);
+    const bool at_epoch_end = value.toBool();
+    // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
+    c10::IValue steps, intervals;
+    archive.read("schedulers/steps", steps);
+    archive.read("schedulers/intervals", intervals);
+    const auto step_list = steps.toIntList();
+    const auto interval_list = intervals.toIntList();
+    for (std::size_t i = 0; i < schedulers_.size() && i < step_list.size(); ++i) {
+      for (std::int64_t n = 0; n < step_list.get(i); ++n) schedulers_[i].scheduler->step();
+      schedulers_[i].steps = step_list.get(i);
+      schedulers_[i].intervals = interval_list.get(i);
+    }
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    config_.optimizer->load(optimizer_archive);
+    torch::serialize::InputArchive precision_archive;
+    archive.read("precision", precision_archive);
+    precision_.load(precision_archive);
+    std::size_t index = 0;
+    for (const auto& callback : callbacks_.all()) {
+      torch::serialize::InputArchive callback_archive;
+      if (archive.try_read("callbacks/" + std::to_string(index++), callback_archive)) {
+        callback->load_state(callback_archive);
+      }
+    }
+    torch::Tensor rng, epoch_start_rng;
+    archive.read("rng/cpu", rng, /*is_buffer=*/true);
+    archive.read("rng/cpu_epoch_start", epoch_start_rng, /*is_buffer=*/true);
+    rng = rng.to(torch::kCPU);
+    epoch_start_rng = epoch_start_rng.to(torch::kCPU);
+    state_.current_epoch = epoch;
+    if (at_epoch_end) {
+      // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
+      step_schedulers(SchedulerInterval::epoch);
+      state_.current_epoch = epoch + 1;
+      detail::set_cpu_rng_state(rng);
+    } else if (batches_done > 0) {
+      resume_ = {batches_done, epoch_start_rng, rng};
+    } else {
+      detail::set_cpu_rng_state(rng);
+    }
+    resume_point_ = {state_.current_epoch, batches_done, false};
+  }
+
+  TrainerOptions options_;
+  DeviceSelection selection_{};
+  Precision precision_{};
+  detail::CallbackList callbacks_{};
+  std::vector<std::shared_ptr<Logger>> loggers_{};
+  detail::MetricStore metrics_{};
+  TrainerState state_{};
+  StepContext context_{state_};
+  OptimizerConfig config_{};
+  std::vector<SchedulerSlot> schedulers_{};
+  std::optional<std::int64_t> train_limit_{};
+  std::map<std::string, double> last_eval_metrics_{};
+  std::string stop_reason_{};
+  ResumePoint resume_point_{};
+  ResumeState resume_{};
+  torch::Tensor epoch_start_rng_{};
+};
+
+}  // namespace volt
+// ---- end volt/trainer/trainer.hpp
 // ---- end volt/trainer.hpp
 // ---- begin volt/testing.hpp
-// volt/testing: umbrella header of this area.
+// volt/testing: helpers for testing code that uses volt.
+
+// ---- begin volt/testing/scoped_machine.hpp
+// volt::testing::ScopedMachine: fake the machine the accelerators see, for tests.
+
+
+#include <mutex>
+#include <utility>
+
+namespace volt::testing {
+
+/// While alive, every accelerator probe (CUDA device count, LibTorch's MPS availability, the processor
+/// architecture) answers from `machine` instead of the real machine, and MPS::is_available()'s cache is
+/// recomputed on its next call; DISABLE_MPS is still read from the environment. The destructor restores
+/// what was there before (the real machine, or an enclosing ScopedMachine), so instances nest.
+/// Nothing else is faked: creating a tensor on a faked device fails as it would without the fake.
+///
+///   volt::testing::ScopedMachine machine{{.cuda_device_count = 4, .torch_mps_available = true,
+///                                         .processor = "arm64"}};
+class ScopedMachine {
+ public:
+  using Options = machine::FakeMachine;
+
+  explicit ScopedMachine(Options options) : options_(std::move(options)) {
+    auto& state = machine::detail::probe_state();
+    std::lock_guard lock(state.mutex);
+    previous_ = std::exchange(state.fake, &options_);
+    state.mps_available_cache = -1;
+  }
+  ~ScopedMachine() {
+    auto& state = machine::detail::probe_state();
+    std::lock_guard lock(state.mutex);
+    state.fake = previous_;
+    state.mps_available_cache = -1;
+  }
+  ScopedMachine(const ScopedMachine&) = delete;
+  ScopedMachine& operator=(const ScopedMachine&) = delete;
+
+  const Options& options() const { return options_; }
+
+ private:
+  Options options_;
+  const Options* previous_ = nullptr;
+};
+
+}  // namespace volt::testing
+// ---- end volt/testing/scoped_machine.hpp
 // ---- end volt/testing.hpp
 // ---- end volt/volt.hpp
