@@ -9,6 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 results=${1:-build/gpu-results}
 mkdir -p "$results"
+results=$(cd "$results" && pwd)
 jobs=$(nproc)
 export NCCL_NVLS_ENABLE=0
 summary="$results/summary.md"
@@ -43,7 +44,7 @@ done
 # Every other ctest test (compile-fail, header check, single-header sync, example smoke run), except the
 # four ways of consuming volt (they rebuild volt from scratch) and the full example run (done below).
 (cd build/gpu && ctest -j "$jobs" -LE "consumption|example_full" -E '^volt\.[a-z]+$' --output-on-failure \
-   > "../../$results/ctest.log" 2>&1)
+   > "$results/ctest.log" 2>&1)
 note "- other ctest tests: $(grep -E 'tests passed|tests failed' "$results/ctest.log" | tail -1)"
 
 # Fashion-MNIST on the GPU, each precision.

@@ -2,6 +2,7 @@
 // then reports the test accuracy. The accelerator is chosen at run time: MPS, then CUDA, then CPU.
 //
 //   ./fashion_mnist [--max-epochs 5] [--max-steps N] [--batch-size 128] [--data-dir DIR]
+//                   [--limit-train-batches N] [--limit-val-batches N]
 //                   [--precision 32-true|bf16-mixed|16-mixed] [--default-root-dir DIR] [--seed 42]
 //                   [--expect-test-acc 0.88] [--no-progress-bar]
 #include <volt/volt.hpp>
@@ -41,7 +42,7 @@ struct FashionMLP : torch::nn::Module {
 };
 
 struct Settings {
-  std::int64_t max_epochs = 5, max_steps = -1, batch_size = 128;
+  std::int64_t max_epochs = 5, max_steps = -1, batch_size = 128, limit_train_batches = -1, limit_val_batches = -1;
   std::uint64_t seed = 42;
   std::string data_dir, root_dir, precision = "32-true";
   double expect_test_acc = 0.0;
@@ -60,9 +61,13 @@ int train(const Settings& settings) {
   auto val_loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(std::move(splits.val), options);
   auto test_loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(std::move(splits.test), options);
 
+  volt::TrainerOptions trainer_options{.max_epochs = settings.max_epochs, .max_steps = settings.max_steps,
+                                       .seed = settings.seed, .default_root_dir = settings.root_dir,
+                                       .enable_progress_bar = settings.progress_bar};
+  if (settings.limit_train_batches >= 0) trainer_options.limit_train_batches = settings.limit_train_batches;
+  if (settings.limit_val_batches >= 0) trainer_options.limit_val_batches = settings.limit_val_batches;
   volt::Trainer<volt::Auto, volt::SingleDevice, Precision> trainer(
-      {.max_epochs = settings.max_epochs, .max_steps = settings.max_steps, .seed = settings.seed,
-       .default_root_dir = settings.root_dir, .enable_progress_bar = settings.progress_bar},
+      trainer_options,
       volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}},
       volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = 2}});
   auto model = std::make_shared<FashionMLP>();
@@ -103,6 +108,8 @@ int main(int argc, char** argv) {
       if (flag == "--max-epochs") settings.max_epochs = std::stoll(value());
       else if (flag == "--max-steps") settings.max_steps = std::stoll(value());
       else if (flag == "--batch-size") settings.batch_size = std::stoll(value());
+      else if (flag == "--limit-train-batches") settings.limit_train_batches = std::stoll(value());
+      else if (flag == "--limit-val-batches") settings.limit_val_batches = std::stoll(value());
       else if (flag == "--seed") settings.seed = std::stoull(value());
       else if (flag == "--data-dir") settings.data_dir = value();
       else if (flag == "--default-root-dir") settings.root_dir = value();
@@ -111,6 +118,7 @@ int main(int argc, char** argv) {
       else if (flag == "--no-progress-bar") settings.progress_bar = false;
       else if (flag == "--help" || flag == "-h") {
         std::cout << "usage: fashion_mnist [--max-epochs N] [--max-steps N] [--batch-size N] [--data-dir DIR]\n"
+                     "                     [--limit-train-batches N] [--limit-val-batches N]\n"
                      "                     [--precision 32-true|bf16-mixed|16-mixed] [--default-root-dir DIR]\n"
                      "                     [--seed N] [--expect-test-acc A] [--no-progress-bar]\n";
         return 0;

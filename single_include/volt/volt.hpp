@@ -4305,6 +4305,8 @@ struct TrainerState {
   std::int64_t log_every_n_steps = 50;
   /// Whether the current fit validates (a validation loader was given and limit_val_batches > 0).
   bool has_validation = false;
+  /// Whether a validation run (not the sanity check) has completed in the current fit.
+  bool validation_has_run = false;
   /// Lightning's "validation runs at the end of each training epoch": val_check_interval 1.0, every epoch.
   bool validates_at_epoch_end = true;
   bool fast_dev_run = false;
@@ -4816,9 +4818,14 @@ class ModelCheckpoint {
     if (it == metrics.end()) {
       std::string available;
       for (const auto& [key, value] : metrics) available += (available.empty() ? "'" : ", '") + key + "'";
-      throw MisconfigurationError("`ModelCheckpoint(monitor='" + options_.monitor +
+      const std::string message = "`ModelCheckpoint(monitor='" + options_.monitor +
                                   "')` could not find the monitored key in the returned metrics: [" + available +
-                                  "]. HINT: Did you call `log(\"" + options_.monitor + "\", value)` in your model?");
+                                  "]. HINT: Did you call `log(\"" + options_.monitor + "\", value)` in your model?";
+      // As Lightning: an error once validation has run (the key will never come), else a warning (training
+      // stopped before the first validation, e.g. by max_steps).
+      if (state.validation_has_run) throw MisconfigurationError(message);
+      log::warn_once(message);
+      return;
     }
     double current = it->second;
     if (std::isnan(current)) current = worst_value();  // NaN ranks last
@@ -6359,6 +6366,7 @@ class Trainer {
       metrics_.clear();
       state_.stage = Stage::fitting;
       state_.should_stop = false;
+      state_.validation_has_run = false;
       state_.global_step = 0;
       state_.current_epoch = 0;
       state_.fast_dev_run = options_.fast_dev_run > 0;
@@ -6681,7 +6689,10 @@ class Trainer {
     auto values = metrics_.end_epoch(MetricPhase::validation);
     model_on_validation_epoch_end(module);
     callbacks_.run(detail::Hook::on_validation_epoch_end, state_);
-    if (stage == Stage::fitting) log_to_loggers(values, std::max<std::int64_t>(0, state_.global_step - 1));
+    if (stage == Stage::fitting) {
+      log_to_loggers(values, std::max<std::int64_t>(0, state_.global_step - 1));
+      state_.validation_has_run = true;
+    }
     last_eval_metrics_ = std::move(values);
     callbacks_.run(detail::Hook::on_validation_end, state_);
     state_.stage = previous;

@@ -5,6 +5,8 @@
 
 #include <volt/volt.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -23,9 +25,20 @@ struct TempDir {
     path = std::filesystem::temp_directory_path() / ("volt-test-" + std::to_string(entropy()));
     std::filesystem::create_directories(path);
   }
+  // Removes the tree with the C library rather than std::filesystem::remove_all: PyPI's LibTorch 2.11
+  // (libtorch.so) exports its own copies of the std::filesystem operations, and its remove_all crashes on a
+  // non-empty folder.
   ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
+    std::vector<std::filesystem::path> entries;
+    std::error_code error;
+    for (auto it = std::filesystem::recursive_directory_iterator(path, error);
+         !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
+      entries.push_back(it->path());
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const auto& a, const auto& b) { return a.native().size() > b.native().size(); });
+    for (const auto& entry : entries) std::remove(entry.c_str());
+    std::remove(path.c_str());
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

@@ -643,3 +643,31 @@ TEST_CASE("TORCH_MODULE holders work as models") {
   trainer.fit(model, volt_test::make_batches(3));
   CHECK(trainer.global_step() == 3);
 }
+
+TEST_CASE("ModelCheckpoint with a monitor warns before the first validation and fails after it") {
+  TempDir dir;
+  {
+    // max_steps stops training before the end-of-epoch validation: a warning, no checkpoint, no error.
+    auto model = std::make_shared<volt_test::CountingModel>();
+    auto options = quiet_options(dir);
+    options.max_steps = 2;
+    options.num_sanity_val_steps = 0;
+    options.enable_checkpointing = true;
+    volt::Trainer<volt::CPU> trainer(options, volt::ModelCheckpoint{{.dirpath = dir.path / "w", .monitor = "val_index"}});
+    volt_test::CaptureLog log;
+    trainer.fit(model, volt_test::make_batches(5), volt_test::make_batches(1));
+    CHECK(log.warned("`ModelCheckpoint(monitor='val_index')` could not find the monitored key in the returned "
+                     "metrics: ["));
+    CHECK(!std::filesystem::exists(dir.path / "w"));
+  }
+  {
+    auto model = std::make_shared<volt_test::CountingModel>();
+    auto options = quiet_options(dir);
+    options.num_sanity_val_steps = 0;
+    options.enable_checkpointing = true;
+    volt::Trainer<volt::CPU> trainer(options, volt::ModelCheckpoint{{.dirpath = dir.path / "e", .monitor = "never"}});
+    CHECK_THROWS_WITH_AS(trainer.fit(model, volt_test::make_batches(2), volt_test::make_batches(1)),
+                         doctest::Contains("`ModelCheckpoint(monitor='never')` could not find the monitored key"),
+                         volt::MisconfigurationError);
+  }
+}

@@ -57,6 +57,8 @@ struct TrainerState {
   std::int64_t log_every_n_steps = 50;
   /// Whether the current fit validates (a validation loader was given and limit_val_batches > 0).
   bool has_validation = false;
+  /// Whether a validation run (not the sanity check) has completed in the current fit.
+  bool validation_has_run = false;
   /// Lightning's "validation runs at the end of each training epoch": val_check_interval 1.0, every epoch.
   bool validates_at_epoch_end = true;
   bool fast_dev_run = false;

@@ -272,9 +272,14 @@ class ModelCheckpoint {
     if (it == metrics.end()) {
       std::string available;
       for (const auto& [key, value] : metrics) available += (available.empty() ? "'" : ", '") + key + "'";
-      throw MisconfigurationError("`ModelCheckpoint(monitor='" + options_.monitor +
+      const std::string message = "`ModelCheckpoint(monitor='" + options_.monitor +
                                   "')` could not find the monitored key in the returned metrics: [" + available +
-                                  "]. HINT: Did you call `log(\"" + options_.monitor + "\", value)` in your model?");
+                                  "]. HINT: Did you call `log(\"" + options_.monitor + "\", value)` in your model?";
+      // As Lightning: an error once validation has run (the key will never come), else a warning (training
+      // stopped before the first validation, e.g. by max_steps).
+      if (state.validation_has_run) throw MisconfigurationError(message);
+      log::warn_once(message);
+      return;
     }
     double current = it->second;
     if (std::isnan(current)) current = worst_value();  // NaN ranks last

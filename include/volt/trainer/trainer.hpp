@@ -364,6 +364,7 @@ class Trainer {
       metrics_.clear();
       state_.stage = Stage::fitting;
       state_.should_stop = false;
+      state_.validation_has_run = false;
       state_.global_step = 0;
       state_.current_epoch = 0;
       state_.fast_dev_run = options_.fast_dev_run > 0;
@@ -686,7 +687,10 @@ class Trainer {
     auto values = metrics_.end_epoch(MetricPhase::validation);
     model_on_validation_epoch_end(module);
     callbacks_.run(detail::Hook::on_validation_epoch_end, state_);
-    if (stage == Stage::fitting) log_to_loggers(values, std::max<std::int64_t>(0, state_.global_step - 1));
+    if (stage == Stage::fitting) {
+      log_to_loggers(values, std::max<std::int64_t>(0, state_.global_step - 1));
+      state_.validation_has_run = true;
+    }
     last_eval_metrics_ = std::move(values);
     callbacks_.run(detail::Hook::on_validation_end, state_);
     state_.stage = previous;
