@@ -33,6 +33,12 @@ if ! cmake --build build/gpu -j "$jobs" >> "$results/build.log" 2>&1; then
 fi
 note "- build: $(( $(date +%s) - start )) s with $jobs jobs"
 
+# Fashion-MNIST, unpacked from the carried archives (the examples read VOLT_FASHION_MNIST_DIR).
+data=$PWD/build/gpu/fashion-mnist
+mkdir -p "$data"
+for f in .gpu/fashion-mnist/*.gz; do gzip -dc "$f" > "$data/$(basename "$f" .gz)"; done
+export VOLT_FASHION_MNIST_DIR=$data
+
 # The doctest suites, one binary per area, with their own summaries (the CUDA cases run here).
 : > "$results/tests.log"
 for binary in build/gpu/tests/volt_test_*; do
@@ -48,9 +54,6 @@ done
 note "- other ctest tests: $(grep -E 'tests passed|tests failed' "$results/ctest.log" | tail -1)"
 
 # Fashion-MNIST on the GPU, each precision.
-data=build/gpu/fashion-mnist
-mkdir -p "$data"
-for f in .gpu/fashion-mnist/*.gz; do gzip -dc "$f" > "$data/$(basename "$f" .gz)"; done
 note ""
 note "## Fashion-MNIST MLP (5 epochs, batch 128, Adam 1e-3, StepLR 3/0.5)"
 note ""

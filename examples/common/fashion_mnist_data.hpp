@@ -21,9 +21,13 @@ inline const char* const idx_files[] = {"train-images-idx3-ubyte", "train-labels
                                         "t10k-labels-idx1-ubyte"};
 
 /// A folder holding the four uncompressed IDX files: `requested` if given (it must already hold them), else
-/// the cache folder, filled from Debian's package on first use. Throws with install instructions when
-/// the data cannot be found.
-inline fs::path fashion_mnist_folder(const std::string& requested) {
+/// $VOLT_FASHION_MNIST_DIR if set, else the cache folder, filled from Debian's package on first use. Throws
+/// with install instructions when the data cannot be found.
+inline fs::path fashion_mnist_folder(std::string requested) {
+  if (const char* from_environment = std::getenv("VOLT_FASHION_MNIST_DIR");
+      requested.empty() && from_environment != nullptr && *from_environment != '\0') {
+    requested = from_environment;
+  }
   auto complete = [](const fs::path& folder) {
     for (const char* name : idx_files) {
       if (!fs::exists(folder / name)) return false;
@@ -32,7 +36,8 @@ inline fs::path fashion_mnist_folder(const std::string& requested) {
   };
   if (!requested.empty()) {
     if (!complete(requested)) {
-      throw std::runtime_error("--data-dir " + requested + " must hold the uncompressed IDX files " +
+      throw std::runtime_error("the data folder " + requested + " (--data-dir or VOLT_FASHION_MNIST_DIR) must hold "
+                               "the uncompressed IDX files " +
                                "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and "
                                "t10k-labels-idx1-ubyte");
     }
