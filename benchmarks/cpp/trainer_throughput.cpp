@@ -173,8 +173,9 @@ int main(int argc, char** argv) {
               steps, repeats);
   std::printf("| model | precision | hand-written loop (steps/s) | volt Trainer (steps/s) | volt / hand |\n");
   std::printf("|---|---|---|---|---|\n");
+  const auto model_names = split(models);
   for (const auto& spec : specs) {
-    if (std::find(split(models).begin(), split(models).end(), spec.name) == split(models).end()) continue;
+    if (std::find(model_names.begin(), model_names.end(), spec.name) == model_names.end()) continue;
     const auto data = make_data(spec, device, 8);
     const int model_steps = spec.name == "wide" ? wide_steps : steps;
     for (const auto& precision : split(precisions)) {

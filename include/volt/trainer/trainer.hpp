@@ -109,8 +109,9 @@ class Trainer {
   using precision_type = Precision;
 
   /// Validates the options, selects the devices (Lightning's connector) and prints the device lines.
-  /// `extras` are callbacks (any type with Trainer hooks) and loggers (types derived from volt::Logger),
-  /// in any order. Throws MisconfigurationError for invalid options or unavailable devices.
+  /// `extras` are callbacks (any type with Trainer hooks), loggers (types derived from volt::Logger) and
+  /// optionally a configured Precision object (e.g. `volt::FP16Autocast({.init_scale = 1024})`), in any
+  /// order. Throws MisconfigurationError for invalid options or unavailable devices.
   template <class... Extras>
   explicit Trainer(TrainerOptions options = {}, Extras&&... extras) : options_(std::move(options)) {
     detail::validate(options_);
@@ -137,8 +138,8 @@ class Trainer {
                                   "]. Pass {.devices = 1} (or a single id such as volt::devices({1})).");
     }
     log_device_info(selection_.accelerator);
-    precision_.setup(root_device());
     (add_extra(std::forward<Extras>(extras)), ...);
+    precision_.setup(root_device());
     add_default_callbacks();
     if (options_.logger && options_.fast_dev_run == 0 && loggers_.empty()) {
       auto csv = std::make_shared<CSVLogger>();
@@ -266,7 +267,9 @@ class Trainer {
   template <class E>
   void add_extra(E&& extra) {
     using T = std::remove_cvref_t<E>;
-    if constexpr (std::derived_from<T, Logger>) {
+    if constexpr (std::same_as<T, Precision>) {
+      precision_ = std::forward<E>(extra);
+    } else if constexpr (std::derived_from<T, Logger>) {
       loggers_.push_back(std::make_shared<T>(std::forward<E>(extra)));
     } else if constexpr (detail::logger_pointer<T>) {
       loggers_.push_back(std::forward<E>(extra));
