@@ -3,6 +3,7 @@
 # (a CUDA build), runs every test (the CUDA cases run instead of skipping), trains Fashion-MNIST on the GPU
 # at each precision, and measures Trainer throughput. Prepare .gpu/ first with tools/gpu-prepare.sh.
 #   tools/gpu-check.sh [RESULTS_DIR]     (default: build/gpu-results)
+# SKIP="examples bench" leaves out the Fashion-MNIST runs and/or the throughput benchmark.
 # Writes six files to RESULTS_DIR: summary.md, build.log, tests.log, ctest.log, fashion_mnist.log,
 # throughput.md. BENCH_STEPS, BENCH_WIDE_STEPS and BENCH_REPEATS size the throughput benchmark.
 set -uo pipefail
@@ -54,6 +55,8 @@ done
 note "- other ctest tests: $(grep -E 'tests passed|tests failed' "$results/ctest.log" | tail -1)"
 
 # Fashion-MNIST on the GPU, each precision.
+skip=" ${SKIP:-} "
+if [[ "$skip" != *" examples "* ]]; then
 note ""
 note "## Fashion-MNIST MLP (5 epochs, batch 128, Adam 1e-3, StepLR 3/0.5)"
 note ""
@@ -65,11 +68,15 @@ for precision in 32-true bf16-mixed 16-mixed; do
   note "- $precision: $(grep -E '^device:' build/gpu/fm.log) | $(grep -E '^test accuracy' build/gpu/fm.log)"
 done
 
+fi
+
+if [[ "$skip" != *" bench "* ]]; then
 note ""
 note "## Trainer throughput (bench_trainer_throughput)"
 note ""
 build/gpu/benchmarks/bench_trainer_throughput --steps ${BENCH_STEPS:-200} --wide-steps ${BENCH_WIDE_STEPS:-40} \
   --repeats ${BENCH_REPEATS:-5} > "$results/throughput.md" 2>&1
 cat "$results/throughput.md" | tee -a "$summary"
+fi
 note ""
 note "total: $(( $(date +%s) - start )) s"
