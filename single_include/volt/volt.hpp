@@ -4184,11 +4184,7 @@ class MetricStore {
     std::map<std::string, double> for_logger;
     for (auto& entry : entries_) {
       if (entry.phase != phase) continue;
-      if (entry.on_step && entry.last.defined()) {
-        const double step_value = entry.last.item<double>();
-        callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = step_value;
-        if (!entry.on_epoch) callback_metrics_[entry.name] = step_value;
-      }
+      publish_step_value(entry);
       if (entry.on_epoch && entry.count > 0) {
         double value = entry.aggregate.item<double>();
         if (entry.reduce == Reduce::mean) value /= static_cast<double>(entry.count);
@@ -4204,12 +4200,7 @@ class MetricStore {
 
   /// Brings the latest step values into the callback metrics (syncs) and returns them all.
   const std::map<std::string, double, std::less<>>& callback_metrics() {
-    for (auto& entry : entries_) {
-      if (!entry.on_step || !entry.last.defined()) continue;
-      const double value = entry.last.item<double>();
-      callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
-      if (!entry.on_epoch) callback_metrics_[entry.name] = value;
-    }
+    for (auto& entry : entries_) publish_step_value(entry);
     return callback_metrics_;
   }
 
@@ -4247,6 +4238,13 @@ class MetricStore {
   }
 
  private:
+  /// Puts the latest step value under its callback key: "name" (step only) or "name_step" (step and epoch,
+  /// where "name" holds the epoch value once the epoch ends).
+  void publish_step_value(const MetricEntry& entry) {
+    if (!entry.on_step || !entry.last.defined()) return;
+    callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = entry.last.item<double>();
+  }
+
   MetricEntry* find(std::string_view name, MetricPhase phase) {
     for (auto& entry : entries_) {
       if (entry.phase == phase && entry.name == name) return &entry;
@@ -6222,14 +6220,10 @@ class Trainer {
     state_.phase_ = MetricPhase::predict;
     module->eval();
     auto&& range = detail::as_range(data);
-    const auto total = detail::size_of(data);
-    const std::int64_t limit = total ? options_.limit_predict_batches.of(*total)
-                                     : (options_.limit_predict_batches.is_whole_epoch()
-                                            ? std::numeric_limits<std::int64_t>::max()
-                                            : options_.limit_predict_batches.count());
+    const auto limit = batch_limit(options_.limit_predict_batches, detail::size_of(data), "limit_predict_batches");
     std::int64_t batch_idx = 0;
     for (auto&& raw : range) {
-      if (batch_idx >= limit) break;
+      if (limit && batch_idx >= *limit) break;
       auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
       EvalGuard guard(options_.inference_mode);
       auto context = precision_.forward_context();
@@ -6407,21 +6401,10 @@ class Trainer {
       };
 
       const auto train_size = detail::size_of(train_data);
-      if (train_size) {
-        train_limit_ = options_.limit_train_batches.of(*train_size);
-      } else if (options_.limit_train_batches.is_whole_epoch()) {
-        train_limit_ = std::nullopt;  // every batch; the count is learned during the first epoch
-      } else if (options_.limit_train_batches.is_fraction()) {
-        throw MisconfigurationError("A fractional `limit_train_batches` needs training data whose size is known "
-                                    "(std::size works on it); pass a batch count instead.");
-      } else {
-        train_limit_ = options_.limit_train_batches.count();
-      }
-      if (options_.fast_dev_run > 0) {
-        train_limit_ = train_limit_ ? std::min(*train_limit_, options_.fast_dev_run) : options_.fast_dev_run;
-      }
-      state_.num_training_batches = train_limit_ && train_size ? train_limit_ : std::optional<std::int64_t>{};
-      if (options_.fast_dev_run > 0) state_.num_training_batches = train_limit_;
+      train_limit_ = batch_limit(options_.limit_train_batches, train_size, "limit_train_batches");
+      // Known when the data has a size (or fast_dev_run fixes it); otherwise learned in the first epoch.
+      state_.num_training_batches =
+          train_size || options_.fast_dev_run > 0 ? train_limit_ : std::optional<std::int64_t>{};
 
       resume_ = {};
       if (!ckpt_path.empty()) read_checkpoint(*module, ckpt_path);
@@ -6471,6 +6454,23 @@ class Trainer {
       }
       state_.stage = Stage::none;
     }
+  }
+
+  /// How many batches of data of `total` batches (nullopt: size unknown) a limit allows; nullopt means all.
+  /// fast_dev_run caps every limit.
+  std::optional<std::int64_t> batch_limit(const BatchAmount& amount, std::optional<std::int64_t> total,
+                                          const char* name) const {
+    std::optional<std::int64_t> limit;
+    if (total) {
+      limit = amount.of(*total);
+    } else if (amount.is_fraction() && !amount.is_whole_epoch()) {
+      throw MisconfigurationError(std::string("A fractional `") + name + "` needs data whose size is known; wrap "
+                                  "the loader with volt::sized(loader, batches) or pass a batch count.");
+    } else if (!amount.is_fraction()) {
+      limit = amount.count();
+    }
+    if (options_.fast_dev_run > 0) limit = limit ? std::min(*limit, options_.fast_dev_run) : options_.fast_dev_run;
+    return limit;
   }
 
   bool min_training_done() const {
@@ -6673,16 +6673,9 @@ class Trainer {
   /// One validation run (Lightning's evaluation loop): hooks, the steps, the epoch metrics.
   template <class M, class Data>
   void run_validation(M& module, Data& val_data, Stage stage, std::optional<std::int64_t> limit_override = {}) {
-    std::optional<std::int64_t> limit = limit_override;
-    if (!limit_override) {
-      const auto total = detail::size_of(val_data);
-      if (total) {
-        limit = options_.limit_val_batches.of(*total);
-      } else if (!options_.limit_val_batches.is_whole_epoch()) {
-        limit = options_.limit_val_batches.is_fraction() ? 0 : options_.limit_val_batches.count();
-      }
-      if (options_.fast_dev_run > 0) limit = limit ? std::min(*limit, options_.fast_dev_run) : options_.fast_dev_run;
-    }
+    const auto limit = limit_override ? limit_override
+                                      : batch_limit(options_.limit_val_batches, detail::size_of(val_data),
+                                                    "limit_val_batches");
     const Stage previous = state_.stage;
     state_.stage = stage;
     callbacks_.run(detail::Hook::on_validation_start, state_);
@@ -6752,9 +6745,7 @@ class Trainer {
     state_.stage = stage;
     std::map<std::string, double> values;
     if (testing) {
-      const auto total = detail::size_of(data);
-      std::optional<std::int64_t> limit;
-      if (total) limit = options_.limit_test_batches.of(*total);
+      const auto limit = batch_limit(options_.limit_test_batches, detail::size_of(data), "limit_test_batches");
       callbacks_.run(detail::Hook::on_test_start, state_);
       model_on_test_epoch_start(*module);
       evaluate(*module, data, MetricPhase::test, limit);

@@ -112,11 +112,7 @@ class MetricStore {
     std::map<std::string, double> for_logger;
     for (auto& entry : entries_) {
       if (entry.phase != phase) continue;
-      if (entry.on_step && entry.last.defined()) {
-        const double step_value = entry.last.item<double>();
-        callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = step_value;
-        if (!entry.on_epoch) callback_metrics_[entry.name] = step_value;
-      }
+      publish_step_value(entry);
       if (entry.on_epoch && entry.count > 0) {
         double value = entry.aggregate.item<double>();
         if (entry.reduce == Reduce::mean) value /= static_cast<double>(entry.count);
@@ -132,12 +128,7 @@ class MetricStore {
 
   /// Brings the latest step values into the callback metrics (syncs) and returns them all.
   const std::map<std::string, double, std::less<>>& callback_metrics() {
-    for (auto& entry : entries_) {
-      if (!entry.on_step || !entry.last.defined()) continue;
-      const double value = entry.last.item<double>();
-      callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
-      if (!entry.on_epoch) callback_metrics_[entry.name] = value;
-    }
+    for (auto& entry : entries_) publish_step_value(entry);
     return callback_metrics_;
   }
 
@@ -175,6 +166,13 @@ class MetricStore {
   }
 
  private:
+  /// Puts the latest step value under its callback key: "name" (step only) or "name_step" (step and epoch,
+  /// where "name" holds the epoch value once the epoch ends).
+  void publish_step_value(const MetricEntry& entry) {
+    if (!entry.on_step || !entry.last.defined()) return;
+    callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = entry.last.item<double>();
+  }
+
   MetricEntry* find(std::string_view name, MetricPhase phase) {
     for (auto& entry : entries_) {
       if (entry.phase == phase && entry.name == name) return &entry;
