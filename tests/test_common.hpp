@@ -48,3 +48,6 @@ class CaptureLog {
 /// Checks that `expr` throws `type` (or a subclass) whose what() contains `message`; use doctest's
 /// CHECK_THROWS_WITH_AS for an exact message.
 #define VOLT_CHECK_THROWS_CONTAINS(expr, type, message) CHECK_THROWS_WITH_AS(expr, doctest::Contains(message), type)
+
+// Tests include only <volt/volt.hpp> (above): the suite is also built against the single header, where no
+// other volt header exists.

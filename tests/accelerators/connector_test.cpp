@@ -2,9 +2,6 @@
 
 #include "accelerators/scoped_env.hpp"
 
-#include <volt/strategies/compatibility.hpp>
-#include <volt/strategies/ddp.hpp>
-#include <volt/strategies/single_device.hpp>
 
 #include <stdexcept>
 #include <string>

@@ -1,6 +1,5 @@
 #include "test_common.hpp"
 
-#include <volt/accelerators/device_spec.hpp>
 
 #include <array>
 #include <stdexcept>

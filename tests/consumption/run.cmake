@@ -1,7 +1,7 @@
 # Builds and runs tests/consumption/consumer/main.cpp against volt consumed one way (-DMODE=...):
 #   install_find_package    cmake --install volt, then find_package(volt) from the install tree
 #   add_subdirectory        add_subdirectory(<volt source>)
-#   fetchcontent            FetchContent_Declare(volt URL <local volt source folder>)
+#   fetchcontent            FetchContent_Declare(volt URL <archive of volt's sources>)
 #   vendored_single_header  copy single_include/volt/volt.hpp into the project and compile with a plain
 #                           compiler command, no CMake
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -29,9 +29,19 @@ if(MODE STREQUAL "install_find_package")
   endif()
   run(${CMAKE_COMMAND} -S ${consumer} -B ${WORK_DIR}/build ${common} -DVOLT_CONSUME=${MODE}
       -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
-elseif(MODE STREQUAL "add_subdirectory" OR MODE STREQUAL "fetchcontent")
+elseif(MODE STREQUAL "add_subdirectory")
   run(${CMAKE_COMMAND} -S ${consumer} -B ${WORK_DIR}/build ${common} -DVOLT_CONSUME=${MODE}
       -DVOLT_SOURCE_DIR=${VOLT_SOURCE_DIR})
+elseif(MODE STREQUAL "fetchcontent")
+  # FetchContent downloads and unpacks an archive of volt's sources, as from a release, here from a file.
+  execute_process(COMMAND ${CMAKE_COMMAND} -E tar czf ${WORK_DIR}/volt-src.tar.gz CMakeLists.txt cmake include
+                          single_include
+                  WORKING_DIRECTORY ${VOLT_SOURCE_DIR} RESULT_VARIABLE result)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "could not pack volt's sources")
+  endif()
+  run(${CMAKE_COMMAND} -S ${consumer} -B ${WORK_DIR}/build ${common} -DVOLT_CONSUME=${MODE}
+      -DVOLT_ARCHIVE=${WORK_DIR}/volt-src.tar.gz)
 elseif(MODE STREQUAL "vendored_single_header")
   # Only the generated header and LibTorch: the include/ tree must not be reachable.
   file(COPY ${VOLT_SOURCE_DIR}/single_include/volt/volt.hpp DESTINATION ${WORK_DIR}/vendor/volt)

@@ -1,7 +1,5 @@
 #include "test_common.hpp"
 
-#include <volt/core/apply.hpp>
-#include <volt/core/reflect.hpp>
 
 #include <array>
 #include <concepts>

@@ -1,6 +1,5 @@
 #include "test_common.hpp"
 
-#include <volt/transfer.hpp>
 
 #include <map>
 #include <optional>
