@@ -13,7 +13,13 @@
 #include <volt/transfer.hpp>
 #include <volt/precision.hpp>
 #include <volt/strategies.hpp>
+#include <volt/distributed.hpp>
+#include <volt/optim.hpp>
 #include <volt/callbacks.hpp>
 #include <volt/loggers.hpp>
+#include <volt/serialization.hpp>
 #include <volt/trainer.hpp>
+#include <volt/fabric.hpp>
+#include <volt/tuner.hpp>
+#include <volt/cli.hpp>
 #include <volt/testing.hpp>

@@ -3968,6 +3968,11 @@ struct strategy_supported<MPS, Strategy> : std::bool_constant<!detail::is_distri
 template <class Accelerator, class Strategy>
 inline constexpr bool strategy_supported_v = strategy_supported<Accelerator, Strategy>::value;
 
+/// Whether volt::Trainer and volt::Fabric of this version can run `Strategy` (whatever the accelerator).
+/// Code that maps run-time choices onto policies (volt's CLI) instantiates only strategies for which it holds.
+template <class Strategy>
+inline constexpr bool strategy_implemented_v = !detail::is_distributed_strategy<Strategy>();
+
 /// Fails to compile when strategy_supported<Accelerator, Strategy> is false: the Trainer and Fabric
 /// instantiate it for their policies.
 template <class Accelerator, class Strategy>
@@ -4004,6 +4009,12 @@ void check_strategy_supported_on_machine() {
 }  // namespace volt
 // ---- end volt/strategies/compatibility.hpp
 // ---- end volt/strategies.hpp
+// ---- begin volt/distributed.hpp
+// volt/distributed: multi-process training: cluster environments, the launcher, c10d process groups, the gradient reducer, samplers.
+// ---- end volt/distributed.hpp
+// ---- begin volt/optim.hpp
+// volt/optim: multi-tensor (foreach) and fused optimizer steps.
+// ---- end volt/optim.hpp
 // ---- begin volt/callbacks.hpp
 // volt/callbacks: values the Trainer calls at fixed points of training.
 
@@ -5559,6 +5570,9 @@ class CSVLogger : public Logger {
 }  // namespace volt
 // ---- end volt/loggers/csv_logger.hpp
 // ---- end volt/loggers.hpp
+// ---- begin volt/serialization.hpp
+// volt/serialization: weights files exchanged with Python (torch.save / torch.load).
+// ---- end volt/serialization.hpp
 // ---- begin volt/trainer.hpp
 // volt/trainer: the Trainer and what a model's steps see.
 
@@ -6099,7 +6113,7 @@ template <class Accelerator = Auto, class Strategy = SingleDevice, class Precisi
 class Trainer {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
   static_assert((check_precision_supported<Accelerator, Precision>(), true));
-  static_assert(!Strategy::is_distributed,
+  static_assert(strategy_implemented_v<Strategy>,
                 "volt: this version of volt trains with volt::SingleDevice only; volt::DDP is declared for "
                 "compile-time checks but its Trainer support is not written yet");
 
@@ -6910,6 +6924,15 @@ class Trainer {
 }  // namespace volt
 // ---- end volt/trainer/trainer.hpp
 // ---- end volt/trainer.hpp
+// ---- begin volt/fabric.hpp
+// volt/fabric: volt::Fabric, the lighter API: setup, backward, to_device, autocast, save/load, collectives.
+// ---- end volt/fabric.hpp
+// ---- begin volt/tuner.hpp
+// volt/tuner: the batch-size finder (Lightning's Tuner.scale_batch_size).
+// ---- end volt/tuner.hpp
+// ---- begin volt/cli.hpp
+// volt/cli: Lightning-style command-line flags mapped onto the compile-time policies.
+// ---- end volt/cli.hpp
 // ---- begin volt/testing.hpp
 // volt/testing: helpers for testing code that uses volt.
 

@@ -41,6 +41,11 @@ struct strategy_supported<MPS, Strategy> : std::bool_constant<!detail::is_distri
 template <class Accelerator, class Strategy>
 inline constexpr bool strategy_supported_v = strategy_supported<Accelerator, Strategy>::value;
 
+/// Whether volt::Trainer and volt::Fabric of this version can run `Strategy` (whatever the accelerator).
+/// Code that maps run-time choices onto policies (volt's CLI) instantiates only strategies for which it holds.
+template <class Strategy>
+inline constexpr bool strategy_implemented_v = !detail::is_distributed_strategy<Strategy>();
+
 /// Fails to compile when strategy_supported<Accelerator, Strategy> is false: the Trainer and Fabric
 /// instantiate it for their policies.
 template <class Accelerator, class Strategy>

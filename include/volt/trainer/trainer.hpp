@@ -99,7 +99,7 @@ template <class Accelerator = Auto, class Strategy = SingleDevice, class Precisi
 class Trainer {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
   static_assert((check_precision_supported<Accelerator, Precision>(), true));
-  static_assert(!Strategy::is_distributed,
+  static_assert(strategy_implemented_v<Strategy>,
                 "volt: this version of volt trains with volt::SingleDevice only; volt::DDP is declared for "
                 "compile-time checks but its Trainer support is not written yet");
 

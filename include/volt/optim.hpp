@@ -1,0 +1,2 @@
+// volt/optim: multi-tensor (foreach) and fused optimizer steps.
+#pragma once

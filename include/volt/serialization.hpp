@@ -1,0 +1,2 @@
+// volt/serialization: weights files exchanged with Python (torch.save / torch.load).
+#pragma once
