@@ -3,3 +3,4 @@
 
 #include <volt/loggers/logger.hpp>
 #include <volt/loggers/csv_logger.hpp>
+#include <volt/loggers/tensorboard_logger.hpp>
