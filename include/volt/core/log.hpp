@@ -6,6 +6,7 @@
 // environment the way Lightning reads it (RANK, LOCAL_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK).
 #pragma once
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -45,8 +46,21 @@ inline Sink set_sink(Sink sink) {
 }
 inline void reset_sink() { set_sink(nullptr); }
 
-/// The process's global rank as the launcher set it in the environment, 0 when none did.
+namespace detail {
+inline std::atomic<int>& rank_override() {
+  static std::atomic<int> rank{-1};
+  return rank;
+}
+}  // namespace detail
+
+/// Sets the global rank the *_rank_zero functions use (a distributed strategy calls it once it knows the rank;
+/// volt's own launcher never sets RANK, as Lightning's does not). A negative value returns to the environment.
+inline void set_global_rank(int rank) { detail::rank_override().store(rank); }
+
+/// The process's global rank: the one set with set_global_rank(), else as the launcher set it in the
+/// environment, 0 when none did.
 inline int global_rank_from_environment() {
+  if (const int rank = detail::rank_override().load(); rank >= 0) return rank;
   for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"}) {
     if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
       return std::atoi(value);

@@ -1,0 +1,229 @@
+// The run-time side of the strategies (Lightning's Strategy objects): volt::detail::StrategyRuntime<S> is what
+// the Trainer and Fabric hold for their Strategy policy. SingleDevice's is a set of identities; DDP's joins the
+// processes (launching them when nobody else did), owns the process group and the gradient reducer, and
+// provides the collectives (spec section 6.2).
+#pragma once
+
+#include <volt/accelerators/connector.hpp>
+#include <volt/core/errors.hpp>
+#include <volt/core/log.hpp>
+#include <volt/distributed/environment.hpp>
+#include <volt/distributed/launcher.hpp>
+#include <volt/distributed/process_group.hpp>
+#include <volt/distributed/reducer.hpp>
+#include <volt/distributed/sampler.hpp>
+#include <volt/strategies/ddp.hpp>
+#include <volt/strategies/single_device.hpp>
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace volt::detail {
+
+template <class Strategy>
+class StrategyRuntime;
+
+/// SingleDevice: one process; every collective is an identity.
+template <>
+class StrategyRuntime<SingleDevice> {
+ public:
+  void configure(const DeviceSelection& selection, int /*num_nodes*/) { root_device_ = selection.root_device(); }
+  void setup_environment() {}
+  torch::Device root_device() const { return root_device_; }
+  int global_rank() const { return 0; }
+  int local_rank() const { return 0; }
+  int node_rank() const { return 0; }
+  int world_size() const { return 1; }
+  bool is_global_zero() const { return true; }
+  template <class M>
+  void setup_module(M& /*module*/) {}
+  template <class M>
+  void sync_buffers(M& /*module*/) {}
+  void prepare_for_backward(bool /*sync*/) {}
+  void finish_gradient_sync() {}
+  void barrier() {}
+  void all_reduce(torch::Tensor& /*tensor*/, ReduceOp /*op*/ = ReduceOp::mean) {}
+  void broadcast(torch::Tensor& /*tensor*/, int /*root*/ = 0) {}
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) { return {tensor}; }
+  bool reduce_boolean_decision(bool decision, bool /*all*/ = true) { return decision; }
+  void reduce_metrics(std::map<std::string, double>& /*values*/) {}
+  void on_failure(const std::string& /*message*/) noexcept {}
+  void teardown() {}
+
+ private:
+  torch::Device root_device_ = torch::kCPU;
+};
+
+/// The process group of this process, shared by every Trainer and Fabric of the run (created once).
+inline std::shared_ptr<ProcessGroup>& process_group_slot() {
+  static std::shared_ptr<ProcessGroup> group;
+  return group;
+}
+
+/// How long a rank waits for its peers (rendezvous and each collective): VOLT_DDP_TIMEOUT_S seconds, default
+/// 1800 (PyTorch's default process-group timeout).
+inline std::chrono::milliseconds distributed_timeout() {
+  if (auto seconds = env_int("VOLT_DDP_TIMEOUT_S"); seconds && *seconds > 0) return std::chrono::seconds(*seconds);
+  return std::chrono::seconds(1800);
+}
+
+/// DDP: one process per device (Lightning's DDPStrategy with the popen launcher).
+template <>
+class StrategyRuntime<DDP> {
+ public:
+  /// Reads the cluster environment for `selection`'s devices on `num_nodes` nodes and picks this process's
+  /// device (parallel_devices[local_rank]). Throws as detect_cluster_environment does.
+  void configure(const DeviceSelection& selection, int num_nodes) {
+    devices_per_node_ = selection.num_devices();
+    num_nodes_ = num_nodes;
+    environment_ = detect_cluster_environment(devices_per_node_, num_nodes_);
+    root_device_ = selection.parallel_devices.at(static_cast<std::size_t>(environment_.local_rank));
+    log::set_global_rank(environment_.global_rank);
+  }
+
+  /// Starts the other local processes when this one is local rank 0 of a volt-launched run, then joins the
+  /// process group (once per process). Prints Lightning's "Initializing distributed" line on every rank and the
+  /// banner on rank 0. Throws DistributedError when the peers do not come within the timeout.
+  void setup_environment() {
+    if (group_) return;
+    auto& slot = process_group_slot();
+    if (!slot) {
+      if (environment_.world_size > 1 && !environment_.creates_processes_externally) {
+        if (environment_.main_port == 0) environment_.main_port = find_free_port();
+        ::setenv("MASTER_ADDR", environment_.main_address.c_str(), 1);
+        ::setenv("MASTER_PORT", std::to_string(environment_.main_port).c_str(), 1);
+        ::setenv("NODE_RANK", std::to_string(environment_.node_rank).c_str(), 1);
+        ::setenv("WORLD_SIZE", std::to_string(environment_.world_size).c_str(), 1);
+        SubprocessLauncher::instance().launch(devices_per_node_);
+      } else if (environment_.main_port == 0) {
+        throw MisconfigurationError(
+            "volt: LOCAL_RANK is set (so another process launched this one) but MASTER_PORT is not; set MASTER_ADDR "
+            "and MASTER_PORT for every process, or start only local rank 0 and let volt launch the others");
+      }
+      log::info("Initializing distributed: GLOBAL_RANK: " + std::to_string(environment_.global_rank) +
+                ", MEMBER: " + std::to_string(environment_.global_rank + 1) + "/" +
+                std::to_string(environment_.world_size));
+      slot = std::make_shared<ProcessGroup>(environment_, root_device_, distributed_timeout());
+      if (environment_.global_rank == 0) {
+        const std::string line(100, '-');
+        log::info(line + "\ndistributed_backend=" + slot->backend_name() +
+                  "\nAll distributed processes registered. Starting with " + std::to_string(environment_.world_size) +
+                  " processes\n" + line + "\n");
+      }
+    }
+    group_ = slot;
+  }
+
+  torch::Device root_device() const { return root_device_; }
+  int global_rank() const { return environment_.global_rank; }
+  int local_rank() const { return environment_.local_rank; }
+  int node_rank() const { return environment_.node_rank; }
+  int world_size() const { return environment_.world_size; }
+  bool is_global_zero() const { return environment_.global_rank == 0; }
+  const ClusterEnvironment& environment() const { return environment_; }
+  ProcessGroup& group() { return *group_; }
+
+  /// Makes every rank start from rank 0's parameters and buffers, and attaches the gradient reducer.
+  template <class M>
+  void setup_module(M& module) {
+    torch::NoGradGuard no_grad;
+    for (auto& parameter : module.parameters()) broadcast_in_place(parameter);
+    for (auto& buffer : module.buffers()) broadcast_in_place(buffer);
+    reducer_.reset();
+    reducer_ = std::make_unique<GradientReducer>(*group_, module.parameters());
+    buffers_ = module.buffers();
+  }
+
+  /// Broadcasts the module's buffers (BatchNorm statistics) from rank 0 before a training step, as PyTorch's
+  /// DistributedDataParallel does with broadcast_buffers=True. One collective per dtype.
+  template <class M>
+  void sync_buffers(M& /*module*/) {
+    if (buffers_.empty()) return;
+    torch::NoGradGuard no_grad;
+    std::map<torch::ScalarType, std::vector<torch::Tensor>> by_type;
+    for (auto& buffer : buffers_) by_type[buffer.scalar_type()].push_back(buffer);
+    for (auto& [type, tensors] : by_type) {
+      std::vector<torch::Tensor> flat_parts;
+      for (auto& tensor : tensors) flat_parts.push_back(tensor.reshape({-1}));
+      auto flat = torch::cat(flat_parts);
+      group_->broadcast(flat, 0);
+      std::int64_t offset = 0;
+      for (auto& tensor : tensors) {
+        tensor.copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
+        offset += tensor.numel();
+      }
+    }
+  }
+
+  void prepare_for_backward(bool sync) {
+    if (reducer_) reducer_->prepare_for_backward(sync);
+  }
+  void finish_gradient_sync() {
+    if (reducer_) reducer_->finish();
+  }
+
+  void barrier() { group_->barrier(); }
+  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::mean) { group_->all_reduce(tensor, op); }
+  void broadcast(torch::Tensor& tensor, int root = 0) { group_->broadcast(tensor, root); }
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) { return group_->all_gather(tensor); }
+
+  /// Lightning's reduce_boolean_decision: true when every rank decided so (all) or any rank did (!all).
+  bool reduce_boolean_decision(bool decision, bool all = true) {
+    auto count = torch::tensor({decision ? 1.0 : 0.0}, torch::TensorOptions().device(root_device_));
+    group_->all_reduce(count, ReduceOp::sum);
+    const double total = count.item<double>();
+    return all ? total == static_cast<double>(world_size()) : total > 0.0;
+  }
+
+  /// Replaces each value by its mean over the ranks (one collective; every rank must hold the same keys).
+  void reduce_metrics(std::map<std::string, double>& values) {
+    if (values.empty()) return;
+    std::vector<double> flat;
+    for (const auto& [key, value] : values) flat.push_back(value);
+    auto tensor = torch::tensor(flat, torch::TensorOptions().dtype(torch::kDouble)).to(root_device_);
+    group_->all_reduce(tensor, ReduceOp::mean);
+    tensor = tensor.cpu();
+    std::size_t i = 0;
+    for (auto& [key, value] : values) value = tensor[static_cast<std::int64_t>(i++)].item<double>();
+  }
+
+  /// Called on an exception inside fit on this rank: leaves a note naming this rank for the others and drops
+  /// the backend so they stop waiting on it.
+  void on_failure(const std::string& message) noexcept {
+    if (!group_) return;
+    group_->note_failure(message);
+    group_->abort();
+    process_group_slot().reset();
+    group_.reset();
+    reducer_.reset();
+  }
+
+  /// Detaches the reducer (the process group stays for later runs of this process).
+  void teardown() {
+    reducer_.reset();
+    buffers_.clear();
+  }
+
+ private:
+  void broadcast_in_place(torch::Tensor& tensor) {
+    auto contiguous = tensor.contiguous();
+    group_->broadcast(contiguous, 0);
+    if (!contiguous.is_same(tensor)) tensor.copy_(contiguous);
+  }
+
+  int devices_per_node_ = 1;
+  int num_nodes_ = 1;
+  ClusterEnvironment environment_{};
+  torch::Device root_device_ = torch::kCPU;
+  std::shared_ptr<ProcessGroup> group_;
+  std::unique_ptr<GradientReducer> reducer_;
+  std::vector<torch::Tensor> buffers_;
+};
+
+}  // namespace volt::detail

@@ -1,0 +1,302 @@
+// volt::ProcessGroup: a c10d process group (Gloo on CPU, NCCL on CUDA) behind a small interface: the TCPStore
+// rendezvous, collectives (all_reduce, broadcast, all_gather, barrier) and failure notes that let every rank
+// name the rank that failed.
+//
+// Availability is decided when volt is compiled: c10d's headers must come with LibTorch (they do in Debian's
+// and PyPI's builds), Gloo needs gloo's headers (Debian: libgloo-dev; PyPI's wheel does not ship them, so point
+// the include path at a copy), NCCL needs VOLT_WITH_CUDA and nccl.h. What is missing gives a clear error at run
+// time, when a distributed run asks for it, and never breaks the single-device build.
+#pragma once
+
+#include <volt/core/errors.hpp>
+#include <volt/core/log.hpp>
+#include <volt/distributed/environment.hpp>
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if __has_include(<torch/csrc/distributed/c10d/TCPStore.hpp>)
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#define VOLT_DETAIL_HAS_C10D 1
+#if __has_include(<gloo/config.h>)
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define VOLT_DETAIL_HAS_GLOO 1
+#endif
+#if defined(VOLT_WITH_CUDA) && __has_include(<nccl.h>) && \
+    __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL
+#endif
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define VOLT_DETAIL_HAS_NCCL 1
+#endif
+#endif
+
+namespace volt {
+
+/// Thrown when a collective fails or times out, or a peer rank reported a failure.
+class DistributedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Which c10d backends this build of volt can create.
+struct DistributedSupport {
+  bool c10d = false;
+  bool gloo = false;
+  bool nccl = false;
+};
+
+inline constexpr DistributedSupport distributed_support() {
+  DistributedSupport support;
+#ifdef VOLT_DETAIL_HAS_C10D
+  support.c10d = true;
+#endif
+#ifdef VOLT_DETAIL_HAS_GLOO
+  support.gloo = true;
+#endif
+#ifdef VOLT_DETAIL_HAS_NCCL
+  support.nccl = true;
+#endif
+  return support;
+}
+
+/// Reduction of a collective.
+enum class ReduceOp { sum, mean, max, min };
+
+#ifdef VOLT_DETAIL_HAS_C10D
+
+/// One process group of a distributed run. Every member must call the collectives in the same order.
+/// Collective calls throw DistributedError naming this rank, the operation and, when a peer left a failure
+/// note, the failed rank and its error.
+class ProcessGroup {
+ public:
+  /// Joins the run described by `environment`: rank 0 hosts the TCPStore at main_address:main_port, every rank
+  /// connects, then the backend for `device` is created (NCCL for CUDA, Gloo otherwise). Waits at most
+  /// `timeout` for the other ranks; throws DistributedError saying who was waited for when they do not come.
+  ProcessGroup(const ClusterEnvironment& environment, torch::Device device, std::chrono::milliseconds timeout)
+      : rank_(environment.global_rank), size_(environment.world_size), device_(device), timeout_(timeout) {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(environment.main_port);
+    options.isServer = environment.global_rank == 0;
+    options.numWorkers = static_cast<std::size_t>(environment.world_size);
+    options.waitWorkers = true;
+    options.timeout = timeout;
+    const std::string where = environment.main_address + ":" + std::to_string(environment.main_port);
+    try {
+      store_ = c10::make_intrusive<c10d::TCPStore>(environment.main_address, options);
+    } catch (const std::exception& error) {
+      throw DistributedError("volt: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                             " could not complete the rendezvous at " + where + " within " + seconds(timeout) +
+                             " (are all " + std::to_string(size_) + " processes started, and is the address reachable?): " +
+                             error.what());
+    }
+    if (device.is_cuda()) {
+#ifdef VOLT_DETAIL_HAS_NCCL
+      backend_name_ = "nccl";
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = timeout;
+      backend_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, rank_, size_, nccl_options);
+#else
+      throw DistributedError("volt: DDP on CUDA needs the NCCL backend, but this build of volt has none (compile with "
+                             "VOLT_WITH_CUDA and nccl.h on the include path)");
+#endif
+    } else {
+#ifdef VOLT_DETAIL_HAS_GLOO
+      backend_name_ = "gloo";
+      auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
+      if (auto interface = detail::env("GLOO_SOCKET_IFNAME")) {
+        gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(*interface));
+      } else if (environment.main_address.rfind("127.", 0) == 0 || environment.main_address == "localhost") {
+        gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      } else {
+        gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      }
+      gloo_options->threads = 2;
+      try {
+        backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, gloo_options);
+      } catch (const std::exception& error) {
+        throw DistributedError("volt: rank " + std::to_string(rank_) + " could not connect the Gloo process group of " +
+                               std::to_string(size_) + " ranks within " + seconds(timeout) + ": " + error.what());
+      }
+#else
+      throw DistributedError("volt: DDP on the CPU needs the Gloo backend, but gloo's headers were not found when "
+                             "volt was compiled (Debian: apt install libgloo-dev)");
+#endif
+    }
+  }
+
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  torch::Device device() const { return device_; }
+  /// "gloo" or "nccl" (Lightning's distributed_backend).
+  const std::string& backend_name() const { return backend_name_; }
+
+  /// Starts an in-place sum all-reduce of `tensors` (on the group's device) and returns its work handle.
+  auto all_reduce_async(std::vector<torch::Tensor>& tensors) {
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    return guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
+  }
+
+  /// Waits for a work handle returned by all_reduce_async; throws DistributedError on failure or timeout.
+  template <class Work>
+  void wait(Work& work, const char* what = "all_reduce") {
+    guarded(what, [&] {
+      work->wait(timeout_);
+      return 0;
+    });
+  }
+
+  /// In-place all-reduce of `tensor`. Mean is a sum followed by a division by the world size (Lightning's
+  /// reduction for Gloo; integer tensors are divided and copied back, truncating).
+  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum) {
+    std::vector<torch::Tensor> tensors{tensor};
+    c10d::AllreduceOptions options;
+    switch (op) {
+      case ReduceOp::max: options.reduceOp = c10d::ReduceOp::MAX; break;
+      case ReduceOp::min: options.reduceOp = c10d::ReduceOp::MIN; break;
+      default: options.reduceOp = c10d::ReduceOp::SUM; break;
+    }
+    auto work = guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
+    wait(work);
+    if (op == ReduceOp::mean) {
+      if (tensor.is_floating_point() || tensor.is_complex()) {
+        tensor.div_(size_);
+      } else {
+        tensor.copy_(tensor.div(size_, "trunc"));
+      }
+    }
+  }
+
+  /// In-place broadcast of `tensor` from `root`.
+  void broadcast(torch::Tensor& tensor, int root = 0) {
+    std::vector<torch::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    options.rootTensor = 0;
+    auto work = guarded("broadcast", [&] { return backend_->broadcast(tensors, options); });
+    wait(work, "broadcast");
+  }
+
+  /// Every rank's `tensor` (same shape on all ranks), in rank order.
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
+    std::vector<torch::Tensor> inputs{tensor.contiguous()};
+    std::vector<std::vector<torch::Tensor>> outputs(1);
+    for (int i = 0; i < size_; ++i) outputs[0].push_back(torch::empty_like(inputs[0]));
+    auto work = guarded("all_gather", [&] { return backend_->allgather(outputs, inputs); });
+    wait(work, "all_gather");
+    return outputs[0];
+  }
+
+  /// Returns when every rank has called barrier() (a one-element all-reduce, which works on every backend).
+  void barrier() {
+    auto token = torch::zeros({1}, torch::TensorOptions().device(device_));
+    all_reduce(token);
+  }
+
+  /// Leaves a note in the store that this rank failed with `message`, so that the other ranks can name it.
+  void note_failure(const std::string& message) noexcept {
+    try {
+      const std::string text = "rank " + std::to_string(rank_) + ": " + message;
+      store_->set("volt/failed", std::vector<std::uint8_t>(text.begin(), text.end()));
+    } catch (...) {
+      // the store may be gone with rank 0: nothing more to tell
+    }
+  }
+
+  /// The failure note another rank left, if any ("rank 1: <error>").
+  std::string failure_note() noexcept {
+    try {
+      if (!store_->check({"volt/failed"})) return {};
+      const auto bytes = store_->get("volt/failed");
+      return std::string(bytes.begin(), bytes.end());
+    } catch (...) {
+      return {};
+    }
+  }
+
+  /// Drops the backend so peers blocked on this rank see a closed connection instead of waiting for the timeout.
+  void abort() noexcept {
+    try {
+#ifdef VOLT_DETAIL_HAS_NCCL
+      if (auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(backend_.get())) nccl->abort();
+#endif
+      backend_.reset();
+    } catch (...) {
+    }
+  }
+
+ private:
+  using BackendBase =
+#ifdef VOLT_DETAIL_HAS_GLOO
+      std::conditional_t<std::is_base_of_v<c10d::Backend, c10d::ProcessGroupGloo>, c10d::Backend, c10d::ProcessGroup>;
+#else
+      c10d::Backend;
+#endif
+
+  static std::string seconds(std::chrono::milliseconds timeout) {
+    return std::to_string(timeout.count() / 1000) + " s";
+  }
+
+  template <class F>
+  auto guarded(const char* what, F&& call) -> decltype(call()) {
+    if (!backend_) {
+      throw DistributedError("volt: rank " + std::to_string(rank_) + ": the process group was aborted; " + what +
+                             " is not possible");
+    }
+    try {
+      return call();
+    } catch (const DistributedError&) {
+      throw;
+    } catch (const std::exception& error) {
+      std::string message = "volt: " + std::string(what) + " failed on rank " + std::to_string(rank_) + " of " +
+                            std::to_string(size_) + " (" + backend_name_ + ")";
+      const std::string note = failure_note();
+      message += note.empty() ? ": a peer process exited or did not answer within " + seconds(timeout_)
+                              : ": DDP " + note;
+      message += std::string(" [") + error.what() + "]";
+      throw DistributedError(message);
+    }
+  }
+
+  int rank_;
+  int size_;
+  torch::Device device_;
+  std::chrono::milliseconds timeout_;
+  std::string backend_name_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<BackendBase> backend_;
+};
+
+#else
+
+/// Placeholder when LibTorch was built without c10d: creating one throws DistributedError.
+class ProcessGroup {
+ public:
+  ProcessGroup(const ClusterEnvironment&, torch::Device, std::chrono::milliseconds) {
+    throw DistributedError("volt: this LibTorch has no c10d (built without USE_DISTRIBUTED); DDP is not available");
+  }
+  int rank() const { return 0; }
+  int size() const { return 1; }
+};
+
+#endif
+
+}  // namespace volt

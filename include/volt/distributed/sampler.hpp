@@ -1,0 +1,209 @@
+// Giving each rank its share of the data.
+//
+// volt::DistributedSampler is PyTorch's DistributedSampler as a torch::data sampler: rank r of n takes the
+// indices r, r + n, r + 2n, ... of the (optionally shuffled with seed + epoch) dataset indices, padded by
+// repeating from the start so every rank gets ceil(size / n) samples (or cut to floor(size / n) with
+// drop_last). Build a data loader with it and the Trainer uses the loader as it is:
+//
+//   auto loader = torch::data::make_data_loader(dataset.map(Stack<>()),
+//       volt::DistributedSampler(dataset.size().value(), {.num_replicas = trainer.world_size(),
+//                                                         .rank = trainer.global_rank(), .shuffle = true}),
+//       torch::data::DataLoaderOptions(128));
+//
+// The epoch advances by itself each time the loader starts a new pass (reset), so shuffles differ per epoch
+// as with Lightning's set_epoch; set_epoch() sets it explicitly.
+//
+// Any other data given to a distributed Trainer is split by batch: rank r of n trains on batches r, r + n, ...
+// of each group of n consecutive batches; an incomplete last group is left out so all ranks take the same
+// number of steps (volt::detail::RankShard).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// Options of DistributedSampler (PyTorch's names and defaults).
+struct DistributedSamplerOptions {
+  std::int64_t num_replicas = 1;
+  std::int64_t rank = 0;
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  bool drop_last = false;
+};
+
+/// A torch::data sampler that yields this rank's share of `size` indices (see the header comment). Throws
+/// std::invalid_argument when rank is not in [0, num_replicas).
+class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std::size_t>> {
+ public:
+  DistributedSampler(std::size_t size, DistributedSamplerOptions options = {}) : size_(size), options_(options) {
+    if (options_.num_replicas < 1) {
+      throw std::invalid_argument("DistributedSampler: num_replicas must be at least 1, got " +
+                                  std::to_string(options_.num_replicas));
+    }
+    if (options_.rank < 0 || options_.rank >= options_.num_replicas) {
+      throw std::invalid_argument("Invalid rank " + std::to_string(options_.rank) + ", rank should be in the interval [0, " +
+                                  std::to_string(options_.num_replicas - 1) + "]");
+    }
+    build();
+  }
+
+  /// Starts a pass: rebuilds this rank's indices for the current epoch, then advances the epoch for the next pass.
+  void reset(c10::optional<std::size_t> new_size = c10::nullopt) override {
+    if (new_size) size_ = *new_size;
+    build();
+    ++epoch_;
+  }
+
+  /// The next up to `batch_size` indices, or nullopt at the end of the pass.
+  c10::optional<std::vector<std::size_t>> next(std::size_t batch_size) override {
+    if (position_ >= indices_.size()) return c10::nullopt;
+    const auto end = std::min(indices_.size(), position_ + batch_size);
+    std::vector<std::size_t> batch(indices_.begin() + static_cast<std::ptrdiff_t>(position_),
+                                   indices_.begin() + static_cast<std::ptrdiff_t>(end));
+    position_ = end;
+    return batch;
+  }
+
+  void save(torch::serialize::OutputArchive& archive) const override {
+    archive.write("epoch", torch::tensor(static_cast<std::int64_t>(epoch_)), /*is_buffer=*/true);
+    archive.write("position", torch::tensor(static_cast<std::int64_t>(position_)), /*is_buffer=*/true);
+  }
+  void load(torch::serialize::InputArchive& archive) override {
+    torch::Tensor epoch, position;
+    archive.read("epoch", epoch, /*is_buffer=*/true);
+    archive.read("position", position, /*is_buffer=*/true);
+    epoch_ = static_cast<std::uint64_t>(epoch.item<std::int64_t>());
+    build();
+    position_ = static_cast<std::size_t>(position.item<std::int64_t>());
+  }
+
+  /// The epoch the next reset() uses for shuffling.
+  void set_epoch(std::uint64_t epoch) { epoch_ = epoch; }
+  std::uint64_t epoch() const { return epoch_; }
+  /// This rank's number of samples per pass.
+  std::size_t num_samples() const { return indices_.size(); }
+  /// The indices of the current pass.
+  const std::vector<std::size_t>& indices() const { return indices_; }
+
+ private:
+  void build() {
+    const auto replicas = static_cast<std::size_t>(options_.num_replicas);
+    std::vector<std::size_t> all(size_);
+    if (options_.shuffle) {
+      torch::Generator generator = at::detail::createCPUGenerator(options_.seed + epoch_);
+      const auto order = torch::randperm(static_cast<std::int64_t>(size_), generator, torch::kLong);
+      const auto* data = order.data_ptr<std::int64_t>();
+      for (std::size_t i = 0; i < size_; ++i) all[i] = static_cast<std::size_t>(data[i]);
+    } else {
+      for (std::size_t i = 0; i < size_; ++i) all[i] = i;
+    }
+    std::size_t total = 0;
+    if (options_.drop_last && size_ % replicas != 0) {
+      total = (size_ / replicas) * replicas;
+      all.resize(total);
+    } else {
+      total = (size_ + replicas - 1) / replicas * replicas;
+      for (std::size_t i = 0; all.size() < total && size_ > 0; ++i) all.push_back(all[i % size_]);
+    }
+    indices_.clear();
+    for (std::size_t i = static_cast<std::size_t>(options_.rank); i < total; i += replicas) indices_.push_back(all[i]);
+    position_ = 0;
+  }
+
+  std::size_t size_;
+  DistributedSamplerOptions options_;
+  std::uint64_t epoch_ = 0;
+  std::vector<std::size_t> indices_;
+  std::size_t position_ = 0;
+};
+
+namespace detail {
+
+/// Whether `Data` is a torch::data loader (or a pointer to one) that already uses volt::DistributedSampler.
+template <class T>
+struct uses_distributed_sampler : std::false_type {};
+template <class Dataset>
+struct uses_distributed_sampler<torch::data::StatelessDataLoader<Dataset, DistributedSampler>> : std::true_type {};
+template <class T>
+struct uses_distributed_sampler<std::unique_ptr<T>> : uses_distributed_sampler<T> {};
+template <class T>
+struct uses_distributed_sampler<std::shared_ptr<T>> : uses_distributed_sampler<T> {};
+
+/// A view of a range of batches that yields rank `rank`'s batches of each complete group of `replicas`
+/// consecutive batches (works on single-pass ranges: it looks ahead to the end of the group).
+template <class Range>
+class RankShard {
+  using BaseIterator = decltype(std::begin(std::declval<Range&>()));
+  using BaseSentinel = decltype(std::end(std::declval<Range&>()));
+
+ public:
+  using value_type = std::remove_cvref_t<decltype(*std::declval<BaseIterator&>())>;
+
+  RankShard(Range& range, std::int64_t replicas, std::int64_t rank) : range_(&range), replicas_(replicas), rank_(rank) {}
+
+  class iterator {
+   public:
+    using value_type = RankShard::value_type;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(BaseIterator it, BaseSentinel end, std::int64_t replicas, std::int64_t rank)
+        : it_(std::move(it)), end_(std::move(end)), replicas_(replicas), rank_(rank) {
+      advance();
+    }
+    value_type& operator*() const { return *current_; }
+    iterator& operator++() {
+      advance();
+      return *this;
+    }
+    void operator++(int) { advance(); }
+    bool operator==(std::default_sentinel_t) const { return !current_; }
+
+   private:
+    void advance() {
+      current_.reset();
+      if (!it_) return;
+      std::optional<value_type> mine;
+      for (std::int64_t position = 0; position < replicas_; ++position) {
+        if (*it_ == *end_) {
+          it_.reset();
+          return;
+        }
+        if (position == rank_) mine.emplace(**it_);
+        ++*it_;
+      }
+      current_ = std::move(mine);
+    }
+    std::optional<BaseIterator> it_;
+    std::optional<BaseSentinel> end_;
+    std::int64_t replicas_ = 1;
+    std::int64_t rank_ = 0;
+    mutable std::optional<value_type> current_;
+  };
+
+  iterator begin() { return iterator(std::begin(*range_), std::end(*range_), replicas_, rank_); }
+  std::default_sentinel_t end() { return {}; }
+  std::size_t size() const
+    requires requires(Range& r) { std::size(r); }
+  {
+    return std::size(*range_) / static_cast<std::size_t>(replicas_);
+  }
+
+ private:
+  Range* range_;
+  std::int64_t replicas_;
+  std::int64_t rank_;
+};
+
+}  // namespace detail
+}  // namespace volt
