@@ -1,0 +1,383 @@
+// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line
+// (--accelerator, --devices, --strategy, --precision, --max-epochs, ...), plus flags a program adds itself.
+//
+//   volt::cli::Parser parser("fashion_mnist", "Trains an MLP on Fashion-MNIST.");
+//   parser.defaults().max_epochs = 5;
+//   parser.add_option("--data-dir", "DIR", "folder with the IDX files");
+//   parser.add_switch("--no-progress-bar", "print no progress bar");
+//   return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) { ... });
+//
+// Parsing only checks the text (names, numbers, the device spec's grammar); volt::cli::run (dispatch.hpp)
+// then checks it against the machine and picks the policy types.
+#pragma once
+
+#include <volt/accelerators/accelerator.hpp>
+#include <volt/accelerators/device_spec.hpp>
+#include <volt/core/log.hpp>
+#include <volt/trainer/options.hpp>
+
+#include <charconv>
+#include <cstdlib>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace volt::cli {
+
+/// Exit status of a program given bad command-line input (argparse's and LightningCLI's).
+inline constexpr int usage_error_status = 2;
+
+/// Bad command-line input: an unknown flag, a missing or malformed value, a choice this machine or this
+/// build cannot run. volt::cli::run prints "<program>: error: <what()>" and returns usage_error_status.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// The accepted values of the standard flags, in the order the help lists them.
+inline constexpr std::string_view accelerator_choices[] = {"auto", "cpu", "cuda", "mps", "gpu"};
+inline constexpr std::string_view strategy_choices[] = {"auto", "single_device", "ddp"};
+inline constexpr std::string_view precision_choices[] = {"32-true", "64-true", "16-true", "bf16-true", "16-mixed",
+                                                         "bf16-mixed"};
+/// Lightning's historical spellings (spec 5.1) and what they mean.
+inline constexpr std::pair<std::string_view, std::string_view> precision_aliases[] = {
+    {"64", "64-true"}, {"32", "32-true"}, {"16", "16-mixed"}, {"bf16", "bf16-mixed"}};
+
+namespace detail {
+
+template <std::size_t N>
+std::string join(const std::string_view (&items)[N], std::string_view separator = ", ") {
+  std::string out;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (i > 0) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
+template <std::size_t N>
+bool one_of(std::string_view value, const std::string_view (&items)[N]) {
+  for (auto item : items) {
+    if (item == value) return true;
+  }
+  return false;
+}
+
+inline std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+
+/// `text` as a whole integer of type T, else UsageError "<flag> expects <what>, got 'text'".
+template <class T>
+T parse_number(std::string_view flag, std::string_view text, std::string_view what) {
+  T value{};
+  const char* first = text.data();
+  const char* last = first + text.size();
+  if (!text.empty() && text.front() == '+') ++first;
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (text.empty() || error != std::errc{} || end != last) {
+    throw UsageError("argument " + std::string(flag) + ": expected " + std::string(what) + ", got " + quoted(text));
+  }
+  return value;
+}
+
+inline double parse_real(std::string_view flag, std::string_view text) {
+  try {
+    std::size_t used = 0;
+    const double value = std::stod(std::string(text), &used);
+    if (used == text.size()) return value;
+  } catch (const std::logic_error&) {
+  }
+  throw UsageError("argument " + std::string(flag) + ": expected a number, got " + quoted(text));
+}
+
+}  // namespace detail
+
+/// Lightning's precision normalisation (spec 5.1) for a command-line value: a canonical name is returned
+/// as is; "64", "32", "16", "bf16" become "64-true", "32-true", "16-mixed", "bf16-mixed" ("16" and "bf16"
+/// warn, as Lightning does). Throws UsageError with Lightning's message for anything else.
+inline std::string normalize_precision(std::string_view value) {
+  if (detail::one_of(value, precision_choices)) return std::string(value);
+  for (const auto& [alias, canonical] : precision_aliases) {
+    if (alias != value) continue;
+    if (alias == "16" || alias == "bf16") {
+      log::warn_rank_zero("`precision=" + std::string(alias) +
+                          "` is supported for historical reasons but its usage is discouraged. Please set your "
+                          "precision to " + std::string(canonical) + " instead!");
+    }
+    return std::string(canonical);
+  }
+  std::string aliases;
+  for (const auto& [alias, canonical] : precision_aliases) aliases += ", " + std::string(alias);
+  throw UsageError("argument --precision: Precision " + detail::quoted(value) +
+                   " is invalid. Allowed precision values: " + detail::join(precision_choices) + aliases);
+}
+
+/// The parsed command line. The standard fields hold what was given (precision normalised); the fields
+/// under "resolved" are filled by volt::cli::run before it calls the program. A program's own flags are
+/// read with get(), get_int(), get_double() and is_set().
+struct Args {
+  std::string accelerator = "auto";
+  /// The device spec as typed ("auto", "1", "-1", "0,2", ...).
+  std::string devices = "auto";
+  std::string strategy = "auto";
+  /// Lightning's canonical name ("32-true", "bf16-mixed", ...).
+  std::string precision = "32-true";
+  std::optional<std::int64_t> max_epochs{};
+  std::int64_t max_steps = -1;
+  /// The program's batch size (set its default with parser.defaults().batch_size).
+  std::int64_t batch_size = 32;
+  std::int64_t accumulate_grad_batches = 1;
+  std::string default_root_dir{};
+  /// A checkpoint to resume from (pass it to trainer.fit); empty: none.
+  std::string ckpt_path{};
+  std::optional<std::uint64_t> seed{};
+  bool help = false;
+
+  // ---- resolved by volt::cli::run ----
+  /// The accelerator chosen ("auto" and "gpu" resolved on this machine).
+  AcceleratorKind accelerator_kind = AcceleratorKind::cpu;
+  /// The strategy chosen ("auto" resolved: "ddp" for more than one device, else "single_device").
+  std::string strategy_name = "single_device";
+  /// Lightning's trainer.device_ids for the devices selected.
+  std::vector<int> device_ids{};
+
+  /// The device spec: DeviceSpec{} for "auto", else the text. Throws std::invalid_argument for malformed
+  /// text (Parser::parse has already refused it).
+  DeviceSpec device_spec() const { return devices == "auto" ? DeviceSpec{} : DeviceSpec{std::string_view(devices)}; }
+
+  /// TrainerOptions with devices, max_epochs, max_steps, accumulate_grad_batches, default_root_dir and
+  /// seed from the command line; everything else at its default, for the program to adjust.
+  TrainerOptions trainer_options() const {
+    TrainerOptions options;
+    options.devices = device_spec();
+    options.max_epochs = max_epochs;
+    options.max_steps = max_steps;
+    options.accumulate_grad_batches = accumulate_grad_batches;
+    options.default_root_dir = default_root_dir;
+    options.seed = seed;
+    return options;
+  }
+
+  /// Whether the program flag `flag` (e.g. "--data-dir") was given on the command line.
+  bool is_set(std::string_view flag) const { return given_.count(std::string(flag)) != 0; }
+  /// The value of the program option `flag` (its default when not given). Throws std::out_of_range for a
+  /// flag the program did not add.
+  const std::string& get(std::string_view flag) const {
+    const auto found = values_.find(std::string(flag));
+    if (found == values_.end()) throw std::out_of_range("volt::cli: no flag " + std::string(flag) + " was added");
+    return found->second;
+  }
+  /// get(flag) as an integer; throws UsageError when it is not one.
+  std::int64_t get_int(std::string_view flag) const {
+    return detail::parse_number<std::int64_t>(flag, get(flag), "an integer");
+  }
+  /// get(flag) as a number; throws UsageError when it is not one.
+  double get_double(std::string_view flag) const { return detail::parse_real(flag, get(flag)); }
+  /// Whether the switch `flag` (a flag without value) was given.
+  bool get_switch(std::string_view flag) const { return is_set(flag); }
+
+ private:
+  friend class Parser;
+  std::map<std::string, std::string, std::less<>> values_;
+  std::set<std::string, std::less<>> given_;
+};
+
+/// Parses Lightning's Trainer flags and a program's own flags; see the file comment. Not thread-safe.
+class Parser {
+ public:
+  /// `program` names the program in the help and in error messages.
+  explicit Parser(std::string program = "program", std::string description = {})
+      : program_(std::move(program)), description_(std::move(description)) {}
+
+  /// The values the standard flags take when not given; change them before parse()/run().
+  Args& defaults() { return defaults_; }
+  const Args& defaults() const { return defaults_; }
+  const std::string& program() const { return program_; }
+
+  /// Adds an option taking a value (`--name VALUE` or `--name=VALUE`). Throws std::invalid_argument for a
+  /// name that does not start with "--" or is already taken.
+  Parser& add_option(std::string flag, std::string metavar, std::string help, std::string default_value = {}) {
+    add(std::move(flag), std::move(metavar), std::move(help), std::move(default_value), true);
+    return *this;
+  }
+  /// Adds a switch without a value (`--name`); read it with Args::get_switch.
+  Parser& add_switch(std::string flag, std::string help) {
+    add(std::move(flag), {}, std::move(help), {}, false);
+    return *this;
+  }
+
+  /// Parses argv[1..argc-1]. Throws UsageError for an unknown flag, a missing value, an invalid choice, a
+  /// malformed number or device spec. `--help`/`-h` sets Args::help and stops parsing.
+  Args parse(int argc, const char* const* argv) const {
+    Args args = defaults_;
+    for (const auto& extra : extras_) {
+      if (extra.takes_value) args.values_[extra.flag] = extra.default_value;
+    }
+    for (int i = 1; i < argc; ++i) {
+      std::string token = argv[i];
+      if (token == "--help" || token == "-h") {
+        args.help = true;
+        return args;
+      }
+      std::optional<std::string> inline_value;
+      if (const auto equals = token.find('='); token.rfind("--", 0) == 0 && equals != std::string::npos) {
+        inline_value = token.substr(equals + 1);
+        token.resize(equals);
+      }
+      auto value = [&]() -> std::string {
+        if (inline_value) return *inline_value;
+        if (i + 1 >= argc) throw UsageError("argument " + token + ": expected one argument");
+        return argv[++i];
+      };
+      if (!apply_standard(args, token, value)) {
+        const Extra* extra = find_extra(token);
+        if (extra == nullptr) {
+          throw UsageError("unrecognized arguments: " + std::string(argv[i]) + " (see " + program_ + " --help)");
+        }
+        if (extra->takes_value) {
+          args.values_[extra->flag] = value();
+        } else if (inline_value) {
+          throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
+        }
+        args.given_.insert(extra->flag);
+      }
+    }
+    return args;
+  }
+
+  /// The usage text printed for --help.
+  std::string help() const {
+    std::ostringstream out;
+    out << "usage: " << program_ << " [options]\n";
+    if (!description_.empty()) out << '\n' << description_ << '\n';
+    out << "\nTrainer options (Lightning's names):\n";
+    auto line = [&](std::string left, const std::string& text) {
+      if (left.size() < 34) left.resize(34, ' ');
+      else left += "\n" + std::string(34, ' ');
+      out << "  " << left << text << '\n';
+    };
+    line("--accelerator {" + detail::join(accelerator_choices, ",") + "}",
+         "default " + defaults_.accelerator + " (auto: MPS, then CUDA, then CPU)");
+    line("--devices SPEC", "default " + defaults_.devices + " (1, -1 for all, \"0,2\" for ids)");
+    line("--strategy {" + detail::join(strategy_choices, ",") + "}",
+         "default " + defaults_.strategy + " (auto: ddp for more than one device)");
+    line("--precision {" + detail::join(precision_choices, ",") + "}",
+         "default " + defaults_.precision + "; aliases 64, 32, 16 (16-mixed), bf16 (bf16-mixed)");
+    line("--max-epochs N", "default " + (defaults_.max_epochs ? std::to_string(*defaults_.max_epochs) : std::string("1000 when --max-steps is -1")));
+    line("--max-steps N", "default " + std::to_string(defaults_.max_steps) + " (-1: no limit)");
+    line("--batch-size N", "default " + std::to_string(defaults_.batch_size));
+    line("--accumulate-grad-batches N", "default " + std::to_string(defaults_.accumulate_grad_batches));
+    line("--default-root-dir DIR", "logs and checkpoints (default: the current folder)");
+    line("--ckpt-path FILE", "checkpoint to resume from");
+    line("--seed N", defaults_.seed ? "default " + std::to_string(*defaults_.seed) : std::string("default: not seeded"));
+    line("-h, --help", "show this help and exit");
+    if (!extras_.empty()) {
+      out << "\n" << program_ << " options:\n";
+      for (const auto& extra : extras_) {
+        std::string text = extra.help;
+        if (extra.takes_value && !extra.default_value.empty()) text += " (default " + extra.default_value + ")";
+        line(extra.flag + (extra.takes_value ? " " + extra.metavar : std::string()), text);
+      }
+    }
+    return out.str();
+  }
+
+ private:
+  struct Extra {
+    std::string flag, metavar, help, default_value;
+    bool takes_value;
+  };
+
+  static bool is_standard(std::string_view flag) {
+    constexpr std::string_view names[] = {"--accelerator", "--devices", "--strategy", "--precision",
+                                          "--max-epochs", "--max-steps", "--batch-size",
+                                          "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
+                                          "--seed", "--help", "-h"};
+    return detail::one_of(flag, names);
+  }
+
+  void add(std::string flag, std::string metavar, std::string help, std::string default_value, bool takes_value) {
+    if (flag.rfind("--", 0) != 0 || flag.size() < 3 || flag.find('=') != std::string::npos) {
+      throw std::invalid_argument("volt::cli: a flag name starts with \"--\" and holds no '=', got \"" + flag + "\"");
+    }
+    if (is_standard(flag) || find_extra(flag) != nullptr) {
+      throw std::invalid_argument("volt::cli: the flag " + flag + " is already defined");
+    }
+    extras_.push_back({std::move(flag), std::move(metavar), std::move(help), std::move(default_value), takes_value});
+  }
+
+  const Extra* find_extra(std::string_view flag) const {
+    for (const auto& extra : extras_) {
+      if (extra.flag == flag) return &extra;
+    }
+    return nullptr;
+  }
+
+  template <class Value>
+  static bool apply_standard(Args& args, std::string_view flag, Value&& value) {
+    using detail::parse_number;
+    if (flag == "--accelerator") {
+      // Lightning does not lower-case accelerator names (spec 3.1 a).
+      args.accelerator = value();
+      if (!detail::one_of(args.accelerator, accelerator_choices)) {
+        throw UsageError("argument --accelerator: You selected an invalid accelerator name: `accelerator=" +
+                         detail::quoted(args.accelerator) + "`. Available names are: " +
+                         detail::join(accelerator_choices) + ".");
+      }
+    } else if (flag == "--devices") {
+      args.devices = value();
+      if (args.devices != "auto") {
+        try {
+          (void)DeviceSpec{std::string_view(args.devices)};
+        } catch (const std::invalid_argument& error) {
+          throw UsageError("argument --devices: " + std::string(error.what()) +
+                           ". Valid: auto, a count (1, 2), -1 for every device, or ids such as \"0,2\" or \"1,\"");
+        }
+      }
+    } else if (flag == "--strategy") {
+      // Lightning lower-cases strategy names (spec 3.1 a).
+      args.strategy = value();
+      for (char& c : args.strategy) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+      if (!detail::one_of(args.strategy, strategy_choices)) {
+        throw UsageError("argument --strategy: You selected an invalid strategy name: `strategy=" +
+                         detail::quoted(args.strategy) + "`. Valid choices: " + detail::join(strategy_choices) + ".");
+      }
+    } else if (flag == "--precision") {
+      args.precision = normalize_precision(value());
+    } else if (flag == "--max-epochs") {
+      args.max_epochs = parse_number<std::int64_t>(flag, value(), "an integer");
+    } else if (flag == "--max-steps") {
+      args.max_steps = parse_number<std::int64_t>(flag, value(), "an integer");
+    } else if (flag == "--batch-size") {
+      args.batch_size = parse_number<std::int64_t>(flag, value(), "an integer");
+      if (args.batch_size < 1) {
+        throw UsageError("argument --batch-size: expected a positive integer, got " + std::to_string(args.batch_size));
+      }
+    } else if (flag == "--accumulate-grad-batches") {
+      args.accumulate_grad_batches = parse_number<std::int64_t>(flag, value(), "an integer");
+    } else if (flag == "--default-root-dir") {
+      args.default_root_dir = value();
+    } else if (flag == "--ckpt-path") {
+      args.ckpt_path = value();
+    } else if (flag == "--seed") {
+      args.seed = parse_number<std::uint64_t>(flag, value(), "a non-negative integer");
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  std::string program_;
+  std::string description_;
+  Args defaults_;
+  std::vector<Extra> extras_;
+};
+
+}  // namespace volt::cli

@@ -1,0 +1,333 @@
+// volt::cli::run: from the command line's strings to the compile-time policy types, in one dispatch.
+//
+//   int main(int argc, char** argv) {
+//     return volt::cli::run(argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
+//       volt::Trainer<A, S, P> trainer(args.trainer_options());
+//       ...
+//     });
+//   }
+//
+// run() parses the flags, checks them against this machine (Lightning's order: accelerator, availability,
+// MPS with DDP, devices, strategy, precision), and calls the program once with the concrete accelerator
+// (volt::CPU, volt::CUDA or volt::MPS: "auto" and "gpu" are resolved first), strategy and precision. Only
+// valid combinations are instantiated: none that precision_supported or strategy_supported refuses, and
+// no strategy for which strategy_implemented_v is false. Every bad input ends with exit status 2 and one
+// message naming what was given and the valid choices.
+#pragma once
+
+#include <volt/accelerators/auto.hpp>
+#include <volt/accelerators/connector.hpp>
+#include <volt/cli/args.hpp>
+#include <volt/core/compat.hpp>
+#include <volt/core/errors.hpp>
+#include <volt/core/log.hpp>
+#include <volt/precision/compatibility.hpp>
+#include <volt/precision/policies.hpp>
+#include <volt/strategies/compatibility.hpp>
+#include <volt/strategies/ddp.hpp>
+#include <volt/strategies/single_device.hpp>
+
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace volt::cli {
+
+/// A list of policy types.
+template <class... Types>
+struct type_list {};
+
+/// Which policy types a program is compiled for. The default is every policy volt has; a program that
+/// only ever runs some of them lists those to compile fewer Trainers, e.g.
+/// `volt::cli::run<volt::cli::Choices<volt::cli::type_list<volt::CPU, volt::CUDA>>>(argc, argv, program)`.
+/// A value the program was not compiled for is refused with exit status 2.
+template <class Accelerators = type_list<CPU, CUDA, MPS>, class Strategies = type_list<SingleDevice, DDP>,
+          class Precisions = type_list<FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast>>
+struct Choices {
+  using accelerators = Accelerators;
+  using strategies = Strategies;
+  using precisions = Precisions;
+};
+
+/// Every accelerator, strategy and precision.
+using AllChoices = Choices<>;
+
+/// Where run() writes the help (out) and the error message (err); std::cout and std::cerr by default.
+struct Streams {
+  std::ostream* out = &std::cout;
+  std::ostream* err = &std::cerr;
+};
+
+namespace detail {
+
+template <class T>
+struct tag {
+  using type = T;
+};
+
+/// Calls `f(tag<T>{})` for the first T in the list with `matches(tag<T>{})`; returns whether one did.
+template <class... Types, class Match, class F>
+bool find_type(type_list<Types...>, Match&& matches, F&& f) {
+  bool found = false;
+  ((!found && matches(tag<Types>{}) ? (found = true, f(tag<Types>{}), true) : false), ...);
+  return found;
+}
+
+template <class... Types, class Name>
+std::string names_of(type_list<Types...>, Name&& name) {
+  std::string out;
+  ((out += (out.empty() ? "" : ", ") + std::string(name(tag<Types>{}))), ...);
+  return out;
+}
+
+inline std::string_view accelerator_flag_class(AcceleratorKind kind) {
+  return volt::detail::accelerator_class_name(kind);
+}
+
+inline bool available(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return CUDA::is_available();
+    case AcceleratorKind::mps: return MPS::is_available();
+    case AcceleratorKind::cpu: break;
+  }
+  return true;
+}
+
+/// The accelerators available here, in Lightning's list form: "['cuda', 'cpu']".
+inline std::string available_accelerators() {
+  std::string names;
+  for (AcceleratorKind kind : {AcceleratorKind::mps, AcceleratorKind::cuda, AcceleratorKind::cpu}) {
+    if (!available(kind)) continue;
+    names += (names.empty() ? "'" : ", '") + std::string(to_string(kind)) + "'";
+  }
+  return "[" + names + "]";
+}
+
+/// Why MPS is not available here, with what to do (volt's rule: DISABLE_MPS, LibTorch's report, processor).
+inline std::string mps_unavailable_reason() {
+  const char* disable = std::getenv("DISABLE_MPS");
+  if (disable != nullptr && std::string_view(disable) == "1") return "DISABLE_MPS=1 is set; unset it";
+  if (!machine::torch_mps_available()) {
+#ifdef __APPLE__
+    return "LibTorch reports no MPS (a LibTorch built without MPS, or macOS older than 12.3)";
+#else
+    return "MPS exists only on Apple-silicon Macs, and this is not macOS";
+#endif
+  }
+  const std::string processor = machine::processor();
+  return "the process runs as '" + processor +
+         "', not natively on arm64 (an x86-64 build under Rosetta); build and run it for arm64";
+}
+
+/// Step 1-2: the accelerator the flag names, resolved and available. Throws UsageError.
+inline AcceleratorKind resolve_accelerator_flag(const std::string& flag) {
+  const std::string choices = ". Valid choices: " + join(accelerator_choices) + "; available here: " +
+                              available_accelerators() + ".";
+  if (flag == "auto") return Auto::resolve();
+  if (flag == "gpu") {
+    if (MPS::is_available()) return AcceleratorKind::mps;
+    if (CUDA::is_available()) return AcceleratorKind::cuda;
+    throw UsageError("argument --accelerator gpu: No supported gpu backend found!" + choices);
+  }
+  const AcceleratorKind kind = flag == "cuda" ? AcceleratorKind::cuda
+                               : flag == "mps" ? AcceleratorKind::mps
+                                               : AcceleratorKind::cpu;
+  if (!available(kind)) {
+    std::string message = "argument --accelerator " + flag + ": `" + std::string(accelerator_flag_class(kind)) +
+                          "` can not run on your system since the accelerator is not available. The following "
+                          "accelerator(s) is available and can be passed into `--accelerator`: " +
+                          available_accelerators() + ".";
+    if (kind == AcceleratorKind::mps) message += " MPS is not available: " + mps_unavailable_reason() + ".";
+    if (kind == AcceleratorKind::cuda) {
+      message += compat::built_with_cuda ? " No CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)."
+                                         : " This program was built against a LibTorch without CUDA.";
+    }
+    throw UsageError(message + " Run the doctor example for details.");
+  }
+  return kind;
+}
+
+/// Lightning's precision "16-mixed" on the CPU: warn and use "bf16-mixed" (spec 5.2).
+inline std::string effective_precision(const std::string& precision, AcceleratorKind kind) {
+  if (precision == "16-mixed" && kind == AcceleratorKind::cpu) {
+    log::warn_rank_zero(
+        "You passed `--accelerator cpu --precision 16-mixed` but AMP with fp16 is not supported on CPU. Using "
+        "`precision='bf16-mixed'` instead.");
+    return "bf16-mixed";
+  }
+  return precision;
+}
+
+inline c10::DeviceType device_type_of(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return c10::DeviceType::CUDA;
+    case AcceleratorKind::mps: return c10::DeviceType::MPS;
+    case AcceleratorKind::cpu: break;
+  }
+  return c10::DeviceType::CPU;
+}
+
+/// The program's status: what it returns (int), or 0 for void.
+template <class A, class S, class P, class Program>
+int call_program(Program& program, Args& args) {
+  using Result = decltype(program.template operator()<A, S, P>(args));
+  if constexpr (std::is_void_v<Result>) {
+    program.template operator()<A, S, P>(args);
+    return 0;
+  } else {
+    return static_cast<int>(program.template operator()<A, S, P>(args));
+  }
+}
+
+/// Steps after the accelerator type is known: devices, strategy, precision, then the program.
+template <class Accelerator, class ChoiceSet, class Program>
+int dispatch_accelerator(Args& args, Program& program) {
+  // Lightning's MPS + DDP check (spec 3.4) comes before the devices are parsed.
+  if (Accelerator::kind == AcceleratorKind::mps && args.strategy == "ddp") {
+    throw UsageError("argument --strategy ddp: You set `strategy=ddp` but strategies from the DDP family are not "
+                     "supported on the MPS accelerator. Either explicitly set `--accelerator cpu` or change the "
+                     "strategy (valid here: auto, single_device).");
+  }
+  DeviceSelection selection;
+  try {
+    selection = select_devices<Accelerator>(args.device_spec(), Frontend::trainer);
+  } catch (const std::exception& error) {
+    throw UsageError("argument --devices " + args.devices + ": " + error.what());
+  }
+  args.device_ids = selection.device_ids;
+  const std::size_t count = selection.parallel_devices.size();
+  args.strategy_name = args.strategy == "auto" ? (count > 1 ? "ddp" : "single_device") : args.strategy;
+  if (args.strategy_name == "single_device" && count > 1) {
+    throw UsageError("argument --strategy single_device: a single-device strategy trains on one device, but "
+                     "--devices " + args.devices + " selected " + std::to_string(count) + " " +
+                     std::string(Accelerator::name) + " devices. Pass --devices 1 or --strategy ddp.");
+  }
+  const std::string precision = effective_precision(args.precision, Accelerator::kind);
+  args.precision = precision;
+
+  int status = 0;
+  const bool found_strategy = find_type(
+      typename ChoiceSet::strategies{}, [&](auto s) { return decltype(s)::type::name == args.strategy_name; },
+      [&](auto s) {
+        using Strategy = typename decltype(s)::type;
+        if constexpr (!strategy_implemented_v<Strategy>) {
+          throw UsageError("argument --strategy: `strategy=" + args.strategy_name + "` (volt::" +
+                           std::string(Strategy::name) +
+                           " strategy policy) is not implemented in this version of volt (volt::strategy_implemented_v is false). "
+                           "Use --strategy single_device with --devices 1.");
+        } else if constexpr (!strategy_supported_v<Accelerator, Strategy>) {
+          throw UsageError("argument --strategy: `strategy=" + args.strategy_name + "` is not supported on the " +
+                           std::string(Accelerator::name) + " accelerator. Valid choices: auto, single_device.");
+        } else {
+          const bool found_precision = find_type(
+              typename ChoiceSet::precisions{}, [&](auto p) { return decltype(p)::type::name == precision; },
+              [&](auto p) {
+                using Precision = typename decltype(p)::type;
+                if constexpr (!precision_supported<Accelerator, Precision>::value) {
+                  std::string valid;
+                  find_type(
+                      typename ChoiceSet::precisions{},
+                      [&](auto q) {
+                        using Q = typename decltype(q)::type;
+                        if constexpr (precision_supported<Accelerator, Q>::value) {
+                          valid += (valid.empty() ? "" : ", ") + std::string(Q::name);
+                        }
+                        return false;
+                      },
+                      [](auto) {});
+                  throw UsageError("argument --precision " + precision + ": precision `" + precision +
+                                   "` is not supported on the " + std::string(Accelerator::name) +
+                                   " accelerator" +
+                                   (Accelerator::kind == AcceleratorKind::mps ? " (Metal has no float64)" : "") +
+                                   ". Valid choices on " + std::string(Accelerator::name) + ": " + valid + ".");
+                } else {
+                  if constexpr (Precision::is_autocast) {
+                    const c10::ScalarType dtype = precision == "16-mixed" ? c10::ScalarType::Half
+                                                                          : c10::ScalarType::BFloat16;
+                    if (!compat::autocast_dtype_supported(device_type_of(Accelerator::kind), dtype)) {
+                      throw UsageError("argument --precision " + precision + ": mixed precision `" + precision +
+                                       "` needs autocast to " + c10::toString(dtype) + " on " +
+                                       std::string(Accelerator::name) + ", which this LibTorch (" + TORCH_VERSION +
+                                       ") does not support. Use --precision 32-true or a newer LibTorch.");
+                    }
+                  }
+                  status = call_program<Accelerator, Strategy, Precision>(program, args);
+                }
+              });
+          if (!found_precision) {
+            throw UsageError("argument --precision " + precision + ": this program was built for precision " +
+                             names_of(typename ChoiceSet::precisions{},
+                                      [](auto p) { return decltype(p)::type::name; }) + " only.");
+          }
+        }
+      });
+  if (!found_strategy) {
+    throw UsageError("argument --strategy " + args.strategy_name + ": this program was built for strategy " +
+                     names_of(typename ChoiceSet::strategies{}, [](auto s) { return decltype(s)::type::name; }) +
+                     " only.");
+  }
+  return status;
+}
+
+}  // namespace detail
+
+/// Resolves parsed `args` on this machine and calls `program.template operator()<A, S, P>(args)` once,
+/// with A one of volt::CPU / volt::CUDA / volt::MPS, S volt::SingleDevice or volt::DDP, P a precision
+/// policy; fills args' resolved fields first. Returns what the program returns (0 for void). Throws
+/// UsageError for a choice this machine or this build cannot run, and what the program throws.
+template <class ChoiceSet = AllChoices, class Program>
+int dispatch(Args& args, Program&& program) {
+  const AcceleratorKind kind = detail::resolve_accelerator_flag(args.accelerator);
+  args.accelerator_kind = kind;
+  int status = 0;
+  const bool found = detail::find_type(
+      typename ChoiceSet::accelerators{}, [&](auto a) { return decltype(a)::type::kind == kind; },
+      [&](auto a) { status = detail::dispatch_accelerator<typename decltype(a)::type, ChoiceSet>(args, program); });
+  if (!found) {
+    throw UsageError("argument --accelerator " + args.accelerator + ": this program was built for accelerator " +
+                     detail::names_of(typename ChoiceSet::accelerators{},
+                                      [](auto a) { return decltype(a)::type::name; }) +
+                     " only, and the choice resolved to " + std::string(to_string(kind)) + ".");
+  }
+  return status;
+}
+
+/// Parses the command line with `parser`, prints the help (status 0) or runs `program` through
+/// dispatch(). Returns the program's status; 2 after printing "<program>: error: <message>" for bad input
+/// (UsageError, and MisconfigurationError thrown while the program runs: a configuration the command line
+/// asked for); 1 after printing "<program>: error: <what>" for any other exception the program throws.
+template <class ChoiceSet = AllChoices, class Program>
+int run(const Parser& parser, int argc, const char* const* argv, Program&& program, Streams streams = {}) {
+  try {
+    Args args = parser.parse(argc, argv);
+    if (args.help) {
+      *streams.out << parser.help();
+      return 0;
+    }
+    return dispatch<ChoiceSet>(args, program);
+  } catch (const UsageError& error) {
+    *streams.err << parser.program() << ": error: " << error.what() << '\n';
+    return usage_error_status;
+  } catch (const MisconfigurationError& error) {
+    *streams.err << parser.program() << ": error: " << error.what() << '\n';
+    return usage_error_status;
+  } catch (const std::exception& error) {
+    *streams.err << parser.program() << ": error: " << error.what() << '\n';
+    return 1;
+  }
+}
+
+/// run() with the standard flags only; the program is named after argv[0].
+template <class ChoiceSet = AllChoices, class Program>
+int run(int argc, const char* const* argv, Program&& program, Streams streams = {}) {
+  std::string name = argc > 0 && argv[0] != nullptr ? argv[0] : "program";
+  if (const auto slash = name.find_last_of('/'); slash != std::string::npos) name.erase(0, slash + 1);
+  return run<ChoiceSet>(Parser(name), argc, argv, std::forward<Program>(program), streams);
+}
+
+}  // namespace volt::cli
