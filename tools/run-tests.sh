@@ -1,29 +1,136 @@
 #!/usr/bin/env bash
-# Builds volt's tests and examples and runs every test, against include/ and against the generated
-# single_include/volt/volt.hpp. Installs missing Debian packages first.
-#   tools/run-tests.sh            both trees, Debian's LibTorch
-# Environment: BUILD_ROOT (default build/tests), CMAKE_PREFIX_PATH (another LibTorch), JOBS (default nproc).
+# Builds volt's tests and examples and runs every test, in two build trees that together cover what users run:
+#   sanitize  Debian's LibTorch 1.13, include/, AddressSanitizer + UndefinedBehaviorSanitizer (VOLT_SANITIZE=ON),
+#             every test label: the compile-fail snippets, the four ways of consuming volt and the full
+#             Fashion-MNIST run are run here only.
+#   cuda      PyPI's LibTorch 2.11 (a CUDA build, from the virtual environment tools/install-python.sh makes)
+#             with the CUDA toolkit, single_include/, Release: VOLT_WITH_CUDA is defined, so every CUDA-only code
+#             path compiles and links; GPU tests skip with a message (no GPU here). Tests that compare against
+#             Python (VOLT_PYTHON) run here, against the same torch version.
+# Installs missing Debian packages and the Python environment first. Prints every phase's duration at the end.
+#   tools/run-tests.sh                     both trees (what CI runs)
+#   TREES=sanitize tools/run-tests.sh      one tree only (TREES=cuda: the other)
+# Environment: TREES (default "sanitize cuda"), BUILD_ROOT (default build/tests), JOBS (default nproc),
+# VOLT_VENV (default /opt/volt-venv), SKIP_INSTALL=1 (use what is installed, install nothing),
+# REQUIRE_CUDA (default 1 when nvcc is found: the cuda tree fails unless VOLT_WITH_CUDA is defined).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/install-deps.sh
 
-echo "== single header in sync with include/"
-python3 tools/amalgamate.py --check
-
+trees=${TREES:-sanitize cuda}
 build_root=${BUILD_ROOT:-build/tests}
 jobs=${JOBS:-$(nproc)}
+venv=${VOLT_VENV:-/opt/volt-venv}
+export PATH="$PATH:/usr/local/cuda/bin"
 status=0
-for tree in include single_include; do
-  dir="$build_root/$tree"
-  single=OFF
-  [ "$tree" = single_include ] && single=ON
-  echo "== build and test against $tree/ ($dir)"
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_TEST_SINGLE_HEADER=$single >/dev/null
-  cmake --build "$dir" -j "$jobs"
-  # The ways of consuming volt do not depend on the tree under test, and the compile-fail snippets
-  # check static_asserts whose text is the same in both trees: run them once, against include/.
+phases=()
+
+# phase <name> <command...>: runs the command, records its duration and result (a failure fails the run at the end).
+phase() {
+  local name=$1
+  shift
+  echo "== $name"
+  local start result
+  start=$(date +%s)
+  if "$@"; then result=ok; else result=FAILED; status=1; fi
+  phases+=("$(printf '%-44s %6d s  %s' "$name" $(( $(date +%s) - start )) "$result")")
+}
+
+summary() {
+  echo "== phase durations"
+  printf '%s\n' "${phases[@]}"
+  [ $status -eq 0 ] && echo "== all phases passed" || echo "== SOME PHASES FAILED"
+}
+trap summary EXIT
+
+wants() { [[ " $trees " == *" $1 "* ]]; }
+
+if [ "${SKIP_INSTALL:-0}" != 1 ]; then
+  phase "install Debian packages" tools/install-deps.sh
+  if wants cuda; then
+    phase "install Python (torch, lightning)" tools/install-python.sh
+  fi
+fi
+phase "single header in sync with include/" python3 tools/amalgamate.py --check
+
+# Labels run once, in the sanitize tree (or in the cuda tree when it is the only one asked for).
+once_labels="consumption|compile_fail|example_full"
+
+# ctest with the skip messages of passing tests shown (ctest prints the output of failing tests only).
+run_ctest() {
+  local dir=$1
+  shift
+  local result=0
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@") || result=1
+  local skips
+  skips=$(grep -h -o 'skipped[^"]*' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sort | uniq -c || true)
+  if [ -n "$skips" ]; then
+    echo "-- skip messages printed by passing tests (count, message):"
+    echo "$skips"
+  fi
+  return $result
+}
+
+# Lists the CUDA-only sources and headers compiled with VOLT_WITH_CUDA in a build tree (from compile_commands.json).
+show_cuda_sources() {
+  python3 - "$1" "${REQUIRE_CUDA:-}" <<'EOF'
+import json, os, re, sys
+build, require = sys.argv[1], sys.argv[2]
+root = os.getcwd()
+commands = json.load(open(os.path.join(build, "compile_commands.json")))
+compiled, with_cuda = [], []
+for entry in commands:
+    path = os.path.relpath(entry["file"], root)
+    if not path.startswith(("tests/", "examples/", "benchmarks/")):
+        continue
+    compiled.append(path)
+    if "-DVOLT_WITH_CUDA=1" in entry["command"]:
+        with_cuda.append(path)
+def cuda_only(path):
+    text = open(path, errors="replace").read()
+    return "cuda" in os.path.basename(path).lower() or "VOLT_WITH_CUDA" in text
+cuda_sources = sorted(p for p in with_cuda if cuda_only(p))
+headers = sorted(os.path.relpath(os.path.join(d, f), root)
+                 for d, _, files in os.walk("include/volt") for f in files
+                 if f.endswith(".hpp") and "VOLT_WITH_CUDA" in open(os.path.join(d, f)).read())
+print(f"-- VOLT_WITH_CUDA=1 in {len(with_cuda)} of {len(compiled)} compiled test/example sources")
+print("-- CUDA test sources compiled and linked with VOLT_WITH_CUDA: " + (", ".join(cuda_sources) or "none"))
+print("-- headers with VOLT_WITH_CUDA code paths (compiled in each of those sources): " + (", ".join(headers) or "none"))
+if require == "1" and (not with_cuda or len(with_cuda) != len(compiled)):
+    print("-- error: REQUIRE_CUDA=1 but not every source was compiled with VOLT_WITH_CUDA "
+          "(LibTorch without CUDA, or no CUDA toolkit found)", file=sys.stderr)
+    sys.exit(1)
+EOF
+}
+
+if wants sanitize; then
+  dir="$build_root/sanitize"
+  phase "sanitize: configure (LibTorch 1.13, include/)" \
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_TEST_SINGLE_HEADER=OFF -DVOLT_SANITIZE=ON \
+          -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+  phase "sanitize: build (ASan+UBSan)" cmake --build "$dir" -j "$jobs"
+  # ASAN_OPTIONS/UBSAN_OPTIONS come from the build tree (cmake/sanitizers.cmake) unless set by the caller.
+  phase "sanitize: test (all labels)" run_ctest "$dir"
+fi
+
+if wants cuda; then
+  dir="$build_root/cuda"
+  # Both the wheel's CMake folder and the wheel's torch/ folder: TorchConfig.cmake looks for libtorch.so and
+  # libc10.so with find_library(... PATHS <torch>/lib), which searches the system folders first and so picks
+  # Debian's LibTorch 1.13 when libtorch-dev is installed; a prefix path is searched before them.
+  prefix=$("$venv/bin/python" -c 'import os, torch; print(torch.utils.cmake_prefix_path + ";" + os.path.dirname(torch.__file__))')
+  if [ -z "${REQUIRE_CUDA:-}" ] && command -v nvcc >/dev/null; then
+    REQUIRE_CUDA=1
+  fi
   exclude=()
-  [ "$tree" = single_include ] && exclude=(-LE "consumption|compile_fail|example_full")
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" "${exclude[@]}") || status=1
-done
+  wants sanitize && exclude=(-LE "$once_labels")
+  # The wheel's LibTorch finds the CUDA toolkit through Caffe2's cuda.cmake (nvcc on PATH or /usr/local/cuda);
+  # no GPU here, so TORCH_CUDA_ARCH_LIST only keeps it from probing for one (volt compiles no CUDA kernels).
+  phase "cuda: configure (LibTorch 2.11 + CUDA, single_include/)" \
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_TEST_SINGLE_HEADER=ON \
+          -DCMAKE_PREFIX_PATH="$prefix" -DVOLT_PYTHON="$venv/bin/python" -DTORCH_CUDA_ARCH_LIST=9.0 \
+          -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+  phase "cuda: build" cmake --build "$dir" -j "$jobs"
+  phase "cuda: CUDA code paths compiled" show_cuda_sources "$dir"
+  phase "cuda: test" run_ctest "$dir" "${exclude[@]}"
+fi
 exit $status
