@@ -16,7 +16,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #if __has_include(<torch/mps.h>)
 #include <torch/mps.h>
@@ -247,6 +250,77 @@ inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
     if (!handle || !handle->hasKernelForDispatchKey(key)) return false;
   }
   return true;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Optimizer internals (volt/optim/).
+//
+// Optimizer::state() is keyed by the parameter's TensorImpl: LibTorch 1.13 by its address printed as a
+// string (c10::guts::to_string), 2.x by the address itself. `at::_fused_adam_` and `at::_fused_adamw_`
+// (one kernel for a whole list of parameters) are called from LibTorch 2.1 on (1.13 has only a CUDA
+// `_fused_adam_`, and no `_fused_adamw_`); which device types have kernels is asked of the dispatcher
+// (CUDA in 2.x, CPU from 2.4).
+
+/// The key type of torch::optim::Optimizer::state() in this LibTorch.
+using OptimizerStateKey =
+    std::remove_cvref_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+
+/// The key under which LibTorch's optimizers keep the state of `parameter` (a template only so that the
+/// branch of the other versions is discarded).
+template <class Key = OptimizerStateKey>
+Key optimizer_state_key(const at::Tensor& parameter) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream text;  // what LibTorch 1.13's c10::guts::to_string(TensorImpl*) writes
+    text << static_cast<const void*>(parameter.unsafeGetTensorImpl());
+    return text.str();
+  } else {
+    return static_cast<Key>(parameter.unsafeGetTensorImpl());
+  }
+}
+
+/// Whether volt calls LibTorch's fused Adam/AdamW kernels in this LibTorch version at all.
+inline constexpr bool has_fused_adam = VOLT_TORCH_VERSION >= 20100;
+
+/// Whether the loaded LibTorch has a fused Adam (`decoupled_weight_decay` false) or AdamW kernel for
+/// `device_type`.
+inline bool fused_adam_available(c10::DeviceType device_type, bool decoupled_weight_decay) {
+  if constexpr (!has_fused_adam) {
+    return false;
+  } else {
+    c10::DispatchKey key{};
+    switch (device_type) {
+      case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
+      case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
+      default: return false;
+    }
+    const auto handle = c10::Dispatcher::singleton().findSchema(
+        {decoupled_weight_decay ? "aten::_fused_adamw_" : "aten::_fused_adam_", ""});
+    return handle && handle->hasKernelForDispatchKey(key);
+  }
+}
+
+/// `at::_fused_adamw_` when `decoupled_weight_decay`, else `at::_fused_adam_`, with `maximize` false and
+/// no grad scale or found-inf tensor. `state_steps` are float32 tensors on the parameters' device holding
+/// the step number each update is the n-th of (already counted). Throws c10::Error where absent.
+inline void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
+                        at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
+                        at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay,
+                        double eps, bool amsgrad) {
+#if VOLT_TORCH_VERSION >= 20100
+  if (decoupled_weight_decay) {
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
+                      weight_decay, eps, amsgrad, /*maximize=*/false);
+  } else {
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
+                     weight_decay, eps, amsgrad, /*maximize=*/false);
+  }
+#else
+  (void)decoupled_weight_decay, (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs,
+      (void)max_exp_avg_sqs, (void)state_steps, (void)lr, (void)beta1, (void)beta2, (void)weight_decay,
+      (void)eps, (void)amsgrad;
+  TORCH_CHECK(false, "volt: fused Adam kernels are not used with this LibTorch (", TORCH_VERSION,
+              "); use the multi-tensor implementation");
+#endif
 }
 
 }  // namespace volt::compat

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <volt/core/compat.hpp>
+#include <volt/optim/step.hpp>
 
 #include <torch/torch.h>
 
@@ -121,14 +122,18 @@ class GradScaler {
     state.stage = Stage::unscaled;
   }
 
-  /// Unscales `optimizer`'s gradients unless unscale_() already did, then calls `optimizer.step()` only if
-  /// no gradient was inf/NaN. Returns whether `optimizer.step()` ran. This is the one place that reads the
+  /// Unscales `optimizer`'s gradients unless unscale_() already did, then steps the optimizer only if no
+  /// gradient was inf/NaN. Returns whether the optimizer stepped. This is the one place that reads the
   /// found-inf flag on the host. When disabled, steps unconditionally.
+  /// The step is volt::optim::step(optimizer): multi-tensor or fused for LibTorch's Adam, AdamW and SGD
+  /// (per volt::optim::default_implementation()), optimizer.step() otherwise. Fused kernels get already
+  /// unscaled gradients and run only when the host saw no inf/NaN, so a skipped step leaves the
+  /// optimizer's state (step counts included) untouched, as with optimizer.step().
   /// Throws std::runtime_error when called twice in one iteration, when no parameter of `optimizer` has a
-  /// gradient, or before any scale(); whatever optimizer.step() throws.
+  /// gradient, or before any scale(); whatever the optimizer step throws.
   bool step(torch::optim::Optimizer& optimizer) {
     if (!options_.enabled) {
-      optimizer.step();
+      optim::step(optimizer);
       return true;
     }
     require_scale("step");
@@ -149,7 +154,7 @@ class GradScaler {
         break;
       }
     }
-    if (!skip) optimizer.step();
+    if (!skip) optim::step(optimizer);
     state.stage = Stage::stepped;
     return !skip;
   }

@@ -15,6 +15,7 @@
 //   forward_context()               RAII guard around each training/validation/test/predict step
 //   pre_backward(loss)              the tensor to call backward() on (the scaled loss with a scaler)
 //   optimizer_step(opt, before)     unscale -> before() (hooks, clipping) -> step unless inf/NaN -> update
+//                                   (the step is volt::optim::step: multi-tensor/fused Adam, AdamW, SGD)
 //   scaler(), save(), load()        the GradScaler and its checkpoint state
 //
 // None of them is thread-safe; forward_context()'s guard must be destroyed on the thread that made it.
@@ -24,6 +25,7 @@
 #include <volt/core/compat.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
+#include <volt/optim/step.hpp>
 #include <volt/precision/autocast.hpp>
 #include <volt/precision/compatibility.hpp>
 #include <volt/precision/grad_scaler.hpp>
@@ -54,11 +56,12 @@ struct FP32 {
   [[nodiscard]] NoOpGuard init_context() const noexcept { return {}; }
   [[nodiscard]] NoOpGuard forward_context() const noexcept { return {}; }
   torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
-  /// Runs `before_step()` then `optimizer.step()`; returns true. Throws what they throw.
+  /// Runs `before_step()` then the optimizer step (volt::optim::step: multi-tensor or fused for LibTorch's
+  /// Adam, AdamW and SGD, optimizer.step() otherwise); returns true. Throws what they throw.
   template <class BeforeStep>
   bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
     std::forward<BeforeStep>(before_step)();
-    optimizer.step();
+    optim::step(optimizer);
     return true;
   }
   GradScaler* scaler() noexcept { return nullptr; }
@@ -110,11 +113,12 @@ class TruePrecision {
 
   torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
 
-  /// Runs `before_step()` then `optimizer.step()`; returns true. Throws what they throw.
+  /// Runs `before_step()` then the optimizer step (volt::optim::step: multi-tensor or fused for LibTorch's
+  /// Adam, AdamW and SGD, optimizer.step() otherwise); returns true. Throws what they throw.
   template <class BeforeStep>
   bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
     std::forward<BeforeStep>(before_step)();
-    optimizer.step();
+    optim::step(optimizer);
     return true;
   }
 
@@ -203,7 +207,8 @@ class AutocastPrecision {
 
   /// Lightning's AMP step: with a scaler, unscale_ the gradients, run `before_step()` (hooks and clipping
   /// see unscaled gradients), step unless a gradient is inf/NaN, update the scale. Without one,
-  /// `before_step()` then `optimizer.step()`. Returns whether optimizer.step() ran.
+  /// `before_step()` then the step. Returns whether the optimizer stepped. The step is volt::optim::step
+  /// (multi-tensor or fused for LibTorch's Adam, AdamW and SGD, optimizer.step() otherwise).
   /// Throws MisconfigurationError for LBFGS ("AMP and the LBFGS optimizer are not compatible."), what the
   /// GradScaler throws (see GradScaler::step), and what `before_step` and the optimizer throw.
   template <class BeforeStep>
@@ -213,7 +218,7 @@ class AutocastPrecision {
     }
     if (!scaler_) {
       std::forward<BeforeStep>(before_step)();
-      optimizer.step();
+      optim::step(optimizer);
       return true;
     }
     return amp_optimizer_step(*scaler_, optimizer, std::forward<BeforeStep>(before_step));

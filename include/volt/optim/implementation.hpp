@@ -1,0 +1,110 @@
+// Which implementation runs an optimizer step: LibTorch's own per-parameter loop, volt's multi-tensor
+// (foreach) ops, or LibTorch's fused kernels. The process-wide default, a scoped override of it, and
+// per-thread counters of what actually ran.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace volt::optim {
+
+/// An optimizer-step implementation, from the fastest to the plainest. Requesting one is a ceiling, not
+/// a demand: volt::optim::step() runs the requested one where the optimizer, its options and its
+/// parameters allow it, else the next one down, and reports what ran.
+enum class Implementation {
+  /// fused where LibTorch has the kernel and it pays off (Adam and AdamW on CUDA), else multi_tensor.
+  automatic,
+  /// LibTorch's fused kernels (`at::_fused_adam_`, `at::_fused_adamw_`; LibTorch 2.1+, CUDA, and CPU from
+  /// 2.4): one kernel for all parameters of a param group and dtype. Adam and AdamW only.
+  fused,
+  /// `at::_foreach_*` ops: one op per update term for all parameters of a param group. Adam, AdamW, SGD.
+  multi_tensor,
+  /// `optimizer.step()`: LibTorch's own loop over the parameters, any optimizer.
+  per_parameter,
+};
+
+/// "automatic", "fused", "multi_tensor", "per_parameter".
+constexpr std::string_view to_string(Implementation implementation) noexcept {
+  switch (implementation) {
+    case Implementation::automatic: return "automatic";
+    case Implementation::fused: return "fused";
+    case Implementation::multi_tensor: return "multi_tensor";
+    case Implementation::per_parameter: return "per_parameter";
+  }
+  return "unknown";
+}
+
+/// The Implementation named `text` (one of to_string's names). Throws std::invalid_argument otherwise.
+inline Implementation parse_implementation(std::string_view text) {
+  for (auto candidate : {Implementation::automatic, Implementation::fused, Implementation::multi_tensor,
+                         Implementation::per_parameter}) {
+    if (to_string(candidate) == text) return candidate;
+  }
+  throw std::invalid_argument("volt: unknown optimizer step implementation \"" + std::string(text) +
+                              "\"; use automatic, fused, multi_tensor or per_parameter");
+}
+
+namespace detail {
+inline std::atomic<Implementation>& default_implementation_slot() noexcept {
+  static std::atomic<Implementation> slot{Implementation::automatic};
+  return slot;
+}
+}  // namespace detail
+
+/// The implementation volt::optim::step(optimizer) requests when none is given, which is what every
+/// precision policy, the GradScaler and so the Trainer and Fabric use. Starts as automatic.
+inline Implementation default_implementation() noexcept {
+  return detail::default_implementation_slot().load(std::memory_order_relaxed);
+}
+
+/// Sets the process-wide default; per_parameter opts out of volt's optimizer steps everywhere (every
+/// optimizer.step() is LibTorch's own again). Thread-safe; takes effect at the next step.
+inline void set_default_implementation(Implementation implementation) noexcept {
+  detail::default_implementation_slot().store(implementation, std::memory_order_relaxed);
+}
+
+/// Sets the default implementation for its lifetime and restores the previous one on destruction.
+class [[nodiscard]] ScopedDefaultImplementation {
+ public:
+  explicit ScopedDefaultImplementation(Implementation implementation) noexcept
+      : previous_(default_implementation()) {
+    set_default_implementation(implementation);
+  }
+  ~ScopedDefaultImplementation() { set_default_implementation(previous_); }
+  ScopedDefaultImplementation(const ScopedDefaultImplementation&) = delete;
+  ScopedDefaultImplementation& operator=(const ScopedDefaultImplementation&) = delete;
+
+ private:
+  Implementation previous_;
+};
+
+/// How many optimizer steps this thread ran with each implementation, counted by volt::optim::step():
+/// a diagnostic to confirm which path a training loop takes.
+struct StepCounts {
+  std::int64_t fused = 0;
+  std::int64_t multi_tensor = 0;
+  std::int64_t per_parameter = 0;
+};
+
+namespace detail {
+inline StepCounts& thread_step_counts() noexcept {
+  thread_local StepCounts counts;
+  return counts;
+}
+inline void count_step(Implementation implementation) noexcept {
+  auto& counts = thread_step_counts();
+  if (implementation == Implementation::fused) ++counts.fused;
+  if (implementation == Implementation::multi_tensor) ++counts.multi_tensor;
+  if (implementation == Implementation::per_parameter) ++counts.per_parameter;
+}
+}  // namespace detail
+
+/// This thread's counts since it started or since reset_step_counts().
+inline StepCounts step_counts() noexcept { return detail::thread_step_counts(); }
+/// Sets this thread's counts to zero.
+inline void reset_step_counts() noexcept { detail::thread_step_counts() = {}; }
+
+}  // namespace volt::optim
