@@ -128,7 +128,43 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
   std::size_t position_ = 0;
 };
 
+/// Marks data that already holds only this rank's share (each rank built its own), so a distributed Trainer
+/// iterates it as it is instead of splitting it by batch. Holds a reference: `data` must outlive the view.
+template <class Data>
+class PerRank {
+ public:
+  explicit PerRank(Data& data) : data_(&data) {}
+  auto begin() { return std::begin(range()); }
+  auto end() { return std::end(range()); }
+  auto size() const
+    requires requires(Data& d) { std::size(d); }
+  {
+    return std::size(*data_);
+  }
+
+ private:
+  decltype(auto) range() {
+    if constexpr (requires { std::begin(*data_); }) {
+      return (*data_);
+    } else {
+      return (**data_);
+    }
+  }
+  Data* data_;
+};
+
+/// volt::per_rank(data): see PerRank.
+template <class Data>
+PerRank<Data> per_rank(Data& data) {
+  return PerRank<Data>(data);
+}
+
 namespace detail {
+
+template <class T>
+struct is_per_rank : std::false_type {};
+template <class Data>
+struct is_per_rank<PerRank<Data>> : std::true_type {};
 
 /// Whether `Data` is a torch::data loader (or a pointer to one) that already uses volt::DistributedSampler.
 template <class T>
