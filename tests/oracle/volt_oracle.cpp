@@ -145,8 +145,8 @@ std::string run_device_case(const std::vector<std::string>& fields) {
 // transfer: "<case name>\t<target device>\t<parameters>"; result: "ok\t<canonical description>" or an error.
 // The description format is shared with tests/oracle/transfer_oracle.py:
 //   tensor(<device>,<dtype>,[<shape>],<same|new>,<grad 0|1>,<checksum>)   int(3)  float(1.5)  str('x')  None
-//   list[...]  tuple(...)  dict{'k':...}  (dict keys sorted)  record(<name>,...)  module(<device>,<same|new>)
-//   custom(<to calls>,<device>)
+//   seq[...] (a list or a tuple: C++ keeps the type statically)  dict{'k':...} (keys sorted)
+//   record(<name>,...) (namedtuple / aggregate)  module(<device>,<same|new>)  custom(<to calls>,<device>)
 
 std::string dtype_name(torch::ScalarType type) {
   switch (type) {
@@ -186,9 +186,7 @@ std::string format_double(double value) {
 }
 
 struct Describer {
-  // The input batch's tensors, so identity (same TensorImpl) can be reported.
-  std::vector<const c10::TensorImpl*> inputs;
-
+  // `original` is the input tensor, for identity (same TensorImpl: Lightning's `moved is original`).
   std::string tensor(const torch::Tensor& moved, const torch::Tensor* original) const {
     const bool same = original != nullptr && original->unsafeGetTensorImpl() == moved.unsafeGetTensorImpl();
     std::vector<std::int64_t> shape(moved.sizes().begin(), moved.sizes().end());
@@ -257,7 +255,7 @@ struct Walk {
   std::string operator()(const std::vector<T>& moved, const std::vector<T>& original) const {
     std::vector<std::string> parts;
     for (std::size_t i = 0; i < moved.size(); ++i) parts.push_back((*this)(moved[i], original[i]));
-    return "list[" + join(parts) + "]";
+    return "seq[" + join(parts) + "]";
   }
   template <class... T>
   std::string operator()(const std::tuple<T...>& moved, const std::tuple<T...>& original) const {
@@ -265,7 +263,7 @@ struct Walk {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (parts.push_back((*this)(std::get<I>(moved), std::get<I>(original))), ...);
     }(std::index_sequence_for<T...>{});
-    return "tuple(" + join(parts) + ")";
+    return "seq[" + join(parts) + "]";
   }
   template <class T>
   std::string operator()(const std::map<std::string, T>& moved, const std::map<std::string, T>& original) const {
