@@ -81,7 +81,8 @@ run_ctest() {
   local result=0
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@") || result=1
   local skips
-  skips=$(grep -h -o 'skipped[^"]*' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sort | uniq -c || true)
+  skips=$(grep -h 'MESSAGE: skipped' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sed 's/.*MESSAGE: //' |
+          sort | uniq -c || true)
   if [ -n "$skips" ]; then
     echo "-- skip messages printed by passing tests (count, message):"
     echo "$skips"
