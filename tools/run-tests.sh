@@ -156,6 +156,19 @@ if wants cuda; then
   if [ -z "${REQUIRE_CUDA:-}" ] && command -v nvcc >/dev/null; then
     REQUIRE_CUDA=1
   fi
+  # The wheel's CUDA and the toolkit's must share a major version (headers from the toolkit, libraries from the
+  # wheel at run time: docs/ci.md).
+  check_cuda_versions() {
+    local wheel toolkit
+    wheel=$("$venv/bin/python" -c 'import torch; print(torch.__version__, torch.version.cuda)')
+    toolkit=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+    echo "-- torch ${wheel% *} is built with CUDA ${wheel#* }; CUDA toolkit: ${toolkit:-none}"
+    [ -z "$toolkit" ] || [ "${wheel#* }" = None ] || [ "${toolkit%%.*}" = "$(echo "${wheel#* }" | cut -d. -f1)" ] || {
+      echo "-- error: CUDA major versions differ: install the torch wheel built for CUDA $toolkit (docs/ci.md)"
+      return 1
+    }
+  }
+  phase "cuda: wheel CUDA and toolkit agree" check_cuda_versions
   exclude=()
   wants sanitize && exclude=(-LE "$once_labels")
   # The wheel's LibTorch finds the CUDA toolkit through Caffe2's cuda.cmake (nvcc on PATH or /usr/local/cuda);
