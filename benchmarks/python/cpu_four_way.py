@@ -170,6 +170,7 @@ def main() -> int:
     batches = load_batches(data_dir or "/usr/share/datasets/fashion-mnist")
     rates: dict[str, list[float]] = {"volt": [], "libtorch": [], "pytorch": [], "lightning": []}
     cpp_header = ""
+    load_before = os.getloadavg()
     for round_index in range(arguments.rounds):
         cpp_rates, cpp_header = run_cpp(arguments.cpp_binary, data_dir, arguments.warmup, arguments.steps)
         for loop, values in cpp_rates.items():
@@ -181,6 +182,7 @@ def main() -> int:
             rates[loop].append(function(batches, arguments.warmup, arguments.steps))
         print(f"round {round_index + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()), flush=True)
 
+    load_after = os.getloadavg()
     medians = {loop: statistics.median(values) for loop, values in rates.items()}
     names = {
         "volt": "volt `Trainer<volt::CPU>` (C++)",
@@ -215,7 +217,9 @@ def main() -> int:
             file.write("# CPU four-way: volt vs LibTorch vs PyTorch vs Lightning\n\n")
             file.write("Command (from the repository root):\n\n")
             file.write(f"    {arguments.command or shlex.join(sys.argv)}\n\n")
-            file.write(f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}.\n\n")
+            file.write(f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; load average "
+                       f"(1/5/15 min) {load_before[0]:.1f}/{load_before[1]:.1f}/{load_before[2]:.1f} before the run, "
+                       f"{load_after[0]:.1f}/{load_after[1]:.1f}/{load_after[2]:.1f} after it.\n\n")
             file.write(setup + "\n\n" + table + "\n")
     return 0
 
