@@ -233,6 +233,10 @@ class Trainer {
     }
     log_device_info(selection_.accelerator);
     (add_extra(std::forward<Extras>(extras)), ...);
+    // As Lightning's _reorder_callbacks: checkpoint callbacks run after the others, so a checkpoint written in
+    // a hook holds the other callbacks' state after that hook (exact resume).
+    for (auto& checkpoint : deferred_checkpoints_) callbacks_.add(std::move(checkpoint));
+    deferred_checkpoints_.clear();
     precision_.setup(root_device());
     add_default_callbacks();
     if (options_.logger && options_.fast_dev_run == 0 && loggers_.empty()) {
@@ -372,6 +376,8 @@ class Trainer {
       loggers_.push_back(std::make_shared<T>(std::forward<E>(extra)));
     } else if constexpr (detail::logger_pointer<T>) {
       loggers_.push_back(std::forward<E>(extra));
+    } else if constexpr (std::same_as<T, ModelCheckpoint>) {
+      deferred_checkpoints_.push_back(std::forward<E>(extra));
     } else {
       callbacks_.add(std::forward<E>(extra));
     }
@@ -1137,6 +1143,7 @@ class Trainer {
   ResumePoint resume_point_{};
   ResumeState resume_{};
   bool interrupted_ = false;
+  std::vector<ModelCheckpoint> deferred_checkpoints_{};
   torch::Tensor epoch_start_rng_{};
 };
 
