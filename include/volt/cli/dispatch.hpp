@@ -220,10 +220,10 @@ int dispatch_accelerator(Args& args, Program& program) {
       [&](auto s) {
         using Strategy = typename decltype(s)::type;
         if constexpr (!strategy_implemented_v<Strategy>) {
-          throw UsageError("argument --strategy: `strategy=" + args.strategy_name + "` (volt::" +
-                           std::string(Strategy::name) +
-                           " strategy policy) is not implemented in this version of volt (volt::strategy_implemented_v is false). "
-                           "Use --strategy single_device with --devices 1.");
+          const std::string policy = std::is_same_v<Strategy, DDP> ? "volt::DDP" : std::string(Strategy::name);
+          throw UsageError("argument --strategy: `strategy=" + args.strategy_name +
+                           "` is not implemented in this version of volt (volt::strategy_implemented_v<" + policy +
+                           "> is false). Use --strategy single_device with --devices 1.");
         } else if constexpr (!strategy_supported_v<Accelerator, Strategy>) {
           throw UsageError("argument --strategy: `strategy=" + args.strategy_name + "` is not supported on the " +
                            std::string(Accelerator::name) + " accelerator. Valid choices: auto, single_device.");
