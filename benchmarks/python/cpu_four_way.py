@@ -32,6 +32,21 @@ import torch
 
 BATCH = 128
 
+NOTES = """Notes:
+
+* Same batches, same model, same optimizer settings, same number of steps; only the training loop differs. Data
+  loading is not timed (all four iterate the same in-memory batches), nor is process start-up or model creation.
+* The optimizer step differs: volt's Trainer steps LibTorch's Adam through `volt::optim::step` (LibTorch's fused
+  Adam kernel where it has one for the CPU, as 2.11 does, else multi-tensor ops; on LibTorch's own optimizer
+  state); the hand-written LibTorch loop calls
+  `torch::optim::Adam::step()` (parameter by parameter); PyTorch's Adam on the CPU uses its per-parameter loop too
+  (`foreach` defaults to on for CUDA tensors only), and so does Lightning, which calls the same optimizer. Part of
+  volt's lead over the hand-written loop is that step, which a LibTorch user does not get without writing it.
+* One thread everywhere, so the comparison measures the loops rather than thread scheduling.
+* The machine was shared while this ran (see the load averages above): absolute steps/s vary from run to run by
+  up to 2x; the loops alternate within each round, so the ratios of the medians are the figures to read.
+"""
+
 
 def read_idx(path: str) -> np.ndarray:
     opener = gzip.open if path.endswith(".gz") else open
@@ -220,7 +235,7 @@ def main() -> int:
             file.write(f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; load average "
                        f"(1/5/15 min) {load_before[0]:.1f}/{load_before[1]:.1f}/{load_before[2]:.1f} before the run, "
                        f"{load_after[0]:.1f}/{load_after[1]:.1f}/{load_after[2]:.1f} after it.\n\n")
-            file.write(setup + "\n\n" + table + "\n")
+            file.write(setup + "\n\n" + table + "\n\n" + NOTES)
     return 0
 
 

@@ -107,7 +107,8 @@ def random_specs(rng: random.Random) -> list[Spec]:
         elif roll < 0.9:
             value = rng.randint(-300, 300)
         else:
-            value = rng.choice([INT_MAX, INT_MIN, INT_MAX + 1, INT_MIN - 1, 2**40, -(2**40), 2**62]) + rng.randint(-2, 2)
+            extreme = rng.choice([INT_MAX, INT_MIN, INT_MAX + 1, INT_MIN - 1, 2**40, -(2**40), 2**62])
+            value = extreme + rng.randint(-2, 2)
         specs.append(Spec("int", value))
     alphabet = "0123456789,- []"
     for _ in range(6000):

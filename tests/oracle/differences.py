@@ -81,7 +81,9 @@ DIFFERENCES = [
         "(strings) or \"volt: the device count N does not fit in an int\" (integers)",
         why="device ids and counts are C++ `int`s; the error is raised when the DeviceSpec is made",
         applies=lambda case: any(not INT_MIN <= n <= INT_MAX for n in numbers_in(case[2])),
-        volt_does=lambda outcome, lightning_outcome: is_err(outcome, "invalid_argument", contains="does not fit in an int"),
+        volt_does=lambda outcome, _lightning: is_err(
+            outcome, "invalid_argument", contains="does not fit in an int"
+        ),
     ),
     Difference(
         key="D2",
@@ -92,7 +94,9 @@ DIFFERENCES = [
         volt="`std::invalid_argument`: \"volt: devices=N asks for more devices than volt supports (65536)\"",
         why="no machine has that many devices; volt refuses instead of allocating",
         applies=lambda case: (gpu_count_request(case[2]) or 0) > MAX_DEVICE_COUNT,
-        volt_does=lambda outcome, lightning_outcome: is_err(outcome, "invalid_argument", contains="asks for more devices than volt"),
+        volt_does=lambda outcome, _lightning: is_err(
+            outcome, "invalid_argument", contains="asks for more devices than volt"
+        ),
     ),
     Difference(
         key="D3",
@@ -102,7 +106,9 @@ DIFFERENCES = [
         volt="`std::invalid_argument`: \"volt: a device spec holds at most 64 device ids, got N\"",
         why="a DeviceSpec is a fixed-capacity literal type (constexpr, usable as a template argument)",
         applies=lambda case: id_count(case[2]) > MAX_DEVICE_IDS,
-        volt_does=lambda outcome, lightning_outcome: is_err(outcome, "invalid_argument", starts="volt: a device spec holds at most"),
+        volt_does=lambda outcome, _lightning: is_err(
+            outcome, "invalid_argument", starts="volt: a device spec holds at most"
+        ),
     ),
     Difference(
         key="D4",
@@ -129,7 +135,9 @@ DIFFERENCES = [
         why="volt parses a spec string once, when the DeviceSpec is made and before any accelerator sees it "
         "(a compile error for a constant); the exception class is the same",
         applies=lambda case: case[0] == "cpu" and string_int_fails(case[2]),
-        volt_does=lambda outcome, lightning_outcome: is_err(outcome, "invalid_argument", starts="invalid literal for int() with base 10: "),
+        volt_does=lambda outcome, _lightning: is_err(
+            outcome, "invalid_argument", starts="invalid literal for int() with base 10: "
+        ),
     ),
     Difference(
         key="D6",

@@ -117,8 +117,12 @@ def compare(
           f"{len(unexplained)} unexplained")
     for difference in differences:
         print(f"  difference {difference.key}: {difference.count} inputs")
+    def shorten(outcome: tuple) -> str:
+        text = repr(outcome)
+        return text if len(text) <= 400 else text[:400] + f"... ({len(text)} characters)"
+
     for case, expected, actual in unexplained[:show]:
-        print(f"UNEXPLAINED {describe(case)}\n  Lightning: {expected!r}\n  volt:      {actual!r}")
+        print(f"UNEXPLAINED {describe(case)[:400]}\n  Lightning: {shorten(expected)}\n  volt:      {shorten(actual)}")
     if len(unexplained) > show:
         print(f"... and {len(unexplained) - show} more")
     return not unexplained

@@ -223,8 +223,9 @@ def main() -> int:
     arguments = parser.parse_args()
 
     batches = SECTION_4_CASES + random_cases(random.Random(SEED), 400)
-    # LibTorch 1.13's C++ Module::to cannot move parameters from the CPU to `meta` ("variable.set_data(tensor)
-    # ... incompatible tensor type"): a LibTorch limitation volt does not work around, so modules move to `cpu` only.
+    # LibTorch's C++ Module::to (1.13 and 2.11) cannot move parameters from the CPU to `meta`
+    # ("variable.set_data(tensor) ... incompatible tensor type"): a LibTorch limitation volt does not work around,
+    # so modules move to `cpu` only.
     cases = [(name, target, parameters) for target in TARGETS for name, parameters in batches
              if not (name == "module" and target == "meta")]
     lightning_outcomes = [lightning_outcome(name, target, parameters) for name, target, parameters in cases]
