@@ -160,8 +160,8 @@ inline AcceleratorKind resolve_accelerator_flag(const std::string& flag) {
 inline std::string effective_precision(const std::string& precision, AcceleratorKind kind) {
   if (precision == "16-mixed" && kind == AcceleratorKind::cpu) {
     log::warn_rank_zero(
-        "You passed `--accelerator cpu --precision 16-mixed` but AMP with fp16 is not supported on CPU. Using "
-        "`precision='bf16-mixed'` instead.");
+        "You passed `--precision 16-mixed` and the accelerator is the CPU, but AMP with fp16 is not supported on "
+        "CPU. Using `precision='bf16-mixed'` instead.");
     return "bf16-mixed";
   }
   return precision;
