@@ -38,10 +38,10 @@ NOTES = """Notes:
   loading is not timed (all four iterate the same in-memory batches), nor is process start-up or model creation.
 * The optimizer step differs: volt's Trainer steps LibTorch's Adam through `volt::optim::step` (LibTorch's fused
   Adam kernel where it has one for the CPU, as 2.11 does, else multi-tensor ops; on LibTorch's own optimizer
-  state); the hand-written LibTorch loop calls
-  `torch::optim::Adam::step()` (parameter by parameter); PyTorch's Adam on the CPU uses its per-parameter loop too
-  (`foreach` defaults to on for CUDA tensors only), and so does Lightning, which calls the same optimizer. Part of
-  volt's lead over the hand-written loop is that step, which a LibTorch user does not get without writing it.
+  state); the hand-written LibTorch loop calls `torch::optim::Adam::step()` (parameter by parameter); PyTorch's
+  Adam on the CPU uses its per-parameter loop too (`foreach` defaults to on for CUDA tensors only), and so does
+  Lightning, which calls the same optimizer. Part of volt's lead over the hand-written loop is that step, which a
+  LibTorch user does not get without writing it.
 * One thread everywhere, so the comparison measures the loops rather than thread scheduling.
 * The machine was shared while this ran (see the load averages above): absolute steps/s vary from run to run by
   up to 2x; the loops alternate within each round, so the ratios of the medians are the figures to read.
