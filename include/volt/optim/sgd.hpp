@@ -16,6 +16,7 @@
 
 #include <torch/torch.h>
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <vector>
