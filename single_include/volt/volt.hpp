@@ -39,7 +39,10 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #if __has_include(<torch/mps.h>)
 #include <torch/mps.h>
@@ -272,6 +275,77 @@ inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
   return true;
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Optimizer internals (volt/optim/).
+//
+// Optimizer::state() is keyed by the parameter's TensorImpl: LibTorch 1.13 by its address printed as a
+// string (c10::guts::to_string), 2.x by the address itself. `at::_fused_adam_` and `at::_fused_adamw_`
+// (one kernel for a whole list of parameters) are called from LibTorch 2.1 on (1.13 has only a CUDA
+// `_fused_adam_`, and no `_fused_adamw_`); which device types have kernels is asked of the dispatcher
+// (CUDA in 2.x, CPU from 2.4).
+
+/// The key type of torch::optim::Optimizer::state() in this LibTorch.
+using OptimizerStateKey =
+    std::remove_cvref_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+
+/// The key under which LibTorch's optimizers keep the state of `parameter` (a template only so that the
+/// branch of the other versions is discarded).
+template <class Key = OptimizerStateKey>
+Key optimizer_state_key(const at::Tensor& parameter) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream text;  // what LibTorch 1.13's c10::guts::to_string(TensorImpl*) writes
+    text << static_cast<const void*>(parameter.unsafeGetTensorImpl());
+    return text.str();
+  } else {
+    return static_cast<Key>(parameter.unsafeGetTensorImpl());
+  }
+}
+
+/// Whether volt calls LibTorch's fused Adam/AdamW kernels in this LibTorch version at all.
+inline constexpr bool has_fused_adam = VOLT_TORCH_VERSION >= 20100;
+
+/// Whether the loaded LibTorch has a fused Adam (`decoupled_weight_decay` false) or AdamW kernel for
+/// `device_type`.
+inline bool fused_adam_available(c10::DeviceType device_type, bool decoupled_weight_decay) {
+  if constexpr (!has_fused_adam) {
+    return false;
+  } else {
+    c10::DispatchKey key{};
+    switch (device_type) {
+      case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
+      case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
+      default: return false;
+    }
+    const auto handle = c10::Dispatcher::singleton().findSchema(
+        {decoupled_weight_decay ? "aten::_fused_adamw_" : "aten::_fused_adam_", ""});
+    return handle && handle->hasKernelForDispatchKey(key);
+  }
+}
+
+/// `at::_fused_adamw_` when `decoupled_weight_decay`, else `at::_fused_adam_`, with `maximize` false and
+/// no grad scale or found-inf tensor. `state_steps` are float32 tensors on the parameters' device holding
+/// the step number each update is the n-th of (already counted). Throws c10::Error where absent.
+inline void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
+                        at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
+                        at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay,
+                        double eps, bool amsgrad) {
+#if VOLT_TORCH_VERSION >= 20100
+  if (decoupled_weight_decay) {
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
+                      weight_decay, eps, amsgrad, /*maximize=*/false);
+  } else {
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
+                     weight_decay, eps, amsgrad, /*maximize=*/false);
+  }
+#else
+  (void)decoupled_weight_decay, (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs,
+      (void)max_exp_avg_sqs, (void)state_steps, (void)lr, (void)beta1, (void)beta2, (void)weight_decay,
+      (void)eps, (void)amsgrad;
+  TORCH_CHECK(false, "volt: fused Adam kernels are not used with this LibTorch (", TORCH_VERSION,
+              "); use the multi-tensor implementation");
+#endif
+}
+
 }  // namespace volt::compat
 // ---- end volt/core/compat.hpp
 // ---- begin volt/core/errors.hpp
@@ -303,6 +377,7 @@ class MisconfigurationError : public std::runtime_error {
 // the *_rank_zero functions print only in the process whose global rank is 0, read from the
 // environment the way Lightning reads it (RANK, LOCAL_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK).
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -342,8 +417,21 @@ inline Sink set_sink(Sink sink) {
 }
 inline void reset_sink() { set_sink(nullptr); }
 
-/// The process's global rank as the launcher set it in the environment, 0 when none did.
+namespace detail {
+inline std::atomic<int>& rank_override() {
+  static std::atomic<int> rank{-1};
+  return rank;
+}
+}  // namespace detail
+
+/// Sets the global rank the *_rank_zero functions use (a distributed strategy calls it once it knows the rank;
+/// volt's own launcher never sets RANK, as Lightning's does not). A negative value returns to the environment.
+inline void set_global_rank(int rank) { detail::rank_override().store(rank); }
+
+/// The process's global rank: the one set with set_global_rank(), else as the launcher set it in the
+/// environment, 0 when none did.
 inline int global_rank_from_environment() {
+  if (const int rank = detail::rank_override().load(); rank >= 0) return rank;
   for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"}) {
     if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
       return std::atoi(value);
@@ -1355,6 +1443,7 @@ struct CPU {
 #include <exception>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -1382,11 +1471,16 @@ struct CUDA {
     return detail::parse_gpu_ids(devices, available_ids());
   }
 
-  /// torch::Device("cuda", id) for each id, unchecked and in order ({3, 1} -> cuda:3, cuda:1).
+  /// torch::Device("cuda", id) for each id, in order ({3, 1} -> cuda:3, cuda:1). Ids are not checked against
+  /// the machine; a negative id throws std::runtime_error "Device index must not be negative" (Python's
+  /// torch.device("cuda", -2); reachable under torchrun, where Lightning skips the id checks).
   static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
     std::vector<torch::Device> devices;
     devices.reserve(ids.size());
-    for (int id : ids) devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
+    for (int id : ids) {
+      if (id < 0) throw std::runtime_error("Device index must not be negative");
+      devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
+    }
     return devices;
   }
 
@@ -3220,6 +3314,629 @@ constexpr void check_precision_supported() {
 // update() never wait for the GPU; step() reads the found-inf flag once, because it must decide on the
 // host whether to call optimizer.step().
 
+// ---- begin volt/optim/step.hpp
+// volt::optim::step(optimizer): the optimizer step every volt training loop takes. It recognises LibTorch's
+// Adam, AdamW and SGD and runs them with multi-tensor (foreach) ops or fused kernels, on LibTorch's own
+// state and options; anything else runs optimizer.step().
+
+// ---- begin volt/optim/adam.hpp
+// Multi-tensor and fused steps of LibTorch's torch::optim::Adam and torch::optim::AdamW.
+//
+// They compute LibTorch's own update (LibTorch 1.13 through 2.11 share it), per param group:
+//
+//   step += 1                                  (AdamParamState::step, an int64 on the host)
+//   Adam:  g = grad + weight_decay * p         AdamW: p *= 1 - lr * weight_decay
+//   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g;  amsgrad: v_max = max(v_max, v)
+//   p -= lr / (1 - beta1^step) * m / (sqrt(v or v_max) / sqrt(1 - beta2^step) + eps)
+//
+// with the bias corrections computed in double on the host from each parameter's own step count, and
+// read and write LibTorch's own state (AdamParamState / AdamWParamState: step, exp_avg, exp_avg_sq,
+// max_exp_avg_sq) and options, so a volt-stepped optimizer saves, loads and continues exactly like one
+// LibTorch stepped, and the other way round.
+
+// ---- begin volt/optim/detail/gather.hpp
+// Shared checks of volt's optimizer steps (volt::optim::detail): which parameters a step updates, whether
+// a multi-tensor step may take them, and how LibTorch's per-parameter state is found.
+//
+// A multi-tensor step must compute exactly what LibTorch's loop computes, so it takes an optimizer only
+// when nothing in it could make the two differ: dense floating gradients of the parameter's dtype, one
+// device for every parameter and state tensor, no parameter listed twice, state of the optimizer's own
+// type. Anything else is left to optimizer.step(), which also raises LibTorch's own errors.
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace volt::optim::detail {
+
+/// Tracks the one device all tensors of a step must share.
+class CommonDevice {
+ public:
+  /// False when `tensor` is on another device than the tensors seen before it.
+  bool admit(const at::Tensor& tensor) {
+    if (!device_) {
+      device_ = tensor.device();
+      return true;
+    }
+    return tensor.device() == *device_;
+  }
+  std::optional<torch::Device> device() const noexcept { return device_; }
+
+ private:
+  std::optional<torch::Device> device_;
+};
+
+/// Whether LibTorch's loop and a multi-tensor step would treat (parameter, gradient) alike.
+inline bool plain_dense_pair(const at::Tensor& parameter, const at::Tensor& gradient) {
+  return parameter.layout() == c10::kStrided && gradient.layout() == c10::kStrided && !gradient.is_sparse() &&
+         parameter.is_floating_point() && gradient.scalar_type() == parameter.scalar_type() &&
+         gradient.sizes() == parameter.sizes();
+}
+
+/// Whether `state_tensor` is defined, dense, on the common device and shaped like `parameter`.
+inline bool usable_state_tensor(const at::Tensor& state_tensor, const at::Tensor& parameter, CommonDevice& device) {
+  return state_tensor.defined() && state_tensor.layout() == c10::kStrided && device.admit(state_tensor) &&
+         state_tensor.sizes() == parameter.sizes();
+}
+
+/// True when some TensorImpl occurs twice in `impls` (a parameter in two groups or twice in one):
+/// LibTorch's loop would update it twice in sequence, a multi-tensor op once per list entry.
+inline bool has_duplicates(std::vector<const c10::TensorImpl*>& impls) {
+  std::sort(impls.begin(), impls.end());
+  return std::adjacent_find(impls.begin(), impls.end()) != impls.end();
+}
+
+/// The state of `parameter` in `optimizer` as `State`; nullptr when it has none. Sets `foreign` when it
+/// has state of another type (volt then leaves the step to LibTorch).
+template <class State>
+State* find_state(torch::optim::Optimizer& optimizer, const at::Tensor& parameter, bool& foreign) {
+  auto& states = optimizer.state();
+  const auto found = states.find(compat::optimizer_state_key(parameter));
+  if (found == states.end()) return nullptr;
+  auto* state = dynamic_cast<State*>(found->second.get());
+  if (state == nullptr) foreign = true;
+  return state;
+}
+
+/// Stores `state` as the state of `parameter` and returns it.
+template <class State>
+State* insert_state(torch::optim::Optimizer& optimizer, const at::Tensor& parameter, std::unique_ptr<State> state) {
+  State* raw = state.get();
+  optimizer.state()[compat::optimizer_state_key(parameter)] = std::move(state);
+  return raw;
+}
+
+/// Whether all `tensors` are contiguous and of `dtype` (what LibTorch's fused kernels take).
+inline bool contiguous_of_dtype(const std::vector<at::Tensor>& tensors, c10::ScalarType dtype) {
+  return std::all_of(tensors.begin(), tensors.end(), [dtype](const at::Tensor& tensor) {
+    return tensor.scalar_type() == dtype && tensor.is_contiguous();
+  });
+}
+
+/// `std::vector<at::Scalar>` from doubles, for the ScalarList overloads of the foreach ops.
+inline std::vector<at::Scalar> to_scalars(const std::vector<double>& values) {
+  return std::vector<at::Scalar>(values.begin(), values.end());
+}
+
+/// True when every value in `values` equals the first (one Scalar can then serve all tensors).
+inline bool all_equal(const std::vector<double>& values) {
+  return std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
+}
+
+}  // namespace volt::optim::detail
+// ---- end volt/optim/detail/gather.hpp
+// ---- begin volt/optim/implementation.hpp
+// Which implementation runs an optimizer step: LibTorch's own per-parameter loop, volt's multi-tensor
+// (foreach) ops, or LibTorch's fused kernels. The process-wide default, a scoped override of it, and
+// per-thread counters of what actually ran.
+
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace volt::optim {
+
+/// An optimizer-step implementation, from the fastest to the plainest. Requesting one is a ceiling, not
+/// a demand: volt::optim::step() runs the requested one where the optimizer, its options and its
+/// parameters allow it, else the next one down, and reports what ran.
+enum class Implementation {
+  /// The fastest measured: Adam and AdamW fused where LibTorch has the kernel for the device (CUDA; CPU from
+  /// LibTorch 2.4), else multi_tensor; SGD multi_tensor on CUDA and per_parameter on CPU (foreach ops save
+  /// no launches on a CPU).
+  automatic,
+  /// LibTorch's fused kernels (`at::_fused_adam_`, `at::_fused_adamw_`; LibTorch 2.1+, CUDA, and CPU from
+  /// 2.4): one kernel for all parameters of a param group and dtype. Adam and AdamW only.
+  fused,
+  /// `at::_foreach_*` ops: one op per update term for all parameters of a param group. Adam, AdamW, SGD.
+  multi_tensor,
+  /// `optimizer.step()`: LibTorch's own loop over the parameters, any optimizer.
+  per_parameter,
+};
+
+/// "automatic", "fused", "multi_tensor", "per_parameter".
+constexpr std::string_view to_string(Implementation implementation) noexcept {
+  switch (implementation) {
+    case Implementation::automatic: return "automatic";
+    case Implementation::fused: return "fused";
+    case Implementation::multi_tensor: return "multi_tensor";
+    case Implementation::per_parameter: return "per_parameter";
+  }
+  return "unknown";
+}
+
+/// The Implementation named `text` (one of to_string's names). Throws std::invalid_argument otherwise.
+inline Implementation parse_implementation(std::string_view text) {
+  for (auto candidate : {Implementation::automatic, Implementation::fused, Implementation::multi_tensor,
+                         Implementation::per_parameter}) {
+    if (to_string(candidate) == text) return candidate;
+  }
+  throw std::invalid_argument("volt: unknown optimizer step implementation \"" + std::string(text) +
+                              "\"; use automatic, fused, multi_tensor or per_parameter");
+}
+
+namespace detail {
+inline std::atomic<Implementation>& default_implementation_slot() noexcept {
+  static std::atomic<Implementation> slot{Implementation::automatic};
+  return slot;
+}
+}  // namespace detail
+
+/// The implementation volt::optim::step(optimizer) requests when none is given, which is what every
+/// precision policy, the GradScaler and so the Trainer and Fabric use. Starts as automatic.
+inline Implementation default_implementation() noexcept {
+  return detail::default_implementation_slot().load(std::memory_order_relaxed);
+}
+
+/// Sets the process-wide default; per_parameter opts out of volt's optimizer steps everywhere (every
+/// optimizer.step() is LibTorch's own again). Thread-safe; takes effect at the next step.
+inline void set_default_implementation(Implementation implementation) noexcept {
+  detail::default_implementation_slot().store(implementation, std::memory_order_relaxed);
+}
+
+/// Sets the default implementation for its lifetime and restores the previous one on destruction.
+class [[nodiscard]] ScopedDefaultImplementation {
+ public:
+  explicit ScopedDefaultImplementation(Implementation implementation) noexcept
+      : previous_(default_implementation()) {
+    set_default_implementation(implementation);
+  }
+  ~ScopedDefaultImplementation() { set_default_implementation(previous_); }
+  ScopedDefaultImplementation(const ScopedDefaultImplementation&) = delete;
+  ScopedDefaultImplementation& operator=(const ScopedDefaultImplementation&) = delete;
+
+ private:
+  Implementation previous_;
+};
+
+/// How many optimizer steps this thread ran with each implementation, counted by volt::optim::step():
+/// a diagnostic to confirm which path a training loop takes.
+struct StepCounts {
+  std::int64_t fused = 0;
+  std::int64_t multi_tensor = 0;
+  std::int64_t per_parameter = 0;
+};
+
+namespace detail {
+inline StepCounts& thread_step_counts() noexcept {
+  thread_local StepCounts counts;
+  return counts;
+}
+inline void count_step(Implementation implementation) noexcept {
+  auto& counts = thread_step_counts();
+  if (implementation == Implementation::fused) ++counts.fused;
+  if (implementation == Implementation::multi_tensor) ++counts.multi_tensor;
+  if (implementation == Implementation::per_parameter) ++counts.per_parameter;
+}
+}  // namespace detail
+
+/// This thread's counts since it started or since reset_step_counts().
+inline StepCounts step_counts() noexcept { return detail::thread_step_counts(); }
+/// Sets this thread's counts to zero.
+inline void reset_step_counts() noexcept { detail::thread_step_counts() = {}; }
+
+}  // namespace volt::optim
+// ---- end volt/optim/implementation.hpp
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace volt::optim {
+
+namespace detail {
+
+template <class Optimizer>
+struct AdamTraits;
+
+template <>
+struct AdamTraits<torch::optim::Adam> {
+  using Options = torch::optim::AdamOptions;
+  using State = torch::optim::AdamParamState;
+  static constexpr bool decoupled_weight_decay = false;
+};
+
+template <>
+struct AdamTraits<torch::optim::AdamW> {
+  using Options = torch::optim::AdamWOptions;
+  using State = torch::optim::AdamWParamState;
+  static constexpr bool decoupled_weight_decay = true;
+};
+
+/// Whether `automatic` picks the fused kernel (where LibTorch has it for the device): on CUDA one kernel
+/// replaces about ten launches per param group; on CPU one pass over memory replaces about ten
+/// (benchmarks/results/optimizer-step.md).
+inline bool automatic_prefers_fused_adam(c10::DeviceType device_type) {
+  return device_type == c10::DeviceType::CUDA || device_type == c10::DeviceType::CPU;
+}
+
+/// One param group's share of a step: the parameters with a gradient and their state.
+template <class Options, class State>
+struct AdamGroupWork {
+  Options* options = nullptr;
+  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> grads;
+  std::vector<State*> states;  // nullptr: created by the step (first step of that parameter)
+};
+
+/// The foreach form of LibTorch's loop for one param group whose states were counted up already.
+inline void adam_multi_tensor_group(bool decoupled_weight_decay, const std::vector<at::Tensor>& params,
+                                    const std::vector<at::Tensor>& grads, std::vector<at::Tensor>& exp_avgs,
+                                    std::vector<at::Tensor>& exp_avg_sqs, std::vector<at::Tensor>& max_exp_avg_sqs,
+                                    const std::vector<double>& bias_correction2_roots,
+                                    const std::vector<double>& negative_step_sizes, double lr, double beta1,
+                                    double beta2, double eps, double weight_decay, bool amsgrad) {
+  std::vector<at::Tensor> decayed_grads;
+  if (weight_decay != 0) {
+    if (decoupled_weight_decay) {
+      at::_foreach_mul_(params, at::Scalar(1 - lr * weight_decay));
+    } else {
+      decayed_grads = at::_foreach_add(grads, params, at::Scalar(weight_decay));
+    }
+  }
+  const auto& used_grads = decayed_grads.empty() ? grads : decayed_grads;
+
+  at::_foreach_mul_(exp_avgs, at::Scalar(beta1));
+  at::_foreach_add_(exp_avgs, used_grads, at::Scalar(1 - beta1));
+  at::_foreach_mul_(exp_avg_sqs, at::Scalar(beta2));
+  at::_foreach_addcmul_(exp_avg_sqs, used_grads, used_grads, at::Scalar(1 - beta2));
+  if (amsgrad) at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
+
+  auto denominators = at::_foreach_sqrt(amsgrad ? max_exp_avg_sqs : exp_avg_sqs);
+  // Parameters of a group usually share their step count; one Scalar then serves them all.
+  if (all_equal(bias_correction2_roots)) {
+    at::_foreach_div_(denominators, at::Scalar(bias_correction2_roots.front()));
+  } else {
+    at::_foreach_div_(denominators, at::ArrayRef<at::Scalar>(to_scalars(bias_correction2_roots)));
+  }
+  at::_foreach_add_(denominators, at::Scalar(eps));
+  if (all_equal(negative_step_sizes)) {
+    at::_foreach_addcdiv_(params, exp_avgs, denominators, at::Scalar(negative_step_sizes.front()));
+  } else {
+    at::_foreach_addcdiv_(params, exp_avgs, denominators, at::ArrayRef<at::Scalar>(to_scalars(negative_step_sizes)));
+  }
+}
+
+/// Whether LibTorch's fused kernel can take this group: one dtype it supports, contiguous tensors.
+inline bool fused_adam_takes(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                             const std::vector<at::Tensor>& exp_avgs, const std::vector<at::Tensor>& exp_avg_sqs,
+                             const std::vector<at::Tensor>& max_exp_avg_sqs) {
+  const auto dtype = params.front().scalar_type();
+  if (dtype != at::kFloat && dtype != at::kDouble && dtype != at::kHalf && dtype != at::kBFloat16) return false;
+  return contiguous_of_dtype(params, dtype) && contiguous_of_dtype(grads, dtype) &&
+         contiguous_of_dtype(exp_avgs, dtype) && contiguous_of_dtype(exp_avg_sqs, dtype) &&
+         contiguous_of_dtype(max_exp_avg_sqs, dtype);
+}
+
+/// LibTorch's fused kernel for one group. The kernel reads each parameter's (already counted) step from
+/// a float32 tensor on the device: one host-to-device copy of all step numbers, then views of it.
+inline void adam_fused_group(bool decoupled_weight_decay, const std::vector<at::Tensor>& params,
+                             const std::vector<at::Tensor>& grads, std::vector<at::Tensor>& exp_avgs,
+                             std::vector<at::Tensor>& exp_avg_sqs, std::vector<at::Tensor>& max_exp_avg_sqs,
+                             const std::vector<std::int64_t>& steps, double lr, double beta1, double beta2, double eps,
+                             double weight_decay, bool amsgrad) {
+  const auto device = params.front().device();
+  auto host_steps = at::empty({static_cast<std::int64_t>(steps.size())},
+                              at::TensorOptions().dtype(at::kFloat).pinned_memory(device.is_cuda()));
+  auto* out = host_steps.data_ptr<float>();
+  for (std::size_t i = 0; i < steps.size(); ++i) out[i] = static_cast<float>(steps[i]);
+  const auto device_steps = device.is_cpu() ? host_steps : host_steps.to(device, /*non_blocking=*/true);
+  const auto step_tensors = device_steps.unbind(0);
+  compat::fused_adam_(decoupled_weight_decay, params, grads, exp_avgs, exp_avg_sqs,
+                      amsgrad ? at::TensorList(max_exp_avg_sqs) : at::TensorList(), step_tensors, lr, beta1, beta2,
+                      weight_decay, eps, amsgrad);
+}
+
+}  // namespace detail
+
+/// One step of `optimizer` (a torch::optim::Adam or AdamW, exactly that type) with multi-tensor ops, or with
+/// LibTorch's fused kernel where `requested` allows it (fused or automatic) and the kernel exists for the
+/// device (CUDA and CPU in recent LibTorch versions; see compat::fused_adam_available). Equal to `optimizer.step()` within float rounding (on CPU the multi-tensor ops perform
+/// the same operations as LibTorch's loop), on the same state.
+///
+/// Returns what ran (fused only when every param group was fused), or std::nullopt, changing nothing, when
+/// volt leaves this optimizer to optimizer.step(): options or state of another type, a parameter listed
+/// twice, sparse or mismatched gradients, tensors on several devices, amsgrad on state created without it.
+/// `requested == per_parameter` also returns std::nullopt. Throws what the ATen ops throw.
+template <class AdamLike>
+  requires std::is_same_v<AdamLike, torch::optim::Adam> || std::is_same_v<AdamLike, torch::optim::AdamW>
+std::optional<Implementation> try_adam_step(AdamLike& optimizer, Implementation requested) {
+  using Traits = detail::AdamTraits<AdamLike>;
+  using Options = typename Traits::Options;
+  using State = typename Traits::State;
+  constexpr bool decoupled = Traits::decoupled_weight_decay;
+  if (requested == Implementation::per_parameter) return std::nullopt;
+
+  // Check everything before changing anything.
+  std::vector<detail::AdamGroupWork<Options, State>> work;
+  work.reserve(optimizer.param_groups().size());
+  std::vector<const c10::TensorImpl*> impls;
+  detail::CommonDevice device;
+  for (auto& group : optimizer.param_groups()) {
+    auto* options = dynamic_cast<Options*>(&group.options());
+    if (options == nullptr) return std::nullopt;
+    auto& group_work = work.emplace_back();
+    group_work.options = options;
+    for (auto& parameter : group.params()) {
+      const auto& grad = parameter.grad();
+      if (!grad.defined()) continue;
+      if (!detail::plain_dense_pair(parameter, grad) || !device.admit(parameter) || !device.admit(grad)) {
+        return std::nullopt;
+      }
+      bool foreign = false;
+      State* state = detail::find_state<State>(optimizer, parameter, foreign);
+      if (foreign) return std::nullopt;
+      if (state != nullptr) {
+        if (!detail::usable_state_tensor(state->exp_avg(), parameter, device) ||
+            !detail::usable_state_tensor(state->exp_avg_sq(), parameter, device)) {
+          return std::nullopt;
+        }
+        if (options->amsgrad() && !detail::usable_state_tensor(state->max_exp_avg_sq(), parameter, device)) {
+          return std::nullopt;
+        }
+      }
+      group_work.params.push_back(parameter);
+      group_work.grads.push_back(grad);
+      group_work.states.push_back(state);
+      impls.push_back(parameter.unsafeGetTensorImpl());
+    }
+  }
+  if (detail::has_duplicates(impls)) return std::nullopt;
+  if (impls.empty()) return requested == Implementation::fused ? Implementation::fused : Implementation::multi_tensor;
+
+  const auto device_type = device.device()->type();
+  const bool want_fused = (requested == Implementation::fused ||
+                           (requested == Implementation::automatic && detail::automatic_prefers_fused_adam(device_type))) &&
+                          compat::fused_adam_available(device_type, decoupled);
+  bool all_fused = want_fused;
+
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> exp_avgs, exp_avg_sqs, max_exp_avg_sqs;
+  std::vector<std::int64_t> steps;
+  std::vector<double> bias_correction2_roots, negative_step_sizes;
+  for (auto& group_work : work) {
+    if (group_work.params.empty()) continue;
+    const auto& options = *group_work.options;
+    const double lr = options.lr();
+    const double beta1 = std::get<0>(options.betas());
+    const double beta2 = std::get<1>(options.betas());
+    const bool amsgrad = options.amsgrad();
+    exp_avgs.clear(), exp_avg_sqs.clear(), max_exp_avg_sqs.clear(), steps.clear();
+    bias_correction2_roots.clear(), negative_step_sizes.clear();
+    for (std::size_t i = 0; i < group_work.params.size(); ++i) {
+      State* state = group_work.states[i];
+      const auto& parameter = group_work.params[i];
+      if (state == nullptr) {
+        auto created = std::make_unique<State>();
+        created->step(0);
+        created->exp_avg(torch::zeros_like(parameter, at::MemoryFormat::Preserve));
+        created->exp_avg_sq(torch::zeros_like(parameter, at::MemoryFormat::Preserve));
+        if (amsgrad) created->max_exp_avg_sq(torch::zeros_like(parameter, at::MemoryFormat::Preserve));
+        state = detail::insert_state(optimizer, parameter, std::move(created));
+      }
+      state->step(state->step() + 1);
+      const auto step = state->step();
+      steps.push_back(step);
+      // LibTorch: 1 - std::pow(beta, step) in double, with step an int64.
+      const double bias_correction1 = 1 - std::pow(beta1, step);
+      const double bias_correction2 = 1 - std::pow(beta2, step);
+      bias_correction2_roots.push_back(std::sqrt(bias_correction2));
+      negative_step_sizes.push_back(-(lr / bias_correction1));
+      exp_avgs.push_back(state->exp_avg());
+      exp_avg_sqs.push_back(state->exp_avg_sq());
+      if (amsgrad) max_exp_avg_sqs.push_back(state->max_exp_avg_sq());
+    }
+    if (want_fused &&
+        detail::fused_adam_takes(group_work.params, group_work.grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)) {
+      detail::adam_fused_group(decoupled, group_work.params, group_work.grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
+                               steps, lr, beta1, beta2, options.eps(), options.weight_decay(), amsgrad);
+    } else {
+      all_fused = false;
+      detail::adam_multi_tensor_group(decoupled, group_work.params, group_work.grads, exp_avgs, exp_avg_sqs,
+                                      max_exp_avg_sqs, bias_correction2_roots, negative_step_sizes, lr, beta1, beta2,
+                                      options.eps(), options.weight_decay(), amsgrad);
+    }
+  }
+  return all_fused ? Implementation::fused : Implementation::multi_tensor;
+}
+
+}  // namespace volt::optim
+// ---- end volt/optim/adam.hpp
+// ---- begin volt/optim/sgd.hpp
+// Multi-tensor step of LibTorch's torch::optim::SGD.
+//
+// It computes LibTorch's own update (1.13 through 2.11), per param group:
+//
+//   d = grad + weight_decay * p
+//   momentum != 0:  buf = d (a copy) on a parameter's first step, else buf = momentum * buf + (1 - dampening) * d
+//                   d = nesterov ? d + momentum * buf : buf
+//   p -= lr * d
+//
+// reading and writing LibTorch's own state (SGDParamState::momentum_buffer, created only with momentum)
+// and options, so checkpoints stay interchangeable with LibTorch's SGD.
+
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace volt::optim {
+
+/// One step of `optimizer` (a torch::optim::SGD, exactly that type) with multi-tensor ops; equal to
+/// `optimizer.step()` within float rounding (on CPU the same operations as LibTorch's loop).
+/// There is no fused SGD here: `requested == fused` runs the multi-tensor step.
+///
+/// Returns Implementation::multi_tensor, or std::nullopt, changing nothing, when volt leaves the optimizer
+/// to optimizer.step() (options or state of another type, a parameter listed twice, sparse or mismatched
+/// gradients, tensors on several devices), when `requested == per_parameter`, and when `requested ==
+/// automatic` on a CPU: there the foreach ops are a loop over the same kernels LibTorch's step runs, with
+/// worse cache locality (slower on large models), so automatic keeps LibTorch's loop.
+/// Throws what the ATen ops throw.
+inline std::optional<Implementation> try_sgd_step(torch::optim::SGD& optimizer, Implementation requested) {
+  if (requested == Implementation::per_parameter) return std::nullopt;
+
+  struct GroupWork {
+    torch::optim::SGDOptions* options = nullptr;
+    std::vector<at::Tensor> params;
+    std::vector<at::Tensor> grads;
+    std::vector<torch::optim::SGDParamState*> states;  // nullptr: no buffer yet
+  };
+  std::vector<GroupWork> work;
+  work.reserve(optimizer.param_groups().size());
+  std::vector<const c10::TensorImpl*> impls;
+  detail::CommonDevice device;
+  for (auto& group : optimizer.param_groups()) {
+    auto* options = dynamic_cast<torch::optim::SGDOptions*>(&group.options());
+    if (options == nullptr) return std::nullopt;
+    auto& group_work = work.emplace_back();
+    group_work.options = options;
+    for (auto& parameter : group.params()) {
+      const auto& grad = parameter.grad();
+      if (!grad.defined()) continue;
+      if (!detail::plain_dense_pair(parameter, grad) || !device.admit(parameter) || !device.admit(grad)) {
+        return std::nullopt;
+      }
+      torch::optim::SGDParamState* state = nullptr;
+      if (options->momentum() != 0) {
+        bool foreign = false;
+        state = detail::find_state<torch::optim::SGDParamState>(optimizer, parameter, foreign);
+        if (foreign) return std::nullopt;
+        if (state != nullptr && !detail::usable_state_tensor(state->momentum_buffer(), parameter, device)) {
+          return std::nullopt;
+        }
+      }
+      group_work.params.push_back(parameter);
+      group_work.grads.push_back(grad);
+      group_work.states.push_back(state);
+      impls.push_back(parameter.unsafeGetTensorImpl());
+    }
+  }
+  if (detail::has_duplicates(impls)) return std::nullopt;
+  if (requested == Implementation::automatic && device.device() && device.device()->is_cpu()) return std::nullopt;
+
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> buffers, stepped_buffers, stepped_updates;
+  for (auto& group_work : work) {
+    if (group_work.params.empty()) continue;
+    const auto& options = *group_work.options;
+    const double momentum = options.momentum();
+    const double weight_decay = options.weight_decay();
+
+    std::vector<at::Tensor> updates = weight_decay != 0
+                                          ? at::_foreach_add(group_work.grads, group_work.params, at::Scalar(weight_decay))
+                                          : group_work.grads;
+    if (momentum != 0) {
+      buffers.clear(), stepped_buffers.clear(), stepped_updates.clear();
+      for (std::size_t i = 0; i < group_work.params.size(); ++i) {
+        if (group_work.states[i] == nullptr) {
+          // LibTorch's first step: the buffer is a copy of the update, without dampening.
+          auto created = std::make_unique<torch::optim::SGDParamState>();
+          created->momentum_buffer(updates[i].detach().clone());
+          buffers.push_back(detail::insert_state(optimizer, group_work.params[i], std::move(created))->momentum_buffer());
+        } else {
+          buffers.push_back(group_work.states[i]->momentum_buffer());
+          stepped_buffers.push_back(buffers.back());
+          stepped_updates.push_back(updates[i]);
+        }
+      }
+      if (!stepped_buffers.empty()) {
+        at::_foreach_mul_(stepped_buffers, at::Scalar(momentum));
+        at::_foreach_add_(stepped_buffers, stepped_updates, at::Scalar(1 - options.dampening()));
+      }
+      if (options.nesterov()) {
+        updates = at::_foreach_add(updates, buffers, at::Scalar(momentum));
+      } else {
+        updates = buffers;
+      }
+    }
+    at::_foreach_add_(group_work.params, updates, at::Scalar(-1 * options.lr()));
+  }
+  return Implementation::multi_tensor;
+}
+
+}  // namespace volt::optim
+// ---- end volt/optim/sgd.hpp
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <typeinfo>
+
+namespace volt::optim {
+
+/// Runs one step of `optimizer` with the best implementation `requested` allows and returns the one that
+/// ran (never automatic):
+///
+/// * exactly torch::optim::Adam or AdamW (not a subclass, whose step() may differ): fused or multi_tensor,
+///   see try_adam_step(); exactly torch::optim::SGD: multi_tensor (automatic: on CUDA only), see
+///   try_sgd_step();
+/// * anything else, or what those decline (sparse gradients, parameters on several devices, foreign state,
+///   ...), or `requested == per_parameter`: `optimizer.step()` and per_parameter.
+///
+/// The result equals optimizer.step()'s within float rounding and leaves LibTorch's state format, so
+/// checkpoints and a later optimizer.step() continue seamlessly. Call it where optimizer.step() would be
+/// called (after backward, without a closure); counts the step in step_counts(). Throws what the ATen ops
+/// or optimizer.step() throw.
+inline Implementation step(torch::optim::Optimizer& optimizer, Implementation requested) {
+  std::optional<Implementation> ran;
+  const auto& type = typeid(optimizer);
+  if (type == typeid(torch::optim::Adam)) {
+    ran = try_adam_step(static_cast<torch::optim::Adam&>(optimizer), requested);
+  } else if (type == typeid(torch::optim::AdamW)) {
+    ran = try_adam_step(static_cast<torch::optim::AdamW&>(optimizer), requested);
+  } else if (type == typeid(torch::optim::SGD)) {
+    ran = try_sgd_step(static_cast<torch::optim::SGD&>(optimizer), requested);
+  }
+  if (!ran) {
+    optimizer.step();
+    ran = Implementation::per_parameter;
+  }
+  detail::count_step(*ran);
+  return *ran;
+}
+
+/// step(optimizer, default_implementation()): what the precision policies and the GradScaler call.
+inline Implementation step(torch::optim::Optimizer& optimizer) { return step(optimizer, default_implementation()); }
+
+}  // namespace volt::optim
+// ---- end volt/optim/step.hpp
 
 #include <torch/torch.h>
 
@@ -3329,14 +4046,18 @@ class GradScaler {
     state.stage = Stage::unscaled;
   }
 
-  /// Unscales `optimizer`'s gradients unless unscale_() already did, then calls `optimizer.step()` only if
-  /// no gradient was inf/NaN. Returns whether `optimizer.step()` ran. This is the one place that reads the
+  /// Unscales `optimizer`'s gradients unless unscale_() already did, then steps the optimizer only if no
+  /// gradient was inf/NaN. Returns whether the optimizer stepped. This is the one place that reads the
   /// found-inf flag on the host. When disabled, steps unconditionally.
+  /// The step is volt::optim::step(optimizer): multi-tensor or fused for LibTorch's Adam, AdamW and SGD
+  /// (per volt::optim::default_implementation()), optimizer.step() otherwise. Fused kernels get already
+  /// unscaled gradients and run only when the host saw no inf/NaN, so a skipped step leaves the
+  /// optimizer's state (step counts included) untouched, as with optimizer.step().
   /// Throws std::runtime_error when called twice in one iteration, when no parameter of `optimizer` has a
-  /// gradient, or before any scale(); whatever optimizer.step() throws.
+  /// gradient, or before any scale(); whatever the optimizer step throws.
   bool step(torch::optim::Optimizer& optimizer) {
     if (!options_.enabled) {
-      optimizer.step();
+      optim::step(optimizer);
       return true;
     }
     require_scale("step");
@@ -3357,7 +4078,7 @@ class GradScaler {
         break;
       }
     }
-    if (!skip) optimizer.step();
+    if (!skip) optim::step(optimizer);
     state.stage = Stage::stepped;
     return !skip;
   }
@@ -3626,6 +4347,7 @@ class GradScaler {
 //   forward_context()               RAII guard around each training/validation/test/predict step
 //   pre_backward(loss)              the tensor to call backward() on (the scaled loss with a scaler)
 //   optimizer_step(opt, before)     unscale -> before() (hooks, clipping) -> step unless inf/NaN -> update
+//                                   (the step is volt::optim::step: multi-tensor/fused Adam, AdamW, SGD)
 //   scaler(), save(), load()        the GradScaler and its checkpoint state
 //
 // None of them is thread-safe; forward_context()'s guard must be destroyed on the thread that made it.
@@ -3657,11 +4379,12 @@ struct FP32 {
   [[nodiscard]] NoOpGuard init_context() const noexcept { return {}; }
   [[nodiscard]] NoOpGuard forward_context() const noexcept { return {}; }
   torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
-  /// Runs `before_step()` then `optimizer.step()`; returns true. Throws what they throw.
+  /// Runs `before_step()` then the optimizer step (volt::optim::step: multi-tensor or fused for LibTorch's
+  /// Adam, AdamW and SGD, optimizer.step() otherwise); returns true. Throws what they throw.
   template <class BeforeStep>
   bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
     std::forward<BeforeStep>(before_step)();
-    optimizer.step();
+    optim::step(optimizer);
     return true;
   }
   GradScaler* scaler() noexcept { return nullptr; }
@@ -3713,11 +4436,12 @@ class TruePrecision {
 
   torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
 
-  /// Runs `before_step()` then `optimizer.step()`; returns true. Throws what they throw.
+  /// Runs `before_step()` then the optimizer step (volt::optim::step: multi-tensor or fused for LibTorch's
+  /// Adam, AdamW and SGD, optimizer.step() otherwise); returns true. Throws what they throw.
   template <class BeforeStep>
   bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
     std::forward<BeforeStep>(before_step)();
-    optimizer.step();
+    optim::step(optimizer);
     return true;
   }
 
@@ -3806,7 +4530,8 @@ class AutocastPrecision {
 
   /// Lightning's AMP step: with a scaler, unscale_ the gradients, run `before_step()` (hooks and clipping
   /// see unscaled gradients), step unless a gradient is inf/NaN, update the scale. Without one,
-  /// `before_step()` then `optimizer.step()`. Returns whether optimizer.step() ran.
+  /// `before_step()` then the step. Returns whether the optimizer stepped. The step is volt::optim::step
+  /// (multi-tensor or fused for LibTorch's Adam, AdamW and SGD, optimizer.step() otherwise).
   /// Throws MisconfigurationError for LBFGS ("AMP and the LBFGS optimizer are not compatible."), what the
   /// GradScaler throws (see GradScaler::step), and what `before_step` and the optimizer throw.
   template <class BeforeStep>
@@ -3816,7 +4541,7 @@ class AutocastPrecision {
     }
     if (!scaler_) {
       std::forward<BeforeStep>(before_step)();
-      optimizer.step();
+      optim::step(optimizer);
       return true;
     }
     return amp_optimizer_step(*scaler_, optimizer, std::forward<BeforeStep>(before_step));
@@ -4010,10 +4735,1454 @@ void check_strategy_supported_on_machine() {
 // ---- end volt/strategies/compatibility.hpp
 // ---- end volt/strategies.hpp
 // ---- begin volt/distributed.hpp
-// volt/distributed: multi-process training: cluster environments, the launcher, c10d process groups, the gradient reducer, samplers.
+// volt/distributed: multi-process training: cluster environments, the launcher, c10d process groups, the
+// gradient reducer, samplers, and the strategies' run-time side.
+
+// ---- begin volt/distributed/environment.hpp
+// Cluster environments: who started this process and where its peers are (Lightning's ClusterEnvironment
+// plugins, spec section 6.4). Three are detected, in Lightning's priority order:
+//
+//   torchrun  (TORCHELASTIC_RUN_ID set): RANK, WORLD_SIZE, LOCAL_RANK required; GROUP_RANK is the node rank;
+//             MASTER_ADDR / MASTER_PORT default to 127.0.0.1 / 12910 with Lightning's warnings.
+//   SLURM     (SLURM_NTASKS set and SLURM_JOB_NAME not "bash"/"interactive"): SLURM_PROCID, SLURM_NTASKS,
+//             SLURM_LOCALID, SLURM_NODEID; the main address is the first host of SLURM_NODELIST; the port is
+//             MASTER_PORT or 15000 + the last four digits of SLURM_JOB_ID.
+//   volt      (otherwise, Lightning's LightningEnvironment): LOCAL_RANK, NODE_RANK (or GROUP_RANK), MASTER_ADDR,
+//             MASTER_PORT; when LOCAL_RANK is unset this process is local rank 0 and starts the others itself
+//             (volt::detail::SubprocessLauncher).
+
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace volt {
+
+/// Which launcher started the processes of a distributed run.
+enum class ClusterKind { volt, torchrun, slurm };
+
+inline constexpr std::string_view to_string(ClusterKind kind) {
+  switch (kind) {
+    case ClusterKind::torchrun: return "torchrun (TorchElasticEnvironment)";
+    case ClusterKind::slurm: return "SLURM (SLURMEnvironment)";
+    case ClusterKind::volt: break;
+  }
+  return "volt (LightningEnvironment)";
+}
+
+/// Where this process sits in a distributed run. Built by detect_cluster_environment().
+struct ClusterEnvironment {
+  ClusterKind kind = ClusterKind::volt;
+  int global_rank = 0;
+  int local_rank = 0;
+  int node_rank = 0;
+  int world_size = 1;
+  std::string main_address = "127.0.0.1";
+  int main_port = 0;
+  /// True when something else (torchrun, srun, or volt's launcher in the parent) started the processes.
+  bool creates_processes_externally = false;
+};
+
+namespace detail {
+
+inline std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+/// Reads an integer environment variable; throws MisconfigurationError naming the variable when it is not one.
+inline std::optional<int> env_int(const char* name) {
+  auto value = env(name);
+  if (!value) return std::nullopt;
+  std::size_t used = 0;
+  int result = 0;
+  try {
+    result = std::stoi(*value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value->size()) {
+    throw MisconfigurationError("volt: the environment variable " + std::string(name) + "='" + *value +
+                                "' is not an integer");
+  }
+  return result;
+}
+
+inline int require_env_int(const char* name, std::string_view launcher) {
+  auto value = env_int(name);
+  if (!value) {
+    throw MisconfigurationError("volt: " + std::string(launcher) + " is detected but the environment variable " +
+                                std::string(name) + " is not set");
+  }
+  return *value;
+}
+
+/// The first host of a SLURM node list: "node[1-3,5],other" -> "node1", "a,b" -> "a".
+inline std::string slurm_root_node(std::string_view nodes) {
+  std::string host;
+  std::size_t i = 0;
+  for (; i < nodes.size() && nodes[i] != ',' && nodes[i] != '['; ++i) host += nodes[i];
+  if (i < nodes.size() && nodes[i] == '[') {
+    ++i;
+    while (i < nodes.size() && (std::isdigit(static_cast<unsigned char>(nodes[i])) != 0)) host += nodes[i++];
+  }
+  return host;
+}
+
+/// A TCP port that was free a moment ago on 127.0.0.1 (the kernel's choice), as Lightning's find_free_network_port.
+inline int find_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("volt: cannot open a socket to find a free port");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  ::close(fd);
+  if (port == 0) throw std::runtime_error("volt: could not find a free TCP port for the distributed rendezvous");
+  return port;
+}
+
+}  // namespace detail
+
+/// Reads the environment of this process for a run of `num_nodes` nodes with `devices_per_node` processes each
+/// (Lightning's cluster-environment detection and checks). Throws std::invalid_argument with Lightning's message
+/// when torchrun's WORLD_SIZE disagrees with devices * num_nodes, or SLURM's tasks per node with `devices`, and
+/// MisconfigurationError when a variable a launcher requires is missing or not an integer. Logs Lightning's
+/// warnings for a missing MASTER_ADDR / MASTER_PORT under torchrun. Does not change the environment.
+inline ClusterEnvironment detect_cluster_environment(int devices_per_node, int num_nodes) {
+  ClusterEnvironment result;
+  if (detail::env("TORCHELASTIC_RUN_ID")) {
+    result.kind = ClusterKind::torchrun;
+    result.creates_processes_externally = true;
+    result.global_rank = detail::require_env_int("RANK", "torchrun");
+    result.world_size = detail::require_env_int("WORLD_SIZE", "torchrun");
+    result.local_rank = detail::require_env_int("LOCAL_RANK", "torchrun");
+    result.node_rank = detail::env_int("GROUP_RANK").value_or(0);
+    if (auto address = detail::env("MASTER_ADDR")) {
+      result.main_address = *address;
+    } else {
+      log::warn_rank_zero("MASTER_ADDR environment variable is not defined. Set as localhost");
+      result.main_address = "127.0.0.1";
+    }
+    if (auto port = detail::env_int("MASTER_PORT")) {
+      result.main_port = *port;
+    } else {
+      log::warn_rank_zero("MASTER_PORT environment variable is not defined. Set as 12910");
+      result.main_port = 12910;
+    }
+    if (devices_per_node * num_nodes != result.world_size) {
+      throw std::invalid_argument("You set `devices=" + std::to_string(devices_per_node) + "` and `num_nodes=" +
+                                  std::to_string(num_nodes) + "` in Lightning, but the product (" +
+                                  std::to_string(devices_per_node) + " * " + std::to_string(num_nodes) +
+                                  ") does not match the world size (" + std::to_string(result.world_size) + ").");
+    }
+    return result;
+  }
+  const auto job_name = detail::env("SLURM_JOB_NAME");
+  if (detail::env("SLURM_NTASKS") && !(job_name && (*job_name == "bash" || *job_name == "interactive"))) {
+    result.kind = ClusterKind::slurm;
+    result.creates_processes_externally = true;
+    result.global_rank = detail::require_env_int("SLURM_PROCID", "SLURM");
+    result.world_size = detail::require_env_int("SLURM_NTASKS", "SLURM");
+    result.local_rank = detail::require_env_int("SLURM_LOCALID", "SLURM");
+    result.node_rank = detail::require_env_int("SLURM_NODEID", "SLURM");
+    if (auto address = detail::env("MASTER_ADDR")) {
+      result.main_address = *address;
+    } else if (auto nodes = detail::env("SLURM_NODELIST")) {
+      result.main_address = detail::slurm_root_node(*nodes);
+    } else {
+      result.main_address = "127.0.0.1";
+    }
+    if (auto port = detail::env_int("MASTER_PORT")) {
+      result.main_port = *port;
+    } else {
+      const std::string job = detail::env("SLURM_JOB_ID").value_or("12910");
+      const std::string tail = job.size() > 4 ? job.substr(job.size() - 4) : job;
+      result.main_port = 15000 + std::atoi(tail.c_str());
+    }
+    if (auto per_node = detail::env_int("SLURM_NTASKS_PER_NODE"); per_node && *per_node != devices_per_node) {
+      throw std::invalid_argument("You set `devices=" + std::to_string(devices_per_node) +
+                                  "` in Lightning, but the number of tasks per node configured in SLURM "
+                                  "`--ntasks-per-node=" + std::to_string(*per_node) +
+                                  "` does not match. HINT: Set `devices=" + std::to_string(*per_node) + "`.");
+    }
+    return result;
+  }
+  result.kind = ClusterKind::volt;
+  result.creates_processes_externally = detail::env("LOCAL_RANK").has_value();
+  result.local_rank = detail::env_int("LOCAL_RANK").value_or(0);
+  result.node_rank = detail::env_int("NODE_RANK").value_or(detail::env_int("GROUP_RANK").value_or(0));
+  result.world_size = devices_per_node * num_nodes;
+  result.global_rank = result.node_rank * devices_per_node + result.local_rank;
+  result.main_address = detail::env("MASTER_ADDR").value_or("127.0.0.1");
+  if (auto port = detail::env_int("MASTER_PORT")) {
+    result.main_port = *port;
+  } else if (auto standalone = detail::env_int("STANDALONE_PORT")) {
+    result.main_port = *standalone;
+  }
+  if (result.local_rank < 0 || result.local_rank >= devices_per_node) {
+    throw MisconfigurationError("volt: LOCAL_RANK=" + std::to_string(result.local_rank) + " is outside the " +
+                                std::to_string(devices_per_node) + " devices of this node (0.." +
+                                std::to_string(devices_per_node - 1) + ")");
+  }
+  if (result.node_rank < 0 || result.node_rank >= num_nodes) {
+    throw MisconfigurationError("volt: NODE_RANK=" + std::to_string(result.node_rank) + " is outside num_nodes=" +
+                                std::to_string(num_nodes) + " (0.." + std::to_string(num_nodes - 1) + ")");
+  }
+  return result;
+}
+
+}  // namespace volt
+// ---- end volt/distributed/environment.hpp
+// ---- begin volt/distributed/launcher.hpp
+// volt's process launcher (Lightning's _SubprocessScriptLauncher): the process a user starts becomes local
+// rank 0 and re-executes the same binary, with the same arguments, for local ranks 1..n-1.
+//
+// Contract, as Lightning's: before starting the children the launcher sets MASTER_ADDR, MASTER_PORT (a free port
+// unless given), NODE_RANK and WORLD_SIZE in its own environment; each child gets the same environment plus
+// LOCAL_RANK=<i>. RANK is never set. A child dies with its parent (PR_SET_PDEATHSIG). A watcher thread in the
+// parent notices a child that exits with a failure while the run goes on: it prints which local rank failed and
+// how, terminates the other children and exits the parent with status 1, so no rank waits forever on a dead peer.
+// When the parent process ends, it waits for the children and exits non-zero if any of them failed.
+
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;  // NOLINT: POSIX
+
+namespace volt::detail {
+
+/// Describes how a child ended, e.g. "exited with status 3" or "was killed by signal 9 (Killed)".
+inline std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int signal = WTERMSIG(status);
+    const char* name = ::strsignal(signal);
+    return "was killed by signal " + std::to_string(signal) + (name != nullptr ? std::string(" (") + name + ")" : "");
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+/// This process's command line (argv[0..]) as the kernel recorded it.
+inline std::vector<std::string> own_command_line() {
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  std::string current;
+  for (char c : all) {
+    if (c == '\0') {
+      args.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  if (!current.empty()) args.push_back(current);
+  return args;
+}
+
+class SubprocessLauncher {
+ public:
+  struct Child {
+    int local_rank;
+    pid_t pid;
+    bool done = false;
+    int status = 0;
+  };
+
+  /// The process-wide launcher (children are started at most once per process).
+  static SubprocessLauncher& instance() {
+    static SubprocessLauncher launcher;
+    return launcher;
+  }
+
+  bool launched() const { return !children_.empty(); }
+
+  /// Starts local ranks 1..num_processes-1 as copies of this program. Call in local rank 0 only, after the
+  /// rendezvous variables are in this process's environment. Throws std::runtime_error if a child cannot start.
+  void launch(int num_processes) {
+    if (launched() || num_processes <= 1) return;
+    const auto args = own_command_line();
+    if (args.empty()) throw std::runtime_error("volt: cannot read /proc/self/cmdline to relaunch this program");
+    char executable[4096];
+    const ssize_t length = ::readlink("/proc/self/exe", executable, sizeof(executable) - 1);
+    if (length <= 0) throw std::runtime_error("volt: cannot resolve /proc/self/exe to relaunch this program");
+    executable[length] = '\0';
+    for (int local_rank = 1; local_rank < num_processes; ++local_rank) {
+      // Everything the child needs is prepared before fork(): after it only async-signal-safe calls are made.
+      std::vector<std::string> environment;
+      for (char** entry = environ; *entry != nullptr; ++entry) {
+        if (std::strncmp(*entry, "LOCAL_RANK=", 11) != 0) environment.emplace_back(*entry);
+      }
+      environment.push_back("LOCAL_RANK=" + std::to_string(local_rank));
+      std::vector<char*> envp, argv;
+      for (auto& entry : environment) envp.push_back(entry.data());
+      envp.push_back(nullptr);
+      std::vector<std::string> arg_copy = args;
+      for (auto& arg : arg_copy) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      const pid_t parent = ::getpid();
+      const pid_t pid = ::fork();
+      if (pid < 0) throw std::runtime_error("volt: fork() failed while launching local rank " + std::to_string(local_rank));
+      if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(1);
+        ::execve(executable, argv.data(), envp.data());
+        ::_exit(127);
+      }
+      std::lock_guard lock(mutex_);
+      children_.push_back({local_rank, pid});
+    }
+    watcher_ = std::thread([this] { watch(); });
+  }
+
+  /// Waits for every child to exit; returns a description of each failure (empty when all exited with 0).
+  std::vector<std::string> wait_all() {
+    stop_watching();
+    std::vector<std::string> failures;
+    std::lock_guard lock(mutex_);
+    for (auto& child : children_) {
+      if (!child.done) {
+        int status = 0;
+        if (::waitpid(child.pid, &status, 0) == child.pid) {
+          child.done = true;
+          child.status = status;
+        }
+      }
+      if (child.done && child.status != 0) failures.push_back(describe(child));
+    }
+    return failures;
+  }
+
+  /// Terminates the children that are still running (SIGTERM, then SIGKILL after `grace`).
+  void terminate_children(std::chrono::milliseconds grace = std::chrono::milliseconds(2000)) {
+    std::lock_guard lock(mutex_);
+    terminate_locked(grace);
+  }
+
+  ~SubprocessLauncher() {
+    if (children_.empty()) return;
+    const auto failures = wait_all();
+    if (!failures.empty()) {
+      for (const auto& failure : failures) log::info(failure);
+      std::_Exit(1);
+    }
+  }
+
+  SubprocessLauncher(const SubprocessLauncher&) = delete;
+  SubprocessLauncher& operator=(const SubprocessLauncher&) = delete;
+
+ private:
+  SubprocessLauncher() = default;
+
+  static std::string describe(const Child& child) {
+    return "volt: DDP local rank " + std::to_string(child.local_rank) + " (pid " + std::to_string(child.pid) + ") " +
+           describe_wait_status(child.status);
+  }
+
+  void stop_watching() {
+    stop_.store(true);
+    if (watcher_.joinable()) watcher_.join();
+  }
+
+  void terminate_locked(std::chrono::milliseconds grace) {
+    for (auto& child : children_) {
+      if (!child.done) ::kill(child.pid, SIGTERM);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    for (auto& child : children_) {
+      while (!child.done) {
+        int status = 0;
+        const pid_t result = ::waitpid(child.pid, &status, WNOHANG);
+        if (result == child.pid || result < 0) {
+          child.done = true;
+          child.status = status;
+          break;
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+          ::kill(child.pid, SIGKILL);
+          ::waitpid(child.pid, &status, 0);
+          child.done = true;
+          child.status = status;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  }
+
+  void watch() {
+    while (!stop_.load()) {
+      {
+        std::lock_guard lock(mutex_);
+        for (auto& child : children_) {
+          if (child.done) continue;
+          int status = 0;
+          if (::waitpid(child.pid, &status, WNOHANG) == child.pid) {
+            child.done = true;
+            child.status = status;
+            if (status != 0) {
+              log::info(describe(child) + "; terminating the other processes of this run.");
+              terminate_locked(std::chrono::milliseconds(2000));
+              log::info("volt: DDP run failed because local rank " + std::to_string(child.local_rank) +
+                        " failed; exiting local rank 0 with status 1.");
+              std::_Exit(1);
+            }
+          }
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  std::mutex mutex_;
+  std::vector<Child> children_;
+  std::thread watcher_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace volt::detail
+// ---- end volt/distributed/launcher.hpp
+// ---- begin volt/distributed/process_group.hpp
+// volt::ProcessGroup: a c10d process group (Gloo on CPU, NCCL on CUDA) behind a small interface: the TCPStore
+// rendezvous, collectives (all_reduce, broadcast, all_gather, barrier) and failure notes that let every rank
+// name the rank that failed.
+//
+// Availability is decided when volt is compiled: c10d's headers must come with LibTorch (they do in Debian's
+// and PyPI's builds), Gloo needs gloo's headers (Debian: libgloo-dev; PyPI's wheel does not ship them, so point
+// the include path at a copy), NCCL needs VOLT_WITH_CUDA and nccl.h. What is missing gives a clear error at run
+// time, when a distributed run asks for it, and never breaks the single-device build.
+
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if __has_include(<torch/csrc/distributed/c10d/TCPStore.hpp>)
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#define VOLT_DETAIL_HAS_C10D 1
+#if __has_include(<gloo/config.h>)
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define VOLT_DETAIL_HAS_GLOO 1
+#endif
+#if defined(VOLT_WITH_CUDA) && __has_include(<nccl.h>) && \
+    __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL
+#endif
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define VOLT_DETAIL_HAS_NCCL 1
+#endif
+#endif
+
+namespace volt {
+
+/// Thrown when a collective fails or times out, or a peer rank reported a failure.
+class DistributedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Which c10d backends this build of volt can create.
+struct DistributedSupport {
+  bool c10d = false;
+  bool gloo = false;
+  bool nccl = false;
+};
+
+inline constexpr DistributedSupport distributed_support() {
+  DistributedSupport support;
+#ifdef VOLT_DETAIL_HAS_C10D
+  support.c10d = true;
+#endif
+#ifdef VOLT_DETAIL_HAS_GLOO
+  support.gloo = true;
+#endif
+#ifdef VOLT_DETAIL_HAS_NCCL
+  support.nccl = true;
+#endif
+  return support;
+}
+
+/// Reduction of a collective.
+enum class ReduceOp { sum, mean, max, min };
+
+#ifdef VOLT_DETAIL_HAS_C10D
+
+/// One process group of a distributed run. Every member must call the collectives in the same order.
+/// Collective calls throw DistributedError naming this rank, the operation and, when a peer left a failure
+/// note, the failed rank and its error.
+class ProcessGroup {
+ public:
+  /// Joins the run described by `environment`: rank 0 hosts the TCPStore at main_address:main_port, every rank
+  /// connects, then the backend for `device` is created (NCCL for CUDA, Gloo otherwise). Waits at most
+  /// `timeout` for the other ranks; throws DistributedError saying who was waited for when they do not come.
+  ProcessGroup(const ClusterEnvironment& environment, torch::Device device, std::chrono::milliseconds timeout)
+      : rank_(environment.global_rank), size_(environment.world_size), device_(device), timeout_(timeout) {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(environment.main_port);
+    options.isServer = environment.global_rank == 0;
+    options.numWorkers = static_cast<std::size_t>(environment.world_size);
+    options.waitWorkers = true;
+    options.timeout = timeout;
+    const std::string where = environment.main_address + ":" + std::to_string(environment.main_port);
+    try {
+      store_ = c10::make_intrusive<c10d::TCPStore>(environment.main_address, options);
+    } catch (const std::exception& error) {
+      throw DistributedError("volt: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                             " could not complete the rendezvous at " + where + " within " + seconds(timeout) +
+                             " (are all " + std::to_string(size_) + " processes started, and is the address reachable?): " +
+                             error.what());
+    }
+    if (device.is_cuda()) {
+#ifdef VOLT_DETAIL_HAS_NCCL
+      backend_name_ = "nccl";
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = timeout;
+      backend_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, rank_, size_, nccl_options);
+#else
+      throw DistributedError("volt: DDP on CUDA needs the NCCL backend, but this build of volt has none (compile with "
+                             "VOLT_WITH_CUDA and nccl.h on the include path)");
+#endif
+    } else {
+#ifdef VOLT_DETAIL_HAS_GLOO
+      backend_name_ = "gloo";
+      auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
+      if (auto interface = detail::env("GLOO_SOCKET_IFNAME")) {
+        gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(*interface));
+      } else if (environment.main_address.rfind("127.", 0) == 0 || environment.main_address == "localhost") {
+        gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      } else {
+        gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      }
+      gloo_options->threads = 2;
+      try {
+        backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, gloo_options);
+      } catch (const std::exception& error) {
+        throw DistributedError("volt: rank " + std::to_string(rank_) + " could not connect the Gloo process group of " +
+                               std::to_string(size_) + " ranks within " + seconds(timeout) + ": " + error.what());
+      }
+#else
+      throw DistributedError("volt: DDP on the CPU needs the Gloo backend, but gloo's headers were not found when "
+                             "volt was compiled (Debian: apt install libgloo-dev)");
+#endif
+    }
+  }
+
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  torch::Device device() const { return device_; }
+  /// "gloo" or "nccl" (Lightning's distributed_backend).
+  const std::string& backend_name() const { return backend_name_; }
+
+  /// Starts an in-place sum all-reduce of `tensors` (on the group's device) and returns its work handle.
+  auto all_reduce_async(std::vector<torch::Tensor>& tensors) {
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    return guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
+  }
+
+  /// Waits for a work handle returned by all_reduce_async; throws DistributedError on failure or timeout.
+  template <class Work>
+  void wait(Work& work, const char* what = "all_reduce") {
+    guarded(what, [&] {
+      work->wait(timeout_);
+      return 0;
+    });
+  }
+
+  /// In-place all-reduce of `tensor`. Mean is a sum followed by a division by the world size (Lightning's
+  /// reduction for Gloo; integer tensors are divided and copied back, truncating).
+  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum) {
+    std::vector<torch::Tensor> tensors{tensor};
+    c10d::AllreduceOptions options;
+    switch (op) {
+      case ReduceOp::max: options.reduceOp = c10d::ReduceOp::MAX; break;
+      case ReduceOp::min: options.reduceOp = c10d::ReduceOp::MIN; break;
+      default: options.reduceOp = c10d::ReduceOp::SUM; break;
+    }
+    auto work = guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
+    wait(work);
+    if (op == ReduceOp::mean) {
+      if (tensor.is_floating_point() || tensor.is_complex()) {
+        tensor.div_(size_);
+      } else {
+        tensor.copy_(tensor.div(size_, "trunc"));
+      }
+    }
+  }
+
+  /// In-place broadcast of `tensor` from `root`.
+  void broadcast(torch::Tensor& tensor, int root = 0) {
+    std::vector<torch::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    options.rootTensor = 0;
+    auto work = guarded("broadcast", [&] { return backend_->broadcast(tensors, options); });
+    wait(work, "broadcast");
+  }
+
+  /// Every rank's `tensor` (same shape on all ranks), in rank order.
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
+    std::vector<torch::Tensor> inputs{tensor.contiguous()};
+    std::vector<std::vector<torch::Tensor>> outputs(1);
+    for (int i = 0; i < size_; ++i) outputs[0].push_back(torch::empty_like(inputs[0]));
+    auto work = guarded("all_gather", [&] { return backend_->allgather(outputs, inputs); });
+    wait(work, "all_gather");
+    return outputs[0];
+  }
+
+  /// Returns when every rank has called barrier() (a one-element all-reduce, which works on every backend).
+  void barrier() {
+    auto token = torch::zeros({1}, torch::TensorOptions().device(device_));
+    all_reduce(token);
+  }
+
+  /// Leaves a note in the store that this rank failed with `message`, so that the other ranks can name it.
+  void note_failure(const std::string& message) noexcept {
+    try {
+      const std::string text = "rank " + std::to_string(rank_) + ": " + message;
+      store_->set("volt/failed", std::vector<std::uint8_t>(text.begin(), text.end()));
+    } catch (...) {
+      // the store may be gone with rank 0: nothing more to tell
+    }
+  }
+
+  /// The failure note another rank left, if any ("rank 1: <error>").
+  std::string failure_note() noexcept {
+    try {
+      if (!store_->check({"volt/failed"})) return {};
+      const auto bytes = store_->get("volt/failed");
+      return std::string(bytes.begin(), bytes.end());
+    } catch (...) {
+      return {};
+    }
+  }
+
+  /// Drops the backend so peers blocked on this rank see a closed connection instead of waiting for the timeout.
+  void abort() noexcept {
+    try {
+#ifdef VOLT_DETAIL_HAS_NCCL
+      if (auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(backend_.get())) nccl->abort();
+#endif
+      backend_.reset();
+    } catch (...) {
+    }
+  }
+
+ private:
+  using BackendBase =
+#ifdef VOLT_DETAIL_HAS_GLOO
+      std::conditional_t<std::is_base_of_v<c10d::Backend, c10d::ProcessGroupGloo>, c10d::Backend, c10d::ProcessGroup>;
+#else
+      c10d::Backend;
+#endif
+
+  static std::string seconds(std::chrono::milliseconds timeout) {
+    return std::to_string(timeout.count() / 1000) + " s";
+  }
+
+  template <class F>
+  auto guarded(const char* what, F&& call) -> decltype(call()) {
+    if (!backend_) {
+      throw DistributedError("volt: rank " + std::to_string(rank_) + ": the process group was aborted; " + what +
+                             " is not possible");
+    }
+    try {
+      return call();
+    } catch (const DistributedError&) {
+      throw;
+    } catch (const std::exception& error) {
+      std::string message = "volt: " + std::string(what) + " failed on rank " + std::to_string(rank_) + " of " +
+                            std::to_string(size_) + " (" + backend_name_ + ")";
+      const std::string note = failure_note();
+      message += note.empty() ? ": a peer process exited or did not answer within " + seconds(timeout_)
+                              : ": DDP " + note;
+      message += std::string(" [") + error.what() + "]";
+      throw DistributedError(message);
+    }
+  }
+
+  int rank_;
+  int size_;
+  torch::Device device_;
+  std::chrono::milliseconds timeout_;
+  std::string backend_name_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<BackendBase> backend_;
+};
+
+#else
+
+/// Placeholder when LibTorch was built without c10d: creating one throws DistributedError.
+class ProcessGroup {
+ public:
+  ProcessGroup(const ClusterEnvironment&, torch::Device, std::chrono::milliseconds) {
+    throw DistributedError("volt: this LibTorch has no c10d (built without USE_DISTRIBUTED); DDP is not available");
+  }
+  int rank() const { return 0; }
+  int size() const { return 1; }
+};
+
+#endif
+
+}  // namespace volt
+// ---- end volt/distributed/process_group.hpp
+// ---- begin volt/distributed/reducer.hpp
+// volt::detail::GradientReducer: data-parallel gradient averaging on a c10d process group (what PyTorch's
+// DistributedDataParallel does in Python; LibTorch's C++ frontend has no DDP module).
+//
+// Parameters are grouped into buckets of about 25 MB, in reverse registration order (the order in which
+// backward produces their gradients). A post-hook on each parameter's gradient accumulator copies the finished
+// gradient into its bucket; when a bucket is full it is divided by the world size and its all-reduce starts at
+// once, so communication overlaps the rest of backward. finish() waits for every bucket (launching those whose
+// parameters got no gradient, with zeros) and copies the averages back into the parameters' .grad.
+// Backward passes prepared with sync = false (accumulation micro-batches: Lightning's no_sync) do nothing.
+
+
+#include <torch/torch.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace volt::detail {
+
+#ifdef VOLT_DETAIL_HAS_C10D
+
+class GradientReducer {
+ public:
+  /// Default bucket capacity (PyTorch DDP's bucket_cap_mb = 25).
+  static constexpr std::int64_t default_bucket_bytes = 25 * 1024 * 1024;
+
+  GradientReducer(ProcessGroup& group, std::vector<torch::Tensor> parameters,
+                  std::int64_t bucket_bytes = default_bucket_bytes)
+      : core_(std::make_shared<Core>(group)) {
+    auto& core = *core_;
+    for (auto& parameter : parameters) {
+      if (parameter.requires_grad()) core.parameters.push_back(parameter);
+    }
+    // Buckets in reverse order, split by size, dtype and device.
+    const auto count = static_cast<std::int64_t>(core.parameters.size());
+    core.slot_of.assign(static_cast<std::size_t>(count), {});
+    for (std::int64_t i = count - 1; i >= 0; --i) {
+      const auto& parameter = core.parameters[static_cast<std::size_t>(i)];
+      const std::int64_t bytes = parameter.numel() * static_cast<std::int64_t>(parameter.element_size());
+      const bool start_new = core.buckets.empty() ||
+                             core.buckets.back().bytes + bytes > bucket_bytes ||
+                             core.buckets.back().dtype != parameter.scalar_type() ||
+                             core.buckets.back().device != parameter.device();
+      if (start_new) {
+        Bucket bucket;
+        bucket.dtype = parameter.scalar_type();
+        bucket.device = parameter.device();
+        core.buckets.push_back(std::move(bucket));
+      }
+      auto& bucket = core.buckets.back();
+      core.slot_of[static_cast<std::size_t>(i)] = {static_cast<std::int64_t>(core.buckets.size()) - 1,
+                                                    static_cast<std::int64_t>(bucket.members.size()), bucket.numel};
+      bucket.members.push_back(i);
+      bucket.numel += parameter.numel();
+      bucket.bytes += bytes;
+    }
+    for (auto& bucket : core.buckets) {
+      bucket.flat = torch::zeros({bucket.numel}, torch::TensorOptions().dtype(bucket.dtype).device(bucket.device));
+    }
+    // Hooks on the gradient accumulators; the accumulators are kept alive so the hooks stay attached.
+    for (std::int64_t i = 0; i < count; ++i) {
+      auto accumulator = torch::autograd::impl::grad_accumulator(core.parameters[static_cast<std::size_t>(i)]);
+      accumulator->add_post_hook(std::make_unique<Hook>(core_, i));
+      accumulators_.push_back(std::move(accumulator));
+    }
+  }
+
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  ~GradientReducer() { core_->alive.store(false); }
+
+  /// Arms the hooks for the next backward pass: with sync = false they do nothing (no_sync).
+  void prepare_for_backward(bool sync) {
+    auto& core = *core_;
+    std::lock_guard lock(core.mutex);
+    core.sync = sync;
+    for (auto& bucket : core.buckets) {
+      bucket.pending = static_cast<std::int64_t>(bucket.members.size());
+      bucket.launched = false;
+      bucket.work.reset();
+    }
+    core.ready.assign(core.parameters.size(), false);
+    core.next_launch = 0;
+  }
+
+  /// After a synchronised backward: completes every bucket's all-reduce and writes the averaged gradients
+  /// into the parameters' .grad. Throws DistributedError when a collective fails.
+  void finish() {
+    auto& core = *core_;
+    std::unique_lock lock(core.mutex);
+    if (!core.sync) return;
+    for (std::size_t b = core.next_launch; b < core.buckets.size(); ++b) {
+      if (!core.buckets[b].launched) core.launch_missing(b);
+    }
+    core.next_launch = core.buckets.size();
+    for (auto& bucket : core.buckets) {
+      if (bucket.work) core.group->wait(*bucket.work);
+    }
+    for (auto& bucket : core.buckets) {
+      for (std::size_t m = 0; m < bucket.members.size(); ++m) {
+        const auto i = static_cast<std::size_t>(bucket.members[m]);
+        auto& parameter = core.parameters[i];
+        const auto offset = core.slot_of[i].offset;
+        auto averaged = bucket.flat.narrow(0, offset, parameter.numel()).view(parameter.sizes());
+        if (parameter.grad().defined()) {
+          parameter.mutable_grad().copy_(averaged);
+        } else {
+          parameter.mutable_grad() = averaged.clone();
+        }
+      }
+      bucket.work.reset();
+    }
+    core.sync = false;
+  }
+
+  std::size_t bucket_count() const { return core_->buckets.size(); }
+  /// The parameter indices (registration order) of each bucket, first bucket first.
+  std::vector<std::vector<std::int64_t>> bucket_members() const {
+    std::vector<std::vector<std::int64_t>> result;
+    for (const auto& bucket : core_->buckets) result.push_back(bucket.members);
+    return result;
+  }
+
+ private:
+  using Work = std::remove_cvref_t<decltype(std::declval<ProcessGroup&>().all_reduce_async(
+      std::declval<std::vector<torch::Tensor>&>()))>;
+
+  struct Bucket {
+    torch::ScalarType dtype = torch::kFloat;
+    torch::Device device = torch::kCPU;
+    std::vector<std::int64_t> members;
+    std::int64_t numel = 0;
+    std::int64_t bytes = 0;
+    torch::Tensor flat;
+    std::int64_t pending = 0;
+    bool launched = false;
+    std::optional<Work> work;
+  };
+  struct Slot {
+    std::int64_t bucket = 0;
+    std::int64_t index = 0;
+    std::int64_t offset = 0;
+  };
+
+  struct Core {
+    explicit Core(ProcessGroup& g) : group(&g) {}
+    ProcessGroup* group;
+    std::vector<torch::Tensor> parameters;
+    std::vector<Slot> slot_of;
+    std::vector<Bucket> buckets;
+    std::vector<bool> ready;
+    bool sync = false;
+    std::size_t next_launch = 0;
+    std::atomic<bool> alive{true};
+    std::mutex mutex;
+
+    void launch(std::size_t b) {
+      auto& bucket = buckets[b];
+      bucket.flat.div_(group->size());
+      std::vector<torch::Tensor> tensors{bucket.flat};
+      bucket.work = group->all_reduce_async(tensors);
+      bucket.launched = true;
+    }
+
+    void launch_missing(std::size_t b) {
+      auto& bucket = buckets[b];
+      for (auto member : bucket.members) {
+        const auto i = static_cast<std::size_t>(member);
+        if (ready[i]) continue;
+        auto slice = bucket.flat.narrow(0, slot_of[i].offset, parameters[i].numel());
+        const auto& grad = parameters[i].grad();
+        if (grad.defined()) {
+          slice.copy_(grad.reshape({-1}));
+        } else {
+          slice.zero_();
+        }
+        ready[i] = true;
+      }
+      launch(b);
+    }
+
+    void on_gradient(std::int64_t index) {
+      std::lock_guard lock(mutex);
+      if (!sync) return;
+      const auto i = static_cast<std::size_t>(index);
+      if (ready[i]) return;
+      const auto& slot = slot_of[i];
+      auto& bucket = buckets[static_cast<std::size_t>(slot.bucket)];
+      const auto& grad = parameters[i].grad();
+      auto slice = bucket.flat.narrow(0, slot.offset, parameters[i].numel());
+      if (grad.defined()) {
+        slice.copy_(grad.reshape({-1}));
+      } else {
+        slice.zero_();
+      }
+      ready[i] = true;
+      --bucket.pending;
+      // Buckets start in index order on every rank, so the ranks' collectives pair up.
+      while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
+        if (!buckets[next_launch].launched) launch(next_launch);
+        ++next_launch;
+      }
+    }
+  };
+
+  struct Hook : torch::autograd::FunctionPostHook {
+    Hook(std::weak_ptr<Core> core, std::int64_t index) : core_(std::move(core)), index_(index) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list& /*inputs*/) override {
+      if (auto core = core_.lock(); core && core->alive.load()) core->on_gradient(index_);
+      return outputs;
+    }
+    std::weak_ptr<Core> core_;
+    std::int64_t index_;
+  };
+
+  std::shared_ptr<Core> core_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+};
+
+#endif
+
+}  // namespace volt::detail
+// ---- end volt/distributed/reducer.hpp
+// ---- begin volt/distributed/sampler.hpp
+// Giving each rank its share of the data.
+//
+// volt::DistributedSampler is PyTorch's DistributedSampler as a torch::data sampler: rank r of n takes the
+// indices r, r + n, r + 2n, ... of the (optionally shuffled with seed + epoch) dataset indices, padded by
+// repeating from the start so every rank gets ceil(size / n) samples (or cut to floor(size / n) with
+// drop_last). Build a data loader with it and the Trainer uses the loader as it is:
+//
+//   auto loader = torch::data::make_data_loader(dataset.map(Stack<>()),
+//       volt::DistributedSampler(dataset.size().value(), {.num_replicas = trainer.world_size(),
+//                                                         .rank = trainer.global_rank(), .shuffle = true}),
+//       torch::data::DataLoaderOptions(128));
+//
+// The epoch advances by itself each time the loader starts a new pass (reset), so shuffles differ per epoch
+// as with Lightning's set_epoch; set_epoch() sets it explicitly.
+//
+// Any other data given to a distributed Trainer is split by batch: rank r of n trains on batches r, r + n, ...
+// of each group of n consecutive batches; an incomplete last group is left out so all ranks take the same
+// number of steps (volt::detail::RankShard).
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// Options of DistributedSampler (PyTorch's names and defaults).
+struct DistributedSamplerOptions {
+  std::int64_t num_replicas = 1;
+  std::int64_t rank = 0;
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  bool drop_last = false;
+};
+
+/// A torch::data sampler that yields this rank's share of `size` indices (see the header comment). Throws
+/// std::invalid_argument when rank is not in [0, num_replicas).
+class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std::size_t>> {
+ public:
+  DistributedSampler(std::size_t size, DistributedSamplerOptions options = {}) : size_(size), options_(options) {
+    if (options_.num_replicas < 1) {
+      throw std::invalid_argument("DistributedSampler: num_replicas must be at least 1, got " +
+                                  std::to_string(options_.num_replicas));
+    }
+    if (options_.rank < 0 || options_.rank >= options_.num_replicas) {
+      throw std::invalid_argument("Invalid rank " + std::to_string(options_.rank) + ", rank should be in the interval [0, " +
+                                  std::to_string(options_.num_replicas - 1) + "]");
+    }
+    build();
+  }
+
+  /// Starts a pass: rebuilds this rank's indices for the current epoch, then advances the epoch for the next pass.
+  void reset(c10::optional<std::size_t> new_size = c10::nullopt) override {
+    if (new_size) size_ = *new_size;
+    build();
+    ++epoch_;
+  }
+
+  /// The next up to `batch_size` indices, or nullopt at the end of the pass.
+  c10::optional<std::vector<std::size_t>> next(std::size_t batch_size) override {
+    if (position_ >= indices_.size()) return c10::nullopt;
+    const auto end = std::min(indices_.size(), position_ + batch_size);
+    std::vector<std::size_t> batch(indices_.begin() + static_cast<std::ptrdiff_t>(position_),
+                                   indices_.begin() + static_cast<std::ptrdiff_t>(end));
+    position_ = end;
+    return batch;
+  }
+
+  void save(torch::serialize::OutputArchive& archive) const override {
+    archive.write("epoch", torch::tensor(static_cast<std::int64_t>(epoch_)), /*is_buffer=*/true);
+    archive.write("position", torch::tensor(static_cast<std::int64_t>(position_)), /*is_buffer=*/true);
+  }
+  void load(torch::serialize::InputArchive& archive) override {
+    torch::Tensor epoch, position;
+    archive.read("epoch", epoch, /*is_buffer=*/true);
+    archive.read("position", position, /*is_buffer=*/true);
+    epoch_ = static_cast<std::uint64_t>(epoch.item<std::int64_t>());
+    build();
+    position_ = static_cast<std::size_t>(position.item<std::int64_t>());
+  }
+
+  /// The epoch the next reset() uses for shuffling.
+  void set_epoch(std::uint64_t epoch) { epoch_ = epoch; }
+  std::uint64_t epoch() const { return epoch_; }
+  /// This rank's number of samples per pass.
+  std::size_t num_samples() const { return indices_.size(); }
+  /// The indices of the current pass.
+  const std::vector<std::size_t>& indices() const { return indices_; }
+
+ private:
+  void build() {
+    const auto replicas = static_cast<std::size_t>(options_.num_replicas);
+    std::vector<std::size_t> all(size_);
+    if (options_.shuffle) {
+      torch::Generator generator = at::detail::createCPUGenerator(options_.seed + epoch_);
+      const auto order = torch::randperm(static_cast<std::int64_t>(size_), generator, torch::kLong);
+      const auto* data = order.data_ptr<std::int64_t>();
+      for (std::size_t i = 0; i < size_; ++i) all[i] = static_cast<std::size_t>(data[i]);
+    } else {
+      for (std::size_t i = 0; i < size_; ++i) all[i] = i;
+    }
+    std::size_t total = 0;
+    if (options_.drop_last && size_ % replicas != 0) {
+      total = (size_ / replicas) * replicas;
+      all.resize(total);
+    } else {
+      total = (size_ + replicas - 1) / replicas * replicas;
+      for (std::size_t i = 0; all.size() < total && size_ > 0; ++i) all.push_back(all[i % size_]);
+    }
+    indices_.clear();
+    for (std::size_t i = static_cast<std::size_t>(options_.rank); i < total; i += replicas) indices_.push_back(all[i]);
+    position_ = 0;
+  }
+
+  std::size_t size_;
+  DistributedSamplerOptions options_;
+  std::uint64_t epoch_ = 0;
+  std::vector<std::size_t> indices_;
+  std::size_t position_ = 0;
+};
+
+/// Marks data that already holds only this rank's share (each rank built its own), so a distributed Trainer
+/// iterates it as it is instead of splitting it by batch. Holds a reference: `data` must outlive the view.
+template <class Data>
+class PerRank {
+ public:
+  explicit PerRank(Data& data) : data_(&data) {}
+  auto begin() { return std::begin(range()); }
+  auto end() { return std::end(range()); }
+  auto size() const
+    requires requires(Data& d) { std::size(d); }
+  {
+    return std::size(*data_);
+  }
+
+ private:
+  decltype(auto) range() {
+    if constexpr (requires { std::begin(*data_); }) {
+      return (*data_);
+    } else {
+      return (**data_);
+    }
+  }
+  Data* data_;
+};
+
+/// volt::per_rank(data): see PerRank.
+template <class Data>
+PerRank<Data> per_rank(Data& data) {
+  return PerRank<Data>(data);
+}
+
+namespace detail {
+
+template <class T>
+struct is_per_rank : std::false_type {};
+template <class Data>
+struct is_per_rank<PerRank<Data>> : std::true_type {};
+
+/// Whether `Data` is a torch::data loader (or a pointer to one) that already uses volt::DistributedSampler.
+template <class T>
+struct uses_distributed_sampler : std::false_type {};
+template <class Dataset>
+struct uses_distributed_sampler<torch::data::StatelessDataLoader<Dataset, DistributedSampler>> : std::true_type {};
+template <class T>
+struct uses_distributed_sampler<std::unique_ptr<T>> : uses_distributed_sampler<T> {};
+template <class T>
+struct uses_distributed_sampler<std::shared_ptr<T>> : uses_distributed_sampler<T> {};
+
+/// A view of a range of batches that yields rank `rank`'s batches of each complete group of `replicas`
+/// consecutive batches (works on single-pass ranges: it looks ahead to the end of the group).
+template <class Range>
+class RankShard {
+  using BaseIterator = decltype(std::begin(std::declval<Range&>()));
+  using BaseSentinel = decltype(std::end(std::declval<Range&>()));
+
+ public:
+  using value_type = std::remove_cvref_t<decltype(*std::declval<BaseIterator&>())>;
+
+  RankShard(Range& range, std::int64_t replicas, std::int64_t rank) : range_(&range), replicas_(replicas), rank_(rank) {}
+
+  class iterator {
+   public:
+    using value_type = RankShard::value_type;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(BaseIterator it, BaseSentinel end, std::int64_t replicas, std::int64_t rank)
+        : it_(std::move(it)), end_(std::move(end)), replicas_(replicas), rank_(rank) {
+      advance();
+    }
+    value_type& operator*() const { return *current_; }
+    iterator& operator++() {
+      advance();
+      return *this;
+    }
+    void operator++(int) { advance(); }
+    bool operator==(std::default_sentinel_t) const { return !current_; }
+
+   private:
+    void advance() {
+      current_.reset();
+      if (!it_) return;
+      std::optional<value_type> mine;
+      for (std::int64_t position = 0; position < replicas_; ++position) {
+        if (*it_ == *end_) {
+          it_.reset();
+          return;
+        }
+        if (position == rank_) mine.emplace(**it_);
+        ++*it_;
+      }
+      current_ = std::move(mine);
+    }
+    std::optional<BaseIterator> it_;
+    std::optional<BaseSentinel> end_;
+    std::int64_t replicas_ = 1;
+    std::int64_t rank_ = 0;
+    mutable std::optional<value_type> current_;
+  };
+
+  iterator begin() { return iterator(std::begin(*range_), std::end(*range_), replicas_, rank_); }
+  std::default_sentinel_t end() { return {}; }
+  std::size_t size() const
+    requires requires(Range& r) { std::size(r); }
+  {
+    return std::size(*range_) / static_cast<std::size_t>(replicas_);
+  }
+
+ private:
+  Range* range_;
+  std::int64_t replicas_;
+  std::int64_t rank_;
+};
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/distributed/sampler.hpp
+// ---- begin volt/distributed/ddp_runtime.hpp
+// The run-time side of the strategies (Lightning's Strategy objects): volt::detail::StrategyRuntime<S> is what
+// the Trainer and Fabric hold for their Strategy policy. SingleDevice's is a set of identities; DDP's joins the
+// processes (launching them when nobody else did), owns the process group and the gradient reducer, and
+// provides the collectives (spec section 6.2).
+
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace volt::detail {
+
+template <class Strategy>
+class StrategyRuntime;
+
+/// SingleDevice: one process; every collective is an identity.
+template <>
+class StrategyRuntime<SingleDevice> {
+ public:
+  void configure(const DeviceSelection& selection, int /*num_nodes*/) { root_device_ = selection.root_device(); }
+  void setup_environment() {}
+  torch::Device root_device() const { return root_device_; }
+  int global_rank() const { return 0; }
+  int local_rank() const { return 0; }
+  int node_rank() const { return 0; }
+  int world_size() const { return 1; }
+  bool is_global_zero() const { return true; }
+  template <class M>
+  void setup_module(M& /*module*/) {}
+  template <class M>
+  void sync_buffers(M& /*module*/) {}
+  void prepare_for_backward(bool /*sync*/) {}
+  void finish_gradient_sync() {}
+  void barrier() {}
+  void all_reduce(torch::Tensor& /*tensor*/, ReduceOp /*op*/ = ReduceOp::mean) {}
+  void broadcast(torch::Tensor& /*tensor*/, int /*root*/ = 0) {}
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) { return {tensor}; }
+  bool reduce_boolean_decision(bool decision, bool /*all*/ = true) { return decision; }
+  void reduce_metrics(std::map<std::string, double>& /*values*/) {}
+  void on_failure(const std::string& /*message*/) noexcept {}
+  void teardown() {}
+
+ private:
+  torch::Device root_device_ = torch::kCPU;
+};
+
+/// The process group of this process, shared by every Trainer and Fabric of the run (created once).
+inline std::shared_ptr<ProcessGroup>& process_group_slot() {
+  static std::shared_ptr<ProcessGroup> group;
+  return group;
+}
+
+/// How long a rank waits for its peers (rendezvous and each collective): VOLT_DDP_TIMEOUT_S seconds, default
+/// 1800 (PyTorch's default process-group timeout).
+inline std::chrono::milliseconds distributed_timeout() {
+  if (auto seconds = env_int("VOLT_DDP_TIMEOUT_S"); seconds && *seconds > 0) return std::chrono::seconds(*seconds);
+  return std::chrono::seconds(1800);
+}
+
+/// DDP: one process per device (Lightning's DDPStrategy with the popen launcher).
+template <>
+class StrategyRuntime<DDP> {
+ public:
+  /// Reads the cluster environment for `selection`'s devices on `num_nodes` nodes and picks this process's
+  /// device (parallel_devices[local_rank]). Throws as detect_cluster_environment does.
+  void configure(const DeviceSelection& selection, int num_nodes) {
+    devices_per_node_ = selection.num_devices();
+    num_nodes_ = num_nodes;
+    environment_ = detect_cluster_environment(devices_per_node_, num_nodes_);
+    root_device_ = selection.parallel_devices.at(static_cast<std::size_t>(environment_.local_rank));
+    log::set_global_rank(environment_.global_rank);
+  }
+
+  /// Starts the other local processes when this one is local rank 0 of a volt-launched run, then joins the
+  /// process group (once per process). Prints Lightning's "Initializing distributed" line on every rank and the
+  /// banner on rank 0. Throws DistributedError when the peers do not come within the timeout.
+  void setup_environment() {
+    if (group_) return;
+    auto& slot = process_group_slot();
+    if (!slot) {
+      if (environment_.world_size > 1 && !environment_.creates_processes_externally) {
+        if (environment_.main_port == 0) environment_.main_port = find_free_port();
+        ::setenv("MASTER_ADDR", environment_.main_address.c_str(), 1);
+        ::setenv("MASTER_PORT", std::to_string(environment_.main_port).c_str(), 1);
+        ::setenv("NODE_RANK", std::to_string(environment_.node_rank).c_str(), 1);
+        ::setenv("WORLD_SIZE", std::to_string(environment_.world_size).c_str(), 1);
+        SubprocessLauncher::instance().launch(devices_per_node_);
+      } else if (environment_.main_port == 0) {
+        throw MisconfigurationError(
+            "volt: LOCAL_RANK is set (so another process launched this one) but MASTER_PORT is not; set MASTER_ADDR "
+            "and MASTER_PORT for every process, or start only local rank 0 and let volt launch the others");
+      }
+      log::info("Initializing distributed: GLOBAL_RANK: " + std::to_string(environment_.global_rank) +
+                ", MEMBER: " + std::to_string(environment_.global_rank + 1) + "/" +
+                std::to_string(environment_.world_size));
+      slot = std::make_shared<ProcessGroup>(environment_, root_device_, distributed_timeout());
+      if (environment_.global_rank == 0) {
+        const std::string line(100, '-');
+        log::info(line + "\ndistributed_backend=" + slot->backend_name() +
+                  "\nAll distributed processes registered. Starting with " + std::to_string(environment_.world_size) +
+                  " processes\n" + line + "\n");
+      }
+    }
+    group_ = slot;
+  }
+
+  torch::Device root_device() const { return root_device_; }
+  int global_rank() const { return environment_.global_rank; }
+  int local_rank() const { return environment_.local_rank; }
+  int node_rank() const { return environment_.node_rank; }
+  int world_size() const { return environment_.world_size; }
+  bool is_global_zero() const { return environment_.global_rank == 0; }
+  const ClusterEnvironment& environment() const { return environment_; }
+  ProcessGroup& group() { return *group_; }
+
+  /// Makes every rank start from rank 0's parameters and buffers, and attaches the gradient reducer.
+  template <class M>
+  void setup_module(M& module) {
+    torch::NoGradGuard no_grad;
+    for (auto& parameter : module.parameters()) broadcast_in_place(parameter);
+    for (auto& buffer : module.buffers()) broadcast_in_place(buffer);
+    reducer_.reset();
+    reducer_ = std::make_unique<GradientReducer>(*group_, module.parameters());
+    buffers_ = module.buffers();
+  }
+
+  /// Broadcasts the module's buffers (BatchNorm statistics) from rank 0 before a training step, as PyTorch's
+  /// DistributedDataParallel does with broadcast_buffers=True. One collective per dtype.
+  template <class M>
+  void sync_buffers(M& /*module*/) {
+    if (buffers_.empty()) return;
+    torch::NoGradGuard no_grad;
+    std::map<torch::ScalarType, std::vector<torch::Tensor>> by_type;
+    for (auto& buffer : buffers_) by_type[buffer.scalar_type()].push_back(buffer);
+    for (auto& [type, tensors] : by_type) {
+      std::vector<torch::Tensor> flat_parts;
+      for (auto& tensor : tensors) flat_parts.push_back(tensor.reshape({-1}));
+      auto flat = torch::cat(flat_parts);
+      group_->broadcast(flat, 0);
+      std::int64_t offset = 0;
+      for (auto& tensor : tensors) {
+        tensor.copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
+        offset += tensor.numel();
+      }
+    }
+  }
+
+  void prepare_for_backward(bool sync) {
+    if (reducer_) reducer_->prepare_for_backward(sync);
+  }
+  void finish_gradient_sync() {
+    if (reducer_) reducer_->finish();
+  }
+
+  void barrier() { group_->barrier(); }
+  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::mean) { group_->all_reduce(tensor, op); }
+  void broadcast(torch::Tensor& tensor, int root = 0) { group_->broadcast(tensor, root); }
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) { return group_->all_gather(tensor); }
+
+  /// Lightning's reduce_boolean_decision: true when every rank decided so (all) or any rank did (!all).
+  bool reduce_boolean_decision(bool decision, bool all = true) {
+    auto count = torch::tensor({decision ? 1.0 : 0.0}, torch::TensorOptions().device(root_device_));
+    group_->all_reduce(count, ReduceOp::sum);
+    const double total = count.item<double>();
+    return all ? total == static_cast<double>(world_size()) : total > 0.0;
+  }
+
+  /// Replaces each value by its mean over the ranks (one collective; every rank must hold the same keys).
+  void reduce_metrics(std::map<std::string, double>& values) {
+    if (values.empty()) return;
+    std::vector<double> flat;
+    for (const auto& [key, value] : values) flat.push_back(value);
+    auto tensor = torch::tensor(flat, torch::TensorOptions().dtype(torch::kDouble)).to(root_device_);
+    group_->all_reduce(tensor, ReduceOp::mean);
+    tensor = tensor.cpu();
+    std::size_t i = 0;
+    for (auto& [key, value] : values) value = tensor[static_cast<std::int64_t>(i++)].item<double>();
+  }
+
+  /// Called on an exception inside fit on this rank: leaves a note naming this rank for the others and drops
+  /// the backend so they stop waiting on it.
+  void on_failure(const std::string& message) noexcept {
+    if (!group_) return;
+    group_->note_failure(message);
+    group_->abort();
+    process_group_slot().reset();
+    group_.reset();
+    reducer_.reset();
+  }
+
+  /// Detaches the reducer (the process group stays for later runs of this process).
+  void teardown() {
+    reducer_.reset();
+    buffers_.clear();
+  }
+
+ private:
+  void broadcast_in_place(torch::Tensor& tensor) {
+    auto contiguous = tensor.contiguous();
+    group_->broadcast(contiguous, 0);
+    if (!contiguous.is_same(tensor)) tensor.copy_(contiguous);
+  }
+
+  int devices_per_node_ = 1;
+  int num_nodes_ = 1;
+  ClusterEnvironment environment_{};
+  torch::Device root_device_ = torch::kCPU;
+  std::shared_ptr<ProcessGroup> group_;
+  std::unique_ptr<GradientReducer> reducer_;
+  std::vector<torch::Tensor> buffers_;
+};
+
+}  // namespace volt::detail
+// ---- end volt/distributed/ddp_runtime.hpp
 // ---- end volt/distributed.hpp
 // ---- begin volt/optim.hpp
 // volt/optim: multi-tensor (foreach) and fused optimizer steps.
+//
+// volt::optim::step(optimizer) runs LibTorch's Adam, AdamW and SGD with multi-tensor ops or fused kernels on
+// their own state and options (checkpoints stay LibTorch's), and any other optimizer with optimizer.step().
+// The precision policies, the GradScaler and so the Trainer and Fabric step through it; the process-wide
+// default (volt::optim::set_default_implementation) selects or opts out.
+
 // ---- end volt/optim.hpp
 // ---- begin volt/callbacks.hpp
 // volt/callbacks: values the Trainer calls at fixed points of training.
@@ -5569,9 +7738,1033 @@ class CSVLogger : public Logger {
 
 }  // namespace volt
 // ---- end volt/loggers/csv_logger.hpp
+// ---- begin volt/loggers/tensorboard_logger.hpp
+// volt::TensorBoardLogger: TensorBoard event files in Lightning's layout,
+// <save_dir>/<name>/version_<N>/events.out.tfevents.<time>.<host>.<pid>.<n> (and hparams.yaml beside it).
+//
+// The files are TFRecord streams (length, masked CRC32C of the length, payload, masked CRC32C of the payload)
+// of `tensorflow.Event` protocol buffers, encoded here by hand so that volt needs no protobuf library:
+// a file_version event first ("brain.Event:2"), then one event per log_metrics call with a `simple_value`
+// per metric (what torch.utils.tensorboard's add_scalar writes), and for log_hyperparams the hparams
+// plugin's session_start_info summary (what torch.utils.tensorboard.summary.hparams writes).
+
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if !defined(_WIN32)
+#include <unistd.h>
+#endif
+
+namespace volt {
+
+namespace detail::tensorboard {
+
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord uses.
+inline std::uint32_t crc32c(std::string_view bytes) {
+  static const std::array<std::uint32_t, 256> table = [] {
+    std::array<std::uint32_t, 256> result{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t crc = i;
+      for (int bit = 0; bit < 8; ++bit) crc = (crc & 1U) != 0 ? (crc >> 1) ^ 0x82F63B78U : crc >> 1;
+      result[i] = crc;
+    }
+    return result;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+/// TFRecord's masked CRC: rotate right by 15 bits and add a constant.
+inline std::uint32_t masked_crc32c(std::string_view bytes) {
+  const std::uint32_t crc = crc32c(bytes);
+  return ((crc >> 15) | (crc << 17)) + 0xA282EAD8U;
+}
+
+inline void append_little_endian(std::string& out, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFU));
+}
+
+/// One TFRecord: length (u64 LE), masked CRC of the length bytes, payload, masked CRC of the payload.
+inline std::string tfrecord(std::string_view payload) {
+  std::string length;
+  append_little_endian(length, payload.size(), 8);
+  std::string record = length;
+  append_little_endian(record, masked_crc32c(length), 4);
+  record.append(payload);
+  append_little_endian(record, masked_crc32c(payload), 4);
+  return record;
+}
+
+/// Protocol-buffer wire format writer (varint, 64-bit, length-delimited and 32-bit fields).
+class ProtoWriter {
+ public:
+  void varint_field(int field, std::uint64_t value) {
+    key(field, 0);
+    varint(value);
+  }
+  void double_field(int field, double value) {
+    key(field, 1);
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    append_little_endian(bytes_, bits, 8);
+  }
+  void float_field(int field, float value) {
+    key(field, 5);
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    append_little_endian(bytes_, bits, 4);
+  }
+  void bytes_field(int field, std::string_view value) {
+    key(field, 2);
+    varint(value.size());
+    bytes_.append(value);
+  }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  void key(int field, int wire_type) { varint((static_cast<std::uint64_t>(field) << 3) | static_cast<std::uint64_t>(wire_type)); }
+  void varint(std::uint64_t value) {
+    while (value >= 0x80U) {
+      bytes_.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
+      value >>= 7;
+    }
+    bytes_.push_back(static_cast<char>(value));
+  }
+  std::string bytes_;
+};
+
+// Field numbers of tensorflow/core/util/event.proto, tensorflow/core/framework/summary.proto,
+// tensorboard/plugins/hparams/plugin_data.proto and google/protobuf/struct.proto.
+inline constexpr int event_wall_time = 1, event_step = 2, event_file_version = 3, event_summary = 5;
+inline constexpr int summary_value = 1;
+inline constexpr int value_tag = 1, value_simple_value = 2, value_metadata = 9;
+inline constexpr int metadata_plugin_data = 1;
+inline constexpr int plugin_name = 1, plugin_content = 2;
+inline constexpr int hparams_version = 1, hparams_session_start_info = 3;
+inline constexpr int session_hparams = 1, session_group_name = 4, session_start_time_secs = 5;
+inline constexpr int map_key = 1, map_value = 2;
+inline constexpr int struct_number_value = 2, struct_string_value = 3, struct_bool_value = 4;
+
+/// An Event: wall time, step, then the already serialized fields of `body_fields`.
+inline std::string event(double wall_time, std::int64_t step, const ProtoWriter& body_fields) {
+  ProtoWriter event;
+  event.double_field(event_wall_time, wall_time);
+  event.varint_field(event_step, static_cast<std::uint64_t>(step));
+  return event.bytes() + body_fields.bytes();
+}
+
+inline std::string scalar_value(std::string_view tag, double value) {
+  ProtoWriter entry;
+  entry.bytes_field(value_tag, tag);
+  entry.float_field(value_simple_value, static_cast<float>(value));
+  return entry.bytes();
+}
+
+/// A google.protobuf.Value for a hyperparameter: a number when the whole text parses as a finite number,
+/// a bool for "true"/"false"/"True"/"False", else a string (what torch's hparams() does for Python values).
+inline std::string hparam_value(const std::string& text) {
+  ProtoWriter value;
+  if (text == "true" || text == "True" || text == "false" || text == "False") {
+    value.varint_field(struct_bool_value, text == "true" || text == "True" ? 1 : 0);
+    return value.bytes();
+  }
+  try {
+    std::size_t used = 0;
+    const double number = std::stod(text, &used);
+    if (used == text.size() && number == number && number - number == 0.0) {
+      value.double_field(struct_number_value, number);
+      return value.bytes();
+    }
+  } catch (const std::exception&) {
+    // not a number
+  }
+  value.bytes_field(struct_string_value, text);
+  return value.bytes();
+}
+
+/// The hparams plugin's Summary.Value "_hparams_/session_start_info" (metadata only, as torch writes it).
+inline std::string session_start_info_value(const std::map<std::string, std::string>& params, double start_time) {
+  ProtoWriter session;
+  for (const auto& [key, text] : params) {
+    ProtoWriter entry;
+    entry.bytes_field(map_key, key);
+    entry.bytes_field(map_value, hparam_value(text));
+    session.bytes_field(session_hparams, entry.bytes());
+  }
+  session.bytes_field(session_group_name, "");
+  session.double_field(session_start_time_secs, start_time);
+  ProtoWriter plugin_data;
+  plugin_data.varint_field(hparams_version, 0);
+  plugin_data.bytes_field(hparams_session_start_info, session.bytes());
+  ProtoWriter plugin;
+  plugin.bytes_field(plugin_name, "hparams");
+  plugin.bytes_field(plugin_content, plugin_data.bytes());
+  ProtoWriter metadata;
+  metadata.bytes_field(metadata_plugin_data, plugin.bytes());
+  ProtoWriter value;
+  value.bytes_field(value_tag, "_hparams_/session_start_info");
+  value.bytes_field(value_metadata, metadata.bytes());
+  return value.bytes();
+}
+
+inline double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+inline std::string host_name() {
+#if !defined(_WIN32)
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) == 0) return std::string(name.data());
+#endif
+  return "localhost";
+}
+
+inline long process_id() {
+#if !defined(_WIN32)
+  return static_cast<long>(::getpid());
+#else
+  return 0;
+#endif
+}
+
+/// tensorboard's per-process counter of event files (the last part of the file name).
+inline int next_file_uid() {
+  static int uid = 0;
+  return uid++;
+}
+
+}  // namespace detail::tensorboard
+
+struct TensorBoardLoggerOptions {
+  /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
+  std::filesystem::path save_dir{};
+  std::string name = "lightning_logs";
+  /// Fixed version number; nullopt: the next free version_N.
+  std::optional<int> version{};
+  /// Lightning's default_hp_metric: log_hyperparams also logs "hp_metric" = -1 at step 0, so that
+  /// TensorBoard's hparams tab has a metric column.
+  bool default_hp_metric = true;
+  /// Prepended to every metric name with "-" (Lightning's prefix).
+  std::string prefix{};
+};
+
+/// Writes logged metrics as TensorBoard scalars and the hyperparameters for TensorBoard's hparams tab.
+/// The event file is created on the first write (with tensorboard's name pattern) and flushed on save()
+/// and finalize(). Not thread-safe; the Trainer calls it on global rank zero only.
+/// Throws std::runtime_error naming the file when it cannot be created or written.
+class TensorBoardLogger : public Logger {
+ public:
+  explicit TensorBoardLogger(TensorBoardLoggerOptions options = {}) : options_(std::move(options)) {}
+
+  /// Sets the folder used when save_dir was left empty. Called before the first write.
+  void set_default_save_dir(const std::filesystem::path& dir) {
+    if (options_.save_dir.empty()) options_.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
+  }
+
+  std::filesystem::path log_dir() const override {
+    const auto root = (options_.save_dir.empty() ? std::filesystem::path(".") : options_.save_dir) / options_.name;
+    if (!version_) version_ = options_.version ? *options_.version : detail::next_version(root);
+    return root / ("version_" + std::to_string(*version_));
+  }
+
+  /// The event file (empty until the first write).
+  const std::filesystem::path& event_file() const { return event_file_; }
+
+  /// One event at `step` holding a simple_value per metric (float32, as TensorBoard stores scalars).
+  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
+    if (metrics.empty()) return;
+    detail::tensorboard::ProtoWriter summary;
+    for (const auto& [key, value] : metrics) {
+      const std::string tag = options_.prefix.empty() ? key : options_.prefix + "-" + key;
+      summary.bytes_field(detail::tensorboard::summary_value, detail::tensorboard::scalar_value(tag, value));
+    }
+    write_summary(step, summary);
+  }
+
+  /// Writes hparams.yaml, the hparams plugin's session_start_info summary and, with default_hp_metric,
+  /// "hp_metric" = -1 at step 0 (Lightning's TensorBoardLogger.log_hyperparams).
+  void log_hyperparams(const std::map<std::string, std::string>& params) override {
+    std::filesystem::create_directories(log_dir());
+    const auto yaml = log_dir() / "hparams.yaml";
+    {
+      std::ofstream out(yaml);
+      for (const auto& [key, value] : params) out << key << ": " << value << '\n';
+      if (params.empty()) out << "{}\n";
+      if (!out) throw std::runtime_error("volt: cannot write " + yaml.string());
+    }
+    if (options_.default_hp_metric) log_metrics({{"hp_metric", -1.0}}, 0);
+    detail::tensorboard::ProtoWriter summary;
+    summary.bytes_field(detail::tensorboard::summary_value,
+                        detail::tensorboard::session_start_info_value(params, detail::tensorboard::now_seconds()));
+    write_summary(0, summary);
+  }
+
+  /// Flushes the event file to the operating system.
+  void save() override {
+    if (!out_.is_open()) return;
+    out_.flush();
+    if (!out_) throw std::runtime_error("volt: cannot write the TensorBoard event file " + event_file_.string());
+  }
+
+  void finalize(const std::string& /*status*/) override {
+    save();
+    if (out_.is_open()) out_.close();
+  }
+
+ private:
+  void open() {
+    if (out_.is_open()) return;
+    const auto dir = log_dir();
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) throw std::runtime_error("volt: cannot create the TensorBoard log folder " + dir.string() + ": " + error.message());
+    const double now = detail::tensorboard::now_seconds();
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%010lld", static_cast<long long>(now));
+    event_file_ = dir / ("events.out.tfevents." + std::string(seconds) + "." + detail::tensorboard::host_name() + "." +
+                         std::to_string(detail::tensorboard::process_id()) + "." +
+                         std::to_string(detail::tensorboard::next_file_uid()));
+    out_.open(event_file_, std::ios::binary | std::ios::trunc);
+    if (!out_) throw std::runtime_error("volt: cannot create the TensorBoard event file " + event_file_.string());
+    detail::tensorboard::ProtoWriter version;
+    version.bytes_field(detail::tensorboard::event_file_version, "brain.Event:2");
+    write_record(detail::tensorboard::event(now, 0, version));
+  }
+
+  void write_summary(std::int64_t step, const detail::tensorboard::ProtoWriter& summary) {
+    open();
+    detail::tensorboard::ProtoWriter body;
+    body.bytes_field(detail::tensorboard::event_summary, summary.bytes());
+    write_record(detail::tensorboard::event(detail::tensorboard::now_seconds(), step, body));
+  }
+
+  void write_record(const std::string& payload) {
+    const std::string record = detail::tensorboard::tfrecord(payload);
+    out_.write(record.data(), static_cast<std::streamsize>(record.size()));
+    if (!out_) throw std::runtime_error("volt: cannot write the TensorBoard event file " + event_file_.string());
+  }
+
+  TensorBoardLoggerOptions options_;
+  mutable std::optional<int> version_;
+  std::filesystem::path event_file_;
+  std::ofstream out_;
+};
+
+}  // namespace volt
+// ---- end volt/loggers/tensorboard_logger.hpp
 // ---- end volt/loggers.hpp
 // ---- begin volt/serialization.hpp
 // volt/serialization: weights files exchanged with Python (torch.save / torch.load).
+
+// ---- begin volt/serialization/weights.hpp
+// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
+//
+//   volt::save_weights(model, "model.pt");          // Python: sd = torch.load("model.pt")  (weights_only too)
+//   volt::load_weights(model, "from_python.pt");    // Python: torch.save(model.state_dict(), "from_python.pt")
+//
+// The file is what torch.save writes: a zip archive (LibTorch's PyTorchStreamWriter) holding data.pkl, a
+// protocol-2 pickle of a collections.OrderedDict whose values are tensors rebuilt by
+// torch._utils._rebuild_tensor_v2, the storages as records data/<n>, and byteorder. Names use Python's
+// dotted style ("net.0.weight", "bn.running_mean"), parameters then buffers of each module in the order of
+// Python's Module.state_dict().
+
+// ---- begin volt/serialization/pickle.hpp
+// The subset of Python's pickle format that torch.save uses for a state_dict, written and read by hand:
+// an OrderedDict (or dict) from names to tensors rebuilt by torch._utils._rebuild_tensor_v2 from storages
+// kept as records data/<key> of the zip archive. Implementation detail of volt/serialization/weights.hpp.
+//
+// Written by hand rather than with LibTorch's torch::pickle_save/pickle_load because those tag typed dicts
+// with torch.jit._pickle.restore_type_tag (refused by torch.load(weights_only=True), the default since
+// torch 2.6), and LibTorch 1.13's reader returns None for the OrderedDict with `_metadata` that
+// torch.save(model.state_dict()) writes.
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace volt::detail::pickle {
+
+/// The storage class name torch.save writes for a dtype ("FloatStorage" for float32, ...).
+inline std::string storage_class(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return "FloatStorage";
+    case c10::ScalarType::Double: return "DoubleStorage";
+    case c10::ScalarType::Half: return "HalfStorage";
+    case c10::ScalarType::BFloat16: return "BFloat16Storage";
+    case c10::ScalarType::Long: return "LongStorage";
+    case c10::ScalarType::Int: return "IntStorage";
+    case c10::ScalarType::Short: return "ShortStorage";
+    case c10::ScalarType::Char: return "CharStorage";
+    case c10::ScalarType::Byte: return "ByteStorage";
+    case c10::ScalarType::Bool: return "BoolStorage";
+    case c10::ScalarType::ComplexFloat: return "ComplexFloatStorage";
+    case c10::ScalarType::ComplexDouble: return "ComplexDoubleStorage";
+    default: break;
+  }
+  throw std::invalid_argument(std::string("volt: tensors of dtype ") + c10::toString(dtype) +
+                              " cannot be saved in a weights file (supported: float32, float64, float16, bfloat16, "
+                              "int64, int32, int16, int8, uint8, bool, complex64, complex128)");
+}
+
+inline std::optional<c10::ScalarType> storage_dtype(std::string_view name) {
+  static const std::map<std::string_view, c10::ScalarType> dtypes = {
+      {"FloatStorage", c10::ScalarType::Float},      {"DoubleStorage", c10::ScalarType::Double},
+      {"HalfStorage", c10::ScalarType::Half},        {"BFloat16Storage", c10::ScalarType::BFloat16},
+      {"LongStorage", c10::ScalarType::Long},        {"IntStorage", c10::ScalarType::Int},
+      {"ShortStorage", c10::ScalarType::Short},      {"CharStorage", c10::ScalarType::Char},
+      {"ByteStorage", c10::ScalarType::Byte},        {"BoolStorage", c10::ScalarType::Bool},
+      {"ComplexFloatStorage", c10::ScalarType::ComplexFloat},
+      {"ComplexDoubleStorage", c10::ScalarType::ComplexDouble}};
+  const auto found = dtypes.find(name);
+  if (found == dtypes.end()) return std::nullopt;
+  return found->second;
+}
+
+// ---- writing ------------------------------------------------------------------------------------
+
+/// Writes protocol-2 pickle opcodes.
+class Writer {
+ public:
+  Writer() { bytes_ += "\x80\x02"; }  // PROTO 2
+  void mark() { bytes_ += '('; }
+  void global(std::string_view module, std::string_view name) {
+    bytes_ += 'c';
+    bytes_.append(module);
+    bytes_ += '\n';
+    bytes_.append(name);
+    bytes_ += '\n';
+  }
+  void string(std::string_view text) {
+    bytes_ += 'X';
+    append_u32(static_cast<std::uint32_t>(text.size()));
+    bytes_.append(text);
+  }
+  void integer(std::int64_t value) {
+    if (value >= INT32_MIN && value <= INT32_MAX) {
+      bytes_ += 'J';  // BININT
+      append_u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(value)));
+    } else {
+      bytes_ += "\x8a\x08";  // LONG1, 8 bytes two's complement
+      for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFFU);
+    }
+  }
+  void int_tuple(c10::IntArrayRef values) {
+    mark();
+    for (const auto value : values) integer(value);
+    tuple();
+  }
+  void tuple() { bytes_ += 't'; }
+  void empty_tuple() { bytes_ += ')'; }
+  void false_() { bytes_ += '\x89'; }
+  void reduce() { bytes_ += 'R'; }
+  void persistent_id() { bytes_ += 'Q'; }
+  void setitems() { bytes_ += 'u'; }
+  void stop() { bytes_ += '.'; }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  void append_u32(std::uint32_t value) {
+    for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((value >> (8 * i)) & 0xFFU);
+  }
+  std::string bytes_;
+};
+
+/// The pickle of an OrderedDict name -> tensor as torch.save writes it; tensor i refers to storage record
+/// data/<i> (its contiguous CPU bytes, which the caller writes). `tensors` must be contiguous CPU tensors.
+inline std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  Writer out;
+  out.global("collections", "OrderedDict");
+  out.empty_tuple();
+  out.reduce();
+  out.mark();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, tensor] = tensors[i];
+    out.string(name);
+    out.global("torch._utils", "_rebuild_tensor_v2");
+    out.mark();
+    {
+      out.mark();
+      out.string("storage");
+      out.global("torch", storage_class(tensor.scalar_type()));
+      out.string(std::to_string(i));
+      out.string("cpu");
+      out.integer(tensor.numel());
+      out.tuple();
+      out.persistent_id();
+    }
+    out.integer(0);  // storage offset
+    out.int_tuple(tensor.sizes());
+    out.int_tuple(tensor.strides());
+    out.false_();  // requires_grad
+    out.global("collections", "OrderedDict");  // backward hooks
+    out.empty_tuple();
+    out.reduce();
+    out.tuple();
+    out.reduce();
+  }
+  out.setitems();
+  out.stop();
+  return out.bytes();
+}
+
+// ---- reading ------------------------------------------------------------------------------------
+
+struct Value;
+using ValuePtr = std::shared_ptr<Value>;
+
+struct Global {
+  std::string module;
+  std::string name;
+};
+struct Mark {};
+struct None {};
+struct Tuple {
+  std::vector<ValuePtr> items;
+};
+struct List {
+  std::vector<ValuePtr> items;
+};
+struct Dict {
+  std::vector<std::pair<ValuePtr, ValuePtr>> items;
+};
+/// A storage reached through a persistent id: dtype, record key and element count.
+struct Storage {
+  c10::ScalarType dtype;
+  std::string key;
+  std::int64_t numel;
+};
+
+struct Value {
+  std::variant<None, Mark, bool, std::int64_t, double, std::string, Global, Tuple, List, Dict, Storage, torch::Tensor>
+      data;
+};
+
+/// Reads the pickle of a state_dict. `load_storage(key, dtype, numel)` returns the flat CPU tensor of a
+/// storage record (called once per key). Throws std::runtime_error for anything outside the subset
+/// torch.save writes for dicts of tensors (the message names the opcode or the Python callable).
+class Reader {
+ public:
+  using StorageLoader = std::function<torch::Tensor(const std::string&, c10::ScalarType, std::int64_t)>;
+
+  Reader(std::string_view bytes, StorageLoader load_storage) : bytes_(bytes), load_storage_(std::move(load_storage)) {}
+
+  ValuePtr read() {
+    while (true) {
+      const auto opcode = static_cast<unsigned char>(take(1)[0]);
+      switch (opcode) {
+        case 0x80: take(1); break;             // PROTO
+        case 0x95: take(8); break;             // FRAME
+        case '(': marks_.push_back(stack_.size()); break;
+        case '.': {                            // STOP
+          if (stack_.empty()) fail("STOP with an empty stack");
+          return stack_.back();
+        }
+        case 'N': push(None{}); break;
+        case 0x88: push(true); break;
+        case 0x89: push(false); break;
+        case 'J': push(static_cast<std::int64_t>(static_cast<std::int32_t>(little_endian(take(4))))); break;
+        case 'K': push(static_cast<std::int64_t>(little_endian(take(1)))); break;
+        case 'M': push(static_cast<std::int64_t>(little_endian(take(2)))); break;
+        case 0x8a: {                           // LONG1
+          const auto size = little_endian(take(1));
+          if (size > 8) fail("integer wider than 64 bits");
+          std::uint64_t raw = size == 0 ? 0 : little_endian(take(size));
+          if (size > 0 && size < 8 && (raw >> (8 * size - 1)) != 0) raw |= ~std::uint64_t{0} << (8 * size);
+          push(static_cast<std::int64_t>(raw));
+          break;
+        }
+        case 'G': {                            // BINFLOAT, big endian
+          const auto raw = take(8);
+          std::uint64_t bits = 0;
+          for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
+          double value = 0;
+          std::memcpy(&value, &bits, sizeof value);
+          push(value);
+          break;
+        }
+        case 'X': push(std::string(take(little_endian(take(4))))); break;
+        case 0x8c: push(std::string(take(little_endian(take(1))))); break;
+        case 0x8d: push(std::string(take(little_endian(take(8))))); break;
+        case 'c': {
+          Global global;
+          global.module = line();
+          global.name = line();
+          push(std::move(global));
+          break;
+        }
+        case 0x93: {                           // STACK_GLOBAL
+          auto name = pop_as<std::string>("STACK_GLOBAL");
+          auto module = pop_as<std::string>("STACK_GLOBAL");
+          push(Global{std::move(module), std::move(name)});
+          break;
+        }
+        case 'q': memo_[little_endian(take(1))] = top(); break;
+        case 'r': memo_[little_endian(take(4))] = top(); break;
+        case 0x94: memo_[memo_.size()] = top(); break;
+        case 'h': stack_.push_back(memo_at(little_endian(take(1)))); break;
+        case 'j': stack_.push_back(memo_at(little_endian(take(4)))); break;
+        case ')': push(Tuple{}); break;
+        case ']': push(List{}); break;
+        case '}': push(Dict{}); break;
+        case 't': push(Tuple{pop_mark()}); break;
+        case 'l': push(List{pop_mark()}); break;
+        case 0x85: case 0x86: case 0x87: {     // TUPLE1..3
+          const std::size_t count = opcode - 0x84U;
+          if (stack_.size() < count) fail("TUPLE with too few items");
+          Tuple tuple{std::vector<ValuePtr>(stack_.end() - static_cast<std::ptrdiff_t>(count), stack_.end())};
+          stack_.resize(stack_.size() - count);
+          push(std::move(tuple));
+          break;
+        }
+        case 'a': {
+          auto item = pop();
+          as<List>(top(), "APPEND").items.push_back(std::move(item));
+          break;
+        }
+        case 'e': {
+          auto items = pop_mark();
+          auto& list = as<List>(top(), "APPENDS").items;
+          list.insert(list.end(), items.begin(), items.end());
+          break;
+        }
+        case 's': {
+          auto value = pop();
+          auto key = pop();
+          as<Dict>(top(), "SETITEM").items.emplace_back(std::move(key), std::move(value));
+          break;
+        }
+        case 'u': case 'd': {
+          auto items = pop_mark();
+          if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
+          if (opcode == 'd') push(Dict{});
+          auto& dict = as<Dict>(top(), "SETITEMS").items;
+          for (std::size_t i = 0; i < items.size(); i += 2) dict.emplace_back(items[i], items[i + 1]);
+          break;
+        }
+        case 'b': {                            // BUILD: state of an OrderedDict (`_metadata`) is not needed
+          pop();
+          if (!std::holds_alternative<Dict>(top()->data)) fail("BUILD on an object other than a dict");
+          break;
+        }
+        case 'Q': push(persistent_load(pop())); break;
+        case 'R': {
+          auto arguments = pop();
+          auto callable = pop();
+          push(call(as<Global>(callable, "REDUCE"), as<Tuple>(arguments, "REDUCE").items));
+          break;
+        }
+        default: {
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "0x%02x", opcode);
+          fail(std::string("unsupported pickle opcode ") + hex);
+        }
+      }
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error("the pickle (data.pkl) is not a state_dict volt can read: " + what + " at byte " +
+                             std::to_string(position_));
+  }
+
+  std::string_view take(std::size_t count) {
+    if (position_ + count > bytes_.size()) fail("truncated data");
+    const auto result = bytes_.substr(position_, count);
+    position_ += count;
+    return result;
+  }
+  std::string line() {
+    const auto end = bytes_.find('\n', position_);
+    if (end == std::string_view::npos) fail("unterminated GLOBAL");
+    std::string result(bytes_.substr(position_, end - position_));
+    position_ = end + 1;
+    return result;
+  }
+  static std::uint64_t little_endian(std::string_view raw) {
+    std::uint64_t value = 0;
+    for (std::size_t i = 0; i < raw.size(); ++i) value |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
+    return value;
+  }
+
+  void push(ValuePtr value) { stack_.push_back(std::move(value)); }
+  template <class T>
+  void push(T value) {
+    stack_.push_back(std::make_shared<Value>(Value{std::move(value)}));
+  }
+  ValuePtr pop() {
+    if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) fail("stack underflow");
+    auto value = std::move(stack_.back());
+    stack_.pop_back();
+    return value;
+  }
+  const ValuePtr& top() {
+    if (stack_.empty()) fail("stack underflow");
+    return stack_.back();
+  }
+  std::vector<ValuePtr> pop_mark() {
+    if (marks_.empty()) fail("no MARK");
+    const std::size_t start = marks_.back();
+    marks_.pop_back();
+    std::vector<ValuePtr> items(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
+    stack_.resize(start);
+    return items;
+  }
+  ValuePtr memo_at(std::uint64_t index) {
+    const auto found = memo_.find(index);
+    if (found == memo_.end()) fail("unknown memo entry " + std::to_string(index));
+    return found->second;
+  }
+  template <class T>
+  T& as(const ValuePtr& value, const char* where) {
+    if (auto* result = std::get_if<T>(&value->data)) return *result;
+    fail(std::string("unexpected value type in ") + where);
+  }
+  template <class T>
+  T pop_as(const char* where) {
+    auto value = pop();
+    return as<T>(value, where);
+  }
+
+  ValuePtr persistent_load(const ValuePtr& id) {
+    const auto& items = as<Tuple>(id, "a persistent id").items;
+    if (items.size() != 5 || as<std::string>(items[0], "a persistent id") != "storage") {
+      fail("a persistent id other than ('storage', type, key, location, numel)");
+    }
+    const auto& type = as<Global>(items[1], "a persistent id");
+    const auto dtype = storage_dtype(type.name);
+    if (type.module != "torch" || !dtype) fail("unsupported storage type " + type.module + "." + type.name);
+    Storage storage{*dtype, as<std::string>(items[2], "a persistent id"), as<std::int64_t>(items[4], "a persistent id")};
+    return std::make_shared<Value>(Value{storage});
+  }
+
+  torch::Tensor storage_tensor(const Storage& storage) {
+    auto found = storages_.find(storage.key);
+    if (found == storages_.end()) {
+      found = storages_.emplace(storage.key, load_storage_(storage.key, storage.dtype, storage.numel)).first;
+    }
+    return found->second;
+  }
+
+  static std::vector<std::int64_t> int_list(Reader& reader, const ValuePtr& value) {
+    std::vector<std::int64_t> result;
+    for (const auto& item : reader.as<Tuple>(value, "a tensor's size or stride").items) {
+      result.push_back(reader.as<std::int64_t>(item, "a tensor's size or stride"));
+    }
+    return result;
+  }
+
+  ValuePtr call(const Global& callable, const std::vector<ValuePtr>& arguments) {
+    const std::string name = callable.module + "." + callable.name;
+    if (name == "collections.OrderedDict" && arguments.empty()) return std::make_shared<Value>(Value{Dict{}});
+    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
+      if (arguments.size() < 4) fail(name + " with fewer than 4 arguments");
+      const auto& storage = as<Storage>(arguments[0], name.c_str());
+      const auto offset = as<std::int64_t>(arguments[1], name.c_str());
+      const auto sizes = int_list(*this, arguments[2]);
+      const auto strides = int_list(*this, arguments[3]);
+      auto flat = storage_tensor(storage);
+      if (sizes.size() != strides.size()) fail(name + ": size and stride of different lengths");
+      if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
+        std::int64_t last = offset;
+        for (std::size_t i = 0; i < sizes.size(); ++i) last += (sizes[i] - 1) * strides[i];
+        if (offset < 0 || last >= flat.numel()) fail(name + ": the tensor reaches past its storage");
+      }
+      return std::make_shared<Value>(Value{flat.as_strided(sizes, strides, offset)});
+    }
+    if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
+      if (arguments.empty()) fail(name + " without arguments");
+      return std::make_shared<Value>(Value{as<torch::Tensor>(arguments[0], name.c_str())});
+    }
+    fail("unsupported callable " + name + " (volt reads dicts of tensors only)");
+  }
+
+  std::string_view bytes_;
+  StorageLoader load_storage_;
+  std::size_t position_ = 0;
+  std::vector<ValuePtr> stack_;
+  std::vector<std::size_t> marks_;
+  std::map<std::uint64_t, ValuePtr> memo_;
+  std::map<std::string, torch::Tensor> storages_;
+};
+
+}  // namespace volt::detail::pickle
+// ---- end volt/serialization/pickle.hpp
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+
+namespace volt {
+
+/// A state_dict: names in Python's dotted style, in insertion order.
+using StateDict = torch::OrderedDict<std::string, torch::Tensor>;
+
+/// What load_weights(module, path, {.strict = false}) could not match (PyTorch's _IncompatibleKeys).
+struct LoadWeightsResult {
+  std::vector<std::string> missing_keys;     // in the module, not in the file
+  std::vector<std::string> unexpected_keys;  // in the file, not in the module
+};
+
+struct LoadWeightsOptions {
+  /// Every key of the module must be in the file and every key of the file in the module (PyTorch's
+  /// load_state_dict(strict=True)). Shapes must match either way.
+  bool strict = true;
+};
+
+namespace detail {
+
+template <class T>
+concept weights_module_pointer = requires(const T& pointer) {
+  { *pointer } -> std::convertible_to<const torch::nn::Module&>;
+};
+
+inline const torch::nn::Module& weights_module(const torch::nn::Module& module) { return module; }
+/// A std::shared_ptr to a module or a ModuleHolder (torch::nn::Linear, a TORCH_MODULE type).
+template <weights_module_pointer Pointer>
+const torch::nn::Module& weights_module(const Pointer& pointer) {
+  if constexpr (requires { pointer.is_empty(); }) {
+    if (pointer.is_empty()) throw std::invalid_argument("volt: save_weights/load_weights got an empty module holder");
+  } else {
+    if (!pointer) throw std::invalid_argument("volt: save_weights/load_weights got an empty module pointer");
+  }
+  return *pointer;
+}
+
+/// Python's Module.state_dict() order: each module (pre-order), its parameters then its buffers.
+inline void collect_state(const torch::nn::Module& module, const std::string& prefix, StateDict& out) {
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
+  for (const auto& child : module.named_children()) collect_state(*child.value(), prefix + child.key() + ".", out);
+}
+
+inline std::string python_shape(c10::IntArrayRef sizes) {
+  std::string text = "torch.Size([";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "])";
+}
+
+inline std::string quoted_list(const std::vector<std::string>& keys) {
+  std::string text;
+  for (std::size_t i = 0; i < keys.size(); ++i) text += (i ? ", \"" : "\"") + keys[i] + "\"";
+  return text;
+}
+
+}  // namespace detail
+
+/// The state_dict of `module` (a torch::nn::Module, a std::shared_ptr to one, or a ModuleHolder such as
+/// torch::nn::Linear): its parameters and buffers under Python's dotted names, sharing storage with the
+/// module (no copy). Throws std::invalid_argument for an empty pointer.
+template <class Module>
+StateDict state_dict(const Module& module) {
+  StateDict result;
+  detail::collect_state(detail::weights_module(module), "", result);
+  return result;
+}
+
+/// Writes `weights` to `path` as torch.save(OrderedDict) does, readable by Python's torch.load(path) (with
+/// weights_only=True as well) and by load_weights. Tensors are saved detached, contiguous and on the CPU
+/// (Python loads them on the CPU). Atomic: the file is written next to `path` and renamed over it, so an
+/// existing file is never left torn. Throws std::runtime_error naming `path` when the file cannot be
+/// written, std::invalid_argument for a dtype torch.save has no storage class for.
+inline void save_weights(const StateDict& weights, const std::filesystem::path& path) {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  tensors.reserve(weights.size());
+  for (const auto& item : weights) {
+    if (!item.value().defined()) {
+      throw std::invalid_argument("volt: save_weights: the tensor \"" + item.key() + "\" is undefined");
+    }
+    tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU).contiguous());
+  }
+  const std::string pickle = detail::pickle::state_dict_pickle(tensors);
+
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  std::random_device entropy;
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
+  try {
+    {
+      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+      if (!out) throw std::runtime_error("cannot create " + temporary.string());
+      caffe2::serialize::PyTorchStreamWriter writer([&out](const void* data, std::size_t size) -> std::size_t {
+        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+        return out ? size : 0;
+      });
+      writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+      writer.writeRecord("byteorder", "little", 6);
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const auto& tensor = tensors[i].second;
+        writer.writeRecord("data/" + std::to_string(i), tensor.data_ptr(), tensor.numel() * tensor.element_size());
+      }
+      writer.writeEndOfFile();
+      out.flush();
+      if (!out) throw std::runtime_error("write error");
+    }
+#if !defined(_WIN32)
+    if (const int fd = ::open(temporary.c_str(), O_RDONLY); fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+    }
+#endif
+    std::filesystem::rename(temporary, path);
+  } catch (const std::exception& cause) {
+    std::filesystem::remove(temporary, error);
+    throw std::runtime_error("volt: could not write the weights file " + path.string() + ": " + cause.what());
+  }
+}
+
+/// Writes the state_dict of `module` (see state_dict()) to `path`; see save_weights(StateDict, path).
+template <class Module>
+  requires(!std::is_same_v<Module, StateDict>)
+void save_weights(const Module& module, const std::filesystem::path& path) {
+  save_weights(state_dict(module), path);
+}
+
+/// Reads a weights file written by torch.save(state_dict) in Python (a dict or OrderedDict of tensors,
+/// zip format, the default since torch 1.6) or by save_weights, with every tensor on `map_location`.
+/// Throws std::runtime_error naming `path` when the file is missing, not a zip archive of torch.save, or
+/// holds something other than a dict of tensors (e.g. a whole pickled model).
+inline StateDict load_weights(const std::filesystem::path& path, torch::Device map_location = torch::kCPU) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw std::runtime_error("volt: weights file " + path.string() + " does not exist or is not a file");
+  }
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path.string());
+    if (!reader.hasRecord("data.pkl")) throw std::runtime_error("no data.pkl record");
+    const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
+    const std::string_view pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
+    auto load_storage = [&reader, &path](const std::string& key, c10::ScalarType dtype, std::int64_t numel) {
+      const std::string record = "data/" + key;
+      if (!reader.hasRecord(record)) throw std::runtime_error("missing storage record " + record);
+      auto [data, size] = reader.getRecord(record);
+      auto storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+      const auto expected = static_cast<std::size_t>(numel) * storage.element_size();
+      if (size < expected) {
+        throw std::runtime_error("storage record " + record + " of " + path.filename().string() + " holds " +
+                                 std::to_string(size) + " bytes, expected " + std::to_string(expected));
+      }
+      if (expected > 0) std::memcpy(storage.data_ptr(), data.get(), expected);
+      return storage;
+    };
+    detail::pickle::Reader unpickler(pickle, load_storage);
+    const auto root = unpickler.read();
+    const auto* dict = std::get_if<detail::pickle::Dict>(&root->data);
+    if (dict == nullptr) throw std::runtime_error("the file holds something other than a dict of tensors");
+    StateDict result;
+    for (const auto& [key, value] : dict->items) {
+      const auto* name = std::get_if<std::string>(&key->data);
+      const auto* tensor = std::get_if<torch::Tensor>(&value->data);
+      if (name == nullptr || tensor == nullptr) {
+        throw std::runtime_error("the dict holds an entry that is not a string -> tensor pair" +
+                                 (name ? " (key \"" + *name + "\")" : std::string()));
+      }
+      // Views of one storage become separate tensors, as after load_state_dict copies them.
+      result.insert(*name, tensor->to(map_location).clone(at::MemoryFormat::Contiguous));
+    }
+    return result;
+  } catch (const std::exception& cause) {
+    throw std::runtime_error("volt: could not read the weights file " + path.string() +
+                             " (a torch.save'd state_dict): " + cause.what());
+  }
+}
+
+/// Copies `weights` into `module`'s parameters and buffers (on their devices and dtypes), as PyTorch's
+/// load_state_dict. Throws std::runtime_error listing every missing key (strict), unexpected key (strict)
+/// and shape mismatch, in PyTorch's words ("Error(s) in loading state_dict: Missing key(s) in
+/// state_dict: \"fc.bias\". size mismatch for fc.weight: copying a param with shape torch.Size([2, 3])
+/// from checkpoint, the shape in current model is torch.Size([3, 3])."); the module is not modified then.
+template <class Module>
+LoadWeightsResult load_state_dict(const Module& module, const StateDict& weights, LoadWeightsOptions options = {}) {
+  auto own = state_dict(module);
+  LoadWeightsResult result;
+  std::vector<std::string> mismatches;
+  for (const auto& item : own) {
+    const auto* loaded = weights.find(item.key());
+    if (loaded == nullptr) {
+      result.missing_keys.push_back(item.key());
+    } else if (loaded->sizes() != item.value().sizes()) {
+      mismatches.push_back("size mismatch for " + item.key() + ": copying a param with shape " +
+                           detail::python_shape(loaded->sizes()) + " from checkpoint, the shape in current model is " +
+                           detail::python_shape(item.value().sizes()) + ".");
+    }
+  }
+  for (const auto& item : weights) {
+    if (own.find(item.key()) == nullptr) result.unexpected_keys.push_back(item.key());
+  }
+  std::string errors;
+  if (options.strict && !result.unexpected_keys.empty()) {
+    errors += "\n\tUnexpected key(s) in state_dict: " + detail::quoted_list(result.unexpected_keys) + ". ";
+  }
+  if (options.strict && !result.missing_keys.empty()) {
+    errors += "\n\tMissing key(s) in state_dict: " + detail::quoted_list(result.missing_keys) + ". ";
+  }
+  for (const auto& mismatch : mismatches) errors += "\n\t" + mismatch;
+  if (!errors.empty()) throw std::runtime_error("Error(s) in loading state_dict:" + errors);
+  torch::NoGradGuard no_grad;
+  for (auto& item : own) {
+    if (const auto* loaded = weights.find(item.key())) item.value().copy_(*loaded);
+  }
+  return result;
+}
+
+/// Reads `path` (see load_weights(path)) and copies it into `module` (see load_state_dict). The file's
+/// tensors are read on the CPU and copied to each parameter's device. Errors also name the file.
+template <class Module>
+  requires(!std::is_convertible_v<Module, std::filesystem::path>)
+LoadWeightsResult load_weights(const Module& module, const std::filesystem::path& path, LoadWeightsOptions options = {}) {
+  const auto weights = load_weights(path);
+  try {
+    return load_state_dict(module, weights, options);
+  } catch (const std::runtime_error& cause) {
+    throw std::runtime_error(std::string(cause.what()) + " (weights file " + path.string() + ")");
+  }
+}
+
+}  // namespace volt
+// ---- end volt/serialization/weights.hpp
 // ---- end volt/serialization.hpp
 // ---- begin volt/trainer.hpp
 // volt/trainer: the Trainer and what a model's steps see.
@@ -5582,6 +8775,7 @@ class CSVLogger : public Logger {
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -5628,6 +8822,10 @@ class BatchAmount {
 /// Gradient clipping algorithm (Lightning's gradient_clip_algorithm).
 enum class GradClipAlgorithm { norm, value };
 
+/// What fit() does when writing a checkpoint fails (disk full, permission denied): `raise` stops the run
+/// with volt::CheckpointError (the previous checkpoint file is kept); `warn` logs the error and trains on.
+enum class CheckpointFailure { raise, warn };
+
 /// Options of volt::Trainer, for designated initializers: `volt::Trainer<> trainer({.max_epochs = 5});`
 /// Defaults and meanings are Lightning's (spec section 7); volt::Trainer validates them at construction and
 /// throws MisconfigurationError (Lightning's messages) for invalid values.
@@ -5672,6 +8870,16 @@ struct TrainerOptions {
   bool logger = true;
   /// Evaluate under torch::InferenceMode (true) or torch::NoGradGuard (false).
   bool inference_mode = true;
+  /// Stop fit() with std::runtime_error naming the step and batch when a training loss is NaN or infinite.
+  /// (Under FP16Autocast an overflowing *gradient* is not an error: the grad scaler skips the step and
+  /// fit() logs it.)
+  bool error_on_nonfinite_loss = false;
+  /// What a failed checkpoint write does during fit() (see CheckpointFailure).
+  CheckpointFailure on_checkpoint_failure = CheckpointFailure::raise;
+  /// SIGINT and SIGTERM during fit() finish the current batch, save `interrupted.ckpt` (when checkpointing
+  /// is on), run teardown and return from fit() with trainer.interrupted() true. false: signals keep their
+  /// previous handlers.
+  bool handle_signals = true;
 };
 
 namespace detail {
@@ -5731,6 +8939,33 @@ inline void validate(const TrainerOptions& options) {
   }
   if (options.fast_dev_run < 0) {
     fail("fast_dev_run=" + std::to_string(options.fast_dev_run) + " is not a valid configuration. It should be >= 0.");
+  }
+  if (options.min_epochs && *options.min_epochs < 0) {
+    fail("`min_epochs` must be a non-negative integer. You passed in " + std::to_string(*options.min_epochs) + ".");
+  }
+  if (options.min_steps && *options.min_steps < 0) {
+    fail("`min_steps` must be a non-negative integer. You passed in " + std::to_string(*options.min_steps) + ".");
+  }
+  if (options.min_steps && options.max_steps >= 0 && *options.min_steps > options.max_steps) {
+    fail("`min_steps` (" + std::to_string(*options.min_steps) + ") must not exceed `max_steps` (" +
+         std::to_string(options.max_steps) + ").");
+  }
+  if (options.gradient_clip_algorithm != GradClipAlgorithm::norm &&
+      options.gradient_clip_algorithm != GradClipAlgorithm::value) {
+    fail("`gradient_clip_algorithm` " + std::to_string(static_cast<int>(options.gradient_clip_algorithm)) +
+         " is invalid. Allowed algorithms: ['value', 'norm'].");
+  }
+  if (options.on_checkpoint_failure != CheckpointFailure::raise &&
+      options.on_checkpoint_failure != CheckpointFailure::warn) {
+    fail("`on_checkpoint_failure` " + std::to_string(static_cast<int>(options.on_checkpoint_failure)) +
+         " is invalid. Allowed: volt::CheckpointFailure::raise, volt::CheckpointFailure::warn.");
+  }
+  if (!options.default_root_dir.empty()) {
+    std::error_code error;
+    const std::filesystem::path root(options.default_root_dir);
+    if (std::filesystem::exists(root, error) && !std::filesystem::is_directory(root, error)) {
+      fail("`default_root_dir` must be a directory, but " + options.default_root_dir + " is an existing file.");
+    }
   }
   if (options.min_epochs && options.max_epochs && *options.max_epochs >= 0 && *options.min_epochs > *options.max_epochs) {
     fail("`min_epochs` (" + std::to_string(*options.min_epochs) + ") must not exceed `max_epochs` (" +
@@ -5904,18 +9139,34 @@ constexpr void check_trainable() {
 }  // namespace volt
 // ---- end volt/trainer/module.hpp
 // ---- begin volt/trainer/checkpoint_io.hpp
-// Writing checkpoint files so that a crash never leaves a torn file: the archive is written to a temporary
-// file in the same folder, flushed to disk, then renamed over the target, and the folder is flushed.
+// Checkpoint files that survive crashes and report bad input clearly.
+//
+// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
+// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
+// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
+// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
+// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
+// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
+// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
+// the keys and shapes.
+// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
 
 #include <torch/torch.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #if !defined(_WIN32)
 #include <fcntl.h>
@@ -5924,7 +9175,7 @@ constexpr void check_trainable() {
 
 namespace volt {
 
-/// A checkpoint file could not be written or read. Says which file and why.
+/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
 class CheckpointError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -5932,21 +9183,77 @@ class CheckpointError : public std::runtime_error {
 
 namespace detail {
 
-inline void fsync_path([[maybe_unused]] const std::filesystem::path& path, [[maybe_unused]] bool directory) {
-#if !defined(_WIN32)
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return;
-  const int result = ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  if (result != 0 && !directory) {
-    throw CheckpointError("volt: could not flush " + path.string() + " to disk: " + std::strerror(error));
-  }
-#endif
+/// Test probe: a checkpoint write fails with `checkpoint_write_fault_errno` once this many bytes of the
+/// temporary file were written; -1 (the default) means never. Set through testing::ScopedCheckpointWriteFault.
+inline std::atomic<std::int64_t> checkpoint_write_fault_after_bytes{-1};
+inline std::atomic<int> checkpoint_write_fault_errno{0};
+
+inline std::string system_error_text(int error) { return std::generic_category().message(error); }
+
+inline std::string shape_text(c10::IntArrayRef sizes) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
 }
 
-/// Saves `archive` to `path` atomically; on failure the previous file at `path` is untouched and the
-/// temporary file is removed.
+#if !defined(_WIN32)
+/// Writes `bytes` to a new file at `path` and fsyncs it. Throws CheckpointError (naming `shown` and the
+/// system error) on any failure; the caller removes the partial file.
+inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw CheckpointError("volt: could not write the checkpoint " + shown + ": cannot create " + path.string() +
+                          ": " + system_error_text(errno));
+  }
+  const auto fail = [&](int error, const std::string& what) {
+    ::close(fd);
+    throw CheckpointError("volt: could not write the checkpoint " + shown + ": " + what + ": " +
+                          system_error_text(error) + " (the previous checkpoint, if any, is kept)");
+  };
+  const std::int64_t fault_after = checkpoint_write_fault_after_bytes.load();
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    std::size_t chunk = std::min<std::size_t>(bytes.size() - written, std::size_t{1} << 20);
+    if (fault_after >= 0) {
+      if (static_cast<std::int64_t>(written) >= fault_after) {
+        fail(checkpoint_write_fault_errno.load(), "write failed after " + std::to_string(written) + " of " +
+                                                      std::to_string(bytes.size()) + " bytes");
+      }
+      chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault_after - static_cast<std::int64_t>(written)));
+    }
+    const ::ssize_t result = ::write(fd, bytes.data() + written, chunk);
+    if (result < 0) {
+      if (errno == EINTR) continue;
+      fail(errno, "write failed after " + std::to_string(written) + " of " + std::to_string(bytes.size()) + " bytes");
+    }
+    written += static_cast<std::size_t>(result);
+  }
+  if (::fsync(fd) != 0) fail(errno, "could not flush it to disk");
+  if (::close(fd) != 0) {
+    throw CheckpointError("volt: could not write the checkpoint " + shown + ": closing " + path.string() +
+                          " failed: " + system_error_text(errno));
+  }
+}
+
+inline void fsync_folder(const std::filesystem::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);  // some file systems refuse fsync on folders; the rename itself is already done
+  ::close(fd);
+}
+#else
+inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) throw CheckpointError("volt: could not write the checkpoint " + shown + ": writing " + path.string() + " failed");
+}
+inline void fsync_folder(const std::filesystem::path&) {}
+#endif
+
+/// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
+/// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
+/// and the system error (e.g. "No space left on device").
 inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
   const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code error;
@@ -5954,35 +9261,237 @@ inline void save_archive_atomically(torch::serialize::OutputArchive& archive, co
   if (error) {
     throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
   }
+  std::ostringstream buffer(std::ios::binary);
+  try {
+    archive.save_to(buffer);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
+  }
+  const std::string bytes = std::move(buffer).str();
   std::random_device entropy;
   const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
   try {
-    archive.save_to(temporary.string());
-    fsync_path(temporary, false);
+    write_file_synced(temporary, bytes, path.string());
     std::filesystem::rename(temporary, path);
+  } catch (const CheckpointError&) {
+    std::filesystem::remove(temporary, error);
+    throw;
   } catch (const std::exception& cause) {
     std::filesystem::remove(temporary, error);
-    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what());
+    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what() +
+                          " (the previous checkpoint, if any, is kept)");
   }
-  fsync_path(folder, true);
+  fsync_folder(folder);
 }
 
-/// Loads an archive, mapping every tensor to `device`. Names the file in any error.
+inline std::uint32_t crc32(const char* data, std::size_t size) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> entries{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+      entries[n] = c;
+    }
+    return entries;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ static_cast<unsigned char>(data[i])) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
+/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
+/// in the TorchScript code of an archive crashes LibTorch 1.13). Archives in zip64 form or with compressed
+/// entries are left to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
+inline void check_zip_integrity(const std::string& bytes, const std::string& shown) {
+  const auto u16 = [&](std::size_t at) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
+           static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
+  };
+  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
+  const auto damaged = [&](const std::string& what) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
+                          std::to_string(bytes.size()) + " bytes): " + what);
+  };
+  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
+  std::size_t end_record = std::string::npos;
+  for (std::size_t back = 22; back <= bytes.size() && back <= 22 + 65535; ++back) {
+    const std::size_t at = bytes.size() - back;
+    if (u32(at) == 0x06054b50U) {
+      end_record = at;
+      break;
+    }
+  }
+  if (end_record == std::string::npos) damaged("no zip end-of-archive record (the end of the file is missing)");
+  const std::uint32_t entries = u16(end_record + 10);
+  const std::uint32_t directory_size = u32(end_record + 12);
+  const std::uint32_t directory_offset = u32(end_record + 16);
+  if (entries == 0xFFFFU || directory_offset == 0xFFFFFFFFU) return;  // zip64: left to LibTorch
+  if (static_cast<std::uint64_t>(directory_offset) + directory_size > end_record) {
+    damaged("the zip directory lies outside the file");
+  }
+  std::size_t at = directory_offset;
+  for (std::uint32_t entry = 0; entry < entries; ++entry) {
+    if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
+    const std::uint32_t method = u16(at + 10);
+    const std::uint32_t crc = u32(at + 16);
+    const std::uint32_t stored_size = u32(at + 20);
+    const std::uint32_t name_size = u16(at + 28);
+    const std::uint32_t header_extra = u16(at + 30) + u16(at + 32);
+    const std::uint32_t local = u32(at + 42);
+    if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
+    const std::string name = bytes.substr(at + 46, name_size);
+    at += 46 + name_size + header_extra;
+    if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
+    if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
+      damaged("the entry '" + name + "' has no valid local header");
+    }
+    const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
+    if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
+    if (method != 0) continue;  // compressed: LibTorch checks it while inflating
+    if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
+  }
+}
+
+/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
+/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
+inline void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
+                               const std::string& shown, torch::Device device) {
+  if (bytes.empty()) throw CheckpointError("volt: checkpoint file " + shown + " is empty");
+  // LibTorch archives are zip files: they start with a local file header "PK\3\4".
+  if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint: it does not start with a zip header, "
+                          "so it is not a LibTorch archive (a foreign or corrupted file, " +
+                          std::to_string(bytes.size()) + " bytes)");
+  }
+  check_zip_integrity(bytes, shown);
+  try {
+    archive.load_from(bytes.data(), bytes.size(), device);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
+                          std::to_string(bytes.size()) + " bytes): " + cause.what());
+  }
+}
+
+/// Loads an archive, mapping every tensor to `device`. Names the file in any error (see load_archive_bytes).
 inline void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
                          torch::Device device) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
     throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
   }
-  try {
-    archive.load_from(path.string(), device);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: " + path.string() + " is not a readable checkpoint (truncated, corrupted or "
-                          "not written by LibTorch): " + cause.what());
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (!in && !in.eof()) throw CheckpointError("volt: cannot read the checkpoint file " + path.string());
+  load_archive_bytes(archive, std::move(content).str(), path.string(), device);
+}
+
+/// Reads the int entry `key` of a volt checkpoint, with an error naming the file when it is missing or of
+/// another type.
+inline std::int64_t read_checkpoint_int(torch::serialize::InputArchive& archive, const std::string& key,
+                                        const std::string& shown) {
+  c10::IValue value;
+  if (!archive.try_read(key, value) || !value.isInt()) {
+    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: entry '" + key +
+                          "' is missing or not an integer");
+  }
+  return value.toInt();
+}
+
+inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                const std::string& prefix, std::vector<std::string>& problems) {
+  std::set<std::string> expected;
+  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
+    expected.insert(name);
+    torch::Tensor stored;
+    if (!archive.try_read(name, stored, is_buffer)) {
+      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
+    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
+      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
+                         ", model " + shape_text(tensor.sizes()));
+    }
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
+  for (const auto& child : module.named_children()) {
+    expected.insert(child.key());
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      problems.push_back("missing submodule '" + prefix + child.key() + "'");
+      continue;
+    }
+    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
+  }
+  for (const auto& key : archive.keys()) {
+    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
   }
 }
 
+/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
+/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
+/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
+inline void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                const std::string& shown) {
+  std::vector<std::string> problems;
+  try {
+    compare_module_keys(model_archive, module, "", problems);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
+  }
+  if (problems.empty()) return;
+  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
+                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
+  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
+  if (problems.size() > 20) message += "; ...";
+  throw CheckpointError(message);
+}
+
 }  // namespace detail
+
+/// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
+/// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
+/// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
+inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                    torch::Device device = torch::kCPU) {
+  torch::serialize::InputArchive archive;
+  detail::load_archive(archive, path, device);
+  detail::read_checkpoint_int(archive, "volt/format", path.string());
+  torch::serialize::InputArchive model_archive;
+  if (!archive.try_read("model", model_archive)) {
+    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+  }
+  detail::check_model_matches(model_archive, module, path.string());
+  try {
+    module.load(model_archive);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + path.string() + " cannot be loaded: " + cause.what());
+  }
+}
+
+namespace testing {
+
+/// Makes every checkpoint write in this process fail once `after_bytes` bytes of the file are written, with
+/// the system error `error` (default ENOSPC, "No space left on device"), while alive. For tests of the
+/// disk-full path; not thread-safe against concurrent instances.
+class ScopedCheckpointWriteFault {
+ public:
+  explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
+      : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
+        previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
+  ~ScopedCheckpointWriteFault() {
+    detail::checkpoint_write_fault_after_bytes = previous_after_;
+    detail::checkpoint_write_fault_errno = previous_errno_;
+  }
+  ScopedCheckpointWriteFault(const ScopedCheckpointWriteFault&) = delete;
+  ScopedCheckpointWriteFault& operator=(const ScopedCheckpointWriteFault&) = delete;
+
+ private:
+  std::int64_t previous_after_;
+  int previous_errno_;
+};
+
+}  // namespace testing
 }  // namespace volt
 // ---- end volt/trainer/checkpoint_io.hpp
 // ---- begin volt/trainer/data.hpp
@@ -6044,17 +9553,25 @@ auto sized(Data& data, std::int64_t size) {
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <csignal>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
 #include <ranges>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#if !defined(_WIN32)
+#include <signal.h>
+#endif
 
 namespace volt {
 
@@ -6107,7 +9624,93 @@ inline void set_cpu_rng_state(const torch::Tensor& state) {
   generator.set_state(state);
 }
 
+/// The signal (SIGINT or SIGTERM) that asked the running fit() to stop, 0 when none did. Set by the
+/// handler fit() installs while it runs (TrainerOptions::handle_signals); read between training batches.
+inline volatile std::sig_atomic_t interrupt_signal = 0;
+
+/// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
+/// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
+/// signal during the graceful shutdown ends the process the default way.
+class ScopedInterruptHandler {
+ public:
+  explicit ScopedInterruptHandler(bool enabled) : enabled_(enabled) {
+    interrupt_signal = 0;
+    if (!enabled_) return;
+#if !defined(_WIN32)
+    struct sigaction action {};
+    action.sa_handler = [](int signal) { interrupt_signal = signal; };
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+#else
+    previous_int_ = std::signal(SIGINT, [](int signal) { interrupt_signal = signal; });
+    previous_term_ = std::signal(SIGTERM, [](int signal) { interrupt_signal = signal; });
+#endif
+  }
+  ScopedInterruptHandler(const ScopedInterruptHandler&) = delete;
+  ScopedInterruptHandler& operator=(const ScopedInterruptHandler&) = delete;
+  ~ScopedInterruptHandler() {
+    if (!enabled_) return;
+#if !defined(_WIN32)
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+#else
+    std::signal(SIGINT, previous_int_);
+    std::signal(SIGTERM, previous_term_);
+#endif
+  }
+
+ private:
+  bool enabled_;
+#if !defined(_WIN32)
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+#else
+  void (*previous_int_)(int) = nullptr;
+  void (*previous_term_)(int) = nullptr;
+#endif
+};
+
+/// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error
+/// gets it as context and keeps its type; the standard exception types and volt's errors are rethrown as the
+/// same type (std::rethrow_if_nested gives back the original object); anything else is rethrown unchanged.
+[[noreturn]] inline void rethrow_with_context(const std::string& where) {
+  const auto message = [&](const std::exception& error) {
+    return std::string(error.what()) + "\n(volt: raised during " + where + ")";
+  };
+  try {
+    throw;
+  } catch (c10::Error& error) {
+    error.add_context("volt: raised during " + where);
+    throw;
+  } catch (const MisconfigurationError& error) {
+    std::throw_with_nested(MisconfigurationError(message(error)));
+  } catch (const CheckpointError& error) {
+    std::throw_with_nested(CheckpointError(message(error)));
+  } catch (const std::invalid_argument& error) {
+    std::throw_with_nested(std::invalid_argument(message(error)));
+  } catch (const std::out_of_range& error) {
+    std::throw_with_nested(std::out_of_range(message(error)));
+  } catch (const std::logic_error& error) {
+    std::throw_with_nested(std::logic_error(message(error)));
+  } catch (const std::overflow_error& error) {
+    std::throw_with_nested(std::overflow_error(message(error)));
+  } catch (const std::runtime_error& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  } catch (const std::exception& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  }
+}
+
 }  // namespace detail
+
+/// What on_exception callbacks receive when SIGINT or SIGTERM stopped fit() (Lightning's KeyboardInterrupt).
+/// fit() itself does not throw it: it returns, with trainer.interrupted() true.
+class TrainingInterrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
 class Trainer {
@@ -6153,6 +9756,10 @@ class Trainer {
     }
     log_device_info(selection_.accelerator);
     (add_extra(std::forward<Extras>(extras)), ...);
+    // As Lightning's _reorder_callbacks: checkpoint callbacks run after the others, so a checkpoint written in
+    // a hook holds the other callbacks' state after that hook (exact resume).
+    for (auto& checkpoint : deferred_checkpoints_) callbacks_.add(std::move(checkpoint));
+    deferred_checkpoints_.clear();
     precision_.setup(root_device());
     add_default_callbacks();
     if (options_.logger && options_.fast_dev_run == 0 && loggers_.empty()) {
@@ -6186,13 +9793,22 @@ class Trainer {
   ModelCheckpoint* checkpoint_callback() { return callbacks_.find<ModelCheckpoint>(); }
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
   Precision& precision() { return precision_; }
-  /// Why the last fit stopped ("max_epochs=5 reached", "max_steps=100 reached", "stopped by a callback").
+  /// Why the last fit stopped ("max_epochs=5 reached", "max_steps=100 reached", "stopped by a callback",
+  /// "interrupted by SIGINT").
   const std::string& stop_reason() const { return stop_reason_; }
+  /// Whether the last fit() returned early because of SIGINT or SIGTERM (TrainerOptions::handle_signals).
+  bool interrupted() const { return interrupted_; }
 
   // ---- fit ---------------------------------------------------------------------------------------
 
   /// Trains `model` on `train_data` (any range of batches, or a pointer to one such as the std::unique_ptr
   /// that torch::data::make_data_loader returns). Resumes from `ckpt_path` when given.
+  /// Errors: an exception from training_step, a data loader or a callback reaches the caller with the epoch
+  /// and batch index added to its message (see detail::rethrow_with_context), after on_exception and
+  /// teardown ran. SIGINT/SIGTERM (TrainerOptions::handle_signals): the current batch finishes,
+  /// `<checkpoint dir>/interrupted.ckpt` is written when checkpointing is on, on_exception (with
+  /// volt::TrainingInterrupted) and teardown run, and fit() *returns* with interrupted() true; the previous
+  /// signal handlers are restored on every exit path.
   template <class Model, class TrainData>
   void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
     detail::NoData none;
@@ -6283,6 +9899,8 @@ class Trainer {
       loggers_.push_back(std::make_shared<T>(std::forward<E>(extra)));
     } else if constexpr (detail::logger_pointer<T>) {
       loggers_.push_back(std::forward<E>(extra));
+    } else if constexpr (std::same_as<T, ModelCheckpoint>) {
+      deferred_checkpoints_.push_back(std::forward<E>(extra));
     } else {
       callbacks_.add(std::forward<E>(extra));
     }
@@ -6411,7 +10029,12 @@ class Trainer {
       }
       state_.optimizers = {config_.optimizer.get()};
       state_.save_checkpoint = [this, module](const std::filesystem::path& path, bool weights_only) {
-        write_checkpoint(*module, path, weights_only);
+        try {
+          write_checkpoint(*module, path, weights_only);
+        } catch (const CheckpointError& error) {
+          if (state_.stage == Stage::none || options_.on_checkpoint_failure == CheckpointFailure::raise) throw;
+          log::warn_rank_zero(std::string(error.what()) + "; training continues (on_checkpoint_failure=warn).");
+        }
       };
 
       const auto train_size = detail::size_of(train_data);
@@ -6420,10 +10043,25 @@ class Trainer {
       state_.num_training_batches =
           train_size || options_.fast_dev_run > 0 ? train_limit_ : std::optional<std::int64_t>{};
 
+      std::optional<std::int64_t> val_size;
+      if constexpr (has_val_data) val_size = detail::size_of(val_data);
+      check_data_sizes(train_size, val_size);
+
       resume_ = {};
-      if (!ckpt_path.empty()) read_checkpoint(*module, ckpt_path);
+      if (!ckpt_path.empty()) {
+        try {
+          read_checkpoint(*module, ckpt_path);
+        } catch (const CheckpointError&) {
+          throw;
+        } catch (const std::exception& error) {
+          throw CheckpointError("volt: cannot resume from " + ckpt_path.string() +
+                                " (corrupted, or written by another configuration): " + error.what());
+        }
+      }
 
       bool finished = false;
+      interrupted_ = false;
+      detail::ScopedInterruptHandler interrupt_handler(options_.handle_signals);
       try {
         callbacks_.run(detail::Hook::setup, state_);
         if (state_.is_global_zero && !loggers_.empty()) {
@@ -6442,6 +10080,10 @@ class Trainer {
         model_on_train_start(*module);
         callbacks_.run(detail::Hook::on_train_start, state_);
         fit_epochs(*module, train_data, val_data);
+        if (interrupted_) {
+          finish_interrupted(*module);
+          return;
+        }
         model_on_train_end(*module);
         callbacks_.run(detail::Hook::on_train_end, state_);
         model_on_fit_end(*module);
@@ -6468,6 +10110,61 @@ class Trainer {
       }
       state_.stage = Stage::none;
     }
+  }
+
+  /// Checks, before training starts, the limits and intervals that depend on the data sizes (Lightning's
+  /// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch.
+  void check_data_sizes(std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size) const {
+    auto check_fraction = [](const BatchAmount& amount, std::optional<std::int64_t> size, const char* stage) {
+      if (!size || *size == 0 || !amount.is_fraction() || amount.fraction() == 0.0 || amount.of(*size) > 0) return;
+      throw MisconfigurationError("You requested to check " + amount.to_string() + " of the `" + stage +
+                                  "_dataloader` but " + amount.to_string() + " * " + std::to_string(*size) +
+                                  " < 1. Please increase the `limit_" + stage + "_batches` argument. Try at least `limit_" +
+                                  stage + "_batches=" + std::to_string(1.0 / static_cast<double>(*size)) + "`");
+    };
+    check_fraction(options_.limit_train_batches, train_size, "train");
+    if (state_.has_validation) check_fraction(options_.limit_val_batches, val_size, "val");
+    const auto& interval = options_.val_check_interval;
+    if (state_.has_validation && state_.num_training_batches && options_.check_val_every_n_epoch &&
+        !interval.is_fraction() && interval.count() > *state_.num_training_batches) {
+      throw std::invalid_argument(" `val_check_interval` (" + interval.to_string() +
+                                  ") must be less than or equal to the number of the training batches (" +
+                                  std::to_string(*state_.num_training_batches) +
+                                  "). If you want to disable validation set `limit_val_batches` to 0.0 instead. If "
+                                  "you want to validate based on the total training batches, set "
+                                  "`check_val_every_n_epoch=None`.");
+    }
+  }
+
+  /// After a SIGINT/SIGTERM between two batches: checkpoint, on_exception, loggers, teardown (Lightning's
+  /// KeyboardInterrupt handling), then fit() returns.
+  template <class M>
+  void finish_interrupted(M& module) {
+    const int signal = detail::interrupt_signal;
+    const std::string name = signal == SIGTERM ? "SIGTERM" : "SIGINT";
+    stop_reason_ = "interrupted by " + name;
+    std::string saved;
+    if (auto* checkpoint = checkpoint_callback(); checkpoint != nullptr && options_.fast_dev_run == 0) {
+      const auto folder = !checkpoint->dirpath().empty() ? checkpoint->dirpath()
+                                                          : std::filesystem::path(options_.default_root_dir) / "checkpoints";
+      const auto path = folder / "interrupted.ckpt";
+      try {
+        write_checkpoint(module, path, false);
+        saved = "; resume with fit(..., \"" + path.string() + "\")";
+      } catch (const CheckpointError& error) {
+        log::warn_rank_zero(error.what());
+      }
+    }
+    log::info_rank_zero("\nDetected " + name + ", attempting graceful shutdown after epoch " +
+                        std::to_string(state_.current_epoch) + ", batch " + std::to_string(state_.batch_idx) +
+                        " (global step " + std::to_string(state_.global_step) + ")" + saved + ".");
+    const auto error = std::make_exception_ptr(TrainingInterrupted("volt: training " + stop_reason_));
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_exception)) {
+      callback->run_exception(state_, error);
+    }
+    finalize_loggers("failed");
+    callbacks_.run(detail::Hook::teardown, state_);
+    state_.stage = Stage::none;
   }
 
   /// How many batches of data of `total` batches (nullopt: size unknown) a limit allows; nullopt means all.
@@ -6529,11 +10226,25 @@ class Trainer {
       epoch_start_rng_ = detail::cpu_rng_state();
 
       auto&& range = detail::as_range(train_data);
-      auto it = std::begin(range);
-      const auto end = std::end(range);
       std::int64_t batch_idx = 0;
+      auto where = [&] {
+        return "epoch " + std::to_string(state_.current_epoch) + ", training batch " + std::to_string(batch_idx) +
+               " (global step " + std::to_string(state_.global_step) + ")";
+      };
+      auto it = [&] {
+        try {
+          return std::begin(range);
+        } catch (...) {
+          detail::rethrow_with_context(where());
+        }
+      }();
+      const auto end = std::end(range);
       if (resuming_mid_epoch) {
-        for (; batch_idx < resume_.batches_done && it != end; ++batch_idx) ++it;
+        try {
+          for (; batch_idx < resume_.batches_done && it != end; ++batch_idx) ++it;
+        } catch (...) {
+          detail::rethrow_with_context(where() + " while skipping to the resume point");
+        }
         detail::set_cpu_rng_state(resume_.rng);
         resume_.batches_done = 0;
       }
@@ -6543,11 +10254,16 @@ class Trainer {
       else if (!options_.val_check_interval.is_fraction()) val_check_batch = options_.val_check_interval.count();
 
       while (it != end && (!limit || batch_idx < *limit)) {
-        // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
-        auto batch = prepare_batch(*it);
-        ++it;
-        const bool is_last = it == end || (limit && batch_idx + 1 >= *limit);
-        train_batch(module, batch, batch_idx, is_last, k);
+        bool is_last = false;
+        try {
+          // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
+          auto batch = prepare_batch(*it);
+          ++it;
+          is_last = it == end || (limit && batch_idx + 1 >= *limit);
+          train_batch(module, batch, batch_idx, is_last, k);
+        } catch (...) {
+          detail::rethrow_with_context(where());
+        }
         ++total_batch_idx;
 
         bool validate_now = false;
@@ -6571,6 +10287,10 @@ class Trainer {
           }
         }
         ++batch_idx;
+        if (detail::interrupt_signal != 0) {
+          interrupted_ = true;
+          return;
+        }
         if (max_steps_reached() || (state_.should_stop && min_training_done())) break;
       }
       if (!state_.num_training_batches && !limit) state_.num_training_batches = batch_idx;
@@ -6622,6 +10342,13 @@ class Trainer {
     }
     TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor at epoch ", state_.current_epoch,
                 ", batch ", batch_idx);
+    if (options_.error_on_nonfinite_loss && !torch::isfinite(loss.detach()).all().template item<bool>()) {
+      const double value = loss.detach().sum().template item<double>();
+      throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : std::to_string(value)) +
+                               " at global step " + std::to_string(state_.global_step) + " (epoch " +
+                               std::to_string(state_.current_epoch) + ", batch " + std::to_string(batch_idx) +
+                               "); stopping because error_on_nonfinite_loss is set.");
+    }
     torch::optim::Optimizer& optimizer = *config_.optimizer;
     const bool window_start = batch_idx % k == 0;
     const bool step_now = (batch_idx + 1) % k == 0 || is_last;
@@ -6637,12 +10364,23 @@ class Trainer {
     scaled.backward();
     callbacks_.run(detail::Hook::on_after_backward, state_);
     if (step_now) {
-      precision_.optimizer_step(optimizer, [&] {
+      const bool stepped = precision_.optimizer_step(optimizer, [&] {
         for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_before_optimizer_step)) {
           callback->run_before_optimizer_step(state_, optimizer);
         }
         clip_gradients(optimizer);
       });
+      if (!stepped) {
+        if constexpr (requires { precision_.scaler()->get_scale(); }) {
+          if (precision_.scaler() != nullptr) {
+            log::info_rank_zero("volt: global step " + std::to_string(state_.global_step) + " (epoch " +
+                                std::to_string(state_.current_epoch) + ", batch " + std::to_string(batch_idx) +
+                                "): gradients overflowed under " + std::string(Precision::name) +
+                                "; the grad scaler skipped the optimizer step and lowered its scale to " +
+                                std::to_string(precision_.scaler()->get_scale()) + ".");
+          }
+        }
+      }
       ++state_.global_step;
       step_schedulers(SchedulerInterval::step);
       if (options_.log_every_n_steps > 0 && state_.global_step % options_.log_every_n_steps == 0) {
@@ -6718,23 +10456,29 @@ class Trainer {
     std::int64_t batch_idx = 0;
     for (auto&& raw : detail::as_range(data)) {
       if (limit && batch_idx >= *limit) break;
-      auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
-      state_.batch_idx = batch_idx;
-      {
-        auto context = precision_.forward_context();
-        if (phase == MetricPhase::test) {
-          if constexpr (detail::has_test_step<M, std::remove_cvref_t<decltype(batch)>>) {
-            detail::call_test_step(module, batch, batch_idx, context_);
-          }
-        } else {
-          if constexpr (detail::has_validation_step<M, std::remove_cvref_t<decltype(batch)>>) {
-            detail::call_validation_step(module, batch, batch_idx, context_);
+      try {
+        auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
+        state_.batch_idx = batch_idx;
+        {
+          auto context = precision_.forward_context();
+          if (phase == MetricPhase::test) {
+            if constexpr (detail::has_test_step<M, std::remove_cvref_t<decltype(batch)>>) {
+              detail::call_test_step(module, batch, batch_idx, context_);
+            }
+          } else {
+            if constexpr (detail::has_validation_step<M, std::remove_cvref_t<decltype(batch)>>) {
+              detail::call_validation_step(module, batch, batch_idx, context_);
+            }
           }
         }
-      }
-      const auto hook = phase == MetricPhase::test ? detail::Hook::on_test_batch_end : detail::Hook::on_validation_batch_end;
-      for (detail::AnyCallback* callback : callbacks_.with(hook)) {
-        callback->run_batch_end(hook, state_, torch::Tensor(), batch_idx);
+        const auto hook = phase == MetricPhase::test ? detail::Hook::on_test_batch_end : detail::Hook::on_validation_batch_end;
+        for (detail::AnyCallback* callback : callbacks_.with(hook)) {
+          callback->run_batch_end(hook, state_, torch::Tensor(), batch_idx);
+        }
+      } catch (...) {
+        detail::rethrow_with_context("epoch " + std::to_string(state_.current_epoch) + ", " +
+                                     (phase == MetricPhase::test ? "test" : "validation") + " batch " +
+                                     std::to_string(batch_idx));
       }
       ++batch_idx;
     }
@@ -6790,6 +10534,18 @@ class Trainer {
     torch::Tensor rng;
   };
 
+  /// Each callback's entry in a checkpoint: its type and its rank among callbacks of that type (as
+  /// Lightning's state_key), so a resume with callbacks added, removed or reordered finds the right state.
+  std::vector<std::pair<detail::AnyCallback*, std::string>> callback_state_keys() {
+    std::vector<std::pair<detail::AnyCallback*, std::string>> keys;
+    std::map<std::string, int, std::less<>> seen;
+    for (const auto& callback : callbacks_.all()) {
+      const std::string type(callback->type_name());
+      keys.emplace_back(&*callback, "callbacks/" + type + "/" + std::to_string(seen[type]++));
+    }
+    return keys;
+  }
+
   template <class M>
   void write_checkpoint(M& module, const std::filesystem::path& path, bool weights_only) {
     if (!state_.is_global_zero) return;
@@ -6817,11 +10573,10 @@ class Trainer {
       torch::serialize::OutputArchive precision_archive;
       precision_.save(precision_archive);
       archive.write("precision", precision_archive);
-      std::size_t index = 0;
-      for (const auto& callback : callbacks_.all()) {
+      for (const auto& [callback, key] : callback_state_keys()) {
         torch::serialize::OutputArchive callback_archive;
         callback->save_state(callback_archive);
-        archive.write("callbacks/" + std::to_string(index++), callback_archive);
+        archive.write(key, callback_archive);
       }
       archive.write("rng/cpu", detail::cpu_rng_state(), /*is_buffer=*/true);
       archive.write("rng/cpu_epoch_start", epoch_start_rng_.defined() ? epoch_start_rng_ : detail::cpu_rng_state(),
@@ -6839,7 +10594,10 @@ class Trainer {
       throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
     }
     torch::serialize::InputArchive model_archive;
-    archive.read("model", model_archive);
+    if (!archive.try_read("model", model_archive)) {
+      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+    }
+    detail::check_model_matches(model_archive, module, path.string());
     try {
       module.load(model_archive);
     } catch (const std::exception& error) {
@@ -6877,12 +10635,9 @@ class Trainer {
     torch::serialize::InputArchive precision_archive;
     archive.read("precision", precision_archive);
     precision_.load(precision_archive);
-    std::size_t index = 0;
-    for (const auto& callback : callbacks_.all()) {
+    for (const auto& [callback, key] : callback_state_keys()) {
       torch::serialize::InputArchive callback_archive;
-      if (archive.try_read("callbacks/" + std::to_string(index++), callback_archive)) {
-        callback->load_state(callback_archive);
-      }
+      if (archive.try_read(key, callback_archive)) callback->load_state(callback_archive);
     }
     torch::Tensor rng, epoch_start_rng;
     archive.read("rng/cpu", rng, /*is_buffer=*/true);
@@ -6918,6 +10673,8 @@ class Trainer {
   std::string stop_reason_{};
   ResumePoint resume_point_{};
   ResumeState resume_{};
+  bool interrupted_ = false;
+  std::vector<ModelCheckpoint> deferred_checkpoints_{};
   torch::Tensor epoch_start_rng_{};
 };
 
@@ -6926,12 +10683,1617 @@ class Trainer {
 // ---- end volt/trainer.hpp
 // ---- begin volt/fabric.hpp
 // volt/fabric: volt::Fabric, the lighter API: setup, backward, to_device, autocast, save/load, collectives.
+
+// ---- begin volt/fabric/options.hpp
+// volt::FabricOptions: the construction options of volt::Fabric (Lightning's Fabric(...) arguments that
+// are not policies) and their validation.
+
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace volt {
+
+/// Options of volt::Fabric, for designated initializers: `volt::Fabric<volt::CPU> fabric({.devices = 1, .seed = 42});`
+struct FabricOptions {
+  /// Which devices: a count, ids or "auto" (the accelerator's auto_device_count()), as for the Trainer.
+  DeviceSpec devices{};
+  /// Machines taking part (Lightning's num_nodes); must be >= 1. volt::SingleDevice needs 1.
+  int num_nodes = 1;
+  /// When set, the constructor seeds LibTorch's generators (Lightning's fabric.seed_everything(seed)).
+  std::optional<std::uint64_t> seed{};
+};
+
+namespace detail {
+
+/// Lightning Fabric's argument checks. Throws std::invalid_argument (ValueError) with Lightning's message.
+inline void validate(const FabricOptions& options) {
+  if (options.num_nodes < 1) {
+    throw std::invalid_argument("`num_nodes` must be a positive integer, but got " + std::to_string(options.num_nodes) +
+                                ". (volt::Fabric({.num_nodes = " + std::to_string(options.num_nodes) + "}))");
+  }
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/fabric/options.hpp
+// ---- begin volt/fabric/state.hpp
+// volt::FabricState: what fabric.save(path, state) writes and fabric.load(path, state) restores in place:
+// named references to modules, optimizers, tensors and numbers of the user's program.
+//
+//   std::int64_t step = 0;
+//   volt::FabricState state{{"model", model}, {"optimizer", optimizer}, {"step", step}};
+//   fabric.save("run/last.ckpt", state);
+//   fabric.load("run/last.ckpt", state);   // model, optimizer and step restored
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <variant>
+
+namespace volt {
+
+/// One entry of a FabricState: a reference to an object owned by the caller (which must outlive the
+/// FabricState). Modules and optimizers are held by shared_ptr (as setup() returns them); tensors and numbers
+/// by pointer, so load() can assign them.
+class FabricStateEntry {
+ public:
+  template <class M>
+    requires std::derived_from<M, torch::nn::Module>
+  FabricStateEntry(std::shared_ptr<M> module) : target_(std::shared_ptr<torch::nn::Module>(std::move(module))) {}  // NOLINT
+  template <class Holder>
+    requires requires(const Holder& holder) {
+      { holder.ptr() } -> std::convertible_to<std::shared_ptr<torch::nn::Module>>;
+    }
+  FabricStateEntry(const Holder& holder) : target_(std::shared_ptr<torch::nn::Module>(holder.ptr())) {}  // NOLINT
+  template <class O>
+    requires std::derived_from<O, torch::optim::Optimizer>
+  FabricStateEntry(std::shared_ptr<O> optimizer)  // NOLINT
+      : target_(std::shared_ptr<torch::optim::Optimizer>(std::move(optimizer))) {}
+  FabricStateEntry(torch::Tensor& tensor) : target_(&tensor) {}  // NOLINT
+  FabricStateEntry(std::int64_t& value) : target_(&value) {}     // NOLINT
+  FabricStateEntry(int& value) : target_(&value) {}              // NOLINT
+  FabricStateEntry(double& value) : target_(&value) {}           // NOLINT
+  FabricStateEntry(bool& value) : target_(&value) {}             // NOLINT
+
+  /// Writes the referenced object into `archive` (a module's parameters and buffers, an optimizer's state,
+  /// a tensor or a number as a 0-dim tensor).
+  void save(torch::serialize::OutputArchive& archive) const {
+    std::visit(
+        [&](const auto& target) {
+          using T = std::remove_cvref_t<decltype(target)>;
+          if constexpr (std::is_same_v<T, std::shared_ptr<torch::nn::Module>>) {
+            target->save(archive);
+          } else if constexpr (std::is_same_v<T, std::shared_ptr<torch::optim::Optimizer>>) {
+            target->save(archive);
+          } else if constexpr (std::is_same_v<T, torch::Tensor*>) {
+            archive.write("tensor", *target);
+          } else if constexpr (std::is_same_v<T, double*>) {
+            archive.write("value", torch::tensor(*target, torch::kDouble));
+          } else {
+            archive.write("value", torch::tensor(static_cast<std::int64_t>(*target), torch::kLong));
+          }
+        },
+        target_);
+  }
+
+  /// Restores the referenced object from `archive` (in place for modules and optimizers). Throws what
+  /// LibTorch throws for a missing or mis-shaped entry.
+  void load(torch::serialize::InputArchive& archive, torch::Device device) const {
+    std::visit(
+        [&](const auto& target) {
+          using T = std::remove_cvref_t<decltype(target)>;
+          if constexpr (std::is_same_v<T, std::shared_ptr<torch::nn::Module>>) {
+            target->load(archive);
+          } else if constexpr (std::is_same_v<T, std::shared_ptr<torch::optim::Optimizer>>) {
+            target->load(archive);
+          } else if constexpr (std::is_same_v<T, torch::Tensor*>) {
+            torch::Tensor value;
+            archive.read("tensor", value);
+            *target = value.to(device);
+          } else {
+            torch::Tensor value;
+            archive.read("value", value);
+            if constexpr (std::is_same_v<T, double*>) {
+              *target = value.item<double>();
+            } else {
+              *target = static_cast<std::remove_pointer_t<T>>(value.item<std::int64_t>());
+            }
+          }
+        },
+        target_);
+  }
+
+ private:
+  std::variant<std::shared_ptr<torch::nn::Module>, std::shared_ptr<torch::optim::Optimizer>, torch::Tensor*,
+               std::int64_t*, int*, double*, bool*>
+      target_;
+};
+
+/// Named references saved and loaded together by Fabric::save and Fabric::load (Lightning's `state` dict).
+using FabricState = std::map<std::string, FabricStateEntry>;
+
+}  // namespace volt
+// ---- end volt/fabric/state.hpp
+// ---- begin volt/fabric/data_loader.hpp
+// volt::DeviceDataLoader: what fabric.setup_dataloaders(loader) returns, a view of a range of batches that
+// yields every batch moved to Fabric's device (Lightning's _FabricDataLoader with move_to_device=True).
+
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <iterator>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace volt {
+
+namespace detail {
+
+/// The range behind a data argument: the argument, or what it points to (torch::data::make_data_loader
+/// returns a std::unique_ptr to the loader).
+template <class Data>
+decltype(auto) data_range(Data& data) {
+  if constexpr (requires { std::begin(data); }) {
+    return (data);
+  } else {
+    return (*data);
+  }
+}
+
+}  // namespace detail
+
+/// A view of `Data` (a range of batches, or a pointer to one) that yields each batch moved to `device`
+/// with volt::batch_to_device. Iterating it iterates the underlying loader (so a shuffling loader shuffles
+/// per pass). `Data` must outlive the view. size() is available when the underlying range has one.
+template <class Data>
+class DeviceDataLoader {
+  using Range = std::remove_reference_t<decltype(detail::data_range(std::declval<Data&>()))>;
+  using BaseIterator = decltype(std::begin(std::declval<Range&>()));
+  using BaseSentinel = decltype(std::end(std::declval<Range&>()));
+
+ public:
+  using batch_type = std::remove_cvref_t<decltype(*std::declval<BaseIterator&>())>;
+
+  DeviceDataLoader(Data& data, torch::Device device) : data_(&data), device_(device) {}
+
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = batch_type;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = batch_type;
+
+    iterator() = default;
+    iterator(BaseIterator base, torch::Device device) : base_(std::move(base)), device_(device) {}
+    /// The current batch on the device (a new copy per dereference).
+    batch_type operator*() const { return batch_to_device(*base_, device_); }
+    iterator& operator++() {
+      ++base_;
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    friend bool operator==(const iterator& it, const BaseSentinel& end) { return it.base_ == end; }
+    bool operator==(const iterator& other) const { return base_ == other.base_; }
+
+   private:
+    mutable BaseIterator base_{};
+    torch::Device device_{torch::kCPU};
+  };
+
+  iterator begin() { return iterator(std::begin(detail::data_range(*data_)), device_); }
+  auto end() {
+    if constexpr (std::is_same_v<BaseIterator, BaseSentinel>) {
+      return iterator(std::end(detail::data_range(*data_)), device_);
+    } else {
+      return std::end(detail::data_range(*data_));
+    }
+  }
+  std::size_t size() const
+    requires requires(Range& range) { std::size(range); }
+  {
+    return static_cast<std::size_t>(std::size(detail::data_range(*data_)));
+  }
+  torch::Device device() const { return device_; }
+
+ private:
+  Data* data_;
+  torch::Device device_;
+};
+
+}  // namespace volt
+// ---- end volt/fabric/data_loader.hpp
+// ---- begin volt/fabric/strategy_services.hpp
+// What volt::Fabric asks of its strategy: process ranks, collectives, barriers, wrapping the module and
+// skipping gradient synchronisation. This is the one place Fabric depends on the strategy; a strategy
+// supports Fabric by specializing volt::fabric_strategy_services for it (volt::DDP does so in its own header).
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// The strategy services Fabric calls. The primary template is undefined: a strategy without a
+/// specialization cannot host a Fabric. A specialization provides, as static members or members of an
+/// object Fabric default-constructs and keeps for its lifetime:
+///
+///   void setup_environment(const std::vector<torch::Device>& devices, int num_nodes)  // once, in the constructor
+///   torch::Device root_device(const std::vector<torch::Device>& devices) const        // this process's device
+///   int world_size() const, global_rank() const, local_rank() const, node_rank() const
+///   template <class M> void setup_module(M& module)            // after convert_module and the move to the device
+///   void barrier(const std::string& name)
+///   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op)   // op: "mean", "sum", ...
+///   torch::Tensor all_gather(const torch::Tensor& tensor)
+///   template <class T> T broadcast(T value, int src)
+///   auto no_backward_sync(torch::nn::Module& module, bool enabled)                 // an RAII guard
+template <class Strategy>
+struct fabric_strategy_services;
+
+/// One process on one device: every collective is the identity (Lightning's SingleDeviceStrategy).
+template <>
+struct fabric_strategy_services<SingleDevice> {
+  /// A guard that does nothing (SingleDevice has no gradient synchronisation to skip).
+  struct NoSyncGuard {
+    ~NoSyncGuard() {}  // NOLINT(modernize-use-equals-default): keeps -Wunused-variable quiet for the guard
+  };
+
+  void setup_environment(const std::vector<torch::Device>& /*devices*/, int /*num_nodes*/) {}
+  torch::Device root_device(const std::vector<torch::Device>& devices) const { return devices.front(); }
+  int world_size() const { return 1; }
+  int global_rank() const { return 0; }
+  int local_rank() const { return 0; }
+  int node_rank() const { return 0; }
+  template <class M>
+  void setup_module(M& /*module*/) {}
+  void barrier(const std::string& /*name*/) {}
+  torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& /*op*/) { return tensor; }
+  torch::Tensor all_gather(const torch::Tensor& tensor) { return tensor; }
+  template <class T>
+  T broadcast(T value, int /*src*/) {
+    return value;
+  }
+  NoSyncGuard no_backward_sync(torch::nn::Module& /*module*/, bool /*enabled*/) { return {}; }
+};
+
+}  // namespace volt
+// ---- end volt/fabric/strategy_services.hpp
+// ---- begin volt/fabric/fabric.hpp
+// volt::Fabric: Lightning Fabric for LibTorch. The user writes the loop; Fabric places the model, the
+// optimizer state and the batches on the device, applies the precision policy (autocast, loss scaling),
+// clips gradients, saves and loads checkpoints, and offers the strategy's collectives.
+//
+//   volt::Fabric<volt::CUDA, volt::SingleDevice, volt::FP16Autocast> fabric({.devices = 1, .seed = 42});
+//   auto [model, optimizer] = fabric.setup(model, optimizer);
+//   for (auto batch : fabric.setup_dataloaders(loader)) {
+//     optimizer->zero_grad();
+//     torch::Tensor loss;
+//     {
+//       auto autocast = fabric.autocast();
+//       loss = torch::mse_loss(model->forward(batch.data), batch.target);
+//     }
+//     fabric.backward(loss);
+//     fabric.clip_gradients(model, *optimizer, {.max_norm = 1.0});   // optional
+//     fabric.step(*optimizer);
+//   }
+//
+// Errors are std::invalid_argument where Lightning Fabric raises ValueError (or TypeError) and
+// std::runtime_error where it raises RuntimeError.
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// Options of Fabric::clip_gradients: exactly one of max_norm (clip by the total norm) and clip_val (clip
+/// each gradient element to [-clip_val, clip_val]).
+struct ClipGradientsOptions {
+  std::optional<double> max_norm{};
+  std::optional<double> clip_val{};
+  /// The p of the p-norm for max_norm (2.0: Euclidean; infinity: max-norm).
+  double norm_type = 2.0;
+  /// max_norm: throw when the total norm is inf/NaN (Lightning Fabric's default, True).
+  bool error_if_nonfinite = true;
+};
+
+namespace detail {
+
+template <class T>
+concept fabric_module_shared_ptr = requires(const T& pointer) {
+  typename T::element_type;
+  requires std::derived_from<typename T::element_type, torch::nn::Module>;
+  { pointer.get() };
+};
+template <class T>
+concept fabric_module_holder = requires(const T& holder) {
+  { holder.ptr() } -> std::convertible_to<std::shared_ptr<torch::nn::Module>>;
+};
+template <class T>
+concept fabric_optimizer_shared_ptr = requires {
+  typename T::element_type;
+  requires std::derived_from<typename T::element_type, torch::optim::Optimizer>;
+};
+
+template <class Model>
+torch::nn::Module& fabric_module(const Model& model) {
+  if constexpr (std::derived_from<Model, torch::nn::Module>) {
+    return const_cast<Model&>(model);
+  } else if constexpr (fabric_module_holder<Model>) {
+    if (model.is_empty()) throw std::invalid_argument("volt::Fabric: the model holder is empty");
+    return *model.ptr();
+  } else {
+    static_assert(fabric_module_shared_ptr<Model>,
+                  "volt::Fabric: the model must be a torch::nn::Module, a std::shared_ptr to one, or a ModuleHolder "
+                  "(a TORCH_MODULE type such as torch::nn::Linear)");
+    if (!model) throw std::invalid_argument("volt::Fabric: the model pointer is empty");
+    return *model;
+  }
+}
+
+/// Moves an optimizer's state tensors (Adam's moments, SGD's momentum, ...) to `device` by a round trip
+/// through LibTorch's serialization, which maps every tensor to the device while loading. No-op when the
+/// optimizer has no state yet.
+inline void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch::Device device) {
+  if (optimizer.state().empty()) return;
+  torch::serialize::OutputArchive out;
+  optimizer.save(out);
+  std::ostringstream bytes;
+  out.save_to(bytes);
+  std::istringstream in_bytes(bytes.str());
+  torch::serialize::InputArchive in;
+  in.load_from(in_bytes, device);
+  optimizer.load(in);
+}
+
+}  // namespace detail
+
+template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
+class Fabric {
+  static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
+  static_assert((check_precision_supported<Accelerator, Precision>(), true));
+  static_assert(strategy_implemented_v<Strategy>,
+                "volt: this version of volt runs Fabric with volt::SingleDevice only; volt::DDP is declared for "
+                "compile-time checks but its Fabric support is not written yet");
+
+ public:
+  using accelerator_type = Accelerator;
+  using strategy_type = Strategy;
+  using precision_type = Precision;
+
+  /// Validates the options, selects the devices (the Trainer's connector, Fabric's error types), sets up the
+  /// strategy's environment and the precision on the root device, and seeds when asked. Prints no device
+  /// lines (Lightning Fabric does not). `precision` configures the policy (e.g. FP16Autocast({.init_scale = 1024})).
+  /// Throws std::invalid_argument for invalid options or device specs (no device, num_nodes < 1, more than
+  /// one device with SingleDevice), std::runtime_error for an unavailable accelerator, and what the
+  /// precision's setup throws.
+  explicit Fabric(FabricOptions options = {}, Precision precision = {})
+      : options_(std::move(options)), precision_(std::move(precision)) {
+    detail::validate(options_);
+    check_strategy_supported_on_machine<Accelerator, Strategy>();
+    selection_ = select_devices<Accelerator>(options_.devices, Frontend::fabric);
+    if constexpr (!detail::is_distributed_strategy<Strategy>()) {
+      if (selection_.parallel_devices.size() != 1 || options_.num_nodes != 1) {
+        std::string ids;
+        for (int id : selection_.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+        throw std::invalid_argument(
+            "volt::SingleDevice runs on exactly one device of one node, but the options selected " +
+            std::to_string(selection_.parallel_devices.size()) + " " + std::string(to_string(selection_.accelerator)) +
+            " device(s) [" + ids + "] on num_nodes=" + std::to_string(options_.num_nodes) +
+            ". Pass {.devices = 1} (or a single id such as volt::devices({1})) and num_nodes = 1.");
+      }
+    }
+    strategy_.setup_environment(selection_.parallel_devices, options_.num_nodes);
+    root_device_ = strategy_.root_device(selection_.parallel_devices);
+    visit_accelerator(selection_.accelerator, [&](auto accelerator) {
+      decltype(accelerator)::setup_device(root_device_, Frontend::fabric);
+    });
+    precision_.setup(root_device_);
+    if (options_.seed) seed_everything(*options_.seed);
+  }
+
+  // ---- placement ---------------------------------------------------------------------------------
+
+  /// The device this process computes on (Lightning's fabric.device).
+  torch::Device device() const { return root_device_; }
+  /// Lightning's device ids of the selected devices.
+  const std::vector<int>& device_ids() const { return selection_.device_ids; }
+  AcceleratorKind accelerator() const { return selection_.accelerator; }
+  Precision& precision() { return precision_; }
+  const FabricOptions& options() const { return options_; }
+
+  /// Seeds LibTorch's CPU and CUDA generators (Lightning's seed_everything) and logs "Seed set to <seed>"
+  /// on rank zero.
+  void seed_everything(std::uint64_t seed) {
+    torch::manual_seed(seed);
+    log::info_rank_zero("Seed set to " + std::to_string(seed));
+  }
+
+  /// Prepares `model` and `optimizer` for training and returns them (the same objects, for
+  /// `auto [model, opt] = fabric.setup(model, opt);`): the precision converts the module (FP64, FP16True,
+  /// BF16True cast it), the module moves to device(), the strategy wraps it, and the optimizer's existing
+  /// state moves to device(). Run-time rank: every rank. The optimizer must hold the model's parameters
+  /// (the move keeps their identity). Throws std::invalid_argument when the model or the optimizer was
+  /// already set up ("A model should be passed only once to the `setup` method.").
+  template <class Model, class Optimizer>
+  std::pair<Model, Optimizer> setup(Model model, Optimizer optimizer) {
+    static_assert(detail::fabric_optimizer_shared_ptr<Optimizer>,
+                  "volt::Fabric::setup(model, optimizer): pass the optimizer as a std::shared_ptr (e.g. "
+                  "std::make_shared<torch::optim::Adam>(model->parameters(), ...))");
+    if (!optimizer) throw std::invalid_argument("volt::Fabric::setup: the optimizer pointer is empty");
+    if (set_up_optimizers_.count(optimizer.get()) != 0) {
+      throw std::invalid_argument("An optimizer should be passed only once to the `setup` method.");
+    }
+    setup_module(model);
+    detail::optimizer_state_to_device(*optimizer, root_device_);
+    set_up_optimizers_.insert(optimizer.get());
+    return {std::move(model), std::move(optimizer)};
+  }
+
+  /// Prepares a model without an optimizer (Lightning's setup_module): convert, move, wrap. Returns it.
+  /// Throws std::invalid_argument when it was already set up.
+  template <class Model>
+  Model setup_module(Model model) {
+    torch::nn::Module& module = detail::fabric_module(model);
+    if (set_up_modules_.count(&module) != 0) {
+      throw std::invalid_argument("A model should be passed only once to the `setup` method.");
+    }
+    precision_.convert_module(module);
+    module.to(root_device_);
+    strategy_.setup_module(module);
+    set_up_modules_.insert(&module);
+    return model;
+  }
+
+  /// A view of `data` (a range of batches, or a pointer to one such as torch::data's loaders) whose batches
+  /// arrive on device() (Lightning's setup_dataloaders with move_to_device=True). `data` must outlive it.
+  template <class Data>
+  DeviceDataLoader<Data> setup_dataloaders(Data& data) const {
+    return DeviceDataLoader<Data>(data, root_device_);
+  }
+
+  /// `batch` (any collection volt::batch_to_device understands) with its tensors on device().
+  template <class Batch>
+  std::remove_cvref_t<Batch> to_device(Batch&& batch) const {
+    return batch_to_device(std::forward<Batch>(batch), root_device_);
+  }
+
+  /// An RAII guard for the forward pass under the precision: autocast for FP16Autocast/BF16Autocast, the
+  /// default dtype for FP64/FP16True/BF16True, nothing for FP32. Destroy it on the thread that made it,
+  /// before backward().
+  [[nodiscard]] auto autocast() const { return precision_.forward_context(); }
+
+  /// `batch` with floating tensors cast for the precision (FP64/FP16True/BF16True), else unchanged.
+  template <class Batch>
+  std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
+    return precision_.convert_input(std::forward<Batch>(batch));
+  }
+
+  // ---- the step ----------------------------------------------------------------------------------
+
+  /// Backpropagates `loss` through the precision: scaled by the GradScaler under FP16Autocast, as is
+  /// otherwise (Lightning's fabric.backward). Throws what LibTorch's backward throws.
+  void backward(const torch::Tensor& loss) {
+    if (!loss.defined()) throw std::invalid_argument("volt::Fabric::backward: the loss tensor is undefined");
+    precision_.pre_backward(loss).backward();
+  }
+
+  /// Clips the gradients of `model`'s parameters, unscaling `optimizer`'s gradients first under a
+  /// GradScaler (as Lightning Fabric does, so clipping sees true gradients; step() then does not unscale
+  /// again). Returns the total norm before clipping for max_norm (read on the host), nullopt for clip_val.
+  /// Throws std::invalid_argument when both or neither of max_norm and clip_val are set (Lightning's
+  /// messages); std::runtime_error when error_if_nonfinite and the total norm is inf/NaN (LibTorch's message).
+  template <class Model>
+  std::optional<double> clip_gradients(const Model& model, torch::optim::Optimizer& optimizer, ClipGradientsOptions options) {
+    if (options.max_norm && options.clip_val) {
+      throw std::invalid_argument(
+          "Only one of `clip_val` or `max_norm` can be set as this specifies the underlying clipping algorithm!");
+    }
+    if (!options.max_norm && !options.clip_val) {
+      throw std::invalid_argument("You have to specify either `clip_val` or `max_norm` to do gradient clipping!");
+    }
+    unscale_gradients(optimizer);
+    auto parameters = detail::fabric_module(model).parameters();
+    if (options.clip_val) {
+      torch::nn::utils::clip_grad_value_(parameters, *options.clip_val);
+      return std::nullopt;
+    }
+    try {
+      return torch::nn::utils::clip_grad_norm_(parameters, *options.max_norm, options.norm_type,
+                                               options.error_if_nonfinite);
+    } catch (const c10::Error& error) {
+      throw std::runtime_error(error.what_without_backtrace());
+    }
+  }
+
+  /// Steps `optimizer` through the precision: under a GradScaler, unscale (unless clip_gradients did),
+  /// skip the step when a gradient is inf/NaN, update the scale; otherwise optimizer.step(). Returns whether
+  /// the optimizer stepped. Throws std::invalid_argument for LBFGS under mixed precision ("AMP and the
+  /// LBFGS optimizer are not compatible."), and what the GradScaler and the optimizer throw.
+  bool step(torch::optim::Optimizer& optimizer) {
+    if constexpr (Precision::is_autocast) {
+      if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
+        throw std::invalid_argument("AMP and the LBFGS optimizer are not compatible.");
+      }
+    }
+    if (GradScaler* scaler = precision_.scaler()) {
+      const bool stepped = scaler->step(optimizer);
+      scaler->update();
+      return stepped;
+    }
+    return precision_.optimizer_step(optimizer, [] {});
+  }
+
+  // ---- checkpoints -------------------------------------------------------------------------------
+
+  /// Writes `state` to `path` (Lightning's fabric.save): each entry under its name, plus the GradScaler's
+  /// state under "volt.precision" when the precision has one. Atomic (written next to `path`, flushed, then
+  /// renamed: a crash never leaves a torn file). Runs the barrier of the strategy; only global rank zero
+  /// writes. Throws volt::CheckpointError (a std::runtime_error) naming the file.
+  void save(const std::filesystem::path& path, const FabricState& state) {
+    if (is_global_zero()) {
+      torch::serialize::OutputArchive archive;
+      for (const auto& [name, entry] : state) {
+        torch::serialize::OutputArchive part;
+        entry.save(part);
+        archive.write(name, part);
+      }
+      if (const GradScaler* scaler = precision_.scaler()) {
+        torch::serialize::OutputArchive part;
+        scaler->save(part);
+        archive.write(std::string(precision_state_key), part);
+      }
+      detail::save_archive_atomically(archive, path);
+    }
+    barrier("fabric.save");
+  }
+
+  /// Restores every entry of `state` from `path` in place (modules and optimizers keep their identity),
+  /// with the file's tensors mapped to device(), and the GradScaler's state when the file has it.
+  /// Returns the names in the file that `state` did not ask for (Lightning's returned remainder).
+  /// Throws volt::CheckpointError naming the file when it is missing or unreadable; std::runtime_error
+  /// with Lightning's message when `strict` and the file lacks a requested key ("The requested state
+  /// contains a key 'x' that does not exist in the loaded checkpoint. To disable strict loading, set
+  /// `strict=False`."); volt::CheckpointError naming the entry when an entry does not match.
+  std::vector<std::string> load(const std::filesystem::path& path, const FabricState& state, bool strict = true) {
+    torch::serialize::InputArchive archive;
+    detail::load_archive(archive, path, root_device_);
+    const std::vector<std::string> keys = archive.keys();
+    auto in_file = [&](const std::string& key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
+    for (const auto& [name, entry] : state) {
+      if (!in_file(name)) {
+        if (strict) {
+          throw std::runtime_error("The requested state contains a key '" + name +
+                                   "' that does not exist in the loaded checkpoint. To disable strict loading, set "
+                                   "`strict=False`. (file " + path.string() + ")");
+        }
+        continue;
+      }
+      torch::serialize::InputArchive part;
+      archive.read(name, part);
+      try {
+        entry.load(part, root_device_);
+      } catch (const std::exception& cause) {
+        throw CheckpointError("volt: the entry '" + name + "' of " + path.string() +
+                              " does not match the object passed to load(): " + cause.what());
+      }
+    }
+    if (GradScaler* scaler = precision_.scaler(); scaler != nullptr && in_file(std::string(precision_state_key))) {
+      torch::serialize::InputArchive part;
+      archive.read(std::string(precision_state_key), part);
+      scaler->load(part);
+    }
+    std::vector<std::string> remainder;
+    for (const auto& key : keys) {
+      if (state.count(key) == 0 && key != precision_state_key) remainder.push_back(key);
+    }
+    barrier("fabric.load");
+    return remainder;
+  }
+
+  // ---- strategy services (identities for SingleDevice) -------------------------------------------
+
+  int world_size() const { return strategy_.world_size(); }
+  int global_rank() const { return strategy_.global_rank(); }
+  int local_rank() const { return strategy_.local_rank(); }
+  int node_rank() const { return strategy_.node_rank(); }
+  bool is_global_zero() const { return global_rank() == 0; }
+
+  /// Waits until every process reaches this call (no-op with one process).
+  void barrier(const std::string& name = "") { strategy_.barrier(name); }
+
+  /// Reduces `tensor` over processes with `op` ("mean", "sum", "max", "min", "product"; Lightning's
+  /// spelling, "avg" is "mean") and returns the result; with one process, `tensor` itself (moved to device()
+  /// as Lightning converts inputs). Throws std::invalid_argument for another op.
+  torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op = "mean") {
+    static const std::set<std::string> ops = {"mean", "avg", "sum", "max", "min", "product"};
+    if (ops.count(op) == 0) {
+      throw std::invalid_argument("volt::Fabric::all_reduce: unsupported reduce op '" + op +
+                                  "'; use \"mean\", \"sum\", \"max\", \"min\" or \"product\"");
+    }
+    return strategy_.all_reduce(tensor.to(root_device_), op);
+  }
+  /// Gathers `tensor` from every process (a leading dimension of world_size() with several processes);
+  /// with one process, `tensor` on device(), shape unchanged (as Lightning's single-device strategy).
+  torch::Tensor all_gather(const torch::Tensor& tensor) { return strategy_.all_gather(tensor.to(root_device_)); }
+  /// `value` as held by process `src` (with one process, `value`).
+  template <class T>
+  T broadcast(T value, int src = 0) {
+    return strategy_.broadcast(std::move(value), src);
+  }
+
+  /// A guard under which backward() does not synchronise gradients across processes (for gradient
+  /// accumulation; Lightning's fabric.no_backward_sync). A no-op guard with one process or when
+  /// `enabled` is false. Throws std::invalid_argument when `model` was not set up by this Fabric.
+  template <class Model>
+  [[nodiscard]] auto no_backward_sync(const Model& model, bool enabled = true) {
+    torch::nn::Module& module = detail::fabric_module(model);
+    if (set_up_modules_.count(&module) == 0) {
+      throw std::invalid_argument(
+          "You need to set up the model first before you can call `fabric.no_backward_sync()`: "
+          "`model = fabric.setup(model, ...)`");
+    }
+    return strategy_.no_backward_sync(module, enabled);
+  }
+
+  /// The key under which save() stores the GradScaler's state.
+  static constexpr std::string_view precision_state_key = "volt.precision";
+
+ private:
+  void unscale_gradients(torch::optim::Optimizer& optimizer) {
+    if (GradScaler* scaler = precision_.scaler()) {
+      if (scaler->stage(optimizer) == GradScaler::Stage::ready) scaler->unscale_(optimizer);
+    }
+  }
+
+  FabricOptions options_;
+  Precision precision_;
+  [[no_unique_address]] fabric_strategy_services<Strategy> strategy_;
+  DeviceSelection selection_;
+  torch::Device root_device_{torch::kCPU};
+  std::set<const torch::nn::Module*> set_up_modules_;
+  std::set<const torch::optim::Optimizer*> set_up_optimizers_;
+};
+
+}  // namespace volt
+// ---- end volt/fabric/fabric.hpp
 // ---- end volt/fabric.hpp
 // ---- begin volt/tuner.hpp
 // volt/tuner: the batch-size finder (Lightning's Tuner.scale_batch_size).
+
+// ---- begin volt/tuner/batch_size_finder.hpp
+// The batch-size finder: Lightning's Tuner.scale_batch_size in "power" mode. Try a few training steps at a
+// batch size, double it while that works, and stop at the first out-of-memory error; the answer is the
+// largest size that worked.
+//
+//   auto found = volt::scale_batch_size<volt::CUDA, volt::SingleDevice, volt::BF16Autocast>(
+//       {.devices = 1}, [] { return std::make_shared<Net>(); },
+//       [&](std::int64_t batch_size) { return make_loader(batch_size); });
+//   // found.batch_size
+//
+// The search itself (find_batch_size) takes any function that runs a trial at a batch size, so it can be
+// used without a Trainer, and tested on a CPU with a trial that throws the out-of-memory error past a size.
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// Options of the batch-size finder, with Lightning's defaults (Tuner.scale_batch_size).
+struct BatchSizeFinderOptions {
+  /// "power" only (Lightning's "binsearch" is not implemented); anything else throws MisconfigurationError.
+  std::string mode = "power";
+  /// Optimizer steps run at each batch size.
+  std::int64_t steps_per_trial = 3;
+  /// The first batch size tried.
+  std::int64_t init_val = 2;
+  /// At most this many trials.
+  std::int64_t max_trials = 25;
+  /// The largest batch size worth trying, e.g. the dataset's length (Lightning stops at the dataset's
+  /// length: "The batch size N is greater or equal than the length of your dataset."); nullopt: no bound.
+  std::optional<std::int64_t> max_val{};
+};
+
+/// One trial of the search.
+struct BatchSizeTrial {
+  std::int64_t batch_size;
+  /// false: the trial ran out of memory.
+  bool fits;
+};
+
+/// What the search found.
+struct BatchSizeFinderResult {
+  /// The largest batch size whose trial ran (Lightning's return value).
+  std::int64_t batch_size = 0;
+  /// Every trial, in order.
+  std::vector<BatchSizeTrial> trials;
+  /// Whether a trial ran out of memory (false: the search stopped at max_trials or max_val first).
+  bool hit_out_of_memory = false;
+};
+
+/// Lightning's is_oom_error: whether `error` says a device (or the host) ran out of memory.
+/// c10::OutOfMemoryError is what the CUDA caching allocator throws in every supported LibTorch (1.13
+/// introduced it, as torch.cuda.OutOfMemoryError in Python); the messages cover the allocators that throw
+/// a plain c10::Error (MPS: "MPS backend out of memory", CPU: "DefaultCPUAllocator: can't allocate memory"),
+/// cuBLAS/cuDNN failing to allocate, and std::bad_alloc.
+inline bool is_oom_error(const std::exception& error) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr) return true;
+  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return true;
+  const std::string_view message = error.what();
+  auto has = [&](std::string_view needle) { return message.find(needle) != std::string_view::npos; };
+  return (has("CUDA") && has("out of memory")) || has("MPS backend out of memory") ||
+         has("DefaultCPUAllocator: can't allocate memory") || has("CUBLAS_STATUS_ALLOC_FAILED") ||
+         has("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.") || has("CUDNN_STATUS_ALLOC_FAILED");
+}
+
+/// Lightning's garbage_collection_cuda: returns the caching allocators' unused blocks (CUDA, MPS) to the
+/// driver, so the next trial starts from what is really in use. No-op without those devices.
+inline void release_cached_device_memory() {
+  compat::cuda_empty_cache();
+  compat::mps_empty_cache();
+}
+
+/// Lightning's "power" search. Calls `trial(batch_size)` for init_val, 2 init_val, 4 init_val, ...: a trial
+/// that returns means the size fits, one that throws an out-of-memory error (is_oom_error) means it does
+/// not; device memory is released after every trial. Stops at the first failure after a success (the
+/// answer is the size before it), at max_val (clamped to it), or after max_trials. A failure before any
+/// success halves the size and goes on. Logs Lightning's lines ("Batch size 4 succeeded, trying batch size
+/// 8", "Finished batch size finder, will continue with full run using batch size 64").
+/// Throws MisconfigurationError for invalid options, std::runtime_error when even batch size 1 runs out
+/// of memory, and rethrows any other exception of `trial`.
+template <class Trial>
+BatchSizeFinderResult find_batch_size(Trial&& trial, const BatchSizeFinderOptions& options = {}) {
+  if (options.mode != "power") {
+    throw MisconfigurationError("volt: batch size finder mode `" + options.mode +
+                                "` is not supported; the supported mode is `power`");
+  }
+  if (options.init_val < 1 || options.max_trials < 1 || options.steps_per_trial < 1 ||
+      (options.max_val && *options.max_val < 1)) {
+    throw MisconfigurationError("volt: the batch size finder needs init_val, max_trials, steps_per_trial (and "
+                                "max_val when set) >= 1; got init_val=" + std::to_string(options.init_val) +
+                                ", max_trials=" + std::to_string(options.max_trials) +
+                                ", steps_per_trial=" + std::to_string(options.steps_per_trial));
+  }
+  BatchSizeFinderResult result;
+  std::int64_t size = options.max_val ? std::min(options.init_val, *options.max_val) : options.init_val;
+  bool any_success = false;
+  for (std::int64_t attempt = 0; attempt < options.max_trials; ++attempt) {
+    release_cached_device_memory();
+    bool fits = true;
+    try {
+      trial(size);
+    } catch (const std::exception& error) {
+      if (!is_oom_error(error)) throw;
+      fits = false;
+    }
+    release_cached_device_memory();
+    result.trials.push_back({size, fits});
+    if (fits) {
+      result.batch_size = size;
+      any_success = true;
+      if (attempt + 1 >= options.max_trials) break;
+      std::int64_t next = size * 2;
+      if (options.max_val && next >= *options.max_val) {
+        if (size >= *options.max_val) break;
+        log::info_rank_zero("The batch size " + std::to_string(next) +
+                            " is greater or equal than the length of your dataset.");
+        next = *options.max_val;
+      }
+      log::info_rank_zero("Batch size " + std::to_string(size) + " succeeded, trying batch size " +
+                          std::to_string(next));
+      size = next;
+      continue;
+    }
+    result.hit_out_of_memory = true;
+    if (any_success) break;
+    if (size == 1) {
+      throw std::runtime_error("volt: the batch size finder ran out of memory even at batch size 1");
+    }
+    log::info_rank_zero("Batch size " + std::to_string(size) + " failed, trying batch size " +
+                        std::to_string(size / 2));
+    size /= 2;
+  }
+  if (!any_success) {
+    throw std::runtime_error("volt: the batch size finder found no batch size that fits in " +
+                             std::to_string(options.max_trials) + " trials (last tried " + std::to_string(size) + ")");
+  }
+  log::info_rank_zero("Finished batch size finder, will continue with full run using batch size " +
+                      std::to_string(result.batch_size));
+  return result;
+}
+
+/// The search with a Trainer<Accelerator, Strategy, Precision>: each trial builds a fresh model with
+/// `make_model()` and the training data with `make_train_data(batch_size)` (anything Trainer::fit takes),
+/// and fits for options.steps_per_trial optimizer steps with `trainer_options`, minus what a trial does not
+/// need (no validation, sanity check, checkpoints, logger, progress bar or model summary). Fresh models
+/// leave the caller's model untouched, as Lightning restores the weights after its search.
+/// Runs on every rank; throws what find_batch_size and the Trainer throw (MisconfigurationError for bad
+/// options or devices).
+template <class Accelerator, class Strategy, class Precision, class MakeModel, class MakeTrainData>
+BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel&& make_model,
+                                       MakeTrainData&& make_train_data, const BatchSizeFinderOptions& options = {}) {
+  trainer_options.max_steps = options.steps_per_trial;
+  trainer_options.max_epochs = -1;
+  trainer_options.min_epochs.reset();
+  trainer_options.min_steps.reset();
+  trainer_options.num_sanity_val_steps = 0;
+  trainer_options.enable_checkpointing = false;
+  trainer_options.enable_progress_bar = false;
+  trainer_options.enable_model_summary = false;
+  trainer_options.logger = false;
+  return find_batch_size(
+      [&](std::int64_t batch_size) {
+        auto model = make_model();
+        auto data = make_train_data(batch_size);
+        Trainer<Accelerator, Strategy, Precision> trainer(trainer_options);
+        trainer.fit(model, data);
+      },
+      options);
+}
+
+}  // namespace volt
+// ---- end volt/tuner/batch_size_finder.hpp
 // ---- end volt/tuner.hpp
 // ---- begin volt/cli.hpp
 // volt/cli: Lightning-style command-line flags mapped onto the compile-time policies.
+//
+//   return volt::cli::run(argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
+//     volt::Trainer<A, S, P> trainer(args.trainer_options());
+//     ...
+//   });
+
+// ---- begin volt/cli/args.hpp
+// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line
+// (--accelerator, --devices, --strategy, --precision, --max-epochs, ...), plus flags a program adds itself.
+//
+//   volt::cli::Parser parser("fashion_mnist", "Trains an MLP on Fashion-MNIST.");
+//   parser.defaults().max_epochs = 5;
+//   parser.add_option("--data-dir", "DIR", "folder with the IDX files");
+//   parser.add_switch("--no-progress-bar", "print no progress bar");
+//   return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) { ... });
+//
+// Parsing only checks the text (names, numbers, the device spec's grammar); volt::cli::run (dispatch.hpp)
+// then checks it against the machine and picks the policy types.
+
+
+#include <charconv>
+#include <cstdlib>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace volt::cli {
+
+/// Exit status of a program given bad command-line input (argparse's and LightningCLI's).
+inline constexpr int usage_error_status = 2;
+
+/// Bad command-line input: an unknown flag, a missing or malformed value, a choice this machine or this
+/// build cannot run. volt::cli::run prints "<program>: error: <what()>" and returns usage_error_status.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// The accepted values of the standard flags, in the order the help lists them.
+inline constexpr std::string_view accelerator_choices[] = {"auto", "cpu", "cuda", "mps", "gpu"};
+inline constexpr std::string_view strategy_choices[] = {"auto", "single_device", "ddp"};
+inline constexpr std::string_view precision_choices[] = {"32-true", "64-true", "16-true", "bf16-true", "16-mixed",
+                                                         "bf16-mixed"};
+/// Lightning's historical spellings (spec 5.1) and what they mean.
+inline constexpr std::pair<std::string_view, std::string_view> precision_aliases[] = {
+    {"64", "64-true"}, {"32", "32-true"}, {"16", "16-mixed"}, {"bf16", "bf16-mixed"}};
+
+namespace detail {
+
+template <std::size_t N>
+std::string join(const std::string_view (&items)[N], std::string_view separator = ", ") {
+  std::string out;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (i > 0) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
+template <std::size_t N>
+bool one_of(std::string_view value, const std::string_view (&items)[N]) {
+  for (auto item : items) {
+    if (item == value) return true;
+  }
+  return false;
+}
+
+inline std::string quoted(std::string_view text) {
+  // Built by appending: GCC 12 warns falsely (-Wrestrict) on "'" + std::string at -O3.
+  std::string out(1, '\'');
+  out.append(text);
+  out += '\'';
+  return out;
+}
+
+/// `text` as a whole integer of type T, else UsageError "<flag> expects <what>, got 'text'".
+template <class T>
+T parse_number(std::string_view flag, std::string_view text, std::string_view what) {
+  T value{};
+  const char* first = text.data();
+  const char* last = first + text.size();
+  if (!text.empty() && text.front() == '+') ++first;
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (text.empty() || error != std::errc{} || end != last) {
+    throw UsageError("argument " + std::string(flag) + ": expected " + std::string(what) + ", got " + quoted(text));
+  }
+  return value;
+}
+
+inline double parse_real(std::string_view flag, std::string_view text) {
+  try {
+    std::size_t used = 0;
+    const double value = std::stod(std::string(text), &used);
+    if (used == text.size()) return value;
+  } catch (const std::logic_error&) {
+  }
+  throw UsageError("argument " + std::string(flag) + ": expected a number, got " + quoted(text));
+}
+
+}  // namespace detail
+
+/// Lightning's precision normalisation (spec 5.1) for a command-line value: a canonical name is returned
+/// as is; "64", "32", "16", "bf16" become "64-true", "32-true", "16-mixed", "bf16-mixed" ("16" and "bf16"
+/// warn, as Lightning does). Throws UsageError with Lightning's message for anything else.
+inline std::string normalize_precision(std::string_view value) {
+  if (detail::one_of(value, precision_choices)) return std::string(value);
+  for (const auto& [alias, canonical] : precision_aliases) {
+    if (alias != value) continue;
+    if (alias == "16" || alias == "bf16") {
+      log::warn_rank_zero("`precision=" + std::string(alias) +
+                          "` is supported for historical reasons but its usage is discouraged. Please set your "
+                          "precision to " + std::string(canonical) + " instead!");
+    }
+    return std::string(canonical);
+  }
+  std::string aliases;
+  for (const auto& [alias, canonical] : precision_aliases) aliases += ", " + std::string(alias);
+  throw UsageError("argument --precision: Precision " + detail::quoted(value) +
+                   " is invalid. Allowed precision values: " + detail::join(precision_choices) + aliases);
+}
+
+/// The parsed command line. The standard fields hold what was given (precision normalised); the fields
+/// under "resolved" are filled by volt::cli::run before it calls the program. A program's own flags are
+/// read with get(), get_int(), get_double() and is_set().
+struct Args {
+  std::string accelerator = "auto";
+  /// The device spec as typed ("auto", "1", "-1", "0,2", ...).
+  std::string devices = "auto";
+  std::string strategy = "auto";
+  /// Lightning's canonical name ("32-true", "bf16-mixed", ...).
+  std::string precision = "32-true";
+  std::optional<std::int64_t> max_epochs{};
+  std::int64_t max_steps = -1;
+  /// The program's batch size (set its default with parser.defaults().batch_size).
+  std::int64_t batch_size = 32;
+  std::int64_t accumulate_grad_batches = 1;
+  std::string default_root_dir{};
+  /// A checkpoint to resume from (pass it to trainer.fit); empty: none.
+  std::string ckpt_path{};
+  std::optional<std::uint64_t> seed{};
+  bool help = false;
+
+  // ---- resolved by volt::cli::run ----
+  /// The accelerator chosen ("auto" and "gpu" resolved on this machine).
+  AcceleratorKind accelerator_kind = AcceleratorKind::cpu;
+  /// The strategy chosen ("auto" resolved: "ddp" for more than one device, else "single_device").
+  std::string strategy_name = "single_device";
+  /// Lightning's trainer.device_ids for the devices selected.
+  std::vector<int> device_ids{};
+
+  /// The device spec: DeviceSpec{} for "auto", else the text. Throws std::invalid_argument for malformed
+  /// text (Parser::parse has already refused it).
+  DeviceSpec device_spec() const { return devices == "auto" ? DeviceSpec{} : DeviceSpec{std::string_view(devices)}; }
+
+  /// TrainerOptions with devices, max_epochs, max_steps, accumulate_grad_batches, default_root_dir and
+  /// seed from the command line; everything else at its default, for the program to adjust.
+  TrainerOptions trainer_options() const {
+    TrainerOptions options;
+    options.devices = device_spec();
+    options.max_epochs = max_epochs;
+    options.max_steps = max_steps;
+    options.accumulate_grad_batches = accumulate_grad_batches;
+    options.default_root_dir = default_root_dir;
+    options.seed = seed;
+    return options;
+  }
+
+  /// Whether the program flag `flag` (e.g. "--data-dir") was given on the command line.
+  bool is_set(std::string_view flag) const { return given_.count(std::string(flag)) != 0; }
+  /// The value of the program option `flag` (its default when not given). Throws std::out_of_range for a
+  /// flag the program did not add.
+  const std::string& get(std::string_view flag) const {
+    const auto found = values_.find(std::string(flag));
+    if (found == values_.end()) throw std::out_of_range("volt::cli: no flag " + std::string(flag) + " was added");
+    return found->second;
+  }
+  /// get(flag) as an integer; throws UsageError when it is not one.
+  std::int64_t get_int(std::string_view flag) const {
+    return detail::parse_number<std::int64_t>(flag, get(flag), "an integer");
+  }
+  /// get(flag) as a number; throws UsageError when it is not one.
+  double get_double(std::string_view flag) const { return detail::parse_real(flag, get(flag)); }
+  /// Whether the switch `flag` (a flag without value) was given.
+  bool get_switch(std::string_view flag) const { return is_set(flag); }
+
+ private:
+  friend class Parser;
+  std::map<std::string, std::string, std::less<>> values_;
+  std::set<std::string, std::less<>> given_;
+};
+
+/// Parses Lightning's Trainer flags and a program's own flags; see the file comment. Not thread-safe.
+class Parser {
+ public:
+  /// `program` names the program in the help and in error messages.
+  explicit Parser(std::string program = "program", std::string description = {})
+      : program_(std::move(program)), description_(std::move(description)) {}
+
+  /// The values the standard flags take when not given; change them before parse()/run().
+  Args& defaults() { return defaults_; }
+  const Args& defaults() const { return defaults_; }
+  const std::string& program() const { return program_; }
+
+  /// Adds an option taking a value (`--name VALUE` or `--name=VALUE`). Throws std::invalid_argument for a
+  /// name that does not start with "--" or is already taken.
+  Parser& add_option(std::string flag, std::string metavar, std::string help, std::string default_value = {}) {
+    add(std::move(flag), std::move(metavar), std::move(help), std::move(default_value), true);
+    return *this;
+  }
+  /// Adds a switch without a value (`--name`); read it with Args::get_switch.
+  Parser& add_switch(std::string flag, std::string help) {
+    add(std::move(flag), {}, std::move(help), {}, false);
+    return *this;
+  }
+
+  /// Parses argv[1..argc-1]. Throws UsageError for an unknown flag, a missing value, an invalid choice, a
+  /// malformed number or device spec. `--help`/`-h` sets Args::help and stops parsing.
+  Args parse(int argc, const char* const* argv) const {
+    Args args = defaults_;
+    for (const auto& extra : extras_) {
+      if (extra.takes_value) args.values_[extra.flag] = extra.default_value;
+    }
+    for (int i = 1; i < argc; ++i) {
+      std::string token = argv[i];
+      if (token == "--help" || token == "-h") {
+        args.help = true;
+        return args;
+      }
+      std::optional<std::string> inline_value;
+      if (const auto equals = token.find('='); token.rfind("--", 0) == 0 && equals != std::string::npos) {
+        inline_value = token.substr(equals + 1);
+        token.resize(equals);
+      }
+      auto value = [&]() -> std::string {
+        if (inline_value) return *inline_value;
+        if (i + 1 >= argc) throw UsageError("argument " + token + ": expected one argument");
+        return argv[++i];
+      };
+      if (!apply_standard(args, token, value)) {
+        const Extra* extra = find_extra(token);
+        if (extra == nullptr) {
+          throw UsageError("unrecognized arguments: " + std::string(argv[i]) + " (see " + program_ + " --help)");
+        }
+        if (extra->takes_value) {
+          args.values_[extra->flag] = value();
+        } else if (inline_value) {
+          throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
+        }
+        args.given_.insert(extra->flag);
+      }
+    }
+    return args;
+  }
+
+  /// The usage text printed for --help.
+  std::string help() const {
+    std::ostringstream out;
+    out << "usage: " << program_ << " [options]\n";
+    if (!description_.empty()) out << '\n' << description_ << '\n';
+    out << "\nTrainer options (Lightning's names):\n";
+    auto line = [&](std::string left, const std::string& text) {
+      if (left.size() < 34) left.resize(34, ' ');
+      else left += "\n" + std::string(36, ' ');
+      out << "  " << left << text << '\n';
+    };
+    line("--accelerator {" + detail::join(accelerator_choices, ",") + "}",
+         "default " + defaults_.accelerator + " (auto: MPS, then CUDA, then CPU)");
+    line("--devices SPEC", "default " + defaults_.devices + " (1, -1 for all, \"0,2\" for ids)");
+    line("--strategy {" + detail::join(strategy_choices, ",") + "}",
+         "default " + defaults_.strategy + " (auto: ddp for more than one device)");
+    line("--precision {" + detail::join(precision_choices, ",") + "}",
+         "default " + defaults_.precision + "; aliases 64, 32, 16 (16-mixed), bf16 (bf16-mixed)");
+    line("--max-epochs N", "default " + (defaults_.max_epochs ? std::to_string(*defaults_.max_epochs) : std::string("1000 when --max-steps is -1")));
+    line("--max-steps N", "default " + std::to_string(defaults_.max_steps) + " (-1: no limit)");
+    line("--batch-size N", "default " + std::to_string(defaults_.batch_size));
+    line("--accumulate-grad-batches N", "default " + std::to_string(defaults_.accumulate_grad_batches));
+    line("--default-root-dir DIR", "logs and checkpoints (default: the current folder)");
+    line("--ckpt-path FILE", "checkpoint to resume from");
+    line("--seed N", defaults_.seed ? "default " + std::to_string(*defaults_.seed) : std::string("default: not seeded"));
+    line("-h, --help", "show this help and exit");
+    if (!extras_.empty()) {
+      out << "\n" << program_ << " options:\n";
+      for (const auto& extra : extras_) {
+        std::string text = extra.help;
+        if (extra.takes_value && !extra.default_value.empty()) text += " (default " + extra.default_value + ")";
+        line(extra.flag + (extra.takes_value ? " " + extra.metavar : std::string()), text);
+      }
+    }
+    return out.str();
+  }
+
+ private:
+  struct Extra {
+    std::string flag, metavar, help, default_value;
+    bool takes_value;
+  };
+
+  static bool is_standard(std::string_view flag) {
+    constexpr std::string_view names[] = {"--accelerator", "--devices", "--strategy", "--precision",
+                                          "--max-epochs", "--max-steps", "--batch-size",
+                                          "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
+                                          "--seed", "--help", "-h"};
+    return detail::one_of(flag, names);
+  }
+
+  void add(std::string flag, std::string metavar, std::string help, std::string default_value, bool takes_value) {
+    if (flag.rfind("--", 0) != 0 || flag.size() < 3 || flag.find('=') != std::string::npos) {
+      throw std::invalid_argument("volt::cli: a flag name starts with \"--\" and holds no '=', got \"" + flag + "\"");
+    }
+    if (is_standard(flag) || find_extra(flag) != nullptr) {
+      throw std::invalid_argument("volt::cli: the flag " + flag + " is already defined");
+    }
+    extras_.push_back({std::move(flag), std::move(metavar), std::move(help), std::move(default_value), takes_value});
+  }
+
+  const Extra* find_extra(std::string_view flag) const {
+    for (const auto& extra : extras_) {
+      if (extra.flag == flag) return &extra;
+    }
+    return nullptr;
+  }
+
+  template <class Value>
+  static bool apply_standard(Args& args, std::string_view flag, Value&& value) {
+    using detail::parse_number;
+    if (flag == "--accelerator") {
+      // Lightning does not lower-case accelerator names (spec 3.1 a).
+      args.accelerator = value();
+      if (!detail::one_of(args.accelerator, accelerator_choices)) {
+        throw UsageError("argument --accelerator: You selected an invalid accelerator name: `accelerator=" +
+                         detail::quoted(args.accelerator) + "`. Available names are: " +
+                         detail::join(accelerator_choices) + ".");
+      }
+    } else if (flag == "--devices") {
+      args.devices = value();
+      if (args.devices != "auto") {
+        try {
+          (void)DeviceSpec{std::string_view(args.devices)};
+        } catch (const std::invalid_argument& error) {
+          throw UsageError("argument --devices: " + std::string(error.what()) +
+                           ". Valid: auto, a count (1, 2), -1 for every device, or ids such as \"0,2\" or \"1,\"");
+        }
+      }
+    } else if (flag == "--strategy") {
+      // Lightning lower-cases strategy names (spec 3.1 a).
+      args.strategy = value();
+      for (char& c : args.strategy) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+      if (!detail::one_of(args.strategy, strategy_choices)) {
+        throw UsageError("argument --strategy: You selected an invalid strategy name: `strategy=" +
+                         detail::quoted(args.strategy) + "`. Valid choices: " + detail::join(strategy_choices) + ".");
+      }
+    } else if (flag == "--precision") {
+      args.precision = normalize_precision(value());
+    } else if (flag == "--max-epochs") {
+      args.max_epochs = parse_number<std::int64_t>(flag, value(), "an integer");
+    } else if (flag == "--max-steps") {
+      args.max_steps = parse_number<std::int64_t>(flag, value(), "an integer");
+    } else if (flag == "--batch-size") {
+      args.batch_size = parse_number<std::int64_t>(flag, value(), "an integer");
+      if (args.batch_size < 1) {
+        throw UsageError("argument --batch-size: expected a positive integer, got " + std::to_string(args.batch_size));
+      }
+    } else if (flag == "--accumulate-grad-batches") {
+      args.accumulate_grad_batches = parse_number<std::int64_t>(flag, value(), "an integer");
+    } else if (flag == "--default-root-dir") {
+      args.default_root_dir = value();
+    } else if (flag == "--ckpt-path") {
+      args.ckpt_path = value();
+    } else if (flag == "--seed") {
+      args.seed = parse_number<std::uint64_t>(flag, value(), "a non-negative integer");
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  std::string program_;
+  std::string description_;
+  Args defaults_;
+  std::vector<Extra> extras_;
+};
+
+}  // namespace volt::cli
+// ---- end volt/cli/args.hpp
+// ---- begin volt/cli/dispatch.hpp
+// volt::cli::run: from the command line's strings to the compile-time policy types, in one dispatch.
+//
+//   int main(int argc, char** argv) {
+//     return volt::cli::run(argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
+//       volt::Trainer<A, S, P> trainer(args.trainer_options());
+//       ...
+//     });
+//   }
+//
+// run() parses the flags, checks them against this machine (Lightning's order: accelerator, availability,
+// MPS with DDP, devices, strategy, precision), and calls the program once with the concrete accelerator
+// (volt::CPU, volt::CUDA or volt::MPS: "auto" and "gpu" are resolved first), strategy and precision. Only
+// valid combinations are instantiated: none that precision_supported or strategy_supported refuses, and
+// no strategy for which strategy_implemented_v is false. Every bad input ends with exit status 2 and one
+// message naming what was given and the valid choices.
+
+
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace volt::cli {
+
+/// A list of policy types.
+template <class... Types>
+struct type_list {};
+
+/// Which policy types a program is compiled for. The default is every policy volt has; a program that
+/// only ever runs some of them lists those to compile fewer Trainers, e.g.
+/// `volt::cli::run<volt::cli::Choices<volt::cli::type_list<volt::CPU, volt::CUDA>>>(argc, argv, program)`.
+/// A value the program was not compiled for is refused with exit status 2.
+template <class Accelerators = type_list<CPU, CUDA, MPS>, class Strategies = type_list<SingleDevice, DDP>,
+          class Precisions = type_list<FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast>>
+struct Choices {
+  using accelerators = Accelerators;
+  using strategies = Strategies;
+  using precisions = Precisions;
+};
+
+/// Every accelerator, strategy and precision.
+using AllChoices = Choices<>;
+
+/// Where run() writes the help (out) and the error message (err); std::cout and std::cerr by default.
+struct Streams {
+  std::ostream* out = &std::cout;
+  std::ostream* err = &std::cerr;
+};
+
+/// Why volt::MPS::is_available() is false here, with what to do, checking volt's rule in order: DISABLE_MPS
+/// set to 1, LibTorch reporting no MPS (not macOS, or a LibTorch without MPS), a process not running
+/// natively on arm64 (Rosetta). Empty when MPS is available. Reads the probes of volt/accelerators/machine.hpp.
+inline std::string mps_unavailable_reason() {
+  if (MPS::is_available()) return {};
+  const char* disable = std::getenv("DISABLE_MPS");
+  if (disable != nullptr && std::string_view(disable) == "1") return "DISABLE_MPS=1 is set; unset it";
+  if (!machine::torch_mps_available()) {
+#ifdef __APPLE__
+    return "LibTorch reports no MPS (a LibTorch built without MPS, or macOS older than 12.3)";
+#else
+    return "MPS exists only on Apple-silicon Macs, and this is not macOS";
+#endif
+  }
+  const std::string processor = machine::processor();
+  return "the process runs as '" + processor +
+         "', not natively on arm64 (an x86-64 build under Rosetta); build and run it for arm64";
+}
+
+namespace detail {
+
+template <class T>
+struct tag {
+  using type = T;
+};
+
+/// Calls `f(tag<T>{})` for the first T in the list with `matches(tag<T>{})`; returns whether one did.
+template <class... Types, class Match, class F>
+bool find_type(type_list<Types...>, Match&& matches, F&& f) {
+  bool found = false;
+  ((!found && matches(tag<Types>{}) ? (found = true, f(tag<Types>{}), true) : false), ...);
+  return found;
+}
+
+template <class... Types, class Name>
+std::string names_of(type_list<Types...>, Name&& name) {
+  std::string out;
+  ((out.append(out.empty() ? "" : ", ").append(name(tag<Types>{}))), ...);
+  return out;
+}
+
+inline std::string_view accelerator_flag_class(AcceleratorKind kind) {
+  return volt::detail::accelerator_class_name(kind);
+}
+
+inline bool available(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return CUDA::is_available();
+    case AcceleratorKind::mps: return MPS::is_available();
+    case AcceleratorKind::cpu: break;
+  }
+  return true;
+}
+
+/// The accelerators available here, in Lightning's list form: "['cuda', 'cpu']".
+inline std::string available_accelerators() {
+  std::string names;
+  for (AcceleratorKind kind : {AcceleratorKind::mps, AcceleratorKind::cuda, AcceleratorKind::cpu}) {
+    if (!available(kind)) continue;
+    if (!names.empty()) names += ", ";
+    names += detail::quoted(to_string(kind));
+  }
+  return "[" + names + "]";
+}
+
+/// Step 1-2: the accelerator the flag names, resolved and available. Throws UsageError.
+inline AcceleratorKind resolve_accelerator_flag(const std::string& flag) {
+  const std::string choices = ". Valid choices: " + join(accelerator_choices) + "; available here: " +
+                              available_accelerators() + ".";
+  if (flag == "auto") return Auto::resolve();
+  if (flag == "gpu") {
+    if (MPS::is_available()) return AcceleratorKind::mps;
+    if (CUDA::is_available()) return AcceleratorKind::cuda;
+    throw UsageError("argument --accelerator gpu: No supported gpu backend found!" + choices);
+  }
+  const AcceleratorKind kind = flag == "cuda" ? AcceleratorKind::cuda
+                               : flag == "mps" ? AcceleratorKind::mps
+                                               : AcceleratorKind::cpu;
+  if (!available(kind)) {
+    std::string message = "argument --accelerator " + flag + ": `" + std::string(accelerator_flag_class(kind)) +
+                          "` can not run on your system since the accelerator is not available. The following "
+                          "accelerator(s) is available and can be passed into `--accelerator`: " +
+                          available_accelerators() + ".";
+    if (kind == AcceleratorKind::mps) message += " MPS is not available: " + cli::mps_unavailable_reason() + ".";
+    if (kind == AcceleratorKind::cuda) {
+      message += compat::built_with_cuda ? " No CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)."
+                                         : " This program was built against a LibTorch without CUDA.";
+    }
+    throw UsageError(message + " Run the doctor example for details.");
+  }
+  return kind;
+}
+
+/// Lightning's precision "16-mixed" on the CPU: warn and use "bf16-mixed" (spec 5.2).
+inline std::string effective_precision(const std::string& precision, AcceleratorKind kind) {
+  if (precision == "16-mixed" && kind == AcceleratorKind::cpu) {
+    log::warn_rank_zero(
+        "You passed `--precision 16-mixed` and the accelerator is the CPU, but AMP with fp16 is not supported on "
+        "CPU. Using `precision='bf16-mixed'` instead.");
+    return "bf16-mixed";
+  }
+  return precision;
+}
+
+inline c10::DeviceType device_type_of(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return c10::DeviceType::CUDA;
+    case AcceleratorKind::mps: return c10::DeviceType::MPS;
+    case AcceleratorKind::cpu: break;
+  }
+  return c10::DeviceType::CPU;
+}
+
+/// The program's status: what it returns (int), or 0 for void.
+template <class A, class S, class P, class Program>
+int call_program(Program& program, Args& args) {
+  using Result = decltype(program.template operator()<A, S, P>(args));
+  if constexpr (std::is_void_v<Result>) {
+    program.template operator()<A, S, P>(args);
+    return 0;
+  } else {
+    return static_cast<int>(program.template operator()<A, S, P>(args));
+  }
+}
+
+/// Steps after the accelerator type is known: devices, strategy, precision, then the program.
+template <class Accelerator, class ChoiceSet, class Program>
+int dispatch_accelerator(Args& args, Program& program) {
+  // Lightning's MPS + DDP check (spec 3.4) comes before the devices are parsed.
+  if (Accelerator::kind == AcceleratorKind::mps && args.strategy == "ddp") {
+    throw UsageError("argument --strategy ddp: You set `strategy=ddp` but strategies from the DDP family are not "
+                     "supported on the MPS accelerator. Either explicitly set `--accelerator cpu` or change the "
+                     "strategy (valid here: auto, single_device).");
+  }
+  DeviceSelection selection;
+  try {
+    selection = select_devices<Accelerator>(args.device_spec(), Frontend::trainer);
+  } catch (const std::exception& error) {
+    throw UsageError("argument --devices " + args.devices + ": " + error.what());
+  }
+  args.device_ids = selection.device_ids;
+  const std::size_t count = selection.parallel_devices.size();
+  args.strategy_name = args.strategy == "auto" ? (count > 1 ? "ddp" : "single_device") : args.strategy;
+  if (args.strategy_name == "single_device" && count > 1) {
+    throw UsageError("argument --strategy single_device: a single-device strategy trains on one device, but "
+                     "--devices " + args.devices + " selected " + std::to_string(count) + " " +
+                     std::string(Accelerator::name) + " devices. Pass --devices 1 or --strategy ddp.");
+  }
+  const std::string precision = effective_precision(args.precision, Accelerator::kind);
+  args.precision = precision;
+
+  int status = 0;
+  const bool found_strategy = find_type(
+      typename ChoiceSet::strategies{}, [&](auto s) { return decltype(s)::type::name == args.strategy_name; },
+      [&](auto s) {
+        using Strategy = typename decltype(s)::type;
+        if constexpr (!strategy_implemented_v<Strategy>) {
+          const std::string policy = std::is_same_v<Strategy, DDP> ? "volt::DDP" : std::string(Strategy::name);
+          throw UsageError("argument --strategy: `strategy=" + args.strategy_name +
+                           "` is not implemented in this version of volt (volt::strategy_implemented_v<" + policy +
+                           "> is false). Use --strategy single_device with --devices 1.");
+        } else if constexpr (!strategy_supported_v<Accelerator, Strategy>) {
+          throw UsageError("argument --strategy: `strategy=" + args.strategy_name + "` is not supported on the " +
+                           std::string(Accelerator::name) + " accelerator. Valid choices: auto, single_device.");
+        } else {
+          const bool found_precision = find_type(
+              typename ChoiceSet::precisions{}, [&](auto p) { return decltype(p)::type::name == precision; },
+              [&](auto p) {
+                using Precision = typename decltype(p)::type;
+                if constexpr (!precision_supported<Accelerator, Precision>::value) {
+                  std::string valid;
+                  find_type(
+                      typename ChoiceSet::precisions{},
+                      [&](auto q) {
+                        using Q = typename decltype(q)::type;
+                        if constexpr (precision_supported<Accelerator, Q>::value) {
+                          valid.append(valid.empty() ? "" : ", ").append(Q::name);
+                        }
+                        return false;
+                      },
+                      [](auto) {});
+                  throw UsageError("argument --precision " + precision + ": precision `" + precision +
+                                   "` is not supported on the " + std::string(Accelerator::name) +
+                                   " accelerator" +
+                                   (Accelerator::kind == AcceleratorKind::mps ? " (Metal has no float64)" : "") +
+                                   ". Valid choices on " + std::string(Accelerator::name) + ": " + valid + ".");
+                } else {
+                  if constexpr (Precision::is_autocast) {
+                    const c10::ScalarType dtype = precision == "16-mixed" ? c10::ScalarType::Half
+                                                                          : c10::ScalarType::BFloat16;
+                    if (!compat::autocast_dtype_supported(device_type_of(Accelerator::kind), dtype)) {
+                      throw UsageError("argument --precision " + precision + ": mixed precision `" + precision +
+                                       "` needs autocast to " + c10::toString(dtype) + " on " +
+                                       std::string(Accelerator::name) + ", which this LibTorch (" + TORCH_VERSION +
+                                       ") does not support. Use --precision 32-true or a newer LibTorch.");
+                    }
+                  }
+                  status = call_program<Accelerator, Strategy, Precision>(program, args);
+                }
+              });
+          if (!found_precision) {
+            throw UsageError("argument --precision " + precision + ": this program was built for precision " +
+                             names_of(typename ChoiceSet::precisions{},
+                                      [](auto p) { return decltype(p)::type::name; }) + " only.");
+          }
+        }
+      });
+  if (!found_strategy) {
+    throw UsageError("argument --strategy " + args.strategy_name + ": this program was built for strategy " +
+                     names_of(typename ChoiceSet::strategies{}, [](auto s) { return decltype(s)::type::name; }) +
+                     " only.");
+  }
+  return status;
+}
+
+}  // namespace detail
+
+/// Resolves parsed `args` on this machine and calls `program.template operator()<A, S, P>(args)` once,
+/// with A one of volt::CPU / volt::CUDA / volt::MPS, S volt::SingleDevice or volt::DDP, P a precision
+/// policy; fills args' resolved fields first. Returns what the program returns (0 for void). Throws
+/// UsageError for a choice this machine or this build cannot run, and what the program throws.
+template <class ChoiceSet = AllChoices, class Program>
+int dispatch(Args& args, Program&& program) {
+  const AcceleratorKind kind = detail::resolve_accelerator_flag(args.accelerator);
+  args.accelerator_kind = kind;
+  int status = 0;
+  const bool found = detail::find_type(
+      typename ChoiceSet::accelerators{}, [&](auto a) { return decltype(a)::type::kind == kind; },
+      [&](auto a) { status = detail::dispatch_accelerator<typename decltype(a)::type, ChoiceSet>(args, program); });
+  if (!found) {
+    throw UsageError("argument --accelerator " + args.accelerator + ": this program was built for accelerator " +
+                     detail::names_of(typename ChoiceSet::accelerators{},
+                                      [](auto a) { return decltype(a)::type::name; }) +
+                     " only, and the choice resolved to " + std::string(to_string(kind)) + ".");
+  }
+  return status;
+}
+
+/// Parses the command line with `parser`, prints the help (status 0) or runs `program` through
+/// dispatch(). Returns the program's status; 2 after printing "<program>: error: <message>" for bad input
+/// (UsageError, and MisconfigurationError thrown while the program runs: a configuration the command line
+/// asked for); 1 after printing "<program>: error: <what>" for any other exception the program throws.
+template <class ChoiceSet = AllChoices, class Program>
+int run(const Parser& parser, int argc, const char* const* argv, Program&& program, Streams streams = {}) {
+  try {
+    Args args = parser.parse(argc, argv);
+    if (args.help) {
+      *streams.out << parser.help();
+      return 0;
+    }
+    return dispatch<ChoiceSet>(args, program);
+  } catch (const UsageError& error) {
+    *streams.err << parser.program() << ": error: " << error.what() << '\n';
+    return usage_error_status;
+  } catch (const MisconfigurationError& error) {
+    *streams.err << parser.program() << ": error: " << error.what() << '\n';
+    return usage_error_status;
+  } catch (const std::exception& error) {
+    *streams.err << parser.program() << ": error: " << error.what() << '\n';
+    return 1;
+  }
+}
+
+/// run() with the standard flags only; the program is named after argv[0].
+template <class ChoiceSet = AllChoices, class Program>
+int run(int argc, const char* const* argv, Program&& program, Streams streams = {}) {
+  std::string name = argc > 0 && argv[0] != nullptr ? argv[0] : "program";
+  if (const auto slash = name.find_last_of('/'); slash != std::string::npos) name.erase(0, slash + 1);
+  return run<ChoiceSet>(Parser(name), argc, argv, std::forward<Program>(program), streams);
+}
+
+}  // namespace volt::cli
+// ---- end volt/cli/dispatch.hpp
 // ---- end volt/cli.hpp
 // ---- begin volt/testing.hpp
 // volt/testing: helpers for testing code that uses volt.
