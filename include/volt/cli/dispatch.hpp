@@ -63,6 +63,25 @@ struct Streams {
   std::ostream* err = &std::cerr;
 };
 
+/// Why volt::MPS::is_available() is false here, with what to do, checking volt's rule in order: DISABLE_MPS
+/// set to 1, LibTorch reporting no MPS (not macOS, or a LibTorch without MPS), a process not running
+/// natively on arm64 (Rosetta). Empty when MPS is available. Reads the probes of volt/accelerators/machine.hpp.
+inline std::string mps_unavailable_reason() {
+  if (MPS::is_available()) return {};
+  const char* disable = std::getenv("DISABLE_MPS");
+  if (disable != nullptr && std::string_view(disable) == "1") return "DISABLE_MPS=1 is set; unset it";
+  if (!machine::torch_mps_available()) {
+#ifdef __APPLE__
+    return "LibTorch reports no MPS (a LibTorch built without MPS, or macOS older than 12.3)";
+#else
+    return "MPS exists only on Apple-silicon Macs, and this is not macOS";
+#endif
+  }
+  const std::string processor = machine::processor();
+  return "the process runs as '" + processor +
+         "', not natively on arm64 (an x86-64 build under Rosetta); build and run it for arm64";
+}
+
 namespace detail {
 
 template <class T>
@@ -81,7 +100,7 @@ bool find_type(type_list<Types...>, Match&& matches, F&& f) {
 template <class... Types, class Name>
 std::string names_of(type_list<Types...>, Name&& name) {
   std::string out;
-  ((out += (out.empty() ? "" : ", ") + std::string(name(tag<Types>{}))), ...);
+  ((out.append(out.empty() ? "" : ", ").append(name(tag<Types>{}))), ...);
   return out;
 }
 
@@ -103,25 +122,10 @@ inline std::string available_accelerators() {
   std::string names;
   for (AcceleratorKind kind : {AcceleratorKind::mps, AcceleratorKind::cuda, AcceleratorKind::cpu}) {
     if (!available(kind)) continue;
-    names += (names.empty() ? "'" : ", '") + std::string(to_string(kind)) + "'";
+    if (!names.empty()) names += ", ";
+    names += detail::quoted(to_string(kind));
   }
   return "[" + names + "]";
-}
-
-/// Why MPS is not available here, with what to do (volt's rule: DISABLE_MPS, LibTorch's report, processor).
-inline std::string mps_unavailable_reason() {
-  const char* disable = std::getenv("DISABLE_MPS");
-  if (disable != nullptr && std::string_view(disable) == "1") return "DISABLE_MPS=1 is set; unset it";
-  if (!machine::torch_mps_available()) {
-#ifdef __APPLE__
-    return "LibTorch reports no MPS (a LibTorch built without MPS, or macOS older than 12.3)";
-#else
-    return "MPS exists only on Apple-silicon Macs, and this is not macOS";
-#endif
-  }
-  const std::string processor = machine::processor();
-  return "the process runs as '" + processor +
-         "', not natively on arm64 (an x86-64 build under Rosetta); build and run it for arm64";
 }
 
 /// Step 1-2: the accelerator the flag names, resolved and available. Throws UsageError.
@@ -142,7 +146,7 @@ inline AcceleratorKind resolve_accelerator_flag(const std::string& flag) {
                           "` can not run on your system since the accelerator is not available. The following "
                           "accelerator(s) is available and can be passed into `--accelerator`: " +
                           available_accelerators() + ".";
-    if (kind == AcceleratorKind::mps) message += " MPS is not available: " + mps_unavailable_reason() + ".";
+    if (kind == AcceleratorKind::mps) message += " MPS is not available: " + cli::mps_unavailable_reason() + ".";
     if (kind == AcceleratorKind::cuda) {
       message += compat::built_with_cuda ? " No CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)."
                                          : " This program was built against a LibTorch without CUDA.";
@@ -235,7 +239,7 @@ int dispatch_accelerator(Args& args, Program& program) {
                       [&](auto q) {
                         using Q = typename decltype(q)::type;
                         if constexpr (precision_supported<Accelerator, Q>::value) {
-                          valid += (valid.empty() ? "" : ", ") + std::string(Q::name);
+                          valid.append(valid.empty() ? "" : ", ").append(Q::name);
                         }
                         return false;
                       },

@@ -1,16 +1,30 @@
-// Writing checkpoint files so that a crash never leaves a torn file: the archive is written to a temporary
-// file in the same folder, flushed to disk, then renamed over the target, and the folder is flushed.
+// Checkpoint files that survive crashes and report bad input clearly.
+//
+// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
+// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
+// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
+// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
+// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
+// what is wrong; a model that does not match the checkpoint (missing or extra keys, other shapes) throws
+// CheckpointError listing the keys and shapes.
+// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #if !defined(_WIN32)
 #include <fcntl.h>
@@ -19,7 +33,7 @@
 
 namespace volt {
 
-/// A checkpoint file could not be written or read. Says which file and why.
+/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
 class CheckpointError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -27,21 +41,77 @@ class CheckpointError : public std::runtime_error {
 
 namespace detail {
 
-inline void fsync_path([[maybe_unused]] const std::filesystem::path& path, [[maybe_unused]] bool directory) {
-#if !defined(_WIN32)
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return;
-  const int result = ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  if (result != 0 && !directory) {
-    throw CheckpointError("volt: could not flush " + path.string() + " to disk: " + std::strerror(error));
-  }
-#endif
+/// Test probe: a checkpoint write fails with `checkpoint_write_fault_errno` once this many bytes of the
+/// temporary file were written; -1 (the default) means never. Set through testing::ScopedCheckpointWriteFault.
+inline std::atomic<std::int64_t> checkpoint_write_fault_after_bytes{-1};
+inline std::atomic<int> checkpoint_write_fault_errno{0};
+
+inline std::string system_error_text(int error) { return std::generic_category().message(error); }
+
+inline std::string shape_text(c10::IntArrayRef sizes) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
 }
 
-/// Saves `archive` to `path` atomically; on failure the previous file at `path` is untouched and the
-/// temporary file is removed.
+#if !defined(_WIN32)
+/// Writes `bytes` to a new file at `path` and fsyncs it. Throws CheckpointError (naming `shown` and the
+/// system error) on any failure; the caller removes the partial file.
+inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw CheckpointError("volt: could not write the checkpoint " + shown + ": cannot create " + path.string() +
+                          ": " + system_error_text(errno));
+  }
+  const auto fail = [&](int error, const std::string& what) {
+    ::close(fd);
+    throw CheckpointError("volt: could not write the checkpoint " + shown + ": " + what + ": " +
+                          system_error_text(error) + " (the previous checkpoint, if any, is kept)");
+  };
+  const std::int64_t fault_after = checkpoint_write_fault_after_bytes.load();
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    std::size_t chunk = std::min<std::size_t>(bytes.size() - written, std::size_t{1} << 20);
+    if (fault_after >= 0) {
+      if (static_cast<std::int64_t>(written) >= fault_after) {
+        fail(checkpoint_write_fault_errno.load(), "write failed after " + std::to_string(written) + " of " +
+                                                      std::to_string(bytes.size()) + " bytes");
+      }
+      chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault_after - static_cast<std::int64_t>(written)));
+    }
+    const ::ssize_t result = ::write(fd, bytes.data() + written, chunk);
+    if (result < 0) {
+      if (errno == EINTR) continue;
+      fail(errno, "write failed after " + std::to_string(written) + " of " + std::to_string(bytes.size()) + " bytes");
+    }
+    written += static_cast<std::size_t>(result);
+  }
+  if (::fsync(fd) != 0) fail(errno, "could not flush it to disk");
+  if (::close(fd) != 0) {
+    throw CheckpointError("volt: could not write the checkpoint " + shown + ": closing " + path.string() +
+                          " failed: " + system_error_text(errno));
+  }
+}
+
+inline void fsync_folder(const std::filesystem::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);  // some file systems refuse fsync on folders; the rename itself is already done
+  ::close(fd);
+}
+#else
+inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) throw CheckpointError("volt: could not write the checkpoint " + shown + ": writing " + path.string() + " failed");
+}
+inline void fsync_folder(const std::filesystem::path&) {}
+#endif
+
+/// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
+/// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
+/// and the system error (e.g. "No space left on device").
 inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
   const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code error;
@@ -49,33 +119,165 @@ inline void save_archive_atomically(torch::serialize::OutputArchive& archive, co
   if (error) {
     throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
   }
+  std::ostringstream buffer(std::ios::binary);
+  try {
+    archive.save_to(buffer);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
+  }
+  const std::string bytes = std::move(buffer).str();
   std::random_device entropy;
   const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
   try {
-    archive.save_to(temporary.string());
-    fsync_path(temporary, false);
+    write_file_synced(temporary, bytes, path.string());
     std::filesystem::rename(temporary, path);
+  } catch (const CheckpointError&) {
+    std::filesystem::remove(temporary, error);
+    throw;
   } catch (const std::exception& cause) {
     std::filesystem::remove(temporary, error);
-    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what());
+    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what() +
+                          " (the previous checkpoint, if any, is kept)");
   }
-  fsync_path(folder, true);
+  fsync_folder(folder);
 }
 
-/// Loads an archive, mapping every tensor to `device`. Names the file in any error.
+/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
+/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
+inline void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
+                               const std::string& shown, torch::Device device) {
+  if (bytes.empty()) throw CheckpointError("volt: checkpoint file " + shown + " is empty");
+  // LibTorch archives are zip files: they start with a local file header "PK\3\4".
+  if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint: it does not start with a zip header, "
+                          "so it is not a LibTorch archive (a foreign or corrupted file, " +
+                          std::to_string(bytes.size()) + " bytes)");
+  }
+  try {
+    archive.load_from(bytes.data(), bytes.size(), device);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
+                          std::to_string(bytes.size()) + " bytes): " + cause.what());
+  }
+}
+
+/// Loads an archive, mapping every tensor to `device`. Names the file in any error (see load_archive_bytes).
 inline void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
                          torch::Device device) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
     throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
   }
-  try {
-    archive.load_from(path.string(), device);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: " + path.string() + " is not a readable checkpoint (truncated, corrupted or "
-                          "not written by LibTorch): " + cause.what());
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (!in && !in.eof()) throw CheckpointError("volt: cannot read the checkpoint file " + path.string());
+  load_archive_bytes(archive, std::move(content).str(), path.string(), device);
+}
+
+/// Reads the int entry `key` of a volt checkpoint, with an error naming the file when it is missing or of
+/// another type.
+inline std::int64_t read_checkpoint_int(torch::serialize::InputArchive& archive, const std::string& key,
+                                        const std::string& shown) {
+  c10::IValue value;
+  if (!archive.try_read(key, value) || !value.isInt()) {
+    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: entry '" + key +
+                          "' is missing or not an integer");
+  }
+  return value.toInt();
+}
+
+inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                const std::string& prefix, std::vector<std::string>& problems) {
+  std::set<std::string> expected;
+  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
+    expected.insert(name);
+    torch::Tensor stored;
+    if (!archive.try_read(name, stored, is_buffer)) {
+      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
+    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
+      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
+                         ", model " + shape_text(tensor.sizes()));
+    }
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
+  for (const auto& child : module.named_children()) {
+    expected.insert(child.key());
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      problems.push_back("missing submodule '" + prefix + child.key() + "'");
+      continue;
+    }
+    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
+  }
+  for (const auto& key : archive.keys()) {
+    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
   }
 }
 
+/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
+/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
+/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
+inline void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                const std::string& shown) {
+  std::vector<std::string> problems;
+  try {
+    compare_module_keys(model_archive, module, "", problems);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
+  }
+  if (problems.empty()) return;
+  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
+                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
+  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
+  if (problems.size() > 20) message += "; ...";
+  throw CheckpointError(message);
+}
+
 }  // namespace detail
+
+/// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
+/// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
+/// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
+inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                    torch::Device device = torch::kCPU) {
+  torch::serialize::InputArchive archive;
+  detail::load_archive(archive, path, device);
+  detail::read_checkpoint_int(archive, "volt/format", path.string());
+  torch::serialize::InputArchive model_archive;
+  if (!archive.try_read("model", model_archive)) {
+    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+  }
+  detail::check_model_matches(model_archive, module, path.string());
+  try {
+    module.load(model_archive);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + path.string() + " cannot be loaded: " + cause.what());
+  }
+}
+
+namespace testing {
+
+/// Makes every checkpoint write in this process fail once `after_bytes` bytes of the file are written, with
+/// the system error `error` (default ENOSPC, "No space left on device"), while alive. For tests of the
+/// disk-full path; not thread-safe against concurrent instances.
+class ScopedCheckpointWriteFault {
+ public:
+  explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
+      : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
+        previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
+  ~ScopedCheckpointWriteFault() {
+    detail::checkpoint_write_fault_after_bytes = previous_after_;
+    detail::checkpoint_write_fault_errno = previous_errno_;
+  }
+  ScopedCheckpointWriteFault(const ScopedCheckpointWriteFault&) = delete;
+  ScopedCheckpointWriteFault& operator=(const ScopedCheckpointWriteFault&) = delete;
+
+ private:
+  std::int64_t previous_after_;
+  int previous_errno_;
+};
+
+}  // namespace testing
 }  // namespace volt

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -52,6 +53,10 @@ class BatchAmount {
 /// Gradient clipping algorithm (Lightning's gradient_clip_algorithm).
 enum class GradClipAlgorithm { norm, value };
 
+/// What fit() does when writing a checkpoint fails (disk full, permission denied): `raise` stops the run
+/// with volt::CheckpointError (the previous checkpoint file is kept); `warn` logs the error and trains on.
+enum class CheckpointFailure { raise, warn };
+
 /// Options of volt::Trainer, for designated initializers: `volt::Trainer<> trainer({.max_epochs = 5});`
 /// Defaults and meanings are Lightning's (spec section 7); volt::Trainer validates them at construction and
 /// throws MisconfigurationError (Lightning's messages) for invalid values.
@@ -96,6 +101,16 @@ struct TrainerOptions {
   bool logger = true;
   /// Evaluate under torch::InferenceMode (true) or torch::NoGradGuard (false).
   bool inference_mode = true;
+  /// Stop fit() with std::runtime_error naming the step and batch when a training loss is NaN or infinite.
+  /// (Under FP16Autocast an overflowing *gradient* is not an error: the grad scaler skips the step and
+  /// fit() logs it.)
+  bool error_on_nonfinite_loss = false;
+  /// What a failed checkpoint write does during fit() (see CheckpointFailure).
+  CheckpointFailure on_checkpoint_failure = CheckpointFailure::raise;
+  /// SIGINT and SIGTERM during fit() finish the current batch, save `interrupted.ckpt` (when checkpointing
+  /// is on), run teardown and return from fit() with trainer.interrupted() true. false: signals keep their
+  /// previous handlers.
+  bool handle_signals = true;
 };
 
 namespace detail {
@@ -155,6 +170,33 @@ inline void validate(const TrainerOptions& options) {
   }
   if (options.fast_dev_run < 0) {
     fail("fast_dev_run=" + std::to_string(options.fast_dev_run) + " is not a valid configuration. It should be >= 0.");
+  }
+  if (options.min_epochs && *options.min_epochs < 0) {
+    fail("`min_epochs` must be a non-negative integer. You passed in " + std::to_string(*options.min_epochs) + ".");
+  }
+  if (options.min_steps && *options.min_steps < 0) {
+    fail("`min_steps` must be a non-negative integer. You passed in " + std::to_string(*options.min_steps) + ".");
+  }
+  if (options.min_steps && options.max_steps >= 0 && *options.min_steps > options.max_steps) {
+    fail("`min_steps` (" + std::to_string(*options.min_steps) + ") must not exceed `max_steps` (" +
+         std::to_string(options.max_steps) + ").");
+  }
+  if (options.gradient_clip_algorithm != GradClipAlgorithm::norm &&
+      options.gradient_clip_algorithm != GradClipAlgorithm::value) {
+    fail("`gradient_clip_algorithm` " + std::to_string(static_cast<int>(options.gradient_clip_algorithm)) +
+         " is invalid. Allowed algorithms: ['value', 'norm'].");
+  }
+  if (options.on_checkpoint_failure != CheckpointFailure::raise &&
+      options.on_checkpoint_failure != CheckpointFailure::warn) {
+    fail("`on_checkpoint_failure` " + std::to_string(static_cast<int>(options.on_checkpoint_failure)) +
+         " is invalid. Allowed: volt::CheckpointFailure::raise, volt::CheckpointFailure::warn.");
+  }
+  if (!options.default_root_dir.empty()) {
+    std::error_code error;
+    const std::filesystem::path root(options.default_root_dir);
+    if (std::filesystem::exists(root, error) && !std::filesystem::is_directory(root, error)) {
+      fail("`default_root_dir` must be a directory, but " + options.default_root_dir + " is an existing file.");
+    }
   }
   if (options.min_epochs && options.max_epochs && *options.max_epochs >= 0 && *options.min_epochs > *options.max_epochs) {
     fail("`min_epochs` (" + std::to_string(*options.min_epochs) + ") must not exceed `max_epochs` (" +

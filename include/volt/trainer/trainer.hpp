@@ -31,17 +31,25 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <csignal>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
 #include <ranges>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#if !defined(_WIN32)
+#include <signal.h>
+#endif
 
 namespace volt {
 
@@ -94,7 +102,93 @@ inline void set_cpu_rng_state(const torch::Tensor& state) {
   generator.set_state(state);
 }
 
+/// The signal (SIGINT or SIGTERM) that asked the running fit() to stop, 0 when none did. Set by the
+/// handler fit() installs while it runs (TrainerOptions::handle_signals); read between training batches.
+inline volatile std::sig_atomic_t interrupt_signal = 0;
+
+/// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
+/// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
+/// signal during the graceful shutdown ends the process the default way.
+class ScopedInterruptHandler {
+ public:
+  explicit ScopedInterruptHandler(bool enabled) : enabled_(enabled) {
+    interrupt_signal = 0;
+    if (!enabled_) return;
+#if !defined(_WIN32)
+    struct sigaction action {};
+    action.sa_handler = [](int signal) { interrupt_signal = signal; };
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+#else
+    previous_int_ = std::signal(SIGINT, [](int signal) { interrupt_signal = signal; });
+    previous_term_ = std::signal(SIGTERM, [](int signal) { interrupt_signal = signal; });
+#endif
+  }
+  ScopedInterruptHandler(const ScopedInterruptHandler&) = delete;
+  ScopedInterruptHandler& operator=(const ScopedInterruptHandler&) = delete;
+  ~ScopedInterruptHandler() {
+    if (!enabled_) return;
+#if !defined(_WIN32)
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+#else
+    std::signal(SIGINT, previous_int_);
+    std::signal(SIGTERM, previous_term_);
+#endif
+  }
+
+ private:
+  bool enabled_;
+#if !defined(_WIN32)
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+#else
+  void (*previous_int_)(int) = nullptr;
+  void (*previous_term_)(int) = nullptr;
+#endif
+};
+
+/// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error
+/// gets it as context and keeps its type; the standard exception types and volt's errors are rethrown as the
+/// same type (std::rethrow_if_nested gives back the original object); anything else is rethrown unchanged.
+[[noreturn]] inline void rethrow_with_context(const std::string& where) {
+  const auto message = [&](const std::exception& error) {
+    return std::string(error.what()) + "\n(volt: raised during " + where + ")";
+  };
+  try {
+    throw;
+  } catch (c10::Error& error) {
+    error.add_context("volt: raised during " + where);
+    throw;
+  } catch (const MisconfigurationError& error) {
+    std::throw_with_nested(MisconfigurationError(message(error)));
+  } catch (const CheckpointError& error) {
+    std::throw_with_nested(CheckpointError(message(error)));
+  } catch (const std::invalid_argument& error) {
+    std::throw_with_nested(std::invalid_argument(message(error)));
+  } catch (const std::out_of_range& error) {
+    std::throw_with_nested(std::out_of_range(message(error)));
+  } catch (const std::logic_error& error) {
+    std::throw_with_nested(std::logic_error(message(error)));
+  } catch (const std::overflow_error& error) {
+    std::throw_with_nested(std::overflow_error(message(error)));
+  } catch (const std::runtime_error& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  } catch (const std::exception& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  }
+}
+
 }  // namespace detail
+
+/// What on_exception callbacks receive when SIGINT or SIGTERM stopped fit() (Lightning's KeyboardInterrupt).
+/// fit() itself does not throw it: it returns, with trainer.interrupted() true.
+class TrainingInterrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
 class Trainer {
@@ -190,13 +284,22 @@ class Trainer {
   ModelCheckpoint* checkpoint_callback() { return callbacks_.find<ModelCheckpoint>(); }
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
   Precision& precision() { return precision_; }
-  /// Why the last fit stopped ("max_epochs=5 reached", "max_steps=100 reached", "stopped by a callback").
+  /// Why the last fit stopped ("max_epochs=5 reached", "max_steps=100 reached", "stopped by a callback",
+  /// "interrupted by SIGINT").
   const std::string& stop_reason() const { return stop_reason_; }
+  /// Whether the last fit() returned early because of SIGINT or SIGTERM (TrainerOptions::handle_signals).
+  bool interrupted() const { return interrupted_; }
 
   // ---- fit ---------------------------------------------------------------------------------------
 
   /// Trains `model` on `train_data` (any range of batches, or a pointer to one such as the std::unique_ptr
   /// that torch::data::make_data_loader returns). Resumes from `ckpt_path` when given.
+  /// Errors: an exception from training_step, a data loader or a callback reaches the caller with the epoch
+  /// and batch index added to its message (see detail::rethrow_with_context), after on_exception and
+  /// teardown ran. SIGINT/SIGTERM (TrainerOptions::handle_signals): the current batch finishes,
+  /// `<checkpoint dir>/interrupted.ckpt` is written when checkpointing is on, on_exception (with
+  /// volt::TrainingInterrupted) and teardown run, and fit() *returns* with interrupted() true; the previous
+  /// signal handlers are restored on every exit path.
   template <class Model, class TrainData>
   void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
     detail::NoData none;
@@ -440,7 +543,12 @@ class Trainer {
       }
       state_.optimizers = {config_.optimizer.get()};
       state_.save_checkpoint = [this, module](const std::filesystem::path& path, bool weights_only) {
-        write_checkpoint(*module, path, weights_only);
+        try {
+          write_checkpoint(*module, path, weights_only);
+        } catch (const CheckpointError& error) {
+          if (state_.stage == Stage::none || options_.on_checkpoint_failure == CheckpointFailure::raise) throw;
+          log::warn_rank_zero(std::string(error.what()) + "; training continues (on_checkpoint_failure=warn).");
+        }
       };
 
       const auto train_size = detail::size_of(train_data);
@@ -449,10 +557,25 @@ class Trainer {
       state_.num_training_batches =
           train_size || options_.fast_dev_run > 0 ? train_limit_ : std::optional<std::int64_t>{};
 
+      std::optional<std::int64_t> val_size;
+      if constexpr (has_val_data) val_size = detail::size_of(val_data);
+      check_data_sizes(train_size, val_size);
+
       resume_ = {};
-      if (!ckpt_path.empty()) read_checkpoint(*module, ckpt_path);
+      if (!ckpt_path.empty()) {
+        try {
+          read_checkpoint(*module, ckpt_path);
+        } catch (const CheckpointError&) {
+          throw;
+        } catch (const std::exception& error) {
+          throw CheckpointError("volt: cannot resume from " + ckpt_path.string() +
+                                " (corrupted, or written by another configuration): " + error.what());
+        }
+      }
 
       bool finished = false;
+      interrupted_ = false;
+      detail::ScopedInterruptHandler interrupt_handler(options_.handle_signals);
       try {
         callbacks_.run(detail::Hook::setup, state_);
         if (state_.is_global_zero && !loggers_.empty()) {
@@ -471,6 +594,10 @@ class Trainer {
         model_on_train_start(*module);
         callbacks_.run(detail::Hook::on_train_start, state_);
         fit_epochs(*module, train_data, val_data);
+        if (interrupted_) {
+          finish_interrupted(*module);
+          return;
+        }
         model_on_train_end(*module);
         callbacks_.run(detail::Hook::on_train_end, state_);
         model_on_fit_end(*module);
@@ -507,6 +634,61 @@ class Trainer {
       }
       state_.stage = Stage::none;
     }
+  }
+
+  /// Checks, before training starts, the limits and intervals that depend on the data sizes (Lightning's
+  /// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch.
+  void check_data_sizes(std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size) const {
+    auto check_fraction = [](const BatchAmount& amount, std::optional<std::int64_t> size, const char* stage) {
+      if (!size || *size == 0 || !amount.is_fraction() || amount.fraction() == 0.0 || amount.of(*size) > 0) return;
+      throw MisconfigurationError("You requested to check " + amount.to_string() + " of the `" + stage +
+                                  "_dataloader` but " + amount.to_string() + " * " + std::to_string(*size) +
+                                  " < 1. Please increase the `limit_" + stage + "_batches` argument. Try at least `limit_" +
+                                  stage + "_batches=" + std::to_string(1.0 / static_cast<double>(*size)) + "`");
+    };
+    check_fraction(options_.limit_train_batches, train_size, "train");
+    if (state_.has_validation) check_fraction(options_.limit_val_batches, val_size, "val");
+    const auto& interval = options_.val_check_interval;
+    if (state_.has_validation && state_.num_training_batches && options_.check_val_every_n_epoch &&
+        !interval.is_fraction() && interval.count() > *state_.num_training_batches) {
+      throw std::invalid_argument(" `val_check_interval` (" + interval.to_string() +
+                                  ") must be less than or equal to the number of the training batches (" +
+                                  std::to_string(*state_.num_training_batches) +
+                                  "). If you want to disable validation set `limit_val_batches` to 0.0 instead. If "
+                                  "you want to validate based on the total training batches, set "
+                                  "`check_val_every_n_epoch=None`.");
+    }
+  }
+
+  /// After a SIGINT/SIGTERM between two batches: checkpoint, on_exception, loggers, teardown (Lightning's
+  /// KeyboardInterrupt handling), then fit() returns.
+  template <class M>
+  void finish_interrupted(M& module) {
+    const int signal = detail::interrupt_signal;
+    const std::string name = signal == SIGTERM ? "SIGTERM" : "SIGINT";
+    stop_reason_ = "interrupted by " + name;
+    std::string saved;
+    if (auto* checkpoint = checkpoint_callback(); checkpoint != nullptr && options_.fast_dev_run == 0) {
+      const auto folder = !checkpoint->dirpath().empty() ? checkpoint->dirpath()
+                                                          : std::filesystem::path(options_.default_root_dir) / "checkpoints";
+      const auto path = folder / "interrupted.ckpt";
+      try {
+        write_checkpoint(module, path, false);
+        saved = "; resume with fit(..., \"" + path.string() + "\")";
+      } catch (const CheckpointError& error) {
+        log::warn_rank_zero(error.what());
+      }
+    }
+    log::info_rank_zero("\nDetected " + name + ", attempting graceful shutdown after epoch " +
+                        std::to_string(state_.current_epoch) + ", batch " + std::to_string(state_.batch_idx) +
+                        " (global step " + std::to_string(state_.global_step) + ")" + saved + ".");
+    const auto error = std::make_exception_ptr(TrainingInterrupted("volt: training " + stop_reason_));
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_exception)) {
+      callback->run_exception(state_, error);
+    }
+    finalize_loggers("failed");
+    callbacks_.run(detail::Hook::teardown, state_);
+    state_.stage = Stage::none;
   }
 
   /// How many batches of data of `total` batches (nullopt: size unknown) a limit allows; nullopt means all.
@@ -568,11 +750,25 @@ class Trainer {
       epoch_start_rng_ = detail::cpu_rng_state();
 
       auto&& range = detail::as_range(train_data);
-      auto it = std::begin(range);
-      const auto end = std::end(range);
       std::int64_t batch_idx = 0;
+      auto where = [&] {
+        return "epoch " + std::to_string(state_.current_epoch) + ", training batch " + std::to_string(batch_idx) +
+               " (global step " + std::to_string(state_.global_step) + ")";
+      };
+      auto it = [&] {
+        try {
+          return std::begin(range);
+        } catch (...) {
+          detail::rethrow_with_context(where());
+        }
+      }();
+      const auto end = std::end(range);
       if (resuming_mid_epoch) {
-        for (; batch_idx < resume_.batches_done && it != end; ++batch_idx) ++it;
+        try {
+          for (; batch_idx < resume_.batches_done && it != end; ++batch_idx) ++it;
+        } catch (...) {
+          detail::rethrow_with_context(where() + " while skipping to the resume point");
+        }
         detail::set_cpu_rng_state(resume_.rng);
         resume_.batches_done = 0;
       }
@@ -582,11 +778,16 @@ class Trainer {
       else if (!options_.val_check_interval.is_fraction()) val_check_batch = options_.val_check_interval.count();
 
       while (it != end && (!limit || batch_idx < *limit)) {
-        // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
-        auto batch = prepare_batch(*it);
-        ++it;
-        const bool is_last = it == end || (limit && batch_idx + 1 >= *limit);
-        train_batch(module, batch, batch_idx, is_last, k);
+        bool is_last = false;
+        try {
+          // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
+          auto batch = prepare_batch(*it);
+          ++it;
+          is_last = it == end || (limit && batch_idx + 1 >= *limit);
+          train_batch(module, batch, batch_idx, is_last, k);
+        } catch (...) {
+          detail::rethrow_with_context(where());
+        }
         ++total_batch_idx;
 
         bool validate_now = false;
@@ -611,6 +812,10 @@ class Trainer {
           }
         }
         ++batch_idx;
+        if (detail::interrupt_signal != 0) {
+          interrupted_ = true;
+          return;
+        }
         if (max_steps_reached() || (state_.should_stop && min_training_done())) break;
       }
       if (!state_.num_training_batches && !limit) state_.num_training_batches = batch_idx;
@@ -692,6 +897,13 @@ class Trainer {
     }
     TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor at epoch ", state_.current_epoch,
                 ", batch ", batch_idx);
+    if (options_.error_on_nonfinite_loss && !torch::isfinite(loss.detach()).all().template item<bool>()) {
+      const double value = loss.detach().sum().template item<double>();
+      throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : std::to_string(value)) +
+                               " at global step " + std::to_string(state_.global_step) + " (epoch " +
+                               std::to_string(state_.current_epoch) + ", batch " + std::to_string(batch_idx) +
+                               "); stopping because error_on_nonfinite_loss is set.");
+    }
     torch::optim::Optimizer& optimizer = *config_.optimizer;
     const bool window_start = batch_idx % k == 0;
     const bool step_now = (batch_idx + 1) % k == 0 || is_last;
@@ -709,12 +921,23 @@ class Trainer {
     if (step_now) strategy_.finish_gradient_sync();
     callbacks_.run(detail::Hook::on_after_backward, state_);
     if (step_now) {
-      precision_.optimizer_step(optimizer, [&] {
+      const bool stepped = precision_.optimizer_step(optimizer, [&] {
         for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_before_optimizer_step)) {
           callback->run_before_optimizer_step(state_, optimizer);
         }
         clip_gradients(optimizer);
       });
+      if (!stepped) {
+        if constexpr (requires { precision_.scaler()->get_scale(); }) {
+          if (precision_.scaler() != nullptr) {
+            log::info_rank_zero("volt: global step " + std::to_string(state_.global_step) + " (epoch " +
+                                std::to_string(state_.current_epoch) + ", batch " + std::to_string(batch_idx) +
+                                "): gradients overflowed under " + std::string(Precision::name) +
+                                "; the grad scaler skipped the optimizer step and lowered its scale to " +
+                                std::to_string(precision_.scaler()->get_scale()) + ".");
+          }
+        }
+      }
       ++state_.global_step;
       step_schedulers(SchedulerInterval::step);
       if (options_.log_every_n_steps > 0 && state_.global_step % options_.log_every_n_steps == 0) {
@@ -790,23 +1013,29 @@ class Trainer {
     std::int64_t batch_idx = 0;
     for (auto&& raw : detail::as_range(data)) {
       if (limit && batch_idx >= *limit) break;
-      auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
-      state_.batch_idx = batch_idx;
-      {
-        auto context = precision_.forward_context();
-        if (phase == MetricPhase::test) {
-          if constexpr (detail::has_test_step<M, std::remove_cvref_t<decltype(batch)>>) {
-            detail::call_test_step(module, batch, batch_idx, context_);
-          }
-        } else {
-          if constexpr (detail::has_validation_step<M, std::remove_cvref_t<decltype(batch)>>) {
-            detail::call_validation_step(module, batch, batch_idx, context_);
+      try {
+        auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
+        state_.batch_idx = batch_idx;
+        {
+          auto context = precision_.forward_context();
+          if (phase == MetricPhase::test) {
+            if constexpr (detail::has_test_step<M, std::remove_cvref_t<decltype(batch)>>) {
+              detail::call_test_step(module, batch, batch_idx, context_);
+            }
+          } else {
+            if constexpr (detail::has_validation_step<M, std::remove_cvref_t<decltype(batch)>>) {
+              detail::call_validation_step(module, batch, batch_idx, context_);
+            }
           }
         }
-      }
-      const auto hook = phase == MetricPhase::test ? detail::Hook::on_test_batch_end : detail::Hook::on_validation_batch_end;
-      for (detail::AnyCallback* callback : callbacks_.with(hook)) {
-        callback->run_batch_end(hook, state_, torch::Tensor(), batch_idx);
+        const auto hook = phase == MetricPhase::test ? detail::Hook::on_test_batch_end : detail::Hook::on_validation_batch_end;
+        for (detail::AnyCallback* callback : callbacks_.with(hook)) {
+          callback->run_batch_end(hook, state_, torch::Tensor(), batch_idx);
+        }
+      } catch (...) {
+        detail::rethrow_with_context("epoch " + std::to_string(state_.current_epoch) + ", " +
+                                     (phase == MetricPhase::test ? "test" : "validation") + " batch " +
+                                     std::to_string(batch_idx));
       }
       ++batch_idx;
     }
@@ -911,7 +1140,10 @@ class Trainer {
       throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
     }
     torch::serialize::InputArchive model_archive;
-    archive.read("model", model_archive);
+    if (!archive.try_read("model", model_archive)) {
+      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+    }
+    detail::check_model_matches(model_archive, module, path.string());
     try {
       module.load(model_archive);
     } catch (const std::exception& error) {
@@ -991,6 +1223,7 @@ class Trainer {
   std::string stop_reason_{};
   ResumePoint resume_point_{};
   ResumeState resume_{};
+  bool interrupted_ = false;
   torch::Tensor epoch_start_rng_{};
 };
 

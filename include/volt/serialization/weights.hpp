@@ -1,0 +1,261 @@
+// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
+//
+//   volt::save_weights(model, "model.pt");          // Python: sd = torch.load("model.pt")  (weights_only too)
+//   volt::load_weights(model, "from_python.pt");    // Python: torch.save(model.state_dict(), "from_python.pt")
+//
+// The file is what torch.save writes: a zip archive (LibTorch's PyTorchStreamWriter) holding data.pkl, a
+// protocol-2 pickle of a collections.OrderedDict whose values are tensors rebuilt by
+// torch._utils._rebuild_tensor_v2, the storages as records data/<n>, and byteorder. Names use Python's
+// dotted style ("net.0.weight", "bn.running_mean"), parameters then buffers of each module in the order of
+// Python's Module.state_dict().
+#pragma once
+
+#include <volt/serialization/pickle.hpp>
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+
+namespace volt {
+
+/// A state_dict: names in Python's dotted style, in insertion order.
+using StateDict = torch::OrderedDict<std::string, torch::Tensor>;
+
+/// What load_weights(module, path, {.strict = false}) could not match (PyTorch's _IncompatibleKeys).
+struct LoadWeightsResult {
+  std::vector<std::string> missing_keys;     // in the module, not in the file
+  std::vector<std::string> unexpected_keys;  // in the file, not in the module
+};
+
+struct LoadWeightsOptions {
+  /// Every key of the module must be in the file and every key of the file in the module (PyTorch's
+  /// load_state_dict(strict=True)). Shapes must match either way.
+  bool strict = true;
+};
+
+namespace detail {
+
+template <class T>
+concept weights_module_pointer = requires(const T& pointer) {
+  { *pointer } -> std::convertible_to<const torch::nn::Module&>;
+};
+
+inline const torch::nn::Module& weights_module(const torch::nn::Module& module) { return module; }
+/// A std::shared_ptr to a module or a ModuleHolder (torch::nn::Linear, a TORCH_MODULE type).
+template <weights_module_pointer Pointer>
+const torch::nn::Module& weights_module(const Pointer& pointer) {
+  if constexpr (requires { pointer.is_empty(); }) {
+    if (pointer.is_empty()) throw std::invalid_argument("volt: save_weights/load_weights got an empty module holder");
+  } else {
+    if (!pointer) throw std::invalid_argument("volt: save_weights/load_weights got an empty module pointer");
+  }
+  return *pointer;
+}
+
+/// Python's Module.state_dict() order: each module (pre-order), its parameters then its buffers.
+inline void collect_state(const torch::nn::Module& module, const std::string& prefix, StateDict& out) {
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
+  for (const auto& child : module.named_children()) collect_state(*child.value(), prefix + child.key() + ".", out);
+}
+
+inline std::string python_shape(c10::IntArrayRef sizes) {
+  std::string text = "torch.Size([";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "])";
+}
+
+inline std::string quoted_list(const std::vector<std::string>& keys) {
+  std::string text;
+  for (std::size_t i = 0; i < keys.size(); ++i) text += (i ? ", \"" : "\"") + keys[i] + "\"";
+  return text;
+}
+
+}  // namespace detail
+
+/// The state_dict of `module` (a torch::nn::Module, a std::shared_ptr to one, or a ModuleHolder such as
+/// torch::nn::Linear): its parameters and buffers under Python's dotted names, sharing storage with the
+/// module (no copy). Throws std::invalid_argument for an empty pointer.
+template <class Module>
+StateDict state_dict(const Module& module) {
+  StateDict result;
+  detail::collect_state(detail::weights_module(module), "", result);
+  return result;
+}
+
+/// Writes `weights` to `path` as torch.save(OrderedDict) does, readable by Python's torch.load(path) (with
+/// weights_only=True as well) and by load_weights. Tensors are saved detached, contiguous and on the CPU
+/// (Python loads them on the CPU). Atomic: the file is written next to `path` and renamed over it, so an
+/// existing file is never left torn. Throws std::runtime_error naming `path` when the file cannot be
+/// written, std::invalid_argument for a dtype torch.save has no storage class for.
+inline void save_weights(const StateDict& weights, const std::filesystem::path& path) {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  tensors.reserve(weights.size());
+  for (const auto& item : weights) {
+    if (!item.value().defined()) {
+      throw std::invalid_argument("volt: save_weights: the tensor \"" + item.key() + "\" is undefined");
+    }
+    tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU).contiguous());
+  }
+  const std::string pickle = detail::pickle::state_dict_pickle(tensors);
+
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  std::random_device entropy;
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
+  try {
+    {
+      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+      if (!out) throw std::runtime_error("cannot create " + temporary.string());
+      caffe2::serialize::PyTorchStreamWriter writer([&out](const void* data, std::size_t size) -> std::size_t {
+        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+        return out ? size : 0;
+      });
+      writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+      writer.writeRecord("byteorder", "little", 6);
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const auto& tensor = tensors[i].second;
+        writer.writeRecord("data/" + std::to_string(i), tensor.data_ptr(), tensor.numel() * tensor.element_size());
+      }
+      writer.writeEndOfFile();
+      out.flush();
+      if (!out) throw std::runtime_error("write error");
+    }
+#if !defined(_WIN32)
+    if (const int fd = ::open(temporary.c_str(), O_RDONLY); fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+    }
+#endif
+    std::filesystem::rename(temporary, path);
+  } catch (const std::exception& cause) {
+    std::filesystem::remove(temporary, error);
+    throw std::runtime_error("volt: could not write the weights file " + path.string() + ": " + cause.what());
+  }
+}
+
+/// Writes the state_dict of `module` (see state_dict()) to `path`; see save_weights(StateDict, path).
+template <class Module>
+  requires(!std::is_same_v<Module, StateDict>)
+void save_weights(const Module& module, const std::filesystem::path& path) {
+  save_weights(state_dict(module), path);
+}
+
+/// Reads a weights file written by torch.save(state_dict) in Python (a dict or OrderedDict of tensors,
+/// zip format, the default since torch 1.6) or by save_weights, with every tensor on `map_location`.
+/// Throws std::runtime_error naming `path` when the file is missing, not a zip archive of torch.save, or
+/// holds something other than a dict of tensors (e.g. a whole pickled model).
+inline StateDict load_weights(const std::filesystem::path& path, torch::Device map_location = torch::kCPU) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw std::runtime_error("volt: weights file " + path.string() + " does not exist or is not a file");
+  }
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path.string());
+    if (!reader.hasRecord("data.pkl")) throw std::runtime_error("no data.pkl record");
+    const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
+    const std::string_view pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
+    auto load_storage = [&reader, &path](const std::string& key, c10::ScalarType dtype, std::int64_t numel) {
+      const std::string record = "data/" + key;
+      if (!reader.hasRecord(record)) throw std::runtime_error("missing storage record " + record);
+      auto [data, size] = reader.getRecord(record);
+      auto storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+      const auto expected = static_cast<std::size_t>(numel) * storage.element_size();
+      if (size < expected) {
+        throw std::runtime_error("storage record " + record + " of " + path.filename().string() + " holds " +
+                                 std::to_string(size) + " bytes, expected " + std::to_string(expected));
+      }
+      if (expected > 0) std::memcpy(storage.data_ptr(), data.get(), expected);
+      return storage;
+    };
+    detail::pickle::Reader unpickler(pickle, load_storage);
+    const auto root = unpickler.read();
+    const auto* dict = std::get_if<detail::pickle::Dict>(&root->data);
+    if (dict == nullptr) throw std::runtime_error("the file holds something other than a dict of tensors");
+    StateDict result;
+    for (const auto& [key, value] : dict->items) {
+      const auto* name = std::get_if<std::string>(&key->data);
+      const auto* tensor = std::get_if<torch::Tensor>(&value->data);
+      if (name == nullptr || tensor == nullptr) {
+        throw std::runtime_error("the dict holds an entry that is not a string -> tensor pair" +
+                                 (name ? " (key \"" + *name + "\")" : std::string()));
+      }
+      // Views of one storage become separate tensors, as after load_state_dict copies them.
+      result.insert(*name, tensor->to(map_location).clone(at::MemoryFormat::Contiguous));
+    }
+    return result;
+  } catch (const std::exception& cause) {
+    throw std::runtime_error("volt: could not read the weights file " + path.string() +
+                             " (a torch.save'd state_dict): " + cause.what());
+  }
+}
+
+/// Copies `weights` into `module`'s parameters and buffers (on their devices and dtypes), as PyTorch's
+/// load_state_dict. Throws std::runtime_error listing every missing key (strict), unexpected key (strict)
+/// and shape mismatch, in PyTorch's words ("Error(s) in loading state_dict: Missing key(s) in
+/// state_dict: \"fc.bias\". size mismatch for fc.weight: copying a param with shape torch.Size([2, 3])
+/// from checkpoint, the shape in current model is torch.Size([3, 3])."); the module is not modified then.
+template <class Module>
+LoadWeightsResult load_state_dict(const Module& module, const StateDict& weights, LoadWeightsOptions options = {}) {
+  auto own = state_dict(module);
+  LoadWeightsResult result;
+  std::vector<std::string> mismatches;
+  for (const auto& item : own) {
+    const auto* loaded = weights.find(item.key());
+    if (loaded == nullptr) {
+      result.missing_keys.push_back(item.key());
+    } else if (loaded->sizes() != item.value().sizes()) {
+      mismatches.push_back("size mismatch for " + item.key() + ": copying a param with shape " +
+                           detail::python_shape(loaded->sizes()) + " from checkpoint, the shape in current model is " +
+                           detail::python_shape(item.value().sizes()) + ".");
+    }
+  }
+  for (const auto& item : weights) {
+    if (own.find(item.key()) == nullptr) result.unexpected_keys.push_back(item.key());
+  }
+  std::string errors;
+  if (options.strict && !result.unexpected_keys.empty()) {
+    errors += "\n\tUnexpected key(s) in state_dict: " + detail::quoted_list(result.unexpected_keys) + ". ";
+  }
+  if (options.strict && !result.missing_keys.empty()) {
+    errors += "\n\tMissing key(s) in state_dict: " + detail::quoted_list(result.missing_keys) + ". ";
+  }
+  for (const auto& mismatch : mismatches) errors += "\n\t" + mismatch;
+  if (!errors.empty()) throw std::runtime_error("Error(s) in loading state_dict:" + errors);
+  torch::NoGradGuard no_grad;
+  for (auto& item : own) {
+    if (const auto* loaded = weights.find(item.key())) item.value().copy_(*loaded);
+  }
+  return result;
+}
+
+/// Reads `path` (see load_weights(path)) and copies it into `module` (see load_state_dict). The file's
+/// tensors are read on the CPU and copied to each parameter's device. Errors also name the file.
+template <class Module>
+  requires(!std::is_convertible_v<Module, std::filesystem::path>)
+LoadWeightsResult load_weights(const Module& module, const std::filesystem::path& path, LoadWeightsOptions options = {}) {
+  const auto weights = load_weights(path);
+  try {
+    return load_state_dict(module, weights, options);
+  } catch (const std::runtime_error& cause) {
+    throw std::runtime_error(std::string(cause.what()) + " (weights file " + path.string() + ")");
+  }
+}
+
+}  // namespace volt

@@ -1,0 +1,12 @@
+// expect: volt: FP16Autocast is not supported on the CPU accelerator; use volt::BF16Autocast
+#include <volt/volt.hpp>
+
+#ifdef VOLT_COMPILE_FAIL_CONTROL
+using Precision = volt::BF16Autocast;
+#else
+using Precision = volt::FP16Autocast;
+#endif
+
+volt::Fabric<volt::CPU, volt::SingleDevice, Precision>* fabric_pointer(volt::FabricOptions options) {
+  return new volt::Fabric<volt::CPU, volt::SingleDevice, Precision>(options);
+}

@@ -1,0 +1,13 @@
+# Weights exchanged with Python: set VOLT_PYTHON to a Python with torch (e.g. -DVOLT_PYTHON=/opt/volt-venv/bin/python)
+# to test that torch.load reads volt's files and volt reads torch.save's (tests/python/check_weights.py).
+set(VOLT_PYTHON "" CACHE FILEPATH "A Python interpreter with torch, for the tests that exchange files with Python")
+add_executable(volt_weights_tool EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/interop/weights_tool.cpp)
+target_link_libraries(volt_weights_tool PRIVATE ${VOLT_TEST_TARGET})
+target_compile_options(volt_weights_tool PRIVATE ${VOLT_WARNINGS})
+if(VOLT_PYTHON)
+  set_target_properties(volt_weights_tool PROPERTIES EXCLUDE_FROM_ALL OFF)
+  add_test(NAME volt.serialization.python
+           COMMAND ${VOLT_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/check_weights.py
+                   --tool $<TARGET_FILE:volt_weights_tool> --workdir ${CMAKE_CURRENT_BINARY_DIR}/serialization_python)
+  set_tests_properties(volt.serialization.python PROPERTIES LABELS python TIMEOUT 300)
+endif()
