@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-process DDP checks on the CPU (Gloo over loopback), one scenario per call:
 #   run_ddp.sh WORKER SCENARIO
-# Scenarios: launcher-{plain,accumulate,clip}, torchrun-{plain,accumulate,clip}, launcher-kill, launcher-throw,
+# Scenarios: launcher-{plain,accumulate,clip}, cuda-{plain,accumulate,clip} (NCCL, 2 GPUs), torchrun-{plain,accumulate,clip}, launcher-kill, launcher-throw,
 # launcher-exit, torchrun-kill, torchrun-throw, missing-rank. Exits 0 when the scenario behaved as required.
 set -uo pipefail
 worker=$1
@@ -29,15 +29,26 @@ torchrun_pair() {
   cat "$out.0" "$out.1" > "$out"
 }
 
+if [[ $scenario == cuda-* ]] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
+  echo "SKIPPED: $scenario needs 2 CUDA GPUs"; exit 77
+fi
 case "$scenario" in
-  launcher-plain|launcher-accumulate|launcher-clip)
-    variant=${scenario#launcher-}
-    clean_env timeout 240 "$worker" equivalence "$variant" > "$out" 2>&1 || fail "exit status $?"
+  launcher-plain|launcher-accumulate|launcher-clip|cuda-plain|cuda-accumulate|cuda-clip)
+    variant=${scenario#*-}
+    backend=gloo; extra=()
+    if [[ $scenario == cuda-* ]]; then backend=nccl; extra=(cuda); fi
+    clean_env timeout 240 "$worker" equivalence "$variant" "${extra[@]}" > "$out" 2>&1 || fail "exit status $?"
     grep -q "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2" "$out" || fail "no rank-0 init line"
     grep -q "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2" "$out" || fail "no rank-1 init line"
-    grep -q "distributed_backend=gloo" "$out" || fail "no banner"
+    grep -q "distributed_backend=$backend" "$out" || fail "no banner"
     grep -q "All distributed processes registered. Starting with 2 processes" "$out" || fail "no banner"
     grep -q "rank 1 of 2" "$out" || fail "rank 1 did not finish"
+    grep "max |difference|" "$out"
+    ;;
+  launcher-fabric)
+    clean_env timeout 240 "$worker" fabric > "$out" 2>&1 || fail "exit status $?"
+    grep -q "rank 1 of 2: fabric collectives ok" "$out" || fail "rank 1's collectives"
+    grep -q "rank 0 of 2: fabric collectives ok" "$out" || fail "rank 0's collectives"
     grep "max |difference|" "$out"
     ;;
   torchrun-plain|torchrun-accumulate|torchrun-clip)

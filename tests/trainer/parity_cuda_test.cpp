@@ -15,8 +15,8 @@ bool cuda_missing() {
 }
 
 /// Relative tolerance for 100 Adam steps in float32 with lr 1e-2 (a few ulps of drift per step).
-constexpr double rtol = 1e-4;
-constexpr double atol = 1e-5;
+constexpr double rel_tolerance = 1e-4;
+constexpr double abs_tolerance = 1e-5;
 
 }  // namespace
 
@@ -67,7 +67,7 @@ TEST_CASE("CUDA parity: Trainer<CUDA, SingleDevice, FP32> and a hand-written loo
     const auto& expected = hand->parameters()[i];
     const auto& actual = model->parameters()[i];
     CHECK(actual.device().is_cuda());
-    CHECK(torch::allclose(expected, actual, rtol, atol));
+    CHECK(torch::allclose(expected, actual, rel_tolerance, abs_tolerance));
     max_difference = std::max(max_difference, (expected - actual).abs().max().item<double>());
   }
   MESSAGE("largest weight difference after " << steps << " steps on CUDA: " << max_difference);
@@ -113,6 +113,6 @@ TEST_CASE("CUDA parity: with shuffled data drawn from the same generator, the ru
   trainer.fit(model, shuffled);
   CHECK(trainer.global_step() == steps);
   for (std::size_t i = 0; i < hand->parameters().size(); ++i) {
-    CHECK(torch::allclose(hand->parameters()[i], model->parameters()[i], rtol, atol));
+    CHECK(torch::allclose(hand->parameters()[i], model->parameters()[i], rel_tolerance, abs_tolerance));
   }
 }
