@@ -24,19 +24,35 @@ export PATH="$PATH:/usr/local/cuda/bin"
 status=0
 phases=()
 
-# phase <name> <command...>: runs the command, records its duration and result (a failure fails the run at the end).
+# CPU seconds (user + system) used so far by this script's finished child processes and their descendants, in
+# $cpu. (`times` runs in this shell: in a $(...) subshell it would count the subshell's children only.)
+times_file=$(mktemp)
+cpu_seconds() {
+  times > "$times_file"
+  cpu=$(tail -1 "$times_file" | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] }
+                                      printf "%d", t }')
+}
+
+# phase <name> <command...>: runs the command, records its wall time, CPU time and result (a failure fails the run
+# at the end). The CPU time does not depend on what else runs on the machine: on an idle machine with N cores a
+# phase that keeps them busy takes about cpu/N seconds.
 phase() {
   local name=$1
   shift
   echo "== $name"
-  local start result
+  local start cpu_start result
   start=$(date +%s)
+  cpu_seconds
+  cpu_start=$cpu
   if "$@"; then result=ok; else result=FAILED; status=1; fi
-  phases+=("$(printf '%-44s %6d s  %s' "$name" $(( $(date +%s) - start )) "$result")")
+  cpu_seconds
+  phases+=("$(printf '%-56s %6d s wall %6d s cpu  %s' "$name" $(( $(date +%s) - start )) $(( cpu - cpu_start )) \
+                     "$result")")
 }
 
 summary() {
-  echo "== phase durations"
+  rm -f "$times_file"
+  echo "== phase durations (wall: elapsed here; cpu: user+system seconds of all its processes)"
   printf '%s\n' "${phases[@]}"
   [ $status -eq 0 ] && echo "== all phases passed" || echo "== SOME PHASES FAILED"
 }
@@ -52,6 +68,9 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
 fi
 phase "single header in sync with include/" python3 tools/amalgamate.py --check
 
+# Builds keep going after a failure (ninja -k 0) and the tests still run, so one broken area does not hide the
+# results of the others; the run fails at the end.
+
 # Labels run once, in the sanitize tree (or in the cuda tree when it is the only one asked for).
 once_labels="consumption|compile_fail|example_full"
 
@@ -62,7 +81,8 @@ run_ctest() {
   local result=0
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@") || result=1
   local skips
-  skips=$(grep -h -o 'skipped[^"]*' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sort | uniq -c || true)
+  skips=$(grep -h 'MESSAGE: skipped' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sed 's/.*MESSAGE: //' |
+          sort | uniq -c || true)
   if [ -n "$skips" ]; then
     echo "-- skip messages printed by passing tests (count, message):"
     echo "$skips"
@@ -77,10 +97,15 @@ import json, os, re, sys
 build, require = sys.argv[1], sys.argv[2]
 root = os.getcwd()
 commands = json.load(open(os.path.join(build, "compile_commands.json")))
-compiled, with_cuda = [], []
+compiled, with_cuda, missing = [], [], []
 for entry in commands:
     path = os.path.relpath(entry["file"], root)
     if not path.startswith(("tests/", "examples/", "benchmarks/")):
+        continue
+    match = re.search(r" -o (\S+)", entry["command"])
+    if match and not os.path.exists(os.path.join(entry["directory"], match.group(1))):
+        if not path.endswith("pch_anchor.cpp"):  # flag probes, never built
+            missing.append(path)  # the build failed for it
         continue
     compiled.append(path)
     if "-DVOLT_WITH_CUDA=1" in entry["command"]:
@@ -88,17 +113,23 @@ for entry in commands:
 def cuda_only(path):
     text = open(path, errors="replace").read()
     return "cuda" in os.path.basename(path).lower() or "VOLT_WITH_CUDA" in text
-cuda_sources = sorted(p for p in with_cuda if cuda_only(p))
+cuda_sources = sorted(p for p in compiled if cuda_only(p))
+without = sorted(p for p in cuda_sources if p not in with_cuda)
 headers = sorted(os.path.relpath(os.path.join(d, f), root)
                  for d, _, files in os.walk("include/volt") for f in files
                  if f.endswith(".hpp") and "VOLT_WITH_CUDA" in open(os.path.join(d, f)).read())
 print(f"-- VOLT_WITH_CUDA=1 in {len(with_cuda)} of {len(compiled)} compiled test/example sources")
-print("-- CUDA test sources compiled and linked with VOLT_WITH_CUDA: " + (", ".join(cuda_sources) or "none"))
-print("-- headers with VOLT_WITH_CUDA code paths (compiled in each of those sources): " + (", ".join(headers) or "none"))
-if require == "1" and (not with_cuda or len(with_cuda) != len(compiled)):
-    print("-- error: REQUIRE_CUDA=1 but not every source was compiled with VOLT_WITH_CUDA "
-          "(LibTorch without CUDA, or no CUDA toolkit found)", file=sys.stderr)
-    sys.exit(1)
+print("-- CUDA test sources compiled with VOLT_WITH_CUDA=1: " + (", ".join(p for p in cuda_sources if p in with_cuda) or "none"))
+print("-- headers with VOLT_WITH_CUDA code paths, compiled in each of those: " + (", ".join(headers) or "none"))
+failed = False
+if missing:
+    print("-- error: not compiled (build errors above): " + ", ".join(sorted(missing)))
+    failed = True
+if require == "1" and (not with_cuda or without):
+    print("-- error: REQUIRE_CUDA=1 but VOLT_WITH_CUDA is not defined for: " + (", ".join(without) or "any source")
+          + " (LibTorch without CUDA, or no CUDA toolkit found)")
+    failed = True
+sys.exit(1 if failed else 0)
 EOF
 }
 
@@ -107,9 +138,13 @@ if wants sanitize; then
   phase "sanitize: configure (LibTorch 1.13, include/)" \
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_TEST_SINGLE_HEADER=OFF -DVOLT_SANITIZE=ON \
           -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
-  phase "sanitize: build (ASan+UBSan)" cmake --build "$dir" -j "$jobs"
+  phase "sanitize: build (ASan+UBSan)" cmake --build "$dir" -j "$jobs" -- -k 0
   # ASAN_OPTIONS/UBSAN_OPTIONS come from the build tree (cmake/sanitizers.cmake) unless set by the caller.
-  phase "sanitize: test (all labels)" run_ctest "$dir"
+  # The header self-sufficiency check only compiles: it runs in the cuda tree (where the headers' CUDA code
+  # paths are compiled too) unless that tree is not built.
+  skip_here=()
+  wants cuda && skip_here=(-E '^volt\.headers_self_sufficient$')
+  phase "sanitize: test (all labels)" run_ctest "$dir" "${skip_here[@]}"
 fi
 
 if wants cuda; then
@@ -121,6 +156,19 @@ if wants cuda; then
   if [ -z "${REQUIRE_CUDA:-}" ] && command -v nvcc >/dev/null; then
     REQUIRE_CUDA=1
   fi
+  # The wheel's CUDA and the toolkit's must share a major version (headers from the toolkit, libraries from the
+  # wheel at run time: docs/ci.md).
+  check_cuda_versions() {
+    local wheel toolkit
+    wheel=$("$venv/bin/python" -c 'import torch; print(torch.__version__, torch.version.cuda)')
+    toolkit=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+    echo "-- torch ${wheel% *} is built with CUDA ${wheel#* }; CUDA toolkit: ${toolkit:-none}"
+    [ -z "$toolkit" ] || [ "${wheel#* }" = None ] || [ "${toolkit%%.*}" = "$(echo "${wheel#* }" | cut -d. -f1)" ] || {
+      echo "-- error: CUDA major versions differ: install the torch wheel built for CUDA $toolkit (docs/ci.md)"
+      return 1
+    }
+  }
+  phase "cuda: wheel CUDA and toolkit agree" check_cuda_versions
   exclude=()
   wants sanitize && exclude=(-LE "$once_labels")
   # The wheel's LibTorch finds the CUDA toolkit through Caffe2's cuda.cmake (nvcc on PATH or /usr/local/cuda);
@@ -129,7 +177,7 @@ if wants cuda; then
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_TEST_SINGLE_HEADER=ON \
           -DCMAKE_PREFIX_PATH="$prefix" -DVOLT_PYTHON="$venv/bin/python" -DTORCH_CUDA_ARCH_LIST=9.0 \
           -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
-  phase "cuda: build" cmake --build "$dir" -j "$jobs"
+  phase "cuda: build" cmake --build "$dir" -j "$jobs" -- -k 0
   phase "cuda: CUDA code paths compiled" show_cuda_sources "$dir"
   phase "cuda: test" run_ctest "$dir" "${exclude[@]}"
 fi

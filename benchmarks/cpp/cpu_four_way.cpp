@@ -49,7 +49,8 @@ Batches load_batches(const std::string& data_dir, std::int64_t count) {
   const auto labels = train.targets().to(torch::kLong);
   Batches batches;
   for (std::int64_t i = 0; i < count; ++i) {
-    batches.emplace_back(images.slice(0, i * 128, (i + 1) * 128).clone(), labels.slice(0, i * 128, (i + 1) * 128).clone());
+    batches.emplace_back(images.slice(0, i * 128, (i + 1) * 128).clone(),
+                         labels.slice(0, i * 128, (i + 1) * 128).clone());
   }
   return batches;
 }

@@ -32,6 +32,21 @@ import torch
 
 BATCH = 128
 
+NOTES = """Notes:
+
+* Same batches, same model, same optimizer settings, same number of steps; only the training loop differs. Data
+  loading is not timed (all four iterate the same in-memory batches), nor is process start-up or model creation.
+* The optimizer step differs: volt's Trainer steps LibTorch's Adam through `volt::optim::step` (LibTorch's fused
+  Adam kernel where it has one for the CPU, as 2.11 does, else multi-tensor ops; on LibTorch's own optimizer
+  state); the hand-written LibTorch loop calls `torch::optim::Adam::step()` (parameter by parameter); PyTorch's
+  Adam on the CPU uses its per-parameter loop too (`foreach` defaults to on for CUDA tensors only), and so does
+  Lightning, which calls the same optimizer. Part of volt's lead over the hand-written loop is that step, which a
+  LibTorch user does not get without writing it.
+* One thread everywhere, so the comparison measures the loops rather than thread scheduling.
+* The machine was shared while this ran (see the load averages above): absolute steps/s vary from run to run by
+  up to 2x; the loops alternate within each round, so the ratios of the medians are the figures to read.
+"""
+
 
 def read_idx(path: str) -> np.ndarray:
     opener = gzip.open if path.endswith(".gz") else open
@@ -170,6 +185,7 @@ def main() -> int:
     batches = load_batches(data_dir or "/usr/share/datasets/fashion-mnist")
     rates: dict[str, list[float]] = {"volt": [], "libtorch": [], "pytorch": [], "lightning": []}
     cpp_header = ""
+    load_before = os.getloadavg()
     for round_index in range(arguments.rounds):
         cpp_rates, cpp_header = run_cpp(arguments.cpp_binary, data_dir, arguments.warmup, arguments.steps)
         for loop, values in cpp_rates.items():
@@ -181,6 +197,7 @@ def main() -> int:
             rates[loop].append(function(batches, arguments.warmup, arguments.steps))
         print(f"round {round_index + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()), flush=True)
 
+    load_after = os.getloadavg()
     medians = {loop: statistics.median(values) for loop, values in rates.items()}
     names = {
         "volt": "volt `Trainer<volt::CPU>` (C++)",
@@ -215,8 +232,10 @@ def main() -> int:
             file.write("# CPU four-way: volt vs LibTorch vs PyTorch vs Lightning\n\n")
             file.write("Command (from the repository root):\n\n")
             file.write(f"    {arguments.command or shlex.join(sys.argv)}\n\n")
-            file.write(f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}.\n\n")
-            file.write(setup + "\n\n" + table + "\n")
+            file.write(f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; load average "
+                       f"(1/5/15 min) {load_before[0]:.1f}/{load_before[1]:.1f}/{load_before[2]:.1f} before the run, "
+                       f"{load_after[0]:.1f}/{load_after[1]:.1f}/{load_after[2]:.1f} after it.\n\n")
+            file.write(setup + "\n\n" + table + "\n\n" + NOTES)
     return 0
 
 

@@ -34,8 +34,9 @@ struct Classifier : torch::nn::Module {
 
 /// Points labelled by which of four fixed directions they lie closest to, in batches.
 std::vector<torch::data::Example<>> make_batches(std::int64_t samples, std::int64_t batch_size, std::uint64_t seed) {
-  torch::manual_seed(seed);
+  torch::manual_seed(0);  // the same four directions for every set
   const auto directions = torch::randn({8, 4});
+  torch::manual_seed(seed);
   const auto inputs = torch::randn({samples, 8});
   const auto labels = inputs.mm(directions).argmax(1);
   std::vector<torch::data::Example<>> batches;

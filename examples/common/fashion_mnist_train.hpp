@@ -45,9 +45,12 @@ int fit_and_test(const volt::cli::Args& args, std::shared_ptr<Model> model) {
   options.enable_progress_bar = !args.get_switch("--no-progress-bar");
   if (args.is_set("--limit-train-batches")) options.limit_train_batches = args.get_int("--limit-train-batches");
   if (args.is_set("--limit-val-batches")) options.limit_val_batches = args.get_int("--limit-val-batches");
+  // Not strict: a short run (--max-steps below one epoch) ends before the first validation, and Lightning's
+  // strict EarlyStopping would then stop the program for the missing val_acc.
   volt::Trainer<Accelerator, Strategy, Precision> trainer(
       options, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}},
-      volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = args.get_int("--patience")}});
+      volt::EarlyStopping{
+          {.monitor = "val_acc", .mode = "max", .patience = args.get_int("--patience"), .strict = false}});
 
   const auto fit_start = std::chrono::steady_clock::now();
   trainer.fit(model, volt::sized(train_loader, train_batches), volt::sized(val_loader, val_batches),

@@ -51,9 +51,19 @@ std::string policy_name() {
 int main(int argc, char** argv) {
   volt::cli::Parser parser("doctor", "Reports what volt can run here and what to do about each problem.");
   std::vector<std::string> advice;
+  volt::cli::Args args;
+  try {
+    args = parser.parse(argc, argv);
+  } catch (const volt::cli::UsageError& error) {
+    std::fprintf(stderr, "doctor: error: %s\n", error.what());
+    return volt::cli::usage_error_status;
+  }
+  if (args.help) {
+    std::printf("%s", parser.help().c_str());
+    return 0;
+  }
 
-  std::printf("volt %s, LibTorch %s (%s)\n", volt::version, TORCH_VERSION,
-              volt::compat::torch_version >= 20000 ? "2.x" : "1.x");
+  std::printf("volt %s, LibTorch %s\n", volt::version, TORCH_VERSION);
   std::printf("intra-op threads: %d\n", at::get_num_threads());
 
   // ---- CUDA ----
@@ -112,16 +122,20 @@ int main(int argc, char** argv) {
                      "NVIDIA GPU or an Apple-silicon Mac (see above for what is missing).");
   }
 
-  // ---- the flags ----
-  const int status = volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
-    std::string ids;
-    for (int id : args.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-    std::printf("with these flags: volt::Trainer<%s, %s, %s> on %s devices [%s]\n", policy_name<A>().c_str(),
-                policy_name<S>().c_str(), policy_name<P>().c_str(), std::string(A::name).c_str(), ids.c_str());
-    return 0;
-  });
-  if (status != 0) return status;
-
+  // ---- the flags: which Trainer they would build here (none is built) ----
+  int status = 0;
+  try {
+    volt::cli::dispatch(args, [&]<class A, class S, class P>(volt::cli::Args& resolved) {
+      std::string ids;
+      for (int id : resolved.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+      std::printf("with these flags: volt::Trainer<%s, %s, %s> on %s devices [%s]\n", policy_name<A>().c_str(),
+                  policy_name<S>().c_str(), policy_name<P>().c_str(), std::string(A::name).c_str(), ids.c_str());
+    });
+  } catch (const volt::cli::UsageError& error) {
+    std::printf("with these flags: nothing can run: %s\n", error.what());
+    advice.push_back("Fix the flags (see the line above) or choose what is available here.");
+    status = volt::cli::usage_error_status;
+  }
   std::printf("\n");
   if (advice.empty()) {
     std::printf("No problems found.\n");
@@ -129,5 +143,5 @@ int main(int argc, char** argv) {
     std::printf("What to do:\n");
     for (const auto& line : advice) std::printf("  - %s\n", line.c_str());
   }
-  return 0;
+  return status;
 }

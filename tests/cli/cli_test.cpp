@@ -267,8 +267,10 @@ TEST_CASE("cli: bad input exits with status 2 and one message listing the choice
   check_usage_error({"--accelerator", "cpu", "--devices", "2", "--strategy", "single_device"},
                     "a single-device strategy trains on one device, but --devices 2 selected 2 cpu devices");
   if constexpr (!volt::strategy_implemented_v<volt::DDP>) {
-    check_usage_error({"--accelerator", "cpu", "--devices", "2"}, "`strategy=ddp` (volt::ddp strategy policy) is "
-                                                                  "not implemented in this version of volt");
+    check_usage_error({"--accelerator", "cpu", "--devices", "2"},
+                      "argument --strategy: `strategy=ddp` is not implemented in this version of volt "
+                      "(volt::strategy_implemented_v<volt::DDP> is false). Use --strategy single_device with "
+                      "--devices 1.");
     check_usage_error({"--strategy", "ddp"}, "is not implemented in this version of volt");
   }
 }

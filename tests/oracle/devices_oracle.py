@@ -16,7 +16,9 @@ bool, float, set, range, lists of non-ints), which are compile errors in volt; p
 ints, strings over the characters `0-9 , - space [ ]`, and id lists. Machines: CUDA with 0, 1, 2, 4 and 16
 devices x MPS available or not, and three torchrun (TorchElastic) machines.
 
-    python devices_oracle.py --volt-oracle build/tests/volt_oracle [--print-table]
+    python devices_oracle.py --volt-oracle build/tests/volt_oracle
+
+The differences volt makes on purpose are rows D1-D6 of differences.py.
 """
 
 from __future__ import annotations
@@ -37,15 +39,13 @@ import lightning.fabric.accelerators.cuda as fabric_cuda  # noqa: E402
 import lightning.fabric.accelerators.mps as fabric_mps  # noqa: E402
 import lightning.pytorch.accelerators.cuda as trainer_cuda  # noqa: E402
 import lightning.pytorch.accelerators.mps as trainer_mps  # noqa: E402
-from lightning.fabric.utilities.device_parser import _normalize_parse_gpu_string_input  # noqa: E402
 from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator, MPSAccelerator  # noqa: E402
 
-from oracle_common import Difference, compare, markdown_table, python_error, run_volt, to_hex  # noqa: E402
+from differences import MAX_DEVICE_COUNT, for_oracle, gpu_count_request  # noqa: E402
+from oracle_common import compare, python_error, run_volt, to_hex  # noqa: E402
 
 SEED = 11
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
-MAX_DEVICE_IDS = 64  # volt::max_device_ids
-MAX_DEVICE_COUNT = 1 << 16  # volt::max_device_count
 
 # (CUDA device count, MPS available, launched by torchrun)
 MACHINES = [(cuda, mps, False) for cuda in (0, 1, 2, 4, 16) for mps in (False, True)] + [
@@ -107,7 +107,8 @@ def random_specs(rng: random.Random) -> list[Spec]:
         elif roll < 0.9:
             value = rng.randint(-300, 300)
         else:
-            value = rng.choice([INT_MAX, INT_MIN, INT_MAX + 1, INT_MIN - 1, 2**40, -(2**40), 2**62]) + rng.randint(-2, 2)
+            extreme = rng.choice([INT_MAX, INT_MIN, INT_MAX + 1, INT_MIN - 1, 2**40, -(2**40), 2**62])
+            value = extreme + rng.randint(-2, 2)
         specs.append(Spec("int", value))
     alphabet = "0123456789,- []"
     for _ in range(6000):
@@ -157,18 +158,6 @@ def fake_machine(cuda: int, mps: bool, torchelastic: bool):
         yield
 
 
-def gpu_count_request(spec: Spec):
-    """The count `_parse_gpu_ids` would turn into list(range(n)), or None (Lightning's own normalisation)."""
-    value = spec.python()
-    if isinstance(value, (list, tuple)):
-        return None
-    try:
-        normalized = _normalize_parse_gpu_string_input(value)
-    except ValueError:
-        return None
-    return normalized if isinstance(normalized, int) else None
-
-
 def lightning_outcome(accelerator: str, spec: Spec) -> tuple:
     value = spec.python()
     try:
@@ -192,126 +181,10 @@ def lightning_outcome(accelerator: str, spec: Spec) -> tuple:
         return python_error(error)
 
 
-def numbers_in(spec: Spec) -> list[int]:
-    """The integers Lightning reads from the spec (none when its int() would fail first)."""
-    value = spec.python()
-    if isinstance(value, int):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    if isinstance(value, str):
-        try:
-            normalized = _normalize_parse_gpu_string_input(value)
-        except ValueError:
-            return []
-        return normalized if isinstance(normalized, list) else [normalized]
-    return []
-
-
-def id_count(spec: Spec) -> int:
-    value = spec.python()
-    if isinstance(value, (list, tuple)):
-        return len(value)
-    if isinstance(value, str) and "," in value:
-        return len(numbers_in(spec))
-    return 0
-
-
-def string_int_fails(spec: Spec) -> bool:
-    """A string that Lightning's GPU parser would hand to int() and that int() refuses."""
-    if spec.form != "str" or spec.value.strip() in ("0", "[]"):
-        return False
-    try:
-        _normalize_parse_gpu_string_input(spec.value)
-    except ValueError:
-        return True
-    return False
-
-
-def is_err(outcome, cls, *, contains="", starts=""):
-    return outcome[0] == "err" and outcome[1] == cls and contains in outcome[2] and outcome[2].startswith(starts)
-
-
-# The differences volt makes on purpose. Each row: which inputs, what Lightning does, what volt does, why.
-# A case is explained only when its volt outcome is exactly what the row says.
-DIFFERENCES = [
-    Difference(
-        key="D1",
-        inputs="any number outside C++ `int` (-2147483648..2147483647) in the spec",
-        lightning="Python ints are unbounded: a count builds `list(range(n))`, an id fails the availability check",
-        volt="`std::invalid_argument`: \"volt: the number '...' in a device spec does not fit in an int\" "
-        "(strings) or \"volt: the device count N does not fit in an int\" (integers)",
-        why="device ids and counts are C++ `int`s; the error is raised when the DeviceSpec is made",
-        applies=lambda case: any(not INT_MIN <= n <= INT_MAX for n in numbers_in(case[2])),
-        volt_does=lambda outcome, lightning_outcome: is_err(outcome, "invalid_argument", contains="does not fit in an int"),
-    ),
-    Difference(
-        key="D2",
-        inputs=f"a count above {MAX_DEVICE_COUNT} (`volt::max_device_count`)",
-        lightning="builds a list of n ids (GPU: `list(range(n))`, CPU: `[device('cpu')] * n`): with n in the "
-        "billions it runs out of memory. Not run by the oracle",
-        volt="`std::invalid_argument`: \"volt: devices=N asks for more devices than volt supports (65536)\"",
-        why="no machine has that many devices; volt refuses instead of allocating",
-        applies=lambda case: (gpu_count_request(case[2]) or 0) > MAX_DEVICE_COUNT,
-        volt_does=lambda outcome, lightning_outcome: is_err(outcome, "invalid_argument", contains="asks for more devices than volt"),
-    ),
-    Difference(
-        key="D3",
-        inputs=f"a list (or comma string) of more than {MAX_DEVICE_IDS} ids",
-        lightning="checks the ids like any other list",
-        volt="`std::invalid_argument`: \"volt: a device spec holds at most 64 device ids, got N\"",
-        why="a DeviceSpec is a fixed-capacity literal type (constexpr, usable as a template argument)",
-        applies=lambda case: id_count(case[2]) > MAX_DEVICE_IDS,
-        volt_does=lambda outcome, lightning_outcome: is_err(outcome, "invalid_argument", starts="volt: a device spec holds at most"),
-    ),
-    Difference(
-        key="D4",
-        inputs="a string that Python's `int()` refuses (`'1.5'`, `'[0]'`, `''`, `'1 2'`, `'auto'` given to a parser)",
-        lightning="`ValueError: invalid literal for int() with base 10: '...'`",
-        volt="`std::invalid_argument` with the same text, followed by \" (volt: ...)\" naming the accepted grammar",
-        why="the error names what volt accepts; the Python text comes first so searches still find it",
-        applies=lambda case: True,
-        volt_does=lambda outcome, lightning_outcome: (
-            lightning_outcome[:2] == ("err", "invalid_argument")
-            and lightning_outcome[2].startswith("invalid literal for int() with base 10: ")
-            and is_err(outcome, "invalid_argument", starts=lightning_outcome[2] + " (volt: ")
-            and outcome[2].endswith(")")
-        ),
-    ),
-    Difference(
-        key="D5",
-        inputs="CPU accelerator, a string that Python's `int()` refuses (`'1.5'`, `'-'`, `'1 2'`)",
-        lightning="`TypeError: `devices` selected with `CPUAccelerator` should be an int > 0.`",
-        volt="`std::invalid_argument` from the DeviceSpec constructor: \"invalid literal for int() with base 10: "
-        "'...' (volt: ...)\"",
-        why="volt parses a spec string once, when the DeviceSpec is made and before any accelerator sees it "
-        "(a compile error for a constant); the exception class is the same",
-        applies=lambda case: case[0] == "cpu" and string_int_fails(case[2]),
-        volt_does=lambda outcome, lightning_outcome: is_err(outcome, "invalid_argument", starts="invalid literal for int() with base 10: "),
-    ),
-    Difference(
-        key="D6",
-        inputs="the empty tuple `()`",
-        lightning="`()` escapes the \"no GPUs\" short-circuit (its str is '()'): MisconfigurationException "
-        "\"GPUs requested but none are available.\"; CPU: TypeError",
-        volt="C++ has one id-list form: `volt::devices({})` behaves like `[]` (no devices: nullopt; CPU: the "
-        "CPU parser's error)",
-        why="a tuple and a list are the same thing in C++",
-        applies=lambda case: case[2].form == "tuple" and len(case[2].value) == 0,
-        volt_does=lambda outcome, lightning_outcome: outcome == ("ok", "None")
-        or is_err(outcome, "invalid_argument", starts="`devices` selected with `CPUAccelerator`"),
-    ),
-]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--volt-oracle", required=True, help="path of the volt_oracle program")
-    parser.add_argument("--print-table", action="store_true", help="print the differences table as Markdown")
     arguments = parser.parse_args()
-    if arguments.print_table:
-        print(markdown_table(DIFFERENCES))
-        return 0
 
     rng = random.Random(SEED)
     specs = SECTION_1_SPECS + random_specs(rng)
@@ -339,7 +212,7 @@ def main() -> int:
     print(f"lightning {lightning.__version__}; {len(SECTION_1_SPECS)} spec-section-1 forms + "
           f"{len(specs) - len(SECTION_1_SPECS)} random specs (seed {SEED}), each on {len(runs)} accelerator/machine "
           f"pairs (CUDA and MPS on {len(MACHINES)} machines, CPU on one)")
-    ok = compare("devices", cases, lightning_outcomes, volt_outcomes, DIFFERENCES, describe)
+    ok = compare("devices", cases, lightning_outcomes, volt_outcomes, for_oracle("devices"), describe)
     return 0 if ok else 1
 
 

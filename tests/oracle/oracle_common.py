@@ -72,6 +72,7 @@ class Difference:
     """A difference volt makes on purpose: when it applies, what Lightning does, what volt does, and why."""
 
     key: str
+    oracle: str  # which test: "devices", "transfer" or "trainer"
     inputs: str
     lightning: str
     volt: str
@@ -83,11 +84,9 @@ class Difference:
 
 
 def markdown_table(differences: Sequence[Difference]) -> str:
-    rows = ["| # | inputs | Lightning 2.6.6 | volt | why |", "|---|---|---|---|---|"]
-    for difference in differences:
-        rows.append(
-            f"| {difference.key} | {difference.inputs} | {difference.lightning} | {difference.volt} | {difference.why} |"
-        )
+    rows = ["| # | test | inputs | Lightning 2.6.6 | volt | why |", "|---|---|---|---|---|---|"]
+    for d in differences:
+        rows.append(f"| {d.key} | {d.oracle} | {d.inputs} | {d.lightning} | {d.volt} | {d.why} |")
     return "\n".join(rows)
 
 
@@ -118,8 +117,12 @@ def compare(
           f"{len(unexplained)} unexplained")
     for difference in differences:
         print(f"  difference {difference.key}: {difference.count} inputs")
+    def shorten(outcome: tuple) -> str:
+        text = repr(outcome)
+        return text if len(text) <= 400 else text[:400] + f"... ({len(text)} characters)"
+
     for case, expected, actual in unexplained[:show]:
-        print(f"UNEXPLAINED {describe(case)}\n  Lightning: {expected!r}\n  volt:      {actual!r}")
+        print(f"UNEXPLAINED {describe(case)[:400]}\n  Lightning: {shorten(expected)}\n  volt:      {shorten(actual)}")
     if len(unexplained) > show:
         print(f"... and {len(unexplained) - show} more")
     return not unexplained

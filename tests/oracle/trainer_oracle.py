@@ -27,7 +27,8 @@ import lightning  # noqa: E402
 import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402
 
-from oracle_common import Difference, compare, python_error, run_volt  # noqa: E402
+from differences import for_oracle  # noqa: E402
+from oracle_common import compare, python_error, run_volt  # noqa: E402
 
 SEED = 11
 
@@ -122,24 +123,6 @@ def volt_line(case) -> str:
     return "\t".join([str(batches), str(accumulate), str(max_steps), str(max_epochs), interval, every])
 
 
-# The differences volt makes on purpose in this layer.
-DIFFERENCES = [
-    Difference(
-        key="T1",
-        inputs="a float `val_check_interval` with `check_val_every_n_epoch=None`",
-        lightning="MisconfigurationException \"`val_check_interval` should be an integer or a time-based duration "
-        "(str 'DD:HH:MM:SS', datetime.timedelta, or dict kwargs for timedelta) when `check_val_every_n_epoch=None`.\"",
-        volt="`volt::MisconfigurationError` \"`val_check_interval` should be an integer when "
-        "`check_val_every_n_epoch=None`.\"",
-        why="volt has no time-based `val_check_interval`, so the message names only what it accepts",
-        applies=lambda case: "." in case[4] and case[5] == "None",
-        volt_does=lambda outcome, lightning_outcome: outcome
-        == ("err", "MisconfigurationError", "`val_check_interval` should be an integer when "
-            "`check_val_every_n_epoch=None`."),
-    ),
-]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--volt-oracle", required=True, help="path of the volt_oracle program")
@@ -162,7 +145,7 @@ def main() -> int:
     print(f"lightning {lightning.__version__}; {len(FIXED_CASES)} fixed + {len(cases) - len(FIXED_CASES)} grid cases "
           f"(seed {SEED}, grid of {len(grid)})")
     ok = compare(
-        "trainer step counting", cases, lightning_outcomes, volt_outcomes, DIFFERENCES,
+        "trainer step counting", cases, lightning_outcomes, volt_outcomes, for_oracle("trainer"),
         lambda case: "batches={} accumulate_grad_batches={} max_steps={} max_epochs={} val_check_interval={} "
         "check_val_every_n_epoch={}".format(*case),
     )

@@ -29,7 +29,8 @@ import lightning  # noqa: E402
 import torch  # noqa: E402
 from lightning.fabric.utilities.apply_func import move_data_to_device  # noqa: E402
 
-from oracle_common import Difference, compare, python_error, run_volt  # noqa: E402
+from differences import for_oracle  # noqa: E402
+from oracle_common import compare, python_error, run_volt  # noqa: E402
 
 SEED = 11
 DTYPES = [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool, torch.uint8, torch.float16,
@@ -216,18 +217,15 @@ SECTION_4_CASES = [
     ("tensor_noncontiguous", ""),
 ]
 
-# Nothing differs on purpose between volt and Lightning here.
-DIFFERENCES: list[Difference] = []
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--volt-oracle", required=True, help="path of the volt_oracle program")
     arguments = parser.parse_args()
 
     batches = SECTION_4_CASES + random_cases(random.Random(SEED), 400)
-    # LibTorch 1.13's C++ Module::to cannot move parameters from the CPU to `meta` ("variable.set_data(tensor)
-    # ... incompatible tensor type"): a LibTorch limitation volt does not work around, so modules move to `cpu` only.
+    # LibTorch's C++ Module::to (1.13 and 2.11) cannot move parameters from the CPU to `meta`
+    # ("variable.set_data(tensor) ... incompatible tensor type"): a LibTorch limitation volt does not work around,
+    # so modules move to `cpu` only.
     cases = [(name, target, parameters) for target in TARGETS for name, parameters in batches
              if not (name == "module" and target == "meta")]
     lightning_outcomes = [lightning_outcome(name, target, parameters) for name, target, parameters in cases]
@@ -235,7 +233,7 @@ def main() -> int:
 
     print(f"lightning {lightning.__version__}, torch {torch.__version__}; {len(SECTION_4_CASES)} spec-section-4 "
           f"batches + {len(batches) - len(SECTION_4_CASES)} random batches (seed {SEED}) x targets {TARGETS}")
-    ok = compare("batch_to_device", cases, lightning_outcomes, volt_outcomes, DIFFERENCES,
+    ok = compare("batch_to_device", cases, lightning_outcomes, volt_outcomes, for_oracle("transfer"),
                  lambda case: f"case={case[0]} target={case[1]} parameters={case[2]!r}")
     return 0 if ok else 1
 

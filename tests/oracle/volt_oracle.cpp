@@ -53,7 +53,9 @@ std::string to_hex(std::string_view text) {
 std::string from_hex(std::string_view hex) {
   auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
   std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(nibble(hex[i]) * 16 + nibble(hex[i + 1]));
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out += static_cast<char>(nibble(hex[i]) * 16 + nibble(hex[i + 1]));
+  }
   return out;
 }
 
@@ -277,7 +279,9 @@ struct Walk {
   std::string operator()(const TwoTensors& moved, const TwoTensors& original) const {
     return "record(TwoTensors," + (*this)(moved.a, original.a) + "," + (*this)(moved.b, original.b) + ")";
   }
-  std::string operator()(const WithTo& moved, const WithTo&) const { return describe_custom(moved.calls, moved.device); }
+  std::string operator()(const WithTo& moved, const WithTo&) const {
+    return describe_custom(moved.calls, moved.device);
+  }
   std::string operator()(const InPlaceTo& moved, const InPlaceTo&) const {
     return describe_custom(moved.calls, moved.device);
   }
@@ -418,7 +422,9 @@ struct EventRecorder {
   std::shared_ptr<std::int64_t> last_batch = std::make_shared<std::int64_t>(-1);
 
   void on_train_epoch_start(volt::TrainerState&) { *last_batch = -1; }
-  void on_train_batch_end(volt::TrainerState&, const torch::Tensor&, std::int64_t batch_idx) { *last_batch = batch_idx; }
+  void on_train_batch_end(volt::TrainerState&, const torch::Tensor&, std::int64_t batch_idx) {
+    *last_batch = batch_idx;
+  }
   void on_before_optimizer_step(volt::TrainerState& state, torch::optim::Optimizer&) {
     events->push_back("S" + std::to_string(state.current_epoch) + ":" + std::to_string(state.batch_idx));
   }

@@ -13,6 +13,7 @@
 #include <exception>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,11 +41,16 @@ struct CUDA {
     return detail::parse_gpu_ids(devices, available_ids());
   }
 
-  /// torch::Device("cuda", id) for each id, unchecked and in order ({3, 1} -> cuda:3, cuda:1).
+  /// torch::Device("cuda", id) for each id, in order ({3, 1} -> cuda:3, cuda:1). Ids are not checked against
+  /// the machine; a negative id throws std::runtime_error "Device index must not be negative" (Python's
+  /// torch.device("cuda", -2); reachable under torchrun, where Lightning skips the id checks).
   static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
     std::vector<torch::Device> devices;
     devices.reserve(ids.size());
-    for (int id : ids) devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
+    for (int id : ids) {
+      if (id < 0) throw std::runtime_error("Device index must not be negative");
+      devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
+    }
     return devices;
   }
 

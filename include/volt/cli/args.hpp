@@ -266,7 +266,7 @@ class Parser {
     out << "\nTrainer options (Lightning's names):\n";
     auto line = [&](std::string left, const std::string& text) {
       if (left.size() < 34) left.resize(34, ' ');
-      else left += "\n" + std::string(34, ' ');
+      else left += "\n" + std::string(36, ' ');
       out << "  " << left << text << '\n';
     };
     line("--accelerator {" + detail::join(accelerator_choices, ",") + "}",

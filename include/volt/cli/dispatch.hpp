@@ -160,8 +160,8 @@ inline AcceleratorKind resolve_accelerator_flag(const std::string& flag) {
 inline std::string effective_precision(const std::string& precision, AcceleratorKind kind) {
   if (precision == "16-mixed" && kind == AcceleratorKind::cpu) {
     log::warn_rank_zero(
-        "You passed `--accelerator cpu --precision 16-mixed` but AMP with fp16 is not supported on CPU. Using "
-        "`precision='bf16-mixed'` instead.");
+        "You passed `--precision 16-mixed` and the accelerator is the CPU, but AMP with fp16 is not supported on "
+        "CPU. Using `precision='bf16-mixed'` instead.");
     return "bf16-mixed";
   }
   return precision;
@@ -220,10 +220,10 @@ int dispatch_accelerator(Args& args, Program& program) {
       [&](auto s) {
         using Strategy = typename decltype(s)::type;
         if constexpr (!strategy_implemented_v<Strategy>) {
-          throw UsageError("argument --strategy: `strategy=" + args.strategy_name + "` (volt::" +
-                           std::string(Strategy::name) +
-                           " strategy policy) is not implemented in this version of volt (volt::strategy_implemented_v is false). "
-                           "Use --strategy single_device with --devices 1.");
+          const std::string policy = std::is_same_v<Strategy, DDP> ? "volt::DDP" : std::string(Strategy::name);
+          throw UsageError("argument --strategy: `strategy=" + args.strategy_name +
+                           "` is not implemented in this version of volt (volt::strategy_implemented_v<" + policy +
+                           "> is false). Use --strategy single_device with --devices 1.");
         } else if constexpr (!strategy_supported_v<Accelerator, Strategy>) {
           throw UsageError("argument --strategy: `strategy=" + args.strategy_name + "` is not supported on the " +
                            std::string(Accelerator::name) + " accelerator. Valid choices: auto, single_device.");

@@ -20,9 +20,11 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -47,9 +49,12 @@ struct AdamTraits<torch::optim::AdamW> {
   static constexpr bool decoupled_weight_decay = true;
 };
 
-/// Whether `automatic` picks the fused kernel on `device_type`: on CUDA one kernel replaces about ten
-/// launches per param group.
-inline bool automatic_prefers_fused_adam(c10::DeviceType device_type) { return device_type == c10::DeviceType::CUDA; }
+/// Whether `automatic` picks the fused kernel (where LibTorch has it for the device): on CUDA one kernel
+/// replaces about ten launches per param group; on CPU one pass over memory replaces about ten
+/// (benchmarks/results/optimizer-step.md).
+inline bool automatic_prefers_fused_adam(c10::DeviceType device_type) {
+  return device_type == c10::DeviceType::CUDA || device_type == c10::DeviceType::CPU;
+}
 
 /// One param group's share of a step: the parameters with a gradient and their state.
 template <class Options, class State>
@@ -131,8 +136,8 @@ inline void adam_fused_group(bool decoupled_weight_decay, const std::vector<at::
 }  // namespace detail
 
 /// One step of `optimizer` (a torch::optim::Adam or AdamW, exactly that type) with multi-tensor ops, or with
-/// LibTorch's fused kernel where `requested` allows it (fused, or automatic on CUDA) and the kernel exists
-/// for the device. Equal to `optimizer.step()` within float rounding (on CPU the multi-tensor ops perform
+/// LibTorch's fused kernel where `requested` allows it (fused or automatic) and the kernel exists for the
+/// device (CUDA and CPU in recent LibTorch versions; see compat::fused_adam_available). Equal to `optimizer.step()` within float rounding (on CPU the multi-tensor ops perform
 /// the same operations as LibTorch's loop), on the same state.
 ///
 /// Returns what ran (fused only when every param group was fused), or std::nullopt, changing nothing, when

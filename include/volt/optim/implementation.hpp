@@ -15,7 +15,9 @@ namespace volt::optim {
 /// a demand: volt::optim::step() runs the requested one where the optimizer, its options and its
 /// parameters allow it, else the next one down, and reports what ran.
 enum class Implementation {
-  /// fused where LibTorch has the kernel and it pays off (Adam and AdamW on CUDA), else multi_tensor.
+  /// The fastest measured: Adam and AdamW fused where LibTorch has the kernel for the device (CUDA; CPU from
+  /// LibTorch 2.4), else multi_tensor; SGD multi_tensor on CUDA and per_parameter on CPU (foreach ops save
+  /// no launches on a CPU).
   automatic,
   /// LibTorch's fused kernels (`at::_fused_adam_`, `at::_fused_adamw_`; LibTorch 2.1+, CUDA, and CPU from
   /// 2.4): one kernel for all parameters of a param group and dtype. Adam and AdamW only.

@@ -16,6 +16,7 @@
 
 #include <torch/torch.h>
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -28,7 +29,10 @@ namespace volt::optim {
 ///
 /// Returns Implementation::multi_tensor, or std::nullopt, changing nothing, when volt leaves the optimizer
 /// to optimizer.step() (options or state of another type, a parameter listed twice, sparse or mismatched
-/// gradients, tensors on several devices) or `requested == per_parameter`. Throws what the ATen ops throw.
+/// gradients, tensors on several devices), when `requested == per_parameter`, and when `requested ==
+/// automatic` on a CPU: there the foreach ops are a loop over the same kernels LibTorch's step runs, with
+/// worse cache locality (slower on large models), so automatic keeps LibTorch's loop.
+/// Throws what the ATen ops throw.
 inline std::optional<Implementation> try_sgd_step(torch::optim::SGD& optimizer, Implementation requested) {
   if (requested == Implementation::per_parameter) return std::nullopt;
 
@@ -69,6 +73,7 @@ inline std::optional<Implementation> try_sgd_step(torch::optim::SGD& optimizer, 
     }
   }
   if (detail::has_duplicates(impls)) return std::nullopt;
+  if (requested == Implementation::automatic && device.device() && device.device()->is_cpu()) return std::nullopt;
 
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> buffers, stepped_buffers, stepped_updates;

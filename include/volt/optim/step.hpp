@@ -18,7 +18,8 @@ namespace volt::optim {
 /// ran (never automatic):
 ///
 /// * exactly torch::optim::Adam or AdamW (not a subclass, whose step() may differ): fused or multi_tensor,
-///   see try_adam_step(); exactly torch::optim::SGD: multi_tensor, see try_sgd_step();
+///   see try_adam_step(); exactly torch::optim::SGD: multi_tensor (automatic: on CUDA only), see
+///   try_sgd_step();
 /// * anything else, or what those decline (sparse gradients, parameters on several devices, foreign state,
 ///   ...), or `requested == per_parameter`: `optimizer.step()` and per_parameter.
 ///

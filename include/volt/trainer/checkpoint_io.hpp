@@ -5,13 +5,15 @@
 // old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
 // naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
 // Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
-// what is wrong; a model that does not match the checkpoint (missing or extra keys, other shapes) throws
-// CheckpointError listing the keys and shapes.
+// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
+// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
+// the keys and shapes.
 // volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -142,6 +144,75 @@ inline void save_archive_atomically(torch::serialize::OutputArchive& archive, co
   fsync_folder(folder);
 }
 
+inline std::uint32_t crc32(const char* data, std::size_t size) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> entries{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+      entries[n] = c;
+    }
+    return entries;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ static_cast<unsigned char>(data[i])) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
+/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
+/// in the TorchScript code of an archive crashes LibTorch 1.13). Archives in zip64 form or with compressed
+/// entries are left to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
+inline void check_zip_integrity(const std::string& bytes, const std::string& shown) {
+  const auto u16 = [&](std::size_t at) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
+           static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
+  };
+  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
+  const auto damaged = [&](const std::string& what) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
+                          std::to_string(bytes.size()) + " bytes): " + what);
+  };
+  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
+  std::size_t end_record = std::string::npos;
+  for (std::size_t back = 22; back <= bytes.size() && back <= 22 + 65535; ++back) {
+    const std::size_t at = bytes.size() - back;
+    if (u32(at) == 0x06054b50U) {
+      end_record = at;
+      break;
+    }
+  }
+  if (end_record == std::string::npos) damaged("no zip end-of-archive record (the end of the file is missing)");
+  const std::uint32_t entries = u16(end_record + 10);
+  const std::uint32_t directory_size = u32(end_record + 12);
+  const std::uint32_t directory_offset = u32(end_record + 16);
+  if (entries == 0xFFFFU || directory_offset == 0xFFFFFFFFU) return;  // zip64: left to LibTorch
+  if (static_cast<std::uint64_t>(directory_offset) + directory_size > end_record) {
+    damaged("the zip directory lies outside the file");
+  }
+  std::size_t at = directory_offset;
+  for (std::uint32_t entry = 0; entry < entries; ++entry) {
+    if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
+    const std::uint32_t method = u16(at + 10);
+    const std::uint32_t crc = u32(at + 16);
+    const std::uint32_t stored_size = u32(at + 20);
+    const std::uint32_t name_size = u16(at + 28);
+    const std::uint32_t header_extra = u16(at + 30) + u16(at + 32);
+    const std::uint32_t local = u32(at + 42);
+    if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
+    const std::string name = bytes.substr(at + 46, name_size);
+    at += 46 + name_size + header_extra;
+    if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
+    if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
+      damaged("the entry '" + name + "' has no valid local header");
+    }
+    const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
+    if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
+    if (method != 0) continue;  // compressed: LibTorch checks it while inflating
+    if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
+  }
+}
+
 /// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
 /// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
 inline void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
@@ -153,6 +224,7 @@ inline void load_archive_bytes(torch::serialize::InputArchive& archive, const st
                           "so it is not a LibTorch archive (a foreign or corrupted file, " +
                           std::to_string(bytes.size()) + " bytes)");
   }
+  check_zip_integrity(bytes, shown);
   try {
     archive.load_from(bytes.data(), bytes.size(), device);
   } catch (const std::exception& cause) {

@@ -240,6 +240,10 @@ class Trainer {
     state_.is_global_zero = strategy_.is_global_zero();
     log_device_info(selection_.accelerator);
     (add_extra(std::forward<Extras>(extras)), ...);
+    // As Lightning's _reorder_callbacks: checkpoint callbacks run after the others, so a checkpoint written in
+    // a hook holds the other callbacks' state after that hook (exact resume).
+    for (auto& checkpoint : deferred_checkpoints_) callbacks_.add(std::move(checkpoint));
+    deferred_checkpoints_.clear();
     precision_.setup(root_device());
     add_default_callbacks();
     if (options_.logger && options_.fast_dev_run == 0 && loggers_.empty()) {
@@ -414,6 +418,8 @@ class Trainer {
       loggers_.push_back(std::make_shared<T>(std::forward<E>(extra)));
     } else if constexpr (detail::logger_pointer<T>) {
       loggers_.push_back(std::forward<E>(extra));
+    } else if constexpr (std::same_as<T, ModelCheckpoint>) {
+      deferred_checkpoints_.push_back(std::forward<E>(extra));
     } else {
       callbacks_.add(std::forward<E>(extra));
     }
@@ -1091,6 +1097,18 @@ class Trainer {
     torch::Tensor rng;
   };
 
+  /// Each callback's entry in a checkpoint: its type and its rank among callbacks of that type (as
+  /// Lightning's state_key), so a resume with callbacks added, removed or reordered finds the right state.
+  std::vector<std::pair<detail::AnyCallback*, std::string>> callback_state_keys() {
+    std::vector<std::pair<detail::AnyCallback*, std::string>> keys;
+    std::map<std::string, int, std::less<>> seen;
+    for (const auto& callback : callbacks_.all()) {
+      const std::string type(callback->type_name());
+      keys.emplace_back(&*callback, "callbacks/" + type + "/" + std::to_string(seen[type]++));
+    }
+    return keys;
+  }
+
   template <class M>
   void write_checkpoint(M& module, const std::filesystem::path& path, bool weights_only) {
     if (!state_.is_global_zero) return;
@@ -1118,11 +1136,10 @@ class Trainer {
       torch::serialize::OutputArchive precision_archive;
       precision_.save(precision_archive);
       archive.write("precision", precision_archive);
-      std::size_t index = 0;
-      for (const auto& callback : callbacks_.all()) {
+      for (const auto& [callback, key] : callback_state_keys()) {
         torch::serialize::OutputArchive callback_archive;
         callback->save_state(callback_archive);
-        archive.write("callbacks/" + std::to_string(index++), callback_archive);
+        archive.write(key, callback_archive);
       }
       archive.write("rng/cpu", detail::cpu_rng_state(), /*is_buffer=*/true);
       archive.write("rng/cpu_epoch_start", epoch_start_rng_.defined() ? epoch_start_rng_ : detail::cpu_rng_state(),
@@ -1181,12 +1198,9 @@ class Trainer {
     torch::serialize::InputArchive precision_archive;
     archive.read("precision", precision_archive);
     precision_.load(precision_archive);
-    std::size_t index = 0;
-    for (const auto& callback : callbacks_.all()) {
+    for (const auto& [callback, key] : callback_state_keys()) {
       torch::serialize::InputArchive callback_archive;
-      if (archive.try_read("callbacks/" + std::to_string(index++), callback_archive)) {
-        callback->load_state(callback_archive);
-      }
+      if (archive.try_read(key, callback_archive)) callback->load_state(callback_archive);
     }
     torch::Tensor rng, epoch_start_rng;
     archive.read("rng/cpu", rng, /*is_buffer=*/true);
@@ -1224,6 +1238,7 @@ class Trainer {
   ResumePoint resume_point_{};
   ResumeState resume_{};
   bool interrupted_ = false;
+  std::vector<ModelCheckpoint> deferred_checkpoints_{};
   torch::Tensor epoch_start_rng_{};
 };
 
