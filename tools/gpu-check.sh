@@ -25,8 +25,10 @@ note "- nvcc: $(nvcc --version 2>/dev/null | tail -1)"
 
 prefix="$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)');$PWD/.gpu/doctest"
 start=$(date +%s)
+torch_dir="$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')"
 if ! cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_BUILD_BENCHMARKS=ON \
-     -DCMAKE_PREFIX_PATH="$prefix" > "$results/build.log" 2>&1; then
+     -DCMAKE_PREFIX_PATH="$prefix;$torch_dir" -DVOLT_GLOO_INCLUDE_DIR="$PWD/.gpu/gloo/include" \
+     -DVOLT_PYTHON="$(command -v python3)" > "$results/build.log" 2>&1; then
   note "- configure FAILED (see build.log)"; tail -30 "$results/build.log"; exit 1
 fi
 if ! cmake --build build/gpu -j "$jobs" >> "$results/build.log" 2>&1; then
@@ -50,9 +52,14 @@ for binary in build/gpu/tests/volt_test_*; do
 done
 # Every other ctest test (compile-fail, header check, single-header sync, example smoke run), except the
 # four ways of consuming volt (they rebuild volt from scratch) and the full example run (done below).
-(cd build/gpu && ctest -j "$jobs" -LE "consumption|example_full" -E '^volt\.[a-z]+$' --output-on-failure \
+(cd build/gpu && ctest -j "$jobs" -LE "consumption|example_full|ddp" -E '^volt\.[a-z]+$' --output-on-failure \
    > "$results/ctest.log" 2>&1)
 note "- other ctest tests: $(grep -E 'tests passed|tests failed' "$results/ctest.log" | tail -1)"
+grep -E "Failed|\*\*\*" "$results/ctest.log" | head -20 | tee -a "$summary"
+# Multi-process DDP: Gloo on the CPU and, with 2 GPUs, NCCL (one at a time: they bind ports and GPUs).
+(cd build/gpu && ctest -L ddp -V > "$results/ddp.log" 2>&1)
+note "- DDP tests: $(grep -E 'tests passed|tests failed' "$results/ddp.log" | tail -1)"
+grep -E "max \|difference\||Failed|Not Run|Skipped" "$results/ddp.log" | head -20 | tee -a "$summary"
 
 # Fashion-MNIST on the GPU, each precision.
 skip=" ${SKIP:-} "
@@ -77,6 +84,13 @@ note ""
 build/gpu/benchmarks/bench_trainer_throughput --steps ${BENCH_STEPS:-200} --wide-steps ${BENCH_WIDE_STEPS:-40} \
   --repeats ${BENCH_REPEATS:-5} > "$results/throughput.md" 2>&1
 cat "$results/throughput.md" | tee -a "$summary"
+fi
+if [[ "$skip" != *" ddp "* ]] && [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ]; then
+note ""
+note "## DDP scaling (benchmarks/ddp_scaling.sh): ResNet-18 CIFAR stem, BF16 autocast, 256 per GPU"
+note ""
+REPEATS=${DDP_REPEATS:-3} benchmarks/ddp_scaling.sh build/gpu "$results/ddp_scaling.md" 2> "$results/ddp_scaling.log"
+cat "$results/ddp_scaling.md" | tee -a "$summary"
 fi
 note ""
 note "total: $(( $(date +%s) - start )) s"

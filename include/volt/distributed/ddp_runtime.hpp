@@ -92,6 +92,7 @@ class StrategyRuntime<DDP> {
   /// banner on rank 0. Throws DistributedError when the peers do not come within the timeout.
   void setup_environment() {
     if (group_) return;
+    if (root_device_.is_cuda()) CUDA::setup_device(root_device_);  // NCCL binds the current device
     auto& slot = process_group_slot();
     if (!slot) {
       if (environment_.world_size > 1 && !environment_.creates_processes_externally) {

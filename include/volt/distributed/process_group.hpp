@@ -18,6 +18,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -96,13 +97,29 @@ class ProcessGroup {
     options.waitWorkers = true;
     options.timeout = timeout;
     const std::string where = environment.main_address + ":" + std::to_string(environment.main_port);
+    const auto rendezvous_error = [&](const std::string& why) {
+      return DistributedError("volt: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                              " could not complete the rendezvous at " + where + " within " + seconds(timeout) +
+                              " (are all " + std::to_string(size_) +
+                              " processes started, and is the address reachable?): " + why);
+    };
     try {
       store_ = c10::make_intrusive<c10d::TCPStore>(environment.main_address, options);
+      // Every rank checks in and waits for the others, so a missing rank is reported here, by name of the
+      // rendezvous, rather than by whichever backend call happens to time out first.
+      store_->add("volt/joined", 1);
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (store_->add("volt/joined", 0) < size_) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          throw rendezvous_error(std::to_string(store_->add("volt/joined", 0)) + " of " + std::to_string(size_) +
+                                 " processes joined");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    } catch (const DistributedError&) {
+      throw;
     } catch (const std::exception& error) {
-      throw DistributedError("volt: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-                             " could not complete the rendezvous at " + where + " within " + seconds(timeout) +
-                             " (are all " + std::to_string(size_) + " processes started, and is the address reachable?): " +
-                             error.what());
+      throw rendezvous_error(error_text(error));
     }
     if (device.is_cuda()) {
 #ifdef VOLT_DETAIL_HAS_NCCL
@@ -130,7 +147,7 @@ class ProcessGroup {
         backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, gloo_options);
       } catch (const std::exception& error) {
         throw DistributedError("volt: rank " + std::to_string(rank_) + " could not connect the Gloo process group of " +
-                               std::to_string(size_) + " ranks within " + seconds(timeout) + ": " + error.what());
+                               std::to_string(size_) + " ranks within " + seconds(timeout) + ": " + error_text(error));
       }
 #else
       throw DistributedError("volt: DDP on the CPU needs the Gloo backend, but gloo's headers were not found when "
@@ -211,9 +228,11 @@ class ProcessGroup {
     all_reduce(token);
   }
 
-  /// Leaves a note in the store that this rank failed with `message`, so that the other ranks can name it.
+  /// Leaves a note in the store that this rank failed with `message`, so that the other ranks can name it
+  /// (unless another rank already left one: the first failure is usually the cause of the others).
   void note_failure(const std::string& message) noexcept {
     try {
+      if (store_->check({"volt/failed"})) return;  // the first failure is the one to name
       const std::string text = "rank " + std::to_string(rank_) + ": " + message;
       store_->set("volt/failed", std::vector<std::uint8_t>(text.begin(), text.end()));
     } catch (...) {
@@ -251,6 +270,12 @@ class ProcessGroup {
       c10d::Backend;
 #endif
 
+  /// An exception's message without LibTorch's backtrace.
+  static std::string error_text(const std::exception& error) {
+    if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) return c10_error->what_without_backtrace();
+    return error.what();
+  }
+
   static std::string seconds(std::chrono::milliseconds timeout) {
     return std::to_string(timeout.count() / 1000) + " s";
   }
@@ -271,7 +296,7 @@ class ProcessGroup {
       const std::string note = failure_note();
       message += note.empty() ? ": a peer process exited or did not answer within " + seconds(timeout_)
                               : ": DDP " + note;
-      message += std::string(" [") + error.what() + "]";
+      message += " [" + error_text(error) + "]";
       throw DistributedError(message);
     }
   }

@@ -239,7 +239,9 @@ class Fabric {
   /// otherwise (Lightning's fabric.backward). Throws what LibTorch's backward throws.
   void backward(const torch::Tensor& loss) {
     if (!loss.defined()) throw std::invalid_argument("volt::Fabric::backward: the loss tensor is undefined");
+    if constexpr (requires { strategy_.before_backward(); }) strategy_.before_backward();
     precision_.pre_backward(loss).backward();
+    if constexpr (requires { strategy_.after_backward(); }) strategy_.after_backward();
   }
 
   /// Clips the gradients of `model`'s parameters, unscaling `optimizer`'s gradients first under a

@@ -27,6 +27,7 @@ namespace volt {
 ///   torch::Tensor all_gather(const torch::Tensor& tensor)
 ///   template <class T> T broadcast(T value, int src)
 ///   auto no_backward_sync(torch::nn::Module& module, bool enabled)                 // an RAII guard
+///   optional: void before_backward(), void after_backward()    // around every fabric.backward()
 template <class Strategy>
 struct fabric_strategy_services;
 

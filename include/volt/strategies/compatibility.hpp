@@ -8,6 +8,8 @@
 
 #include <volt/accelerators/accelerator.hpp>
 #include <volt/accelerators/mps.hpp>
+#include <volt/strategies/ddp.hpp>
+#include <volt/strategies/single_device.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -44,7 +46,7 @@ inline constexpr bool strategy_supported_v = strategy_supported<Accelerator, Str
 /// Whether volt::Trainer and volt::Fabric of this version can run `Strategy` (whatever the accelerator).
 /// Code that maps run-time choices onto policies (volt's CLI) instantiates only strategies for which it holds.
 template <class Strategy>
-inline constexpr bool strategy_implemented_v = !detail::is_distributed_strategy<Strategy>();
+inline constexpr bool strategy_implemented_v = std::is_same_v<Strategy, SingleDevice> || std::is_same_v<Strategy, DDP>;
 
 /// Fails to compile when strategy_supported<Accelerator, Strategy> is false: the Trainer and Fabric
 /// instantiate it for their policies.

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -108,14 +109,39 @@ class MetricStore {
 
   /// Ends the epoch of `phase`: reduces the epoch values into the callback metrics and returns those meant
   /// for the loggers ("name" or "name_epoch"). Resets the phase's accumulators.
-  std::map<std::string, double> end_epoch(MetricPhase phase) {
+  /// `across_ranks`, when given, combines each reduction kind's epoch values with the other ranks' (a
+  /// distributed run: every rank logs the same names in the same order); it is called once per kind in use.
+  std::map<std::string, double> end_epoch(
+      MetricPhase phase, const std::function<void(std::vector<double>&, Reduce)>& across_ranks = {}) {
     std::map<std::string, double> for_logger;
-    for (auto& entry : entries_) {
+    std::vector<double> epoch_values(entries_.size(), 0.0);
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      auto& entry = entries_[i];
+      if (entry.phase != phase || !entry.on_epoch || entry.count == 0) continue;
+      epoch_values[i] = entry.aggregate.item<double>();
+      if (entry.reduce == Reduce::mean) epoch_values[i] /= static_cast<double>(entry.count);
+    }
+    if (across_ranks) {
+      for (Reduce kind : {Reduce::mean, Reduce::sum, Reduce::max, Reduce::min}) {
+        std::vector<std::size_t> indices;
+        std::vector<double> values;
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+          const auto& entry = entries_[i];
+          if (entry.phase != phase || !entry.on_epoch || entry.reduce != kind) continue;
+          indices.push_back(i);
+          values.push_back(entry.count > 0 ? epoch_values[i] : 0.0);
+        }
+        if (values.empty()) continue;
+        across_ranks(values, kind);
+        for (std::size_t j = 0; j < indices.size(); ++j) epoch_values[indices[j]] = values[j];
+      }
+    }
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      auto& entry = entries_[i];
       if (entry.phase != phase) continue;
       publish_step_value(entry);
       if (entry.on_epoch && entry.count > 0) {
-        double value = entry.aggregate.item<double>();
-        if (entry.reduce == Reduce::mean) value /= static_cast<double>(entry.count);
+        const double value = epoch_values[i];
         callback_metrics_[entry.name] = value;
         if (entry.on_step) callback_metrics_[entry.name + "_epoch"] = value;
         if (entry.to_logger) for_logger[entry.on_step ? entry.name + "_epoch" : entry.name] = value;

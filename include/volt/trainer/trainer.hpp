@@ -17,6 +17,7 @@
 #include <volt/callbacks.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
+#include <volt/distributed.hpp>
 #include <volt/loggers.hpp>
 #include <volt/precision.hpp>
 #include <volt/strategies.hpp>
@@ -223,14 +224,20 @@ class Trainer {
       }
     }
     selection_ = select_devices<Accelerator>(options_.devices, Frontend::trainer);
-    if (selection_.parallel_devices.size() != 1) {
+    if (!Strategy::is_distributed && selection_.parallel_devices.size() != 1) {
       std::string ids;
       for (int id : selection_.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
       throw MisconfigurationError("volt::SingleDevice trains on exactly one device, but the device spec selected " +
                                   std::to_string(selection_.parallel_devices.size()) + " " +
                                   std::string(to_string(selection_.accelerator)) + " devices: [" + ids +
-                                  "]. Pass {.devices = 1} (or a single id such as volt::devices({1})).");
+                                  "]. Pass {.devices = 1} (or a single id such as volt::devices({1})), or "
+                                  "train with volt::DDP.");
     }
+    check_strategy_supported_on_machine<Accelerator, Strategy>();
+    strategy_.configure(selection_, options_.num_nodes);
+    state_.global_rank = strategy_.global_rank();
+    state_.world_size = strategy_.world_size();
+    state_.is_global_zero = strategy_.is_global_zero();
     log_device_info(selection_.accelerator);
     (add_extra(std::forward<Extras>(extras)), ...);
     // As Lightning's _reorder_callbacks: checkpoint callbacks run after the others, so a checkpoint written in
@@ -250,7 +257,18 @@ class Trainer {
   // ---- accessors ---------------------------------------------------------------------------------
 
   /// The device the model trains on.
-  torch::Device root_device() const { return selection_.root_device(); }
+  torch::Device root_device() const { return strategy_.root_device(); }
+  /// This process's rank among all processes of the run (0 without DDP).
+  int global_rank() const { return strategy_.global_rank(); }
+  /// This process's rank on its node (its index into device_ids()).
+  int local_rank() const { return strategy_.local_rank(); }
+  int node_rank() const { return strategy_.node_rank(); }
+  /// Number of processes of the run: devices x num_nodes with DDP, 1 without.
+  int world_size() const { return strategy_.world_size(); }
+  bool is_global_zero() const { return strategy_.is_global_zero(); }
+  /// The strategy's run-time side: collectives (barrier, all_reduce, broadcast, all_gather,
+  /// reduce_boolean_decision) that every rank must call in the same order.
+  detail::StrategyRuntime<Strategy>& strategy() { return strategy_; }
   /// Lightning's trainer.device_ids.
   const std::vector<int>& device_ids() const { return selection_.device_ids; }
   std::int64_t num_devices() const { return static_cast<std::int64_t>(selection_.device_ids.size()); }
@@ -289,26 +307,35 @@ class Trainer {
   template <class Model, class TrainData>
   void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
     detail::NoData none;
-    run_fit(model, train_data, none, ckpt_path);
+    strategy_.setup_environment();
+    auto&& train = shard(train_data);
+    run_fit(model, train, none, ckpt_path);
   }
 
   /// Trains with validation on `val_data`.
   template <class Model, class TrainData, class ValData>
     requires(!std::convertible_to<ValData, std::filesystem::path>)
   void fit(Model& model, TrainData&& train_data, ValData&& val_data, const std::filesystem::path& ckpt_path = {}) {
-    run_fit(model, train_data, val_data, ckpt_path);
+    strategy_.setup_environment();
+    auto&& train = shard(train_data);
+    auto&& val = shard(val_data);
+    run_fit(model, train, val, ckpt_path);
   }
 
   /// Runs validation_step over `data` and returns the epoch metrics (Lightning's trainer.validate).
   template <class Model, class Data>
   std::map<std::string, double> validate(Model& model, Data&& data) {
-    return run_standalone_evaluation(model, data, Stage::validating);
+    strategy_.setup_environment();
+    auto&& mine = shard(data);
+    return run_standalone_evaluation(model, mine, Stage::validating);
   }
 
   /// Runs test_step over `data` and returns the epoch metrics (Lightning's trainer.test).
   template <class Model, class Data>
   std::map<std::string, double> test(Model& model, Data&& data) {
-    return run_standalone_evaluation(model, data, Stage::testing);
+    strategy_.setup_environment();
+    auto&& mine = shard(data);
+    return run_standalone_evaluation(model, mine, Stage::testing);
   }
 
   /// Runs predict_step over `data` and returns its results in order (Lightning's trainer.predict).
@@ -348,6 +375,21 @@ class Trainer {
   }
 
  private:
+  /// This rank's share of `data`: the data itself without DDP, or when it is already split (volt::per_rank,
+  /// a loader with volt::DistributedSampler); otherwise a view taking this rank's batch of each group of
+  /// world_size() batches.
+  template <class Data>
+  decltype(auto) shard(Data& data) {
+    using D = std::remove_cvref_t<Data>;
+    if constexpr (!Strategy::is_distributed || detail::is_per_rank<D>::value ||
+                  detail::uses_distributed_sampler<D>::value || std::is_same_v<D, detail::NoData>) {
+      return (data);
+    } else {
+      using Range = std::remove_reference_t<decltype(detail::as_range(data))>;
+      return detail::RankShard<Range>(detail::as_range(data), strategy_.world_size(), strategy_.global_rank());
+    }
+  }
+
   /// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
   /// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
   class EvalGuard {
@@ -406,6 +448,7 @@ class Trainer {
   void prepare_module(M& module) {
     precision_.convert_module(module);
     module.to(root_device());
+    strategy_.setup_module(module);
     state_.model = &module;
     state_.root_device = root_device();
     state_.default_root_dir = options_.default_root_dir;
@@ -571,6 +614,16 @@ class Trainer {
         callbacks_.run(detail::Hook::teardown, state_);
       } catch (...) {
         const auto error = std::current_exception();
+        if constexpr (Strategy::is_distributed) {
+          std::string what = "unknown exception";
+          try {
+            std::rethrow_exception(error);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          strategy_.on_failure(what);
+        }
         for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_exception)) {
           callback->run_exception(state_, error);
         }
@@ -759,6 +812,7 @@ class Trainer {
           }
           if (validate_now) {
             run_validation(module, val_data, Stage::fitting);
+            agree_on_stop();
             state_.phase_ = MetricPhase::train;
             module.train();
           }
@@ -783,13 +837,42 @@ class Trainer {
     for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_epoch_end)) {
       if (!is_monitoring(*callback)) callback->run(detail::Hook::on_train_epoch_end, state_);
     }
-    log_to_loggers(metrics_.end_epoch(MetricPhase::train), std::max<std::int64_t>(0, state_.global_step - 1));
+    log_to_loggers(metrics_.end_epoch(MetricPhase::train, ranks_reducer()),
+                   std::max<std::int64_t>(0, state_.global_step - 1));
     for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_epoch_end)) {
       if (is_monitoring(*callback)) callback->run(detail::Hook::on_train_epoch_end, state_);
     }
     step_schedulers(SchedulerInterval::epoch);
     ++state_.current_epoch;
     resume_point_ = {state_.current_epoch, 0, false};
+    agree_on_stop();
+  }
+
+  /// Combines epoch metrics across ranks under DDP (every rank then sees the same monitored values, so
+  /// checkpointing and early stopping decide alike); nothing without it.
+  std::function<void(std::vector<double>&, Reduce)> ranks_reducer() {
+    if constexpr (!Strategy::is_distributed) {
+      return {};
+    } else {
+      if (strategy_.world_size() == 1) return {};
+      return [this](std::vector<double>& values, Reduce kind) {
+        torch::Tensor tensor = torch::tensor(values, torch::kDouble).to(root_device());
+        const ReduceOp op = kind == Reduce::sum ? ReduceOp::sum
+                            : kind == Reduce::max ? ReduceOp::max
+                            : kind == Reduce::min ? ReduceOp::min
+                                                           : ReduceOp::mean;
+        strategy_.all_reduce(tensor, op);
+        tensor = tensor.cpu();
+        for (std::size_t i = 0; i < values.size(); ++i) values[i] = tensor[static_cast<std::int64_t>(i)].item<double>();
+      };
+    }
+  }
+
+  /// Lightning's reduce_boolean_decision on should_stop: any rank asking to stop stops them all.
+  void agree_on_stop() {
+    if constexpr (Strategy::is_distributed) {
+      state_.should_stop = strategy_.reduce_boolean_decision(state_.should_stop, /*all=*/false);
+    }
   }
 
   static bool is_monitoring(detail::AnyCallback& callback) {
@@ -813,6 +896,7 @@ class Trainer {
       callback->run_batch_start(state_, batch_idx);
     }
     torch::Tensor loss;
+    if constexpr (Strategy::is_distributed) strategy_.sync_buffers(module);
     {
       auto context = precision_.forward_context();
       loss = detail::call_training_step(module, batch, batch_idx, context_);
@@ -838,7 +922,9 @@ class Trainer {
     for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_before_backward)) {
       callback->run_before_backward(state_, scaled);
     }
+    strategy_.prepare_for_backward(step_now);
     scaled.backward();
+    if (step_now) strategy_.finish_gradient_sync();
     callbacks_.run(detail::Hook::on_after_backward, state_);
     if (step_now) {
       const bool stepped = precision_.optimizer_step(optimizer, [&] {
@@ -911,7 +997,7 @@ class Trainer {
     model_on_validation_epoch_start(module);
     callbacks_.run(detail::Hook::on_validation_epoch_start, state_);
     evaluate(module, val_data, MetricPhase::validation, limit);
-    auto values = metrics_.end_epoch(MetricPhase::validation);
+    auto values = metrics_.end_epoch(MetricPhase::validation, ranks_reducer());
     model_on_validation_epoch_end(module);
     callbacks_.run(detail::Hook::on_validation_epoch_end, state_);
     if (stage == Stage::fitting) {
@@ -984,7 +1070,7 @@ class Trainer {
       callbacks_.run(detail::Hook::on_test_start, state_);
       model_on_test_epoch_start(*module);
       evaluate(*module, data, MetricPhase::test, limit);
-      values = metrics_.end_epoch(MetricPhase::test);
+      values = metrics_.end_epoch(MetricPhase::test, ranks_reducer());
       model_on_test_epoch_end(*module);
       callbacks_.run(detail::Hook::on_test_epoch_end, state_);
       callbacks_.run(detail::Hook::on_test_end, state_);
@@ -1137,6 +1223,7 @@ class Trainer {
 
   TrainerOptions options_;
   DeviceSelection selection_{};
+  detail::StrategyRuntime<Strategy> strategy_{};
   Precision precision_{};
   detail::CallbackList callbacks_{};
   std::vector<std::shared_ptr<Logger>> loggers_{};

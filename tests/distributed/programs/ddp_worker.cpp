@@ -1,0 +1,194 @@
+// A program trained with Trainer<CPU, DDP> for the multi-process tests (run by tests/distributed/run_ddp.sh).
+//
+//   ddp_worker equivalence {plain|accumulate|clip} [cuda]
+//       2 ranks, batch 4 each, end with the same weights (within 1e-6; 1e-5 on CUDA) as one process with
+//       batch 8; rank 0 prints "max |difference| = ..." and exits 1 when it is larger.
+//   ddp_worker fabric
+//       Fabric<CPU, DDP> with 2 ranks and accumulation (no_backward_sync) against one process, plus collectives.
+//   ddp_worker fail {throw|kill|exit} RANK STEP
+//       rank RANK throws / SIGKILLs itself / exits with status 3 after global step STEP; the others must end
+//       non-zero within a bounded time, naming the failed rank.
+// Launched as one process it starts the second itself (volt's launcher); with torchrun's variables it joins.
+#include <torch/torch.h>
+
+#include <volt/volt.hpp>
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using Batches = std::vector<torch::data::Example<>>;
+
+struct Regressor : torch::nn::Module {
+  torch::nn::Linear first{nullptr}, second{nullptr};
+  Regressor() {
+    first = register_module("first", torch::nn::Linear(6, 16));
+    second = register_module("second", torch::nn::Linear(16, 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return second->forward(torch::tanh(first->forward(x))); }
+  torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t) {
+    return torch::mse_loss(forward(batch.data), batch.target);
+  }
+  auto configure_optimizers() {
+    return std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  }
+};
+
+Batches make_batches(int count, int size) {
+  torch::manual_seed(99);
+  Batches batches;
+  for (int i = 0; i < count; ++i) {
+    auto x = torch::randn({size, 6});
+    batches.emplace_back(x, x.sum(1, true).sin());
+  }
+  return batches;
+}
+
+/// Batches 2j and 2j+1 of `small` joined: what one process sees with twice the batch size.
+Batches join_pairs(const Batches& small) {
+  Batches joined;
+  for (std::size_t i = 0; i + 1 < small.size(); i += 2) {
+    joined.emplace_back(torch::cat({small[i].data, small[i + 1].data}), torch::cat({small[i].target, small[i + 1].target}));
+  }
+  return joined;
+}
+
+volt::TrainerOptions options_for(const std::string& variant, int devices) {
+  volt::TrainerOptions options;
+  options.devices = devices;
+  options.max_epochs = 3;
+  options.enable_progress_bar = false;
+  options.enable_checkpointing = false;
+  options.enable_model_summary = false;
+  options.logger = false;
+  if (variant == "accumulate") options.accumulate_grad_batches = 2;
+  if (variant == "clip") options.gradient_clip_val = 0.05;
+  return options;
+}
+
+/// Fails this rank after a given global step.
+struct Saboteur {
+  std::string how;
+  int rank;
+  std::int64_t step;
+  void on_train_batch_end(volt::TrainerState& state, const torch::Tensor&, std::int64_t) const {
+    if (state.global_rank != rank || state.global_step < step) return;
+    if (how == "kill") std::raise(SIGKILL);
+    if (how == "exit") std::_Exit(3);
+    throw std::runtime_error("deliberate failure in rank " + std::to_string(rank) + " at step " +
+                             std::to_string(state.global_step));
+  }
+};
+
+template <class Accelerator>
+int equivalence(const std::string& variant) {
+  const auto small = make_batches(16, 4);
+  torch::manual_seed(5);
+  auto model = std::make_shared<Regressor>();
+  volt::Trainer<Accelerator, volt::DDP> trainer(options_for(variant, 2));
+  trainer.fit(model, small);
+  std::cout << "rank " << trainer.global_rank() << " of " << trainer.world_size() << ": global_step "
+            << trainer.global_step() << std::endl;
+  if (trainer.global_rank() != 0) return 0;
+
+  torch::manual_seed(5);
+  auto reference = std::make_shared<Regressor>();
+  volt::Trainer<Accelerator> single(options_for(variant, 1));
+  const auto large = join_pairs(small);
+  single.fit(reference, large);
+  double worst = 0.0;
+  const auto a = model->parameters(), b = reference->parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, (a[i].cpu() - b[i].cpu()).abs().max().item<double>());
+  }
+  std::cout << "variant " << variant << ": global_step ddp " << trainer.global_step() << " single "
+            << single.global_step() << "; max |difference| = " << worst << std::endl;
+  const bool same_steps = trainer.global_step() == single.global_step();
+  // CPU: the same sums in another order (1e-6); CUDA: also other kernels (cuBLAS, atomics): 1e-5.
+  const double tolerance = std::is_same_v<Accelerator, volt::CUDA> ? 1e-5 : 1e-6;
+  return worst <= tolerance && same_steps ? 0 : 1;
+}
+
+/// Fabric<CPU, DDP>: a hand loop with gradient accumulation over 2 micro-batches (no_backward_sync on the
+/// first), against one process with the joined batches; also checks all_reduce, all_gather and broadcast.
+int fabric() {
+  const auto small = make_batches(16, 4);
+  torch::manual_seed(5);
+  auto model = std::make_shared<Regressor>();
+  volt::Fabric<volt::CPU, volt::DDP> ddp({.devices = 2});
+  auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  std::tie(model, optimizer) = ddp.setup(model, optimizer);
+  const int rank = ddp.global_rank();
+  std::vector<torch::data::Example<>> mine;
+  for (std::size_t i = static_cast<std::size_t>(rank); i < small.size(); i += 2) mine.push_back(small[i]);
+  for (std::size_t i = 0; i + 1 < mine.size(); i += 2) {
+    optimizer->zero_grad();
+    {
+      auto guard = ddp.no_backward_sync(model);
+      ddp.backward(torch::mse_loss(model->forward(mine[i].data), mine[i].target) / 2.0);
+    }
+    ddp.backward(torch::mse_loss(model->forward(mine[i + 1].data), mine[i + 1].target) / 2.0);
+    optimizer->step();
+  }
+  const double mean_rank = ddp.all_reduce(torch::tensor({static_cast<double>(rank)}), "mean").item<double>();
+  const auto gathered = ddp.all_gather(torch::tensor({static_cast<float>(rank) + 1.0f}));
+  const std::string word = ddp.broadcast(std::string(rank == 0 ? "from rank 0" : "other"), 0);
+  const bool collectives_ok = mean_rank == 0.5 && gathered.size(0) == 2 && gathered[1].item<float>() == 2.0f &&
+                              word == "from rank 0";
+  std::cout << "rank " << rank << " of " << ddp.world_size() << ": fabric collectives "
+            << (collectives_ok ? "ok" : "WRONG") << std::endl;
+  if (rank != 0) return collectives_ok ? 0 : 1;
+
+  torch::manual_seed(5);
+  auto reference = std::make_shared<Regressor>();
+  torch::optim::SGD single(reference->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  const auto large = join_pairs(small);
+  for (std::size_t i = 0; i + 1 < large.size(); i += 2) {
+    single.zero_grad();
+    (torch::mse_loss(reference->forward(large[i].data), large[i].target) / 2.0).backward();
+    (torch::mse_loss(reference->forward(large[i + 1].data), large[i + 1].target) / 2.0).backward();
+    single.step();
+  }
+  double worst = 0.0;
+  const auto a = model->parameters(), b = reference->parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  std::cout << "variant fabric: max |difference| = " << worst << std::endl;
+  return worst <= 1e-6 && collectives_ok ? 0 : 1;
+}
+
+int fail(const std::string& how, int rank, std::int64_t step) {
+  const auto small = make_batches(64, 4);
+  torch::manual_seed(5);
+  auto model = std::make_shared<Regressor>();
+  auto options = options_for("plain", 2);
+  options.max_epochs = 50;
+  volt::Trainer<volt::CPU, volt::DDP> trainer(options, Saboteur{how, rank, step});
+  trainer.fit(model, small);
+  std::cout << "rank " << trainer.global_rank() << " finished without noticing the failure" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.size() == 2 && args[0] == "equivalence") return equivalence<volt::CPU>(args[1]);
+    if (args.size() == 3 && args[0] == "equivalence" && args[2] == "cuda") return equivalence<volt::CUDA>(args[1]);
+    if (args.size() == 1 && args[0] == "fabric") return fabric();
+    if (args.size() == 4 && args[0] == "fail") return fail(args[1], std::stoi(args[2]), std::stoll(args[3]));
+  } catch (const std::exception& error) {
+    std::cerr << "ddp_worker (pid " << ::getpid() << "): error: " << error.what() << std::endl;
+    return 1;
+  }
+  std::cerr << "usage: ddp_worker equivalence {plain|accumulate|clip} | fail {throw|kill|exit} RANK STEP\n";
+  return 2;
+}
