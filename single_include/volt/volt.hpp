@@ -4696,7 +4696,7 @@ inline constexpr bool strategy_supported_v = strategy_supported<Accelerator, Str
 /// Whether volt::Trainer and volt::Fabric of this version can run `Strategy` (whatever the accelerator).
 /// Code that maps run-time choices onto policies (volt's CLI) instantiates only strategies for which it holds.
 template <class Strategy>
-inline constexpr bool strategy_implemented_v = !detail::is_distributed_strategy<Strategy>();
+inline constexpr bool strategy_implemented_v = std::is_same_v<Strategy, SingleDevice> || std::is_same_v<Strategy, DDP>;
 
 /// Fails to compile when strategy_supported<Accelerator, Strategy> is false: the Trainer and Fabric
 /// instantiate it for their policies.
@@ -5193,6 +5193,7 @@ class SubprocessLauncher {
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -5271,13 +5272,29 @@ class ProcessGroup {
     options.waitWorkers = true;
     options.timeout = timeout;
     const std::string where = environment.main_address + ":" + std::to_string(environment.main_port);
+    const auto rendezvous_error = [&](const std::string& why) {
+      return DistributedError("volt: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                              " could not complete the rendezvous at " + where + " within " + seconds(timeout) +
+                              " (are all " + std::to_string(size_) +
+                              " processes started, and is the address reachable?): " + why);
+    };
     try {
       store_ = c10::make_intrusive<c10d::TCPStore>(environment.main_address, options);
+      // Every rank checks in and waits for the others, so a missing rank is reported here, by name of the
+      // rendezvous, rather than by whichever backend call happens to time out first.
+      store_->add("volt/joined", 1);
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (store_->add("volt/joined", 0) < size_) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          throw rendezvous_error(std::to_string(store_->add("volt/joined", 0)) + " of " + std::to_string(size_) +
+                                 " processes joined");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    } catch (const DistributedError&) {
+      throw;
     } catch (const std::exception& error) {
-      throw DistributedError("volt: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-                             " could not complete the rendezvous at " + where + " within " + seconds(timeout) +
-                             " (are all " + std::to_string(size_) + " processes started, and is the address reachable?): " +
-                             error.what());
+      throw rendezvous_error(error_text(error));
     }
     if (device.is_cuda()) {
 #ifdef VOLT_DETAIL_HAS_NCCL
@@ -5305,7 +5322,7 @@ class ProcessGroup {
         backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, gloo_options);
       } catch (const std::exception& error) {
         throw DistributedError("volt: rank " + std::to_string(rank_) + " could not connect the Gloo process group of " +
-                               std::to_string(size_) + " ranks within " + seconds(timeout) + ": " + error.what());
+                               std::to_string(size_) + " ranks within " + seconds(timeout) + ": " + error_text(error));
       }
 #else
       throw DistributedError("volt: DDP on the CPU needs the Gloo backend, but gloo's headers were not found when "
@@ -5386,9 +5403,11 @@ class ProcessGroup {
     all_reduce(token);
   }
 
-  /// Leaves a note in the store that this rank failed with `message`, so that the other ranks can name it.
+  /// Leaves a note in the store that this rank failed with `message`, so that the other ranks can name it
+  /// (unless another rank already left one: the first failure is usually the cause of the others).
   void note_failure(const std::string& message) noexcept {
     try {
+      if (store_->check({"volt/failed"})) return;  // the first failure is the one to name
       const std::string text = "rank " + std::to_string(rank_) + ": " + message;
       store_->set("volt/failed", std::vector<std::uint8_t>(text.begin(), text.end()));
     } catch (...) {
@@ -5426,6 +5445,12 @@ class ProcessGroup {
       c10d::Backend;
 #endif
 
+  /// An exception's message without LibTorch's backtrace.
+  static std::string error_text(const std::exception& error) {
+    if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) return c10_error->what_without_backtrace();
+    return error.what();
+  }
+
   static std::string seconds(std::chrono::milliseconds timeout) {
     return std::to_string(timeout.count() / 1000) + " s";
   }
@@ -5446,7 +5471,7 @@ class ProcessGroup {
       const std::string note = failure_note();
       message += note.empty() ? ": a peer process exited or did not answer within " + seconds(timeout_)
                               : ": DDP " + note;
-      message += std::string(" [") + error.what() + "]";
+      message += " [" + error_text(error) + "]";
       throw DistributedError(message);
     }
   }
@@ -6038,6 +6063,7 @@ class StrategyRuntime<DDP> {
   /// banner on rank 0. Throws DistributedError when the peers do not come within the timeout.
   void setup_environment() {
     if (group_) return;
+    if (root_device_.is_cuda()) CUDA::setup_device(root_device_);  // NCCL binds the current device
     auto& slot = process_group_slot();
     if (!slot) {
       if (environment_.world_size > 1 && !environment_.creates_processes_externally) {
@@ -6260,6 +6286,7 @@ inline int next_version(const std::filesystem::path& root) {
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -6360,14 +6387,39 @@ class MetricStore {
 
   /// Ends the epoch of `phase`: reduces the epoch values into the callback metrics and returns those meant
   /// for the loggers ("name" or "name_epoch"). Resets the phase's accumulators.
-  std::map<std::string, double> end_epoch(MetricPhase phase) {
+  /// `across_ranks`, when given, combines each reduction kind's epoch values with the other ranks' (a
+  /// distributed run: every rank logs the same names in the same order); it is called once per kind in use.
+  std::map<std::string, double> end_epoch(
+      MetricPhase phase, const std::function<void(std::vector<double>&, Reduce)>& across_ranks = {}) {
     std::map<std::string, double> for_logger;
-    for (auto& entry : entries_) {
+    std::vector<double> epoch_values(entries_.size(), 0.0);
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      auto& entry = entries_[i];
+      if (entry.phase != phase || !entry.on_epoch || entry.count == 0) continue;
+      epoch_values[i] = entry.aggregate.item<double>();
+      if (entry.reduce == Reduce::mean) epoch_values[i] /= static_cast<double>(entry.count);
+    }
+    if (across_ranks) {
+      for (Reduce kind : {Reduce::mean, Reduce::sum, Reduce::max, Reduce::min}) {
+        std::vector<std::size_t> indices;
+        std::vector<double> values;
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+          const auto& entry = entries_[i];
+          if (entry.phase != phase || !entry.on_epoch || entry.reduce != kind) continue;
+          indices.push_back(i);
+          values.push_back(entry.count > 0 ? epoch_values[i] : 0.0);
+        }
+        if (values.empty()) continue;
+        across_ranks(values, kind);
+        for (std::size_t j = 0; j < indices.size(); ++j) epoch_values[indices[j]] = values[j];
+      }
+    }
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      auto& entry = entries_[i];
       if (entry.phase != phase) continue;
       publish_step_value(entry);
       if (entry.on_epoch && entry.count > 0) {
-        double value = entry.aggregate.item<double>();
-        if (entry.reduce == Reduce::mean) value /= static_cast<double>(entry.count);
+        const double value = epoch_values[i];
         callback_metrics_[entry.name] = value;
         if (entry.on_step) callback_metrics_[entry.name + "_epoch"] = value;
         if (entry.to_logger) for_logger[entry.on_step ? entry.name + "_epoch" : entry.name] = value;
@@ -9746,14 +9798,20 @@ class Trainer {
       }
     }
     selection_ = select_devices<Accelerator>(options_.devices, Frontend::trainer);
-    if (selection_.parallel_devices.size() != 1) {
+    if (!Strategy::is_distributed && selection_.parallel_devices.size() != 1) {
       std::string ids;
       for (int id : selection_.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
       throw MisconfigurationError("volt::SingleDevice trains on exactly one device, but the device spec selected " +
                                   std::to_string(selection_.parallel_devices.size()) + " " +
                                   std::string(to_string(selection_.accelerator)) + " devices: [" + ids +
-                                  "]. Pass {.devices = 1} (or a single id such as volt::devices({1})).");
+                                  "]. Pass {.devices = 1} (or a single id such as volt::devices({1})), or "
+                                  "train with volt::DDP.");
     }
+    check_strategy_supported_on_machine<Accelerator, Strategy>();
+    strategy_.configure(selection_, options_.num_nodes);
+    state_.global_rank = strategy_.global_rank();
+    state_.world_size = strategy_.world_size();
+    state_.is_global_zero = strategy_.is_global_zero();
     log_device_info(selection_.accelerator);
     (add_extra(std::forward<Extras>(extras)), ...);
     // As Lightning's _reorder_callbacks: checkpoint callbacks run after the others, so a checkpoint written in
@@ -9773,7 +9831,18 @@ class Trainer {
   // ---- accessors ---------------------------------------------------------------------------------
 
   /// The device the model trains on.
-  torch::Device root_device() const { return selection_.root_device(); }
+  torch::Device root_device() const { return strategy_.root_device(); }
+  /// This process's rank among all processes of the run (0 without DDP).
+  int global_rank() const { return strategy_.global_rank(); }
+  /// This process's rank on its node (its index into device_ids()).
+  int local_rank() const { return strategy_.local_rank(); }
+  int node_rank() const { return strategy_.node_rank(); }
+  /// Number of processes of the run: devices x num_nodes with DDP, 1 without.
+  int world_size() const { return strategy_.world_size(); }
+  bool is_global_zero() const { return strategy_.is_global_zero(); }
+  /// The strategy's run-time side: collectives (barrier, all_reduce, broadcast, all_gather,
+  /// reduce_boolean_decision) that every rank must call in the same order.
+  detail::StrategyRuntime<Strategy>& strategy() { return strategy_; }
   /// Lightning's trainer.device_ids.
   const std::vector<int>& device_ids() const { return selection_.device_ids; }
   std::int64_t num_devices() const { return static_cast<std::int64_t>(selection_.device_ids.size()); }
@@ -9812,26 +9881,35 @@ class Trainer {
   template <class Model, class TrainData>
   void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
     detail::NoData none;
-    run_fit(model, train_data, none, ckpt_path);
+    strategy_.setup_environment();
+    auto&& train = shard(train_data);
+    run_fit(model, train, none, ckpt_path);
   }
 
   /// Trains with validation on `val_data`.
   template <class Model, class TrainData, class ValData>
     requires(!std::convertible_to<ValData, std::filesystem::path>)
   void fit(Model& model, TrainData&& train_data, ValData&& val_data, const std::filesystem::path& ckpt_path = {}) {
-    run_fit(model, train_data, val_data, ckpt_path);
+    strategy_.setup_environment();
+    auto&& train = shard(train_data);
+    auto&& val = shard(val_data);
+    run_fit(model, train, val, ckpt_path);
   }
 
   /// Runs validation_step over `data` and returns the epoch metrics (Lightning's trainer.validate).
   template <class Model, class Data>
   std::map<std::string, double> validate(Model& model, Data&& data) {
-    return run_standalone_evaluation(model, data, Stage::validating);
+    strategy_.setup_environment();
+    auto&& mine = shard(data);
+    return run_standalone_evaluation(model, mine, Stage::validating);
   }
 
   /// Runs test_step over `data` and returns the epoch metrics (Lightning's trainer.test).
   template <class Model, class Data>
   std::map<std::string, double> test(Model& model, Data&& data) {
-    return run_standalone_evaluation(model, data, Stage::testing);
+    strategy_.setup_environment();
+    auto&& mine = shard(data);
+    return run_standalone_evaluation(model, mine, Stage::testing);
   }
 
   /// Runs predict_step over `data` and returns its results in order (Lightning's trainer.predict).
@@ -9871,6 +9949,21 @@ class Trainer {
   }
 
  private:
+  /// This rank's share of `data`: the data itself without DDP, or when it is already split (volt::per_rank,
+  /// a loader with volt::DistributedSampler); otherwise a view taking this rank's batch of each group of
+  /// world_size() batches.
+  template <class Data>
+  decltype(auto) shard(Data& data) {
+    using D = std::remove_cvref_t<Data>;
+    if constexpr (!Strategy::is_distributed || detail::is_per_rank<D>::value ||
+                  detail::uses_distributed_sampler<D>::value || std::is_same_v<D, detail::NoData>) {
+      return (data);
+    } else {
+      using Range = std::remove_reference_t<decltype(detail::as_range(data))>;
+      return detail::RankShard<Range>(detail::as_range(data), strategy_.world_size(), strategy_.global_rank());
+    }
+  }
+
   /// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
   /// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
   class EvalGuard {
@@ -9929,6 +10022,7 @@ class Trainer {
   void prepare_module(M& module) {
     precision_.convert_module(module);
     module.to(root_device());
+    strategy_.setup_module(module);
     state_.model = &module;
     state_.root_device = root_device();
     state_.default_root_dir = options_.default_root_dir;
@@ -10094,6 +10188,16 @@ class Trainer {
         callbacks_.run(detail::Hook::teardown, state_);
       } catch (...) {
         const auto error = std::current_exception();
+        if constexpr (Strategy::is_distributed) {
+          std::string what = "unknown exception";
+          try {
+            std::rethrow_exception(error);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          strategy_.on_failure(what);
+        }
         for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_exception)) {
           callback->run_exception(state_, error);
         }
@@ -10282,6 +10386,7 @@ class Trainer {
           }
           if (validate_now) {
             run_validation(module, val_data, Stage::fitting);
+            agree_on_stop();
             state_.phase_ = MetricPhase::train;
             module.train();
           }
@@ -10306,13 +10411,42 @@ class Trainer {
     for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_epoch_end)) {
       if (!is_monitoring(*callback)) callback->run(detail::Hook::on_train_epoch_end, state_);
     }
-    log_to_loggers(metrics_.end_epoch(MetricPhase::train), std::max<std::int64_t>(0, state_.global_step - 1));
+    log_to_loggers(metrics_.end_epoch(MetricPhase::train, ranks_reducer()),
+                   std::max<std::int64_t>(0, state_.global_step - 1));
     for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_epoch_end)) {
       if (is_monitoring(*callback)) callback->run(detail::Hook::on_train_epoch_end, state_);
     }
     step_schedulers(SchedulerInterval::epoch);
     ++state_.current_epoch;
     resume_point_ = {state_.current_epoch, 0, false};
+    agree_on_stop();
+  }
+
+  /// Combines epoch metrics across ranks under DDP (every rank then sees the same monitored values, so
+  /// checkpointing and early stopping decide alike); nothing without it.
+  std::function<void(std::vector<double>&, Reduce)> ranks_reducer() {
+    if constexpr (!Strategy::is_distributed) {
+      return {};
+    } else {
+      if (strategy_.world_size() == 1) return {};
+      return [this](std::vector<double>& values, Reduce kind) {
+        torch::Tensor tensor = torch::tensor(values, torch::kDouble).to(root_device());
+        const ReduceOp op = kind == Reduce::sum ? ReduceOp::sum
+                            : kind == Reduce::max ? ReduceOp::max
+                            : kind == Reduce::min ? ReduceOp::min
+                                                           : ReduceOp::mean;
+        strategy_.all_reduce(tensor, op);
+        tensor = tensor.cpu();
+        for (std::size_t i = 0; i < values.size(); ++i) values[i] = tensor[static_cast<std::int64_t>(i)].item<double>();
+      };
+    }
+  }
+
+  /// Lightning's reduce_boolean_decision on should_stop: any rank asking to stop stops them all.
+  void agree_on_stop() {
+    if constexpr (Strategy::is_distributed) {
+      state_.should_stop = strategy_.reduce_boolean_decision(state_.should_stop, /*all=*/false);
+    }
   }
 
   static bool is_monitoring(detail::AnyCallback& callback) {
@@ -10336,6 +10470,7 @@ class Trainer {
       callback->run_batch_start(state_, batch_idx);
     }
     torch::Tensor loss;
+    if constexpr (Strategy::is_distributed) strategy_.sync_buffers(module);
     {
       auto context = precision_.forward_context();
       loss = detail::call_training_step(module, batch, batch_idx, context_);
@@ -10361,7 +10496,9 @@ class Trainer {
     for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_before_backward)) {
       callback->run_before_backward(state_, scaled);
     }
+    strategy_.prepare_for_backward(step_now);
     scaled.backward();
+    if (step_now) strategy_.finish_gradient_sync();
     callbacks_.run(detail::Hook::on_after_backward, state_);
     if (step_now) {
       const bool stepped = precision_.optimizer_step(optimizer, [&] {
@@ -10434,7 +10571,7 @@ class Trainer {
     model_on_validation_epoch_start(module);
     callbacks_.run(detail::Hook::on_validation_epoch_start, state_);
     evaluate(module, val_data, MetricPhase::validation, limit);
-    auto values = metrics_.end_epoch(MetricPhase::validation);
+    auto values = metrics_.end_epoch(MetricPhase::validation, ranks_reducer());
     model_on_validation_epoch_end(module);
     callbacks_.run(detail::Hook::on_validation_epoch_end, state_);
     if (stage == Stage::fitting) {
@@ -10507,7 +10644,7 @@ class Trainer {
       callbacks_.run(detail::Hook::on_test_start, state_);
       model_on_test_epoch_start(*module);
       evaluate(*module, data, MetricPhase::test, limit);
-      values = metrics_.end_epoch(MetricPhase::test);
+      values = metrics_.end_epoch(MetricPhase::test, ranks_reducer());
       model_on_test_epoch_end(*module);
       callbacks_.run(detail::Hook::on_test_epoch_end, state_);
       callbacks_.run(detail::Hook::on_test_end, state_);
@@ -10660,6 +10797,7 @@ class Trainer {
 
   TrainerOptions options_;
   DeviceSelection selection_{};
+  detail::StrategyRuntime<Strategy> strategy_{};
   Precision precision_{};
   detail::CallbackList callbacks_{};
   std::vector<std::shared_ptr<Logger>> loggers_{};
@@ -10942,6 +11080,7 @@ namespace volt {
 ///   torch::Tensor all_gather(const torch::Tensor& tensor)
 ///   template <class T> T broadcast(T value, int src)
 ///   auto no_backward_sync(torch::nn::Module& module, bool enabled)                 // an RAII guard
+///   optional: void before_backward(), void after_backward()    // around every fabric.backward()
 template <class Strategy>
 struct fabric_strategy_services;
 
@@ -10973,6 +11112,129 @@ struct fabric_strategy_services<SingleDevice> {
 
 }  // namespace volt
 // ---- end volt/fabric/strategy_services.hpp
+// ---- begin volt/distributed/fabric_ddp.hpp
+// volt::Fabric with volt::DDP: the strategy services Fabric calls (include/volt/fabric/strategy_services.hpp),
+// backed by the same run-time as the Trainer's DDP (launcher, process group, gradient reducer).
+//
+//   volt::Fabric<volt::CPU, volt::DDP> fabric({.devices = 2});   // launches local rank 1, joins the group
+//   auto [model, optimizer] = fabric.setup(model, optimizer);     // rank 0's weights everywhere, reducer attached
+//   fabric.backward(loss);                                        // gradients averaged across ranks
+//   { auto guard = fabric.no_backward_sync(model); fabric.backward(loss); }   // accumulate locally
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace volt {
+
+template <>
+struct fabric_strategy_services<DDP> {
+  /// Restores gradient synchronisation when it goes out of scope.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(bool* flag, bool enabled) : flag_(flag), previous_(*flag) {
+      if (enabled) *flag_ = true;
+    }
+    ~NoSyncGuard() { *flag_ = previous_; }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    bool* flag_;
+    bool previous_;
+  };
+
+  /// Reads the cluster environment, launches the other local ranks when this is a volt-launched local rank 0,
+  /// and joins the process group. Throws what detect_cluster_environment and the rendezvous throw.
+  void setup_environment(const std::vector<torch::Device>& devices, int num_nodes) {
+    DeviceSelection selection;
+    selection.parallel_devices = devices;
+    for (std::size_t i = 0; i < devices.size(); ++i) selection.device_ids.push_back(static_cast<int>(i));
+    runtime_.configure(selection, num_nodes);
+    runtime_.setup_environment();
+  }
+  torch::Device root_device(const std::vector<torch::Device>& /*devices*/) const { return runtime_.root_device(); }
+  int world_size() const { return runtime_.world_size(); }
+  int global_rank() const { return runtime_.global_rank(); }
+  int local_rank() const { return runtime_.local_rank(); }
+  int node_rank() const { return runtime_.node_rank(); }
+
+  /// Broadcasts rank 0's parameters and buffers and attaches the gradient reducer.
+  template <class M>
+  void setup_module(M& module) {
+    runtime_.setup_module(module);
+  }
+
+  /// Called by Fabric around backward(): arms the reducer (unless inside no_backward_sync) and completes the
+  /// gradient all-reduce afterwards.
+  void before_backward() { runtime_.prepare_for_backward(!no_sync_); }
+  void after_backward() {
+    if (!no_sync_) runtime_.finish_gradient_sync();
+  }
+
+  void barrier(const std::string& /*name*/) { runtime_.barrier(); }
+
+  /// Lightning Fabric's all_reduce: "mean"/"avg", "sum", "max", "min". Returns a new tensor.
+  torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op) {
+    auto result = tensor.clone();
+    ReduceOp reduce = ReduceOp::mean;
+    if (op == "sum") reduce = ReduceOp::sum;
+    else if (op == "max") reduce = ReduceOp::max;
+    else if (op == "min") reduce = ReduceOp::min;
+    runtime_.all_reduce(result, reduce);
+    return result;
+  }
+
+  /// Every rank's tensor stacked along a new first dimension of size world_size().
+  torch::Tensor all_gather(const torch::Tensor& tensor) { return torch::stack(runtime_.all_gather(tensor)); }
+
+  /// Rank `src`'s value on every rank: tensors (same shape and dtype on every rank), arithmetic values and
+  /// strings; other types do not compile.
+  template <class T>
+  T broadcast(T value, int src) {
+    const auto device = runtime_.root_device();
+    if constexpr (std::is_same_v<std::remove_cvref_t<T>, torch::Tensor>) {
+      auto result = value.to(device).clone();
+      runtime_.broadcast(result, src);
+      return result;
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      auto tensor = torch::tensor({static_cast<double>(value)}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+      runtime_.broadcast(tensor, src);
+      return static_cast<T>(tensor.cpu().template item<double>());
+    } else if constexpr (std::is_same_v<std::remove_cvref_t<T>, std::string>) {
+      auto length = torch::tensor({static_cast<std::int64_t>(value.size())}, torch::TensorOptions().device(device));
+      runtime_.broadcast(length, src);
+      const auto size = length.cpu().template item<std::int64_t>();
+      auto bytes = torch::zeros({size}, torch::TensorOptions().dtype(torch::kUInt8));
+      if (global_rank() == src) {
+        std::memcpy(bytes.data_ptr<std::uint8_t>(), value.data(), static_cast<std::size_t>(size));
+      }
+      bytes = bytes.to(device);
+      runtime_.broadcast(bytes, src);
+      bytes = bytes.cpu();
+      return std::string(reinterpret_cast<const char*>(bytes.data_ptr<std::uint8_t>()), static_cast<std::size_t>(size));
+    } else {
+      static_assert(std::is_same_v<T, torch::Tensor>,
+                    "volt::Fabric::broadcast with DDP supports torch::Tensor, arithmetic values and std::string");
+      return value;
+    }
+  }
+
+  NoSyncGuard no_backward_sync(torch::nn::Module& /*module*/, bool enabled) { return NoSyncGuard(&no_sync_, enabled); }
+
+ private:
+  detail::StrategyRuntime<DDP> runtime_;
+  bool no_sync_ = false;
+};
+
+}  // namespace volt
+// ---- end volt/distributed/fabric_ddp.hpp
 // ---- begin volt/fabric/fabric.hpp
 // volt::Fabric: Lightning Fabric for LibTorch. The user writes the loop; Fabric places the model, the
 // optimizer state and the batches on the device, applies the precision policy (autocast, loss scaling),
@@ -11204,7 +11466,9 @@ class Fabric {
   /// otherwise (Lightning's fabric.backward). Throws what LibTorch's backward throws.
   void backward(const torch::Tensor& loss) {
     if (!loss.defined()) throw std::invalid_argument("volt::Fabric::backward: the loss tensor is undefined");
+    if constexpr (requires { strategy_.before_backward(); }) strategy_.before_backward();
     precision_.pre_backward(loss).backward();
+    if constexpr (requires { strategy_.after_backward(); }) strategy_.after_backward();
   }
 
   /// Clips the gradients of `model`'s parameters, unscaling `optimizer`'s gradients first under a
