@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The whole GPU run: builds volt's tests, examples and benchmarks against the LibTorch of python3's torch
-# (a CUDA build), runs every test (the CUDA cases run instead of skipping), trains Fashion-MNIST on the GPU
-# at each precision, and measures Trainer throughput. Prepare .gpu/ first with tools/gpu-prepare.sh.
+# (a CUDA build), runs every test (the CUDA cases run instead of skipping; with 2 GPUs the NCCL DDP tests too),
+# trains Fashion-MNIST (MLP and CNN) on the GPU at each precision, and measures Trainer throughput, the optimizer
+# step and (with 2 GPUs) DDP scaling against PyTorch's DistributedDataParallel. Prepare .gpu/ first with
+# tools/gpu-prepare.sh.
 #   tools/gpu-check.sh [RESULTS_DIR]     (default: build/gpu-results)
-# SKIP="examples bench" leaves out the Fashion-MNIST runs and/or the throughput benchmark.
-# Writes six files to RESULTS_DIR: summary.md, build.log, tests.log, ctest.log, fashion_mnist.log,
-# throughput.md. BENCH_STEPS, BENCH_WIDE_STEPS and BENCH_REPEATS size the throughput benchmark.
+# SKIP="tests examples bench ddp" leaves out any of those parts (a later call reuses build/gpu).
+# Writes summary.md and one log per part to RESULTS_DIR. BENCH_STEPS, BENCH_WIDE_STEPS, BENCH_REPEATS and
+# DDP_REPEATS size the benchmarks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results=${1:-build/gpu-results}
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
 jobs=$(nproc)
+skip=" ${SKIP:-} "
 export NCCL_NVLS_ENABLE=0
 summary="$results/summary.md"
 : > "$summary"
@@ -42,6 +45,7 @@ mkdir -p "$data"
 for f in .gpu/fashion-mnist/*.gz; do gzip -dc "$f" > "$data/$(basename "$f" .gz)"; done
 export VOLT_FASHION_MNIST_DIR=$data
 
+if [[ "$skip" != *" tests "* ]]; then
 # The doctest suites, one binary per area, with their own summaries (the CUDA cases run here).
 : > "$results/tests.log"
 for binary in build/gpu/tests/volt_test_*; do
@@ -52,7 +56,7 @@ for binary in build/gpu/tests/volt_test_*; do
 done
 # Every other ctest test (compile-fail, header check, single-header sync, example smoke run), except the
 # four ways of consuming volt (they rebuild volt from scratch) and the full example run (done below).
-(cd build/gpu && ctest -j "$jobs" -LE "consumption|example_full|ddp" -E '^volt\.[a-z]+$' --output-on-failure \
+(cd build/gpu && ctest -j "$jobs" -LE "consumption|example_full|ddp|oracle|fuzz" -E '^volt\.[a-z]+$' --output-on-failure \
    > "$results/ctest.log" 2>&1)
 note "- other ctest tests: $(grep -E 'tests passed|tests failed' "$results/ctest.log" | tail -1)"
 grep -E "Failed|\*\*\*" "$results/ctest.log" | head -20 | tee -a "$summary"
@@ -60,21 +64,28 @@ grep -E "Failed|\*\*\*" "$results/ctest.log" | head -20 | tee -a "$summary"
 (cd build/gpu && ctest -L ddp -V > "$results/ddp.log" 2>&1)
 note "- DDP tests: $(grep -E 'tests passed|tests failed' "$results/ddp.log" | tail -1)"
 grep -E "max \|difference\||Failed|Not Run|Skipped" "$results/ddp.log" | head -20 | tee -a "$summary"
+# doctor's view of this machine
+build/gpu/examples/doctor > "$results/doctor.log" 2>&1
+note "- doctor: exit $?"
+fi
 
 # Fashion-MNIST on the GPU, each precision.
-skip=" ${SKIP:-} "
 if [[ "$skip" != *" examples "* ]]; then
 note ""
-note "## Fashion-MNIST MLP (5 epochs, batch 128, Adam 1e-3, StepLR 3/0.5)"
+note "## Fashion-MNIST on CUDA (5 epochs, batch 128): MLP (Adam 1e-3, StepLR 3/0.5) and SimpleCNN"
 note ""
 : > "$results/fashion_mnist.log"
-for precision in 32-true bf16-mixed 16-mixed; do
-  build/gpu/examples/fashion_mnist --precision "$precision" --data-dir "$data" --no-progress-bar \
-    --default-root-dir "build/gpu/runs/$precision" > build/gpu/fm.log 2>&1
-  cat build/gpu/fm.log >> "$results/fashion_mnist.log"
-  note "- $precision: $(grep -E '^device:' build/gpu/fm.log) | $(grep -E '^test accuracy' build/gpu/fm.log)"
+for example in fashion_mnist fashion_mnist_cnn; do
+  for precision in 32-true bf16-mixed 16-mixed; do
+    begin=$(date +%s.%N)
+    build/gpu/examples/$example --accelerator cuda --precision "$precision" --data-dir "$data" --no-progress-bar \
+      --max-epochs 5 --default-root-dir "build/gpu/runs/$example-$precision" > build/gpu/fm.log 2>&1
+    status=$?
+    seconds=$(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $begin}")
+    cat build/gpu/fm.log >> "$results/fashion_mnist.log"
+    note "- $example $precision: exit $status, ${seconds} s | $(grep -E '^device:' build/gpu/fm.log | head -1) | $(grep -iE 'test accuracy' build/gpu/fm.log | tail -1)"
+  done
 done
-
 fi
 
 if [[ "$skip" != *" bench "* ]]; then
@@ -84,6 +95,12 @@ note ""
 build/gpu/benchmarks/bench_trainer_throughput --steps ${BENCH_STEPS:-200} --wide-steps ${BENCH_WIDE_STEPS:-40} \
   --repeats ${BENCH_REPEATS:-5} > "$results/throughput.md" 2>&1
 cat "$results/throughput.md" | tee -a "$summary"
+note ""
+note "## Optimizer step (bench_optimizer_step --device cuda)"
+note ""
+build/gpu/benchmarks/bench_optimizer_step --device cuda --steps 1000 --large-steps 200 --repeats 5 \
+  > "$results/optimizer_step.md" 2>&1
+cat "$results/optimizer_step.md" | tee -a "$summary"
 fi
 if [[ "$skip" != *" ddp "* ]] && [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ]; then
 note ""
