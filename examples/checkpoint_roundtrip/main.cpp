@@ -101,19 +101,10 @@ int main(int argc, char** argv) {
 
     // 3. Export the weights for Python (a state_dict file that torch.load reads).
     const auto weights = root / "weights.pt";
-#if __has_include(<volt/serialization/weights.hpp>)
     volt::save_weights(resumed, weights);
     std::printf("3. exported weights: %s\n   python3 -c \"import torch; sd = torch.load('%s'); print({k: "
                 "tuple(v.shape) for k, v in sd.items()})\"\n",
                 weights.string().c_str(), weights.string().c_str());
-#else
-    // TODO(volt::save_weights): replace with volt::save_weights(resumed, weights) once
-    // volt/serialization/weights.hpp is in; torch::save writes LibTorch's own archive, which Python reads
-    // with torch.jit.load, not torch.load.
-    torch::save(resumed, weights.string());
-    std::printf("3. exported weights (LibTorch archive; volt::save_weights is not in this build): %s\n",
-                weights.string().c_str());
-#endif
     return 0;
   });
 }
