@@ -275,6 +275,25 @@ TEST_CASE("cli: bad input exits with status 2 and one message listing the choice
   }
 }
 
+TEST_CASE("cli: strategy auto is ddp for more than one device (Lightning's rule)") {
+  if constexpr (volt::strategy_implemented_v<volt::DDP>) {
+    volt::testing::ScopedMachine machine{{.cuda_device_count = 4, .processor = "x86_64"}};
+    auto outcome = run_cli({"--accelerator", "cuda", "--devices", "1,3"});
+    CHECK(outcome.status == 0);
+    CHECK(outcome.seen.strategy == "ddp");
+    CHECK(outcome.seen.args.device_ids == std::vector<int>{1, 3});
+    outcome = run_cli({"--accelerator", "cpu", "--devices", "2", "--precision", "bf16-mixed"});
+    CHECK(outcome.seen.accelerator == "cpu");
+    CHECK(outcome.seen.strategy == "ddp");
+    CHECK(outcome.seen.precision == "bf16-mixed");
+    outcome = run_cli({"--accelerator", "cuda", "--devices", "1", "--strategy", "ddp"});
+    CHECK(outcome.seen.strategy == "ddp");  // asked for: DDP on one device
+    CHECK(run_cli({"--accelerator", "cuda", "--devices", "1"}).seen.strategy == "single_device");
+  } else {
+    MESSAGE("skipped: volt::DDP is not implemented in this build");
+  }
+}
+
 TEST_CASE("cli: unavailable devices and precisions the accelerator cannot do") {
   SUBCASE("more CUDA devices than the machine has") {
     volt::testing::ScopedMachine machine{{.cuda_device_count = 1, .processor = "x86_64"}};
