@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds volt's tests and examples and runs every test, in two build trees that together cover what users run:
-#   sanitize  Debian's LibTorch 1.13, include/, AddressSanitizer + UndefinedBehaviorSanitizer (VOLT_SANITIZE=ON),
-#             every test label: the compile-fail snippets, the four ways of consuming volt and the full
-#             Fashion-MNIST run are run here only.
+#   sanitize  Debian's LibTorch 1.13, include/, AddressSanitizer + UndefinedBehaviorSanitizer (VOLT_SANITIZE=ON,
+#             -O1): every test; the compile-fail snippets and the four ways of consuming volt run here only. The
+#             examples are built and run in the cuda tree (here too when only this tree is built).
 #   cuda      PyPI's LibTorch 2.11 (a CUDA build, from the virtual environment tools/install-python.sh makes)
 #             with the CUDA toolkit, single_include/, Release: VOLT_WITH_CUDA is defined, so every CUDA-only code
 #             path compiles and links; GPU tests skip with a message (no GPU here). Tests that compare against
-#             Python (VOLT_PYTHON) run here, against the same torch version.
+#             Python (VOLT_PYTHON) run here, against the same torch version, and so do the examples.
 # Installs missing Debian packages and the Python environment first. Prints every phase's duration at the end.
 #   tools/run-tests.sh                     both trees (what CI runs)
 #   TREES=sanitize tools/run-tests.sh      one tree only (TREES=cuda: the other)
@@ -72,7 +72,7 @@ phase "single header in sync with include/" python3 tools/amalgamate.py --check
 # results of the others; the run fails at the end.
 
 # Labels run once, in the sanitize tree (or in the cuda tree when it is the only one asked for).
-once_labels="consumption|compile_fail|example_full"
+once_labels="consumption|compile_fail"
 
 # ctest with the skip messages of passing tests shown (ctest prints the output of failing tests only).
 run_ctest() {
@@ -135,8 +135,13 @@ EOF
 
 if wants sanitize; then
   dir="$build_root/sanitize"
+  # The examples (each instantiates many Trainers: minutes of compiling under ASan) are built and run in the cuda
+  # tree when it is built; the sanitized tests compile at -O1, as sanitizer builds usually do.
+  examples_in_sanitize=ON
+  wants cuda && examples_in_sanitize=OFF
   phase "sanitize: configure (LibTorch 1.13, include/)" \
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_TEST_SINGLE_HEADER=OFF -DVOLT_SANITIZE=ON \
+          -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DVOLT_BUILD_EXAMPLES=$examples_in_sanitize \
           -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
   phase "sanitize: build (ASan+UBSan)" cmake --build "$dir" -j "$jobs" -- -k 0
   # ASAN_OPTIONS/UBSAN_OPTIONS come from the build tree (cmake/sanitizers.cmake) unless set by the caller.

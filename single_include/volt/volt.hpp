@@ -174,6 +174,8 @@ inline constexpr bool built_with_cuda =
 inline std::map<std::string, double> cuda_memory_stats([[maybe_unused]] int device_index) {
   std::map<std::string, double> out;
 #ifdef VOLT_WITH_CUDA
+  // The allocator throws "Invalid device argument" for a device that is not there (e.g. no GPU at all).
+  if (device_index < 0 || device_index >= static_cast<int>(c10::cuda::device_count())) return out;
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
   const char* pools[] = {"all", "small_pool", "large_pool"};
   auto add_array = [&](const std::string& name, const auto& array) {
@@ -201,9 +203,10 @@ inline std::map<std::string, double> cuda_memory_stats([[maybe_unused]] int devi
   return out;
 }
 
-/// Bytes currently allocated by the CUDA caching allocator on one device (0 without CUDA).
+/// Bytes currently allocated by the CUDA caching allocator on one device (0 without CUDA or without that device).
 inline std::int64_t cuda_allocated_bytes([[maybe_unused]] int device_index) {
 #ifdef VOLT_WITH_CUDA
+  if (device_index < 0 || device_index >= static_cast<int>(c10::cuda::device_count())) return 0;
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
   return stats.allocated_bytes[0].current;
 #else
@@ -1807,7 +1810,9 @@ inline std::string_view policy_name(AcceleratorKind kind) {
       names += ", ";
       policies += ", ";
     }
-    names += "'" + std::string(to_string(candidate)) + "'";
+    names += '\'';
+    names += to_string(candidate);
+    names += '\'';
     policies += policy_name(candidate);
   }
   names += "]";
@@ -6567,6 +6572,9 @@ struct TrainerState {
   }
   /// Saves a full checkpoint of the run to `path` (atomically). Set by the Trainer during fit.
   std::function<void(const std::filesystem::path& path, bool weights_only)> save_checkpoint{};
+  /// False when the last save_checkpoint call failed and the failure was only logged
+  /// (on_checkpoint_failure=warn): callbacks then keep the files they would have replaced.
+  bool last_checkpoint_saved = true;
   /// The accelerator's device statistics for the root device (DeviceStatsMonitor).
   std::function<std::map<std::string, double>()> device_stats{};
 
@@ -7013,13 +7021,16 @@ class ModelCheckpoint {
     return path;
   }
 
-  void write(TrainerState& state, const std::filesystem::path& path) {
-    if (!state.save_checkpoint) return;
+  /// Saves to `path`; false when the save failed and the Trainer only logged it (on_checkpoint_failure=warn).
+  bool write(TrainerState& state, const std::filesystem::path& path) {
+    if (!state.save_checkpoint) return true;  // no Trainer behind the state (unit tests): bookkeeping only
     state.save_checkpoint(path, options_.save_weights_only);
+    if (!state.last_checkpoint_saved) return false;
     last_global_step_saved_ = state.global_step;
     if (options_.verbose && state.is_global_zero) log::info("Epoch " + std::to_string(state.current_epoch) +
                                                             ", global step " + std::to_string(state.global_step) +
                                                             ": saving model to " + path.string());
+    return true;
   }
 
   void remove(const TrainerState& state, const std::filesystem::path& path) const {
@@ -7039,7 +7050,8 @@ class ModelCheckpoint {
     if (options_.monitor.empty()) {
       const auto previous = best_model_path_;
       const auto path = unique_path(format_checkpoint_name(metrics), previous);
-      write(state, path);
+      // The new file first: a failed save keeps the previous one.
+      if (!write(state, path)) return;
       if (options_.save_top_k == 1 && !previous.empty() && previous != path) remove(state, previous);
       best_model_path_ = path;
       return;
@@ -7070,13 +7082,14 @@ class ModelCheckpoint {
       return;
     }
     const auto path = unique_path(format_checkpoint_name(metrics), {});
+    // The new file first, then the one it displaces: a failed save keeps the previous best.
+    if (!write(state, path)) return;
     best_k_models_[path] = current;
     if (options_.save_top_k != -1 && static_cast<int>(best_k_models_.size()) > options_.save_top_k) {
       const auto worst = worst_path();
       best_k_models_.erase(worst);
       if (worst != path) remove(state, worst);
     }
-    write(state, path);
     update_kth();
   }
 
@@ -9769,8 +9782,8 @@ class Trainer {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
   static_assert((check_precision_supported<Accelerator, Precision>(), true));
   static_assert(strategy_implemented_v<Strategy>,
-                "volt: this version of volt trains with volt::SingleDevice only; volt::DDP is declared for "
-                "compile-time checks but its Trainer support is not written yet");
+                "volt: the Trainer runs volt::SingleDevice and volt::DDP; this strategy has no implementation "
+                "(volt::strategy_implemented_v<Strategy> is false)");
 
  public:
   using accelerator_type = Accelerator;
@@ -9797,7 +9810,9 @@ class Trainer {
         at::globalContext().setBenchmarkCuDNN(false);
       }
     }
-    selection_ = select_devices<Accelerator>(options_.devices, Frontend::trainer);
+    // "auto" means every device of the accelerator; a single-device strategy takes the first of them.
+    const DeviceSpec devices = !Strategy::is_distributed && options_.devices.is_auto() ? DeviceSpec{1} : options_.devices;
+    selection_ = select_devices<Accelerator>(devices, Frontend::trainer);
     if (!Strategy::is_distributed && selection_.parallel_devices.size() != 1) {
       std::string ids;
       for (int id : selection_.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
@@ -9989,8 +10004,16 @@ class Trainer {
     if constexpr (std::same_as<T, Precision>) {
       precision_ = std::forward<E>(extra);
     } else if constexpr (std::derived_from<T, Logger>) {
-      loggers_.push_back(std::make_shared<T>(std::forward<E>(extra)));
+      auto logger = std::make_shared<T>(std::forward<E>(extra));
+      // A logger without a save_dir writes under default_root_dir, as Lightning's do.
+      if constexpr (requires { logger->set_default_save_dir(options_.default_root_dir); }) {
+        logger->set_default_save_dir(options_.default_root_dir);
+      }
+      loggers_.push_back(std::move(logger));
     } else if constexpr (detail::logger_pointer<T>) {
+      if constexpr (requires { extra->set_default_save_dir(options_.default_root_dir); }) {
+        extra->set_default_save_dir(options_.default_root_dir);
+      }
       loggers_.push_back(std::forward<E>(extra));
     } else if constexpr (std::same_as<T, ModelCheckpoint>) {
       deferred_checkpoints_.push_back(std::forward<E>(extra));
@@ -10123,8 +10146,10 @@ class Trainer {
       }
       state_.optimizers = {config_.optimizer.get()};
       state_.save_checkpoint = [this, module](const std::filesystem::path& path, bool weights_only) {
+        state_.last_checkpoint_saved = false;
         try {
           write_checkpoint(*module, path, weights_only);
+          state_.last_checkpoint_saved = true;
         } catch (const CheckpointError& error) {
           if (state_.stage == Stage::none || options_.on_checkpoint_failure == CheckpointFailure::raise) throw;
           log::warn_rank_zero(std::string(error.what()) + "; training continues (on_checkpoint_failure=warn).");
@@ -11344,8 +11369,8 @@ class Fabric {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
   static_assert((check_precision_supported<Accelerator, Precision>(), true));
   static_assert(strategy_implemented_v<Strategy>,
-                "volt: this version of volt runs Fabric with volt::SingleDevice only; volt::DDP is declared for "
-                "compile-time checks but its Fabric support is not written yet");
+                "volt: Fabric runs volt::SingleDevice and volt::DDP; this strategy has no implementation "
+                "(volt::strategy_implemented_v<Strategy> is false)");
 
  public:
   using accelerator_type = Accelerator;
@@ -11362,7 +11387,10 @@ class Fabric {
       : options_(std::move(options)), precision_(std::move(precision)) {
     detail::validate(options_);
     check_strategy_supported_on_machine<Accelerator, Strategy>();
-    selection_ = select_devices<Accelerator>(options_.devices, Frontend::fabric);
+    // "auto" means every device of the accelerator; a single-device strategy takes the first of them.
+    const DeviceSpec devices =
+        !detail::is_distributed_strategy<Strategy>() && options_.devices.is_auto() ? DeviceSpec{1} : options_.devices;
+    selection_ = select_devices<Accelerator>(devices, Frontend::fabric);
     if constexpr (!detail::is_distributed_strategy<Strategy>()) {
       if (selection_.parallel_devices.size() != 1 || options_.num_nodes != 1) {
         std::string ids;

@@ -67,8 +67,8 @@ TEST_CASE("CUDA parity: Trainer<CUDA, SingleDevice, FP32> and a hand-written loo
   CHECK(trainer.global_step() == steps);
   double max_difference = 0;
   for (std::size_t i = 0; i < hand->parameters().size(); ++i) {
-    const auto& expected = hand->parameters()[i];
-    const auto& actual = model->parameters()[i];
+    const torch::Tensor expected = hand->parameters()[i];
+    const torch::Tensor actual = model->parameters()[i];
     CHECK(actual.device().is_cuda());
     CHECK(torch::allclose(expected, actual, weight_rtol, weight_atol));
     max_difference = std::max(max_difference, (expected - actual).abs().max().item<double>());

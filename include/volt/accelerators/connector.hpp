@@ -90,7 +90,9 @@ inline std::string_view policy_name(AcceleratorKind kind) {
       names += ", ";
       policies += ", ";
     }
-    names += "'" + std::string(to_string(candidate)) + "'";
+    names += '\'';
+    names += to_string(candidate);
+    names += '\'';
     policies += policy_name(candidate);
   }
   names += "]";

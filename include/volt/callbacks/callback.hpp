@@ -89,6 +89,9 @@ struct TrainerState {
   }
   /// Saves a full checkpoint of the run to `path` (atomically). Set by the Trainer during fit.
   std::function<void(const std::filesystem::path& path, bool weights_only)> save_checkpoint{};
+  /// False when the last save_checkpoint call failed and the failure was only logged
+  /// (on_checkpoint_failure=warn): callbacks then keep the files they would have replaced.
+  bool last_checkpoint_saved = true;
   /// The accelerator's device statistics for the root device (DeviceStatsMonitor).
   std::function<std::map<std::string, double>()> device_stats{};
 

@@ -237,13 +237,16 @@ class ModelCheckpoint {
     return path;
   }
 
-  void write(TrainerState& state, const std::filesystem::path& path) {
-    if (!state.save_checkpoint) return;
+  /// Saves to `path`; false when the save failed and the Trainer only logged it (on_checkpoint_failure=warn).
+  bool write(TrainerState& state, const std::filesystem::path& path) {
+    if (!state.save_checkpoint) return true;  // no Trainer behind the state (unit tests): bookkeeping only
     state.save_checkpoint(path, options_.save_weights_only);
+    if (!state.last_checkpoint_saved) return false;
     last_global_step_saved_ = state.global_step;
     if (options_.verbose && state.is_global_zero) log::info("Epoch " + std::to_string(state.current_epoch) +
                                                             ", global step " + std::to_string(state.global_step) +
                                                             ": saving model to " + path.string());
+    return true;
   }
 
   void remove(const TrainerState& state, const std::filesystem::path& path) const {
@@ -263,7 +266,8 @@ class ModelCheckpoint {
     if (options_.monitor.empty()) {
       const auto previous = best_model_path_;
       const auto path = unique_path(format_checkpoint_name(metrics), previous);
-      write(state, path);
+      // The new file first: a failed save keeps the previous one.
+      if (!write(state, path)) return;
       if (options_.save_top_k == 1 && !previous.empty() && previous != path) remove(state, previous);
       best_model_path_ = path;
       return;
@@ -294,13 +298,14 @@ class ModelCheckpoint {
       return;
     }
     const auto path = unique_path(format_checkpoint_name(metrics), {});
+    // The new file first, then the one it displaces: a failed save keeps the previous best.
+    if (!write(state, path)) return;
     best_k_models_[path] = current;
     if (options_.save_top_k != -1 && static_cast<int>(best_k_models_.size()) > options_.save_top_k) {
       const auto worst = worst_path();
       best_k_models_.erase(worst);
       if (worst != path) remove(state, worst);
     }
-    write(state, path);
     update_kth();
   }
 

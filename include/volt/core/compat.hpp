@@ -151,6 +151,8 @@ inline constexpr bool built_with_cuda =
 inline std::map<std::string, double> cuda_memory_stats([[maybe_unused]] int device_index) {
   std::map<std::string, double> out;
 #ifdef VOLT_WITH_CUDA
+  // The allocator throws "Invalid device argument" for a device that is not there (e.g. no GPU at all).
+  if (device_index < 0 || device_index >= static_cast<int>(c10::cuda::device_count())) return out;
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
   const char* pools[] = {"all", "small_pool", "large_pool"};
   auto add_array = [&](const std::string& name, const auto& array) {
@@ -178,9 +180,10 @@ inline std::map<std::string, double> cuda_memory_stats([[maybe_unused]] int devi
   return out;
 }
 
-/// Bytes currently allocated by the CUDA caching allocator on one device (0 without CUDA).
+/// Bytes currently allocated by the CUDA caching allocator on one device (0 without CUDA or without that device).
 inline std::int64_t cuda_allocated_bytes([[maybe_unused]] int device_index) {
 #ifdef VOLT_WITH_CUDA
+  if (device_index < 0 || device_index >= static_cast<int>(c10::cuda::device_count())) return 0;
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
   return stats.allocated_bytes[0].current;
 #else

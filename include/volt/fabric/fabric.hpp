@@ -117,8 +117,8 @@ class Fabric {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
   static_assert((check_precision_supported<Accelerator, Precision>(), true));
   static_assert(strategy_implemented_v<Strategy>,
-                "volt: this version of volt runs Fabric with volt::SingleDevice only; volt::DDP is declared for "
-                "compile-time checks but its Fabric support is not written yet");
+                "volt: Fabric runs volt::SingleDevice and volt::DDP; this strategy has no implementation "
+                "(volt::strategy_implemented_v<Strategy> is false)");
 
  public:
   using accelerator_type = Accelerator;
@@ -135,7 +135,10 @@ class Fabric {
       : options_(std::move(options)), precision_(std::move(precision)) {
     detail::validate(options_);
     check_strategy_supported_on_machine<Accelerator, Strategy>();
-    selection_ = select_devices<Accelerator>(options_.devices, Frontend::fabric);
+    // "auto" means every device of the accelerator; a single-device strategy takes the first of them.
+    const DeviceSpec devices =
+        !detail::is_distributed_strategy<Strategy>() && options_.devices.is_auto() ? DeviceSpec{1} : options_.devices;
+    selection_ = select_devices<Accelerator>(devices, Frontend::fabric);
     if constexpr (!detail::is_distributed_strategy<Strategy>()) {
       if (selection_.parallel_devices.size() != 1 || options_.num_nodes != 1) {
         std::string ids;

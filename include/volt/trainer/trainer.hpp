@@ -195,8 +195,8 @@ class Trainer {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
   static_assert((check_precision_supported<Accelerator, Precision>(), true));
   static_assert(strategy_implemented_v<Strategy>,
-                "volt: this version of volt trains with volt::SingleDevice only; volt::DDP is declared for "
-                "compile-time checks but its Trainer support is not written yet");
+                "volt: the Trainer runs volt::SingleDevice and volt::DDP; this strategy has no implementation "
+                "(volt::strategy_implemented_v<Strategy> is false)");
 
  public:
   using accelerator_type = Accelerator;
@@ -223,7 +223,9 @@ class Trainer {
         at::globalContext().setBenchmarkCuDNN(false);
       }
     }
-    selection_ = select_devices<Accelerator>(options_.devices, Frontend::trainer);
+    // "auto" means every device of the accelerator; a single-device strategy takes the first of them.
+    const DeviceSpec devices = !Strategy::is_distributed && options_.devices.is_auto() ? DeviceSpec{1} : options_.devices;
+    selection_ = select_devices<Accelerator>(devices, Frontend::trainer);
     if (!Strategy::is_distributed && selection_.parallel_devices.size() != 1) {
       std::string ids;
       for (int id : selection_.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
@@ -415,8 +417,16 @@ class Trainer {
     if constexpr (std::same_as<T, Precision>) {
       precision_ = std::forward<E>(extra);
     } else if constexpr (std::derived_from<T, Logger>) {
-      loggers_.push_back(std::make_shared<T>(std::forward<E>(extra)));
+      auto logger = std::make_shared<T>(std::forward<E>(extra));
+      // A logger without a save_dir writes under default_root_dir, as Lightning's do.
+      if constexpr (requires { logger->set_default_save_dir(options_.default_root_dir); }) {
+        logger->set_default_save_dir(options_.default_root_dir);
+      }
+      loggers_.push_back(std::move(logger));
     } else if constexpr (detail::logger_pointer<T>) {
+      if constexpr (requires { extra->set_default_save_dir(options_.default_root_dir); }) {
+        extra->set_default_save_dir(options_.default_root_dir);
+      }
       loggers_.push_back(std::forward<E>(extra));
     } else if constexpr (std::same_as<T, ModelCheckpoint>) {
       deferred_checkpoints_.push_back(std::forward<E>(extra));
@@ -549,8 +559,10 @@ class Trainer {
       }
       state_.optimizers = {config_.optimizer.get()};
       state_.save_checkpoint = [this, module](const std::filesystem::path& path, bool weights_only) {
+        state_.last_checkpoint_saved = false;
         try {
           write_checkpoint(*module, path, weights_only);
+          state_.last_checkpoint_saved = true;
         } catch (const CheckpointError& error) {
           if (state_.stage == Stage::none || options_.on_checkpoint_failure == CheckpointFailure::raise) throw;
           log::warn_rank_zero(std::string(error.what()) + "; training continues (on_checkpoint_failure=warn).");
