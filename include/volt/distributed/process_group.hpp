@@ -124,6 +124,7 @@ class ProcessGroup {
     if (device.is_cuda()) {
 #ifdef VOLT_DETAIL_HAS_NCCL
       backend_name_ = "nccl";
+      is_nccl_ = true;
       auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
       nccl_options->timeout = timeout;
       backend_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, rank_, size_, nccl_options);
@@ -176,7 +177,14 @@ class ProcessGroup {
   template <class Work>
   void wait(Work& work, const char* what = "all_reduce") {
     guarded(what, [&] {
-      work->wait(timeout_);
+      if (is_nccl_) {
+        // NCCL: waiting makes the current CUDA stream wait for the collective, without blocking the host; a
+        // timeout argument would make it spin on the host until the GPU finishes (no overlap). NCCL's watchdog
+        // enforces the group's timeout instead.
+        work->wait();
+      } else {
+        work->wait(timeout_);
+      }
       return 0;
     });
   }
@@ -306,6 +314,7 @@ class ProcessGroup {
   torch::Device device_;
   std::chrono::milliseconds timeout_;
   std::string backend_name_;
+  bool is_nccl_ = false;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<BackendBase> backend_;
 };
