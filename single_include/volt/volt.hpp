@@ -6037,9 +6037,7 @@ class StrategyRuntime<SingleDevice> {
   void broadcast(torch::Tensor& /*tensor*/, int /*root*/ = 0) {}
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) { return {tensor}; }
   bool reduce_boolean_decision(bool decision, bool /*all*/ = true) { return decision; }
-  void reduce_metrics(std::map<std::string, double>& /*values*/) {}
   void on_failure(const std::string& /*message*/) noexcept {}
-  void teardown() {}
 
  private:
   torch::Device root_device_ = torch::kCPU;
@@ -6123,18 +6121,23 @@ class StrategyRuntime<DDP> {
     for (auto& buffer : module.buffers()) broadcast_in_place(buffer);
     reducer_.reset();
     reducer_ = std::make_unique<GradientReducer>(*group_, module.parameters());
-    buffers_ = module.buffers();
+    // Buffers grouped by dtype once, so each step's broadcast only packs, sends and unpacks.
+    buffer_groups_.clear();
+    std::map<torch::ScalarType, std::size_t> group_of;
+    for (auto& buffer : module.buffers()) {
+      auto [it, added] = group_of.emplace(buffer.scalar_type(), buffer_groups_.size());
+      if (added) buffer_groups_.emplace_back();
+      buffer_groups_[it->second].push_back(buffer);
+    }
   }
 
   /// Broadcasts the module's buffers (BatchNorm statistics) from rank 0 before a training step, as PyTorch's
   /// DistributedDataParallel does with broadcast_buffers=True. One collective per dtype.
   template <class M>
   void sync_buffers(M& /*module*/) {
-    if (buffers_.empty()) return;
+    if (buffer_groups_.empty() || world_size() == 1) return;
     torch::NoGradGuard no_grad;
-    std::map<torch::ScalarType, std::vector<torch::Tensor>> by_type;
-    for (auto& buffer : buffers_) by_type[buffer.scalar_type()].push_back(buffer);
-    for (auto& [type, tensors] : by_type) {
+    for (auto& tensors : buffer_groups_) {
       std::vector<torch::Tensor> flat_parts;
       for (auto& tensor : tensors) flat_parts.push_back(tensor.reshape({-1}));
       auto flat = torch::cat(flat_parts);
@@ -6167,18 +6170,6 @@ class StrategyRuntime<DDP> {
     return all ? total == static_cast<double>(world_size()) : total > 0.0;
   }
 
-  /// Replaces each value by its mean over the ranks (one collective; every rank must hold the same keys).
-  void reduce_metrics(std::map<std::string, double>& values) {
-    if (values.empty()) return;
-    std::vector<double> flat;
-    for (const auto& [key, value] : values) flat.push_back(value);
-    auto tensor = torch::tensor(flat, torch::TensorOptions().dtype(torch::kDouble)).to(root_device_);
-    group_->all_reduce(tensor, ReduceOp::mean);
-    tensor = tensor.cpu();
-    std::size_t i = 0;
-    for (auto& [key, value] : values) value = tensor[static_cast<std::int64_t>(i++)].item<double>();
-  }
-
   /// Called on an exception inside fit on this rank: leaves a note naming this rank for the others and drops
   /// the backend so they stop waiting on it.
   void on_failure(const std::string& message) noexcept {
@@ -6188,12 +6179,7 @@ class StrategyRuntime<DDP> {
     process_group_slot().reset();
     group_.reset();
     reducer_.reset();
-  }
-
-  /// Detaches the reducer (the process group stays for later runs of this process).
-  void teardown() {
-    reducer_.reset();
-    buffers_.clear();
+    buffer_groups_.clear();
   }
 
  private:
@@ -6209,7 +6195,7 @@ class StrategyRuntime<DDP> {
   torch::Device root_device_ = torch::kCPU;
   std::shared_ptr<ProcessGroup> group_;
   std::unique_ptr<GradientReducer> reducer_;
-  std::vector<torch::Tensor> buffers_;
+  std::vector<std::vector<torch::Tensor>> buffer_groups_;
 };
 
 }  // namespace volt::detail

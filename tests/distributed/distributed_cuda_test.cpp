@@ -2,6 +2,8 @@
 // of this process (one GPU each). Skipped without two CUDA devices or without NCCL in this build.
 #include "test_common.hpp"
 
+#include "distributed/two_ranks.hpp"
+
 #include <thread>
 
 namespace {
@@ -20,26 +22,8 @@ bool two_gpus_with_nccl() {
 
 template <class Body>
 void with_two_gpu_ranks(Body body) {
-  const int port = volt::detail::find_free_port();
-  std::vector<std::string> errors(2);
-  auto run = [&](int rank) {
-    try {
-      volt::CUDA::setup_device(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank)));
-      volt::ClusterEnvironment env;
-      env.global_rank = rank;
-      env.local_rank = rank;
-      env.world_size = 2;
-      env.main_port = port;
-      volt::ProcessGroup group(env, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank)),
-                               std::chrono::seconds(60));
-      body(rank, group);
-    } catch (const std::exception& error) {
-      errors[static_cast<std::size_t>(rank)] = error.what();
-    }
-  };
-  std::thread other(run, 1);
-  run(0);
-  other.join();
+  const auto errors = volt_test::with_two_ranks(
+      [](int rank) { return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank)); }, body);
   CHECK(errors[0] == "");
   CHECK(errors[1] == "");
 }

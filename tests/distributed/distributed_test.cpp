@@ -2,6 +2,8 @@
 // running as two threads of this process (the multi-process runs are in tests/distributed/extra.cmake).
 #include "test_common.hpp"
 
+#include "distributed/two_ranks.hpp"
+
 #include "accelerators/scoped_env.hpp"
 
 #include <thread>
@@ -140,27 +142,10 @@ TEST_CASE("RankShard: rank r takes batch r of each complete group; an incomplete
 
 namespace {
 
-/// Runs `body(rank, group)` for ranks 0 and 1 in two threads over a Gloo process group on loopback.
+/// Ranks 0 and 1 as two threads over a Gloo process group on loopback.
 template <class Body>
 void with_two_ranks(Body body) {
-  const int port = volt::detail::find_free_port();
-  std::vector<std::string> errors(2);
-  auto run = [&](int rank) {
-    try {
-      volt::ClusterEnvironment env;
-      env.global_rank = rank;
-      env.local_rank = rank;
-      env.world_size = 2;
-      env.main_port = port;
-      volt::ProcessGroup group(env, torch::kCPU, std::chrono::seconds(30));
-      body(rank, group);
-    } catch (const std::exception& error) {
-      errors[static_cast<std::size_t>(rank)] = error.what();
-    }
-  };
-  std::thread other(run, 1);
-  run(0);
-  other.join();
+  const auto errors = volt_test::with_two_ranks([](int) { return torch::Device(torch::kCPU); }, body);
   CHECK(errors[0] == "");
   CHECK(errors[1] == "");
 }
