@@ -1,4 +1,5 @@
-// volt/accelerators: where training runs (Lightning's accelerators and device parsing).
+/// \file
+/// volt/accelerators: where training runs (Lightning's accelerators and device parsing).
 #pragma once
 
 #include <volt/accelerators/device_spec.hpp>

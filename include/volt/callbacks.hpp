@@ -1,4 +1,5 @@
-// volt/callbacks: values the Trainer calls at fixed points of training.
+/// \file
+/// volt/callbacks: values the Trainer calls at fixed points of training.
 #pragma once
 
 #include <volt/callbacks/callback.hpp>

@@ -1,5 +1,6 @@
-// volt/distributed: multi-process training: cluster environments, the launcher, c10d process groups, the
-// gradient reducer, samplers, and the strategies' run-time side.
+/// \file
+/// volt/distributed: multi-process training: cluster environments, the launcher, c10d process groups, the
+/// gradient reducer, samplers, and the strategies' run-time side.
 #pragma once
 
 #include <volt/distributed/environment.hpp>

@@ -1,4 +1,5 @@
-// volt/fabric: volt::Fabric, the lighter API: setup, backward, to_device, autocast, save/load, collectives.
+/// \file
+/// volt/fabric: volt::Fabric, the lighter API: setup, backward, to_device, autocast, save/load, collectives.
 #pragma once
 
 #include <volt/fabric/options.hpp>

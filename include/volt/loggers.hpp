@@ -1,4 +1,5 @@
-// volt/loggers: where logged metrics are written.
+/// \file
+/// volt/loggers: where logged metrics are written.
 #pragma once
 
 #include <volt/loggers/logger.hpp>

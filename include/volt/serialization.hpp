@@ -1,4 +1,5 @@
-// volt/serialization: weights files exchanged with Python (torch.save / torch.load).
+/// \file
+/// volt/serialization: weights files exchanged with Python (torch.save / torch.load).
 #pragma once
 
 #include <volt/serialization/weights.hpp>

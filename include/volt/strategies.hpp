@@ -1,4 +1,5 @@
-// volt/strategies: how training is spread over devices and processes.
+/// \file
+/// volt/strategies: how training is spread over devices and processes.
 #pragma once
 
 #include <volt/strategies/single_device.hpp>

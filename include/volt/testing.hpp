@@ -1,4 +1,5 @@
-// volt/testing: helpers for testing code that uses volt.
+/// \file
+/// volt/testing: helpers for testing code that uses volt.
 #pragma once
 
 #include <volt/testing/scoped_machine.hpp>

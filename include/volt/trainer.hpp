@@ -1,4 +1,5 @@
-// volt/trainer: the Trainer and what a model's steps see.
+/// \file
+/// volt/trainer: the Trainer and what a model's steps see.
 #pragma once
 
 #include <volt/trainer/options.hpp>

@@ -1,4 +1,5 @@
-// volt/transfer: moving batches to a device (Lightning's move_data_to_device / Strategy.batch_to_device).
+/// \file
+/// volt/transfer: moving batches to a device (Lightning's move_data_to_device / Strategy.batch_to_device).
 #pragma once
 
 #include <volt/core/apply.hpp>

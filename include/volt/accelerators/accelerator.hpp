@@ -1,17 +1,20 @@
-// What every accelerator policy (volt::CPU, volt::CUDA, volt::MPS) provides, and the vocabulary shared by
-// the accelerators and the code that selects them.
-//
-// An accelerator policy is a stateless type with static members, Lightning's Accelerator interface:
-//
-//   static constexpr std::string_view name;                 // "cpu", "cuda", "mps"
-//   static constexpr AcceleratorKind kind;
-//   static bool is_available();
-//   static int  auto_device_count();
-//   static std::optional<std::vector<int>> parse_devices(const DeviceSpec&);   // nullopt: "no devices"
-//   static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids);
-//   static void setup_device(torch::Device);                // MisconfigurationError for a wrong device
-//   static std::map<std::string, double> get_device_stats(torch::Device);
-//   static void teardown();
+/// \file
+/// What every accelerator policy (volt::CPU, volt::CUDA, volt::MPS) provides, and the vocabulary shared by
+/// the accelerators and the code that selects them.
+///
+/// An accelerator policy is a stateless type with static members, Lightning's Accelerator interface:
+///
+/// ```
+///   static constexpr std::string_view name;                 // "cpu", "cuda", "mps"
+///   static constexpr AcceleratorKind kind;
+///   static bool is_available();
+///   static int  auto_device_count();
+///   static std::optional<std::vector<int>> parse_devices(const DeviceSpec&);   // nullopt: "no devices"
+///   static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids);
+///   static void setup_device(torch::Device);                // MisconfigurationError for a wrong device
+///   static std::map<std::string, double> get_device_stats(torch::Device);
+///   static void teardown();
+/// ```
 #pragma once
 
 #include <volt/accelerators/device_spec.hpp>

@@ -1,5 +1,6 @@
-// volt::Auto and volt::GPU: accelerators chosen at run time, and the bridge from a run-time choice back to
-// the static policies (visit_accelerator).
+/// \file
+/// volt::Auto and volt::GPU: accelerators chosen at run time, and the bridge from a run-time choice back to
+/// the static policies (visit_accelerator).
 #pragma once
 
 #include <volt/accelerators/accelerator.hpp>
@@ -17,7 +18,10 @@ namespace volt {
 /// Lightning's accelerator="auto" (the Trainer's default): MPS if available, then CUDA, then CPU.
 /// (Lightning tries TPU first; volt has no TPU support.)
 struct Auto {
+  /// The value Lightning's `accelerator=` takes for this choice.
   static constexpr std::string_view name = "auto";
+  /// Picks MPS, CUDA or CPU on this machine, at the call (Trainer and Fabric call it once, at construction, on
+  /// every rank). Never throws: CPU is always there.
   static AcceleratorKind resolve(Frontend /*frontend*/ = Frontend::trainer) {
     if (MPS::is_available()) return AcceleratorKind::mps;
     if (CUDA::is_available()) return AcceleratorKind::cuda;
@@ -28,7 +32,10 @@ struct Auto {
 /// Lightning's accelerator="gpu": MPS if available, then CUDA. Throws MisconfigurationError
 /// "No supported gpu backend found!" when neither is (Fabric: std::runtime_error, same text).
 struct GPU {
+  /// The value Lightning's `accelerator=` takes for this choice.
   static constexpr std::string_view name = "gpu";
+  /// Picks MPS or CUDA on this machine, at the call. Throws MisconfigurationError (Frontend::fabric:
+  /// std::runtime_error) "No supported gpu backend found!" when neither is available.
   static AcceleratorKind resolve(Frontend frontend = Frontend::trainer) {
     if (MPS::is_available()) return AcceleratorKind::mps;
     if (CUDA::is_available()) return AcceleratorKind::cuda;

@@ -1,5 +1,6 @@
-// Device selection for the Trainer and Fabric: Lightning's accelerator connector, as far as accelerators
-// and devices go (spec 1.6, 3.1 steps 3-5, 3.3, 3.5).
+/// \file
+/// Device selection for the Trainer and Fabric: Lightning's accelerator connector, as far as accelerators
+/// and devices go (spec 1.6, 3.1 steps 3-5, 3.3, 3.5).
 #pragma once
 
 #include <volt/accelerators/accelerator.hpp>
@@ -22,6 +23,7 @@ namespace volt {
 
 /// The devices a Trainer or Fabric runs on.
 struct DeviceSelection {
+  /// The accelerator the devices belong to.
   AcceleratorKind accelerator = AcceleratorKind::cpu;
   /// One device per process, in the order asked for (CPU: n times torch::Device("cpu")).
   std::vector<torch::Device> parallel_devices;

@@ -1,4 +1,5 @@
-// volt::CPU: Lightning's CPUAccelerator.
+/// \file
+/// volt::CPU: Lightning's CPUAccelerator.
 #pragma once
 
 #include <volt/accelerators/accelerator.hpp>
@@ -18,7 +19,9 @@ namespace volt {
 
 /// Accelerator policy: train on the CPU, in one process per requested "device".
 struct CPU {
+  /// Lightning's accelerator name, used in messages and by the command line.
   static constexpr std::string_view name = "cpu";
+  /// What visit_accelerator() and resolve_accelerator() report for this policy.
   static constexpr AcceleratorKind kind = AcceleratorKind::cpu;
 
   /// Always true.

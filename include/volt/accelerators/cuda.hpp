@@ -1,4 +1,5 @@
-// volt::CUDA: Lightning's CUDAAccelerator.
+/// \file
+/// volt::CUDA: Lightning's CUDAAccelerator.
 #pragma once
 
 #include <volt/accelerators/accelerator.hpp>
@@ -22,7 +23,9 @@ namespace volt {
 
 /// Accelerator policy: NVIDIA GPUs through LibTorch's CUDA backend.
 struct CUDA {
+  /// Lightning's accelerator name, used in messages and by the command line.
   static constexpr std::string_view name = "cuda";
+  /// What visit_accelerator() and resolve_accelerator() report for this policy.
   static constexpr AcceleratorKind kind = AcceleratorKind::cuda;
 
   /// Whether at least one CUDA device is visible (not cached: CUDA_VISIBLE_DEVICES is read by LibTorch).

@@ -1,8 +1,9 @@
-// Lightning's device parsers, applied to a DeviceSpec and a list of available ids.
-//
-// parse_gpu_ids() is `_parse_gpu_ids` (spec 1.1) for CUDA and MPS; parse_cpu_cores() is
-// `_parse_cpu_cores` (spec 1.5). The accelerators call them with the machine's available ids; the
-// fuzzer in fuzz/ calls them directly. No LibTorch here.
+/// \file
+/// Lightning's device parsers, applied to a DeviceSpec and a list of available ids.
+///
+/// parse_gpu_ids() is `_parse_gpu_ids` (spec 1.1) for CUDA and MPS; parse_cpu_cores() is
+/// `_parse_cpu_cores` (spec 1.5). The accelerators call them with the machine's available ids; the
+/// fuzzer in fuzz/ calls them directly. No LibTorch here.
 #pragma once
 
 #include <volt/accelerators/device_spec.hpp>

@@ -1,24 +1,25 @@
-// volt::DeviceSpec: the value of Lightning's `devices=` argument, parsed in constant evaluation.
-//
-// Lightning accepts `devices` as an int (a count, -1 = all, 0 = none), a string ("2", "-1", "0,", "1, 3")
-// or a list of ids, and its parsers treat the three forms differently ("3" is a count for every
-// accelerator, a list is refused by the CPU parser, "0" and [] short-circuit to "no devices"). A DeviceSpec
-// remembers its form and holds the result of Lightning's string normalisation
-// (`_normalize_parse_gpu_string_input`, spec 1.1 step 3), computed when the DeviceSpec is made:
-//
-//   * a malformed string throws std::invalid_argument at run time, with Python's message first
-//     ("invalid literal for int() with base 10: '1.5'") and then the grammar volt accepts;
-//   * in constant evaluation the same string is a compile error (the error path calls a non-constexpr
-//     function whose name says what is wrong, e.g. `invalid_literal_for_int_with_base_10`).
-//
-// Everything that depends on the machine (which ids exist, "-1" = all) is decided later by the
-// accelerator's parse_devices(). This header includes nothing of LibTorch, so tools such as the fuzzer
-// in fuzz/ build without it.
-//
-// A DeviceSpec is a structural type: it can be a template argument, e.g.
-// `volt::static_devices<volt::MPS, "0,">` (volt/accelerators/static_devices.hpp). Capacity: at most
-// `volt::max_device_ids` (64) explicit ids and `volt::max_device_spec_text` (128) characters of the
-// original string kept for messages (longer strings are parsed in full; only the copy kept is cut).
+/// \file
+/// volt::DeviceSpec: the value of Lightning's `devices=` argument, parsed in constant evaluation.
+///
+/// Lightning accepts `devices` as an int (a count, -1 = all, 0 = none), a string ("2", "-1", "0,", "1, 3")
+/// or a list of ids, and its parsers treat the three forms differently ("3" is a count for every
+/// accelerator, a list is refused by the CPU parser, "0" and [] short-circuit to "no devices"). A DeviceSpec
+/// remembers its form and holds the result of Lightning's string normalisation
+/// (`_normalize_parse_gpu_string_input`, spec 1.1 step 3), computed when the DeviceSpec is made:
+///
+///   * a malformed string throws std::invalid_argument at run time, with Python's message first
+///     ("invalid literal for int() with base 10: '1.5'") and then the grammar volt accepts;
+///   * in constant evaluation the same string is a compile error (the error path calls a non-constexpr
+///     function whose name says what is wrong, e.g. `invalid_literal_for_int_with_base_10`).
+///
+/// Everything that depends on the machine (which ids exist, "-1" = all) is decided later by the
+/// accelerator's parse_devices(). This header includes nothing of LibTorch, so tools such as the fuzzer
+/// in fuzz/ build without it.
+///
+/// A DeviceSpec is a structural type: it can be a template argument, e.g.
+/// `volt::static_devices<volt::MPS, "0,">` (volt/accelerators/static_devices.hpp). Capacity: at most
+/// `volt::max_device_ids` (64) explicit ids and `volt::max_device_spec_text` (128) characters of the
+/// original string kept for messages (longer strings are parsed in full; only the copy kept is cut).
 #pragma once
 
 #include <climits>
@@ -43,16 +44,23 @@ inline constexpr int max_device_spec_text = 128;
 /// A fixed-capacity list of device ids, usable in constant expressions:
 /// `static_assert(volt::devices("1, 3").ids().equals({1, 3}))`.
 struct DeviceIds {
+  /// \cond
   // Public because structural types (template arguments) need public members; use the accessors.
   int values_[max_device_ids] = {};
   int size_ = 0;
+  /// \endcond
 
+  /// The first id (the ids in the order given, duplicates kept).
   constexpr const int* begin() const { return values_; }
+  /// One past the last id.
   constexpr const int* end() const { return values_ + size_; }
+  /// The number of ids, at most volt::max_device_ids.
   constexpr int size() const { return size_; }
+  /// Whether the list holds no id.
   constexpr bool empty() const { return size_ == 0; }
   /// Precondition: index < size().
   constexpr int operator[](int index) const { return values_[index]; }
+  /// Whether the ids are exactly `expected`, in the same order (for tests and static_assert).
   constexpr bool equals(std::initializer_list<int> expected) const {
     if (static_cast<int>(expected.size()) != size_) return false;
     int index = 0;
@@ -70,6 +78,7 @@ struct DeviceIds {
     }
     return false;
   }
+  /// Member-wise equality of the stored ids and sizes.
   friend constexpr bool operator==(const DeviceIds&, const DeviceIds&) = default;
 };
 
@@ -226,6 +235,7 @@ enum class DeviceSpecForm : unsigned char { automatic, integer, string, id_list 
 /// volt::max_device_ids ids; in constant evaluation these are compile errors.
 /// bool, floating-point, character and nullptr arguments do not compile.
 struct DeviceSpec {
+  /// \cond
   // Public only because a structural type (usable as a template argument) needs public members.
   // Read them through the accessors below.
   DeviceSpecForm form_ = DeviceSpecForm::automatic;
@@ -237,6 +247,7 @@ struct DeviceSpec {
   char text_[max_device_spec_text] = {};
   int text_size_ = 0;
   bool text_truncated_ = false;
+  /// \endcond
 
   /// "auto": resolved to the accelerator's auto_device_count() when the Trainer selects devices.
   constexpr DeviceSpec() = default;
@@ -257,6 +268,9 @@ struct DeviceSpec {
   /// A null pointer throws std::invalid_argument with Lightning's message for `devices=None`.
   constexpr DeviceSpec(const char* text)  // NOLINT(google-explicit-constructor)
       : DeviceSpec(text != nullptr ? std::string_view(text) : detail::null_device_spec_text()) {}
+  /// A string spec, parsed as Lightning parses it ("auto" exactly means DeviceSpec{}). Throws
+  /// std::invalid_argument for text that Python's int() would refuse; in constant evaluation that is a compile
+  /// error. Only the first volt::max_device_spec_text characters are kept for messages.
   constexpr DeviceSpec(std::string_view text) {  // NOLINT(google-explicit-constructor)
     if (text == "auto") return;
     form_ = DeviceSpecForm::string;
@@ -281,11 +295,15 @@ struct DeviceSpec {
     return spec;
   }
 
+  /// The form the spec was written in (int, string, id list, or "auto").
   constexpr DeviceSpecForm form() const { return form_; }
+  /// What the spec asks for after the form's own rules (see DeviceRequest).
   constexpr DeviceRequest request() const { return request_; }
+  /// Whether the spec is "auto" (DeviceSpec{} or the string "auto").
   constexpr bool is_auto() const { return request_ == DeviceRequest::automatic; }
   /// Lightning's "no GPUs" short-circuit: 0, "0", "[]" (after strip) or an empty list.
   constexpr bool selects_none() const { return request_ == DeviceRequest::none; }
+  /// Whether the spec asks for every available device (-1, "-1").
   constexpr bool selects_all() const { return request_ == DeviceRequest::all; }
   /// The count of DeviceRequest::count (may be negative or, for the string "00", zero).
   constexpr int count() const { return count_; }
@@ -316,9 +334,13 @@ struct DeviceSpec {
 
   /// The original text of a string spec (cut at volt::max_device_spec_text characters).
   constexpr std::string_view text() const { return {text_, static_cast<std::size_t>(text_size_)}; }
+  /// Whether text() was cut at volt::max_device_spec_text characters.
   constexpr bool text_truncated() const { return text_truncated_; }
   /// The CPU parser's view of a string spec (`s.strip().isdigit()`).
   constexpr bool text_is_digits() const { return text_is_digits_; }
+  /// Whether Python's int() refuses the text although text_is_digits() holds (digits padded with the separator
+  /// characters that str.strip() removes but int() keeps, such as `"\x1c3"`); the CPU parser then throws as
+  /// Lightning's does.
   constexpr bool cpu_int_rejects_text() const { return cpu_int_rejects_text_; }
 
   /// The value as Python's repr() would print what Lightning received: `2`, `'0,2'`, `[0, 2]`, `'auto'`.
@@ -351,6 +373,7 @@ struct DeviceSpec {
     return "volt::devices({" + list.substr(1, list.size() - 2) + "})";
   }
 
+  /// Member-wise equality: the same form, request, count, ids and kept text.
   friend constexpr bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
 
  private:

@@ -1,6 +1,7 @@
-// Host-wide memory and CPU figures, as psutil computes them for Lightning's CPU and MPS device stats
-// (virtual_memory().percent, cpu_percent(interval=None), swap_memory().percent). Read from /proc on
-// Linux and from mach/sysctl on macOS; other systems throw.
+/// \file
+/// Host-wide memory and CPU figures, as psutil computes them for Lightning's CPU and MPS device stats
+/// (virtual_memory().percent, cpu_percent(interval=None), swap_memory().percent). Read from /proc on
+/// Linux and from mach/sysctl on macOS; other systems throw.
 #pragma once
 
 #include <cmath>

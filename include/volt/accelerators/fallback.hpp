@@ -1,10 +1,13 @@
-// volt::with_cpu_fallback: run one operator on the CPU when the accelerator's backend lacks it.
-//
-// LibTorch's MPS backend does not implement every operator. For a whole program, set
-// PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before the process starts (LibTorch then runs missing
-// MPS operators on the CPU, as PyTorch does). For one call site, wrap the call:
-//
-//   auto y = volt::with_cpu_fallback([](const torch::Tensor& x) { return torch::special_i1(x); }, x);
+/// \file
+/// volt::with_cpu_fallback: run one operator on the CPU when the accelerator's backend lacks it.
+///
+/// LibTorch's MPS backend does not implement every operator. For a whole program, set
+/// PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before the process starts (LibTorch then runs missing
+/// MPS operators on the CPU, as PyTorch does). For one call site, wrap the call:
+///
+/// ```
+///   auto y = volt::with_cpu_fallback([](const torch::Tensor& x) { return torch::special_i1(x); }, x);
+/// ```
 #pragma once
 
 #include <torch/torch.h>

@@ -1,7 +1,8 @@
-// The machine probes every accelerator reads: how many CUDA devices are visible, whether LibTorch reports
-// MPS, and the processor architecture. They answer from the real machine unless a
-// volt::testing::ScopedMachine (volt/testing/scoped_machine.hpp) is alive, which lets tests run the
-// CUDA and MPS code paths on any machine. Nothing else is faked: no tensor is ever created on a fake device.
+/// \file
+/// The machine probes every accelerator reads: how many CUDA devices are visible, whether LibTorch reports
+/// MPS, and the processor architecture. They answer from the real machine unless a
+/// volt::testing::ScopedMachine (volt/testing/scoped_machine.hpp) is alive, which lets tests run the
+/// CUDA and MPS code paths on any machine. Nothing else is faked: no tensor is ever created on a fake device.
 #pragma once
 
 #include <volt/core/compat.hpp>
@@ -14,13 +15,18 @@
 #include <sys/types.h>
 #endif
 
+/// The machine probes the accelerators read (CUDA device count, MPS availability, processor), fakeable in
+/// tests through volt::testing::ScopedMachine.
 namespace volt::machine {
 
 /// What a faked machine reports. Fields left out describe a machine without GPUs whose processor is
 /// arm64 (so `.torch_mps_available = true` alone is an Apple-silicon machine).
 struct FakeMachine {
+  /// What machine::cuda_device_count() returns (CUDA::is_available() is true when it is above 0).
   int cuda_device_count = 0;
+  /// What machine::torch_mps_available() returns (LibTorch's own MPS check).
   bool torch_mps_available = false;
+  /// What machine::processor() returns; MPS needs "arm" or "arm64".
   std::string processor = "arm64";
 };
 

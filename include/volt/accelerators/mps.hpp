@@ -1,8 +1,9 @@
-// volt::MPS: Lightning's MPSAccelerator (Apple silicon GPUs through Metal Performance Shaders).
-//
-// Operators that LibTorch's MPS backend lacks: set PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before
-// the process starts (LibTorch then runs them on the CPU), or wrap a single call in
-// volt::with_cpu_fallback (volt/accelerators/fallback.hpp).
+/// \file
+/// volt::MPS: Lightning's MPSAccelerator (Apple silicon GPUs through Metal Performance Shaders).
+///
+/// Operators that LibTorch's MPS backend lacks: set PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before
+/// the process starts (LibTorch then runs them on the CPU), or wrap a single call in
+/// volt::with_cpu_fallback (volt/accelerators/fallback.hpp).
 #pragma once
 
 #include <volt/accelerators/accelerator.hpp>
@@ -27,7 +28,9 @@ namespace volt {
 
 /// Accelerator policy: the one MPS device of an Apple-silicon Mac.
 struct MPS {
+  /// Lightning's accelerator name, used in messages and by the command line.
   static constexpr std::string_view name = "mps";
+  /// What visit_accelerator() and resolve_accelerator() report for this policy.
   static constexpr AcceleratorKind kind = AcceleratorKind::mps;
   /// MPS exposes one device.
   static constexpr int max_devices = 1;

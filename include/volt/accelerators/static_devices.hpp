@@ -1,11 +1,14 @@
-// volt::static_devices: a device spec checked at compile time against the accelerator it is meant for.
-//
-//   volt::Trainer<volt::MPS> trainer({.devices = volt::static_devices<volt::MPS, 1>});
-//   volt::Trainer<volt::CUDA> trainer({.devices = volt::static_devices<volt::CUDA, "0,2">});
-//   volt::static_devices<volt::CUDA, volt::devices({1, 3})>
-//
-// A plain DeviceSpec already refuses a malformed constant string at compile time; static_devices adds the
-// rules that need the accelerator but not the machine. Which ids exist is still checked at run time.
+/// \file
+/// volt::static_devices: a device spec checked at compile time against the accelerator it is meant for.
+///
+/// ```
+///   volt::Trainer<volt::MPS> trainer({.devices = volt::static_devices<volt::MPS, 1>});
+///   volt::Trainer<volt::CUDA> trainer({.devices = volt::static_devices<volt::CUDA, "0,2">});
+///   volt::static_devices<volt::CUDA, volt::devices({1, 3})>
+/// ```
+///
+/// A plain DeviceSpec already refuses a malformed constant string at compile time; static_devices adds the
+/// rules that need the accelerator but not the machine. Which ids exist is still checked at run time.
 #pragma once
 
 #include <volt/accelerators/accelerator.hpp>

@@ -1,14 +1,38 @@
-// Callbacks: plain values whose member hooks the Trainer finds at compile time.
-//
-// A callback is any copyable or movable type. It implements only the hooks it needs, each taking
-// `volt::TrainerState&` first; a hook that returns bool asks the Trainer to stop when it returns true.
-// Hooks it does not define cost nothing: the Trainer keeps, per hook, a list of just the callbacks that
-// define it. Callbacks run on every rank; those that write files check `state.is_global_zero`.
-//
-//   struct PrintEpochs {
-//     void on_train_epoch_end(volt::TrainerState& state) { std::cout << state.current_epoch << '\n'; }
-//   };
-//   volt::Trainer<> trainer({.max_epochs = 3}, PrintEpochs{});
+/// \file
+/// Callbacks: plain values whose member hooks the Trainer finds at compile time.
+///
+/// A callback is any copyable or movable type. It implements only the hooks it needs, each taking
+/// `volt::TrainerState&` first; a hook that returns bool asks the Trainer to stop when it returns true.
+/// Hooks it does not define cost nothing: the Trainer keeps, per hook, a list of just the callbacks that
+/// define it. Callbacks run on every rank; those that write files check `state.is_global_zero`.
+///
+/// ```
+///   struct PrintEpochs {
+///     void on_train_epoch_end(volt::TrainerState& state) { std::cout << state.current_epoch << '\n'; }
+///   };
+///   volt::Trainer<> trainer({.max_epochs = 3}, PrintEpochs{});
+/// ```
+///
+/// The hooks a callback may define, with the arguments the Trainer passes (`S` is `volt::TrainerState&`).
+/// Each runs where Lightning runs the callback hook of the same name:
+///
+/// ```
+///   setup(S)  teardown(S)  on_fit_start(S)  on_fit_end(S)  on_sanity_check_start(S)  on_sanity_check_end(S)
+///   on_train_start(S)  on_train_end(S)  on_train_epoch_start(S)  on_train_epoch_end(S)
+///   on_train_batch_start(S, std::int64_t batch_idx)
+///   on_train_batch_end(S, const torch::Tensor& loss, std::int64_t batch_idx)
+///   on_validation_start(S)  on_validation_end(S)  on_validation_epoch_start(S)  on_validation_epoch_end(S)
+///   on_validation_batch_end(S, std::int64_t batch_idx)
+///   on_test_start(S)  on_test_end(S)  on_test_epoch_end(S)  on_test_batch_end(S, std::int64_t batch_idx)
+///   on_before_backward(S, const torch::Tensor& loss)  on_after_backward(S)
+///   on_before_optimizer_step(S, torch::optim::Optimizer&)  on_before_zero_grad(S)
+///   on_exception(S, const std::exception_ptr&)
+///   save_state(torch::serialize::OutputArchive&) const    load_state(torch::serialize::InputArchive&)
+/// ```
+///
+/// save_state and load_state store the callback's own state in checkpoints. A hook may throw: the exception
+/// reaches the caller of fit() with the epoch and batch index added to its message, after on_exception and
+/// teardown ran (see volt::Trainer::fit).
 #pragma once
 
 #include <volt/loggers/logger.hpp>
@@ -36,7 +60,9 @@ enum class Stage { none, fitting, sanity_checking, validating, testing, predicti
 
 /// The Trainer's state as callbacks and model hooks see it. Owned by the Trainer; valid during its calls.
 struct TrainerState {
+  /// What the Trainer is running now (fit, the sanity check, validate, test, predict).
   Stage stage = Stage::none;
+  /// The epoch being trained, counted from 0 (Lightning's trainer.current_epoch).
   std::int64_t current_epoch = 0;
   /// Optimizer steps taken (skipped AMP steps included, as in Lightning).
   std::int64_t global_step = 0;
@@ -44,16 +70,26 @@ struct TrainerState {
   std::int64_t batch_idx = 0;
   /// Training batches per epoch after limit_train_batches, once known (the first epoch may not know it).
   std::optional<std::int64_t> num_training_batches{};
+  /// Validation batches per run after limit_val_batches, once known.
   std::optional<std::int64_t> num_val_batches{};
   /// Set to true to stop training after the current step (EarlyStopping does).
   bool should_stop = false;
+  /// Whether this process is global rank 0; callbacks that write files or print do so only there.
   bool is_global_zero = true;
+  /// This process's rank among all processes (0 without a distributed strategy).
   int global_rank = 0;
+  /// The number of processes training together (1 without a distributed strategy).
   int world_size = 1;
+  /// The device this process trains on.
   torch::Device root_device{torch::kCPU};
+  /// The Trainer's default_root_dir option (empty: the current folder).
   std::filesystem::path default_root_dir{};
+  /// The Trainer's max_epochs option, as given (nullopt: not set).
   std::optional<std::int64_t> max_epochs{};
+  /// The Trainer's max_steps option (-1: no limit).
   std::int64_t max_steps = -1;
+  /// The Trainer's log_every_n_steps option: logged values reach the loggers when (global_step + 1) is a
+  /// multiple of it (0: never during training).
   std::int64_t log_every_n_steps = 50;
   /// Whether the current fit validates (a validation loader was given and limit_val_batches > 0).
   bool has_validation = false;
@@ -61,6 +97,7 @@ struct TrainerState {
   bool validation_has_run = false;
   /// Lightning's "validation runs at the end of each training epoch": val_check_interval 1.0, every epoch.
   bool validates_at_epoch_end = true;
+  /// Whether the Trainer runs with fast_dev_run (checkpointing and early stopping then do nothing).
   bool fast_dev_run = false;
   /// The run's loggers (empty when logging is off).
   std::vector<Logger*> loggers{};
@@ -79,6 +116,8 @@ struct TrainerState {
   void log(std::string_view name, double value, const LogOptions& options = {}) {
     metrics_->log(name, value, options, phase_);
   }
+  /// Logs a tensor value from a callback; the value stays on the device until a logger or the progress bar
+  /// reads it.
   void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
     metrics_->log(name, value, options, phase_);
   }
@@ -101,9 +140,11 @@ struct TrainerState {
                            : loggers.front()->log_dir();
   }
 
+  /// \cond
   // Set by the Trainer.
   detail::MetricStore* metrics_ = nullptr;
   MetricPhase phase_ = MetricPhase::train;
+  /// \endcond
 };
 
 namespace detail {

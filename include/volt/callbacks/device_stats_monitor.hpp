@@ -1,4 +1,5 @@
-// volt::DeviceStatsMonitor: logs the accelerator's device statistics around training batches.
+/// \file
+/// volt::DeviceStatsMonitor: logs the accelerator's device statistics around training batches.
 #pragma once
 
 #include <volt/callbacks/callback.hpp>
@@ -14,12 +15,15 @@ namespace volt {
 /// is logged, under `DeviceStatsMonitor.on_train_batch_start/<key>` and `.../on_train_batch_end/<key>`.
 class DeviceStatsMonitor {
  public:
+  /// Runs at fit start on every rank. Throws MisconfigurationError when the Trainer has no logger.
   void on_fit_start(TrainerState& state) {
     if (state.loggers.empty()) {
       throw MisconfigurationError("Cannot use `DeviceStatsMonitor` callback with `Trainer(logger=False)`.");
     }
   }
+  /// Before each training batch: logs the device statistics when this step is logged (global rank zero writes).
   void on_train_batch_start(TrainerState& state, std::int64_t) { record(state, "on_train_batch_start"); }
+  /// After each training batch: logs the device statistics when this step is logged (global rank zero writes).
   void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
     record(state, "on_train_batch_end");
   }

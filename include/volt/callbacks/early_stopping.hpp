@@ -1,4 +1,5 @@
-// volt::EarlyStopping: stop training when a monitored metric stops improving (Lightning's EarlyStopping).
+/// \file
+/// volt::EarlyStopping: stop training when a monitored metric stops improving (Lightning's EarlyStopping).
 #pragma once
 
 #include <volt/callbacks/callback.hpp>
@@ -17,13 +18,17 @@ namespace volt {
 
 // Field order lets the common options read naturally with designated initializers:
 // `volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = 2}}`.
+/// The options of volt::EarlyStopping (Lightning's EarlyStopping arguments).
 struct EarlyStoppingOptions {
+  /// Name of the logged metric to watch; required (the constructor throws when it is empty).
   std::string monitor{};
+  /// "min": lower is better; "max": higher is better. Anything else makes the constructor throw.
   std::string mode = "min";
   /// Checks without improvement before stopping (checks, not epochs: one per validation run).
   std::int64_t patience = 3;
   /// Smallest change that counts as an improvement.
   double min_delta = 0.0;
+  /// Log every check's result (on global rank zero); without it only the stop itself is logged.
   bool verbose = false;
   /// Throw when the monitored metric is missing (else warn and skip the check).
   bool strict = true;
@@ -37,8 +42,15 @@ struct EarlyStoppingOptions {
   std::optional<bool> check_on_train_epoch_end{};
 };
 
+/// Callback: stops training when the monitored metric has not improved for `patience` checks, becomes
+/// non-finite, or crosses a threshold (Lightning's EarlyStopping). A check runs at the end of the training
+/// epoch or of validation (see check_on_train_epoch_end), only while fitting and never under fast_dev_run; it
+/// runs on every rank and sets `state.should_stop`.
+/// Its counters are saved in checkpoints (save_state/load_state).
 class EarlyStopping {
  public:
+  /// Checks the options. Throws MisconfigurationError for a mode other than "min"/"max", an empty monitor or a
+  /// negative patience.
   explicit EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
     if (options_.mode != "min" && options_.mode != "max") {
       throw MisconfigurationError("`mode` can be min, max, got " + options_.mode);
@@ -56,29 +68,37 @@ class EarlyStopping {
                                          : -std::numeric_limits<double>::infinity();
   }
 
+  /// The options as given.
   const EarlyStoppingOptions& options() const { return options_; }
+  /// Checks since the last improvement (Lightning's wait_count).
   std::int64_t wait_count() const { return wait_count_; }
+  /// The best monitored value so far; +inf ("min") or -inf ("max") before the first check.
   double best_score() const { return best_score_; }
   /// Epoch at which this callback stopped training (0 if it did not).
   std::int64_t stopped_epoch() const { return stopped_epoch_; }
   /// Why the last check stopped training (empty if it did not).
   const std::string& stopping_reason() const { return stopping_reason_; }
 
+  /// Hook: runs the check at the end of each training epoch, when checks run there.
   void on_train_epoch_end(TrainerState& state) {
     if (!check_on_train_epoch_end(state) || skip(state)) return;
     run_check(state);
   }
+  /// Hook: runs the check at the end of each validation run, when checks do not run at the training epoch end.
   void on_validation_end(TrainerState& state) {
     if (check_on_train_epoch_end(state) || skip(state)) return;
     run_check(state);
   }
 
+  /// Writes wait_count, stopped_epoch, best_score and patience into the callback's part of a checkpoint.
   void save_state(torch::serialize::OutputArchive& archive) const {
     archive.write("wait_count", c10::IValue(wait_count_));
     archive.write("stopped_epoch", c10::IValue(stopped_epoch_));
     archive.write("best_score", c10::IValue(best_score_));
     archive.write("patience", c10::IValue(options_.patience));
   }
+  /// Restores wait_count, stopped_epoch and best_score from a checkpoint (patience stays as constructed).
+  /// Throws what LibTorch's archive throws when a key is missing.
   void load_state(torch::serialize::InputArchive& archive) {
     c10::IValue value;
     archive.read("wait_count", value);

@@ -1,4 +1,5 @@
-// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
+/// \file
+/// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
 #pragma once
 
 #include <volt/callbacks/callback.hpp>
@@ -35,15 +36,20 @@ inline std::string optimizer_name(const torch::optim::Optimizer& optimizer) {
 }
 }  // namespace detail
 
+/// The options of volt::LearningRateMonitor.
 struct LearningRateMonitorOptions {
   /// "step", "epoch", or empty: log at every step (volt's schedulers are stepped per epoch or per step,
   /// and logging per step shows both).
   std::string logging_interval{};
+  /// Prefix of every logged key, before the optimizer's class name.
   std::string log_key_prefix = "lr-";
 };
 
+/// Callback: writes each optimizer's learning rate (per parameter group) to the loggers, on global rank zero,
+/// as Lightning's LearningRateMonitor does.
 class LearningRateMonitor {
  public:
+  /// Throws MisconfigurationError when logging_interval is not "step", "epoch" or empty.
   explicit LearningRateMonitor(LearningRateMonitorOptions options = {}) : options_(std::move(options)) {
     if (!options_.logging_interval.empty() && options_.logging_interval != "step" &&
         options_.logging_interval != "epoch") {
@@ -51,17 +57,21 @@ class LearningRateMonitor {
     }
   }
 
+  /// Runs at fit start. Throws MisconfigurationError when the Trainer has no logger.
   void on_fit_start(TrainerState& state) {
     if (state.loggers.empty()) {
       throw MisconfigurationError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
     }
   }
 
+  /// Before each training batch whose step is logged (log_every_n_steps): logs the rates, unless the interval is
+  /// "epoch".
   void on_train_batch_start(TrainerState& state, std::int64_t) {
     if (options_.logging_interval == "epoch") return;
     if (state.log_every_n_steps == 0 || (state.global_step + 1) % state.log_every_n_steps != 0) return;
     state.log_to_loggers(values(state));
   }
+  /// At each training epoch start: logs the rates when the interval is "epoch".
   void on_train_epoch_start(TrainerState& state) {
     if (options_.logging_interval == "epoch") state.log_to_loggers(values(state));
   }

@@ -1,5 +1,6 @@
-// volt::ModelCheckpoint: save checkpoints periodically and keep the best k by a monitored metric
-// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
+/// \file
+/// volt::ModelCheckpoint: save checkpoints periodically and keep the best k by a monitored metric
+/// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
 #pragma once
 
 #include <volt/callbacks/callback.hpp>
@@ -23,6 +24,7 @@ namespace volt {
 
 // Field order lets the common options read naturally with designated initializers:
 // `volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max", .save_top_k = 3}}`.
+/// The options of volt::ModelCheckpoint (Lightning's ModelCheckpoint arguments).
 struct ModelCheckpointOptions {
   /// Folder of the checkpoints; empty: `<logger log_dir>/checkpoints`, or `<default_root_dir>/checkpoints`.
   std::filesystem::path dirpath{};
@@ -31,6 +33,7 @@ struct ModelCheckpointOptions {
   std::string filename{};
   /// Metric to rank checkpoints by; empty: keep the latest.
   std::string monitor{};
+  /// "min": lower monitored values are better; "max": higher. Anything else makes the constructor throw.
   std::string mode = "min";
   /// Keep the best k checkpoints (-1: all, 0: none).
   int save_top_k = 1;
@@ -40,7 +43,9 @@ struct ModelCheckpointOptions {
   std::optional<std::int64_t> every_n_train_steps{};
   /// Save every N epochs (default 1 when neither interval is given).
   std::optional<std::int64_t> every_n_epochs{};
+  /// Save only the model's weights, not the optimizer, callbacks and loop state.
   bool save_weights_only = false;
+  /// Log each save on global rank zero ("Epoch 0, global step 100: saving model to ...").
   bool verbose = false;
   /// Write `{epoch}` as `epoch=3`.
   bool auto_insert_metric_name = true;
@@ -50,11 +55,20 @@ struct ModelCheckpointOptions {
   bool enable_version_counter = true;
 };
 
+/// Callback: saves checkpoints while fitting, every N steps or epochs, keeps the best `save_top_k` by the
+/// monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on every rank and calls
+/// the Trainer's save on each; only global rank zero deletes the files it replaces. Nothing is saved while
+/// not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping (best paths and
+/// scores) is saved in checkpoints.
 class ModelCheckpoint {
  public:
+  /// Extension of every checkpoint file.
   static constexpr const char* file_extension = ".ckpt";
+  /// File name (without extension) of the last checkpoint, when save_last is on.
   static constexpr const char* name_last = "last";
 
+  /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
+  /// interval, both intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
   explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
     const auto& o = options_;
     if (o.save_top_k < -1) {
@@ -89,12 +103,17 @@ class ModelCheckpoint {
     best_model_score_ = std::nullopt;
   }
 
+  /// The options as given.
   const ModelCheckpointOptions& options() const { return options_; }
+  /// The best checkpoint saved so far (empty before the first save).
   const std::filesystem::path& best_model_path() const { return best_model_path_; }
+  /// The monitored value of best_model_path(); nullopt without a monitor or before the first save.
   std::optional<double> best_model_score() const { return best_model_score_; }
+  /// The last checkpoint written (`last.ckpt` when save_last is on); empty before the first.
   const std::filesystem::path& last_model_path() const { return last_model_path_; }
   /// The kept top-k checkpoints and their monitored values.
   const std::map<std::filesystem::path, double>& best_k_models() const { return best_k_models_; }
+  /// The folder checkpoints go to; empty until setup() resolves it.
   const std::filesystem::path& dirpath() const { return dirpath_; }
 
   /// Lightning's name formatting: `{epoch}` -> `epoch=3` (with auto_insert_metric_name), metric values with
@@ -128,29 +147,34 @@ class ModelCheckpoint {
 
   // ---- hooks -------------------------------------------------------------------------------------
 
+  /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`).
   void setup(TrainerState& state) {
     if (dirpath_.empty()) {
       dirpath_ = !options_.dirpath.empty() ? options_.dirpath : state.log_dir() / "checkpoints";
     }
   }
 
+  /// Hook after each training batch: saves when every_n_train_steps divides the global step.
   void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
     if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
     save_topk_and_last(state);
   }
 
+  /// Hook at the end of each training epoch: saves (every_n_epochs) when saving happens at the epoch end.
   void on_train_epoch_end(TrainerState& state) {
     if (should_skip(state) || !save_on_train_epoch_end(state)) return;
     if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
     save_last(state);
   }
 
+  /// Hook at the end of each validation run: saves (every_n_epochs) when saving does not happen at the epoch end.
   void on_validation_end(TrainerState& state) {
     if (should_skip(state) || save_on_train_epoch_end(state)) return;
     if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
     save_last(state);
   }
 
+  /// Writes the best and last paths, the best score, the kept top-k and the last saved step into a checkpoint.
   void save_state(torch::serialize::OutputArchive& archive) const {
     archive.write("best_model_path", c10::IValue(best_model_path_.string()));
     archive.write("last_model_path", c10::IValue(last_model_path_.string()));
@@ -166,6 +190,7 @@ class ModelCheckpoint {
     archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
   }
 
+  /// Restores what save_state wrote. Throws what LibTorch's archive throws when a key is missing.
   void load_state(torch::serialize::InputArchive& archive) {
     c10::IValue value;
     archive.read("best_model_path", value);

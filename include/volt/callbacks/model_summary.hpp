@@ -1,4 +1,5 @@
-// volt::ModelSummary: the table of a model's submodules and parameter counts printed at fit start.
+/// \file
+/// volt::ModelSummary: the table of a model's submodules and parameter counts printed at fit start.
 #pragma once
 
 #include <volt/callbacks/callback.hpp>
@@ -39,15 +40,19 @@ inline std::string module_type_name(const torch::nn::Module& module) {
   return name;
 }
 
+/// Callback: logs a table of the model's submodules (name, type, parameter count, mode) and the parameter totals
+/// at fit start, on global rank zero (Lightning's ModelSummary).
 class ModelSummary {
  public:
   /// max_depth 1 lists the model's direct submodules; -1 lists all, 0 prints only the totals.
   explicit ModelSummary(int max_depth = 1) : max_depth_(max_depth) {}
 
+  /// Hook at fit start: logs summarize(model) through volt::log on global rank zero.
   void on_fit_start(TrainerState& state) {
     if (state.is_global_zero && state.model != nullptr) log::info(summarize(*state.model));
   }
 
+  /// The table as text, for `model` up to the depth given at construction. Does not print.
   std::string summarize(const torch::nn::Module& model) const {
     struct Row {
       std::string name, type, params, mode;

@@ -1,8 +1,9 @@
-// volt::ProgressBar: epoch, batch/total, it/s, ETA and the prog_bar metrics, on global rank zero.
-//
-// On a terminal the line is redrawn in place (at most every refresh_interval seconds, so reading the
-// metrics, which syncs with the device, stays rare); when stderr is not a terminal (CI logs, files) it
-// prints one line per epoch.
+/// \file
+/// volt::ProgressBar: epoch, batch/total, it/s, ETA and the prog_bar metrics, on global rank zero.
+///
+/// On a terminal the line is redrawn in place (at most every refresh_interval seconds, so reading the
+/// metrics, which syncs with the device, stays rare); when stderr is not a terminal (CI logs, files) it
+/// prints one line per epoch.
 #pragma once
 
 #include <volt/callbacks/callback.hpp>
@@ -24,6 +25,7 @@
 
 namespace volt {
 
+/// The options of volt::ProgressBar.
 struct ProgressBarOptions {
   /// Seconds between redraws on a terminal.
   double refresh_interval = 0.1;
@@ -33,16 +35,20 @@ struct ProgressBarOptions {
   std::optional<bool> terminal{};
 };
 
+/// Callback: draws the training progress on global rank zero; other ranks do nothing.
 class ProgressBar {
  public:
+  /// Keeps the options; draws nothing until training starts.
   explicit ProgressBar(ProgressBarOptions options = {}) : options_(options) {}
 
+  /// Hook at each training epoch start: restarts the epoch's clock and batch count.
   void on_train_epoch_start(TrainerState& state) {
     if (!state.is_global_zero) return;
     epoch_start_ = last_draw_ = Clock::now();
     batches_ = 0;
   }
 
+  /// Hook after each training batch: on a terminal, redraws the line at most every refresh_interval seconds.
   void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t batch_idx) {
     if (!state.is_global_zero) return;
     batches_ = batch_idx + 1;
@@ -53,6 +59,7 @@ class ProgressBar {
     draw(state, false);
   }
 
+  /// Hook at each training epoch end: draws the epoch's final line (in line mode, its only line).
   void on_train_epoch_end(TrainerState& state) {
     if (!state.is_global_zero || batches_ == 0) return;
     draw(state, true);

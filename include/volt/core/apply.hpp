@@ -1,10 +1,11 @@
-// volt::apply_to_collection: Lightning's apply_to_collection for C++ values.
-//
-// Rebuilds a nested value (containers, tuples, optionals, variants, aggregates, torch::data::Example, c10
-// containers) with the same type, replacing the leaves a function selects. The recursion is resolved at
-// compile time: a branch whose types cannot hold a leaf is returned as is without being walked, and nothing
-// is type-erased. batch_to_device (volt/transfer) is built on the same recursion (detail::rebuild_collection)
-// with its own choice of leaves.
+/// \file
+/// volt::apply_to_collection: Lightning's apply_to_collection for C++ values.
+///
+/// Rebuilds a nested value (containers, tuples, optionals, variants, aggregates, torch::data::Example, c10
+/// containers) with the same type, replacing the leaves a function selects. The recursion is resolved at
+/// compile time: a branch whose types cannot hold a leaf is returned as is without being walked, and nothing
+/// is type-erased. batch_to_device (volt/transfer) is built on the same recursion (detail::rebuild_collection)
+/// with its own choice of leaves.
 #pragma once
 
 #include <volt/core/reflect.hpp>

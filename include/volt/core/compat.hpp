@@ -1,11 +1,12 @@
-// Every difference between LibTorch versions that volt depends on, in one place.
-//
-// volt supports LibTorch 1.13 (Debian 12's package) through 2.11 (PyPI's torch wheel). Code elsewhere in
-// volt calls these functions and never tests TORCH_VERSION itself.
-//
-// CUDA-only code (allocator statistics, the caching allocator's cache) is compiled when VOLT_WITH_CUDA is
-// defined: volt's CMake target defines it when the LibTorch found was built with CUDA. Users who vendor the
-// single header and link a CUDA LibTorch by hand define it themselves.
+/// \file
+/// Every difference between LibTorch versions that volt depends on, in one place.
+///
+/// volt supports LibTorch 1.13 (Debian 12's package) through 2.11 (PyPI's torch wheel). Code elsewhere in
+/// volt calls these functions and never tests TORCH_VERSION itself.
+///
+/// CUDA-only code (allocator statistics, the caching allocator's cache) is compiled when VOLT_WITH_CUDA is
+/// defined: volt's CMake target defines it when the LibTorch found was built with CUDA. Users who vendor the
+/// single header and link a CUDA LibTorch by hand define it themselves.
 #pragma once
 
 #include <torch/torch.h>
@@ -37,8 +38,10 @@
 /// LibTorch's version as one number: major * 10000 + minor * 100 + patch (1.13.0 -> 11300).
 #define VOLT_TORCH_VERSION (TORCH_VERSION_MAJOR * 10000 + TORCH_VERSION_MINOR * 100 + TORCH_VERSION_PATCH)
 
+/// The LibTorch version differences volt depends on, behind one set of functions (1.13 through 2.11).
 namespace volt::compat {
 
+/// VOLT_TORCH_VERSION as a constant, for code that prefers `if constexpr` to the preprocessor.
 inline constexpr int torch_version = VOLT_TORCH_VERSION;
 
 /// True where autocast is switched per device type (LibTorch 2.4 and later).
@@ -67,6 +70,8 @@ inline bool autocast_dtype_supported(c10::DeviceType device_type, c10::ScalarTyp
   return dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16;
 }
 
+/// Whether autocast is on for `device_type` in this thread (LibTorch 1.13: false for types other than CPU
+/// and CUDA).
 inline bool autocast_enabled(c10::DeviceType device_type) {
 #if VOLT_TORCH_VERSION >= 20400
   return at::autocast::is_autocast_enabled(device_type);
@@ -77,6 +82,8 @@ inline bool autocast_enabled(c10::DeviceType device_type) {
 #endif
 }
 
+/// Switches autocast for `device_type` in this thread. On LibTorch before 2.4, a type other than CPU or CUDA
+/// throws c10::Error ("volt: this LibTorch (...) has no autocast for device type ...").
 inline void set_autocast_enabled(c10::DeviceType device_type, bool enabled) {
 #if VOLT_TORCH_VERSION >= 20400
   at::autocast::set_autocast_enabled(device_type, enabled);
@@ -92,6 +99,8 @@ inline void set_autocast_enabled(c10::DeviceType device_type, bool enabled) {
 #endif
 }
 
+/// The dtype autocast casts to on `device_type` in this thread (LibTorch 1.13: the CPU dtype for CPU, the
+/// GPU dtype for every other type).
 inline c10::ScalarType autocast_dtype(c10::DeviceType device_type) {
 #if VOLT_TORCH_VERSION >= 20400
   return at::autocast::get_autocast_dtype(device_type);
@@ -101,6 +110,8 @@ inline c10::ScalarType autocast_dtype(c10::DeviceType device_type) {
 #endif
 }
 
+/// Sets the autocast dtype of `device_type` in this thread (LibTorch 1.13: the CPU dtype for CPU, the GPU
+/// dtype for every other type).
 inline void set_autocast_dtype(c10::DeviceType device_type, c10::ScalarType dtype) {
 #if VOLT_TORCH_VERSION >= 20400
   at::autocast::set_autocast_dtype(device_type, dtype);
@@ -113,10 +124,15 @@ inline void set_autocast_dtype(c10::DeviceType device_type, c10::ScalarType dtyp
 #endif
 }
 
+/// Whether autocast caches the casted weights (LibTorch's thread-local switch).
 inline bool autocast_cache_enabled() { return at::autocast::is_autocast_cache_enabled(); }
+/// Switches autocast's weight cache for this thread.
 inline void set_autocast_cache_enabled(bool enabled) { at::autocast::set_autocast_cache_enabled(enabled); }
+/// Enters one autocast region of this thread and returns the new depth (as PyTorch's autocast.__enter__).
 inline int autocast_increment_nesting() { return at::autocast::increment_nesting(); }
+/// Leaves one autocast region of this thread and returns the new depth; at 0 the caller clears the cache.
 inline int autocast_decrement_nesting() { return at::autocast::decrement_nesting(); }
+/// Drops autocast's cached casts of this thread.
 inline void autocast_clear_cache() { at::autocast::clear_cache(); }
 
 // ---------------------------------------------------------------------------------------------------
@@ -213,12 +229,14 @@ inline std::int64_t mps_current_allocated_bytes() {
 #endif
   return -1;
 }
+/// See mps_current_allocated_bytes(): bytes the MPS allocator got from the Metal driver; -1 if unknown.
 inline std::int64_t mps_driver_allocated_bytes() {
 #if defined(VOLT_DETAIL_HAS_MPS_HOOKS) && VOLT_TORCH_VERSION >= 20100
   if (torch_mps_available()) return static_cast<std::int64_t>(at::detail::getMPSHooks().getDriverAllocatedMemory());
 #endif
   return -1;
 }
+/// Returns the MPS allocator's unused cached memory to the system; does nothing where MPS is absent.
 inline void mps_empty_cache() {
 #if defined(VOLT_DETAIL_HAS_MPS_HOOKS) && VOLT_TORCH_VERSION >= 20100
   if (torch_mps_available()) at::detail::getMPSHooks().emptyCache();
@@ -228,6 +246,7 @@ inline void mps_empty_cache() {
 // ---------------------------------------------------------------------------------------------------
 // Learning-rate schedulers: LibTorch 2.x adds ReduceLROnPlateauScheduler; both have LRScheduler.
 
+/// True where LibTorch has ReduceLROnPlateauScheduler (LibTorch 2.0 and later).
 inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
 
 // ---------------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-// The exception types volt throws.
-//
-// Lightning's Trainer raises MisconfigurationException for a bad configuration; volt throws
-// volt::MisconfigurationError. Fabric-side errors use std::invalid_argument (Python's ValueError) and
-// std::runtime_error (RuntimeError), as Lightning's Fabric does.
+/// \file
+/// The exception types volt throws.
+///
+/// Lightning's Trainer raises MisconfigurationException for a bad configuration; volt throws
+/// volt::MisconfigurationError. Fabric-side errors use std::invalid_argument (Python's ValueError) and
+/// std::runtime_error (RuntimeError), as Lightning's Fabric does.
 #pragma once
 
 #include <stdexcept>

@@ -1,9 +1,10 @@
-// Rank-aware informational messages and warnings.
-//
-// Everything volt prints goes through one sink (stderr by default) so tests can capture it and
-// applications can route it into their own logging. Like Lightning's rank_zero_info/rank_zero_warn,
-// the *_rank_zero functions print only in the process whose global rank is 0, read from the
-// environment the way Lightning reads it (RANK, LOCAL_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK).
+/// \file
+/// Rank-aware informational messages and warnings.
+///
+/// Everything volt prints goes through one sink (stderr by default) so tests can capture it and
+/// applications can route it into their own logging. Like Lightning's rank_zero_info/rank_zero_warn,
+/// the *_rank_zero functions print only in the process whose global rank is 0, read from the
+/// environment the way Lightning reads it (RANK, LOCAL_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK).
 #pragma once
 
 #include <atomic>
@@ -16,8 +17,10 @@
 #include <string_view>
 #include <utility>
 
+/// Rank-aware messages and warnings, all through one replaceable sink.
 namespace volt::log {
 
+/// How a message is printed: the default sink prefixes warnings with "volt: warning: ".
 enum class Level { info, warning };
 
 /// Receives every message volt prints. Replace it with set_sink(); restore the default with reset_sink().
@@ -44,6 +47,7 @@ inline Sink set_sink(Sink sink) {
   std::lock_guard lock(s.mutex);
   return std::exchange(s.sink, std::move(sink));
 }
+/// Restores the default sink (stderr) for all later messages.
 inline void reset_sink() { set_sink(nullptr); }
 
 namespace detail {
@@ -69,6 +73,8 @@ inline int global_rank_from_environment() {
   return 0;
 }
 
+/// Hands `text` to the sink, in this process whatever its rank. Thread-safe: the sink is called under a lock,
+/// so it must not log through volt itself.
 inline void message(Level level, std::string_view text) {
   auto& s = detail::state();
   std::lock_guard lock(s.mutex);
@@ -79,12 +85,16 @@ inline void message(Level level, std::string_view text) {
   }
 }
 
+/// An informational message, printed by every rank.
 inline void info(std::string_view text) { message(Level::info, text); }
+/// A warning, printed by every rank.
 inline void warn(std::string_view text) { message(Level::warning, text); }
 
+/// An informational message printed only where global_rank_from_environment() is 0.
 inline void info_rank_zero(std::string_view text) {
   if (global_rank_from_environment() == 0) info(text);
 }
+/// A warning printed only where global_rank_from_environment() is 0 (Lightning's rank_zero_warn).
 inline void warn_rank_zero(std::string_view text) {
   if (global_rank_from_environment() == 0) warn(text);
 }

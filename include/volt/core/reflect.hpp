@@ -1,22 +1,24 @@
-// Field reflection for plain aggregate structs (the C++ counterpart of a namedtuple or dataclass).
-//
-// Written with structured bindings, because C++20 has no reflection and Boost.PFR is not available on the
-// project's platforms. Supports aggregates of up to volt::reflect::max_fields (32) fields.
-//
-// What cannot be reflected, and why:
-// * non-const lvalue reference members: the field count is found by brace-initializing the type with
-//   placeholders that convert to any value type; such a placeholder cannot bind to `T&`, so these aggregates
-//   report no fields (reflectable<T> is false) and callers leave them alone. `const T&` and `T&&` members bind
-//   and are reflected (with_fields passes them as lvalues).
-// * C array members and base classes with members: brace elision (arrays) and base-class initializers make the
-//   brace count differ from the number of structured bindings, and the binding in with_fields fails to compile
-//   ("only N names provided for structured binding").
+/// \file
+/// Field reflection for plain aggregate structs (the C++ counterpart of a namedtuple or dataclass).
+///
+/// Written with structured bindings, because C++20 has no reflection and Boost.PFR is not available on the
+/// project's platforms. Supports aggregates of up to volt::reflect::max_fields (32) fields.
+///
+/// What cannot be reflected, and why:
+/// * non-const lvalue reference members: the field count is found by brace-initializing the type with
+///   placeholders that convert to any value type; such a placeholder cannot bind to `T&`, so these aggregates
+///   report no fields (reflectable<T> is false) and callers leave them alone. `const T&` and `T&&` members bind
+///   and are reflected (with_fields passes them as lvalues).
+/// * C array members and base classes with members: brace elision (arrays) and base-class initializers make the
+///   brace count differ from the number of structured bindings, and the binding in with_fields fails to compile
+///   ("only N names provided for structured binding").
 #pragma once
 
 #include <cstddef>
 #include <type_traits>
 #include <utility>
 
+/// Field reflection for plain aggregate structs (up to reflect::max_fields fields).
 namespace volt::reflect {
 
 /// The most fields an aggregate may have for volt to see them. Raising it means extending with_fields below.

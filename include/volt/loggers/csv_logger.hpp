@@ -1,5 +1,6 @@
-// volt::CSVLogger: metrics.csv and hparams.yaml in Lightning's layout,
-// <save_dir>/<name>/version_<N>/{metrics.csv,hparams.yaml}.
+/// \file
+/// volt::CSVLogger: metrics.csv and hparams.yaml in Lightning's layout,
+/// `<save_dir>/<name>/version_<N>/{metrics.csv,hparams.yaml}`.
 #pragma once
 
 #include <volt/loggers/logger.hpp>
@@ -19,9 +20,11 @@
 
 namespace volt {
 
+/// The options of volt::CSVLogger (Lightning's CSVLogger arguments).
 struct CSVLoggerOptions {
   /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
   std::filesystem::path save_dir{};
+  /// Experiment folder under save_dir.
   std::string name = "lightning_logs";
   /// Fixed version number; nullopt: the next free version_N.
   std::optional<int> version{};
@@ -34,6 +37,7 @@ struct CSVLoggerOptions {
 /// rewrites the file with the wider header.
 class CSVLogger : public Logger {
  public:
+  /// Keeps the options; creates no file until the first write.
   explicit CSVLogger(CSVLoggerOptions options = {}) : options_(std::move(options)) {}
 
   /// Sets the folder used when save_dir was left empty. Called by the Trainer before the first write.
@@ -47,6 +51,8 @@ class CSVLogger : public Logger {
     return root / ("version_" + std::to_string(*version_));
   }
 
+  /// Buffers one row at `step`; writes the buffer (save()) once flush_logs_every_n_steps rows are waiting.
+  /// Throws std::runtime_error when metrics.csv cannot be written.
   void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
     Row row;
     row.step = step;
@@ -61,6 +67,8 @@ class CSVLogger : public Logger {
     if (static_cast<std::int64_t>(rows_.size() - written_rows_) >= options_.flush_logs_every_n_steps) save();
   }
 
+  /// Writes hparams.yaml (`key: value` per line, `{}` when empty) in log_dir(), creating the folder. Throws
+  /// std::runtime_error when the file cannot be written.
   void log_hyperparams(const std::map<std::string, std::string>& params) override {
     ensure_dir();
     std::ofstream out(log_dir() / "hparams.yaml");
@@ -97,6 +105,7 @@ class CSVLogger : public Logger {
     header_changed_ = false;
   }
 
+  /// The metric columns seen so far, in first-seen order (without "step").
   const std::vector<std::string>& columns() const { return columns_; }
 
  private:

@@ -1,4 +1,5 @@
-// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
+/// \file
+/// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,14 @@ namespace volt {
 class Logger {
  public:
   virtual ~Logger() = default;
+  /// Records `metrics` at optimizer step `step`. May buffer; may throw std::runtime_error when a file cannot
+  /// be written.
   virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
+  /// Records the run's hyperparameters, once, at fit start.
   virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
+  /// Writes what is buffered. The default does nothing.
   virtual void save() {}
+  /// Called once when the run ends, with "success", "failed" or "interrupted"; the default calls save().
   virtual void finalize(const std::string& /*status*/) { save(); }
   /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
   virtual std::filesystem::path log_dir() const = 0;

@@ -1,11 +1,14 @@
-// volt::TensorBoardLogger: TensorBoard event files in Lightning's layout,
-// <save_dir>/<name>/version_<N>/events.out.tfevents.<time>.<host>.<pid>.<n> (and hparams.yaml beside it).
-//
-// The files are TFRecord streams (length, masked CRC32C of the length, payload, masked CRC32C of the payload)
-// of `tensorflow.Event` protocol buffers, encoded here by hand so that volt needs no protobuf library:
-// a file_version event first ("brain.Event:2"), then one event per log_metrics call with a `simple_value`
-// per metric (what torch.utils.tensorboard's add_scalar writes), and for log_hyperparams the hparams
-// plugin's session_start_info summary (what torch.utils.tensorboard.summary.hparams writes).
+/// \file
+/// volt::TensorBoardLogger: TensorBoard event files in Lightning's layout.
+///
+/// The event file is `<save_dir>/<name>/version_<N>/events.out.tfevents.<time>.<host>.<pid>.<n>`, with
+/// hparams.yaml beside it.
+///
+/// The files are TFRecord streams (length, masked CRC32C of the length, payload, masked CRC32C of the payload)
+/// of `tensorflow.Event` protocol buffers, encoded here by hand so that volt needs no protobuf library:
+/// a file_version event first ("brain.Event:2"), then one event per log_metrics call with a `simple_value`
+/// per metric (what torch.utils.tensorboard's add_scalar writes), and for log_hyperparams the hparams
+/// plugin's session_start_info summary (what torch.utils.tensorboard.summary.hparams writes).
 #pragma once
 
 #include <volt/loggers/logger.hpp>
@@ -209,9 +212,11 @@ inline int next_file_uid() {
 
 }  // namespace detail::tensorboard
 
+/// The options of volt::TensorBoardLogger (Lightning's TensorBoardLogger arguments).
 struct TensorBoardLoggerOptions {
   /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
   std::filesystem::path save_dir{};
+  /// Experiment folder under save_dir.
   std::string name = "lightning_logs";
   /// Fixed version number; nullopt: the next free version_N.
   std::optional<int> version{};
@@ -228,6 +233,7 @@ struct TensorBoardLoggerOptions {
 /// Throws std::runtime_error naming the file when it cannot be created or written.
 class TensorBoardLogger : public Logger {
  public:
+  /// Keeps the options; creates no file until the first write.
   explicit TensorBoardLogger(TensorBoardLoggerOptions options = {}) : options_(std::move(options)) {}
 
   /// Sets the folder used when save_dir was left empty. Called before the first write.
@@ -280,6 +286,8 @@ class TensorBoardLogger : public Logger {
     if (!out_) throw std::runtime_error("volt: cannot write the TensorBoard event file " + event_file_.string());
   }
 
+  /// Flushes and closes the event file (the status is not recorded). Throws std::runtime_error when the flush
+  /// fails.
   void finalize(const std::string& /*status*/) override {
     save();
     if (out_.is_open()) out_.close();

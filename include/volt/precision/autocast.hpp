@@ -1,10 +1,11 @@
-// Scope guards that the precision policies return from forward_context(): autocast, a default dtype, or
-// nothing at all.
-//
-// All three are RAII types that can be neither copied nor moved: a policy returns them as prvalues
-// (guaranteed copy elision), and the caller keeps them alive for exactly the scope of one step.
-// Autocast and the default dtype are thread-local in LibTorch, so a guard must be destroyed on the
-// thread that created it.
+/// \file
+/// Scope guards that the precision policies return from forward_context(): autocast, a default dtype, or
+/// nothing at all.
+///
+/// All three are RAII types that can be neither copied nor moved: a policy returns them as prvalues
+/// (guaranteed copy elision), and the caller keeps them alive for exactly the scope of one step.
+/// Autocast and the default dtype are thread-local in LibTorch, so a guard must be destroyed on the
+/// thread that created it.
 #pragma once
 
 #include <volt/core/compat.hpp>
@@ -98,6 +99,7 @@ class [[nodiscard]] AutocastGuard {
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
+  /// The device type whose autocast state this guard switched and restores.
   c10::DeviceType device_type() const noexcept { return device_type_; }
 
  private:

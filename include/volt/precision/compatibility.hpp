@@ -1,11 +1,12 @@
-// Which precision policies an accelerator can run, decided at compile time.
-//
-// `precision_supported<Accelerator, Precision>` is a trait users may specialize for their own policies
-// (Kokkos style); `check_precision_supported<A, P>()` turns a false answer into a compile error that names
-// the rule and the fix. The Trainer and Fabric call it once for their <Accelerator, Precision> pair.
-//
-// Only the names of the policies are needed here, so this header declares them and includes no LibTorch:
-// the accelerators are defined in volt/accelerators/, the precision policies in volt/precision/policies.hpp.
+/// \file
+/// Which precision policies an accelerator can run, decided at compile time.
+///
+/// `precision_supported<Accelerator, Precision>` is a trait users may specialize for their own policies
+/// (Kokkos style); `check_precision_supported<A, P>()` turns a false answer into a compile error that names
+/// the rule and the fix. The Trainer and Fabric call it once for their <Accelerator, Precision> pair.
+///
+/// Only the names of the policies are needed here, so this header declares them and includes no LibTorch:
+/// the accelerators are defined in volt/accelerators/, the precision policies in volt/precision/policies.hpp.
 #pragma once
 
 #include <type_traits>

@@ -1,14 +1,15 @@
-// volt::GradScaler: dynamic loss scaling for fp16 mixed precision (PyTorch's torch.amp.GradScaler, which
-// LibTorch lacks in every version).
-//
-// fp16 gradients of small losses underflow to zero. The scaler multiplies the loss by a large factor before
-// backward, divides the gradients by it before the optimizer step, skips the step when a gradient overflowed
-// to inf/NaN, and adapts the factor: halve it after an overflow, double it after `growth_interval`
-// consecutive finite steps. The algorithm and the error messages follow PyTorch's Python GradScaler.
-//
-// The scale, the growth tracker and the found-inf flags are tensors on the device, so unscale_() and
-// update() never wait for the GPU; step() reads the found-inf flag once, because it must decide on the
-// host whether to call optimizer.step().
+/// \file
+/// volt::GradScaler: dynamic loss scaling for fp16 mixed precision (PyTorch's torch.amp.GradScaler, which
+/// LibTorch lacks in every version).
+///
+/// fp16 gradients of small losses underflow to zero. The scaler multiplies the loss by a large factor before
+/// backward, divides the gradients by it before the optimizer step, skips the step when a gradient overflowed
+/// to inf/NaN, and adapts the factor: halve it after an overflow, double it after `growth_interval`
+/// consecutive finite steps. The algorithm and the error messages follow PyTorch's Python GradScaler.
+///
+/// The scale, the growth tracker and the found-inf flags are tensors on the device, so unscale_() and
+/// update() never wait for the GPU; step() reads the found-inf flag once, because it must decide on the
+/// host whether to call optimizer.step().
 #pragma once
 
 #include <volt/core/compat.hpp>
@@ -30,6 +31,7 @@ namespace volt {
 
 /// Construction options of GradScaler; PyTorch's defaults.
 struct GradScalerOptions {
+  /// The first scale (2^16); the first iterations usually back it off until gradients are finite.
   double init_scale = 65536.0;
   /// Factor applied after `growth_interval` consecutive steps without inf/NaN; must be > 1.
   double growth_factor = 2.0;
@@ -47,9 +49,13 @@ struct GradScalerOptions {
 
 /// A GradScaler's persistent state, the five entries of PyTorch's `GradScaler.state_dict()`.
 struct GradScalerState {
+  /// The current scale (PyTorch's "scale").
   double scale = 65536.0;
+  /// PyTorch's "growth_factor".
   double growth_factor = 2.0;
+  /// PyTorch's "backoff_factor".
   double backoff_factor = 0.5;
+  /// PyTorch's "growth_interval".
   std::int64_t growth_interval = 2000;
   /// Consecutive finite steps since the last growth or backoff (PyTorch's `_growth_tracker`).
   std::int64_t growth_tracker = 0;
@@ -88,6 +94,7 @@ class GradScaler {
     if (options_.enabled) initialize_scale(device);
   }
 
+  /// Whether the scaler scales (GradScalerOptions::enabled); a disabled one is a pass-through.
   bool is_enabled() const noexcept { return options_.enabled; }
 
   /// `outputs` multiplied by the current scale (a new tensor; autograd sees the multiplication).
@@ -211,11 +218,17 @@ class GradScaler {
                                      : initial_growth_tracker_;
   }
 
+  /// The factor the scale grows by after growth_interval finite steps.
   double growth_factor() const noexcept { return options_.growth_factor; }
+  /// The factor the scale shrinks by after a step with inf/NaN gradients.
   double backoff_factor() const noexcept { return options_.backoff_factor; }
+  /// Consecutive finite steps before the scale grows.
   std::int64_t growth_interval() const noexcept { return options_.growth_interval; }
+  /// Sets the growth factor for later update() calls. Not validated (unlike the constructor): keep it > 1.
   void set_growth_factor(double factor) noexcept { options_.growth_factor = factor; }
+  /// Sets the backoff factor for later update() calls. Not validated (unlike the constructor): keep it < 1.
   void set_backoff_factor(double factor) noexcept { options_.backoff_factor = factor; }
+  /// Sets the growth interval for later update() calls. Not validated (unlike the constructor): keep it > 0.
   void set_growth_interval(std::int64_t interval) noexcept { options_.growth_interval = interval; }
 
   /// Where `optimizer` stands in the current iteration (ready before unscale_ and after update()).

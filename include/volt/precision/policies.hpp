@@ -1,24 +1,29 @@
-// The precision policies: Lightning's precision plugins as small types the Trainer and Fabric hold by value.
-//
-//   volt::FP32          "32-true"     nothing changes (the default)
-//   volt::FP64          "64-true"     module, floating inputs and the default dtype become float64
-//   volt::FP16True      "16-true"     ... become float16
-//   volt::BF16True      "bf16-true"   ... become bfloat16
-//   volt::FP16Autocast  "16-mixed"    fp32 weights, steps under fp16 autocast, loss scaled by a GradScaler
-//   volt::BF16Autocast  "bf16-mixed"  fp32 weights, steps under bf16 autocast, no scaler
-//
-// Every policy has the same interface, in the order the host calls it:
-//
-//   setup(root_device)              once, before training (the device the strategy resolved)
-//   convert_module(module)          once, after setup
-//   convert_input(batch)            per batch
-//   forward_context()               RAII guard around each training/validation/test/predict step
-//   pre_backward(loss)              the tensor to call backward() on (the scaled loss with a scaler)
-//   optimizer_step(opt, before)     unscale -> before() (hooks, clipping) -> step unless inf/NaN -> update
-//                                   (the step is volt::optim::step: multi-tensor/fused Adam, AdamW, SGD)
-//   scaler(), save(), load()        the GradScaler and its checkpoint state
-//
-// None of them is thread-safe; forward_context()'s guard must be destroyed on the thread that made it.
+/// \file
+/// The precision policies: Lightning's precision plugins as small types the Trainer and Fabric hold by value.
+///
+/// ```
+///   volt::FP32          "32-true"     nothing changes (the default)
+///   volt::FP64          "64-true"     module, floating inputs and the default dtype become float64
+///   volt::FP16True      "16-true"     ... become float16
+///   volt::BF16True      "bf16-true"   ... become bfloat16
+///   volt::FP16Autocast  "16-mixed"    fp32 weights, steps under fp16 autocast, loss scaled by a GradScaler
+///   volt::BF16Autocast  "bf16-mixed"  fp32 weights, steps under bf16 autocast, no scaler
+/// ```
+///
+/// Every policy has the same interface, in the order the host calls it:
+///
+/// ```
+///   setup(root_device)              once, before training (the device the strategy resolved)
+///   convert_module(module)          once, after setup
+///   convert_input(batch)            per batch
+///   forward_context()               RAII guard around each training/validation/test/predict step
+///   pre_backward(loss)              the tensor to call backward() on (the scaled loss with a scaler)
+///   optimizer_step(opt, before)     unscale -> before() (hooks, clipping) -> step unless inf/NaN -> update
+///                                   (the step is volt::optim::step: multi-tensor/fused Adam, AdamW, SGD)
+///   scaler(), save(), load()        the GradScaler and its checkpoint state
+/// ```
+///
+/// None of them is thread-safe; forward_context()'s guard must be destroyed on the thread that made it.
 #pragma once
 
 #include <volt/core/apply.hpp>
@@ -43,18 +48,25 @@ namespace volt {
 
 /// "32-true": full precision, the identity everywhere. Stateless, and its guard costs nothing.
 struct FP32 {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "32-true";
+  /// Whether steps run under autocast (the mixed precisions).
   static constexpr bool is_autocast = false;
 
+  /// Nothing to prepare.
   void setup(torch::Device /*root_device*/) noexcept {}
+  /// Leaves the module as it is.
   void convert_module(torch::nn::Module& /*module*/) noexcept {}
   /// Returns `batch` unchanged (moved when given an rvalue).
   template <class Batch>
   std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
     return std::forward<Batch>(batch);
   }
+  /// A guard that changes nothing, for the time the module is built (Lightning's tensor_init_context).
   [[nodiscard]] NoOpGuard init_context() const noexcept { return {}; }
+  /// A guard that changes nothing, kept alive around each step.
   [[nodiscard]] NoOpGuard forward_context() const noexcept { return {}; }
+  /// Returns `loss` itself: backward() is called on it unscaled.
   torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
   /// Runs `before_step()` then the optimizer step (volt::optim::step: multi-tensor or fused for LibTorch's
   /// Adam, AdamW and SGD, optimizer.step() otherwise); returns true. Throws what they throw.
@@ -64,9 +76,13 @@ struct FP32 {
     optim::step(optimizer);
     return true;
   }
+  /// nullptr: no loss scaling.
   GradScaler* scaler() noexcept { return nullptr; }
+  /// nullptr: no loss scaling.
   const GradScaler* scaler() const noexcept { return nullptr; }
+  /// Nothing to save in checkpoints.
   void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
+  /// Nothing to restore from checkpoints.
   void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
 };
 
@@ -257,6 +273,7 @@ class AutocastPrecision {
 
 /// "64-true": model, floating inputs and new tensors in float64 (Lightning's DoublePrecision).
 struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "64-true";
 
   /// Throws MisconfigurationError on an MPS device (an Auto or GPU accelerator that resolved to MPS):
@@ -270,23 +287,27 @@ struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
 
 /// "16-true": model, floating inputs and new tensors in float16 (Lightning's HalfPrecision).
 struct FP16True : detail::TruePrecision<c10::ScalarType::Half> {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "16-true";
 };
 
 /// "bf16-true": model, floating inputs and new tensors in bfloat16 (Lightning's HalfPrecision).
 struct BF16True : detail::TruePrecision<c10::ScalarType::BFloat16> {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "bf16-true";
 };
 
 /// "16-mixed": fp16 autocast with dynamic loss scaling (Lightning's MixedPrecision("16-mixed")). On a CPU
 /// device it runs as bf16 with a warning; volt::CPU with FP16Autocast does not compile.
 struct FP16Autocast : detail::AutocastPrecision<c10::ScalarType::Half> {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "16-mixed";
   using AutocastPrecision::AutocastPrecision;
 };
 
 /// "bf16-mixed": bf16 autocast, no loss scaling (Lightning's MixedPrecision("bf16-mixed")).
 struct BF16Autocast : detail::AutocastPrecision<c10::ScalarType::BFloat16> {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "bf16-mixed";
   using AutocastPrecision::AutocastPrecision;
 };

@@ -1,9 +1,12 @@
-// Which strategies run on which accelerators: a specializable trait (as Kokkos does it) and the checks the
-// Trainer and Fabric instantiate.
-//
-// Users extend the matrix for their own policies:
-//
-//   template <> struct volt::strategy_supported<MyAccelerator, volt::DDP> : std::false_type {};
+/// \file
+/// Which strategies run on which accelerators: a specializable trait (as Kokkos does it) and the checks the
+/// Trainer and Fabric instantiate.
+///
+/// Users extend the matrix for their own policies:
+///
+/// ```
+///   template <> struct volt::strategy_supported<MyAccelerator, volt::DDP> : std::false_type {};
+/// ```
 #pragma once
 
 #include <volt/accelerators/accelerator.hpp>
@@ -41,6 +44,7 @@ template <class Strategy>
 struct strategy_supported<MPS, Strategy> : std::bool_constant<!detail::is_distributed_strategy<Strategy>()> {};
 
 template <class Accelerator, class Strategy>
+/// strategy_supported<Accelerator, Strategy>::value.
 inline constexpr bool strategy_supported_v = strategy_supported<Accelerator, Strategy>::value;
 
 /// Whether volt::Trainer and volt::Fabric of this version can run `Strategy` (whatever the accelerator).

@@ -1,4 +1,5 @@
-// volt::DDP: distributed data parallel over c10d process groups (Lightning's DDPStrategy).
+/// \file
+/// volt::DDP: distributed data parallel over c10d process groups (Lightning's DDPStrategy).
 #pragma once
 
 #include <string_view>
@@ -7,7 +8,9 @@ namespace volt {
 
 /// Strategy policy: one process per device, gradients averaged across processes.
 struct DDP {
+  /// Lightning's strategy name, used in messages and by the command line.
   static constexpr std::string_view name = "ddp";
+  /// Whether the strategy runs several processes that synchronise gradients (the DDP family).
   static constexpr bool is_distributed = true;
 };
 

@@ -1,4 +1,5 @@
-// volt::testing::ScopedMachine: fake the machine the accelerators see, for tests.
+/// \file
+/// volt::testing::ScopedMachine: fake the machine the accelerators see, for tests.
 #pragma once
 
 #include <volt/accelerators/machine.hpp>
@@ -6,6 +7,7 @@
 #include <mutex>
 #include <utility>
 
+/// Helpers for testing code that uses volt.
 namespace volt::testing {
 
 /// While alive, every accelerator probe (CUDA device count, LibTorch's MPS availability, the processor
@@ -14,12 +16,16 @@ namespace volt::testing {
 /// what was there before (the real machine, or an enclosing ScopedMachine), so instances nest.
 /// Nothing else is faked: creating a tensor on a faked device fails as it would without the fake.
 ///
+/// ```
 ///   volt::testing::ScopedMachine machine{{.cuda_device_count = 4, .torch_mps_available = true,
 ///                                         .processor = "arm64"}};
+/// ```
 class ScopedMachine {
  public:
+  /// What the faked machine reports.
   using Options = machine::FakeMachine;
 
+  /// Starts faking `options` for every thread of the process (the probes are process-wide, behind a mutex).
   explicit ScopedMachine(Options options) : options_(std::move(options)) {
     auto& state = machine::detail::probe_state();
     std::lock_guard lock(state.mutex);
@@ -35,6 +41,7 @@ class ScopedMachine {
   ScopedMachine(const ScopedMachine&) = delete;
   ScopedMachine& operator=(const ScopedMachine&) = delete;
 
+  /// The machine this instance fakes.
   const Options& options() const { return options_; }
 
  private:

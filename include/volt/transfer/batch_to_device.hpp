@@ -1,9 +1,10 @@
-// volt::batch_to_device: Lightning's move_data_to_device for any C++ batch.
-//
-// One call moves every tensor of a nested batch (containers, tuples, optionals, variants, aggregate structs,
-// torch::data::Example, c10 containers) to a device and returns the batch with its type unchanged. The walk
-// is volt::apply_to_collection's recursion with the leaves Lightning moves: tensors, modules, and any value
-// with a `.to(device)` member, plus user types taught through volt::batch_transfer.
+/// \file
+/// volt::batch_to_device: Lightning's move_data_to_device for any C++ batch.
+///
+/// One call moves every tensor of a nested batch (containers, tuples, optionals, variants, aggregate structs,
+/// torch::data::Example, c10 containers) to a device and returns the batch with its type unchanged. The walk
+/// is volt::apply_to_collection's recursion with the leaves Lightning moves: tensors, modules, and any value
+/// with a `.to(device)` member, plus user types taught through volt::batch_transfer.
 #pragma once
 
 #include <volt/core/apply.hpp>
@@ -26,7 +27,7 @@ namespace volt {
 /// that should move the usual way. The primary template is empty: volt ignores it.
 template <class Value>
 struct batch_transfer {
-  using volt_primary_batch_transfer = void;  // marks "not specialized"
+  using volt_primary_batch_transfer = void;  ///< Marks the primary template ("not specialized").
 };
 
 /// Whether batch_to_device passes non_blocking=true when it copies a tensor to `device`: for every device type
