@@ -1,14 +1,19 @@
-// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line
-// (--accelerator, --devices, --strategy, --precision, --max-epochs, ...), plus flags a program adds itself.
-//
-//   volt::cli::Parser parser("fashion_mnist", "Trains an MLP on Fashion-MNIST.");
-//   parser.defaults().max_epochs = 5;
-//   parser.add_option("--data-dir", "DIR", "folder with the IDX files");
-//   parser.add_switch("--no-progress-bar", "print no progress bar");
-//   return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) { ... });
-//
-// Parsing only checks the text (names, numbers, the device spec's grammar); volt::cli::run (dispatch.hpp)
-// then checks it against the machine and picks the policy types.
+/// \file
+/// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line, plus a program's own.
+///
+/// The standard flags are `--accelerator`, `--devices`, `--strategy`, `--precision`, `--max-epochs`, ...;
+/// a program adds its own with add_option and add_switch.
+///
+/// ```
+/// volt::cli::Parser parser("fashion_mnist", "Trains an MLP on Fashion-MNIST.");
+/// parser.defaults().max_epochs = 5;
+/// parser.add_option("--data-dir", "DIR", "folder with the IDX files");
+/// parser.add_switch("--no-progress-bar", "print no progress bar");
+/// return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) { ... });
+/// ```
+///
+/// Parsing only checks the text (names, numbers, the device spec's grammar); volt::cli::run (dispatch.hpp)
+/// then checks it against the machine and picks the policy types.
 #pragma once
 
 #include <volt/accelerators/accelerator.hpp>
@@ -42,9 +47,11 @@ class UsageError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// The accepted values of the standard flags, in the order the help lists them.
+/// The accepted values of `--accelerator`, in the order the help lists them ("gpu": MPS, else CUDA).
 inline constexpr std::string_view accelerator_choices[] = {"auto", "cpu", "cuda", "mps", "gpu"};
+/// The accepted values of `--strategy` (matched after lower-casing), in the order the help lists them.
 inline constexpr std::string_view strategy_choices[] = {"auto", "single_device", "ddp"};
+/// The canonical values of `--precision`, in the order the help lists them (precision_aliases are accepted too).
 inline constexpr std::string_view precision_choices[] = {"32-true", "64-true", "16-true", "bf16-true", "16-mixed",
                                                          "bf16-mixed"};
 /// Lightning's historical spellings (spec 5.1) and what they mean.
@@ -129,21 +136,30 @@ inline std::string normalize_precision(std::string_view value) {
 /// under "resolved" are filled by volt::cli::run before it calls the program. A program's own flags are
 /// read with get(), get_int(), get_double() and is_set().
 struct Args {
+  /// `--accelerator` as given: one of accelerator_choices.
   std::string accelerator = "auto";
   /// The device spec as typed ("auto", "1", "-1", "0,2", ...).
   std::string devices = "auto";
+  /// `--strategy`, lower-cased: one of strategy_choices.
   std::string strategy = "auto";
-  /// Lightning's canonical name ("32-true", "bf16-mixed", ...).
+  /// Lightning's canonical name ("32-true", "bf16-mixed", ...). volt::cli::run replaces "16-mixed" by
+  /// "bf16-mixed" on the CPU (with Lightning's warning) before it calls the program.
   std::string precision = "32-true";
+  /// `--max-epochs`; nullopt: TrainerOptions' default (1000 when max_steps is -1).
   std::optional<std::int64_t> max_epochs{};
+  /// `--max-steps`; -1: no limit.
   std::int64_t max_steps = -1;
   /// The program's batch size (set its default with parser.defaults().batch_size).
   std::int64_t batch_size = 32;
+  /// `--accumulate-grad-batches` (checked by the Trainer, not by the parser).
   std::int64_t accumulate_grad_batches = 1;
+  /// `--default-root-dir`: where logs and checkpoints go; empty: the current folder.
   std::string default_root_dir{};
   /// A checkpoint to resume from (pass it to trainer.fit); empty: none.
   std::string ckpt_path{};
+  /// `--seed`; nullopt: not seeded.
   std::optional<std::uint64_t> seed{};
+  /// Whether `--help` or `-h` was given (parsing stopped there; run() prints the help and returns 0).
   bool help = false;
 
   // ---- resolved by volt::cli::run ----
@@ -204,7 +220,9 @@ class Parser {
 
   /// The values the standard flags take when not given; change them before parse()/run().
   Args& defaults() { return defaults_; }
+  /// The values the standard flags take when not given.
   const Args& defaults() const { return defaults_; }
+  /// The program's name, as given to the constructor.
   const std::string& program() const { return program_; }
 
   /// Adds an option taking a value (`--name VALUE` or `--name=VALUE`). Throws std::invalid_argument for a

@@ -1,7 +1,9 @@
-// The run-time side of the strategies (Lightning's Strategy objects): volt::detail::StrategyRuntime<S> is what
-// the Trainer and Fabric hold for their Strategy policy. SingleDevice's is a set of identities; DDP's joins the
-// processes (launching them when nobody else did), owns the process group and the gradient reducer, and
-// provides the collectives (spec section 6.2).
+/// \file
+/// The run-time side of the strategies (Lightning's Strategy objects); implementation, no public API.
+///
+/// `volt::detail::StrategyRuntime<S>` is what the Trainer and Fabric hold for their Strategy policy.
+/// SingleDevice's is a set of identities; DDP's joins the processes (launching them when nobody else did),
+/// owns the process group and the gradient reducer, and provides the collectives (spec section 6.2).
 #pragma once
 
 #include <volt/accelerators/connector.hpp>

@@ -1,10 +1,15 @@
-// volt::Fabric with volt::DDP: the strategy services Fabric calls (include/volt/fabric/strategy_services.hpp),
-// backed by the same run-time as the Trainer's DDP (launcher, process group, gradient reducer).
-//
-//   volt::Fabric<volt::CPU, volt::DDP> fabric({.devices = 2});   // launches local rank 1, joins the group
-//   auto [model, optimizer] = fabric.setup(model, optimizer);     // rank 0's weights everywhere, reducer attached
-//   fabric.backward(loss);                                        // gradients averaged across ranks
-//   { auto guard = fabric.no_backward_sync(model); fabric.backward(loss); }   // accumulate locally
+/// \file
+/// volt::Fabric with volt::DDP: the strategy services Fabric calls, backed by the Trainer's DDP run-time.
+///
+/// The services are those of include/volt/fabric/strategy_services.hpp; the run-time is the Trainer's
+/// (launcher, process group, gradient reducer).
+///
+/// ```
+/// volt::Fabric<volt::CPU, volt::DDP> fabric({.devices = 2});   // launches local rank 1, joins the group
+/// auto [model, optimizer] = fabric.setup(model, optimizer);     // rank 0's weights everywhere, reducer attached
+/// fabric.backward(loss);                                        // gradients averaged across ranks
+/// { auto guard = fabric.no_backward_sync(model); fabric.backward(loss); }   // accumulate locally
+/// ```
 #pragma once
 
 #include <volt/distributed/ddp_runtime.hpp>
@@ -21,11 +26,17 @@
 
 namespace volt {
 
+/// DDP's services for volt::Fabric: one process per device, gradients averaged across ranks in backward.
+/// Fabric default-constructs it and keeps it for its lifetime; the process group is shared with any other
+/// Trainer or Fabric of the process. Every member that communicates is a collective: every rank must call
+/// it, in the same order, and it throws DistributedError when a peer fails or times out.
 template <>
 struct fabric_strategy_services<DDP> {
-  /// Restores gradient synchronisation when it goes out of scope.
+  /// What no_backward_sync returns: while it lives, backward() accumulates gradients locally; its
+  /// destructor restores the previous setting (guards nest).
   class NoSyncGuard {
    public:
+    /// Skips gradient synchronisation from now on when `enabled`; remembers the previous setting either way.
     explicit NoSyncGuard(bool* flag, bool enabled) : flag_(flag), previous_(*flag) {
       if (enabled) *flag_ = true;
     }
@@ -39,7 +50,9 @@ struct fabric_strategy_services<DDP> {
   };
 
   /// Reads the cluster environment, launches the other local ranks when this is a volt-launched local rank 0,
-  /// and joins the process group. Throws what detect_cluster_environment and the rendezvous throw.
+  /// and joins the process group. Called once, by Fabric's constructor, on every rank. Throws what
+  /// detect_cluster_environment throws, MisconfigurationError when LOCAL_RANK is set without MASTER_PORT,
+  /// and DistributedError when the peers do not join within the timeout.
   void setup_environment(const std::vector<torch::Device>& devices, int num_nodes) {
     DeviceSelection selection;
     selection.parallel_devices = devices;
@@ -47,28 +60,37 @@ struct fabric_strategy_services<DDP> {
     runtime_.configure(selection, num_nodes);
     runtime_.setup_environment();
   }
+  /// This process's device: the selected device at index local_rank().
   torch::Device root_device(const std::vector<torch::Device>& /*devices*/) const { return runtime_.root_device(); }
+  /// The number of processes: devices x num_nodes.
   int world_size() const { return runtime_.world_size(); }
+  /// This process's rank among all processes.
   int global_rank() const { return runtime_.global_rank(); }
+  /// This process's rank on its node.
   int local_rank() const { return runtime_.local_rank(); }
+  /// The index of this process's node.
   int node_rank() const { return runtime_.node_rank(); }
 
-  /// Broadcasts rank 0's parameters and buffers and attaches the gradient reducer.
+  /// Broadcasts rank 0's parameters and buffers and attaches the gradient reducer (a collective, from
+  /// Fabric::setup and setup_module).
   template <class M>
   void setup_module(M& module) {
     runtime_.setup_module(module);
   }
 
-  /// Called by Fabric around backward(): arms the reducer (unless inside no_backward_sync) and completes the
-  /// gradient all-reduce afterwards.
+  /// Called by Fabric before the backward pass: arms the reducer, or disarms it inside no_backward_sync.
   void before_backward() { runtime_.prepare_for_backward(!no_sync_); }
+  /// Called by Fabric after the backward pass: unless inside no_backward_sync, waits for the gradient
+  /// all-reduce and writes the averaged gradients into .grad. Throws DistributedError.
   void after_backward() {
     if (!no_sync_) runtime_.finish_gradient_sync();
   }
 
+  /// Returns when every rank has reached it (`name` is not used).
   void barrier(const std::string& /*name*/) { runtime_.barrier(); }
 
-  /// Lightning Fabric's all_reduce: "mean"/"avg", "sum", "max", "min". Returns a new tensor.
+  /// Lightning Fabric's all_reduce for "sum", "max" and "min"; every other op, "product" included, gives
+  /// the mean. Returns a new tensor; `tensor` is not changed.
   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op) {
     auto result = tensor.clone();
     ReduceOp reduce = ReduceOp::mean;
@@ -82,8 +104,8 @@ struct fabric_strategy_services<DDP> {
   /// Every rank's tensor stacked along a new first dimension of size world_size().
   torch::Tensor all_gather(const torch::Tensor& tensor) { return torch::stack(runtime_.all_gather(tensor)); }
 
-  /// Rank `src`'s value on every rank: tensors (same shape and dtype on every rank), arithmetic values and
-  /// strings; other types do not compile.
+  /// Rank `src`'s value on every rank: tensors (same shape and dtype on every rank), arithmetic values (sent
+  /// as a float64, so integers beyond 2^53 lose precision) and strings; other types do not compile.
   template <class T>
   T broadcast(T value, int src) {
     const auto device = runtime_.root_device();
@@ -114,6 +136,8 @@ struct fabric_strategy_services<DDP> {
     }
   }
 
+  /// A guard under which backward() skips the gradient all-reduce when `enabled` (for every module, not
+  /// only `module`).
   NoSyncGuard no_backward_sync(torch::nn::Module& /*module*/, bool enabled) { return NoSyncGuard(&no_sync_, enabled); }
 
  private:

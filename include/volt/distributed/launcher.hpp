@@ -1,12 +1,15 @@
-// volt's process launcher (Lightning's _SubprocessScriptLauncher): the process a user starts becomes local
-// rank 0 and re-executes the same binary, with the same arguments, for local ranks 1..n-1.
-//
-// Contract, as Lightning's: before starting the children the launcher sets MASTER_ADDR, MASTER_PORT (a free port
-// unless given), NODE_RANK and WORLD_SIZE in its own environment; each child gets the same environment plus
-// LOCAL_RANK=<i>. RANK is never set. A child dies with its parent (PR_SET_PDEATHSIG). A watcher thread in the
-// parent notices a child that exits with a failure while the run goes on: it prints which local rank failed and
-// how, terminates the other children and exits the parent with status 1, so no rank waits forever on a dead peer.
-// When the parent process ends, it waits for the children and exits non-zero if any of them failed.
+/// \file
+/// volt's process launcher (Lightning's _SubprocessScriptLauncher); implementation, no public API.
+///
+/// The process a user starts becomes local rank 0 and re-executes the same binary, with the same arguments,
+/// for local ranks 1..n-1.
+///
+/// Contract, as Lightning's: before starting the children the launcher sets MASTER_ADDR, MASTER_PORT (a free port
+/// unless given), NODE_RANK and WORLD_SIZE in its own environment; each child gets the same environment plus
+/// `LOCAL_RANK=<i>`. RANK is never set. A child dies with its parent (PR_SET_PDEATHSIG). A watcher thread in the
+/// parent notices a child that exits with a failure while the run goes on: it prints which local rank failed and
+/// how, terminates the other children and exits the parent with status 1, so no rank waits forever on a dead peer.
+/// When the parent process ends, it waits for the children and exits non-zero if any of them failed.
 #pragma once
 
 #include <volt/core/log.hpp>
@@ -30,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+/// POSIX's environment of this process, which the launcher copies into each child's.
 extern char** environ;  // NOLINT: POSIX
 
 namespace volt::detail {

@@ -1,11 +1,13 @@
-// volt::ProcessGroup: a c10d process group (Gloo on CPU, NCCL on CUDA) behind a small interface: the TCPStore
-// rendezvous, collectives (all_reduce, broadcast, all_gather, barrier) and failure notes that let every rank
-// name the rank that failed.
-//
-// Availability is decided when volt is compiled: c10d's headers must come with LibTorch (they do in Debian's
-// and PyPI's builds), Gloo needs gloo's headers (Debian: libgloo-dev; PyPI's wheel does not ship them, so point
-// the include path at a copy), NCCL needs VOLT_WITH_CUDA and nccl.h. What is missing gives a clear error at run
-// time, when a distributed run asks for it, and never breaks the single-device build.
+/// \file
+/// volt::ProcessGroup: a c10d process group (Gloo on CPU, NCCL on CUDA) behind a small interface.
+///
+/// It covers the TCPStore rendezvous, collectives (all_reduce, broadcast, all_gather, barrier) and failure
+/// notes that let every rank name the rank that failed.
+///
+/// Availability is decided when volt is compiled: c10d's headers must come with LibTorch (they do in Debian's
+/// and PyPI's builds), Gloo needs gloo's headers (Debian: libgloo-dev; PyPI's wheel does not ship them, so point
+/// the include path at a copy), NCCL needs VOLT_WITH_CUDA and nccl.h. What is missing gives a clear error at run
+/// time, when a distributed run asks for it, and never breaks the single-device build.
 #pragma once
 
 #include <volt/core/errors.hpp>
@@ -48,7 +50,9 @@
 
 namespace volt {
 
-/// Thrown when a collective fails or times out, or a peer rank reported a failure.
+/// Thrown when the rendezvous or a collective fails or times out, or a peer rank reported a failure; also
+/// when a backend the run needs is missing from this build. The message names this rank and, when known,
+/// the rank that failed first.
 class DistributedError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -56,11 +60,12 @@ class DistributedError : public std::runtime_error {
 
 /// Which c10d backends this build of volt can create.
 struct DistributedSupport {
-  bool c10d = false;
-  bool gloo = false;
-  bool nccl = false;
+  bool c10d = false;  ///< LibTorch's c10d headers were found: ProcessGroup exists (else DDP is unavailable).
+  bool gloo = false;  ///< The Gloo backend (DDP on the CPU) was compiled in.
+  bool nccl = false;  ///< The NCCL backend (DDP on CUDA) was compiled in (needs VOLT_WITH_CUDA and nccl.h).
 };
 
+/// What this translation unit was compiled with (fixed at compile time; see the file comment).
 inline constexpr DistributedSupport distributed_support() {
   DistributedSupport support;
 #ifdef VOLT_DETAIL_HAS_C10D
@@ -76,18 +81,25 @@ inline constexpr DistributedSupport distributed_support() {
 }
 
 /// Reduction of a collective.
-enum class ReduceOp { sum, mean, max, min };
+enum class ReduceOp {
+  sum,   ///< Element-wise sum over ranks.
+  mean,  ///< The sum divided by the world size (integer tensors: truncated).
+  max,   ///< Element-wise maximum.
+  min,   ///< Element-wise minimum.
+};
 
 #ifdef VOLT_DETAIL_HAS_C10D
 
 /// One process group of a distributed run. Every member must call the collectives in the same order.
 /// Collective calls throw DistributedError naming this rank, the operation and, when a peer left a failure
-/// note, the failed rank and its error.
+/// note, the failed rank and its error; after abort() every collective throws DistributedError at once.
+/// Not thread-safe: one thread per rank issues the collectives.
 class ProcessGroup {
  public:
   /// Joins the run described by `environment`: rank 0 hosts the TCPStore at main_address:main_port, every rank
   /// connects, then the backend for `device` is created (NCCL for CUDA, Gloo otherwise). Waits at most
-  /// `timeout` for the other ranks; throws DistributedError saying who was waited for when they do not come.
+  /// `timeout` for the other ranks; throws DistributedError saying who was waited for when they do not come,
+  /// or when the backend `device` needs was not compiled in. Every rank of the run must construct one.
   ProcessGroup(const ClusterEnvironment& environment, torch::Device device, std::chrono::milliseconds timeout)
       : rank_(environment.global_rank), size_(environment.world_size), device_(device), timeout_(timeout) {
     c10d::TCPStoreOptions options;
@@ -160,13 +172,18 @@ class ProcessGroup {
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
+  /// This process's global rank in the group.
   int rank() const { return rank_; }
+  /// The number of ranks (the world size).
   int size() const { return size_; }
+  /// The device the group was created for (this rank's device; NCCL for CUDA, Gloo otherwise).
   torch::Device device() const { return device_; }
   /// "gloo" or "nccl" (Lightning's distributed_backend).
   const std::string& backend_name() const { return backend_name_; }
 
-  /// Starts an in-place sum all-reduce of `tensors` (on the group's device) and returns its work handle.
+  /// Starts an in-place sum all-reduce of `tensors` (on the group's device) and returns its work handle;
+  /// complete it with wait(). A collective: every rank must start the same all-reduce in the same order.
+  /// Throws DistributedError when the backend refuses it.
   auto all_reduce_async(std::vector<torch::Tensor>& tensors) {
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
@@ -174,6 +191,9 @@ class ProcessGroup {
   }
 
   /// Waits for a work handle returned by all_reduce_async; throws DistributedError on failure or timeout.
+  /// With NCCL it makes the current CUDA stream wait for the collective and returns without blocking the
+  /// host (NCCL's watchdog enforces the timeout); with Gloo it blocks for at most the group's timeout.
+  /// `what` names the operation in the error message.
   template <class Work>
   void wait(Work& work, const char* what = "all_reduce") {
     guarded(what, [&] {
@@ -189,8 +209,10 @@ class ProcessGroup {
     });
   }
 
-  /// In-place all-reduce of `tensor`. Mean is a sum followed by a division by the world size (Lightning's
-  /// reduction for Gloo; integer tensors are divided and copied back, truncating).
+  /// In-place all-reduce of `tensor`, waited for. Mean is a sum followed by a division by the world size
+  /// (Lightning's reduction for Gloo; integer tensors are divided and copied back, truncating).
+  /// A collective: every rank must call it with a tensor of the same shape and dtype. Throws
+  /// DistributedError.
   void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum) {
     std::vector<torch::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
@@ -210,7 +232,9 @@ class ProcessGroup {
     }
   }
 
-  /// In-place broadcast of `tensor` from `root`.
+  /// In-place broadcast of `tensor` from rank `root`, waited for: afterwards every rank holds root's values.
+  /// A collective: every rank must call it with a tensor of the same shape and dtype. Throws
+  /// DistributedError.
   void broadcast(torch::Tensor& tensor, int root = 0) {
     std::vector<torch::Tensor> tensors{tensor};
     c10d::BroadcastOptions options;
@@ -220,7 +244,8 @@ class ProcessGroup {
     wait(work, "broadcast");
   }
 
-  /// Every rank's `tensor` (same shape on all ranks), in rank order.
+  /// Every rank's `tensor` (same shape on all ranks), in rank order, waited for. A collective: every rank
+  /// must call it. Throws DistributedError.
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
     std::vector<torch::Tensor> inputs{tensor.contiguous()};
     std::vector<std::vector<torch::Tensor>> outputs(1);
@@ -231,6 +256,7 @@ class ProcessGroup {
   }
 
   /// Returns when every rank has called barrier() (a one-element all-reduce, which works on every backend).
+  /// A collective; throws DistributedError.
   void barrier() {
     auto token = torch::zeros({1}, torch::TensorOptions().device(device_));
     all_reduce(token);
@@ -238,6 +264,7 @@ class ProcessGroup {
 
   /// Leaves a note in the store that this rank failed with `message`, so that the other ranks can name it
   /// (unless another rank already left one: the first failure is usually the cause of the others).
+  /// Called by the failing rank alone; never throws (a store that is gone already is ignored).
   void note_failure(const std::string& message) noexcept {
     try {
       if (store_->check({"volt/failed"})) return;  // the first failure is the one to name
@@ -248,7 +275,8 @@ class ProcessGroup {
     }
   }
 
-  /// The failure note another rank left, if any ("rank 1: <error>").
+  /// The failure note a rank left with note_failure, e.g. `"rank 1: <message>"`; empty when there is none
+  /// or the store cannot be reached.
   std::string failure_note() noexcept {
     try {
       if (!store_->check({"volt/failed"})) return {};
@@ -260,6 +288,7 @@ class ProcessGroup {
   }
 
   /// Drops the backend so peers blocked on this rank see a closed connection instead of waiting for the timeout.
+  /// This rank's later collectives throw DistributedError. Never throws.
   void abort() noexcept {
     try {
 #ifdef VOLT_DETAIL_HAS_NCCL
@@ -324,10 +353,13 @@ class ProcessGroup {
 /// Placeholder when LibTorch was built without c10d: creating one throws DistributedError.
 class ProcessGroup {
  public:
+  /// Always throws DistributedError ("this LibTorch has no c10d").
   ProcessGroup(const ClusterEnvironment&, torch::Device, std::chrono::milliseconds) {
     throw DistributedError("volt: this LibTorch has no c10d (built without USE_DISTRIBUTED); DDP is not available");
   }
+  /// 0 (never reached: no placeholder object can be created).
   int rank() const { return 0; }
+  /// 1 (never reached: no placeholder object can be created).
   int size() const { return 1; }
 };
 

@@ -1,12 +1,13 @@
-// volt::detail::GradientReducer: data-parallel gradient averaging on a c10d process group (what PyTorch's
-// DistributedDataParallel does in Python; LibTorch's C++ frontend has no DDP module).
-//
-// Parameters are grouped into buckets of about 25 MB, in reverse registration order (the order in which
-// backward produces their gradients). A post-hook on each parameter's gradient accumulator copies the finished
-// gradient into its bucket; when a bucket is full it is divided by the world size and its all-reduce starts at
-// once, so communication overlaps the rest of backward. finish() waits for every bucket (launching those whose
-// parameters got no gradient, with zeros) and copies the averages back into the parameters' .grad.
-// Backward passes prepared with sync = false (accumulation micro-batches: Lightning's no_sync) do nothing.
+/// \file
+/// volt::detail::GradientReducer: data-parallel gradient averaging on a c10d process group; no public API.
+///
+/// It does what PyTorch's DistributedDataParallel does in Python (LibTorch's C++ frontend has no DDP module).
+/// Parameters are grouped into buckets of about 25 MB, in reverse registration order (the order in which
+/// backward produces their gradients). A post-hook on each parameter's gradient accumulator copies the finished
+/// gradient into its bucket; when a bucket is full it is divided by the world size and its all-reduce starts at
+/// once, so communication overlaps the rest of backward. finish() waits for every bucket (launching those whose
+/// parameters got no gradient, with zeros) and copies the averages back into the parameters' .grad.
+/// Backward passes prepared with sync = false (accumulation micro-batches: Lightning's no_sync) do nothing.
 #pragma once
 
 #include <volt/distributed/process_group.hpp>

@@ -1,21 +1,24 @@
-// Giving each rank its share of the data.
-//
-// volt::DistributedSampler is PyTorch's DistributedSampler as a torch::data sampler: rank r of n takes the
-// indices r, r + n, r + 2n, ... of the (optionally shuffled with seed + epoch) dataset indices, padded by
-// repeating from the start so every rank gets ceil(size / n) samples (or cut to floor(size / n) with
-// drop_last). Build a data loader with it and the Trainer uses the loader as it is:
-//
-//   auto loader = torch::data::make_data_loader(dataset.map(Stack<>()),
-//       volt::DistributedSampler(dataset.size().value(), {.num_replicas = trainer.world_size(),
-//                                                         .rank = trainer.global_rank(), .shuffle = true}),
-//       torch::data::DataLoaderOptions(128));
-//
-// The epoch advances by itself each time the loader starts a new pass (reset), so shuffles differ per epoch
-// as with Lightning's set_epoch; set_epoch() sets it explicitly.
-//
-// Any other data given to a distributed Trainer is split by batch: rank r of n trains on batches r, r + n, ...
-// of each group of n consecutive batches; an incomplete last group is left out so all ranks take the same
-// number of steps (volt::detail::RankShard).
+/// \file
+/// Giving each rank its share of the data: volt::DistributedSampler, volt::per_rank and the Trainer's split.
+///
+/// volt::DistributedSampler is PyTorch's DistributedSampler as a torch::data sampler: rank r of n takes the
+/// indices r, r + n, r + 2n, ... of the (optionally shuffled with seed + epoch) dataset indices, padded by
+/// repeating from the start so every rank gets ceil(size / n) samples (or cut to floor(size / n) with
+/// drop_last). Build a data loader with it and the Trainer uses the loader as it is:
+///
+/// ```
+/// auto loader = torch::data::make_data_loader(dataset.map(Stack<>()),
+///     volt::DistributedSampler(dataset.size().value(), {.num_replicas = trainer.world_size(),
+///                                                       .rank = trainer.global_rank(), .shuffle = true}),
+///     torch::data::DataLoaderOptions(128));
+/// ```
+///
+/// The epoch advances by itself each time the loader starts a new pass (reset), so shuffles differ per epoch
+/// as with Lightning's set_epoch; set_epoch() sets it explicitly.
+///
+/// Any other data given to a distributed Trainer is split by batch: rank r of n trains on batches r, r + n, ...
+/// of each group of n consecutive batches; an incomplete last group is left out so all ranks take the same
+/// number of steps (volt::detail::RankShard). Data wrapped with volt::per_rank is used as it is.
 #pragma once
 
 #include <torch/torch.h>
@@ -35,17 +38,25 @@ namespace volt {
 
 /// Options of DistributedSampler (PyTorch's names and defaults).
 struct DistributedSamplerOptions {
+  /// The number of ranks sharing the data (usually trainer.world_size()); >= 1.
   std::int64_t num_replicas = 1;
+  /// This rank's index in [0, num_replicas) (usually trainer.global_rank()).
   std::int64_t rank = 0;
+  /// Shuffle the indices each pass, the same way on every rank (a permutation seeded with seed + epoch).
   bool shuffle = true;
+  /// The base seed of the shuffle; every rank must use the same one.
   std::uint64_t seed = 0;
+  /// Drop the tail that does not divide evenly by num_replicas instead of padding with repeated indices.
   bool drop_last = false;
 };
 
-/// A torch::data sampler that yields this rank's share of `size` indices (see the header comment). Throws
-/// std::invalid_argument when rank is not in [0, num_replicas).
+/// A torch::data sampler that yields this rank's share of `size` indices (see the file comment). Uses no
+/// collective: each rank computes its share alone, so all ranks must use the same size, seed and options
+/// apart from rank.
 class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std::size_t>> {
  public:
+  /// A sampler over indices 0..size-1 for epoch 0. Throws std::invalid_argument when num_replicas < 1 or
+  /// rank is not in [0, num_replicas) (PyTorch's message).
   DistributedSampler(std::size_t size, DistributedSamplerOptions options = {}) : size_(size), options_(options) {
     if (options_.num_replicas < 1) {
       throw std::invalid_argument("DistributedSampler: num_replicas must be at least 1, got " +
@@ -75,10 +86,13 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
     return batch;
   }
 
+  /// Writes the epoch and the position within the current pass (torch::data's sampler checkpointing).
   void save(torch::serialize::OutputArchive& archive) const override {
     archive.write("epoch", torch::tensor(static_cast<std::int64_t>(epoch_)), /*is_buffer=*/true);
     archive.write("position", torch::tensor(static_cast<std::int64_t>(position_)), /*is_buffer=*/true);
   }
+  /// Restores what save() wrote: rebuilds the indices for the saved epoch and resumes at the saved position.
+  /// Throws what LibTorch's archive throws for missing entries.
   void load(torch::serialize::InputArchive& archive) override {
     torch::Tensor epoch, position;
     archive.read("epoch", epoch, /*is_buffer=*/true);
@@ -90,6 +104,7 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
 
   /// The epoch the next reset() uses for shuffling.
   void set_epoch(std::uint64_t epoch) { epoch_ = epoch; }
+  /// The epoch the next reset() uses (one more than the pass in progress, once a pass has started).
   std::uint64_t epoch() const { return epoch_; }
   /// This rank's number of samples per pass.
   std::size_t num_samples() const { return indices_.size(); }
@@ -130,12 +145,17 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
 
 /// Marks data that already holds only this rank's share (each rank built its own), so a distributed Trainer
 /// iterates it as it is instead of splitting it by batch. Holds a reference: `data` must outlive the view.
+/// Every rank's share must give the same number of batches, or the ranks' collectives fall out of step.
 template <class Data>
 class PerRank {
  public:
+  /// Wraps `data`: a range of batches, or a pointer to one (torch::data loaders).
   explicit PerRank(Data& data) : data_(&data) {}
+  /// Starts a pass over the wrapped data.
   auto begin() { return std::begin(range()); }
+  /// The wrapped data's end.
   auto end() { return std::end(range()); }
+  /// The wrapped range's size, when it has one.
   auto size() const
     requires requires(Data& d) { std::size(d); }
   {

@@ -1,5 +1,8 @@
-// volt::DeviceDataLoader: what fabric.setup_dataloaders(loader) returns, a view of a range of batches that
-// yields every batch moved to Fabric's device (Lightning's _FabricDataLoader with move_to_device=True).
+/// \file
+/// volt::DeviceDataLoader: what fabric.setup_dataloaders(loader) returns, batches moved to Fabric's device.
+///
+/// A view of a range of batches that yields every batch moved to Fabric's device (Lightning's
+/// _FabricDataLoader with move_to_device=True).
 #pragma once
 
 #include <volt/transfer/batch_to_device.hpp>
@@ -39,28 +42,38 @@ class DeviceDataLoader {
   using BaseSentinel = decltype(std::end(std::declval<Range&>()));
 
  public:
+  /// The batch type of the underlying range (what each dereference returns, on the device).
   using batch_type = std::remove_cvref_t<decltype(*std::declval<BaseIterator&>())>;
 
+  /// A view of `data` yielding batches on `device`; Fabric::setup_dataloaders makes it with Fabric's device.
   DeviceDataLoader(Data& data, torch::Device device) : data_(&data), device_(device) {}
 
+  /// A single-pass input iterator over the underlying range that moves each batch to the device when
+  /// dereferenced.
   class iterator {
    public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = batch_type;
-    using difference_type = std::ptrdiff_t;
-    using pointer = void;
-    using reference = batch_type;
+    using iterator_category = std::input_iterator_tag;  ///< Single pass.
+    using value_type = batch_type;                      ///< A batch on the device.
+    using difference_type = std::ptrdiff_t;             ///< Required by the iterator concepts.
+    using pointer = void;                               ///< No operator->.
+    using reference = batch_type;                       ///< Dereferencing returns a new batch by value.
 
+    /// A singular iterator (only for the iterator concepts; do not dereference it).
     iterator() = default;
+    /// Wraps an iterator of the underlying range.
     iterator(BaseIterator base, torch::Device device) : base_(std::move(base)), device_(device) {}
     /// The current batch on the device (a new copy per dereference).
     batch_type operator*() const { return batch_to_device(*base_, device_); }
+    /// Advances the underlying iterator.
     iterator& operator++() {
       ++base_;
       return *this;
     }
+    /// Advances the underlying iterator (returns nothing, as input iterators may).
     void operator++(int) { ++*this; }
+    /// Whether `it` reached the underlying range's end.
     friend bool operator==(const iterator& it, const BaseSentinel& end) { return it.base_ == end; }
+    /// Whether both wrap the same underlying position.
     bool operator==(const iterator& other) const { return base_ == other.base_; }
 
    private:
@@ -68,7 +81,9 @@ class DeviceDataLoader {
     torch::Device device_{torch::kCPU};
   };
 
+  /// Starts a pass over the underlying range (a torch::data loader starts a new epoch).
   iterator begin() { return iterator(std::begin(detail::data_range(*data_)), device_); }
+  /// The end: an iterator, or the underlying range's sentinel when its end type differs.
   auto end() {
     if constexpr (std::is_same_v<BaseIterator, BaseSentinel>) {
       return iterator(std::end(detail::data_range(*data_)), device_);
@@ -76,11 +91,13 @@ class DeviceDataLoader {
       return std::end(detail::data_range(*data_));
     }
   }
+  /// The underlying range's number of batches; only when the range has std::size.
   std::size_t size() const
     requires requires(Range& range) { std::size(range); }
   {
     return static_cast<std::size_t>(std::size(detail::data_range(*data_)));
   }
+  /// The device batches are moved to.
   torch::Device device() const { return device_; }
 
  private:

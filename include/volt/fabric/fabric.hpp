@@ -1,23 +1,28 @@
-// volt::Fabric: Lightning Fabric for LibTorch. The user writes the loop; Fabric places the model, the
-// optimizer state and the batches on the device, applies the precision policy (autocast, loss scaling),
-// clips gradients, saves and loads checkpoints, and offers the strategy's collectives.
-//
-//   volt::Fabric<volt::CUDA, volt::SingleDevice, volt::FP16Autocast> fabric({.devices = 1, .seed = 42});
-//   auto [model, optimizer] = fabric.setup(model, optimizer);
-//   for (auto batch : fabric.setup_dataloaders(loader)) {
-//     optimizer->zero_grad();
-//     torch::Tensor loss;
-//     {
-//       auto autocast = fabric.autocast();
-//       loss = torch::mse_loss(model->forward(batch.data), batch.target);
-//     }
-//     fabric.backward(loss);
-//     fabric.clip_gradients(model, *optimizer, {.max_norm = 1.0});   // optional
-//     fabric.step(*optimizer);
-//   }
-//
-// Errors are std::invalid_argument where Lightning Fabric raises ValueError (or TypeError) and
-// std::runtime_error where it raises RuntimeError.
+/// \file
+/// volt::Fabric: Lightning Fabric for LibTorch, for programs that write their own training loop.
+///
+/// The user writes the loop; Fabric places the model, the optimizer state and the batches on the device,
+/// applies the precision policy (autocast, loss scaling), clips gradients, saves and loads checkpoints, and
+/// offers the strategy's collectives.
+///
+/// ```
+/// volt::Fabric<volt::CUDA, volt::SingleDevice, volt::FP16Autocast> fabric({.devices = 1, .seed = 42});
+/// auto [model, optimizer] = fabric.setup(model, optimizer);
+/// for (auto batch : fabric.setup_dataloaders(loader)) {
+///   optimizer->zero_grad();
+///   torch::Tensor loss;
+///   {
+///     auto autocast = fabric.autocast();
+///     loss = torch::mse_loss(model->forward(batch.data), batch.target);
+///   }
+///   fabric.backward(loss);
+///   fabric.clip_gradients(model, *optimizer, {.max_norm = 1.0});   // optional
+///   fabric.step(*optimizer);
+/// }
+/// ```
+///
+/// Errors are std::invalid_argument where Lightning Fabric raises ValueError (or TypeError) and
+/// std::runtime_error where it raises RuntimeError.
 #pragma once
 
 #include <volt/accelerators.hpp>
@@ -53,7 +58,9 @@ namespace volt {
 /// Options of Fabric::clip_gradients: exactly one of max_norm (clip by the total norm) and clip_val (clip
 /// each gradient element to [-clip_val, clip_val]).
 struct ClipGradientsOptions {
+  /// Scale all gradients together so that their total norm is at most this.
   std::optional<double> max_norm{};
+  /// Clamp each gradient element to [-clip_val, clip_val].
   std::optional<double> clip_val{};
   /// The p of the p-norm for max_norm (2.0: Euclidean; infinity: max-norm).
   double norm_type = 2.0;
@@ -112,6 +119,11 @@ inline void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch:
 
 }  // namespace detail
 
+/// Lightning Fabric (see the file comment): device placement, precision, gradient clipping, checkpoints
+/// and collectives for a training loop the user writes. `Accelerator`, `Strategy` (SingleDevice or DDP) and
+/// `Precision` are the Trainer's policy types; unsupported combinations fail to compile. Under DDP every
+/// process constructs its own Fabric and calls the same methods in the same order; the members that
+/// communicate are collectives and throw DistributedError when a peer fails or times out. Not thread-safe.
 template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
 class Fabric {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
@@ -121,8 +133,11 @@ class Fabric {
                 "(volt::strategy_implemented_v<Strategy> is false)");
 
  public:
+  /// The Accelerator policy this Fabric was instantiated with.
   using accelerator_type = Accelerator;
+  /// The Strategy policy.
   using strategy_type = Strategy;
+  /// The Precision policy.
   using precision_type = Precision;
 
   /// Validates the options, selects the devices (the Trainer's connector, Fabric's error types), sets up the
@@ -130,7 +145,9 @@ class Fabric {
   /// lines (Lightning Fabric does not). `precision` configures the policy (e.g. FP16Autocast({.init_scale = 1024})).
   /// Throws std::invalid_argument for invalid options or device specs (no device, num_nodes < 1, more than
   /// one device with SingleDevice), std::runtime_error for an unavailable accelerator, and what the
-  /// precision's setup throws.
+  /// precision's setup throws. Under DDP the constructor is where the processes start and meet: local rank 0
+  /// of a volt-launched run starts the other local ranks, and every rank joins the process group
+  /// (MisconfigurationError for LOCAL_RANK without MASTER_PORT, DistributedError when peers do not join).
   explicit Fabric(FabricOptions options = {}, Precision precision = {})
       : options_(std::move(options)), precision_(std::move(precision)) {
     detail::validate(options_);
@@ -165,8 +182,11 @@ class Fabric {
   torch::Device device() const { return root_device_; }
   /// Lightning's device ids of the selected devices.
   const std::vector<int>& device_ids() const { return selection_.device_ids; }
+  /// The accelerator in use (Auto resolved at construction).
   AcceleratorKind accelerator() const { return selection_.accelerator; }
+  /// The precision policy object (e.g. to read the GradScaler of FP16Autocast).
   Precision& precision() { return precision_; }
+  /// The options given at construction.
   const FabricOptions& options() const { return options_; }
 
   /// Seeds LibTorch's CPU and CUDA generators (Lightning's seed_everything) and logs "Seed set to <seed>"
@@ -179,9 +199,11 @@ class Fabric {
   /// Prepares `model` and `optimizer` for training and returns them (the same objects, for
   /// `auto [model, opt] = fabric.setup(model, opt);`): the precision converts the module (FP64, FP16True,
   /// BF16True cast it), the module moves to device(), the strategy wraps it, and the optimizer's existing
-  /// state moves to device(). Run-time rank: every rank. The optimizer must hold the model's parameters
-  /// (the move keeps their identity). Throws std::invalid_argument when the model or the optimizer was
-  /// already set up ("A model should be passed only once to the `setup` method.").
+  /// state moves to device(). Run-time rank: every rank (under DDP a collective: every rank starts from
+  /// rank 0's parameters and buffers, and the gradient reducer is attached). The optimizer must hold the
+  /// model's parameters (the move keeps their identity). Throws std::invalid_argument when the model or
+  /// the optimizer was already set up ("A model should be passed only once to the `setup` method.", "An
+  /// optimizer should be passed only once to the `setup` method.") or a pointer is empty.
   template <class Model, class Optimizer>
   std::pair<Model, Optimizer> setup(Model model, Optimizer optimizer) {
     static_assert(detail::fabric_optimizer_shared_ptr<Optimizer>,
@@ -198,7 +220,8 @@ class Fabric {
   }
 
   /// Prepares a model without an optimizer (Lightning's setup_module): convert, move, wrap. Returns it.
-  /// Throws std::invalid_argument when it was already set up.
+  /// Every rank, a collective under DDP (as setup()). Throws std::invalid_argument when it was already set
+  /// up or the model pointer is empty.
   template <class Model>
   Model setup_module(Model model) {
     torch::nn::Module& module = detail::fabric_module(model);
@@ -239,7 +262,9 @@ class Fabric {
   // ---- the step ----------------------------------------------------------------------------------
 
   /// Backpropagates `loss` through the precision: scaled by the GradScaler under FP16Autocast, as is
-  /// otherwise (Lightning's fabric.backward). Throws what LibTorch's backward throws.
+  /// otherwise (Lightning's fabric.backward). Under DDP it is a collective (the gradients are averaged
+  /// across ranks before it returns) unless inside no_backward_sync(). Throws std::invalid_argument for an
+  /// undefined loss, DistributedError when the gradient all-reduce fails, and what LibTorch's backward throws.
   void backward(const torch::Tensor& loss) {
     if (!loss.defined()) throw std::invalid_argument("volt::Fabric::backward: the loss tensor is undefined");
     if constexpr (requires { strategy_.before_backward(); }) strategy_.before_backward();
@@ -252,6 +277,7 @@ class Fabric {
   /// again). Returns the total norm before clipping for max_norm (read on the host), nullopt for clip_val.
   /// Throws std::invalid_argument when both or neither of max_norm and clip_val are set (Lightning's
   /// messages); std::runtime_error when error_if_nonfinite and the total norm is inf/NaN (LibTorch's message).
+  /// Local to this rank (under DDP the gradients are already averaged, so every rank clips alike).
   template <class Model>
   std::optional<double> clip_gradients(const Model& model, torch::optim::Optimizer& optimizer, ClipGradientsOptions options) {
     if (options.max_norm && options.clip_val) {
@@ -278,7 +304,8 @@ class Fabric {
   /// Steps `optimizer` through the precision: under a GradScaler, unscale (unless clip_gradients did),
   /// skip the step when a gradient is inf/NaN, update the scale; otherwise optimizer.step(). Returns whether
   /// the optimizer stepped. Throws std::invalid_argument for LBFGS under mixed precision ("AMP and the
-  /// LBFGS optimizer are not compatible."), and what the GradScaler and the optimizer throw.
+  /// LBFGS optimizer are not compatible."), and what the GradScaler and the optimizer throw. Local to this
+  /// rank: no collective.
   bool step(torch::optim::Optimizer& optimizer) {
     if constexpr (Precision::is_autocast) {
       if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
@@ -298,7 +325,8 @@ class Fabric {
   /// Writes `state` to `path` (Lightning's fabric.save): each entry under its name, plus the GradScaler's
   /// state under "volt.precision" when the precision has one. Atomic (written next to `path`, flushed, then
   /// renamed: a crash never leaves a torn file). Runs the barrier of the strategy; only global rank zero
-  /// writes. Throws volt::CheckpointError (a std::runtime_error) naming the file.
+  /// writes. Throws volt::CheckpointError (a std::runtime_error) naming the file. Under DDP every rank must
+  /// call it (the barrier is a collective); when rank zero's write throws, rank zero skips the barrier.
   void save(const std::filesystem::path& path, const FabricState& state) {
     if (is_global_zero()) {
       torch::serialize::OutputArchive archive;
@@ -324,6 +352,8 @@ class Fabric {
   /// with Lightning's message when `strict` and the file lacks a requested key ("The requested state
   /// contains a key 'x' that does not exist in the loaded checkpoint. To disable strict loading, set
   /// `strict=False`."); volt::CheckpointError naming the entry when an entry does not match.
+  /// Under DDP every rank reads `path` itself (it must be readable on every node) and then waits at a
+  /// barrier, so every rank must call it.
   std::vector<std::string> load(const std::filesystem::path& path, const FabricState& state, bool strict = true) {
     torch::serialize::InputArchive archive;
     detail::load_archive(archive, path, root_device_);
@@ -362,18 +392,25 @@ class Fabric {
 
   // ---- strategy services (identities for SingleDevice) -------------------------------------------
 
+  /// The number of processes of the run: devices x num_nodes with DDP, 1 with SingleDevice.
   int world_size() const { return strategy_.world_size(); }
+  /// This process's rank among all processes (0 with SingleDevice).
   int global_rank() const { return strategy_.global_rank(); }
+  /// This process's rank on its node.
   int local_rank() const { return strategy_.local_rank(); }
+  /// The index of this process's node.
   int node_rank() const { return strategy_.node_rank(); }
+  /// Whether this process is global rank 0.
   bool is_global_zero() const { return global_rank() == 0; }
 
-  /// Waits until every process reaches this call (no-op with one process).
+  /// Waits until every process reaches this call (no-op with one process). A collective; `name` is
+  /// Lightning's label for it and does not change what it does.
   void barrier(const std::string& name = "") { strategy_.barrier(name); }
 
   /// Reduces `tensor` over processes with `op` ("mean", "sum", "max", "min", "product"; Lightning's
   /// spelling, "avg" is "mean") and returns the result; with one process, `tensor` itself (moved to device()
-  /// as Lightning converts inputs). Throws std::invalid_argument for another op.
+  /// as Lightning converts inputs). Throws std::invalid_argument for another op. A collective under DDP,
+  /// where "product" gives the mean (fabric_strategy_services<DDP> implements sum, max, min and mean only).
   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op = "mean") {
     static const std::set<std::string> ops = {"mean", "avg", "sum", "max", "min", "product"};
     if (ops.count(op) == 0) {
@@ -384,8 +421,10 @@ class Fabric {
   }
   /// Gathers `tensor` from every process (a leading dimension of world_size() with several processes);
   /// with one process, `tensor` on device(), shape unchanged (as Lightning's single-device strategy).
+  /// A collective under DDP.
   torch::Tensor all_gather(const torch::Tensor& tensor) { return strategy_.all_gather(tensor.to(root_device_)); }
-  /// `value` as held by process `src` (with one process, `value`).
+  /// `value` as held by process `src` (with one process, `value`). A collective under DDP, for tensors,
+  /// arithmetic values and std::string (see fabric_strategy_services<DDP>::broadcast).
   template <class T>
   T broadcast(T value, int src = 0) {
     return strategy_.broadcast(std::move(value), src);

@@ -1,5 +1,7 @@
-// volt::FabricOptions: the construction options of volt::Fabric (Lightning's Fabric(...) arguments that
-// are not policies) and their validation.
+/// \file
+/// volt::FabricOptions: the construction options of volt::Fabric and their validation.
+///
+/// They are Lightning's Fabric(...) arguments that are not policies.
 #pragma once
 
 #include <volt/accelerators/device_spec.hpp>

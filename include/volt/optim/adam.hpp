@@ -1,16 +1,19 @@
-// Multi-tensor and fused steps of LibTorch's torch::optim::Adam and torch::optim::AdamW.
-//
-// They compute LibTorch's own update (LibTorch 1.13 through 2.11 share it), per param group:
-//
-//   step += 1                                  (AdamParamState::step, an int64 on the host)
-//   Adam:  g = grad + weight_decay * p         AdamW: p *= 1 - lr * weight_decay
-//   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g;  amsgrad: v_max = max(v_max, v)
-//   p -= lr / (1 - beta1^step) * m / (sqrt(v or v_max) / sqrt(1 - beta2^step) + eps)
-//
-// with the bias corrections computed in double on the host from each parameter's own step count, and
-// read and write LibTorch's own state (AdamParamState / AdamWParamState: step, exp_avg, exp_avg_sq,
-// max_exp_avg_sq) and options, so a volt-stepped optimizer saves, loads and continues exactly like one
-// LibTorch stepped, and the other way round.
+/// \file
+/// volt::optim::try_adam_step: multi-tensor and fused steps of LibTorch's torch::optim::Adam and AdamW.
+///
+/// They compute LibTorch's own update (LibTorch 1.13 through 2.11 share it), per param group:
+///
+/// ```
+/// step += 1                                  (AdamParamState::step, an int64 on the host)
+/// Adam:  g = grad + weight_decay * p         AdamW: p *= 1 - lr * weight_decay
+/// m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g;  amsgrad: v_max = max(v_max, v)
+/// p -= lr / (1 - beta1^step) * m / (sqrt(v or v_max) / sqrt(1 - beta2^step) + eps)
+/// ```
+///
+/// with the bias corrections computed in double on the host from each parameter's own step count, and
+/// read and write LibTorch's own state (AdamParamState / AdamWParamState: step, exp_avg, exp_avg_sq,
+/// max_exp_avg_sq) and options, so a volt-stepped optimizer saves, loads and continues exactly like one
+/// LibTorch stepped, and the other way round.
 #pragma once
 
 #include <volt/core/compat.hpp>

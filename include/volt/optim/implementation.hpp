@@ -1,6 +1,9 @@
-// Which implementation runs an optimizer step: LibTorch's own per-parameter loop, volt's multi-tensor
-// (foreach) ops, or LibTorch's fused kernels. The process-wide default, a scoped override of it, and
-// per-thread counters of what actually ran.
+/// \file
+/// volt::optim::Implementation: which implementation runs an optimizer step, and what actually ran.
+///
+/// The choices are LibTorch's own per-parameter loop, volt's multi-tensor (foreach) ops, or LibTorch's fused
+/// kernels. This header holds the process-wide default, a scoped override of it, and per-thread counters of
+/// what actually ran.
 #pragma once
 
 #include <atomic>
@@ -68,9 +71,11 @@ inline void set_default_implementation(Implementation implementation) noexcept {
   detail::default_implementation_slot().store(implementation, std::memory_order_relaxed);
 }
 
-/// Sets the default implementation for its lifetime and restores the previous one on destruction.
+/// Sets the default implementation for its lifetime and restores the previous one on destruction. The
+/// default is process-wide, so the scope affects every thread's steps; nest scopes in LIFO order.
 class [[nodiscard]] ScopedDefaultImplementation {
  public:
+  /// Remembers the current default and sets `implementation`.
   explicit ScopedDefaultImplementation(Implementation implementation) noexcept
       : previous_(default_implementation()) {
     set_default_implementation(implementation);
@@ -86,9 +91,9 @@ class [[nodiscard]] ScopedDefaultImplementation {
 /// How many optimizer steps this thread ran with each implementation, counted by volt::optim::step():
 /// a diagnostic to confirm which path a training loop takes.
 struct StepCounts {
-  std::int64_t fused = 0;
-  std::int64_t multi_tensor = 0;
-  std::int64_t per_parameter = 0;
+  std::int64_t fused = 0;          ///< Steps where every param group ran LibTorch's fused kernel.
+  std::int64_t multi_tensor = 0;   ///< Steps that ran volt's foreach ops (in at least one param group).
+  std::int64_t per_parameter = 0;  ///< Steps that ran `optimizer.step()`.
 };
 
 namespace detail {

@@ -1,14 +1,17 @@
-// Multi-tensor step of LibTorch's torch::optim::SGD.
-//
-// It computes LibTorch's own update (1.13 through 2.11), per param group:
-//
-//   d = grad + weight_decay * p
-//   momentum != 0:  buf = d (a copy) on a parameter's first step, else buf = momentum * buf + (1 - dampening) * d
-//                   d = nesterov ? d + momentum * buf : buf
-//   p -= lr * d
-//
-// reading and writing LibTorch's own state (SGDParamState::momentum_buffer, created only with momentum)
-// and options, so checkpoints stay interchangeable with LibTorch's SGD.
+/// \file
+/// volt::optim::try_sgd_step: the multi-tensor step of LibTorch's torch::optim::SGD.
+///
+/// It computes LibTorch's own update (1.13 through 2.11), per param group:
+///
+/// ```
+/// d = grad + weight_decay * p
+/// momentum != 0:  buf = d (a copy) on a parameter's first step, else buf = momentum * buf + (1 - dampening) * d
+///                 d = nesterov ? d + momentum * buf : buf
+/// p -= lr * d
+/// ```
+///
+/// reading and writing LibTorch's own state (SGDParamState::momentum_buffer, created only with momentum)
+/// and options, so checkpoints stay interchangeable with LibTorch's SGD.
 #pragma once
 
 #include <volt/optim/detail/gather.hpp>

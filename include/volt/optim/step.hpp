@@ -1,6 +1,8 @@
-// volt::optim::step(optimizer): the optimizer step every volt training loop takes. It recognises LibTorch's
-// Adam, AdamW and SGD and runs them with multi-tensor (foreach) ops or fused kernels, on LibTorch's own
-// state and options; anything else runs optimizer.step().
+/// \file
+/// volt::optim::step(optimizer): the optimizer step every volt training loop takes.
+///
+/// It recognises LibTorch's Adam, AdamW and SGD and runs them with multi-tensor (foreach) ops or fused
+/// kernels, on LibTorch's own state and options; anything else runs optimizer.step().
 #pragma once
 
 #include <volt/optim/adam.hpp>

@@ -1,13 +1,16 @@
-// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
-//
-//   volt::save_weights(model, "model.pt");          // Python: sd = torch.load("model.pt")  (weights_only too)
-//   volt::load_weights(model, "from_python.pt");    // Python: torch.save(model.state_dict(), "from_python.pt")
-//
-// The file is what torch.save writes: a zip archive (LibTorch's PyTorchStreamWriter) holding data.pkl, a
-// protocol-2 pickle of a collections.OrderedDict whose values are tensors rebuilt by
-// torch._utils._rebuild_tensor_v2, the storages as records data/<n>, and byteorder. Names use Python's
-// dotted style ("net.0.weight", "bn.running_mean"), parameters then buffers of each module in the order of
-// Python's Module.state_dict().
+/// \file
+/// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
+///
+/// ```
+/// volt::save_weights(model, "model.pt");          // Python: sd = torch.load("model.pt")  (weights_only too)
+/// volt::load_weights(model, "from_python.pt");    // Python: torch.save(model.state_dict(), "from_python.pt")
+/// ```
+///
+/// The file is what torch.save writes: a zip archive (LibTorch's PyTorchStreamWriter) holding data.pkl, a
+/// protocol-2 pickle of a collections.OrderedDict whose values are tensors rebuilt by
+/// torch._utils._rebuild_tensor_v2, the storages as records `data/<n>`, and byteorder. Names use Python's
+/// dotted style ("net.0.weight", "bn.running_mean"), parameters then buffers of each module in the order of
+/// Python's Module.state_dict().
 #pragma once
 
 #include <volt/serialization/pickle.hpp>
@@ -37,11 +40,13 @@ namespace volt {
 using StateDict = torch::OrderedDict<std::string, torch::Tensor>;
 
 /// What load_weights(module, path, {.strict = false}) could not match (PyTorch's _IncompatibleKeys).
+/// Both lists are empty after a strict load, which throws instead.
 struct LoadWeightsResult {
-  std::vector<std::string> missing_keys;     // in the module, not in the file
-  std::vector<std::string> unexpected_keys;  // in the file, not in the module
+  std::vector<std::string> missing_keys;     ///< In the module, not in the file (left unchanged).
+  std::vector<std::string> unexpected_keys;  ///< In the file, not in the module (ignored).
 };
 
+/// Options of load_weights and load_state_dict (PyTorch's load_state_dict arguments).
 struct LoadWeightsOptions {
   /// Every key of the module must be in the file and every key of the file in the module (PyTorch's
   /// load_state_dict(strict=True)). Shapes must match either way.
@@ -102,7 +107,8 @@ StateDict state_dict(const Module& module) {
 /// weights_only=True as well) and by load_weights. Tensors are saved detached, contiguous and on the CPU
 /// (Python loads them on the CPU). Atomic: the file is written next to `path` and renamed over it, so an
 /// existing file is never left torn. Throws std::runtime_error naming `path` when the file cannot be
-/// written, std::invalid_argument for a dtype torch.save has no storage class for.
+/// written, std::invalid_argument for an undefined tensor or a dtype torch.save has no storage class for.
+/// No rank check: under DDP every rank that calls it writes the file, so call it on global rank 0 only.
 inline void save_weights(const StateDict& weights, const std::filesystem::path& path) {
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   tensors.reserve(weights.size());

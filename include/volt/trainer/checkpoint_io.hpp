@@ -1,14 +1,15 @@
-// Checkpoint files that survive crashes and report bad input clearly.
-//
-// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
-// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
-// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
-// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
-// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
-// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
-// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
-// the keys and shapes.
-// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
+/// \file
+/// Checkpoint files that survive crashes and report bad input clearly (volt::CheckpointError).
+///
+/// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
+/// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
+/// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
+/// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
+/// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
+/// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
+/// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
+/// the keys and shapes.
+/// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
 #pragma once
 
 #include <torch/torch.h>
@@ -336,6 +337,7 @@ namespace testing {
 /// disk-full path; not thread-safe against concurrent instances.
 class ScopedCheckpointWriteFault {
  public:
+  /// Installs the fault; the destructor restores the previous setting (so instances nest).
   explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
       : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
         previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}

@@ -1,5 +1,7 @@
-// Helpers for the data the Trainer iterates: any range of batches works as is; these add what a range
-// may lack.
+/// \file
+/// volt::SizedRange and volt::sized: give a range of batches the size it cannot tell the Trainer.
+///
+/// Any range of batches works with the Trainer as it is; these add what a range may lack.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +17,14 @@ namespace volt {
 template <class Range>
 class SizedRange {
  public:
+  /// Wraps `range`, declaring that one pass yields `size` batches. The size is not checked against the
+  /// batches the range really yields.
   SizedRange(Range& range, std::int64_t size) : range_(&range), size_(size) {}
+  /// Starts a pass over the wrapped range (a torch::data loader starts a new epoch).
   auto begin() { return std::begin(*range_); }
+  /// The wrapped range's end.
   auto end() { return std::end(*range_); }
+  /// The declared number of batches per pass.
   std::int64_t size() const { return size_; }
 
  private:
@@ -25,8 +32,8 @@ class SizedRange {
   std::int64_t size_;
 };
 
-/// `volt::sized(loader, batches)`; `loader` may be a range or a pointer to one (std::unique_ptr from
-/// torch::data::make_data_loader).
+/// `volt::sized(loader, batches)`: a SizedRange over `data`, which may be a range or a pointer to one
+/// (the std::unique_ptr from torch::data::make_data_loader). `data` must outlive the view.
 template <class Data>
 auto sized(Data& data, std::int64_t size) {
   if constexpr (requires { std::begin(data); }) {

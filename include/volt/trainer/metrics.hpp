@@ -1,8 +1,9 @@
-// Logged metrics: what `ctx.log(...)` records, how values are aggregated over an epoch, and which values
-// reach callbacks, the progress bar and loggers.
-//
-// Values stay tensors on the device until something reads them (a logger flush every log_every_n_steps, the
-// progress bar's refresh, an epoch end, a callback asking), so logging adds no host-device sync per step.
+/// \file
+/// Logged metrics: what `ctx.log(...)` records, how values aggregate over an epoch, and where they go.
+///
+/// The values reach callbacks, the progress bar and loggers. They stay tensors on the device until something
+/// reads them (a logger flush every log_every_n_steps, the progress bar's refresh, an epoch end, a callback
+/// asking), so logging adds no host-device sync per step.
 #pragma once
 
 #include <torch/torch.h>
@@ -18,7 +19,12 @@
 namespace volt {
 
 /// How a metric logged on every step is reduced to its epoch value.
-enum class Reduce { mean, sum, max, min };
+enum class Reduce {
+  mean,  ///< The mean of the step values (the default).
+  sum,   ///< The sum of the step values.
+  max,   ///< The largest step value.
+  min,   ///< The smallest step value.
+};
 
 /// Options of StepContext::log, Lightning's `self.log(..., prog_bar=..., on_step=..., on_epoch=...)`.
 struct LogOptions {
@@ -30,11 +36,18 @@ struct LogOptions {
   std::optional<bool> on_epoch{};
   /// Send the value to the loggers (CSV, TensorBoard).
   bool logger = true;
+  /// How on_epoch reduces the step values (Lightning's reduce_fx); under DDP the same reduction then
+  /// combines the ranks' epoch values.
   Reduce reduce = Reduce::mean;
 };
 
 /// The phase a value was logged in; evaluation values aggregate separately from training values.
-enum class MetricPhase { train, validation, test, predict };
+enum class MetricPhase {
+  train,       ///< Logged in training_step or a training hook.
+  validation,  ///< Logged in validation_step (also during the sanity check) or a validation hook.
+  test,        ///< Logged in test_step or a test hook.
+  predict,     ///< Logged in predict_step.
+};
 
 namespace detail {
 

@@ -1,15 +1,21 @@
-// The contract between the Trainer and a user's model, as C++20 concepts. No base class: a model is a
-// torch::nn::Module (held by std::shared_ptr or a TORCH_MODULE holder) with the members below, found at
-// compile time.
-//
-//   torch::Tensor training_step(Batch& batch, int64_t batch_idx, volt::StepContext& ctx);  // required
-//   auto configure_optimizers();       // required: std::shared_ptr<SomeOptimizer> or volt::OptimizerConfig
-//   void validation_step(Batch&, int64_t, volt::StepContext&);   // optional, needed to validate
-//   void test_step(Batch&, int64_t, volt::StepContext&);         // optional, needed to test
-//   auto predict_step(Batch&, int64_t);                           // optional, needed to predict
-// batch_idx and ctx may be left out of any step's parameters. Optional hooks (on_fit_start,
-// on_train_epoch_start, on_train_epoch_end, on_validation_epoch_start, on_validation_epoch_end,
-// on_test_epoch_end, on_train_start, on_train_end, on_fit_end) take `volt::StepContext&` or nothing.
+/// \file
+/// The contract between the Trainer and a user's model, as C++20 concepts, and volt::OptimizerConfig.
+///
+/// No base class: a model is a torch::nn::Module (held by std::shared_ptr or a TORCH_MODULE holder) with the
+/// members below, found at compile time.
+///
+/// ```
+/// torch::Tensor training_step(Batch& batch, int64_t batch_idx, volt::StepContext& ctx);  // required
+/// auto configure_optimizers();       // required: std::shared_ptr<SomeOptimizer> or volt::OptimizerConfig
+/// void validation_step(Batch&, int64_t, volt::StepContext&);   // optional, needed to validate
+/// void test_step(Batch&, int64_t, volt::StepContext&);         // optional, needed to test
+/// auto predict_step(Batch&, int64_t);                           // optional, needed to predict
+/// ```
+///
+/// batch_idx and ctx may be left out of any step's parameters. Optional hooks (on_fit_start,
+/// on_train_epoch_start, on_train_epoch_end, on_validation_epoch_start, on_validation_epoch_end,
+/// on_test_epoch_start, on_test_epoch_end, on_train_start, on_train_end, on_fit_end) take
+/// `volt::StepContext&` or nothing.
 #pragma once
 
 #include <volt/trainer/step_context.hpp>
@@ -24,12 +30,19 @@
 namespace volt {
 
 /// When an LR scheduler steps: after every optimizer step, or after every training epoch (default).
-enum class SchedulerInterval { step, epoch };
+enum class SchedulerInterval {
+  step,   ///< After every optimizer step (once global_step has advanced, skipped AMP steps included).
+  epoch,  ///< At the end of every training epoch, after validation and on_train_epoch_end.
+};
 
 /// What configure_optimizers() may return when it has an LR scheduler (Lightning's dict form).
+/// fit() calls configure_optimizers() once per fit, after the model moved to its device, on every rank.
 struct OptimizerConfig {
+  /// The optimizer fit() steps; required (fit() throws c10::Error when it is null).
   std::shared_ptr<torch::optim::Optimizer> optimizer;
+  /// An LR scheduler over `optimizer`; nullptr: none.
   std::shared_ptr<torch::optim::LRScheduler> lr_scheduler{};
+  /// When lr_scheduler steps (Lightning's "interval").
   SchedulerInterval interval = SchedulerInterval::epoch;
   /// Step the scheduler every `frequency` intervals.
   std::int64_t frequency = 1;

@@ -1,4 +1,5 @@
-// volt::TrainerOptions: the Trainer's flags, with Lightning's defaults and validation.
+/// \file
+/// volt::TrainerOptions: the Trainer's flags, with Lightning's defaults and validation.
 #pragma once
 
 #include <volt/accelerators/device_spec.hpp>
@@ -18,13 +19,21 @@ namespace volt {
 /// of batches (int), like Lightning's `limit_train_batches=0.25` vs `limit_train_batches=10`.
 class BatchAmount {
  public:
+  /// A fraction of an epoch. Not range-checked here: TrainerOptions validation (at Trainer construction)
+  /// refuses values outside [0, 1].
   constexpr BatchAmount(double fraction) : value_(fraction) {}            // NOLINT(google-explicit-constructor)
+  /// A number of batches (validated as for the double constructor).
   constexpr BatchAmount(int count) : value_(static_cast<std::int64_t>(count)) {}  // NOLINT
+  /// A number of batches (validated as for the double constructor).
   constexpr BatchAmount(std::int64_t count) : value_(count) {}            // NOLINT
+  /// Deleted, so that `true` is not silently taken as a count of 1 batch.
   BatchAmount(bool) = delete;
 
+  /// Whether this was given as a fraction (double) rather than a count of batches.
   constexpr bool is_fraction() const { return std::holds_alternative<double>(value_); }
+  /// The fraction; throws std::bad_variant_access when this is a count (check is_fraction() first).
   constexpr double fraction() const { return std::get<double>(value_); }
+  /// The count; throws std::bad_variant_access when this is a fraction (check is_fraction() first).
   constexpr std::int64_t count() const { return std::get<std::int64_t>(value_); }
 
   /// Number of batches out of `total`: a fraction gives int(total * f), a count min(total, n).
@@ -32,9 +41,10 @@ class BatchAmount {
     if (is_fraction()) return static_cast<std::int64_t>(static_cast<double>(total) * fraction());
     return std::min(total, count());
   }
-  /// Whether this is the whole epoch (1.0, or a count that covers every batch).
+  /// Whether this is the fraction 1.0. A count is never "the whole epoch", even one that covers every batch.
   bool is_whole_epoch() const { return is_fraction() && fraction() == 1.0; }
 
+  /// The value as Lightning prints it in messages: "0.25", "1.0" (a whole fraction keeps ".0"), or "10".
   std::string to_string() const {
     std::ostringstream out;
     if (is_fraction()) {
@@ -51,11 +61,17 @@ class BatchAmount {
 };
 
 /// Gradient clipping algorithm (Lightning's gradient_clip_algorithm).
-enum class GradClipAlgorithm { norm, value };
+enum class GradClipAlgorithm {
+  norm,   ///< Scale all gradients together so their total 2-norm is at most gradient_clip_val (clip_grad_norm_).
+  value,  ///< Clamp each gradient element to [-gradient_clip_val, gradient_clip_val] (clip_grad_value_).
+};
 
 /// What fit() does when writing a checkpoint fails (disk full, permission denied): `raise` stops the run
 /// with volt::CheckpointError (the previous checkpoint file is kept); `warn` logs the error and trains on.
-enum class CheckpointFailure { raise, warn };
+enum class CheckpointFailure {
+  raise,  ///< Rethrow the CheckpointError: fit() runs on_exception and teardown and the error reaches the caller.
+  warn,   ///< Log the error as a rank-zero warning and continue training.
+};
 
 /// Options of volt::Trainer, for designated initializers: `volt::Trainer<> trainer({.max_epochs = 5});`
 /// Defaults and meanings are Lightning's (spec section 7); volt::Trainer validates them at construction and
@@ -63,24 +79,38 @@ enum class CheckpointFailure { raise, warn };
 struct TrainerOptions {
   /// Which devices: DeviceSpec{} is "auto" (the accelerator's auto_device_count()).
   DeviceSpec devices{};
+  /// Machines taking part in the run (Lightning's num_nodes): the DDP world size is devices x num_nodes.
+  /// Must be >= 1.
   int num_nodes = 1;
   /// Epoch limit; nullopt means 1000 when max_steps is -1 (with a warning), else unlimited. -1: unlimited.
   std::optional<std::int64_t> max_epochs{};
+  /// A stop requested through should_stop (e.g. by EarlyStopping) takes effect only once this many epochs
+  /// have completed; nullopt: no minimum. Must be >= 0 and <= max_epochs.
   std::optional<std::int64_t> min_epochs{};
   /// Limit on optimizer steps (global_step); -1: none.
   std::int64_t max_steps = -1;
+  /// A stop requested through should_stop takes effect only once global_step reaches this; nullopt: no
+  /// minimum. Must be >= 0 and <= max_steps when max_steps is set.
   std::optional<std::int64_t> min_steps{};
+  /// Batches whose gradients are summed before each optimizer step (the loss is divided by it); >= 1. The
+  /// last, incomplete window of an epoch still steps.
   std::int64_t accumulate_grad_batches = 1;
   /// Clip gradients to this norm or value after unscaling, before the optimizer step; nullopt or 0: off.
   std::optional<double> gradient_clip_val{};
+  /// How gradient_clip_val clips (see GradClipAlgorithm).
   GradClipAlgorithm gradient_clip_algorithm = GradClipAlgorithm::norm;
   /// Validate every fraction of an epoch (double) or every N training batches (int).
   BatchAmount val_check_interval = 1.0;
   /// Validate every N epochs; nullopt: only by val_check_interval's batch count.
   std::optional<std::int64_t> check_val_every_n_epoch = 1;
+  /// Training batches per epoch: a fraction of the epoch or a count. A fraction other
+  /// than 1.0 needs data whose size is known (volt::sized), else fit() throws MisconfigurationError.
   BatchAmount limit_train_batches = 1.0;
+  /// Validation batches per validation run (0 disables validation), as limit_train_batches.
   BatchAmount limit_val_batches = 1.0;
+  /// Batches trainer.test() runs, as limit_train_batches.
   BatchAmount limit_test_batches = 1.0;
+  /// Batches trainer.predict() runs, as limit_train_batches.
   BatchAmount limit_predict_batches = 1.0;
   /// Validation batches run before training to catch bugs early; -1: all.
   std::int64_t num_sanity_val_steps = 2;
@@ -94,8 +124,13 @@ struct TrainerOptions {
   std::optional<std::uint64_t> seed{};
   /// Root of logs and checkpoints; empty: the current directory.
   std::string default_root_dir{};
+  /// Add the default volt::ProgressBar callback when none is given. false with a ProgressBar among the
+  /// callbacks is a MisconfigurationError.
   bool enable_progress_bar = true;
+  /// Add a default volt::ModelCheckpoint{} when none is given. false with a ModelCheckpoint among the
+  /// callbacks is a MisconfigurationError.
   bool enable_checkpointing = true;
+  /// Add the default volt::ModelSummary callback when none is given.
   bool enable_model_summary = true;
   /// Write metrics with the default CSVLogger (Lightning's `logger=True`); false: no logger.
   bool logger = true;

@@ -1,5 +1,7 @@
-// volt::StepContext: what a model's training/validation/test step receives to log metrics and read the
-// Trainer's progress, without inheriting from anything.
+/// \file
+/// volt::StepContext: what a model's steps and hooks receive to log metrics and read the Trainer's progress.
+///
+/// The model needs to inherit from nothing to use it.
 #pragma once
 
 #include <volt/callbacks/callback.hpp>
@@ -12,24 +14,39 @@
 
 namespace volt {
 
+/// The Trainer's handle for a model's steps and hooks: each Trainer owns one and passes it as the `ctx`
+/// argument of training_step, validation_step, test_step and predict_step and of the model hooks that take
+/// one. Valid for the Trainer's lifetime.
 class StepContext {
  public:
+  /// Made by the Trainer over its own state; a model never constructs one.
   explicit StepContext(TrainerState& state) : state_(&state) {}
 
-  /// Records a metric (Lightning's `self.log`). In training_step the default is the step value only; in
-  /// validation/test steps the default is the epoch mean. A tensor stays on the device until read.
+  /// Records a metric (Lightning's `self.log`) in the current phase (training, validation, test).
+  /// In training_step the default is the step value only; in validation/test steps the default is the
+  /// epoch mean. A tensor stays on the device until read. `value` must hold a single element (else
+  /// c10::Error). Under DDP each rank logs its own values; epoch values are combined across ranks at the
+  /// epoch's end (a collective), so every rank must log the same names in the same order.
+  /// Call it only while the Trainer runs a step or hook (fit, validate, test).
   void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
     state_->metrics_->log(name, value, options, state_->phase_);
   }
+  /// log() with a number (stored as a float64 tensor on the CPU).
   void log(std::string_view name, double value, const LogOptions& options = {}) {
     state_->metrics_->log(name, value, options, state_->phase_);
   }
 
+  /// Optimizer steps taken so far in this fit (TrainerState::global_step).
   std::int64_t global_step() const { return state_->global_step; }
+  /// The epoch being trained, counted from 0.
   std::int64_t current_epoch() const { return state_->current_epoch; }
+  /// The device the model runs on (this rank's device under DDP).
   torch::Device device() const { return state_->root_device; }
+  /// What the Trainer is doing: fitting, validating, sanity checking, testing, predicting.
   Stage stage() const { return state_->stage; }
+  /// Whether this process is global rank 0 (always true without DDP).
   bool is_global_zero() const { return state_->is_global_zero; }
+  /// The Trainer's whole state, as callbacks see it.
   TrainerState& trainer() const { return *state_; }
 
  private:

@@ -1,16 +1,18 @@
-// volt::Trainer: Lightning's Trainer for LibTorch, with the accelerator, strategy and precision chosen as
-// template arguments.
-//
-//   volt::Trainer<volt::Auto, volt::SingleDevice, volt::BF16Autocast> trainer(
-//       {.max_epochs = 5}, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}});
-//   trainer.fit(model, train_loader, val_loader);
-//
-// The training loop follows Lightning's order of operations (spec section 7): per batch, convert and move
-// the batch, training_step under the precision's forward context, loss / accumulate_grad_batches,
-// zero_grad at the start of an accumulation window, (scaled) backward, and at the end of the window (or of
-// the epoch) unscale -> on_before_optimizer_step -> clip -> step (skipped on inf under fp16) -> update,
-// global_step + 1, step-interval LR schedulers. Validation runs on val_check_interval's batches and at the
-// end of the epoch, before on_train_epoch_end; epoch-interval schedulers step after it.
+/// \file
+/// volt::Trainer: Lightning's Trainer for LibTorch, with accelerator, strategy and precision as template arguments.
+///
+/// ```
+/// volt::Trainer<volt::Auto, volt::SingleDevice, volt::BF16Autocast> trainer(
+///     {.max_epochs = 5}, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}});
+/// trainer.fit(model, train_loader, val_loader);
+/// ```
+///
+/// The training loop follows Lightning's order of operations (spec section 7): per batch, convert and move
+/// the batch, training_step under the precision's forward context, loss / accumulate_grad_batches,
+/// zero_grad at the start of an accumulation window, (scaled) backward, and at the end of the window (or of
+/// the epoch) unscale -> on_before_optimizer_step -> clip -> step (skipped on inf under fp16) -> update,
+/// global_step + 1, step-interval LR schedulers. Validation runs on val_check_interval's batches and at the
+/// end of the epoch, before on_train_epoch_end; epoch-interval schedulers step after it.
 #pragma once
 
 #include <volt/accelerators.hpp>
@@ -190,6 +192,11 @@ class TrainingInterrupted : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Lightning's Trainer (see the file comment): runs fit, validate, test and predict for a model that meets
+/// the contract of volt/trainer/module.hpp. `Accelerator` (Auto, CPU, CUDA, MPS), `Strategy` (SingleDevice,
+/// DDP) and `Precision` (FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast) are policy types;
+/// combinations that cannot work fail to compile with a message naming the rule. Under DDP every process
+/// constructs its own Trainer and calls the same methods in the same order. Not thread-safe.
 template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
 class Trainer {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
@@ -199,14 +206,22 @@ class Trainer {
                 "(volt::strategy_implemented_v<Strategy> is false)");
 
  public:
+  /// The Accelerator policy this Trainer was instantiated with.
   using accelerator_type = Accelerator;
+  /// The Strategy policy.
   using strategy_type = Strategy;
+  /// The Precision policy.
   using precision_type = Precision;
 
-  /// Validates the options, selects the devices (Lightning's connector) and prints the device lines.
-  /// `extras` are callbacks (any type with Trainer hooks), loggers (types derived from volt::Logger) and
-  /// optionally a configured Precision object (e.g. `volt::FP16Autocast({.init_scale = 1024})`), in any
-  /// order. Throws MisconfigurationError for invalid options or unavailable devices.
+  /// Validates the options, seeds (TrainerOptions::seed), sets the deterministic mode, selects the devices
+  /// (Lightning's connector) and prints the device lines on rank zero. `extras` are callbacks (any type with
+  /// Trainer hooks), loggers (types derived from volt::Logger, or std::shared_ptr to them) and optionally a
+  /// configured Precision object (e.g. `volt::FP16Autocast({.init_scale = 1024})`), in any order. Under DDP
+  /// it reads the cluster environment (rank, world size) but neither starts processes nor joins the process
+  /// group: fit(), validate() and test() do. Throws MisconfigurationError for invalid options, unavailable
+  /// devices, more than one device with SingleDevice, or conflicting default callbacks (e.g.
+  /// enable_progress_bar=false with a ProgressBar given); under DDP also what detect_cluster_environment
+  /// throws.
   template <class... Extras>
   explicit Trainer(TrainerOptions options = {}, Extras&&... extras) : options_(std::move(options)) {
     detail::validate(options_);
@@ -264,21 +279,32 @@ class Trainer {
   int global_rank() const { return strategy_.global_rank(); }
   /// This process's rank on its node (its index into device_ids()).
   int local_rank() const { return strategy_.local_rank(); }
+  /// The index of this process's node (0 without DDP or with one node).
   int node_rank() const { return strategy_.node_rank(); }
   /// Number of processes of the run: devices x num_nodes with DDP, 1 without.
   int world_size() const { return strategy_.world_size(); }
+  /// Whether this process is global rank 0, the one that writes checkpoints and logs.
   bool is_global_zero() const { return strategy_.is_global_zero(); }
   /// The strategy's run-time side: collectives (barrier, all_reduce, broadcast, all_gather,
   /// reduce_boolean_decision) that every rank must call in the same order.
   detail::StrategyRuntime<Strategy>& strategy() { return strategy_; }
   /// Lightning's trainer.device_ids.
   const std::vector<int>& device_ids() const { return selection_.device_ids; }
+  /// Lightning's trainer.num_devices: the devices selected on each node.
   std::int64_t num_devices() const { return static_cast<std::int64_t>(selection_.device_ids.size()); }
+  /// The accelerator in use (Auto resolved at construction).
   AcceleratorKind accelerator() const { return selection_.accelerator; }
+  /// Optimizer steps taken in the current or last fit (skipped AMP steps included).
   std::int64_t global_step() const { return state_.global_step; }
+  /// The epoch being trained, counted from 0 (it advances as each training epoch ends).
   std::int64_t current_epoch() const { return state_.current_epoch; }
+  /// Whether a stop was requested (a callback hook returning true, EarlyStopping, or state().should_stop);
+  /// under DDP the ranks agree on it (any rank's request stops them all) after validation and at epoch end.
   bool should_stop() const { return state_.should_stop; }
+  /// The options as validated at construction (fast_dev_run already applied to max_steps, max_epochs and
+  /// num_sanity_val_steps).
   const TrainerOptions& options() const { return options_; }
+  /// The state callbacks and model hooks see; writable (e.g. `state().should_stop = true`).
   TrainerState& state() { return state_; }
   /// All logged metrics as numbers (Lightning's trainer.callback_metrics).
   std::map<std::string, double, std::less<>> callback_metrics() { return metrics_.callback_metrics(); }
@@ -287,8 +313,11 @@ class Trainer {
   C* callback() {
     return callbacks_.find<C>();
   }
+  /// The first ModelCheckpoint callback (Lightning's trainer.checkpoint_callback), or nullptr.
   ModelCheckpoint* checkpoint_callback() { return callbacks_.find<ModelCheckpoint>(); }
+  /// The loggers (the default CSVLogger when logger is true and none was given; none with fast_dev_run).
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
+  /// The precision policy object (e.g. to read the GradScaler of FP16Autocast).
   Precision& precision() { return precision_; }
   /// Why the last fit stopped ("max_epochs=5 reached", "max_steps=100 reached", "stopped by a callback",
   /// "interrupted by SIGINT").
@@ -300,12 +329,21 @@ class Trainer {
 
   /// Trains `model` on `train_data` (any range of batches, or a pointer to one such as the std::unique_ptr
   /// that torch::data::make_data_loader returns). Resumes from `ckpt_path` when given.
+  /// Under DDP every rank must call it: the first call starts the other local processes (local rank 0 of a
+  /// volt-launched run) and joins the process group, and each rank trains on its share of the data (see
+  /// volt/distributed/sampler.hpp); only global rank 0 writes checkpoints and logs.
+  /// Throws before training: MisconfigurationError (a fractional limit on data of unknown size, a missing
+  /// MASTER_PORT), std::invalid_argument (an integer val_check_interval longer than the epoch),
+  /// CheckpointError (a `ckpt_path` that is unreadable, weights-only or of another model), DistributedError
+  /// (peers that do not join within the timeout).
   /// Errors: an exception from training_step, a data loader or a callback reaches the caller with the epoch
   /// and batch index added to its message (see detail::rethrow_with_context), after on_exception and
   /// teardown ran. SIGINT/SIGTERM (TrainerOptions::handle_signals): the current batch finishes,
   /// `<checkpoint dir>/interrupted.ckpt` is written when checkpointing is on, on_exception (with
   /// volt::TrainingInterrupted) and teardown run, and fit() *returns* with interrupted() true; the previous
-  /// signal handlers are restored on every exit path.
+  /// signal handlers are restored on every exit path. Under DDP a rank that fails leaves a note naming
+  /// itself and drops its process group, so the other ranks' next collective throws DistributedError naming
+  /// it. With error_on_nonfinite_loss, a NaN or infinite loss throws std::runtime_error.
   template <class Model, class TrainData>
   void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
     detail::NoData none;
@@ -314,7 +352,9 @@ class Trainer {
     run_fit(model, train, none, ckpt_path);
   }
 
-  /// Trains with validation on `val_data`.
+  /// fit() with validation on `val_data` (every val_check_interval and check_val_every_n_epoch, after a
+  /// sanity check of num_sanity_val_steps batches). The model needs a validation_step for its batch type
+  /// (checked at compile time). Under DDP `val_data` is split across ranks like `train_data`.
   template <class Model, class TrainData, class ValData>
     requires(!std::convertible_to<ValData, std::filesystem::path>)
   void fit(Model& model, TrainData&& train_data, ValData&& val_data, const std::filesystem::path& ckpt_path = {}) {
@@ -324,7 +364,12 @@ class Trainer {
     run_fit(model, train, val, ckpt_path);
   }
 
-  /// Runs validation_step over `data` and returns the epoch metrics (Lightning's trainer.validate).
+  /// Runs validation_step over `data` (at most limit_val_batches batches) and returns the epoch metrics
+  /// (Lightning's trainer.validate). Under DDP every rank must call it (it joins the process group as fit()
+  /// does): each rank evaluates its share of `data`, the epoch values are combined across ranks and every
+  /// rank returns them; rank 0 sends them to the loggers. Throws MisconfigurationError ("No
+  /// `validation_step()` method defined to run `Trainer.validate`.") when the model has none for the batch
+  /// type, and an exception from validation_step with the batch index added.
   template <class Model, class Data>
   std::map<std::string, double> validate(Model& model, Data&& data) {
     strategy_.setup_environment();
@@ -332,7 +377,10 @@ class Trainer {
     return run_standalone_evaluation(model, mine, Stage::validating);
   }
 
-  /// Runs test_step over `data` and returns the epoch metrics (Lightning's trainer.test).
+  /// Runs test_step over `data` (at most limit_test_batches batches) and returns the epoch metrics
+  /// (Lightning's trainer.test), with validate()'s rank contract. Throws MisconfigurationError ("No
+  /// `test_step()` method defined to run `Trainer.test`.") when the model has none for the batch type, and
+  /// an exception from test_step with the batch index added.
   template <class Model, class Data>
   std::map<std::string, double> test(Model& model, Data&& data) {
     strategy_.setup_environment();
@@ -340,7 +388,11 @@ class Trainer {
     return run_standalone_evaluation(model, mine, Stage::testing);
   }
 
-  /// Runs predict_step over `data` and returns its results in order (Lightning's trainer.predict).
+  /// Runs predict_step over `data` (at most limit_predict_batches batches, under inference mode and the
+  /// precision's forward context) and returns its results in order (Lightning's trainer.predict). The
+  /// model needs a predict_step for the batch type (checked at compile time). It does not split `data`
+  /// across ranks and runs no collective of its own; under DDP the model setup broadcasts rank 0's weights,
+  /// so every rank must call it, after fit(), validate() or test() has joined the process group.
   template <class Model, class Data>
   auto predict(Model& model, Data&& data) {
     using M = detail::module_t<Model>;
@@ -370,7 +422,10 @@ class Trainer {
     return results;
   }
 
-  /// Writes a checkpoint of the model passed to the last fit (Lightning's trainer.save_checkpoint).
+  /// Writes a checkpoint of the model passed to the last fit (Lightning's trainer.save_checkpoint): the
+  /// full training state, or the weights only. Only global rank 0 writes; other ranks return at once
+  /// (no barrier). Throws c10::Error when fit() was never called, CheckpointError naming the file when
+  /// the write fails (the previous file at `path` is kept).
   void save_checkpoint(const std::filesystem::path& path, bool weights_only = false) {
     TORCH_CHECK(state_.save_checkpoint, "volt: save_checkpoint needs a model: call fit() first");
     state_.save_checkpoint(path, weights_only);

@@ -1,14 +1,18 @@
-// The batch-size finder: Lightning's Tuner.scale_batch_size in "power" mode. Try a few training steps at a
-// batch size, double it while that works, and stop at the first out-of-memory error; the answer is the
-// largest size that worked.
-//
-//   auto found = volt::scale_batch_size<volt::CUDA, volt::SingleDevice, volt::BF16Autocast>(
-//       {.devices = 1}, [] { return std::make_shared<Net>(); },
-//       [&](std::int64_t batch_size) { return make_loader(batch_size); });
-//   // found.batch_size
-//
-// The search itself (find_batch_size) takes any function that runs a trial at a batch size, so it can be
-// used without a Trainer, and tested on a CPU with a trial that throws the out-of-memory error past a size.
+/// \file
+/// volt::scale_batch_size and volt::find_batch_size: Lightning's Tuner.scale_batch_size in "power" mode.
+///
+/// Try a few training steps at a batch size, double it while that works, and stop at the first
+/// out-of-memory error; the answer is the largest size that worked.
+///
+/// ```
+/// auto found = volt::scale_batch_size<volt::CUDA, volt::SingleDevice, volt::BF16Autocast>(
+///     {.devices = 1}, [] { return std::make_shared<Net>(); },
+///     [&](std::int64_t batch_size) { return make_loader(batch_size); });
+/// // found.batch_size
+/// ```
+///
+/// The search itself (find_batch_size) takes any function that runs a trial at a batch size, so it can be
+/// used without a Trainer, and tested on a CPU with a trial that throws the out-of-memory error past a size.
 #pragma once
 
 #include <volt/core/compat.hpp>
@@ -48,6 +52,7 @@ struct BatchSizeFinderOptions {
 
 /// One trial of the search.
 struct BatchSizeTrial {
+  /// The batch size tried.
   std::int64_t batch_size;
   /// false: the trial ran out of memory.
   bool fits;
@@ -154,7 +159,7 @@ BatchSizeFinderResult find_batch_size(Trial&& trial, const BatchSizeFinderOption
   return result;
 }
 
-/// The search with a Trainer<Accelerator, Strategy, Precision>: each trial builds a fresh model with
+/// The search with a `Trainer<Accelerator, Strategy, Precision>`: each trial builds a fresh model with
 /// `make_model()` and the training data with `make_train_data(batch_size)` (anything Trainer::fit takes),
 /// and fits for options.steps_per_trial optimizer steps with `trainer_options`, minus what a trial does not
 /// need (no validation, sanity check, checkpoints, logger, progress bar or model summary). Fresh models
