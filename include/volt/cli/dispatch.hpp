@@ -1,18 +1,21 @@
-// volt::cli::run: from the command line's strings to the compile-time policy types, in one dispatch.
-//
-//   int main(int argc, char** argv) {
-//     return volt::cli::run(argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
-//       volt::Trainer<A, S, P> trainer(args.trainer_options());
-//       ...
-//     });
-//   }
-//
-// run() parses the flags, checks them against this machine (Lightning's order: accelerator, availability,
-// MPS with DDP, devices, strategy, precision), and calls the program once with the concrete accelerator
-// (volt::CPU, volt::CUDA or volt::MPS: "auto" and "gpu" are resolved first), strategy and precision. Only
-// valid combinations are instantiated: none that precision_supported or strategy_supported refuses, and
-// no strategy for which strategy_implemented_v is false. Every bad input ends with exit status 2 and one
-// message naming what was given and the valid choices.
+/// \file
+/// volt::cli::run: from the command line's strings to the compile-time policy types, in one dispatch.
+///
+/// ```
+/// int main(int argc, char** argv) {
+///   return volt::cli::run(argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
+///     volt::Trainer<A, S, P> trainer(args.trainer_options());
+///     ...
+///   });
+/// }
+/// ```
+///
+/// run() parses the flags, checks them against this machine (Lightning's order: accelerator, availability,
+/// MPS with DDP, devices, strategy, precision), and calls the program once with the concrete accelerator
+/// (volt::CPU, volt::CUDA or volt::MPS: "auto" and "gpu" are resolved first), strategy and precision. Only
+/// valid combinations are instantiated: none that precision_supported or strategy_supported refuses, and
+/// no strategy for which strategy_implemented_v is false. Every bad input ends with exit status 2 and one
+/// message naming what was given and the valid choices.
 #pragma once
 
 #include <volt/accelerators/auto.hpp>
@@ -49,9 +52,9 @@ struct type_list {};
 template <class Accelerators = type_list<CPU, CUDA, MPS>, class Strategies = type_list<SingleDevice, DDP>,
           class Precisions = type_list<FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast>>
 struct Choices {
-  using accelerators = Accelerators;
-  using strategies = Strategies;
-  using precisions = Precisions;
+  using accelerators = Accelerators;  ///< The accelerator policies, a type_list.
+  using strategies = Strategies;      ///< The strategy policies, a type_list.
+  using precisions = Precisions;      ///< The precision policies, a type_list.
 };
 
 /// Every accelerator, strategy and precision.
@@ -59,8 +62,8 @@ using AllChoices = Choices<>;
 
 /// Where run() writes the help (out) and the error message (err); std::cout and std::cerr by default.
 struct Streams {
-  std::ostream* out = &std::cout;
-  std::ostream* err = &std::cerr;
+  std::ostream* out = &std::cout;  ///< Receives the help text; must stay valid during run().
+  std::ostream* err = &std::cerr;  ///< Receives `"<program>: error: <message>"`; must stay valid during run().
 };
 
 /// Why volt::MPS::is_available() is false here, with what to do, checking volt's rule in order: DISABLE_MPS

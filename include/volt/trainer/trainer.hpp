@@ -332,8 +332,8 @@ class Trainer {
   /// Under DDP every rank must call it: the first call starts the other local processes (local rank 0 of a
   /// volt-launched run) and joins the process group, and each rank trains on its share of the data (see
   /// volt/distributed/sampler.hpp); only global rank 0 writes checkpoints and logs.
-  /// Throws before training: MisconfigurationError (a fractional limit on data of unknown size, a missing
-  /// MASTER_PORT), std::invalid_argument (an integer val_check_interval longer than the epoch),
+  /// Throws before training: MisconfigurationError (a fractional limit on data of unknown size, LOCAL_RANK
+  /// set without MASTER_PORT), std::invalid_argument (an integer val_check_interval longer than the epoch),
   /// CheckpointError (a `ckpt_path` that is unreadable, weights-only or of another model), DistributedError
   /// (peers that do not join within the timeout).
   /// Errors: an exception from training_step, a data loader or a callback reaches the caller with the epoch
