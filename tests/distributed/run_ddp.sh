@@ -2,7 +2,8 @@
 # Multi-process DDP checks on the CPU (Gloo over loopback), one scenario per call:
 #   run_ddp.sh WORKER SCENARIO
 # Scenarios: launcher-{plain,accumulate,clip}, cuda-{plain,accumulate,clip} (NCCL, 2 GPUs), torchrun-{plain,accumulate,clip}, launcher-kill, launcher-throw,
-# launcher-exit, torchrun-kill, torchrun-throw, missing-rank. Exits 0 when the scenario behaved as required.
+# launcher-exit, torchrun-kill, torchrun-throw, missing-rank, predict-first, fabric-save-fail. Exits 0 when the
+# scenario behaved as required.
 set -uo pipefail
 worker=$1
 scenario=$2
@@ -50,6 +51,25 @@ case "$scenario" in
     grep -q "rank 1 of 2: fabric collectives ok" "$out" || fail "rank 1's collectives"
     grep -q "rank 0 of 2: fabric collectives ok" "$out" || fail "rank 0's collectives"
     grep "max |difference|" "$out"
+    ;;
+  predict-first)
+    clean_env timeout 240 "$worker" predict-first > "$out" 2>&1 || fail "exit status $?"
+    sums=$(sed -n 's/^rank [01] of 2: 4 predictions, checksum //p' "$out" | sort -u)
+    [ "$(grep -c 'predictions, checksum' "$out")" = 2 ] || fail "not both ranks predicted"
+    [ "$(echo "$sums" | wc -l)" = 1 ] || fail "the ranks predicted with different weights: $sums"
+    grep "checksum" "$out"
+    ;;
+  fabric-save-fail)
+    blocker=$(mktemp)  # a regular file: the checkpoint's folder cannot be made under it
+    start=$SECONDS
+    torchrun_pair fabric-save-fail "$blocker"
+    rm -f "$blocker"
+    [ "$rc0" = 0 ] || fail "rank 0 exited with $rc0"
+    [ "$rc1" = 0 ] || fail "rank 1 exited with $rc1 (124: left waiting)"
+    grep -q "rank 1 caught CheckpointError: volt: rank 0 could not write the checkpoint $blocker/model.ckpt" "$out.1" ||
+      fail "rank 1's error does not carry rank 0's failure"
+    [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s"
+    grep caught "$out"
     ;;
   torchrun-plain|torchrun-accumulate|torchrun-clip)
     torchrun_pair equivalence "${scenario#torchrun-}"

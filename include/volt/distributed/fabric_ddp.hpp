@@ -89,14 +89,15 @@ struct fabric_strategy_services<DDP> {
   /// Returns when every rank has reached it (`name` is not used).
   void barrier(const std::string& /*name*/) { runtime_.barrier(); }
 
-  /// Lightning Fabric's all_reduce for "sum", "max" and "min"; every other op, "product" included, gives
-  /// the mean. Returns a new tensor; `tensor` is not changed.
+  /// Lightning Fabric's all_reduce: "sum", "max", "min", "product", and the mean for "mean" and "avg" (the
+  /// ops Fabric::all_reduce lets through). Returns a new tensor; `tensor` is not changed.
   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op) {
     auto result = tensor.clone();
     ReduceOp reduce = ReduceOp::mean;
     if (op == "sum") reduce = ReduceOp::sum;
     else if (op == "max") reduce = ReduceOp::max;
     else if (op == "min") reduce = ReduceOp::min;
+    else if (op == "product") reduce = ReduceOp::product;
     runtime_.all_reduce(result, reduce);
     return result;
   }

@@ -86,6 +86,7 @@ enum class ReduceOp {
   mean,  ///< The sum divided by the world size (integer tensors: truncated).
   max,   ///< Element-wise maximum.
   min,   ///< Element-wise minimum.
+  product,  ///< Element-wise product.
 };
 
 #ifdef VOLT_DETAIL_HAS_C10D
@@ -219,7 +220,9 @@ class ProcessGroup {
     switch (op) {
       case ReduceOp::max: options.reduceOp = c10d::ReduceOp::MAX; break;
       case ReduceOp::min: options.reduceOp = c10d::ReduceOp::MIN; break;
-      default: options.reduceOp = c10d::ReduceOp::SUM; break;
+      case ReduceOp::product: options.reduceOp = c10d::ReduceOp::PRODUCT; break;
+      case ReduceOp::sum:
+      case ReduceOp::mean: options.reduceOp = c10d::ReduceOp::SUM; break;
     }
     auto work = guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
     wait(work);

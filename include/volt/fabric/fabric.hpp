@@ -41,6 +41,7 @@
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -324,25 +325,28 @@ class Fabric {
 
   /// Writes `state` to `path` (Lightning's fabric.save): each entry under its name, plus the GradScaler's
   /// state under "volt.precision" when the precision has one. Atomic (written next to `path`, flushed, then
-  /// renamed: a crash never leaves a torn file). Runs the barrier of the strategy; only global rank zero
-  /// writes. Throws volt::CheckpointError (a std::runtime_error) naming the file. Under DDP every rank must
-  /// call it (the barrier is a collective); when rank zero's write throws, rank zero skips the barrier.
+  /// renamed: a crash never leaves a torn file). Only global rank zero writes. Throws volt::CheckpointError
+  /// (a std::runtime_error) naming the file. Under DDP every rank must call it: rank zero then broadcasts
+  /// whether the write succeeded (a collective, in place of Lightning's barrier), so when it fails every
+  /// rank throws: rank zero its own error, the others a CheckpointError carrying rank zero's message, and
+  /// no rank is left waiting.
   void save(const std::filesystem::path& path, const FabricState& state) {
+    std::string failure;  // rank zero's error message; empty when the write succeeded
+    std::exception_ptr error;
     if (is_global_zero()) {
-      torch::serialize::OutputArchive archive;
-      for (const auto& [name, entry] : state) {
-        torch::serialize::OutputArchive part;
-        entry.save(part);
-        archive.write(name, part);
+      try {
+        write_checkpoint(path, state);
+      } catch (const std::exception& caught) {
+        failure = caught.what();
+        if (failure.empty()) failure = "unknown error";
+        error = std::current_exception();
       }
-      if (const GradScaler* scaler = precision_.scaler()) {
-        torch::serialize::OutputArchive part;
-        scaler->save(part);
-        archive.write(std::string(precision_state_key), part);
-      }
-      detail::save_archive_atomically(archive, path);
     }
-    barrier("fabric.save");
+    if (world_size() > 1) failure = broadcast(std::move(failure), 0);
+    if (error) std::rethrow_exception(error);
+    if (!failure.empty()) {
+      throw CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() + ": " + failure);
+    }
   }
 
   /// Restores every entry of `state` from `path` in place (modules and optimizers keep their identity),
@@ -409,8 +413,7 @@ class Fabric {
 
   /// Reduces `tensor` over processes with `op` ("mean", "sum", "max", "min", "product"; Lightning's
   /// spelling, "avg" is "mean") and returns the result; with one process, `tensor` itself (moved to device()
-  /// as Lightning converts inputs). Throws std::invalid_argument for another op. A collective under DDP,
-  /// where "product" gives the mean (fabric_strategy_services<DDP> implements sum, max, min and mean only).
+  /// as Lightning converts inputs). Throws std::invalid_argument for another op. A collective under DDP.
   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op = "mean") {
     static const std::set<std::string> ops = {"mean", "avg", "sum", "max", "min", "product"};
     if (ops.count(op) == 0) {
@@ -448,6 +451,22 @@ class Fabric {
   static constexpr std::string_view precision_state_key = "volt.precision";
 
  private:
+  /// save()'s write on rank zero: every entry, then the GradScaler's state, written atomically.
+  void write_checkpoint(const std::filesystem::path& path, const FabricState& state) {
+    torch::serialize::OutputArchive archive;
+    for (const auto& [name, entry] : state) {
+      torch::serialize::OutputArchive part;
+      entry.save(part);
+      archive.write(name, part);
+    }
+    if (const GradScaler* scaler = precision_.scaler()) {
+      torch::serialize::OutputArchive part;
+      scaler->save(part);
+      archive.write(std::string(precision_state_key), part);
+    }
+    detail::save_archive_atomically(archive, path);
+  }
+
   void unscale_gradients(torch::optim::Optimizer& optimizer) {
     if (GradScaler* scaler = precision_.scaler()) {
       if (scaler->stage(optimizer) == GradScaler::Stage::ready) scaler->unscale_(optimizer);

@@ -391,14 +391,15 @@ class Trainer {
   /// Runs predict_step over `data` (at most limit_predict_batches batches, under inference mode and the
   /// precision's forward context) and returns its results in order (Lightning's trainer.predict). The
   /// model needs a predict_step for the batch type (checked at compile time). It does not split `data`
-  /// across ranks and runs no collective of its own; under DDP the model setup broadcasts rank 0's weights,
-  /// so every rank must call it, after fit(), validate() or test() has joined the process group.
+  /// across ranks and runs no collective of its own; under DDP it joins the process group as fit() does
+  /// (when no earlier call has) and the model setup broadcasts rank 0's weights, so every rank must call it.
   template <class Model, class Data>
   auto predict(Model& model, Data&& data) {
     using M = detail::module_t<Model>;
     using Batch = detail::batch_t<Data>;
     static_assert(detail::has_predict_step<M, Batch>,
                   "volt: trainer.predict needs the model to define `predict_step(batch[, batch_idx])`");
+    strategy_.setup_environment();
     auto module = detail::model_module(model);
     prepare_module(*module);
     using Result = std::remove_cvref_t<decltype(detail::call_predict_step(*module, std::declval<Batch&>(),

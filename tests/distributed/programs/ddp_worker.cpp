@@ -5,6 +5,12 @@
 //       batch 8; rank 0 prints "max |difference| = ..." and exits 1 when it is larger.
 //   ddp_worker fabric
 //       Fabric<CPU, DDP> with 2 ranks and accumulation (no_backward_sync) against one process, plus collectives.
+//   ddp_worker predict-first
+//       Trainer<CPU, DDP>::predict before any fit, each process starting from other weights: it joins the
+//       process group itself and every rank predicts with rank 0's weights (each prints a checksum).
+//   ddp_worker fabric-save-fail PATH
+//       Fabric<CPU, DDP>::save to PATH/model.ckpt where PATH is a regular file: rank 0's write fails, and
+//       every rank must throw CheckpointError at once (rank 1 with rank 0's message), none left waiting.
 //   ddp_worker fail {throw|kill|exit} RANK STEP
 //       rank RANK throws / SIGKILLs itself / exits with status 3 after global step STEP; the others must end
 //       non-zero within a bounded time, naming the failed rank.
@@ -17,6 +23,8 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <string>
 #include <tuple>
@@ -40,6 +48,11 @@ struct Regressor : torch::nn::Module {
   auto configure_optimizers() {
     return std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   }
+};
+
+/// A Regressor that predicts.
+struct Predictor : Regressor {
+  torch::Tensor predict_step(const torch::data::Example<>& batch, std::int64_t) { return forward(batch.data); }
 };
 
 Batches make_batches(int count, int size) {
@@ -139,9 +152,10 @@ int fabric() {
     optimizer->step();
   }
   const double mean_rank = ddp.all_reduce(torch::tensor({static_cast<double>(rank)}), "mean").item<double>();
+  const double product = ddp.all_reduce(torch::tensor({rank + 2.0}), "product").item<double>();
   const auto gathered = ddp.all_gather(torch::tensor({static_cast<float>(rank) + 1.0f}));
   const std::string word = ddp.broadcast(std::string(rank == 0 ? "from rank 0" : "other"), 0);
-  const bool collectives_ok = mean_rank == 0.5 && gathered.size(0) == 2 && gathered[1].item<float>() == 2.0f &&
+  const bool collectives_ok = mean_rank == 0.5 && product == 6.0 && gathered.size(0) == 2 && gathered[1].item<float>() == 2.0f &&
                               word == "from rank 0";
   std::cout << "rank " << rank << " of " << ddp.world_size() << ": fabric collectives "
             << (collectives_ok ? "ok" : "WRONG") << std::endl;
@@ -164,6 +178,35 @@ int fabric() {
   return worst <= 1e-6 && collectives_ok ? 0 : 1;
 }
 
+int predict_first() {
+  const auto batches = make_batches(4, 4);
+  torch::manual_seed(static_cast<std::uint64_t>(::getpid()));  // other weights in each process
+  auto model = std::make_shared<Predictor>();
+  volt::Trainer<volt::CPU, volt::DDP> trainer(options_for("plain", 2));
+  const auto outputs = trainer.predict(model, batches);
+  double checksum = 0.0;
+  for (const auto& output : outputs) checksum += output.sum().item<double>();
+  std::cout << "rank " << trainer.global_rank() << " of " << trainer.world_size() << ": " << outputs.size()
+            << " predictions, checksum " << std::setprecision(17) << checksum << std::endl;
+  return outputs.size() == batches.size() ? 0 : 1;
+}
+
+int fabric_save_fail(const std::filesystem::path& blocker) {
+  volt::Fabric<volt::CPU, volt::DDP> ddp({.devices = 2});
+  auto model = std::make_shared<Regressor>();
+  model = ddp.setup_module(model);
+  const int rank = ddp.global_rank();
+  try {
+    ddp.save(blocker / "model.ckpt", {{"model", model}});
+  } catch (const volt::CheckpointError& error) {
+    const std::string what = error.what();
+    std::cout << "rank " << rank << " caught CheckpointError: " << what << std::endl;
+    return rank == 0 || what.find("rank 0 could not write the checkpoint") != std::string::npos ? 0 : 1;
+  }
+  std::cout << "rank " << rank << " saved without an error" << std::endl;
+  return 1;
+}
+
 int fail(const std::string& how, int rank, std::int64_t step) {
   const auto small = make_batches(64, 4);
   torch::manual_seed(5);
@@ -184,11 +227,14 @@ int main(int argc, char** argv) {
     if (args.size() == 2 && args[0] == "equivalence") return equivalence<volt::CPU>(args[1]);
     if (args.size() == 3 && args[0] == "equivalence" && args[2] == "cuda") return equivalence<volt::CUDA>(args[1]);
     if (args.size() == 1 && args[0] == "fabric") return fabric();
+    if (args.size() == 1 && args[0] == "predict-first") return predict_first();
+    if (args.size() == 2 && args[0] == "fabric-save-fail") return fabric_save_fail(args[1]);
     if (args.size() == 4 && args[0] == "fail") return fail(args[1], std::stoi(args[2]), std::stoll(args[3]));
   } catch (const std::exception& error) {
     std::cerr << "ddp_worker (pid " << ::getpid() << "): error: " << error.what() << std::endl;
     return 1;
   }
-  std::cerr << "usage: ddp_worker equivalence {plain|accumulate|clip} | fail {throw|kill|exit} RANK STEP\n";
+  std::cerr << "usage: ddp_worker equivalence {plain|accumulate|clip} [cuda] | fabric | predict-first | "
+               "fabric-save-fail PATH | fail {throw|kill|exit} RANK STEP\n";
   return 2;
 }
