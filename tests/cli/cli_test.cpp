@@ -38,11 +38,16 @@ struct Outcome {
   Seen seen;
 };
 
+/// Every accelerator, MPS included on every platform, so that a faked Apple machine (ScopedMachine) reaches the
+/// MPS Trainer types; the default choices compile MPS on Apple platforms only.
+using EveryAccelerator = volt::cli::Choices<volt::cli::type_list<volt::CPU, volt::CUDA, volt::MPS>>;
+
+template <class ChoiceSet = EveryAccelerator>
 Outcome run_cli(std::vector<std::string> flags, const volt::cli::Parser& parser = volt::cli::Parser("prog")) {
   Argv argv(std::move(flags));
   Outcome outcome;
   std::ostringstream out, err;
-  outcome.status = volt::cli::run(
+  outcome.status = volt::cli::run<ChoiceSet>(
       parser, argv.argc(), argv.argv(),
       [&]<class A, class S, class P>(volt::cli::Args& args) {
         static_assert(volt::AcceleratorPolicy<A>, "the program receives a concrete accelerator");
@@ -201,6 +206,28 @@ TEST_CASE("cli: dispatch picks the policy types") {
     CHECK(run_cli({}).seen.accelerator == "mps");
     CHECK(run_cli({"--accelerator", "cuda"}).seen.accelerator == "cuda");
     volt::MPS::clear_availability_cache();
+  }
+  SUBCASE("the default choices compile MPS on Apple platforms only") {
+#if defined(__APPLE__)
+    static_assert(std::is_same_v<volt::cli::default_accelerators,
+                                 volt::cli::type_list<volt::CPU, volt::CUDA, volt::MPS>>);
+#else
+    static_assert(std::is_same_v<volt::cli::default_accelerators, volt::cli::type_list<volt::CPU, volt::CUDA>>);
+    // Only a faked Mac reaches this: a real Linux machine never has MPS, and stops earlier with the reason.
+    volt::testing::ScopedMachine machine{{.torch_mps_available = true}};
+    volt::MPS::clear_availability_cache();
+    const auto outcome = run_cli<volt::cli::AllChoices>({"--accelerator", "mps"});
+    CHECK(outcome.status == 2);
+    CHECK(outcome.err.find("this program was built for accelerator cpu, cuda only, and the choice resolved to mps") !=
+          std::string::npos);
+    volt::MPS::clear_availability_cache();
+    // The reason comes first on a machine without MPS, with the default choices as with every accelerator.
+    volt::testing::ScopedMachine linux_box{{.torch_mps_available = false, .processor = "x86_64"}};
+    volt::MPS::clear_availability_cache();
+    CHECK(run_cli<volt::cli::AllChoices>({"--accelerator", "mps"}).err.find(
+              "`MPSAccelerator` can not run on your system") != std::string::npos);
+    volt::MPS::clear_availability_cache();
+#endif
   }
   SUBCASE("a Choices list restricts what is compiled and accepted") {
     volt::testing::ScopedMachine machine{{}};

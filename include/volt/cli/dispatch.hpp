@@ -45,11 +45,20 @@ namespace volt::cli {
 template <class... Types>
 struct type_list {};
 
-/// Which policy types a program is compiled for. The default is every policy volt has; a program that
-/// only ever runs some of them lists those to compile fewer Trainers, e.g.
+/// The accelerators a program is compiled for by default: CPU and CUDA everywhere, MPS on Apple platforms only
+/// (elsewhere MPS is never available, and `--accelerator mps` stops with the reason before any Trainer would be
+/// chosen, so its instantiations would be dead code). `Choices<type_list<CPU, CUDA, MPS>>` compiles MPS anyway.
+#if defined(__APPLE__)
+using default_accelerators = type_list<CPU, CUDA, MPS>;
+#else
+using default_accelerators = type_list<CPU, CUDA>;
+#endif
+
+/// Which policy types a program is compiled for. The default is every policy volt has that can run on this
+/// platform; a program that only ever runs some of them lists those to compile fewer Trainers, e.g.
 /// `volt::cli::run<volt::cli::Choices<volt::cli::type_list<volt::CPU, volt::CUDA>>>(argc, argv, program)`.
 /// A value the program was not compiled for is refused with exit status 2.
-template <class Accelerators = type_list<CPU, CUDA, MPS>, class Strategies = type_list<SingleDevice, DDP>,
+template <class Accelerators = default_accelerators, class Strategies = type_list<SingleDevice, DDP>,
           class Precisions = type_list<FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast>>
 struct Choices {
   using accelerators = Accelerators;  ///< The accelerator policies, a type_list.
@@ -57,7 +66,7 @@ struct Choices {
   using precisions = Precisions;      ///< The precision policies, a type_list.
 };
 
-/// Every accelerator, strategy and precision.
+/// Every strategy and precision, and every accelerator of this platform (default_accelerators).
 using AllChoices = Choices<>;
 
 /// Where run() writes the help (out) and the error message (err); std::cout and std::cerr by default.
