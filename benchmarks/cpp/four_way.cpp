@@ -1,0 +1,490 @@
+// The C++ rows of the four-way benchmark (benchmarks/four_way.sh; benchmarks/python/four_way.py drives this
+// program and writes the table): volt's Trainer, a hand-written LibTorch loop and, on CUDA, the hand loop's whole
+// step captured once in a CUDA graph and replayed ("graph limit"), on the seed MLP, the seeds' SimpleCNN and
+// ResNet-18 with a CIFAR stem, on synthetic batches that the Python rows generate identically.
+//
+//   bench_four_way --device cuda|cpu [--root DIR] [--batches 8] [--seed 1234] [--threads N]
+//
+// It prints "@@ hello key=value ..." and then answers one request per line on stdin:
+//
+//   run <loop> <model> <precision> <batch> <warmup> <steps>
+//       loop volt | libtorch | graph, model mlp | simplecnn | resnet18, precision fp32 | bf16
+//       -> "@@ ok <steps/s> <peak device bytes added by the row, -1 on CPU> <data checksum>"
+//       -> "@@ error <message>" when the row throws (the program keeps serving)
+//   quit
+//
+// Every run builds a fresh model (torch::manual_seed(0)), trains `warmup` optimizer steps, synchronises the device,
+// times `steps` optimizer steps, synchronises again. The data are `--batches` distinct batches made on the CPU from
+// torch::manual_seed(seed) (randn images, randint labels) and moved to the device once; each loop cycles through
+// them, so no data loading is timed. Anything else the program prints (volt's messages, LibTorch warnings) goes to
+// stderr.
+#include <volt/volt.hpp>
+
+#include "resnet.hpp"
+
+#if defined(VOLT_WITH_CUDA) && VOLT_TORCH_VERSION >= 20100
+// The graph row needs LibTorch's CUDA graph API and the fused Adam kernel with device-side step counters (2.1+).
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#define FOUR_WAY_HAS_CUDA_GRAPH 1
+#else
+#define FOUR_WAY_HAS_CUDA_GRAPH 0
+#endif
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using Batches = std::vector<torch::data::Example<>>;
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Models: each is one Sequential so that every loop drives the same type.
+
+torch::nn::Sequential make_body(const std::string& model) {
+  namespace nn = torch::nn;
+  if (model == "mlp") {
+    return nn::Sequential(nn::Linear(784, 256), nn::BatchNorm1d(256), nn::ReLU(), nn::Dropout(0.2),
+                          nn::Linear(256, 256), nn::BatchNorm1d(256), nn::ReLU(), nn::Dropout(0.2),
+                          nn::Linear(256, 10));
+  }
+  if (model == "simplecnn") {  // examples/fashion_mnist_cnn's SimpleCNN, features and classifier in one Sequential
+    return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                          nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                          nn::Flatten(), nn::Linear(64 * 7 * 7, 512), nn::ReLU(), nn::Dropout(0.25),
+                          nn::Linear(512, 10));
+  }
+  if (model == "resnet18") return nn::Sequential(volt_bench::ResNet18(10));
+  throw std::invalid_argument("unknown model '" + model + "' (mlp, simplecnn, resnet18)");
+}
+
+std::vector<std::int64_t> input_shape(const std::string& model, std::int64_t batch) {
+  if (model == "mlp") return {batch, 784};
+  if (model == "simplecnn") return {batch, 1, 28, 28};
+  if (model == "resnet18") return {batch, 3, 32, 32};
+  throw std::invalid_argument("unknown model '" + model + "'");
+}
+
+/// The model as volt's Trainer sees it; the hand loops call the same training_step.
+struct Task : torch::nn::Module {
+  torch::nn::Sequential body;
+  explicit Task(const std::string& model) : body(register_module("body", make_body(model))) {}
+  torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t) {
+    return torch::nn::functional::cross_entropy(body->forward(batch.data), batch.target);
+  }
+  std::shared_ptr<torch::optim::Adam> configure_optimizers() {
+    return std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(1e-3));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Data and device memory.
+
+struct Data {
+  Batches batches;
+  std::string checksum;  // the Python rows print the same figures for their copy
+};
+
+Data make_data(const std::string& model, std::int64_t batch, int count, std::uint64_t seed,
+               const torch::Device& device) {
+  torch::manual_seed(seed);
+  auto shape = input_shape(model, batch);
+  shape.insert(shape.begin(), count);
+  const auto images = torch::randn(shape);
+  const auto labels = torch::randint(0, 10, {count, batch}, torch::TensorOptions().dtype(torch::kLong));
+  char text[96];
+  std::snprintf(text, sizeof text, "%.6e/%lld", images.sum(torch::kDouble).item<double>(),
+                static_cast<long long>(labels.sum().item<std::int64_t>()));
+  Data data{{}, text};
+  for (int i = 0; i < count; ++i) data.batches.emplace_back(images[i].to(device), labels[i].to(device));
+  synchronize(device);
+  return data;
+}
+
+/// Bytes the row adds to the CUDA caching allocator's peak: peak during the row minus what was allocated when it
+/// started (the data batches). -1 on the CPU.
+class PeakMemory {
+ public:
+  explicit PeakMemory(const torch::Device& device) : device_(device) {
+#ifdef VOLT_WITH_CUDA
+    if (device_.is_cuda()) {
+      synchronize(device_);
+      c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+      base_ = allocated(false);
+    }
+#endif
+  }
+  std::int64_t added() const {
+#ifdef VOLT_WITH_CUDA
+    if (device_.is_cuda()) return allocated(true) - base_;
+#endif
+    return -1;
+  }
+
+ private:
+#ifdef VOLT_WITH_CUDA
+  std::int64_t allocated(bool peak) const {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
+    const auto& all = stats.allocated_bytes[0];  // index 0: all pools together
+    return peak ? all.peak : all.current;
+  }
+#endif
+  torch::Device device_;
+  std::int64_t base_ = 0;
+};
+
+struct Request {
+  std::string loop, model, precision;
+  std::int64_t batch = 0, warmup = 0, steps = 0;
+  bool bf16() const { return precision == "bf16"; }
+};
+
+struct Result {
+  double steps_per_second = 0;
+  std::int64_t peak_bytes = -1;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Row 1: volt's Trainer, as a user sets it up, minus the progress bar and checkpointing.
+
+/// Synchronises and records the time when global_step reaches `warmup` and `warmup + steps`.
+struct StepTimer {
+  torch::Device device;
+  std::int64_t warmup, steps;
+  std::shared_ptr<std::vector<double>> marks = std::make_shared<std::vector<double>>();
+  void on_train_batch_end(volt::TrainerState& state, const torch::Tensor&, std::int64_t) {
+    if (state.global_step != warmup && state.global_step != warmup + steps) return;
+    synchronize(device);
+    marks->push_back(now_seconds());
+  }
+};
+
+/// `total` batches cycling through the distinct ones (copies share their tensors): one epoch covers the run.
+Batches one_epoch(const Batches& distinct, std::int64_t total) {
+  Batches epoch;
+  epoch.reserve(static_cast<std::size_t>(total));
+  for (std::int64_t i = 0; i < total; ++i) epoch.push_back(distinct[static_cast<std::size_t>(i) % distinct.size()]);
+  return epoch;
+}
+
+template <class Accelerator, class Precision>
+Result volt_row(const Request& request, const Batches& distinct, const torch::Device& device,
+                const std::string& root) {
+  const PeakMemory memory(device);
+  torch::manual_seed(0);
+  auto model = std::make_shared<Task>(request.model);
+  StepTimer timer{device, request.warmup, request.steps};
+  const std::int64_t total = request.warmup + request.steps;
+  volt::Trainer<Accelerator, volt::SingleDevice, Precision> trainer(
+      {.max_steps = total, .default_root_dir = root, .enable_progress_bar = false, .enable_checkpointing = false},
+      timer);
+  trainer.fit(model, one_epoch(distinct, total + 1));
+  if (timer.marks->size() != 2) throw std::runtime_error("volt's Trainer stopped before the last timed step");
+  return {static_cast<double>(request.steps) / ((*timer.marks)[1] - (*timer.marks)[0]), memory.added()};
+}
+
+Result volt_row(const Request& request, const Batches& distinct, const torch::Device& device,
+                const std::string& root) {
+  if (device.is_cuda()) {
+    return request.bf16() ? volt_row<volt::CUDA, volt::BF16Autocast>(request, distinct, device, root)
+                          : volt_row<volt::CUDA, volt::FP32>(request, distinct, device, root);
+  }
+  // The CPU table has FP32 rows only (one Trainer type fewer to compile).
+  if (request.bf16()) throw std::invalid_argument("the CPU rows are FP32 only");
+  return volt_row<volt::CPU, volt::FP32>(request, distinct, device, root);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Row 2: the loop a LibTorch user writes: zero_grad, forward under autocast, backward, LibTorch's Adam step.
+
+/// Autocast for one forward pass as a LibTorch user switches it: on, dtype, nesting depth; then off again and, at
+/// the outermost exit, the cache of cast weights cleared (PyTorch's `torch.autocast` does the same on exit).
+/// volt/core/compat.hpp maps these calls onto LibTorch 1.13's and 2.4+'s autocast functions.
+torch::Tensor forward_with_autocast(Task& model, const torch::data::Example<>& batch, std::int64_t step,
+                                    c10::DeviceType device_type) {
+  namespace compat = volt::compat;
+  compat::set_autocast_enabled(device_type, true);
+  compat::set_autocast_dtype(device_type, torch::kBFloat16);
+  compat::autocast_increment_nesting();
+  auto loss = model.training_step(batch, step);
+  if (compat::autocast_decrement_nesting() == 0) compat::autocast_clear_cache();
+  compat::set_autocast_enabled(device_type, false);
+  return loss;
+}
+
+Result libtorch_row(const Request& request, const Batches& distinct, const torch::Device& device) {
+  const PeakMemory memory(device);
+  torch::manual_seed(0);
+  auto model = std::make_shared<Task>(request.model);
+  model->to(device);
+  model->train();
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  const std::int64_t total = request.warmup + request.steps;
+  double start = 0;
+  for (std::int64_t step = 0; step < total; ++step) {
+    if (step == request.warmup) {
+      synchronize(device);
+      start = now_seconds();
+    }
+    const auto& batch = distinct[static_cast<std::size_t>(step) % distinct.size()];
+    optimizer.zero_grad();
+    auto loss = request.bf16() ? forward_with_autocast(*model, batch, step, device.type())
+                               : model->training_step(batch, step);
+    loss.backward();
+    optimizer.step();
+  }
+  synchronize(device);
+  return {static_cast<double>(request.steps) / (now_seconds() - start), memory.added()};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Row 5 (CUDA): the hand loop's whole step (forward, backward, Adam) captured once in a CUDA graph and replayed.
+
+#if FOUR_WAY_HAS_CUDA_GRAPH
+/// Switches the autocast weight cache off for the row's lifetime: a captured graph must not use casts cached
+/// outside it (PyTorch's make_graphed_callables demands the same).
+class AutocastCacheOff {
+ public:
+  AutocastCacheOff() : previous_(volt::compat::autocast_cache_enabled()) {
+    volt::compat::set_autocast_cache_enabled(false);
+  }
+  ~AutocastCacheOff() { volt::compat::set_autocast_cache_enabled(previous_); }
+  AutocastCacheOff(const AutocastCacheOff&) = delete;
+  AutocastCacheOff& operator=(const AutocastCacheOff&) = delete;
+
+ private:
+  bool previous_;
+};
+
+Result graph_row(const Request& request, const Batches& distinct, const torch::Device& device) {
+  if (!device.is_cuda()) throw std::invalid_argument("the graph row runs on CUDA only");
+  const PeakMemory memory(device);
+  const AutocastCacheOff cache_off;
+  const c10::cuda::CUDAGuard device_guard(device);
+  torch::manual_seed(0);
+  auto model = std::make_shared<Task>(request.model);
+  model->to(device);
+  model->train();
+  std::vector<torch::Tensor> params = model->parameters();
+  // Adam's state as PyTorch's fused Adam keeps it: moments like the parameters, the step count as a float32
+  // tensor on the device, so that bias correction is computed on the device and replays stay correct.
+  std::vector<torch::Tensor> exp_avgs, exp_avg_sqs, state_steps;
+  for (const auto& param : params) {
+    exp_avgs.push_back(torch::zeros_like(param));
+    exp_avg_sqs.push_back(torch::zeros_like(param));
+    state_steps.push_back(torch::zeros({}, param.options().dtype(torch::kFloat)));
+  }
+  // The graph reads its input from these buffers; each replay first copies the next batch into them.
+  torch::data::Example<> input{distinct[0].data.clone(), distinct[0].target.clone()};
+
+  std::vector<torch::Tensor> grads(params.size());
+  auto train_step = [&] {
+    auto loss = request.bf16() ? forward_with_autocast(*model, input, 0, device.type()) : model->training_step(input, 0);
+    loss.backward();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      grads[i] = params[i].grad();
+      if (!grads[i].defined()) throw std::runtime_error("graph row: a parameter got no gradient");
+    }
+    torch::NoGradGuard no_grad;  // in-place updates of leaf tensors that require grad
+    at::_foreach_add_(state_steps, 1);
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, state_steps, /*lr=*/1e-3,
+                     /*beta1=*/0.9, /*beta2=*/0.999, /*weight_decay=*/0.0, /*eps=*/1e-8, /*amsgrad=*/false,
+                     /*maximize=*/false);
+  };
+  // zero_grad(set_to_none): the captured backward then allocates the gradients in the graph's memory pool and
+  // every replay writes them afresh.
+  auto drop_grads = [&] {
+    for (auto& param : params) param.mutable_grad() = torch::Tensor();
+    for (auto& grad : grads) grad = torch::Tensor();
+  };
+
+  // Capture needs a stream other than the default one, and a few eager steps on it first (lazy initialisation of
+  // cuBLAS/cuDNN handles and workspaces, cuDNN's algorithm choice, the autograd engine's device thread).
+  auto side_stream = c10::cuda::getStreamFromPool(false, device.index());
+  at::cuda::CUDAGraph graph;
+  synchronize(device);
+  {
+    const c10::cuda::CUDAStreamGuard stream_guard(side_stream);
+    for (int i = 0; i < 3; ++i) {
+      drop_grads();
+      train_step();
+    }
+    synchronize(device);
+    drop_grads();
+    graph.capture_begin();
+    try {
+      train_step();
+    } catch (...) {
+      try {
+        graph.capture_end();
+      } catch (...) {
+      }
+      throw;
+    }
+    graph.capture_end();
+  }
+  synchronize(device);
+
+  const std::int64_t total = request.warmup + request.steps;
+  double start = 0;
+  for (std::int64_t step = 0; step < total; ++step) {
+    if (step == request.warmup) {
+      synchronize(device);
+      start = now_seconds();
+    }
+    const auto& batch = distinct[static_cast<std::size_t>(step) % distinct.size()];
+    input.data.copy_(batch.data);
+    input.target.copy_(batch.target);
+    graph.replay();
+  }
+  synchronize(device);
+  const double seconds = now_seconds() - start;
+  // Replays must have trained: a graph that captured nothing would leave the step counters at the warm-up's 3.
+  const double counted = state_steps[0].item<double>();
+  if (counted != static_cast<double>(3 + total)) {
+    throw std::runtime_error("graph row: Adam's step counter reads " + std::to_string(counted) + " after " +
+                             std::to_string(total) + " replays (expected " + std::to_string(3 + total) + ")");
+  }
+  return {static_cast<double>(request.steps) / seconds, memory.added()};
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------------------------
+
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text.substr(0, 600);
+}
+
+struct Options {
+  std::string device = "cpu", root = "four-way-logs";
+  int batches = 8, threads = 0;
+  std::uint64_t seed = 1234;
+};
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--device") options.device = value;
+    else if (flag == "--root") options.root = value;
+    else if (flag == "--batches") options.batches = std::stoi(value);
+    else if (flag == "--threads") options.threads = std::stoi(value);
+    else if (flag == "--seed") options.seed = std::stoull(value);
+    else throw std::invalid_argument("unknown flag " + flag);
+  }
+  if (options.device != "cpu" && options.device != "cuda") throw std::invalid_argument("--device is cpu or cuda");
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  try {
+    options = parse(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench_four_way: %s\n", error.what());
+    return 2;
+  }
+  if (options.threads > 0) at::set_num_threads(options.threads);
+  volt::log::set_sink([](volt::log::Level, std::string_view message) {
+    std::fprintf(stderr, "volt: %.*s\n", static_cast<int>(message.size()), message.data());
+  });
+  const bool cuda = options.device == "cuda";
+  if (cuda && !torch::cuda::is_available()) {
+    std::printf("@@ fatal CUDA requested but torch::cuda::is_available() is false (LibTorch %s)\n", TORCH_VERSION);
+    return 1;
+  }
+  const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  if (cuda) at::globalContext().setBenchmarkCuDNN(true);  // the Python rows set torch.backends.cudnn.benchmark
+  std::printf("@@ hello libtorch=%s threads=%d cuda_code=%d graph_row=%d compiler=%s\n", TORCH_VERSION,
+              at::get_num_threads(), volt::compat::built_with_cuda ? 1 : 0, FOUR_WAY_HAS_CUDA_GRAPH,
+#ifdef __VERSION__
+              one_line(__VERSION__).c_str()
+#else
+              "unknown"
+#endif
+  );
+  std::fflush(stdout);
+
+  std::map<std::string, Data> data_cache;
+  for (std::string line; std::getline(std::cin, line);) {
+    std::istringstream words(line);
+    std::string command;
+    words >> command;
+    if (command.empty()) continue;
+    if (command == "quit") break;
+    try {
+      Request request;
+      if (command != "run" || !(words >> request.loop >> request.model >> request.precision >> request.batch >>
+                                request.warmup >> request.steps)) {
+        throw std::invalid_argument("expected 'run <loop> <model> <precision> <batch> <warmup> <steps>', got '" +
+                                    line + "'");
+      }
+      if (request.precision != "fp32" && request.precision != "bf16") {
+        throw std::invalid_argument("precision is fp32 or bf16, got " + request.precision);
+      }
+      if (request.steps < 1 || request.warmup < 1) throw std::invalid_argument("warmup and steps must be >= 1");
+      const std::string key = request.model + "/" + std::to_string(request.batch);
+      auto found = data_cache.find(key);
+      if (found == data_cache.end()) {
+        found = data_cache
+                    .emplace(key, make_data(request.model, request.batch, options.batches, options.seed, device))
+                    .first;
+      }
+      const Data& data = found->second;
+      Result result;
+      if (request.loop == "volt") {
+        result = volt_row(request, data.batches, device, options.root);
+      } else if (request.loop == "libtorch") {
+        result = libtorch_row(request, data.batches, device);
+      } else if (request.loop == "graph") {
+#if FOUR_WAY_HAS_CUDA_GRAPH
+        result = graph_row(request, data.batches, device);
+#else
+        throw std::runtime_error(std::string("the graph row is compiled out: LibTorch ") + TORCH_VERSION +
+                                 (volt::compat::built_with_cuda ? " is older than 2.1" : " has no CUDA"));
+#endif
+      } else {
+        throw std::invalid_argument("unknown loop " + request.loop + " (volt, libtorch, graph)");
+      }
+      std::printf("@@ ok %.4f %lld %s\n", result.steps_per_second, static_cast<long long>(result.peak_bytes),
+                  data.checksum.c_str());
+    } catch (const c10::Error& error) {
+      std::printf("@@ error %s\n", one_line(error.what_without_backtrace()).c_str());
+    } catch (const std::exception& error) {
+      std::printf("@@ error %s\n", one_line(error.what()).c_str());
+    }
+    // A row that threw half-way must not leave autocast switched on for the next one.
+    for (auto type : {c10::DeviceType::CPU, c10::DeviceType::CUDA}) {
+      if (volt::compat::autocast_available(type) && volt::compat::autocast_enabled(type)) {
+        volt::compat::set_autocast_enabled(type, false);
+      }
+    }
+    volt::compat::autocast_clear_cache();
+    std::fflush(stdout);
+  }
+  return 0;
+}

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Four-way training benchmark, one command per device: volt's Trainer vs a hand-written LibTorch loop (C++,
+# benchmarks/cpp/four_way.cpp) vs a plain PyTorch loop vs Lightning's Trainer (Python,
+# benchmarks/python/four_way.py), plus on CUDA the hand loop's step in one CUDA graph and a
+# torch.compile(mode="reduce-overhead") loop; seed MLP, SimpleCNN and ResNet-18, FP32 (and BF16 autocast on CUDA).
+# Writes benchmarks/results/four-way-<device>.md.
+#
+#   benchmarks/four_way.sh [cpu|cuda] [PYTHON]
+#
+# PYTHON needs torch and lightning (default /opt/volt-venv/bin/python, else python3); the C++ side is built against
+# the LibTorch inside PYTHON's torch, so every loop runs the same kernels. Environment:
+#   BUILD_DIR       build folder (default build-four-way-<device>); logs go to BUILD_DIR/four-way-logs
+#   STEPS, WARMUP   timed and warm-up steps per run, for every model (default: per model and device)
+#   ROUNDS          rounds per model and precision (default 5)
+#   MODELS          subset of mlp,simplecnn,resnet18;  LOOPS: subset of volt,libtorch,pytorch,lightning,graph,compile
+#   TIME_LIMIT      seconds for everything after configuring (default 380 on CUDA): rounds are cut to fit
+#   COMPILE_BUDGET  seconds from the start within which torch.compile compiles may begin (default 150)
+#
+# Expected run time on one H200 with the defaults (CUDA, batch 128 / 256, 5 rounds): configure ~20 s; the C++
+# build (~1-2 min) overlaps worker start-up and torch.compile's compiles (~10-60 s per model and precision);
+# one run of a row at the MLP or SimpleCNN (30 + 300 steps) ~0.1 s (graph), ~0.4 s (volt), ~0.7 s (hand loops,
+# torch.compile) and ~1.5 s (Lightning, with its set-up), so ~5 s per round; ResNet-18 (10 + 40 steps at ~80-90
+# steps/s) ~0.6 s per row, ~5 s per round; measuring ~3 min in all. TIME_LIMIT cuts rounds if it runs longer.
+set -eu
+cd "$(dirname "$0")/.."
+device=${1:-cpu}
+case "$device" in
+  cpu|cuda) ;;
+  *) echo "usage: benchmarks/four_way.sh [cpu|cuda] [PYTHON]" >&2; exit 2 ;;
+esac
+if [ $# -ge 2 ]; then
+  python=$2
+elif [ -x /opt/volt-venv/bin/python ]; then
+  python=/opt/volt-venv/bin/python
+else
+  python=python3
+fi
+build=${BUILD_DIR:-build-four-way-$device}
+torch_dir=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+
+knobs=""
+for name in BUILD_DIR STEPS WARMUP ROUNDS MODELS LOOPS TIME_LIMIT COMPILE_BUDGET; do
+  eval "value=\${$name:-}"
+  if [ -n "$value" ]; then knobs="$knobs$name=$value "; fi
+done
+
+set -- -DCMAKE_BUILD_TYPE=Release -DVOLT_BUILD_BENCHMARKS=ON -DVOLT_BUILD_TESTS=OFF -DVOLT_BUILD_EXAMPLES=OFF \
+  -DVOLT_INSTALL=OFF "-DCMAKE_PREFIX_PATH=$torch_dir/share/cmake;$torch_dir"
+if [ "$device" = cuda ]; then set -- "$@" -DTORCH_CUDA_ARCH_LIST=9.0; fi
+if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
+  set -- "$@" -G Ninja
+fi
+echo "configuring $build against $torch_dir"
+mkdir -p "$build"
+cmake -S . -B "$build" "$@" >"$build/four-way-configure.log" 2>&1 || {
+  tail -20 "$build/four-way-configure.log" >&2
+  echo "cmake configure failed (full log: $build/four-way-configure.log)" >&2
+  exit 1
+}
+
+exec "$python" benchmarks/python/four_way.py --device "$device" --build-dir "$build" \
+  --output "benchmarks/results/four-way-$device.md" \
+  --command "${knobs}benchmarks/four_way.sh $device $python"

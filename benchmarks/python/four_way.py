@@ -1,0 +1,904 @@
+"""Four-way training benchmark: volt's Trainer, a hand-written LibTorch loop, a plain PyTorch loop and Lightning's
+Trainer (and on CUDA the hand loop's step captured in one CUDA graph, and a torch.compile(mode="reduce-overhead")
+loop) train the same models on the same synthetic batches for the same steps; one Markdown table per model and
+precision. benchmarks/four_way.sh configures the C++ side and runs this script; see it for the knobs.
+
+    python four_way.py --device cpu|cuda --build-dir DIR [--output results.md] [--command "how it was run"]
+
+This script is the driver: it builds bench_four_way (benchmarks/cpp/four_way.cpp) in the background and starts
+three workers that answer one request per line (the C++ program; this script with --worker python for the PyTorch
+and Lightning rows; with --worker compile for the torch.compile rows). On CUDA the torch.compile models are compiled
+while the C++ program builds. Then, per model and precision, it runs ROUNDS rounds; each round runs every row once,
+in an order rotated from round to round, and each run trains a fresh model for WARMUP steps and times STEPS steps
+between two device synchronisations. A row that fails (error, crash, timeout) is marked failed with the reason and
+the others go on; a time limit (TIME_LIMIT) cuts rounds rather than the run.
+
+Environment: STEPS, WARMUP (all models; default per model and device), ROUNDS, MODELS (mlp,simplecnn,resnet18),
+LOOPS (volt,libtorch,pytorch,lightning,graph,compile), TIME_LIMIT (seconds from the driver's start; default 380 on
+CUDA), COMPILE_BUDGET (seconds in which compiles may start; default 150).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import platform
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+SEED = 1234
+DISTINCT_BATCHES = 8
+
+# Per model: title, input shape, and batch / warm-up steps / timed steps per device.
+MODELS = {
+    "mlp": {
+        "title": "seed MLP 784-256-256-10 (BatchNorm, ReLU, Dropout 0.2), Adam 1e-3",
+        "shape": (784,),
+        "cuda": {"batch": 128, "warmup": 30, "steps": 300},
+        "cpu": {"batch": 128, "warmup": 10, "steps": 100},
+    },
+    "simplecnn": {
+        "title": "seed SimpleCNN (conv 32, conv 64, 512 units, Dropout 0.25) on 1x28x28, Adam 1e-3",
+        "shape": (1, 28, 28),
+        "cuda": {"batch": 128, "warmup": 30, "steps": 300},
+        "cpu": {"batch": 128, "warmup": 3, "steps": 20},
+    },
+    "resnet18": {
+        "title": "ResNet-18 with a CIFAR stem on 3x32x32, Adam 1e-3",
+        "shape": (3, 32, 32),
+        "cuda": {"batch": 256, "warmup": 10, "steps": 40},
+        "cpu": {"batch": 32, "warmup": 1, "steps": 3},
+    },
+}
+
+# Loop name -> (worker, label).
+LOOPS = {
+    "volt": ("cpp", "volt `Trainer<{accelerator}, SingleDevice, {precision}>` (C++)"),
+    "libtorch": ("cpp", "hand-written LibTorch loop (C++)"),
+    "pytorch": ("python", "plain PyTorch loop (Python)"),
+    "lightning": ("python", "Lightning `Trainer` (Python)"),
+    "graph": ("cpp", "graph limit: the hand loop's step in one CUDA graph (C++)"),
+    "compile": ("compile", "`torch.compile(model, mode=\"reduce-overhead\")` loop (Python)"),
+}
+PRECISION_NAMES = {"fp32": ("FP32", "32-true"), "bf16": ("BF16Autocast", "bf16-mixed")}
+
+
+# =====================================================================================================================
+# Workers (run with --worker): the Python rows.
+
+
+def make_model(name: str):
+    import torch.nn as nn
+
+    if name == "mlp":
+        return nn.Sequential(
+            nn.Linear(784, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Dropout(0.2),
+            nn.Linear(256, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Dropout(0.2),
+            nn.Linear(256, 10),
+        )
+    if name == "simplecnn":
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(64 * 7 * 7, 512), nn.ReLU(), nn.Dropout(0.25), nn.Linear(512, 10),
+        )
+    if name == "resnet18":
+        from ddp_resnet import ResNet18  # benchmarks/python/ddp_resnet.py, the layout of benchmarks/cpp/resnet.hpp
+
+        return ResNet18(10)
+    raise ValueError(f"unknown model {name!r} (mlp, simplecnn, resnet18)")
+
+
+def make_data(model: str, batch: int, device):
+    """DISTINCT_BATCHES batches made on the CPU exactly as bench_four_way makes them, then moved to the device."""
+    import torch
+
+    torch.manual_seed(SEED)
+    images = torch.randn(DISTINCT_BATCHES, batch, *MODELS[model]["shape"])
+    labels = torch.randint(0, 10, (DISTINCT_BATCHES, batch))
+    checksum = f"{images.sum(dtype=torch.float64).item():.6e}/{labels.sum().item()}"
+    batches = [(images[i].to(device), labels[i].to(device)) for i in range(DISTINCT_BATCHES)]
+    return batches, checksum
+
+
+class Cycle:
+    """`length` batches cycling through the distinct ones, with a length: what Lightning takes as a dataloader."""
+
+    def __init__(self, batches, length: int):
+        self.batches, self.length = batches, length
+
+    def __iter__(self):
+        return (self.batches[i % len(self.batches)] for i in range(self.length))
+
+    def __len__(self):
+        return self.length
+
+
+class Worker:
+    def __init__(self, kind: str, device_type: str, root: str):
+        import torch
+
+        self.torch = torch
+        self.kind = kind
+        self.device = torch.device(device_type, 0) if device_type == "cuda" else torch.device("cpu")
+        self.root = root
+        self.data = {}
+        self.compiled = {}
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    def peak_start(self) -> int:
+        if self.device.type != "cuda":
+            return -1
+        self.sync()
+        self.torch.cuda.reset_peak_memory_stats()
+        return self.torch.cuda.memory_allocated()
+
+    def peak_added(self, base: int) -> int:
+        return self.torch.cuda.max_memory_allocated() - base if base >= 0 else -1
+
+    def hello(self) -> dict:
+        torch = self.torch
+        info = {"python": platform.python_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                "cuda_build": torch.version.cuda}
+        if self.kind == "python":
+            import lightning
+
+            info["lightning"] = lightning.__version__
+        if self.device.type == "cuda":
+            info["cuda_available"] = torch.cuda.is_available()
+            if torch.cuda.is_available():
+                properties = torch.cuda.get_device_properties(0)
+                info["gpu"] = properties.name
+                info["gpu_memory_gib"] = round(properties.total_memory / 2**30, 1)
+                info["capability"] = f"{properties.major}.{properties.minor}"
+                info["cudnn"] = torch.backends.cudnn.version()
+                try:
+                    import ctypes
+
+                    version = ctypes.c_int()
+                    ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version))
+                    info["cuda_driver_api"] = f"{version.value // 1000}.{version.value % 1000 // 10}"
+                except (OSError, AttributeError):
+                    pass
+        return info
+
+    def batches(self, model: str, batch: int):
+        key = (model, batch)
+        if key not in self.data:
+            self.data[key] = make_data(model, batch, self.device)
+        return self.data[key]
+
+    # ---- rows ---------------------------------------------------------------------------------------------------
+
+    def loss(self, net, x, y, bf16: bool):
+        torch = self.torch
+        if bf16:
+            with torch.autocast(self.device.type, dtype=torch.bfloat16):
+                return torch.nn.functional.cross_entropy(net(x), y)
+        return torch.nn.functional.cross_entropy(net(x), y)
+
+    def pytorch_row(self, model_name, bf16, batches, warmup, steps):
+        """The loop a PyTorch user writes: zero_grad, forward (under autocast for bf16), backward, Adam's step."""
+        torch = self.torch
+        base = self.peak_start()
+        torch.manual_seed(0)
+        model = make_model(model_name).to(self.device)
+        model.train()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        start = 0.0
+        for step in range(warmup + steps):
+            if step == warmup:
+                self.sync()
+                start = time.perf_counter()
+            x, y = batches[step % len(batches)]
+            optimizer.zero_grad()
+            loss = self.loss(model, x, y, bf16)
+            loss.backward()
+            optimizer.step()
+        self.sync()
+        return steps / (time.perf_counter() - start), self.peak_added(base), ""
+
+    def lightning_row(self, model_name, bf16, batches, warmup, steps):
+        """Lightning's Trainer with its defaults (logger, model summary) but no progress bar and no checkpointing."""
+        import lightning.pytorch as pl
+
+        torch = self.torch
+        worker = self
+        marks = []
+
+        class StepTimer(pl.Callback):
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+                if trainer.global_step in (warmup, warmup + steps):
+                    worker.sync()
+                    marks.append(time.perf_counter())
+
+        class Task(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.net = make_model(model_name)
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                return torch.nn.functional.cross_entropy(self.net(x), y)
+
+            def configure_optimizers(self):
+                return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+        base = self.peak_start()
+        torch.manual_seed(0)
+        task = Task()
+        trainer = pl.Trainer(
+            accelerator="gpu" if self.device.type == "cuda" else "cpu", devices=1,
+            precision=PRECISION_NAMES["bf16" if bf16 else "fp32"][1], max_steps=warmup + steps,
+            enable_progress_bar=False, enable_checkpointing=False, default_root_dir=self.root,
+            callbacks=[StepTimer()],
+        )
+        trainer.fit(task, train_dataloaders=Cycle(batches, warmup + steps + 1))
+        if len(marks) != 2:
+            raise RuntimeError(f"Lightning stopped at global_step {trainer.global_step} before the last timed step")
+        return steps / (marks[1] - marks[0]), self.peak_added(base), ""
+
+    def compile_step(self, entry, x, y, bf16):
+        model, optimizer, compiled = entry
+        self.torch.compiler.cudagraph_mark_step_begin()
+        optimizer.zero_grad()
+        loss = self.loss(compiled, x, y, bf16)
+        loss.backward()
+        optimizer.step()
+
+    def compile_prepare(self, model_name, bf16, batches):
+        """Compiles the model (forward and backward, CUDA graphs by reduce-overhead) with a few steps; the optimizer
+        step stays eager (foreach Adam), as in a user's loop."""
+        from torch._dynamo.utils import counters
+
+        torch = self.torch
+        key = (model_name, bf16, batches[0][0].shape[0])
+        if key in self.compiled:
+            return self.compiled[key]
+        torch.manual_seed(0)
+        model = make_model(model_name).to(self.device)
+        model.train()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        compiled = torch.compile(model, mode="reduce-overhead")
+        skips = counters["inductor"]["cudagraph_skips"]
+        start = time.perf_counter()
+        for step in range(5):  # compile forward, then backward; record the CUDA graphs; replay them
+            x, y = batches[step % len(batches)]
+            self.compile_step((model, optimizer, compiled), x, y, bf16)
+        self.sync()
+        seconds = time.perf_counter() - start
+        skips = counters["inductor"]["cudagraph_skips"] - skips
+        note = f"compiled in {seconds:.0f} s" + (f"; CUDA graphs skipped {skips} times" if skips else "")
+        self.compiled[key] = ((model, optimizer, compiled), note)
+        return self.compiled[key]
+
+    def compile_row(self, model_name, bf16, batches, warmup, steps):
+        entry, note = self.compile_prepare(model_name, bf16, batches)
+        base = self.peak_start()
+        start = 0.0
+        for step in range(warmup + steps):
+            if step == warmup:
+                self.sync()
+                start = time.perf_counter()
+            x, y = batches[step % len(batches)]
+            self.compile_step(entry, x, y, bf16)
+        self.sync()
+        return steps / (time.perf_counter() - start), self.peak_added(base), note
+
+    def handle(self, words: list[str]) -> str:
+        if words[0] == "prepare":
+            model_name, precision, batch = words[1], words[2], int(words[3])
+            batches, checksum = self.batches(model_name, batch)
+            _, note = self.compile_prepare(model_name, precision == "bf16", batches)
+            return f"ok 0 -1 {checksum} {note}"
+        if words[0] != "run" or len(words) != 7:
+            raise ValueError(f"expected 'run <loop> <model> <precision> <batch> <warmup> <steps>', got {words}")
+        loop, model_name, precision = words[1:4]
+        batch, warmup, steps = (int(w) for w in words[4:7])
+        if precision not in PRECISION_NAMES:
+            raise ValueError(f"precision is fp32 or bf16, got {precision}")
+        batches, checksum = self.batches(model_name, batch)
+        gc.collect()  # earlier rows' Trainers hold reference cycles: free their device memory before this row
+        rows = {"pytorch": self.pytorch_row, "lightning": self.lightning_row, "compile": self.compile_row}
+        if loop not in rows:
+            raise ValueError(f"unknown loop {loop}")
+        rate, peak, note = rows[loop](model_name, precision == "bf16", batches, warmup, steps)
+        return f"ok {rate:.4f} {peak} {checksum} {note}".rstrip()
+
+
+def worker_main(arguments) -> int:
+    import logging
+    import warnings
+
+    import torch
+
+    warnings.filterwarnings("ignore")
+    for name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if arguments.threads > 0:
+        torch.set_num_threads(arguments.threads)
+    if arguments.device == "cuda":
+        torch.backends.cudnn.benchmark = True  # bench_four_way sets the same
+    worker = Worker(arguments.worker, arguments.device, arguments.root)
+    print("@@ hello " + json.dumps(worker.hello()), flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "quit":
+            break
+        try:
+            reply = worker.handle(words)
+        except Exception as error:  # noqa: BLE001 - every failure becomes the row's error message
+            message = " ".join(f"{type(error).__name__}: {error}".split())
+            reply = f"error {message[:600]}"
+        print("@@ " + reply, flush=True)
+    return 0
+
+
+# =====================================================================================================================
+# The driver.
+
+
+class WorkerError(Exception):
+    pass
+
+
+class WorkerProcess:
+    """One worker process and its line protocol: requests on stdin, replies as '@@ <kind> <rest>' lines on stdout;
+    other output goes to its log."""
+
+    running: set = set()  # every started worker, so that an interrupted driver stops them all
+
+    def __init__(self, name: str, argv: list[str], log_path: str, start_timeout: float):
+        self.name, self.argv, self.log_path, self.start_timeout = name, argv, log_path, start_timeout
+        self.process = None
+        self.buffer = b""
+        self.hello = None
+        self.log = None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self):
+        self.stop()
+        self.log = open(self.log_path, "ab")
+        self.log.write(f"==== start {' '.join(self.argv)}\n".encode())
+        self.log.flush()
+        try:
+            self.process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=self.log, start_new_session=True)
+        except OSError as error:
+            raise WorkerError(f"cannot start {self.argv[0]}: {error}") from error
+        WorkerProcess.running.add(self)
+        self.buffer = b""
+        kind, rest = self.read_reply(self.start_timeout)
+        if kind != "hello":
+            self.stop()
+            raise WorkerError(f"{self.name} worker did not start: {kind} {rest}")
+        self.hello = rest
+
+    def request(self, line: str, timeout: float) -> tuple[str, str]:
+        if not self.alive():
+            self.start()
+        try:
+            self.process.stdin.write((line + "\n").encode())
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise WorkerError(f"{self.name} worker is gone ({error}); {self.last_stderr()}") from error
+        return self.read_reply(timeout)
+
+    def read_reply(self, timeout: float) -> tuple[str, str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            newline = self.buffer.find(b"\n")
+            if newline >= 0:
+                line = self.buffer[:newline].decode(errors="replace")
+                self.buffer = self.buffer[newline + 1:]
+                marker = line.find("@@ ")
+                if marker >= 0:
+                    kind, _, rest = line[marker + 3:].partition(" ")
+                    return kind, rest
+                self.log.write(f"[stdout] {line}\n".encode())
+                self.log.flush()
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.stop(force=True)
+                raise WorkerError(f"no answer from the {self.name} worker within {timeout:.0f} s (stopped it)")
+            ready, _, _ = select.select([self.process.stdout], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self.process.stdout.fileno(), 65536)
+            if chunk:
+                self.buffer += chunk
+                continue
+            try:
+                code = self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+            how = (f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}")
+            raise WorkerError(f"the {self.name} worker ended ({how}); {self.last_stderr()}")
+
+    def last_stderr(self) -> str:
+        try:
+            with open(self.log_path, "rb") as file:
+                file.seek(max(0, os.path.getsize(self.log_path) - 4000))
+                lines = [line.strip() for line in file.read().decode(errors="replace").splitlines()]
+        except OSError:
+            return "no log"
+        lines = [line for line in lines if line and not line.startswith(("====", "[W", "Warning"))]
+        return f"last log line: {lines[-1][:300]}" if lines else "log empty"
+
+    def stop(self, force: bool = False):
+        """Asks the worker to quit (force: kills it and its children at once)."""
+        if self.process is not None:
+            if self.process.poll() is None and not force:
+                try:
+                    self.process.stdin.write(b"quit\n")
+                    self.process.stdin.flush()
+                    self.process.wait(timeout=5)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            if self.process.poll() is None:
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)  # the worker and its own children (compile workers)
+                except ProcessLookupError:
+                    pass
+                self.process.wait()
+            self.process = None
+        WorkerProcess.running.discard(self)
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+def parse_hello(text: str) -> dict:
+    if text.startswith("{"):
+        return json.loads(text)
+    info = {}
+    head, _, compiler = text.partition(" compiler=")
+    for item in head.split():
+        key, _, value = item.partition("=")
+        info[key] = value
+    if compiler:
+        info["compiler"] = compiler
+    return info
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def nvidia_driver() -> str:
+    try:
+        completed = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                   capture_output=True, text=True, timeout=20)
+        return completed.stdout.strip().splitlines()[0] if completed.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        return ""
+
+
+def volt_revision() -> str:
+    """The commit the run measured, and whether volt's headers had uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=20)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "include", "benchmarks/cpp"],
+                               capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown (no git)"
+    if head.returncode != 0:
+        return "unknown (not a git checkout)"
+    return head.stdout.strip() + (" with uncommitted changes under include/ or benchmarks/cpp/" if dirty.stdout.strip()
+                                  else "")
+
+
+def env_int(name: str):
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else None
+
+
+def env_list(name: str, default: list[str], allowed) -> list[str]:
+    value = os.environ.get(name, "").strip()
+    items = [item.strip() for item in value.split(",") if item.strip()] if value else default
+    unknown = [item for item in items if item not in allowed]
+    if unknown:
+        raise SystemExit(f"{name}: unknown {', '.join(unknown)} (allowed: {', '.join(allowed)})")
+    return items
+
+
+class Row:
+    def __init__(self):
+        self.rates, self.peaks = [], []
+        self.error = ""
+        self.note = ""
+        self.checksum = ""
+
+
+def driver_main(arguments) -> int:
+    started = time.monotonic()
+    device = arguments.device
+    cuda = device == "cuda"
+    load_before = os.getloadavg()
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    models = env_list("MODELS", list(MODELS), MODELS)
+    all_loops = ["volt", "libtorch", "pytorch", "lightning"] + (["graph", "compile"] if cuda else [])
+    loops = env_list("LOOPS", all_loops, all_loops)
+    precisions = ["fp32", "bf16"] if cuda else ["fp32"]
+    rounds = env_int("ROUNDS") or 5
+    steps_override, warmup_override = env_int("STEPS"), env_int("WARMUP")
+    time_limit = env_int("TIME_LIMIT") or (380 if cuda else 3600)
+    compile_budget = env_int("COMPILE_BUDGET") or 150
+    settings = {}
+    for model in models:
+        setting = dict(MODELS[model][device])
+        if steps_override:
+            setting["steps"] = steps_override
+        if warmup_override:
+            setting["warmup"] = warmup_override
+        settings[model] = setting
+    row_timeout = 150 if cuda else 900
+
+    log_dir = os.path.join(arguments.build_dir, "four-way-logs")
+    os.makedirs(log_dir, exist_ok=True)
+    script = os.path.abspath(__file__)
+    threads = ["--threads", "1"] if not cuda else []
+    binary = os.path.join(arguments.build_dir, "benchmarks", "bench_four_way")
+
+    def say(message: str):
+        print(f"[{time.monotonic() - started:6.1f} s] {message}", flush=True)
+
+    # The C++ build runs in the background while the Python workers start (and, on CUDA, compile their models).
+    build = {"ok": None, "message": "", "seconds": 0.0}
+
+    def run_build():
+        build_start = time.monotonic()
+        with open(os.path.join(log_dir, "build.log"), "wb") as log:
+            try:
+                completed = subprocess.run(["cmake", "--build", arguments.build_dir, "--target", "bench_four_way"],
+                                           stdout=log, stderr=subprocess.STDOUT)
+            except OSError as error:
+                build.update(ok=False, message=f"cannot run cmake: {error}")
+                return
+        build["seconds"] = time.monotonic() - build_start
+        build["ok"] = completed.returncode == 0
+        if not build["ok"]:
+            with open(os.path.join(log_dir, "build.log"), errors="replace") as log:
+                errors = [line.strip() for line in log if "error" in line.lower()]
+            build["message"] = (f"the C++ build failed ({log_dir}/build.log): " +
+                                (errors[0][:300] if errors else f"exit code {completed.returncode}"))
+
+    builder = threading.Thread(target=run_build)
+    if arguments.no_build:
+        build.update(ok=os.path.exists(binary), message=f"{binary} not found (--no-build)")
+    else:
+        builder.start()
+        say(f"building bench_four_way in {arguments.build_dir} (log: {log_dir}/build.log)")
+
+    def python_worker(kind: str) -> WorkerProcess:
+        root = os.path.join(log_dir, f"root-{kind}")
+        argv = [sys.executable, script, "--worker", kind, "--device", device, "--root", root] + threads
+        return WorkerProcess(kind, argv, os.path.join(log_dir, f"{kind}.log"), start_timeout=240)
+
+    workers = {"python": python_worker("python")}
+    if "compile" in loops:
+        workers["compile"] = python_worker("compile")
+    worker_errors = {}
+    for name, worker in workers.items():
+        try:
+            worker.start()
+            say(f"{name} worker: {worker.hello}")
+        except WorkerError as error:
+            worker_errors[name] = str(error)
+            say(f"{name} worker failed to start: {error}")
+
+    results = {(model, precision): {loop: Row() for loop in loops} for model in models for precision in precisions}
+
+    # Compile phase (CUDA): compiles start only within COMPILE_BUDGET seconds of the start.
+    compile_seconds = 0.0
+    if "compile" in loops and "compile" not in worker_errors:
+        phase_start = time.monotonic()
+        for model in models:
+            for precision in precisions:
+                row = results[(model, precision)]["compile"]
+                if time.monotonic() - started > compile_budget:
+                    row.error = f"not compiled: COMPILE_BUDGET ({compile_budget} s) spent on earlier compiles"
+                    continue
+                say(f"compiling {model} {precision} for the torch.compile row")
+                # A compile that started in time may run on, but not for ever: the rows still need their time.
+                timeout = max(60.0, started + compile_budget + 90 - time.monotonic())
+                try:
+                    kind, rest = workers["compile"].request(
+                        f"prepare {model} {precision} {settings[model]['batch']}", timeout=timeout)
+                except WorkerError as error:
+                    kind, rest = "error", str(error)
+                if kind == "ok":
+                    row.note = rest.split(" ", 3)[3] if rest.count(" ") >= 3 else ""
+                    say(f"  {row.note}")
+                else:
+                    row.error = f"torch.compile failed: {rest}"
+                    say(f"  {row.error}")
+        compile_seconds = time.monotonic() - phase_start
+
+    if not arguments.no_build:
+        builder.join()
+        say(f"C++ build {'done' if build['ok'] else 'FAILED'} in {build['seconds']:.0f} s")
+    cpp_argv = [binary, "--device", device, "--root", os.path.join(log_dir, "root-cpp"),
+                "--batches", str(DISTINCT_BATCHES), "--seed", str(SEED)] + threads
+    workers["cpp"] = WorkerProcess("cpp", cpp_argv, os.path.join(log_dir, "cpp.log"), start_timeout=120)
+    if not build["ok"]:
+        worker_errors["cpp"] = build["message"]
+    else:
+        try:
+            workers["cpp"].start()
+            say(f"cpp worker: {workers['cpp'].hello}")
+        except WorkerError as error:
+            worker_errors["cpp"] = str(error)
+            say(f"cpp worker failed to start: {error}")
+
+    # Measuring: per block (model, precision), rounds of every row; each block gets an equal share of the time left.
+    deadline = started + time_limit - 15
+    measure_start = time.monotonic()
+    blocks = [(model, precision) for model in models for precision in precisions]
+    block_notes = {}
+    for index, (model, precision) in enumerate(blocks):
+        setting = settings[model]
+        block_start = time.monotonic()
+        share = (deadline - block_start) / (len(blocks) - index)
+        rows = results[(model, precision)]
+        for loop in loops:
+            worker_name = LOOPS[loop][0]
+            if worker_name in worker_errors and not rows[loop].error:
+                rows[loop].error = worker_errors[worker_name]
+        last_round = 0.0
+        done = 0
+        for round_index in range(rounds):
+            now = time.monotonic()
+            if now > deadline or (round_index > 0 and now - block_start + last_round > share):
+                break
+            round_start = now
+            active = [loop for loop in loops if not rows[loop].error]
+            shift = round_index % max(1, len(active))
+            for loop in active[shift:] + active[:shift]:
+                worker = workers[LOOPS[loop][0]]
+                line = f"run {loop} {model} {precision} {setting['batch']} {setting['warmup']} {setting['steps']}"
+                timeout = max(30.0, min(row_timeout, deadline + 30 - time.monotonic()))
+                try:
+                    kind, rest = worker.request(line, timeout=timeout)
+                except WorkerError as error:
+                    kind, rest = "error", str(error)
+                row = rows[loop]
+                if kind == "ok":
+                    fields = rest.split(" ", 3)
+                    row.rates.append(float(fields[0]))
+                    row.peaks.append(int(fields[1]))
+                    row.checksum = fields[2]
+                    if len(fields) > 3:
+                        row.note = fields[3]
+                else:
+                    row.error = rest
+                    if loop == "graph":
+                        worker.stop(force=True)  # a failed capture may leave the CUDA context unusable: start afresh
+            last_round = time.monotonic() - round_start
+            done += 1
+            say(f"{model} {precision} round {round_index + 1}: " + ", ".join(
+                f"{loop} {rows[loop].rates[-1]:.1f}" if rows[loop].rates and not rows[loop].error else f"{loop} failed"
+                for loop in loops))
+        if done < rounds:
+            block_notes[(model, precision)] = (f"{done} of {rounds} rounds (TIME_LIMIT {time_limit} s)"
+                                               if done else f"not run: TIME_LIMIT {time_limit} s reached")
+            for loop in loops:
+                if not done and not rows[loop].error:
+                    rows[loop].error = block_notes[(model, precision)]
+    measure_seconds = time.monotonic() - measure_start
+    for worker in workers.values():
+        worker.stop()
+    load_after = os.getloadavg()
+
+    report = write_report(arguments, device, models, precisions, loops, settings, rounds, results, block_notes,
+                          workers, worker_errors, load_before, load_after, date,
+                          {"build": build["seconds"], "compile": compile_seconds, "measure": measure_seconds,
+                           "total": time.monotonic() - started, "time_limit": time_limit})
+    print()
+    print(report)
+    if arguments.output:
+        with open(arguments.output, "w") as file:
+            file.write(report)
+        say(f"wrote {arguments.output}")
+    return 0
+
+
+def rate_text(value: float) -> str:
+    """Steps/s with at least three significant digits (ResNet-18 on a CPU runs well under one step a second)."""
+    return f"{value:.1f}" if value >= 100 else f"{value:#.3g}"
+
+
+def ratio(a, b) -> str:
+    return f"{a / b:.3f}" if a and b else "-"
+
+
+def write_report(arguments, device, models, precisions, loops, settings, rounds, results, block_notes, workers,
+                 worker_errors, load_before, load_after, date, seconds) -> str:
+    cuda = device == "cuda"
+    hellos = {name: (parse_hello(worker.hello) if worker.hello else {}) for name, worker in workers.items()}
+    python_info = hellos.get("python") or hellos.get("compile") or {}
+    cpp_info = hellos.get("cpp", {})
+    out = [f"# Four-way training benchmark: {device.upper()}", "", "Command (from the repository root):", "",
+           f"    {arguments.command or ' '.join(sys.argv)}", ""]
+    machine = f"{cpu_model()}, {os.cpu_count()} cores, {platform.platform()}"
+    if cuda:
+        gpu = python_info.get("gpu", "no GPU found")
+        driver = nvidia_driver()
+        machine += (f"; GPU {gpu} ({python_info.get('gpu_memory_gib', '?')} GiB, compute capability "
+                    f"{python_info.get('capability', '?')}), driver {driver or 'unknown'}, CUDA driver API "
+                    f"{python_info.get('cuda_driver_api', '?')}")
+    out += [f"Date: {date}. Machine: {machine}. Load average (1/5/15 min) "
+            f"{'/'.join(f'{v:.1f}' for v in load_before)} before the run, "
+            f"{'/'.join(f'{v:.1f}' for v in load_after)} after it.", ""]
+    versions = (f"Versions: C++ rows LibTorch {cpp_info.get('libtorch', '?')} (compiler {cpp_info.get('compiler', '?')}, "
+                f"{cpp_info.get('threads', '?')} intra-op threads); Python {python_info.get('python', '?')}, torch "
+                f"{python_info.get('torch', '?')} (CUDA build {python_info.get('cuda_build')}"
+                + (f", cuDNN {python_info.get('cudnn', '?')}" if cuda else "")
+                + f", {python_info.get('threads', '?')} threads), lightning {hellos.get('python', {}).get('lightning', '?')}.")
+    out += [versions + f" volt: commit {volt_revision()}.", ""]
+    per_model = "; ".join(f"{m}: batch {s['batch']}, {s['warmup']} warm-up + {s['steps']} timed steps"
+                          for m, s in settings.items())
+    checksums = {row.checksum for block in results.values() for row in block.values() if row.checksum}
+    per_block = {}
+    for (model, precision), block in results.items():
+        per_block.setdefault(model, set()).update(row.checksum for row in block.values() if row.checksum)
+    same_data = all(len(values) <= 1 for values in per_block.values())
+    out += [f"Settings: {rounds} rounds per model and precision ({per_model}); {DISTINCT_BATCHES} distinct "
+            f"synthetic batches per model (seed {SEED}) held {'on the GPU' if cuda else 'in memory'}; data checksums "
+            f"{'identical in every worker' if same_data else 'DIFFER between workers: ' + ', '.join(sorted(checksums))}."
+            f" Run time: build {seconds['build']:.0f} s"
+            + (f", torch.compile phase {seconds['compile']:.0f} s (during the build)" if cuda else "")
+            + f", measuring {seconds['measure']:.0f} s, total {seconds['total']:.0f} s (TIME_LIMIT "
+            f"{seconds['time_limit']} s).", ""]
+
+    def label(loop, precision):
+        text = LOOPS[loop][1]
+        if loop == "volt":
+            text = text.format(accelerator="CUDA" if cuda else "CPU", precision=PRECISION_NAMES[precision][0])
+        if loop == "lightning":
+            text = f"Lightning `Trainer(precision=\"{PRECISION_NAMES[precision][1]}\")` (Python)"
+        return text
+
+    medians = {key: {loop: (statistics.median(row.rates) if row.rates and not row.error else 0.0)
+                     for loop, row in block.items()} for key, block in results.items()}
+
+    # Summary: volt's row against the others.
+    header = ["model", "precision", "volt steps/s", "vs hand LibTorch", "vs PyTorch", "vs Lightning"]
+    if cuda:
+        header += ["vs graph limit", "vs torch.compile"]
+    out += ["## Summary: volt's Trainer against the other loops (ratios of median steps/s)", "",
+            "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (model, precision), med in medians.items():
+        cells = [model, precision, rate_text(med["volt"]) if med.get("volt") else "failed"]
+        for other in ["libtorch", "pytorch", "lightning"] + (["graph", "compile"] if cuda else []):
+            cells.append(ratio(med.get("volt"), med.get(other)))
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+
+    for (model, precision), block in results.items():
+        med = medians[(model, precision)]
+        out += [f"## {model}, {precision}: {MODELS[model]['title']}, batch {settings[model]['batch']}", ""]
+        if (model, precision) in block_notes:
+            out += [f"Rounds: {block_notes[(model, precision)]}.", ""]
+        columns = ["loop", "steps/s (median)", "runs"] + (["peak memory (MiB)"] if cuda else []) + \
+                  ["vs hand LibTorch", "vs Lightning"] + (["vs graph limit"] if cuda else []) + ["note"]
+        out += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        for loop, row in block.items():
+            if row.error:
+                cells = [label(loop, precision), "**failed**", "", *([""] if cuda else []), "", "",
+                         *([""] if cuda else []), row.error.replace("|", "\\|")]
+            else:
+                cells = [label(loop, precision), rate_text(med[loop]), ", ".join(rate_text(v) for v in row.rates)]
+                if cuda:
+                    cells.append(f"{max(row.peaks) / 2**20:.1f}" if row.peaks and max(row.peaks) >= 0 else "-")
+                cells += [ratio(med[loop], med.get("libtorch")), ratio(med[loop], med.get("lightning"))]
+                if cuda:
+                    cells.append(ratio(med[loop], med.get("graph")))
+                cells.append(row.note.replace("|", "\\|"))
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    out += [NOTES_CUDA if cuda else NOTES_CPU]
+    return "\n".join(out)
+
+
+NOTES_COMMON = """\
+* Same model definitions (C++: benchmarks/cpp/four_way.cpp with benchmarks/cpp/resnet.hpp; Python:
+  benchmarks/python/four_way.py with benchmarks/python/ddp_resnet.py), same synthetic batches (made on the CPU
+  from one seed by the same LibTorch, checksums compared), same optimizer (Adam, lr 1e-3), same number of steps;
+  the training step computes the cross-entropy loss and logs nothing. Every run builds a fresh model
+  (seed 0), trains the warm-up steps, and times the timed steps between two device synchronisations; no data
+  loading, process start-up or model construction is timed. Each loop cycles through the distinct batches; the
+  Trainers get them as one epoch of warm-up + timed + 1 batches, so no epoch boundary falls in the timed steps.
+* volt's Trainer and Lightning's run with their default setup (default logger, model summary,
+  log_every_n_steps 50; logs under the build folder) except that the progress bar and checkpointing are off.
+* The optimizer step differs by loop: volt's Trainer steps LibTorch's Adam through `volt::optim::step`
+  (LibTorch's fused Adam kernel where it has one, else multi-tensor ops; on LibTorch's own optimizer state); the
+  hand-written LibTorch loop calls `torch::optim::Adam::step()`, which updates parameter by parameter; PyTorch
+  and Lightning use `torch.optim.Adam` with its defaults (multi-tensor `foreach` on CUDA, per parameter on the
+  CPU).
+* In each round every row runs once, in an order rotated from round to round; the median over rounds is shown
+  and every round's figure is listed under "runs"."""
+
+NOTES_CPU = f"""Notes:
+
+{NOTES_COMMON}
+* One intra-op thread in every worker (at::set_num_threads(1), torch.set_num_threads(1)), so that the loops rather
+  than thread scheduling are compared. The machine is shared (see the load averages): absolute steps/s vary from
+  run to run; the loops alternate within each round, so the ratios of the medians are the figures to read.
+* Peak memory is not measured on the CPU.
+"""
+
+NOTES_CUDA = f"""Notes:
+
+{NOTES_COMMON}
+* BF16 rows: volt's `BF16Autocast`; the hand loop switches LibTorch's autocast on around the forward pass
+  (set_autocast_enabled / set_autocast_dtype / nesting / clear_cache, through volt/core/compat.hpp so that one
+  source serves LibTorch 1.13 and 2.x); PyTorch uses `torch.autocast("cuda", torch.bfloat16)`; Lightning
+  `precision="bf16-mixed"`.
+* Graph limit: the hand loop's whole step (forward, backward, `at::_fused_adam_` with the step counters on the
+  GPU) captured once with `at::cuda::CUDAGraph` after three eager steps on a side stream, then replayed; each
+  replay is preceded by copying the next batch into the graph's static input buffers. It is what the GPU does
+  when no launch overhead is left.
+* torch.compile: `torch.compile(model, mode="reduce-overhead")` (CUDA graphs of forward and backward), the
+  optimizer step eager; compiled once per model and precision before the rounds (the compile time is in the
+  note), then every round continues training that model; `torch.compiler.cudagraph_mark_step_begin()` starts
+  each step.
+* `torch.backends.cudnn.benchmark` / `setBenchmarkCuDNN(true)` in every worker; TF32 settings left at their
+  defaults (the same in C++ and Python).
+* Peak memory: the CUDA caching allocator's peak allocated bytes during the row minus the bytes allocated when
+  the row started (the data batches), i.e. model, optimizer state, activations and workspaces; each worker is
+  its own process. The torch.compile row's model, optimizer state and CUDA graph pools exist from its compile
+  phase on, so its figure counts only what the timed run adds.
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    parser.add_argument("--build-dir", default="build-four-way")
+    parser.add_argument("--no-build", action="store_true", help="use the bench_four_way already built")
+    parser.add_argument("--output", default="")
+    parser.add_argument("--command", default="", help="the command line to record in the output")
+    parser.add_argument("--worker", choices=["python", "compile"], help=argparse.SUPPRESS)
+    parser.add_argument("--root", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.worker:
+        return worker_main(arguments)
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        return driver_main(arguments)
+    finally:
+        for worker in list(WorkerProcess.running):
+            worker.stop(force=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
