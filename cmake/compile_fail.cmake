@@ -1,8 +1,13 @@
 # Runs one compile-fail test: -DCOMPILER=... -DFLAGS=<response file> -DSOURCE=<snippet.cpp>
-# -DIMPLICIT_INCLUDES=<the compiler's own include folders>
+# -DIMPLICIT_INCLUDES=<the compiler's own include folders> [-DEXTRA_FLAGS=<more flags, one string>]
 # The snippet's `// expect: <regex>` line gives the message the compiler must print.
 include(${CMAKE_CURRENT_LIST_DIR}/read_flags.cmake)
 volt_read_flags(flags "${FLAGS}" "${IMPLICIT_INCLUDES}")
+# -DEXTRA_FLAGS="...": more flags, as one shell-quoted string (the precompiled header, with GCC).
+if(EXTRA_FLAGS)
+  separate_arguments(extra_flags UNIX_COMMAND "${EXTRA_FLAGS}")
+  list(APPEND flags ${extra_flags})
+endif()
 file(STRINGS ${SOURCE} expect_lines REGEX "^// expect: ")
 if(NOT expect_lines)
   message(FATAL_ERROR "${SOURCE} has no `// expect: <regex>` line")

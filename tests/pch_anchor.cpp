@@ -1,1 +1,1 @@
-// Anchors the precompiled <torch/torch.h> that every test binary reuses.
+// Anchors the precompiled headers (<torch/torch.h>, <volt/volt.hpp>) that the test binaries reuse.
