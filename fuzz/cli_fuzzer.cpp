@@ -93,15 +93,6 @@ bool reference_accepts_flag_name(const std::string& name, const std::vector<Prog
 
 // ---- Reference number grammar ----
 
-// args.hpp's detail::parse_number skips a leading '+' and then lets std::from_chars read a '-', so "+-5" is
-// accepted as -5. Building with -DVOLT_CLI_FUZZ_TOLERATE_PLUS_MINUS makes the reference do the same, so that
-// a long run can look for other failures until the parser is fixed.
-#ifdef VOLT_CLI_FUZZ_TOLERATE_PLUS_MINUS
-constexpr bool tolerate_plus_minus = true;
-#else
-constexpr bool tolerate_plus_minus = false;
-#endif
-
 /// A whole decimal integer: one optional sign ('+' or, if `allow_minus`, '-'), then one or more ASCII digits;
 /// nullopt when the text is not one or does not fit in T. Accumulated digit by digit, without the library.
 template <class T>
@@ -110,10 +101,6 @@ std::optional<T> reference_integer(std::string_view text, bool allow_minus) {
   if (!text.empty() && (text.front() == '+' || (allow_minus && text.front() == '-'))) {
     negative = text.front() == '-';
     text.remove_prefix(1);
-    if (tolerate_plus_minus && allow_minus && !negative && !text.empty() && text.front() == '-') {
-      negative = true;
-      text.remove_prefix(1);
-    }
   }
   if (text.empty()) return std::nullopt;
   // Magnitudes up to 2^64 - 1 in an unsigned accumulator; 2^63 is the one magnitude only a negative int64 has.

@@ -289,6 +289,10 @@ TEST_CASE("cli: bad input exits with status 2 and one message listing the choice
   check_usage_error({"--frobnicate"}, "unrecognized arguments: --frobnicate");
   check_usage_error({"--max-epochs"}, "argument --max-epochs: expected one argument");
   check_usage_error({"--max-epochs", "many"}, "argument --max-epochs: expected an integer, got 'many'");
+  // One sign, as Python's int(): "+3" is 3, "+-3" and "--3" are not numbers.
+  check_usage_error({"--max-epochs=+-3"}, "argument --max-epochs: expected an integer, got '+-3'");
+  check_usage_error({"--max-steps=--3"}, "argument --max-steps: expected an integer, got '--3'");
+  CHECK(run_cli({"--max-epochs=+3"}).seen.args.max_epochs == 3);
   check_usage_error({"--seed", "-3"}, "argument --seed: expected a non-negative integer, got '-3'");
   check_usage_error({"--batch-size", "0"}, "argument --batch-size: expected a positive integer, got 0");
   check_usage_error({"--accelerator", "cpu", "--devices", "2", "--strategy", "single_device"},

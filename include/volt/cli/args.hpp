@@ -86,15 +86,19 @@ inline std::string quoted(std::string_view text) {
   return out;
 }
 
-/// `text` as a whole integer of type T, else UsageError "<flag> expects <what>, got 'text'".
+/// `text` as a whole integer of type T (one optional sign, as Python's int()), else UsageError "argument <flag>:
+/// expected <what>, got 'text'".
 template <class T>
 T parse_number(std::string_view flag, std::string_view text, std::string_view what) {
   T value{};
   const char* first = text.data();
   const char* last = first + text.size();
+  // Python's int() takes one sign, '+' or '-'; std::from_chars takes '-' only, so '+' is skipped here, and
+  // a '-' right after it ("+-3") must not then be read as a second sign.
+  const bool signed_twice = text.size() > 1 && text[0] == '+' && text[1] == '-';
   if (!text.empty() && text.front() == '+') ++first;
   const auto [end, error] = std::from_chars(first, last, value);
-  if (text.empty() || error != std::errc{} || end != last) {
+  if (text.empty() || signed_twice || error != std::errc{} || end != last) {
     throw UsageError("argument " + std::string(flag) + ": expected " + std::string(what) + ", got " + quoted(text));
   }
   return value;
