@@ -55,15 +55,17 @@ struct WideMLP : torch::nn::Module {
 int main(int argc, char** argv) {
   volt::cli::Parser parser("batch_size_finder", "Finds the largest batch size that fits, then trains with it.");
   parser.defaults().max_steps = 20;
+  // One device: the search runs in one process (Lightning refuses to tune the batch size under DDP).
+  parser.defaults().devices = 1;
   parser.add_option("--hidden", "N", "width of the two hidden layers", "1024")
       .add_option("--max-batch-size", "N", "largest size tried on the CPU (0: no bound)", "4096")
       .add_option("--simulated-memory-mb", "MB", "pretend the device has this much memory for activations (0: off)",
                   "0")
       .add_option("--init-val", "N", "first batch size tried", "2")
       .add_option("--steps-per-trial", "N", "training steps at each size", "3");
-  // The finder's trials and the final run use the same Trainer types: fewer policies, less to compile.
-  using Compiled = volt::cli::Choices<volt::cli::type_list<volt::CPU, volt::CUDA, volt::MPS>,
-                                      volt::cli::type_list<volt::SingleDevice, volt::DDP>,
+  // The finder's trials and the final run use the same Trainer types: fewer policies, less to compile; no
+  // DDP, which the finder refuses.
+  using Compiled = volt::cli::Choices<volt::cli::default_accelerators, volt::cli::type_list<volt::SingleDevice>,
                                       volt::cli::type_list<volt::FP32, volt::BF16Autocast, volt::FP16Autocast>>;
   return volt::cli::run<Compiled>(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
     const auto hidden = args.get_int("--hidden");

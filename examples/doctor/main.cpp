@@ -82,8 +82,10 @@ int main(int argc, char** argv) {
   }
 #endif
   if (cuda_build.empty()) {
-    advice.push_back("For NVIDIA GPUs, build against a LibTorch with CUDA: the pip torch wheel's "
-                     "`python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'` as -DCMAKE_PREFIX_PATH.");
+    advice.push_back("For NVIDIA GPUs, build against a LibTorch with CUDA, e.g. the pip torch wheel's: "
+                     "T=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))'), then "
+                     "-DCMAKE_PREFIX_PATH=\"$T/share/cmake;$T\" (both folders: with only the first, CMake may "
+                     "link a system LibTorch's libtorch.so).");
   } else if (cuda_devices == 0) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     advice.push_back(std::string("LibTorch has CUDA but sees no device: check `nvidia-smi` and the driver") +

@@ -6,6 +6,7 @@
 
 #include "accelerators/scoped_env.hpp"
 
+#include <algorithm>
 #include <thread>
 
 using volt_test::ScopedEnv;
@@ -229,9 +230,15 @@ TEST_CASE("GradientReducer: bucketed all-reduce in backward averages gradients; 
   CHECK(buckets[0] > 1);
   const auto expected = reference->parameters();
   REQUIRE(grads[0].size() == expected.size());
+  // (g0 + g1) / 2 against the gradient of the whole batch: the same sums in another order, whose rounding
+  // depends on the machine's kernels and thread count (up to ~2e-7 relative seen on a 32-core host); a wrong
+  // average would be off by a factor of two.
+  double worst = 0.0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
-    CHECK(torch::allclose(grads[0][i], expected[i].grad(), 1e-6, 1e-7));
+    worst = std::max(worst, (grads[0][i] - expected[i].grad()).abs().max().item<double>());
+    CHECK(torch::allclose(grads[0][i], expected[i].grad(), 1e-5, 1e-6));
     CHECK(torch::equal(grads[0][i], grads[1][i]));
   }
+  MESSAGE("max |averaged - whole-batch gradient| = " << worst);
   CHECK_FALSE(torch::allclose(local[0][0], local[1][0]));
 }

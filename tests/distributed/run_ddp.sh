@@ -2,7 +2,7 @@
 # Multi-process DDP checks on the CPU (Gloo over loopback), one scenario per call:
 #   run_ddp.sh WORKER SCENARIO
 # Scenarios: launcher-{plain,accumulate,clip}, cuda-{plain,accumulate,clip} (NCCL, 2 GPUs), torchrun-{plain,accumulate,clip}, launcher-kill, launcher-throw,
-# launcher-exit, torchrun-kill, torchrun-throw, missing-rank, predict-first, fabric-save-fail. Exits 0 when the
+# launcher-exit, torchrun-kill, torchrun-throw, missing-rank, predict-first, fabric-save-fail, trainer-save. Exits 0 when the
 # scenario behaved as required.
 set -uo pipefail
 worker=$1
@@ -14,20 +14,27 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 clean_env() { env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u NODE_RANK -u GROUP_RANK -u MASTER_ADDR -u MASTER_PORT \
                   -u TORCHELASTIC_RUN_ID -u SLURM_NTASKS "$@"; }
 
-# Two processes with torchrun's variables; waits for both. Sets rc0 rc1 and the elapsed seconds.
+# Two processes with torchrun's variables; waits for both. Sets rc0 rc1 and the elapsed seconds. The port is
+# picked here and bound later by rank 0's store, so another process can take it in between (seen once as
+# EADDRINUSE on a busy host): then the pair is started again on another port, up to 3 times.
 torchrun_pair() {
-  local port; port=$(free_port)
-  local start=$SECONDS
-  for rank in 0 1; do
-    clean_env TORCHELASTIC_RUN_ID=volt-test RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank GROUP_RANK=0 \
-      MASTER_ADDR=127.0.0.1 MASTER_PORT=$port VOLT_DDP_TIMEOUT_S=${TIMEOUT_S:-60} \
-      timeout 240 "$worker" "$@" > "$out.$rank" 2>&1 &
-    eval "pid$rank=$!"
+  local attempt port start
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    start=$SECONDS
+    for rank in 0 1; do
+      clean_env TORCHELASTIC_RUN_ID=volt-test RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank GROUP_RANK=0 \
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=$port VOLT_DDP_TIMEOUT_S=${TIMEOUT_S:-60} \
+        timeout 240 "$worker" "$@" > "$out.$rank" 2>&1 &
+      eval "pid$rank=$!"
+    done
+    wait "$pid0"; rc0=$?
+    wait "$pid1"; rc1=$?
+    elapsed=$(( SECONDS - start ))
+    cat "$out.0" "$out.1" > "$out"
+    grep -q "EADDRINUSE" "$out.0" || return 0
+    echo "port $port was taken before rank 0 could bind it (attempt $attempt); starting the pair again"
   done
-  wait "$pid0"; rc0=$?
-  wait "$pid1"; rc1=$?
-  elapsed=$(( SECONDS - start ))
-  cat "$out.0" "$out.1" > "$out"
 }
 
 if [[ $scenario == cuda-* ]] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
@@ -70,6 +77,18 @@ case "$scenario" in
       fail "rank 1's error does not carry rank 0's failure"
     [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s"
     grep caught "$out"
+    ;;
+  trainer-save)
+    dir=$(mktemp -d); blocker=$(mktemp)
+    start=$SECONDS
+    torchrun_pair trainer-save "$dir" "$blocker"
+    rm -rf "$dir" "$blocker"
+    [ "$rc0" = 0 ] && [ "$rc1" = 0 ] || fail "exit statuses $rc0 $rc1"
+    grep -q "rank 1 sees the checkpoint" "$out.1" || fail "rank 1 returned before the checkpoint was complete"
+    grep -q "rank 1 caught CheckpointError: volt: rank 0 could not write the checkpoint $blocker/model.ckpt" "$out.1" ||
+      fail "rank 1 did not learn of rank 0's failed write"
+    [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s"
+    grep -E "sees|caught" "$out"
     ;;
   torchrun-plain|torchrun-accumulate|torchrun-clip)
     torchrun_pair equivalence "${scenario#torchrun-}"

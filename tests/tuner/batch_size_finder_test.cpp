@@ -135,3 +135,18 @@ TEST_CASE("tuner: scale_batch_size runs short fits with a Trainer on fresh model
   for (std::size_t i = 0; i + 1 < models.size(); ++i) CHECK(models[i]->steps == 2);  // steps_per_trial each
   CHECK(models.back()->steps == 0);
 }
+
+TEST_CASE("tuner: scale_batch_size refuses DDP with Lightning's message, before any process starts") {
+  int models = 0;
+  auto make_model = [&] {
+    ++models;
+    return std::make_shared<MemoryBoundNet>(40);
+  };
+  auto make_batches = [](std::int64_t batch_size) {
+    return std::vector<torch::data::Example<>>{{torch::randn({batch_size, 4}), torch::randn({batch_size, 1})}};
+  };
+  VOLT_CHECK_THROWS_CONTAINS(
+      (volt::scale_batch_size<volt::CPU, volt::DDP, volt::FP32>({.devices = 2}, make_model, make_batches)),
+      std::invalid_argument, "Tuning the batch size is currently not supported with distributed strategies.");
+  CHECK(models == 0);
+}

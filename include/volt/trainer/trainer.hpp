@@ -424,12 +424,27 @@ class Trainer {
   }
 
   /// Writes a checkpoint of the model passed to the last fit (Lightning's trainer.save_checkpoint): the
-  /// full training state, or the weights only. Only global rank 0 writes; other ranks return at once
-  /// (no barrier). Throws c10::Error when fit() was never called, CheckpointError naming the file when
-  /// the write fails (the previous file at `path` is kept).
+  /// full training state, or the weights only. Only global rank 0 writes. Under DDP it is a collective,
+  /// as Lightning's (a barrier follows the write): every rank must call it, and every rank returns once the
+  /// file is complete, so any rank may read it next. Throws c10::Error when fit() was never called,
+  /// CheckpointError naming the file when the write fails (the previous file at `path` is kept): under DDP
+  /// on every rank (rank 0 its own error, the others one saying rank 0 failed), none left waiting.
   void save_checkpoint(const std::filesystem::path& path, bool weights_only = false) {
     TORCH_CHECK(state_.save_checkpoint, "volt: save_checkpoint needs a model: call fit() first");
-    state_.save_checkpoint(path, weights_only);
+    std::exception_ptr error;
+    try {
+      state_.save_checkpoint(path, weights_only);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    // The barrier and the failure news in one collective (a single process needs neither).
+    const bool any_failed =
+        strategy_.world_size() > 1 && strategy_.reduce_boolean_decision(error != nullptr, /*all=*/false);
+    if (error) std::rethrow_exception(error);
+    if (any_failed) {
+      throw CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() +
+                            " (its error is in rank 0's output)");
+    }
   }
 
  private:

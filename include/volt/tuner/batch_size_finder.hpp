@@ -18,6 +18,7 @@
 #include <volt/core/compat.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
+#include <volt/strategies/ddp.hpp>
 #include <volt/trainer/options.hpp>
 #include <volt/trainer/trainer.hpp>
 
@@ -28,8 +29,10 @@
 #include <exception>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -164,11 +167,18 @@ BatchSizeFinderResult find_batch_size(Trial&& trial, const BatchSizeFinderOption
 /// and fits for options.steps_per_trial optimizer steps with `trainer_options`, minus what a trial does not
 /// need (no validation, sanity check, checkpoints, logger, progress bar or model summary). Fresh models
 /// leave the caller's model untouched, as Lightning restores the weights after its search.
-/// Runs on every rank; throws what find_batch_size and the Trainer throw (MisconfigurationError for bad
-/// options or devices).
+/// Throws what find_batch_size and the Trainer throw (MisconfigurationError for bad options or devices),
+/// and, with volt::DDP, std::invalid_argument with Lightning's message ("Tuning the batch size is currently
+/// not supported with distributed strategies."), before any process is started: each rank would search on
+/// its own and they would disagree.
 template <class Accelerator, class Strategy, class Precision, class MakeModel, class MakeTrainData>
 BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel&& make_model,
                                        MakeTrainData&& make_train_data, const BatchSizeFinderOptions& options = {}) {
+  if constexpr (std::is_same_v<Strategy, DDP>) {
+    throw std::invalid_argument(
+        "Tuning the batch size is currently not supported with distributed strategies. (volt: use "
+        "volt::SingleDevice for the search, then train with volt::DDP and the size found.)");
+  }
   trainer_options.max_steps = options.steps_per_trial;
   trainer_options.max_epochs = -1;
   trainer_options.min_epochs.reset();

@@ -11,6 +11,9 @@
 //   ddp_worker fabric-save-fail PATH
 //       Fabric<CPU, DDP>::save to PATH/model.ckpt where PATH is a regular file: rank 0's write fails, and
 //       every rank must throw CheckpointError at once (rank 1 with rank 0's message), none left waiting.
+//   ddp_worker trainer-save DIR BLOCKER
+//       after fit, Trainer::save_checkpoint(DIR/model.ckpt) on both ranks: when it returns, every rank sees
+//       the complete file; then a save under BLOCKER (a regular file) must throw CheckpointError on both ranks.
 //   ddp_worker fail {throw|kill|exit} RANK STEP
 //       rank RANK throws / SIGKILLs itself / exits with status 3 after global step STEP; the others must end
 //       non-zero within a bounded time, naming the failed rank.
@@ -191,6 +194,28 @@ int predict_first() {
   return outputs.size() == batches.size() ? 0 : 1;
 }
 
+int trainer_save(const std::filesystem::path& dir, const std::filesystem::path& blocker) {
+  const auto batches = make_batches(8, 4);
+  torch::manual_seed(5);
+  auto model = std::make_shared<Regressor>();
+  volt::Trainer<volt::CPU, volt::DDP> trainer(options_for("plain", 2));
+  trainer.fit(model, batches);
+  const int rank = trainer.global_rank();
+  const auto target = dir / "model.ckpt";
+  trainer.save_checkpoint(target);
+  // No wait of our own: save_checkpoint returns on every rank only once rank 0's file is complete.
+  const bool seen = std::filesystem::is_regular_file(target) && std::filesystem::file_size(target) > 0;
+  std::cout << "rank " << rank << (seen ? " sees" : " does NOT see") << " the checkpoint" << std::endl;
+  bool refused = false;
+  try {
+    trainer.save_checkpoint(blocker / "model.ckpt");
+  } catch (const volt::CheckpointError& error) {
+    refused = true;
+    std::cout << "rank " << rank << " caught CheckpointError: " << error.what() << std::endl;
+  }
+  return seen && refused ? 0 : 1;
+}
+
 int fabric_save_fail(const std::filesystem::path& blocker) {
   volt::Fabric<volt::CPU, volt::DDP> ddp({.devices = 2});
   auto model = std::make_shared<Regressor>();
@@ -229,12 +254,13 @@ int main(int argc, char** argv) {
     if (args.size() == 1 && args[0] == "fabric") return fabric();
     if (args.size() == 1 && args[0] == "predict-first") return predict_first();
     if (args.size() == 2 && args[0] == "fabric-save-fail") return fabric_save_fail(args[1]);
+    if (args.size() == 3 && args[0] == "trainer-save") return trainer_save(args[1], args[2]);
     if (args.size() == 4 && args[0] == "fail") return fail(args[1], std::stoi(args[2]), std::stoll(args[3]));
   } catch (const std::exception& error) {
     std::cerr << "ddp_worker (pid " << ::getpid() << "): error: " << error.what() << std::endl;
     return 1;
   }
   std::cerr << "usage: ddp_worker equivalence {plain|accumulate|clip} [cuda] | fabric | predict-first | "
-               "fabric-save-fail PATH | fail {throw|kill|exit} RANK STEP\n";
+               "fabric-save-fail PATH | trainer-save DIR BLOCKER | fail {throw|kill|exit} RANK STEP\n";
   return 2;
 }
