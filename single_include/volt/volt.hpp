@@ -3,17 +3,23 @@
 // Include it after nothing in particular; it includes <torch/torch.h> itself.
 #pragma once
 // ---- begin volt/volt.hpp
-// volt: PyTorch Lightning's training machinery for LibTorch, configured at compile time.
-//
-// The one header users include. Each area has its own umbrella header (volt/<area>.hpp), and each
-// concept its own header under include/volt/<area>/.
+/// \file
+/// volt: PyTorch Lightning's training machinery for LibTorch, configured at compile time.
+///
+/// The one header users include. Each area has its own umbrella header (`volt/<area>.hpp`), and each
+/// concept its own header under `include/volt/<area>/`.
 
 // ---- begin volt/version.hpp
-// volt's version, as macros (for #if) and as constants.
+/// \file
+/// volt's version, as macros (for `#if`) and as constants.
 
+/// The major version: changes when a release breaks the API.
 #define VOLT_VERSION_MAJOR 0
+/// The minor version.
 #define VOLT_VERSION_MINOR 1
+/// The patch version.
 #define VOLT_VERSION_PATCH 0
+/// The version as "MAJOR.MINOR.PATCH".
 #define VOLT_VERSION_STRING "0.1.0"
 
 namespace volt {
@@ -22,14 +28,15 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 }  // namespace volt
 // ---- end volt/version.hpp
 // ---- begin volt/core/compat.hpp
-// Every difference between LibTorch versions that volt depends on, in one place.
-//
-// volt supports LibTorch 1.13 (Debian 12's package) through 2.11 (PyPI's torch wheel). Code elsewhere in
-// volt calls these functions and never tests TORCH_VERSION itself.
-//
-// CUDA-only code (allocator statistics, the caching allocator's cache) is compiled when VOLT_WITH_CUDA is
-// defined: volt's CMake target defines it when the LibTorch found was built with CUDA. Users who vendor the
-// single header and link a CUDA LibTorch by hand define it themselves.
+/// \file
+/// Every difference between LibTorch versions that volt depends on, in one place.
+///
+/// volt supports LibTorch 1.13 (Debian 12's package) through 2.11 (PyPI's torch wheel). Code elsewhere in
+/// volt calls these functions and never tests TORCH_VERSION itself.
+///
+/// CUDA-only code (allocator statistics, the caching allocator's cache) is compiled when VOLT_WITH_CUDA is
+/// defined: volt's CMake target defines it when the LibTorch found was built with CUDA. Users who vendor the
+/// single header and link a CUDA LibTorch by hand define it themselves.
 
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -60,8 +67,10 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 /// LibTorch's version as one number: major * 10000 + minor * 100 + patch (1.13.0 -> 11300).
 #define VOLT_TORCH_VERSION (TORCH_VERSION_MAJOR * 10000 + TORCH_VERSION_MINOR * 100 + TORCH_VERSION_PATCH)
 
+/// The LibTorch version differences volt depends on, behind one set of functions (1.13 through 2.11).
 namespace volt::compat {
 
+/// VOLT_TORCH_VERSION as a constant, for code that prefers `if constexpr` to the preprocessor.
 inline constexpr int torch_version = VOLT_TORCH_VERSION;
 
 /// True where autocast is switched per device type (LibTorch 2.4 and later).
@@ -90,6 +99,8 @@ inline bool autocast_dtype_supported(c10::DeviceType device_type, c10::ScalarTyp
   return dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16;
 }
 
+/// Whether autocast is on for `device_type` in this thread (LibTorch 1.13: false for types other than CPU
+/// and CUDA).
 inline bool autocast_enabled(c10::DeviceType device_type) {
 #if VOLT_TORCH_VERSION >= 20400
   return at::autocast::is_autocast_enabled(device_type);
@@ -100,6 +111,8 @@ inline bool autocast_enabled(c10::DeviceType device_type) {
 #endif
 }
 
+/// Switches autocast for `device_type` in this thread. On LibTorch before 2.4, a type other than CPU or CUDA
+/// throws c10::Error ("volt: this LibTorch (...) has no autocast for device type ...").
 inline void set_autocast_enabled(c10::DeviceType device_type, bool enabled) {
 #if VOLT_TORCH_VERSION >= 20400
   at::autocast::set_autocast_enabled(device_type, enabled);
@@ -115,6 +128,8 @@ inline void set_autocast_enabled(c10::DeviceType device_type, bool enabled) {
 #endif
 }
 
+/// The dtype autocast casts to on `device_type` in this thread (LibTorch 1.13: the CPU dtype for CPU, the
+/// GPU dtype for every other type).
 inline c10::ScalarType autocast_dtype(c10::DeviceType device_type) {
 #if VOLT_TORCH_VERSION >= 20400
   return at::autocast::get_autocast_dtype(device_type);
@@ -124,6 +139,8 @@ inline c10::ScalarType autocast_dtype(c10::DeviceType device_type) {
 #endif
 }
 
+/// Sets the autocast dtype of `device_type` in this thread (LibTorch 1.13: the CPU dtype for CPU, the GPU
+/// dtype for every other type).
 inline void set_autocast_dtype(c10::DeviceType device_type, c10::ScalarType dtype) {
 #if VOLT_TORCH_VERSION >= 20400
   at::autocast::set_autocast_dtype(device_type, dtype);
@@ -136,10 +153,15 @@ inline void set_autocast_dtype(c10::DeviceType device_type, c10::ScalarType dtyp
 #endif
 }
 
+/// Whether autocast caches the casted weights (LibTorch's thread-local switch).
 inline bool autocast_cache_enabled() { return at::autocast::is_autocast_cache_enabled(); }
+/// Switches autocast's weight cache for this thread.
 inline void set_autocast_cache_enabled(bool enabled) { at::autocast::set_autocast_cache_enabled(enabled); }
+/// Enters one autocast region of this thread and returns the new depth (as PyTorch's autocast.__enter__).
 inline int autocast_increment_nesting() { return at::autocast::increment_nesting(); }
+/// Leaves one autocast region of this thread and returns the new depth; at 0 the caller clears the cache.
 inline int autocast_decrement_nesting() { return at::autocast::decrement_nesting(); }
+/// Drops autocast's cached casts of this thread.
 inline void autocast_clear_cache() { at::autocast::clear_cache(); }
 
 // ---------------------------------------------------------------------------------------------------
@@ -236,12 +258,14 @@ inline std::int64_t mps_current_allocated_bytes() {
 #endif
   return -1;
 }
+/// See mps_current_allocated_bytes(): bytes the MPS allocator got from the Metal driver; -1 if unknown.
 inline std::int64_t mps_driver_allocated_bytes() {
 #if defined(VOLT_DETAIL_HAS_MPS_HOOKS) && VOLT_TORCH_VERSION >= 20100
   if (torch_mps_available()) return static_cast<std::int64_t>(at::detail::getMPSHooks().getDriverAllocatedMemory());
 #endif
   return -1;
 }
+/// Returns the MPS allocator's unused cached memory to the system; does nothing where MPS is absent.
 inline void mps_empty_cache() {
 #if defined(VOLT_DETAIL_HAS_MPS_HOOKS) && VOLT_TORCH_VERSION >= 20100
   if (torch_mps_available()) at::detail::getMPSHooks().emptyCache();
@@ -251,6 +275,7 @@ inline void mps_empty_cache() {
 // ---------------------------------------------------------------------------------------------------
 // Learning-rate schedulers: LibTorch 2.x adds ReduceLROnPlateauScheduler; both have LRScheduler.
 
+/// True where LibTorch has ReduceLROnPlateauScheduler (LibTorch 2.0 and later).
 inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
 
 // ---------------------------------------------------------------------------------------------------
@@ -352,11 +377,12 @@ inline void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::
 }  // namespace volt::compat
 // ---- end volt/core/compat.hpp
 // ---- begin volt/core/errors.hpp
-// The exception types volt throws.
-//
-// Lightning's Trainer raises MisconfigurationException for a bad configuration; volt throws
-// volt::MisconfigurationError. Fabric-side errors use std::invalid_argument (Python's ValueError) and
-// std::runtime_error (RuntimeError), as Lightning's Fabric does.
+/// \file
+/// The exception types volt throws.
+///
+/// Lightning's Trainer raises MisconfigurationException for a bad configuration; volt throws
+/// volt::MisconfigurationError. Fabric-side errors use std::invalid_argument (Python's ValueError) and
+/// std::runtime_error (RuntimeError), as Lightning's Fabric does.
 
 #include <stdexcept>
 #include <string>
@@ -373,12 +399,13 @@ class MisconfigurationError : public std::runtime_error {
 }  // namespace volt
 // ---- end volt/core/errors.hpp
 // ---- begin volt/core/log.hpp
-// Rank-aware informational messages and warnings.
-//
-// Everything volt prints goes through one sink (stderr by default) so tests can capture it and
-// applications can route it into their own logging. Like Lightning's rank_zero_info/rank_zero_warn,
-// the *_rank_zero functions print only in the process whose global rank is 0, read from the
-// environment the way Lightning reads it (RANK, LOCAL_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK).
+/// \file
+/// Rank-aware informational messages and warnings.
+///
+/// Everything volt prints goes through one sink (stderr by default) so tests can capture it and
+/// applications can route it into their own logging. Like Lightning's rank_zero_info/rank_zero_warn,
+/// the *_rank_zero functions print only in the process whose global rank is 0, read from the
+/// environment the way Lightning reads it (RANK, LOCAL_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK).
 
 #include <atomic>
 #include <cstdlib>
@@ -390,8 +417,10 @@ class MisconfigurationError : public std::runtime_error {
 #include <string_view>
 #include <utility>
 
+/// Rank-aware messages and warnings, all through one replaceable sink.
 namespace volt::log {
 
+/// How a message is printed: the default sink prefixes warnings with "volt: warning: ".
 enum class Level { info, warning };
 
 /// Receives every message volt prints. Replace it with set_sink(); restore the default with reset_sink().
@@ -418,6 +447,7 @@ inline Sink set_sink(Sink sink) {
   std::lock_guard lock(s.mutex);
   return std::exchange(s.sink, std::move(sink));
 }
+/// Restores the default sink (stderr) for all later messages.
 inline void reset_sink() { set_sink(nullptr); }
 
 namespace detail {
@@ -443,6 +473,8 @@ inline int global_rank_from_environment() {
   return 0;
 }
 
+/// Hands `text` to the sink, in this process whatever its rank. Thread-safe: the sink is called under a lock,
+/// so it must not log through volt itself.
 inline void message(Level level, std::string_view text) {
   auto& s = detail::state();
   std::lock_guard lock(s.mutex);
@@ -453,12 +485,16 @@ inline void message(Level level, std::string_view text) {
   }
 }
 
+/// An informational message, printed by every rank.
 inline void info(std::string_view text) { message(Level::info, text); }
+/// A warning, printed by every rank.
 inline void warn(std::string_view text) { message(Level::warning, text); }
 
+/// An informational message printed only where global_rank_from_environment() is 0.
 inline void info_rank_zero(std::string_view text) {
   if (global_rank_from_environment() == 0) info(text);
 }
+/// A warning printed only where global_rank_from_environment() is 0 (Lightning's rank_zero_warn).
 inline void warn_rank_zero(std::string_view text) {
   if (global_rank_from_environment() == 0) warn(text);
 }
@@ -484,30 +520,32 @@ inline void reset_warn_once() {
 // ---- end volt/core/log.hpp
 
 // ---- begin volt/accelerators.hpp
-// volt/accelerators: where training runs (Lightning's accelerators and device parsing).
+/// \file
+/// volt/accelerators: where training runs (Lightning's accelerators and device parsing).
 
 // ---- begin volt/accelerators/device_spec.hpp
-// volt::DeviceSpec: the value of Lightning's `devices=` argument, parsed in constant evaluation.
-//
-// Lightning accepts `devices` as an int (a count, -1 = all, 0 = none), a string ("2", "-1", "0,", "1, 3")
-// or a list of ids, and its parsers treat the three forms differently ("3" is a count for every
-// accelerator, a list is refused by the CPU parser, "0" and [] short-circuit to "no devices"). A DeviceSpec
-// remembers its form and holds the result of Lightning's string normalisation
-// (`_normalize_parse_gpu_string_input`, spec 1.1 step 3), computed when the DeviceSpec is made:
-//
-//   * a malformed string throws std::invalid_argument at run time, with Python's message first
-//     ("invalid literal for int() with base 10: '1.5'") and then the grammar volt accepts;
-//   * in constant evaluation the same string is a compile error (the error path calls a non-constexpr
-//     function whose name says what is wrong, e.g. `invalid_literal_for_int_with_base_10`).
-//
-// Everything that depends on the machine (which ids exist, "-1" = all) is decided later by the
-// accelerator's parse_devices(). This header includes nothing of LibTorch, so tools such as the fuzzer
-// in fuzz/ build without it.
-//
-// A DeviceSpec is a structural type: it can be a template argument, e.g.
-// `volt::static_devices<volt::MPS, "0,">` (volt/accelerators/static_devices.hpp). Capacity: at most
-// `volt::max_device_ids` (64) explicit ids and `volt::max_device_spec_text` (128) characters of the
-// original string kept for messages (longer strings are parsed in full; only the copy kept is cut).
+/// \file
+/// volt::DeviceSpec: the value of Lightning's `devices=` argument, parsed in constant evaluation.
+///
+/// Lightning accepts `devices` as an int (a count, -1 = all, 0 = none), a string ("2", "-1", "0,", "1, 3")
+/// or a list of ids, and its parsers treat the three forms differently ("3" is a count for every
+/// accelerator, a list is refused by the CPU parser, "0" and [] short-circuit to "no devices"). A DeviceSpec
+/// remembers its form and holds the result of Lightning's string normalisation
+/// (`_normalize_parse_gpu_string_input`, spec 1.1 step 3), computed when the DeviceSpec is made:
+///
+///   * a malformed string throws std::invalid_argument at run time, with Python's message first
+///     ("invalid literal for int() with base 10: '1.5'") and then the grammar volt accepts;
+///   * in constant evaluation the same string is a compile error (the error path calls a non-constexpr
+///     function whose name says what is wrong, e.g. `invalid_literal_for_int_with_base_10`).
+///
+/// Everything that depends on the machine (which ids exist, "-1" = all) is decided later by the
+/// accelerator's parse_devices(). This header includes nothing of LibTorch, so tools such as the fuzzer
+/// in fuzz/ build without it.
+///
+/// A DeviceSpec is a structural type: it can be a template argument, e.g.
+/// `volt::static_devices<volt::MPS, "0,">` (volt/accelerators/static_devices.hpp). Capacity: at most
+/// `volt::max_device_ids` (64) explicit ids and `volt::max_device_spec_text` (128) characters of the
+/// original string kept for messages (longer strings are parsed in full; only the copy kept is cut).
 
 #include <climits>
 #include <concepts>
@@ -531,16 +569,23 @@ inline constexpr int max_device_spec_text = 128;
 /// A fixed-capacity list of device ids, usable in constant expressions:
 /// `static_assert(volt::devices("1, 3").ids().equals({1, 3}))`.
 struct DeviceIds {
+  /// \cond
   // Public because structural types (template arguments) need public members; use the accessors.
   int values_[max_device_ids] = {};
   int size_ = 0;
+  /// \endcond
 
+  /// The first id (the ids in the order given, duplicates kept).
   constexpr const int* begin() const { return values_; }
+  /// One past the last id.
   constexpr const int* end() const { return values_ + size_; }
+  /// The number of ids, at most volt::max_device_ids.
   constexpr int size() const { return size_; }
+  /// Whether the list holds no id.
   constexpr bool empty() const { return size_ == 0; }
   /// Precondition: index < size().
   constexpr int operator[](int index) const { return values_[index]; }
+  /// Whether the ids are exactly `expected`, in the same order (for tests and static_assert).
   constexpr bool equals(std::initializer_list<int> expected) const {
     if (static_cast<int>(expected.size()) != size_) return false;
     int index = 0;
@@ -558,6 +603,7 @@ struct DeviceIds {
     }
     return false;
   }
+  /// Member-wise equality of the stored ids and sizes.
   friend constexpr bool operator==(const DeviceIds&, const DeviceIds&) = default;
 };
 
@@ -714,6 +760,7 @@ enum class DeviceSpecForm : unsigned char { automatic, integer, string, id_list 
 /// volt::max_device_ids ids; in constant evaluation these are compile errors.
 /// bool, floating-point, character and nullptr arguments do not compile.
 struct DeviceSpec {
+  /// \cond
   // Public only because a structural type (usable as a template argument) needs public members.
   // Read them through the accessors below.
   DeviceSpecForm form_ = DeviceSpecForm::automatic;
@@ -725,6 +772,7 @@ struct DeviceSpec {
   char text_[max_device_spec_text] = {};
   int text_size_ = 0;
   bool text_truncated_ = false;
+  /// \endcond
 
   /// "auto": resolved to the accelerator's auto_device_count() when the Trainer selects devices.
   constexpr DeviceSpec() = default;
@@ -745,6 +793,9 @@ struct DeviceSpec {
   /// A null pointer throws std::invalid_argument with Lightning's message for `devices=None`.
   constexpr DeviceSpec(const char* text)  // NOLINT(google-explicit-constructor)
       : DeviceSpec(text != nullptr ? std::string_view(text) : detail::null_device_spec_text()) {}
+  /// A string spec, parsed as Lightning parses it ("auto" exactly means DeviceSpec{}). Throws
+  /// std::invalid_argument for text that Python's int() would refuse; in constant evaluation that is a compile
+  /// error. Only the first volt::max_device_spec_text characters are kept for messages.
   constexpr DeviceSpec(std::string_view text) {  // NOLINT(google-explicit-constructor)
     if (text == "auto") return;
     form_ = DeviceSpecForm::string;
@@ -769,11 +820,15 @@ struct DeviceSpec {
     return spec;
   }
 
+  /// The form the spec was written in (int, string, id list, or "auto").
   constexpr DeviceSpecForm form() const { return form_; }
+  /// What the spec asks for after the form's own rules (see DeviceRequest).
   constexpr DeviceRequest request() const { return request_; }
+  /// Whether the spec is "auto" (DeviceSpec{} or the string "auto").
   constexpr bool is_auto() const { return request_ == DeviceRequest::automatic; }
   /// Lightning's "no GPUs" short-circuit: 0, "0", "[]" (after strip) or an empty list.
   constexpr bool selects_none() const { return request_ == DeviceRequest::none; }
+  /// Whether the spec asks for every available device (-1, "-1").
   constexpr bool selects_all() const { return request_ == DeviceRequest::all; }
   /// The count of DeviceRequest::count (may be negative or, for the string "00", zero).
   constexpr int count() const { return count_; }
@@ -804,9 +859,13 @@ struct DeviceSpec {
 
   /// The original text of a string spec (cut at volt::max_device_spec_text characters).
   constexpr std::string_view text() const { return {text_, static_cast<std::size_t>(text_size_)}; }
+  /// Whether text() was cut at volt::max_device_spec_text characters.
   constexpr bool text_truncated() const { return text_truncated_; }
   /// The CPU parser's view of a string spec (`s.strip().isdigit()`).
   constexpr bool text_is_digits() const { return text_is_digits_; }
+  /// Whether Python's int() refuses the text although text_is_digits() holds (digits padded with the separator
+  /// characters that str.strip() removes but int() keeps, such as `"\x1c3"`); the CPU parser then throws as
+  /// Lightning's does.
   constexpr bool cpu_int_rejects_text() const { return cpu_int_rejects_text_; }
 
   /// The value as Python's repr() would print what Lightning received: `2`, `'0,2'`, `[0, 2]`, `'auto'`.
@@ -839,6 +898,7 @@ struct DeviceSpec {
     return "volt::devices({" + list.substr(1, list.size() - 2) + "})";
   }
 
+  /// Member-wise equality: the same form, request, count, ids and kept text.
   friend constexpr bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
 
  private:
@@ -932,11 +992,12 @@ constexpr DeviceSpec devices(std::initializer_list<int> ids) {
 }  // namespace volt
 // ---- end volt/accelerators/device_spec.hpp
 // ---- begin volt/accelerators/device_parser.hpp
-// Lightning's device parsers, applied to a DeviceSpec and a list of available ids.
-//
-// parse_gpu_ids() is `_parse_gpu_ids` (spec 1.1) for CUDA and MPS; parse_cpu_cores() is
-// `_parse_cpu_cores` (spec 1.5). The accelerators call them with the machine's available ids; the
-// fuzzer in fuzz/ calls them directly. No LibTorch here.
+/// \file
+/// Lightning's device parsers, applied to a DeviceSpec and a list of available ids.
+///
+/// parse_gpu_ids() is `_parse_gpu_ids` (spec 1.1) for CUDA and MPS; parse_cpu_cores() is
+/// `_parse_cpu_cores` (spec 1.5). The accelerators call them with the machine's available ids; the
+/// fuzzer in fuzz/ calls them directly. No LibTorch here.
 
 
 #include <algorithm>
@@ -1049,10 +1110,11 @@ inline int parse_cpu_cores(const DeviceSpec& spec) {
 }  // namespace volt
 // ---- end volt/accelerators/device_parser.hpp
 // ---- begin volt/accelerators/machine.hpp
-// The machine probes every accelerator reads: how many CUDA devices are visible, whether LibTorch reports
-// MPS, and the processor architecture. They answer from the real machine unless a
-// volt::testing::ScopedMachine (volt/testing/scoped_machine.hpp) is alive, which lets tests run the
-// CUDA and MPS code paths on any machine. Nothing else is faked: no tensor is ever created on a fake device.
+/// \file
+/// The machine probes every accelerator reads: how many CUDA devices are visible, whether LibTorch reports
+/// MPS, and the processor architecture. They answer from the real machine unless a
+/// volt::testing::ScopedMachine (volt/testing/scoped_machine.hpp) is alive, which lets tests run the
+/// CUDA and MPS code paths on any machine. Nothing else is faked: no tensor is ever created on a fake device.
 
 
 #include <mutex>
@@ -1063,13 +1125,18 @@ inline int parse_cpu_cores(const DeviceSpec& spec) {
 #include <sys/types.h>
 #endif
 
+/// The machine probes the accelerators read (CUDA device count, MPS availability, processor), fakeable in
+/// tests through volt::testing::ScopedMachine.
 namespace volt::machine {
 
 /// What a faked machine reports. Fields left out describe a machine without GPUs whose processor is
 /// arm64 (so `.torch_mps_available = true` alone is an Apple-silicon machine).
 struct FakeMachine {
+  /// What machine::cuda_device_count() returns (CUDA::is_available() is true when it is above 0).
   int cuda_device_count = 0;
+  /// What machine::torch_mps_available() returns (LibTorch's own MPS check).
   bool torch_mps_available = false;
+  /// What machine::processor() returns; MPS needs "arm" or "arm64".
   std::string processor = "arm64";
 };
 
@@ -1147,20 +1214,23 @@ inline std::string processor() {
 }  // namespace volt::machine
 // ---- end volt/accelerators/machine.hpp
 // ---- begin volt/accelerators/accelerator.hpp
-// What every accelerator policy (volt::CPU, volt::CUDA, volt::MPS) provides, and the vocabulary shared by
-// the accelerators and the code that selects them.
-//
-// An accelerator policy is a stateless type with static members, Lightning's Accelerator interface:
-//
-//   static constexpr std::string_view name;                 // "cpu", "cuda", "mps"
-//   static constexpr AcceleratorKind kind;
-//   static bool is_available();
-//   static int  auto_device_count();
-//   static std::optional<std::vector<int>> parse_devices(const DeviceSpec&);   // nullopt: "no devices"
-//   static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids);
-//   static void setup_device(torch::Device);                // MisconfigurationError for a wrong device
-//   static std::map<std::string, double> get_device_stats(torch::Device);
-//   static void teardown();
+/// \file
+/// What every accelerator policy (volt::CPU, volt::CUDA, volt::MPS) provides, and the vocabulary shared by
+/// the accelerators and the code that selects them.
+///
+/// An accelerator policy is a stateless type with static members, Lightning's Accelerator interface:
+///
+/// ```
+///   static constexpr std::string_view name;                 // "cpu", "cuda", "mps"
+///   static constexpr AcceleratorKind kind;
+///   static bool is_available();
+///   static int  auto_device_count();
+///   static std::optional<std::vector<int>> parse_devices(const DeviceSpec&);   // nullopt: "no devices"
+///   static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids);
+///   static void setup_device(torch::Device);                // MisconfigurationError for a wrong device
+///   static std::map<std::string, double> get_device_stats(torch::Device);
+///   static void teardown();
+/// ```
 
 
 #include <torch/torch.h>
@@ -1234,9 +1304,10 @@ inline void check_device_type(torch::Device device, c10::DeviceType expected, st
 }  // namespace volt
 // ---- end volt/accelerators/accelerator.hpp
 // ---- begin volt/accelerators/device_stats.hpp
-// Host-wide memory and CPU figures, as psutil computes them for Lightning's CPU and MPS device stats
-// (virtual_memory().percent, cpu_percent(interval=None), swap_memory().percent). Read from /proc on
-// Linux and from mach/sysctl on macOS; other systems throw.
+/// \file
+/// Host-wide memory and CPU figures, as psutil computes them for Lightning's CPU and MPS device stats
+/// (virtual_memory().percent, cpu_percent(interval=None), swap_memory().percent). Read from /proc on
+/// Linux and from mach/sysctl on macOS; other systems throw.
 
 #include <cmath>
 #include <cstdint>
@@ -1380,7 +1451,8 @@ inline double host_cpu_percent() {
 }  // namespace volt::detail
 // ---- end volt/accelerators/device_stats.hpp
 // ---- begin volt/accelerators/cpu.hpp
-// volt::CPU: Lightning's CPUAccelerator.
+/// \file
+/// volt::CPU: Lightning's CPUAccelerator.
 
 
 #include <torch/torch.h>
@@ -1395,7 +1467,9 @@ namespace volt {
 
 /// Accelerator policy: train on the CPU, in one process per requested "device".
 struct CPU {
+  /// Lightning's accelerator name, used in messages and by the command line.
   static constexpr std::string_view name = "cpu";
+  /// What visit_accelerator() and resolve_accelerator() report for this policy.
   static constexpr AcceleratorKind kind = AcceleratorKind::cpu;
 
   /// Always true.
@@ -1437,7 +1511,8 @@ struct CPU {
 }  // namespace volt
 // ---- end volt/accelerators/cpu.hpp
 // ---- begin volt/accelerators/cuda.hpp
-// volt::CUDA: Lightning's CUDAAccelerator.
+/// \file
+/// volt::CUDA: Lightning's CUDAAccelerator.
 
 
 #include <torch/torch.h>
@@ -1455,7 +1530,9 @@ namespace volt {
 
 /// Accelerator policy: NVIDIA GPUs through LibTorch's CUDA backend.
 struct CUDA {
+  /// Lightning's accelerator name, used in messages and by the command line.
   static constexpr std::string_view name = "cuda";
+  /// What visit_accelerator() and resolve_accelerator() report for this policy.
   static constexpr AcceleratorKind kind = AcceleratorKind::cuda;
 
   /// Whether at least one CUDA device is visible (not cached: CUDA_VISIBLE_DEVICES is read by LibTorch).
@@ -1551,11 +1628,12 @@ struct CUDA {
 }  // namespace volt
 // ---- end volt/accelerators/cuda.hpp
 // ---- begin volt/accelerators/mps.hpp
-// volt::MPS: Lightning's MPSAccelerator (Apple silicon GPUs through Metal Performance Shaders).
-//
-// Operators that LibTorch's MPS backend lacks: set PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before
-// the process starts (LibTorch then runs them on the CPU), or wrap a single call in
-// volt::with_cpu_fallback (volt/accelerators/fallback.hpp).
+/// \file
+/// volt::MPS: Lightning's MPSAccelerator (Apple silicon GPUs through Metal Performance Shaders).
+///
+/// Operators that LibTorch's MPS backend lacks: set PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before
+/// the process starts (LibTorch then runs them on the CPU), or wrap a single call in
+/// volt::with_cpu_fallback (volt/accelerators/fallback.hpp).
 
 
 #include <torch/torch.h>
@@ -1573,7 +1651,9 @@ namespace volt {
 
 /// Accelerator policy: the one MPS device of an Apple-silicon Mac.
 struct MPS {
+  /// Lightning's accelerator name, used in messages and by the command line.
   static constexpr std::string_view name = "mps";
+  /// What visit_accelerator() and resolve_accelerator() report for this policy.
   static constexpr AcceleratorKind kind = AcceleratorKind::mps;
   /// MPS exposes one device.
   static constexpr int max_devices = 1;
@@ -1667,8 +1747,9 @@ struct MPS {
 }  // namespace volt
 // ---- end volt/accelerators/mps.hpp
 // ---- begin volt/accelerators/auto.hpp
-// volt::Auto and volt::GPU: accelerators chosen at run time, and the bridge from a run-time choice back to
-// the static policies (visit_accelerator).
+/// \file
+/// volt::Auto and volt::GPU: accelerators chosen at run time, and the bridge from a run-time choice back to
+/// the static policies (visit_accelerator).
 
 
 #include <stdexcept>
@@ -1680,7 +1761,10 @@ namespace volt {
 /// Lightning's accelerator="auto" (the Trainer's default): MPS if available, then CUDA, then CPU.
 /// (Lightning tries TPU first; volt has no TPU support.)
 struct Auto {
+  /// The value Lightning's `accelerator=` takes for this choice.
   static constexpr std::string_view name = "auto";
+  /// Picks MPS, CUDA or CPU on this machine, at the call (Trainer and Fabric call it once, at construction, on
+  /// every rank). Never throws: CPU is always there.
   static AcceleratorKind resolve(Frontend /*frontend*/ = Frontend::trainer) {
     if (MPS::is_available()) return AcceleratorKind::mps;
     if (CUDA::is_available()) return AcceleratorKind::cuda;
@@ -1691,7 +1775,10 @@ struct Auto {
 /// Lightning's accelerator="gpu": MPS if available, then CUDA. Throws MisconfigurationError
 /// "No supported gpu backend found!" when neither is (Fabric: std::runtime_error, same text).
 struct GPU {
+  /// The value Lightning's `accelerator=` takes for this choice.
   static constexpr std::string_view name = "gpu";
+  /// Picks MPS or CUDA on this machine, at the call. Throws MisconfigurationError (Frontend::fabric:
+  /// std::runtime_error) "No supported gpu backend found!" when neither is available.
   static AcceleratorKind resolve(Frontend frontend = Frontend::trainer) {
     if (MPS::is_available()) return AcceleratorKind::mps;
     if (CUDA::is_available()) return AcceleratorKind::cuda;
@@ -1727,8 +1814,9 @@ decltype(auto) visit_accelerator(AcceleratorKind kind, F&& f) {
 }  // namespace volt
 // ---- end volt/accelerators/auto.hpp
 // ---- begin volt/accelerators/connector.hpp
-// Device selection for the Trainer and Fabric: Lightning's accelerator connector, as far as accelerators
-// and devices go (spec 1.6, 3.1 steps 3-5, 3.3, 3.5).
+/// \file
+/// Device selection for the Trainer and Fabric: Lightning's accelerator connector, as far as accelerators
+/// and devices go (spec 1.6, 3.1 steps 3-5, 3.3, 3.5).
 
 
 #include <torch/torch.h>
@@ -1742,6 +1830,7 @@ namespace volt {
 
 /// The devices a Trainer or Fabric runs on.
 struct DeviceSelection {
+  /// The accelerator the devices belong to.
   AcceleratorKind accelerator = AcceleratorKind::cpu;
   /// One device per process, in the order asked for (CPU: n times torch::Device("cpu")).
   std::vector<torch::Device> parallel_devices;
@@ -1898,14 +1987,17 @@ inline void log_device_info(AcceleratorKind used) {
 }  // namespace volt
 // ---- end volt/accelerators/connector.hpp
 // ---- begin volt/accelerators/static_devices.hpp
-// volt::static_devices: a device spec checked at compile time against the accelerator it is meant for.
-//
-//   volt::Trainer<volt::MPS> trainer({.devices = volt::static_devices<volt::MPS, 1>});
-//   volt::Trainer<volt::CUDA> trainer({.devices = volt::static_devices<volt::CUDA, "0,2">});
-//   volt::static_devices<volt::CUDA, volt::devices({1, 3})>
-//
-// A plain DeviceSpec already refuses a malformed constant string at compile time; static_devices adds the
-// rules that need the accelerator but not the machine. Which ids exist is still checked at run time.
+/// \file
+/// volt::static_devices: a device spec checked at compile time against the accelerator it is meant for.
+///
+/// ```
+///   volt::Trainer<volt::MPS> trainer({.devices = volt::static_devices<volt::MPS, 1>});
+///   volt::Trainer<volt::CUDA> trainer({.devices = volt::static_devices<volt::CUDA, "0,2">});
+///   volt::static_devices<volt::CUDA, volt::devices({1, 3})>
+/// ```
+///
+/// A plain DeviceSpec already refuses a malformed constant string at compile time; static_devices adds the
+/// rules that need the accelerator but not the machine. Which ids exist is still checked at run time.
 
 
 #include <climits>
@@ -1963,13 +2055,16 @@ inline constexpr DeviceSpec static_devices = detail::checked_static_devices<Acce
 }  // namespace volt
 // ---- end volt/accelerators/static_devices.hpp
 // ---- begin volt/accelerators/fallback.hpp
-// volt::with_cpu_fallback: run one operator on the CPU when the accelerator's backend lacks it.
-//
-// LibTorch's MPS backend does not implement every operator. For a whole program, set
-// PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before the process starts (LibTorch then runs missing
-// MPS operators on the CPU, as PyTorch does). For one call site, wrap the call:
-//
-//   auto y = volt::with_cpu_fallback([](const torch::Tensor& x) { return torch::special_i1(x); }, x);
+/// \file
+/// volt::with_cpu_fallback: run one operator on the CPU when the accelerator's backend lacks it.
+///
+/// LibTorch's MPS backend does not implement every operator. For a whole program, set
+/// PYTORCH_ENABLE_MPS_FALLBACK=1 in the environment before the process starts (LibTorch then runs missing
+/// MPS operators on the CPU, as PyTorch does). For one call site, wrap the call:
+///
+/// ```
+///   auto y = volt::with_cpu_fallback([](const torch::Tensor& x) { return torch::special_i1(x); }, x);
+/// ```
 
 #include <torch/torch.h>
 
@@ -2123,36 +2218,40 @@ auto with_cpu_fallback(Op&& op, Args&&... args) -> std::decay_t<std::invoke_resu
 // ---- end volt/accelerators/fallback.hpp
 // ---- end volt/accelerators.hpp
 // ---- begin volt/transfer.hpp
-// volt/transfer: moving batches to a device (Lightning's move_data_to_device / Strategy.batch_to_device).
+/// \file
+/// volt/transfer: moving batches to a device (Lightning's move_data_to_device / Strategy.batch_to_device).
 
 // ---- begin volt/core/apply.hpp
-// volt::apply_to_collection: Lightning's apply_to_collection for C++ values.
-//
-// Rebuilds a nested value (containers, tuples, optionals, variants, aggregates, torch::data::Example, c10
-// containers) with the same type, replacing the leaves a function selects. The recursion is resolved at
-// compile time: a branch whose types cannot hold a leaf is returned as is without being walked, and nothing
-// is type-erased. batch_to_device (volt/transfer) is built on the same recursion (detail::rebuild_collection)
-// with its own choice of leaves.
+/// \file
+/// volt::apply_to_collection: Lightning's apply_to_collection for C++ values.
+///
+/// Rebuilds a nested value (containers, tuples, optionals, variants, aggregates, torch::data::Example, c10
+/// containers) with the same type, replacing the leaves a function selects. The recursion is resolved at
+/// compile time: a branch whose types cannot hold a leaf is returned as is without being walked, and nothing
+/// is type-erased. batch_to_device (volt/transfer) is built on the same recursion (detail::rebuild_collection)
+/// with its own choice of leaves.
 
 // ---- begin volt/core/reflect.hpp
-// Field reflection for plain aggregate structs (the C++ counterpart of a namedtuple or dataclass).
-//
-// Written with structured bindings, because C++20 has no reflection and Boost.PFR is not available on the
-// project's platforms. Supports aggregates of up to volt::reflect::max_fields (32) fields.
-//
-// What cannot be reflected, and why:
-// * non-const lvalue reference members: the field count is found by brace-initializing the type with
-//   placeholders that convert to any value type; such a placeholder cannot bind to `T&`, so these aggregates
-//   report no fields (reflectable<T> is false) and callers leave them alone. `const T&` and `T&&` members bind
-//   and are reflected (with_fields passes them as lvalues).
-// * C array members and base classes with members: brace elision (arrays) and base-class initializers make the
-//   brace count differ from the number of structured bindings, and the binding in with_fields fails to compile
-//   ("only N names provided for structured binding").
+/// \file
+/// Field reflection for plain aggregate structs (the C++ counterpart of a namedtuple or dataclass).
+///
+/// Written with structured bindings, because C++20 has no reflection and Boost.PFR is not available on the
+/// project's platforms. Supports aggregates of up to volt::reflect::max_fields (32) fields.
+///
+/// What cannot be reflected, and why:
+/// * non-const lvalue reference members: the field count is found by brace-initializing the type with
+///   placeholders that convert to any value type; such a placeholder cannot bind to `T&`, so these aggregates
+///   report no fields (reflectable<T> is false) and callers leave them alone. `const T&` and `T&&` members bind
+///   and are reflected (with_fields passes them as lvalues).
+/// * C array members and base classes with members: brace elision (arrays) and base-class initializers make the
+///   brace count differ from the number of structured bindings, and the binding in with_fields fails to compile
+///   ("only N names provided for structured binding").
 
 #include <cstddef>
 #include <type_traits>
 #include <utility>
 
+/// Field reflection for plain aggregate structs (up to reflect::max_fields fields).
 namespace volt::reflect {
 
 /// The most fields an aggregate may have for volt to see them. Raising it means extending with_fields below.
@@ -2907,12 +3006,13 @@ std::remove_cvref_t<Data> apply_to_collection(Data&& data, Function&& function) 
 }  // namespace volt
 // ---- end volt/core/apply.hpp
 // ---- begin volt/transfer/batch_to_device.hpp
-// volt::batch_to_device: Lightning's move_data_to_device for any C++ batch.
-//
-// One call moves every tensor of a nested batch (containers, tuples, optionals, variants, aggregate structs,
-// torch::data::Example, c10 containers) to a device and returns the batch with its type unchanged. The walk
-// is volt::apply_to_collection's recursion with the leaves Lightning moves: tensors, modules, and any value
-// with a `.to(device)` member, plus user types taught through volt::batch_transfer.
+/// \file
+/// volt::batch_to_device: Lightning's move_data_to_device for any C++ batch.
+///
+/// One call moves every tensor of a nested batch (containers, tuples, optionals, variants, aggregate structs,
+/// torch::data::Example, c10 containers) to a device and returns the batch with its type unchanged. The walk
+/// is volt::apply_to_collection's recursion with the leaves Lightning moves: tensors, modules, and any value
+/// with a `.to(device)` member, plus user types taught through volt::batch_transfer.
 
 
 #include <torch/torch.h>
@@ -2933,7 +3033,7 @@ namespace volt {
 /// that should move the usual way. The primary template is empty: volt ignores it.
 template <class Value>
 struct batch_transfer {
-  using volt_primary_batch_transfer = void;  // marks "not specialized"
+  using volt_primary_batch_transfer = void;  ///< Marks the primary template ("not specialized").
 };
 
 /// Whether batch_to_device passes non_blocking=true when it copies a tensor to `device`: for every device type
@@ -3107,19 +3207,21 @@ std::remove_cvref_t<Batch> batch_to_device(Batch&& batch, torch::Device device) 
 // ---- end volt/transfer/batch_to_device.hpp
 // ---- end volt/transfer.hpp
 // ---- begin volt/precision.hpp
-// volt/precision: umbrella header of this area.
-//
-// Precision policies (FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast), the autocast and
-// default-dtype scope guards, the GradScaler, and the compile-time accelerator/precision rules.
+/// \file
+/// volt/precision: umbrella header of this area.
+///
+/// Precision policies (FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast), the autocast and
+/// default-dtype scope guards, the GradScaler, and the compile-time accelerator/precision rules.
 
 // ---- begin volt/precision/autocast.hpp
-// Scope guards that the precision policies return from forward_context(): autocast, a default dtype, or
-// nothing at all.
-//
-// All three are RAII types that can be neither copied nor moved: a policy returns them as prvalues
-// (guaranteed copy elision), and the caller keeps them alive for exactly the scope of one step.
-// Autocast and the default dtype are thread-local in LibTorch, so a guard must be destroyed on the
-// thread that created it.
+/// \file
+/// Scope guards that the precision policies return from forward_context(): autocast, a default dtype, or
+/// nothing at all.
+///
+/// All three are RAII types that can be neither copied nor moved: a policy returns them as prvalues
+/// (guaranteed copy elision), and the caller keeps them alive for exactly the scope of one step.
+/// Autocast and the default dtype are thread-local in LibTorch, so a guard must be destroyed on the
+/// thread that created it.
 
 
 #include <torch/torch.h>
@@ -3211,6 +3313,7 @@ class [[nodiscard]] AutocastGuard {
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
+  /// The device type whose autocast state this guard switched and restores.
   c10::DeviceType device_type() const noexcept { return device_type_; }
 
  private:
@@ -3240,14 +3343,15 @@ class [[nodiscard]] AutocastSafeNoGradGuard {
 }  // namespace volt
 // ---- end volt/precision/autocast.hpp
 // ---- begin volt/precision/compatibility.hpp
-// Which precision policies an accelerator can run, decided at compile time.
-//
-// `precision_supported<Accelerator, Precision>` is a trait users may specialize for their own policies
-// (Kokkos style); `check_precision_supported<A, P>()` turns a false answer into a compile error that names
-// the rule and the fix. The Trainer and Fabric call it once for their <Accelerator, Precision> pair.
-//
-// Only the names of the policies are needed here, so this header declares them and includes no LibTorch:
-// the accelerators are defined in volt/accelerators/, the precision policies in volt/precision/policies.hpp.
+/// \file
+/// Which precision policies an accelerator can run, decided at compile time.
+///
+/// `precision_supported<Accelerator, Precision>` is a trait users may specialize for their own policies
+/// (Kokkos style); `check_precision_supported<A, P>()` turns a false answer into a compile error that names
+/// the rule and the fix. The Trainer and Fabric call it once for their <Accelerator, Precision> pair.
+///
+/// Only the names of the policies are needed here, so this header declares them and includes no LibTorch:
+/// the accelerators are defined in volt/accelerators/, the precision policies in volt/precision/policies.hpp.
 
 #include <type_traits>
 
@@ -3307,37 +3411,43 @@ constexpr void check_precision_supported() {
 }  // namespace volt
 // ---- end volt/precision/compatibility.hpp
 // ---- begin volt/precision/grad_scaler.hpp
-// volt::GradScaler: dynamic loss scaling for fp16 mixed precision (PyTorch's torch.amp.GradScaler, which
-// LibTorch lacks in every version).
-//
-// fp16 gradients of small losses underflow to zero. The scaler multiplies the loss by a large factor before
-// backward, divides the gradients by it before the optimizer step, skips the step when a gradient overflowed
-// to inf/NaN, and adapts the factor: halve it after an overflow, double it after `growth_interval`
-// consecutive finite steps. The algorithm and the error messages follow PyTorch's Python GradScaler.
-//
-// The scale, the growth tracker and the found-inf flags are tensors on the device, so unscale_() and
-// update() never wait for the GPU; step() reads the found-inf flag once, because it must decide on the
-// host whether to call optimizer.step().
+/// \file
+/// volt::GradScaler: dynamic loss scaling for fp16 mixed precision (PyTorch's torch.amp.GradScaler, which
+/// LibTorch lacks in every version).
+///
+/// fp16 gradients of small losses underflow to zero. The scaler multiplies the loss by a large factor before
+/// backward, divides the gradients by it before the optimizer step, skips the step when a gradient overflowed
+/// to inf/NaN, and adapts the factor: halve it after an overflow, double it after `growth_interval`
+/// consecutive finite steps. The algorithm and the error messages follow PyTorch's Python GradScaler.
+///
+/// The scale, the growth tracker and the found-inf flags are tensors on the device, so unscale_() and
+/// update() never wait for the GPU; step() reads the found-inf flag once, because it must decide on the
+/// host whether to call optimizer.step().
 
 // ---- begin volt/optim/step.hpp
-// volt::optim::step(optimizer): the optimizer step every volt training loop takes. It recognises LibTorch's
-// Adam, AdamW and SGD and runs them with multi-tensor (foreach) ops or fused kernels, on LibTorch's own
-// state and options; anything else runs optimizer.step().
+/// \file
+/// volt::optim::step(optimizer): the optimizer step every volt training loop takes.
+///
+/// It recognises LibTorch's Adam, AdamW and SGD and runs them with multi-tensor (foreach) ops or fused
+/// kernels, on LibTorch's own state and options; anything else runs optimizer.step().
 
 // ---- begin volt/optim/adam.hpp
-// Multi-tensor and fused steps of LibTorch's torch::optim::Adam and torch::optim::AdamW.
-//
-// They compute LibTorch's own update (LibTorch 1.13 through 2.11 share it), per param group:
-//
-//   step += 1                                  (AdamParamState::step, an int64 on the host)
-//   Adam:  g = grad + weight_decay * p         AdamW: p *= 1 - lr * weight_decay
-//   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g;  amsgrad: v_max = max(v_max, v)
-//   p -= lr / (1 - beta1^step) * m / (sqrt(v or v_max) / sqrt(1 - beta2^step) + eps)
-//
-// with the bias corrections computed in double on the host from each parameter's own step count, and
-// read and write LibTorch's own state (AdamParamState / AdamWParamState: step, exp_avg, exp_avg_sq,
-// max_exp_avg_sq) and options, so a volt-stepped optimizer saves, loads and continues exactly like one
-// LibTorch stepped, and the other way round.
+/// \file
+/// volt::optim::try_adam_step: multi-tensor and fused steps of LibTorch's torch::optim::Adam and AdamW.
+///
+/// They compute LibTorch's own update (LibTorch 1.13 through 2.11 share it), per param group:
+///
+/// ```
+/// step += 1                                  (AdamParamState::step, an int64 on the host)
+/// Adam:  g = grad + weight_decay * p         AdamW: p *= 1 - lr * weight_decay
+/// m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g;  amsgrad: v_max = max(v_max, v)
+/// p -= lr / (1 - beta1^step) * m / (sqrt(v or v_max) / sqrt(1 - beta2^step) + eps)
+/// ```
+///
+/// with the bias corrections computed in double on the host from each parameter's own step count, and
+/// read and write LibTorch's own state (AdamParamState / AdamWParamState: step, exp_avg, exp_avg_sq,
+/// max_exp_avg_sq) and options, so a volt-stepped optimizer saves, loads and continues exactly like one
+/// LibTorch stepped, and the other way round.
 
 // ---- begin volt/optim/detail/gather.hpp
 // Shared checks of volt's optimizer steps (volt::optim::detail): which parameters a step updates, whether
@@ -3437,9 +3547,12 @@ inline bool all_equal(const std::vector<double>& values) {
 }  // namespace volt::optim::detail
 // ---- end volt/optim/detail/gather.hpp
 // ---- begin volt/optim/implementation.hpp
-// Which implementation runs an optimizer step: LibTorch's own per-parameter loop, volt's multi-tensor
-// (foreach) ops, or LibTorch's fused kernels. The process-wide default, a scoped override of it, and
-// per-thread counters of what actually ran.
+/// \file
+/// volt::optim::Implementation: which implementation runs an optimizer step, and what actually ran.
+///
+/// The choices are LibTorch's own per-parameter loop, volt's multi-tensor (foreach) ops, or LibTorch's fused
+/// kernels. This header holds the process-wide default, a scoped override of it, and per-thread counters of
+/// what actually ran.
 
 #include <atomic>
 #include <cstdint>
@@ -3506,9 +3619,11 @@ inline void set_default_implementation(Implementation implementation) noexcept {
   detail::default_implementation_slot().store(implementation, std::memory_order_relaxed);
 }
 
-/// Sets the default implementation for its lifetime and restores the previous one on destruction.
+/// Sets the default implementation for its lifetime and restores the previous one on destruction. The
+/// default is process-wide, so the scope affects every thread's steps; nest scopes in LIFO order.
 class [[nodiscard]] ScopedDefaultImplementation {
  public:
+  /// Remembers the current default and sets `implementation`.
   explicit ScopedDefaultImplementation(Implementation implementation) noexcept
       : previous_(default_implementation()) {
     set_default_implementation(implementation);
@@ -3524,9 +3639,9 @@ class [[nodiscard]] ScopedDefaultImplementation {
 /// How many optimizer steps this thread ran with each implementation, counted by volt::optim::step():
 /// a diagnostic to confirm which path a training loop takes.
 struct StepCounts {
-  std::int64_t fused = 0;
-  std::int64_t multi_tensor = 0;
-  std::int64_t per_parameter = 0;
+  std::int64_t fused = 0;          ///< Steps where every param group ran LibTorch's fused kernel.
+  std::int64_t multi_tensor = 0;   ///< Steps that ran volt's foreach ops (in at least one param group).
+  std::int64_t per_parameter = 0;  ///< Steps that ran `optimizer.step()`.
 };
 
 namespace detail {
@@ -3782,17 +3897,20 @@ std::optional<Implementation> try_adam_step(AdamLike& optimizer, Implementation 
 }  // namespace volt::optim
 // ---- end volt/optim/adam.hpp
 // ---- begin volt/optim/sgd.hpp
-// Multi-tensor step of LibTorch's torch::optim::SGD.
-//
-// It computes LibTorch's own update (1.13 through 2.11), per param group:
-//
-//   d = grad + weight_decay * p
-//   momentum != 0:  buf = d (a copy) on a parameter's first step, else buf = momentum * buf + (1 - dampening) * d
-//                   d = nesterov ? d + momentum * buf : buf
-//   p -= lr * d
-//
-// reading and writing LibTorch's own state (SGDParamState::momentum_buffer, created only with momentum)
-// and options, so checkpoints stay interchangeable with LibTorch's SGD.
+/// \file
+/// volt::optim::try_sgd_step: the multi-tensor step of LibTorch's torch::optim::SGD.
+///
+/// It computes LibTorch's own update (1.13 through 2.11), per param group:
+///
+/// ```
+/// d = grad + weight_decay * p
+/// momentum != 0:  buf = d (a copy) on a parameter's first step, else buf = momentum * buf + (1 - dampening) * d
+///                 d = nesterov ? d + momentum * buf : buf
+/// p -= lr * d
+/// ```
+///
+/// reading and writing LibTorch's own state (SGDParamState::momentum_buffer, created only with momentum)
+/// and options, so checkpoints stay interchangeable with LibTorch's SGD.
 
 
 #include <torch/torch.h>
@@ -3959,6 +4077,7 @@ namespace volt {
 
 /// Construction options of GradScaler; PyTorch's defaults.
 struct GradScalerOptions {
+  /// The first scale (2^16); the first iterations usually back it off until gradients are finite.
   double init_scale = 65536.0;
   /// Factor applied after `growth_interval` consecutive steps without inf/NaN; must be > 1.
   double growth_factor = 2.0;
@@ -3976,9 +4095,13 @@ struct GradScalerOptions {
 
 /// A GradScaler's persistent state, the five entries of PyTorch's `GradScaler.state_dict()`.
 struct GradScalerState {
+  /// The current scale (PyTorch's "scale").
   double scale = 65536.0;
+  /// PyTorch's "growth_factor".
   double growth_factor = 2.0;
+  /// PyTorch's "backoff_factor".
   double backoff_factor = 0.5;
+  /// PyTorch's "growth_interval".
   std::int64_t growth_interval = 2000;
   /// Consecutive finite steps since the last growth or backoff (PyTorch's `_growth_tracker`).
   std::int64_t growth_tracker = 0;
@@ -4017,6 +4140,7 @@ class GradScaler {
     if (options_.enabled) initialize_scale(device);
   }
 
+  /// Whether the scaler scales (GradScalerOptions::enabled); a disabled one is a pass-through.
   bool is_enabled() const noexcept { return options_.enabled; }
 
   /// `outputs` multiplied by the current scale (a new tensor; autograd sees the multiplication).
@@ -4140,11 +4264,17 @@ class GradScaler {
                                      : initial_growth_tracker_;
   }
 
+  /// The factor the scale grows by after growth_interval finite steps.
   double growth_factor() const noexcept { return options_.growth_factor; }
+  /// The factor the scale shrinks by after a step with inf/NaN gradients.
   double backoff_factor() const noexcept { return options_.backoff_factor; }
+  /// Consecutive finite steps before the scale grows.
   std::int64_t growth_interval() const noexcept { return options_.growth_interval; }
+  /// Sets the growth factor for later update() calls. Not validated (unlike the constructor): keep it > 1.
   void set_growth_factor(double factor) noexcept { options_.growth_factor = factor; }
+  /// Sets the backoff factor for later update() calls. Not validated (unlike the constructor): keep it < 1.
   void set_backoff_factor(double factor) noexcept { options_.backoff_factor = factor; }
+  /// Sets the growth interval for later update() calls. Not validated (unlike the constructor): keep it > 0.
   void set_growth_interval(std::int64_t interval) noexcept { options_.growth_interval = interval; }
 
   /// Where `optimizer` stands in the current iteration (ready before unscale_ and after update()).
@@ -4335,27 +4465,32 @@ class GradScaler {
 }  // namespace volt
 // ---- end volt/precision/grad_scaler.hpp
 // ---- begin volt/precision/policies.hpp
-// The precision policies: Lightning's precision plugins as small types the Trainer and Fabric hold by value.
-//
-//   volt::FP32          "32-true"     nothing changes (the default)
-//   volt::FP64          "64-true"     module, floating inputs and the default dtype become float64
-//   volt::FP16True      "16-true"     ... become float16
-//   volt::BF16True      "bf16-true"   ... become bfloat16
-//   volt::FP16Autocast  "16-mixed"    fp32 weights, steps under fp16 autocast, loss scaled by a GradScaler
-//   volt::BF16Autocast  "bf16-mixed"  fp32 weights, steps under bf16 autocast, no scaler
-//
-// Every policy has the same interface, in the order the host calls it:
-//
-//   setup(root_device)              once, before training (the device the strategy resolved)
-//   convert_module(module)          once, after setup
-//   convert_input(batch)            per batch
-//   forward_context()               RAII guard around each training/validation/test/predict step
-//   pre_backward(loss)              the tensor to call backward() on (the scaled loss with a scaler)
-//   optimizer_step(opt, before)     unscale -> before() (hooks, clipping) -> step unless inf/NaN -> update
-//                                   (the step is volt::optim::step: multi-tensor/fused Adam, AdamW, SGD)
-//   scaler(), save(), load()        the GradScaler and its checkpoint state
-//
-// None of them is thread-safe; forward_context()'s guard must be destroyed on the thread that made it.
+/// \file
+/// The precision policies: Lightning's precision plugins as small types the Trainer and Fabric hold by value.
+///
+/// ```
+///   volt::FP32          "32-true"     nothing changes (the default)
+///   volt::FP64          "64-true"     module, floating inputs and the default dtype become float64
+///   volt::FP16True      "16-true"     ... become float16
+///   volt::BF16True      "bf16-true"   ... become bfloat16
+///   volt::FP16Autocast  "16-mixed"    fp32 weights, steps under fp16 autocast, loss scaled by a GradScaler
+///   volt::BF16Autocast  "bf16-mixed"  fp32 weights, steps under bf16 autocast, no scaler
+/// ```
+///
+/// Every policy has the same interface, in the order the host calls it:
+///
+/// ```
+///   setup(root_device)              once, before training (the device the strategy resolved)
+///   convert_module(module)          once, after setup
+///   convert_input(batch)            per batch
+///   forward_context()               RAII guard around each training/validation/test/predict step
+///   pre_backward(loss)              the tensor to call backward() on (the scaled loss with a scaler)
+///   optimizer_step(opt, before)     unscale -> before() (hooks, clipping) -> step unless inf/NaN -> update
+///                                   (the step is volt::optim::step: multi-tensor/fused Adam, AdamW, SGD)
+///   scaler(), save(), load()        the GradScaler and its checkpoint state
+/// ```
+///
+/// None of them is thread-safe; forward_context()'s guard must be destroyed on the thread that made it.
 
 
 #include <torch/torch.h>
@@ -4371,18 +4506,25 @@ namespace volt {
 
 /// "32-true": full precision, the identity everywhere. Stateless, and its guard costs nothing.
 struct FP32 {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "32-true";
+  /// Whether steps run under autocast (the mixed precisions).
   static constexpr bool is_autocast = false;
 
+  /// Nothing to prepare.
   void setup(torch::Device /*root_device*/) noexcept {}
+  /// Leaves the module as it is.
   void convert_module(torch::nn::Module& /*module*/) noexcept {}
   /// Returns `batch` unchanged (moved when given an rvalue).
   template <class Batch>
   std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
     return std::forward<Batch>(batch);
   }
+  /// A guard that changes nothing, for the time the module is built (Lightning's tensor_init_context).
   [[nodiscard]] NoOpGuard init_context() const noexcept { return {}; }
+  /// A guard that changes nothing, kept alive around each step.
   [[nodiscard]] NoOpGuard forward_context() const noexcept { return {}; }
+  /// Returns `loss` itself: backward() is called on it unscaled.
   torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
   /// Runs `before_step()` then the optimizer step (volt::optim::step: multi-tensor or fused for LibTorch's
   /// Adam, AdamW and SGD, optimizer.step() otherwise); returns true. Throws what they throw.
@@ -4392,9 +4534,13 @@ struct FP32 {
     optim::step(optimizer);
     return true;
   }
+  /// nullptr: no loss scaling.
   GradScaler* scaler() noexcept { return nullptr; }
+  /// nullptr: no loss scaling.
   const GradScaler* scaler() const noexcept { return nullptr; }
+  /// Nothing to save in checkpoints.
   void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
+  /// Nothing to restore from checkpoints.
   void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
 };
 
@@ -4585,6 +4731,7 @@ class AutocastPrecision {
 
 /// "64-true": model, floating inputs and new tensors in float64 (Lightning's DoublePrecision).
 struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "64-true";
 
   /// Throws MisconfigurationError on an MPS device (an Auto or GPU accelerator that resolved to MPS):
@@ -4598,23 +4745,27 @@ struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
 
 /// "16-true": model, floating inputs and new tensors in float16 (Lightning's HalfPrecision).
 struct FP16True : detail::TruePrecision<c10::ScalarType::Half> {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "16-true";
 };
 
 /// "bf16-true": model, floating inputs and new tensors in bfloat16 (Lightning's HalfPrecision).
 struct BF16True : detail::TruePrecision<c10::ScalarType::BFloat16> {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "bf16-true";
 };
 
 /// "16-mixed": fp16 autocast with dynamic loss scaling (Lightning's MixedPrecision("16-mixed")). On a CPU
 /// device it runs as bf16 with a warning; volt::CPU with FP16Autocast does not compile.
 struct FP16Autocast : detail::AutocastPrecision<c10::ScalarType::Half> {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "16-mixed";
   using AutocastPrecision::AutocastPrecision;
 };
 
 /// "bf16-mixed": bf16 autocast, no loss scaling (Lightning's MixedPrecision("bf16-mixed")).
 struct BF16Autocast : detail::AutocastPrecision<c10::ScalarType::BFloat16> {
+  /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "bf16-mixed";
   using AutocastPrecision::AutocastPrecision;
 };
@@ -4623,10 +4774,12 @@ struct BF16Autocast : detail::AutocastPrecision<c10::ScalarType::BFloat16> {
 // ---- end volt/precision/policies.hpp
 // ---- end volt/precision.hpp
 // ---- begin volt/strategies.hpp
-// volt/strategies: how training is spread over devices and processes.
+/// \file
+/// volt/strategies: how training is spread over devices and processes.
 
 // ---- begin volt/strategies/single_device.hpp
-// volt::SingleDevice: train on one device in one process (Lightning's SingleDeviceStrategy).
+/// \file
+/// volt::SingleDevice: train on one device in one process (Lightning's SingleDeviceStrategy).
 
 #include <string_view>
 
@@ -4635,6 +4788,7 @@ namespace volt {
 /// Strategy policy: one process, one device. The model, the optimizer state and every batch live on the
 /// Trainer's root device. Reductions, barriers and broadcasts are identities.
 struct SingleDevice {
+  /// Lightning's strategy name, used in messages and by the command line.
   static constexpr std::string_view name = "single_device";
   /// Whether the strategy runs several processes that synchronise gradients (the DDP family).
   static constexpr bool is_distributed = false;
@@ -4643,7 +4797,8 @@ struct SingleDevice {
 }  // namespace volt
 // ---- end volt/strategies/single_device.hpp
 // ---- begin volt/strategies/ddp.hpp
-// volt::DDP: distributed data parallel over c10d process groups (Lightning's DDPStrategy).
+/// \file
+/// volt::DDP: distributed data parallel over c10d process groups (Lightning's DDPStrategy).
 
 #include <string_view>
 
@@ -4651,19 +4806,24 @@ namespace volt {
 
 /// Strategy policy: one process per device, gradients averaged across processes.
 struct DDP {
+  /// Lightning's strategy name, used in messages and by the command line.
   static constexpr std::string_view name = "ddp";
+  /// Whether the strategy runs several processes that synchronise gradients (the DDP family).
   static constexpr bool is_distributed = true;
 };
 
 }  // namespace volt
 // ---- end volt/strategies/ddp.hpp
 // ---- begin volt/strategies/compatibility.hpp
-// Which strategies run on which accelerators: a specializable trait (as Kokkos does it) and the checks the
-// Trainer and Fabric instantiate.
-//
-// Users extend the matrix for their own policies:
-//
-//   template <> struct volt::strategy_supported<MyAccelerator, volt::DDP> : std::false_type {};
+/// \file
+/// Which strategies run on which accelerators: a specializable trait (as Kokkos does it) and the checks the
+/// Trainer and Fabric instantiate.
+///
+/// Users extend the matrix for their own policies:
+///
+/// ```
+///   template <> struct volt::strategy_supported<MyAccelerator, volt::DDP> : std::false_type {};
+/// ```
 
 
 #include <stdexcept>
@@ -4696,6 +4856,7 @@ template <class Strategy>
 struct strategy_supported<MPS, Strategy> : std::bool_constant<!detail::is_distributed_strategy<Strategy>()> {};
 
 template <class Accelerator, class Strategy>
+/// strategy_supported<Accelerator, Strategy>::value.
 inline constexpr bool strategy_supported_v = strategy_supported<Accelerator, Strategy>::value;
 
 /// Whether volt::Trainer and volt::Fabric of this version can run `Strategy` (whatever the accelerator).
@@ -4740,21 +4901,26 @@ void check_strategy_supported_on_machine() {
 // ---- end volt/strategies/compatibility.hpp
 // ---- end volt/strategies.hpp
 // ---- begin volt/distributed.hpp
-// volt/distributed: multi-process training: cluster environments, the launcher, c10d process groups, the
-// gradient reducer, samplers, and the strategies' run-time side.
+/// \file
+/// volt/distributed: multi-process training: cluster environments, the launcher, c10d process groups, the
+/// gradient reducer, samplers, and the strategies' run-time side.
 
 // ---- begin volt/distributed/environment.hpp
-// Cluster environments: who started this process and where its peers are (Lightning's ClusterEnvironment
-// plugins, spec section 6.4). Three are detected, in Lightning's priority order:
-//
-//   torchrun  (TORCHELASTIC_RUN_ID set): RANK, WORLD_SIZE, LOCAL_RANK required; GROUP_RANK is the node rank;
-//             MASTER_ADDR / MASTER_PORT default to 127.0.0.1 / 12910 with Lightning's warnings.
-//   SLURM     (SLURM_NTASKS set and SLURM_JOB_NAME not "bash"/"interactive"): SLURM_PROCID, SLURM_NTASKS,
-//             SLURM_LOCALID, SLURM_NODEID; the main address is the first host of SLURM_NODELIST; the port is
-//             MASTER_PORT or 15000 + the last four digits of SLURM_JOB_ID.
-//   volt      (otherwise, Lightning's LightningEnvironment): LOCAL_RANK, NODE_RANK (or GROUP_RANK), MASTER_ADDR,
-//             MASTER_PORT; when LOCAL_RANK is unset this process is local rank 0 and starts the others itself
-//             (volt::detail::SubprocessLauncher).
+/// \file
+/// Cluster environments: who started this process and where its peers are (Lightning's ClusterEnvironment).
+///
+/// Lightning's ClusterEnvironment plugins, spec section 6.4. Three are detected, in Lightning's priority order:
+///
+/// ```
+/// torchrun  (TORCHELASTIC_RUN_ID set): RANK, WORLD_SIZE, LOCAL_RANK required; GROUP_RANK is the node rank;
+///           MASTER_ADDR / MASTER_PORT default to 127.0.0.1 / 12910 with Lightning's warnings.
+/// SLURM     (SLURM_NTASKS set and SLURM_JOB_NAME not "bash"/"interactive"): SLURM_PROCID, SLURM_NTASKS,
+///           SLURM_LOCALID, SLURM_NODEID; the main address is the first host of SLURM_NODELIST; the port is
+///           MASTER_PORT or 15000 + the last four digits of SLURM_JOB_ID.
+/// volt      (otherwise, Lightning's LightningEnvironment): LOCAL_RANK, NODE_RANK (or GROUP_RANK), MASTER_ADDR,
+///           MASTER_PORT; when LOCAL_RANK is unset this process is local rank 0 and starts the others itself
+///           (volt::detail::SubprocessLauncher).
+/// ```
 
 
 #include <arpa/inet.h>
@@ -4773,8 +4939,14 @@ void check_strategy_supported_on_machine() {
 namespace volt {
 
 /// Which launcher started the processes of a distributed run.
-enum class ClusterKind { volt, torchrun, slurm };
+enum class ClusterKind {
+  volt,      ///< No external launcher: the user started local rank 0 and volt's launcher the others (or the
+             ///< user started every process with LOCAL_RANK, MASTER_ADDR and MASTER_PORT set).
+  torchrun,  ///< Started by torchrun / TorchElastic (TORCHELASTIC_RUN_ID is set).
+  slurm,     ///< Started by SLURM (SLURM_NTASKS is set and SLURM_JOB_NAME is neither "bash" nor "interactive").
+};
 
+/// The name used in messages, with Lightning's class name: e.g. "torchrun (TorchElasticEnvironment)".
 inline constexpr std::string_view to_string(ClusterKind kind) {
   switch (kind) {
     case ClusterKind::torchrun: return "torchrun (TorchElasticEnvironment)";
@@ -4786,12 +4958,19 @@ inline constexpr std::string_view to_string(ClusterKind kind) {
 
 /// Where this process sits in a distributed run. Built by detect_cluster_environment().
 struct ClusterEnvironment {
+  /// The launcher detected.
   ClusterKind kind = ClusterKind::volt;
+  /// This process's rank among all processes (RANK, SLURM_PROCID, or node_rank x devices + local_rank).
   int global_rank = 0;
+  /// This process's rank on its node, its index into the node's devices.
   int local_rank = 0;
+  /// The index of this process's node.
   int node_rank = 0;
+  /// The number of processes of the run.
   int world_size = 1;
+  /// The host of global rank 0, where the rendezvous store listens (MASTER_ADDR).
   std::string main_address = "127.0.0.1";
+  /// The rendezvous port (MASTER_PORT); 0: not given, volt's launcher picks a free one.
   int main_port = 0;
   /// True when something else (torchrun, srun, or volt's launcher in the parent) started the processes.
   bool creates_processes_externally = false;
@@ -4956,15 +5135,18 @@ inline ClusterEnvironment detect_cluster_environment(int devices_per_node, int n
 }  // namespace volt
 // ---- end volt/distributed/environment.hpp
 // ---- begin volt/distributed/launcher.hpp
-// volt's process launcher (Lightning's _SubprocessScriptLauncher): the process a user starts becomes local
-// rank 0 and re-executes the same binary, with the same arguments, for local ranks 1..n-1.
-//
-// Contract, as Lightning's: before starting the children the launcher sets MASTER_ADDR, MASTER_PORT (a free port
-// unless given), NODE_RANK and WORLD_SIZE in its own environment; each child gets the same environment plus
-// LOCAL_RANK=<i>. RANK is never set. A child dies with its parent (PR_SET_PDEATHSIG). A watcher thread in the
-// parent notices a child that exits with a failure while the run goes on: it prints which local rank failed and
-// how, terminates the other children and exits the parent with status 1, so no rank waits forever on a dead peer.
-// When the parent process ends, it waits for the children and exits non-zero if any of them failed.
+/// \file
+/// volt's process launcher (Lightning's _SubprocessScriptLauncher); implementation, no public API.
+///
+/// The process a user starts becomes local rank 0 and re-executes the same binary, with the same arguments,
+/// for local ranks 1..n-1.
+///
+/// Contract, as Lightning's: before starting the children the launcher sets MASTER_ADDR, MASTER_PORT (a free port
+/// unless given), NODE_RANK and WORLD_SIZE in its own environment; each child gets the same environment plus
+/// `LOCAL_RANK=<i>`. RANK is never set. A child dies with its parent (PR_SET_PDEATHSIG). A watcher thread in the
+/// parent notices a child that exits with a failure while the run goes on: it prints which local rank failed and
+/// how, terminates the other children and exits the parent with status 1, so no rank waits forever on a dead peer.
+/// When the parent process ends, it waits for the children and exits non-zero if any of them failed.
 
 
 #include <signal.h>
@@ -4986,6 +5168,7 @@ inline ClusterEnvironment detect_cluster_environment(int devices_per_node, int n
 #include <thread>
 #include <vector>
 
+/// POSIX's environment of this process, which the launcher copies into each child's.
 extern char** environ;  // NOLINT: POSIX
 
 namespace volt::detail {
@@ -5182,14 +5365,16 @@ class SubprocessLauncher {
 }  // namespace volt::detail
 // ---- end volt/distributed/launcher.hpp
 // ---- begin volt/distributed/process_group.hpp
-// volt::ProcessGroup: a c10d process group (Gloo on CPU, NCCL on CUDA) behind a small interface: the TCPStore
-// rendezvous, collectives (all_reduce, broadcast, all_gather, barrier) and failure notes that let every rank
-// name the rank that failed.
-//
-// Availability is decided when volt is compiled: c10d's headers must come with LibTorch (they do in Debian's
-// and PyPI's builds), Gloo needs gloo's headers (Debian: libgloo-dev; PyPI's wheel does not ship them, so point
-// the include path at a copy), NCCL needs VOLT_WITH_CUDA and nccl.h. What is missing gives a clear error at run
-// time, when a distributed run asks for it, and never breaks the single-device build.
+/// \file
+/// volt::ProcessGroup: a c10d process group (Gloo on CPU, NCCL on CUDA) behind a small interface.
+///
+/// It covers the TCPStore rendezvous, collectives (all_reduce, broadcast, all_gather, barrier) and failure
+/// notes that let every rank name the rank that failed.
+///
+/// Availability is decided when volt is compiled: c10d's headers must come with LibTorch (they do in Debian's
+/// and PyPI's builds), Gloo needs gloo's headers (Debian: libgloo-dev; PyPI's wheel does not ship them, so point
+/// the include path at a copy), NCCL needs VOLT_WITH_CUDA and nccl.h. What is missing gives a clear error at run
+/// time, when a distributed run asks for it, and never breaks the single-device build.
 
 
 #include <torch/torch.h>
@@ -5228,7 +5413,9 @@ class SubprocessLauncher {
 
 namespace volt {
 
-/// Thrown when a collective fails or times out, or a peer rank reported a failure.
+/// Thrown when the rendezvous or a collective fails or times out, or a peer rank reported a failure; also
+/// when a backend the run needs is missing from this build. The message names this rank and, when known,
+/// the rank that failed first.
 class DistributedError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -5236,11 +5423,12 @@ class DistributedError : public std::runtime_error {
 
 /// Which c10d backends this build of volt can create.
 struct DistributedSupport {
-  bool c10d = false;
-  bool gloo = false;
-  bool nccl = false;
+  bool c10d = false;  ///< LibTorch's c10d headers were found: ProcessGroup exists (else DDP is unavailable).
+  bool gloo = false;  ///< The Gloo backend (DDP on the CPU) was compiled in.
+  bool nccl = false;  ///< The NCCL backend (DDP on CUDA) was compiled in (needs VOLT_WITH_CUDA and nccl.h).
 };
 
+/// What this translation unit was compiled with (fixed at compile time; see the file comment).
 inline constexpr DistributedSupport distributed_support() {
   DistributedSupport support;
 #ifdef VOLT_DETAIL_HAS_C10D
@@ -5256,18 +5444,26 @@ inline constexpr DistributedSupport distributed_support() {
 }
 
 /// Reduction of a collective.
-enum class ReduceOp { sum, mean, max, min };
+enum class ReduceOp {
+  sum,   ///< Element-wise sum over ranks.
+  mean,  ///< The sum divided by the world size (integer tensors: truncated).
+  max,   ///< Element-wise maximum.
+  min,   ///< Element-wise minimum.
+  product,  ///< Element-wise product.
+};
 
 #ifdef VOLT_DETAIL_HAS_C10D
 
 /// One process group of a distributed run. Every member must call the collectives in the same order.
 /// Collective calls throw DistributedError naming this rank, the operation and, when a peer left a failure
-/// note, the failed rank and its error.
+/// note, the failed rank and its error; after abort() every collective throws DistributedError at once.
+/// Not thread-safe: one thread per rank issues the collectives.
 class ProcessGroup {
  public:
   /// Joins the run described by `environment`: rank 0 hosts the TCPStore at main_address:main_port, every rank
   /// connects, then the backend for `device` is created (NCCL for CUDA, Gloo otherwise). Waits at most
-  /// `timeout` for the other ranks; throws DistributedError saying who was waited for when they do not come.
+  /// `timeout` for the other ranks; throws DistributedError saying who was waited for when they do not come,
+  /// or when the backend `device` needs was not compiled in. Every rank of the run must construct one.
   ProcessGroup(const ClusterEnvironment& environment, torch::Device device, std::chrono::milliseconds timeout)
       : rank_(environment.global_rank), size_(environment.world_size), device_(device), timeout_(timeout) {
     c10d::TCPStoreOptions options;
@@ -5340,13 +5536,18 @@ class ProcessGroup {
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
+  /// This process's global rank in the group.
   int rank() const { return rank_; }
+  /// The number of ranks (the world size).
   int size() const { return size_; }
+  /// The device the group was created for (this rank's device; NCCL for CUDA, Gloo otherwise).
   torch::Device device() const { return device_; }
   /// "gloo" or "nccl" (Lightning's distributed_backend).
   const std::string& backend_name() const { return backend_name_; }
 
-  /// Starts an in-place sum all-reduce of `tensors` (on the group's device) and returns its work handle.
+  /// Starts an in-place sum all-reduce of `tensors` (on the group's device) and returns its work handle;
+  /// complete it with wait(). A collective: every rank must start the same all-reduce in the same order.
+  /// Throws DistributedError when the backend refuses it.
   auto all_reduce_async(std::vector<torch::Tensor>& tensors) {
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
@@ -5354,6 +5555,9 @@ class ProcessGroup {
   }
 
   /// Waits for a work handle returned by all_reduce_async; throws DistributedError on failure or timeout.
+  /// With NCCL it makes the current CUDA stream wait for the collective and returns without blocking the
+  /// host (NCCL's watchdog enforces the timeout); with Gloo it blocks for at most the group's timeout.
+  /// `what` names the operation in the error message.
   template <class Work>
   void wait(Work& work, const char* what = "all_reduce") {
     guarded(what, [&] {
@@ -5369,15 +5573,19 @@ class ProcessGroup {
     });
   }
 
-  /// In-place all-reduce of `tensor`. Mean is a sum followed by a division by the world size (Lightning's
-  /// reduction for Gloo; integer tensors are divided and copied back, truncating).
+  /// In-place all-reduce of `tensor`, waited for. Mean is a sum followed by a division by the world size
+  /// (Lightning's reduction for Gloo; integer tensors are divided and copied back, truncating).
+  /// A collective: every rank must call it with a tensor of the same shape and dtype. Throws
+  /// DistributedError.
   void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum) {
     std::vector<torch::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
     switch (op) {
       case ReduceOp::max: options.reduceOp = c10d::ReduceOp::MAX; break;
       case ReduceOp::min: options.reduceOp = c10d::ReduceOp::MIN; break;
-      default: options.reduceOp = c10d::ReduceOp::SUM; break;
+      case ReduceOp::product: options.reduceOp = c10d::ReduceOp::PRODUCT; break;
+      case ReduceOp::sum:
+      case ReduceOp::mean: options.reduceOp = c10d::ReduceOp::SUM; break;
     }
     auto work = guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
     wait(work);
@@ -5390,7 +5598,9 @@ class ProcessGroup {
     }
   }
 
-  /// In-place broadcast of `tensor` from `root`.
+  /// In-place broadcast of `tensor` from rank `root`, waited for: afterwards every rank holds root's values.
+  /// A collective: every rank must call it with a tensor of the same shape and dtype. Throws
+  /// DistributedError.
   void broadcast(torch::Tensor& tensor, int root = 0) {
     std::vector<torch::Tensor> tensors{tensor};
     c10d::BroadcastOptions options;
@@ -5400,7 +5610,8 @@ class ProcessGroup {
     wait(work, "broadcast");
   }
 
-  /// Every rank's `tensor` (same shape on all ranks), in rank order.
+  /// Every rank's `tensor` (same shape on all ranks), in rank order, waited for. A collective: every rank
+  /// must call it. Throws DistributedError.
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
     std::vector<torch::Tensor> inputs{tensor.contiguous()};
     std::vector<std::vector<torch::Tensor>> outputs(1);
@@ -5411,6 +5622,7 @@ class ProcessGroup {
   }
 
   /// Returns when every rank has called barrier() (a one-element all-reduce, which works on every backend).
+  /// A collective; throws DistributedError.
   void barrier() {
     auto token = torch::zeros({1}, torch::TensorOptions().device(device_));
     all_reduce(token);
@@ -5418,6 +5630,7 @@ class ProcessGroup {
 
   /// Leaves a note in the store that this rank failed with `message`, so that the other ranks can name it
   /// (unless another rank already left one: the first failure is usually the cause of the others).
+  /// Called by the failing rank alone; never throws (a store that is gone already is ignored).
   void note_failure(const std::string& message) noexcept {
     try {
       if (store_->check({"volt/failed"})) return;  // the first failure is the one to name
@@ -5428,7 +5641,8 @@ class ProcessGroup {
     }
   }
 
-  /// The failure note another rank left, if any ("rank 1: <error>").
+  /// The failure note a rank left with note_failure, e.g. `"rank 1: <message>"`; empty when there is none
+  /// or the store cannot be reached.
   std::string failure_note() noexcept {
     try {
       if (!store_->check({"volt/failed"})) return {};
@@ -5440,6 +5654,7 @@ class ProcessGroup {
   }
 
   /// Drops the backend so peers blocked on this rank see a closed connection instead of waiting for the timeout.
+  /// This rank's later collectives throw DistributedError. Never throws.
   void abort() noexcept {
     try {
 #ifdef VOLT_DETAIL_HAS_NCCL
@@ -5504,10 +5719,13 @@ class ProcessGroup {
 /// Placeholder when LibTorch was built without c10d: creating one throws DistributedError.
 class ProcessGroup {
  public:
+  /// Always throws DistributedError ("this LibTorch has no c10d").
   ProcessGroup(const ClusterEnvironment&, torch::Device, std::chrono::milliseconds) {
     throw DistributedError("volt: this LibTorch has no c10d (built without USE_DISTRIBUTED); DDP is not available");
   }
+  /// 0 (never reached: no placeholder object can be created).
   int rank() const { return 0; }
+  /// 1 (never reached: no placeholder object can be created).
   int size() const { return 1; }
 };
 
@@ -5516,15 +5734,16 @@ class ProcessGroup {
 }  // namespace volt
 // ---- end volt/distributed/process_group.hpp
 // ---- begin volt/distributed/reducer.hpp
-// volt::detail::GradientReducer: data-parallel gradient averaging on a c10d process group (what PyTorch's
-// DistributedDataParallel does in Python; LibTorch's C++ frontend has no DDP module).
-//
-// Parameters are grouped into buckets of about 25 MB, in reverse registration order (the order in which
-// backward produces their gradients). A post-hook on each parameter's gradient accumulator copies the finished
-// gradient into its bucket; when a bucket is full it is divided by the world size and its all-reduce starts at
-// once, so communication overlaps the rest of backward. finish() waits for every bucket (launching those whose
-// parameters got no gradient, with zeros) and copies the averages back into the parameters' .grad.
-// Backward passes prepared with sync = false (accumulation micro-batches: Lightning's no_sync) do nothing.
+/// \file
+/// volt::detail::GradientReducer: data-parallel gradient averaging on a c10d process group; no public API.
+///
+/// It does what PyTorch's DistributedDataParallel does in Python (LibTorch's C++ frontend has no DDP module).
+/// Parameters are grouped into buckets of about 25 MB, in reverse registration order (the order in which
+/// backward produces their gradients). A post-hook on each parameter's gradient accumulator copies the finished
+/// gradient into its bucket; when a bucket is full it is divided by the world size and its all-reduce starts at
+/// once, so communication overlaps the rest of backward. finish() waits for every bucket (launching those whose
+/// parameters got no gradient, with zeros) and copies the averages back into the parameters' .grad.
+/// Backward passes prepared with sync = false (accumulation micro-batches: Lightning's no_sync) do nothing.
 
 
 #include <torch/torch.h>
@@ -5748,24 +5967,27 @@ class GradientReducer {
 }  // namespace volt::detail
 // ---- end volt/distributed/reducer.hpp
 // ---- begin volt/distributed/sampler.hpp
-// Giving each rank its share of the data.
-//
-// volt::DistributedSampler is PyTorch's DistributedSampler as a torch::data sampler: rank r of n takes the
-// indices r, r + n, r + 2n, ... of the (optionally shuffled with seed + epoch) dataset indices, padded by
-// repeating from the start so every rank gets ceil(size / n) samples (or cut to floor(size / n) with
-// drop_last). Build a data loader with it and the Trainer uses the loader as it is:
-//
-//   auto loader = torch::data::make_data_loader(dataset.map(Stack<>()),
-//       volt::DistributedSampler(dataset.size().value(), {.num_replicas = trainer.world_size(),
-//                                                         .rank = trainer.global_rank(), .shuffle = true}),
-//       torch::data::DataLoaderOptions(128));
-//
-// The epoch advances by itself each time the loader starts a new pass (reset), so shuffles differ per epoch
-// as with Lightning's set_epoch; set_epoch() sets it explicitly.
-//
-// Any other data given to a distributed Trainer is split by batch: rank r of n trains on batches r, r + n, ...
-// of each group of n consecutive batches; an incomplete last group is left out so all ranks take the same
-// number of steps (volt::detail::RankShard).
+/// \file
+/// Giving each rank its share of the data: volt::DistributedSampler, volt::per_rank and the Trainer's split.
+///
+/// volt::DistributedSampler is PyTorch's DistributedSampler as a torch::data sampler: rank r of n takes the
+/// indices r, r + n, r + 2n, ... of the (optionally shuffled with seed + epoch) dataset indices, padded by
+/// repeating from the start so every rank gets ceil(size / n) samples (or cut to floor(size / n) with
+/// drop_last). Build a data loader with it and the Trainer uses the loader as it is:
+///
+/// ```
+/// auto loader = torch::data::make_data_loader(dataset.map(Stack<>()),
+///     volt::DistributedSampler(dataset.size().value(), {.num_replicas = trainer.world_size(),
+///                                                       .rank = trainer.global_rank(), .shuffle = true}),
+///     torch::data::DataLoaderOptions(128));
+/// ```
+///
+/// The epoch advances by itself each time the loader starts a new pass (reset), so shuffles differ per epoch
+/// as with Lightning's set_epoch; set_epoch() sets it explicitly.
+///
+/// Any other data given to a distributed Trainer is split by batch: rank r of n trains on batches r, r + n, ...
+/// of each group of n consecutive batches; an incomplete last group is left out so all ranks take the same
+/// number of steps (volt::detail::RankShard). Data wrapped with volt::per_rank is used as it is.
 
 #include <torch/torch.h>
 
@@ -5784,17 +6006,25 @@ namespace volt {
 
 /// Options of DistributedSampler (PyTorch's names and defaults).
 struct DistributedSamplerOptions {
+  /// The number of ranks sharing the data (usually trainer.world_size()); >= 1.
   std::int64_t num_replicas = 1;
+  /// This rank's index in [0, num_replicas) (usually trainer.global_rank()).
   std::int64_t rank = 0;
+  /// Shuffle the indices each pass, the same way on every rank (a permutation seeded with seed + epoch).
   bool shuffle = true;
+  /// The base seed of the shuffle; every rank must use the same one.
   std::uint64_t seed = 0;
+  /// Drop the tail that does not divide evenly by num_replicas instead of padding with repeated indices.
   bool drop_last = false;
 };
 
-/// A torch::data sampler that yields this rank's share of `size` indices (see the header comment). Throws
-/// std::invalid_argument when rank is not in [0, num_replicas).
+/// A torch::data sampler that yields this rank's share of `size` indices (see the file comment). Uses no
+/// collective: each rank computes its share alone, so all ranks must use the same size, seed and options
+/// apart from rank.
 class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std::size_t>> {
  public:
+  /// A sampler over indices 0..size-1 for epoch 0. Throws std::invalid_argument when num_replicas < 1 or
+  /// rank is not in [0, num_replicas) (PyTorch's message).
   DistributedSampler(std::size_t size, DistributedSamplerOptions options = {}) : size_(size), options_(options) {
     if (options_.num_replicas < 1) {
       throw std::invalid_argument("DistributedSampler: num_replicas must be at least 1, got " +
@@ -5824,10 +6054,13 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
     return batch;
   }
 
+  /// Writes the epoch and the position within the current pass (torch::data's sampler checkpointing).
   void save(torch::serialize::OutputArchive& archive) const override {
     archive.write("epoch", torch::tensor(static_cast<std::int64_t>(epoch_)), /*is_buffer=*/true);
     archive.write("position", torch::tensor(static_cast<std::int64_t>(position_)), /*is_buffer=*/true);
   }
+  /// Restores what save() wrote: rebuilds the indices for the saved epoch and resumes at the saved position.
+  /// Throws what LibTorch's archive throws for missing entries.
   void load(torch::serialize::InputArchive& archive) override {
     torch::Tensor epoch, position;
     archive.read("epoch", epoch, /*is_buffer=*/true);
@@ -5839,6 +6072,7 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
 
   /// The epoch the next reset() uses for shuffling.
   void set_epoch(std::uint64_t epoch) { epoch_ = epoch; }
+  /// The epoch the next reset() uses (one more than the pass in progress, once a pass has started).
   std::uint64_t epoch() const { return epoch_; }
   /// This rank's number of samples per pass.
   std::size_t num_samples() const { return indices_.size(); }
@@ -5879,12 +6113,17 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
 
 /// Marks data that already holds only this rank's share (each rank built its own), so a distributed Trainer
 /// iterates it as it is instead of splitting it by batch. Holds a reference: `data` must outlive the view.
+/// Every rank's share must give the same number of batches, or the ranks' collectives fall out of step.
 template <class Data>
 class PerRank {
  public:
+  /// Wraps `data`: a range of batches, or a pointer to one (torch::data loaders).
   explicit PerRank(Data& data) : data_(&data) {}
+  /// Starts a pass over the wrapped data.
   auto begin() { return std::begin(range()); }
+  /// The wrapped data's end.
   auto end() { return std::end(range()); }
+  /// The wrapped range's size, when it has one.
   auto size() const
     requires requires(Data& d) { std::size(d); }
   {
@@ -5994,10 +6233,12 @@ class RankShard {
 }  // namespace volt
 // ---- end volt/distributed/sampler.hpp
 // ---- begin volt/distributed/ddp_runtime.hpp
-// The run-time side of the strategies (Lightning's Strategy objects): volt::detail::StrategyRuntime<S> is what
-// the Trainer and Fabric hold for their Strategy policy. SingleDevice's is a set of identities; DDP's joins the
-// processes (launching them when nobody else did), owns the process group and the gradient reducer, and
-// provides the collectives (spec section 6.2).
+/// \file
+/// The run-time side of the strategies (Lightning's Strategy objects); implementation, no public API.
+///
+/// `volt::detail::StrategyRuntime<S>` is what the Trainer and Fabric hold for their Strategy policy.
+/// SingleDevice's is a set of identities; DDP's joins the processes (launching them when nobody else did),
+/// owns the process group and the gradient reducer, and provides the collectives (spec section 6.2).
 
 
 #include <torch/torch.h>
@@ -6202,32 +6443,63 @@ class StrategyRuntime<DDP> {
 // ---- end volt/distributed/ddp_runtime.hpp
 // ---- end volt/distributed.hpp
 // ---- begin volt/optim.hpp
-// volt/optim: multi-tensor (foreach) and fused optimizer steps.
-//
-// volt::optim::step(optimizer) runs LibTorch's Adam, AdamW and SGD with multi-tensor ops or fused kernels on
-// their own state and options (checkpoints stay LibTorch's), and any other optimizer with optimizer.step().
-// The precision policies, the GradScaler and so the Trainer and Fabric step through it; the process-wide
-// default (volt::optim::set_default_implementation) selects or opts out.
+/// \file
+/// volt/optim: multi-tensor (foreach) and fused optimizer steps.
+///
+/// volt::optim::step(optimizer) runs LibTorch's Adam, AdamW and SGD with multi-tensor ops or fused kernels on
+/// their own state and options (checkpoints stay LibTorch's), and any other optimizer with optimizer.step().
+/// The precision policies, the GradScaler and so the Trainer and Fabric step through it; the process-wide
+/// default (volt::optim::set_default_implementation) selects or opts out.
 
+
+/// \namespace volt::optim
+/// Multi-tensor (foreach) and fused optimizer steps for LibTorch's Adam, AdamW and SGD, and the choice of
+/// implementation (volt::optim::step, set_default_implementation).
 // ---- end volt/optim.hpp
 // ---- begin volt/callbacks.hpp
-// volt/callbacks: values the Trainer calls at fixed points of training.
+/// \file
+/// volt/callbacks: values the Trainer calls at fixed points of training.
 
 // ---- begin volt/callbacks/callback.hpp
-// Callbacks: plain values whose member hooks the Trainer finds at compile time.
-//
-// A callback is any copyable or movable type. It implements only the hooks it needs, each taking
-// `volt::TrainerState&` first; a hook that returns bool asks the Trainer to stop when it returns true.
-// Hooks it does not define cost nothing: the Trainer keeps, per hook, a list of just the callbacks that
-// define it. Callbacks run on every rank; those that write files check `state.is_global_zero`.
-//
-//   struct PrintEpochs {
-//     void on_train_epoch_end(volt::TrainerState& state) { std::cout << state.current_epoch << '\n'; }
-//   };
-//   volt::Trainer<> trainer({.max_epochs = 3}, PrintEpochs{});
+/// \file
+/// Callbacks: plain values whose member hooks the Trainer finds at compile time.
+///
+/// A callback is any copyable or movable type. It implements only the hooks it needs, each taking
+/// `volt::TrainerState&` first; a hook that returns bool asks the Trainer to stop when it returns true.
+/// Hooks it does not define cost nothing: the Trainer keeps, per hook, a list of just the callbacks that
+/// define it. Callbacks run on every rank; those that write files check `state.is_global_zero`.
+///
+/// ```
+///   struct PrintEpochs {
+///     void on_train_epoch_end(volt::TrainerState& state) { std::cout << state.current_epoch << '\n'; }
+///   };
+///   volt::Trainer<> trainer({.max_epochs = 3}, PrintEpochs{});
+/// ```
+///
+/// The hooks a callback may define, with the arguments the Trainer passes (`S` is `volt::TrainerState&`).
+/// Each runs where Lightning runs the callback hook of the same name:
+///
+/// ```
+///   setup(S)  teardown(S)  on_fit_start(S)  on_fit_end(S)  on_sanity_check_start(S)  on_sanity_check_end(S)
+///   on_train_start(S)  on_train_end(S)  on_train_epoch_start(S)  on_train_epoch_end(S)
+///   on_train_batch_start(S, std::int64_t batch_idx)
+///   on_train_batch_end(S, const torch::Tensor& loss, std::int64_t batch_idx)
+///   on_validation_start(S)  on_validation_end(S)  on_validation_epoch_start(S)  on_validation_epoch_end(S)
+///   on_validation_batch_end(S, std::int64_t batch_idx)
+///   on_test_start(S)  on_test_end(S)  on_test_epoch_end(S)  on_test_batch_end(S, std::int64_t batch_idx)
+///   on_before_backward(S, const torch::Tensor& loss)  on_after_backward(S)
+///   on_before_optimizer_step(S, torch::optim::Optimizer&)  on_before_zero_grad(S)
+///   on_exception(S, const std::exception_ptr&)
+///   save_state(torch::serialize::OutputArchive&) const    load_state(torch::serialize::InputArchive&)
+/// ```
+///
+/// save_state and load_state store the callback's own state in checkpoints. A hook may throw: the exception
+/// reaches the caller of fit() with the epoch and batch index added to its message, after on_exception and
+/// teardown ran (see volt::Trainer::fit).
 
 // ---- begin volt/loggers/logger.hpp
-// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
+/// \file
+/// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
 
 #include <cstdint>
 #include <filesystem>
@@ -6244,9 +6516,14 @@ namespace volt {
 class Logger {
  public:
   virtual ~Logger() = default;
+  /// Records `metrics` at optimizer step `step`. May buffer; may throw std::runtime_error when a file cannot
+  /// be written.
   virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
+  /// Records the run's hyperparameters, once, at fit start.
   virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
+  /// Writes what is buffered. The default does nothing.
   virtual void save() {}
+  /// Called once when the run ends, with "success", "failed" or "interrupted"; the default calls save().
   virtual void finalize(const std::string& /*status*/) { save(); }
   /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
   virtual std::filesystem::path log_dir() const = 0;
@@ -6277,11 +6554,12 @@ inline int next_version(const std::filesystem::path& root) {
 }  // namespace volt
 // ---- end volt/loggers/logger.hpp
 // ---- begin volt/trainer/metrics.hpp
-// Logged metrics: what `ctx.log(...)` records, how values are aggregated over an epoch, and which values
-// reach callbacks, the progress bar and loggers.
-//
-// Values stay tensors on the device until something reads them (a logger flush every log_every_n_steps, the
-// progress bar's refresh, an epoch end, a callback asking), so logging adds no host-device sync per step.
+/// \file
+/// Logged metrics: what `ctx.log(...)` records, how values aggregate over an epoch, and where they go.
+///
+/// The values reach callbacks, the progress bar and loggers. They stay tensors on the device until something
+/// reads them (a logger flush every log_every_n_steps, the progress bar's refresh, an epoch end, a callback
+/// asking), so logging adds no host-device sync per step.
 
 #include <torch/torch.h>
 
@@ -6296,7 +6574,12 @@ inline int next_version(const std::filesystem::path& root) {
 namespace volt {
 
 /// How a metric logged on every step is reduced to its epoch value.
-enum class Reduce { mean, sum, max, min };
+enum class Reduce {
+  mean,  ///< The mean of the step values (the default).
+  sum,   ///< The sum of the step values.
+  max,   ///< The largest step value.
+  min,   ///< The smallest step value.
+};
 
 /// Options of StepContext::log, Lightning's `self.log(..., prog_bar=..., on_step=..., on_epoch=...)`.
 struct LogOptions {
@@ -6308,11 +6591,18 @@ struct LogOptions {
   std::optional<bool> on_epoch{};
   /// Send the value to the loggers (CSV, TensorBoard).
   bool logger = true;
+  /// How on_epoch reduces the step values (Lightning's reduce_fx); under DDP the same reduction then
+  /// combines the ranks' epoch values.
   Reduce reduce = Reduce::mean;
 };
 
 /// The phase a value was logged in; evaluation values aggregate separately from training values.
-enum class MetricPhase { train, validation, test, predict };
+enum class MetricPhase {
+  train,       ///< Logged in training_step or a training hook.
+  validation,  ///< Logged in validation_step (also during the sanity check) or a validation hook.
+  test,        ///< Logged in test_step or a test hook.
+  predict,     ///< Logged in predict_step.
+};
 
 namespace detail {
 
@@ -6514,7 +6804,9 @@ enum class Stage { none, fitting, sanity_checking, validating, testing, predicti
 
 /// The Trainer's state as callbacks and model hooks see it. Owned by the Trainer; valid during its calls.
 struct TrainerState {
+  /// What the Trainer is running now (fit, the sanity check, validate, test, predict).
   Stage stage = Stage::none;
+  /// The epoch being trained, counted from 0 (Lightning's trainer.current_epoch).
   std::int64_t current_epoch = 0;
   /// Optimizer steps taken (skipped AMP steps included, as in Lightning).
   std::int64_t global_step = 0;
@@ -6522,16 +6814,26 @@ struct TrainerState {
   std::int64_t batch_idx = 0;
   /// Training batches per epoch after limit_train_batches, once known (the first epoch may not know it).
   std::optional<std::int64_t> num_training_batches{};
+  /// Validation batches per run after limit_val_batches, once known.
   std::optional<std::int64_t> num_val_batches{};
   /// Set to true to stop training after the current step (EarlyStopping does).
   bool should_stop = false;
+  /// Whether this process is global rank 0; callbacks that write files or print do so only there.
   bool is_global_zero = true;
+  /// This process's rank among all processes (0 without a distributed strategy).
   int global_rank = 0;
+  /// The number of processes training together (1 without a distributed strategy).
   int world_size = 1;
+  /// The device this process trains on.
   torch::Device root_device{torch::kCPU};
+  /// The Trainer's default_root_dir option (empty: the current folder).
   std::filesystem::path default_root_dir{};
+  /// The Trainer's max_epochs option, as given (nullopt: not set).
   std::optional<std::int64_t> max_epochs{};
+  /// The Trainer's max_steps option (-1: no limit).
   std::int64_t max_steps = -1;
+  /// The Trainer's log_every_n_steps option: logged values reach the loggers when (global_step + 1) is a
+  /// multiple of it (0: never during training).
   std::int64_t log_every_n_steps = 50;
   /// Whether the current fit validates (a validation loader was given and limit_val_batches > 0).
   bool has_validation = false;
@@ -6539,6 +6841,7 @@ struct TrainerState {
   bool validation_has_run = false;
   /// Lightning's "validation runs at the end of each training epoch": val_check_interval 1.0, every epoch.
   bool validates_at_epoch_end = true;
+  /// Whether the Trainer runs with fast_dev_run (checkpointing and early stopping then do nothing).
   bool fast_dev_run = false;
   /// The run's loggers (empty when logging is off).
   std::vector<Logger*> loggers{};
@@ -6557,6 +6860,8 @@ struct TrainerState {
   void log(std::string_view name, double value, const LogOptions& options = {}) {
     metrics_->log(name, value, options, phase_);
   }
+  /// Logs a tensor value from a callback; the value stays on the device until a logger or the progress bar
+  /// reads it.
   void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
     metrics_->log(name, value, options, phase_);
   }
@@ -6579,9 +6884,11 @@ struct TrainerState {
                            : loggers.front()->log_dir();
   }
 
+  /// \cond
   // Set by the Trainer.
   detail::MetricStore* metrics_ = nullptr;
   MetricPhase phase_ = MetricPhase::train;
+  /// \endcond
 };
 
 namespace detail {
@@ -6781,8 +7088,9 @@ class CallbackList {
 }  // namespace volt
 // ---- end volt/callbacks/callback.hpp
 // ---- begin volt/callbacks/model_checkpoint.hpp
-// volt::ModelCheckpoint: save checkpoints periodically and keep the best k by a monitored metric
-// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
+/// \file
+/// volt::ModelCheckpoint: save checkpoints periodically and keep the best k by a monitored metric
+/// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
 
 
 #include <algorithm>
@@ -6802,6 +7110,7 @@ namespace volt {
 
 // Field order lets the common options read naturally with designated initializers:
 // `volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max", .save_top_k = 3}}`.
+/// The options of volt::ModelCheckpoint (Lightning's ModelCheckpoint arguments).
 struct ModelCheckpointOptions {
   /// Folder of the checkpoints; empty: `<logger log_dir>/checkpoints`, or `<default_root_dir>/checkpoints`.
   std::filesystem::path dirpath{};
@@ -6810,6 +7119,7 @@ struct ModelCheckpointOptions {
   std::string filename{};
   /// Metric to rank checkpoints by; empty: keep the latest.
   std::string monitor{};
+  /// "min": lower monitored values are better; "max": higher. Anything else makes the constructor throw.
   std::string mode = "min";
   /// Keep the best k checkpoints (-1: all, 0: none).
   int save_top_k = 1;
@@ -6819,7 +7129,9 @@ struct ModelCheckpointOptions {
   std::optional<std::int64_t> every_n_train_steps{};
   /// Save every N epochs (default 1 when neither interval is given).
   std::optional<std::int64_t> every_n_epochs{};
+  /// Save only the model's weights, not the optimizer, callbacks and loop state.
   bool save_weights_only = false;
+  /// Log each save on global rank zero ("Epoch 0, global step 100: saving model to ...").
   bool verbose = false;
   /// Write `{epoch}` as `epoch=3`.
   bool auto_insert_metric_name = true;
@@ -6829,11 +7141,20 @@ struct ModelCheckpointOptions {
   bool enable_version_counter = true;
 };
 
+/// Callback: saves checkpoints while fitting, every N steps or epochs, keeps the best `save_top_k` by the
+/// monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on every rank and calls
+/// the Trainer's save on each; only global rank zero deletes the files it replaces. Nothing is saved while
+/// not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping (best paths and
+/// scores) is saved in checkpoints.
 class ModelCheckpoint {
  public:
+  /// Extension of every checkpoint file.
   static constexpr const char* file_extension = ".ckpt";
+  /// File name (without extension) of the last checkpoint, when save_last is on.
   static constexpr const char* name_last = "last";
 
+  /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
+  /// interval, both intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
   explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
     const auto& o = options_;
     if (o.save_top_k < -1) {
@@ -6868,12 +7189,17 @@ class ModelCheckpoint {
     best_model_score_ = std::nullopt;
   }
 
+  /// The options as given.
   const ModelCheckpointOptions& options() const { return options_; }
+  /// The best checkpoint saved so far (empty before the first save).
   const std::filesystem::path& best_model_path() const { return best_model_path_; }
+  /// The monitored value of best_model_path(); nullopt without a monitor or before the first save.
   std::optional<double> best_model_score() const { return best_model_score_; }
+  /// The last checkpoint written (`last.ckpt` when save_last is on); empty before the first.
   const std::filesystem::path& last_model_path() const { return last_model_path_; }
   /// The kept top-k checkpoints and their monitored values.
   const std::map<std::filesystem::path, double>& best_k_models() const { return best_k_models_; }
+  /// The folder checkpoints go to; empty until setup() resolves it.
   const std::filesystem::path& dirpath() const { return dirpath_; }
 
   /// Lightning's name formatting: `{epoch}` -> `epoch=3` (with auto_insert_metric_name), metric values with
@@ -6907,29 +7233,34 @@ class ModelCheckpoint {
 
   // ---- hooks -------------------------------------------------------------------------------------
 
+  /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`).
   void setup(TrainerState& state) {
     if (dirpath_.empty()) {
       dirpath_ = !options_.dirpath.empty() ? options_.dirpath : state.log_dir() / "checkpoints";
     }
   }
 
+  /// Hook after each training batch: saves when every_n_train_steps divides the global step.
   void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
     if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
     save_topk_and_last(state);
   }
 
+  /// Hook at the end of each training epoch: saves (every_n_epochs) when saving happens at the epoch end.
   void on_train_epoch_end(TrainerState& state) {
     if (should_skip(state) || !save_on_train_epoch_end(state)) return;
     if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
     save_last(state);
   }
 
+  /// Hook at the end of each validation run: saves (every_n_epochs) when saving does not happen at the epoch end.
   void on_validation_end(TrainerState& state) {
     if (should_skip(state) || save_on_train_epoch_end(state)) return;
     if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
     save_last(state);
   }
 
+  /// Writes the best and last paths, the best score, the kept top-k and the last saved step into a checkpoint.
   void save_state(torch::serialize::OutputArchive& archive) const {
     archive.write("best_model_path", c10::IValue(best_model_path_.string()));
     archive.write("last_model_path", c10::IValue(last_model_path_.string()));
@@ -6945,6 +7276,7 @@ class ModelCheckpoint {
     archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
   }
 
+  /// Restores what save_state wrote. Throws what LibTorch's archive throws when a key is missing.
   void load_state(torch::serialize::InputArchive& archive) {
     c10::IValue value;
     archive.read("best_model_path", value);
@@ -7134,7 +7466,8 @@ class ModelCheckpoint {
 }  // namespace volt
 // ---- end volt/callbacks/model_checkpoint.hpp
 // ---- begin volt/callbacks/early_stopping.hpp
-// volt::EarlyStopping: stop training when a monitored metric stops improving (Lightning's EarlyStopping).
+/// \file
+/// volt::EarlyStopping: stop training when a monitored metric stops improving (Lightning's EarlyStopping).
 
 
 #include <cmath>
@@ -7149,13 +7482,17 @@ namespace volt {
 
 // Field order lets the common options read naturally with designated initializers:
 // `volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = 2}}`.
+/// The options of volt::EarlyStopping (Lightning's EarlyStopping arguments).
 struct EarlyStoppingOptions {
+  /// Name of the logged metric to watch; required (the constructor throws when it is empty).
   std::string monitor{};
+  /// "min": lower is better; "max": higher is better. Anything else makes the constructor throw.
   std::string mode = "min";
   /// Checks without improvement before stopping (checks, not epochs: one per validation run).
   std::int64_t patience = 3;
   /// Smallest change that counts as an improvement.
   double min_delta = 0.0;
+  /// Log every check's result (on global rank zero); without it only the stop itself is logged.
   bool verbose = false;
   /// Throw when the monitored metric is missing (else warn and skip the check).
   bool strict = true;
@@ -7169,8 +7506,15 @@ struct EarlyStoppingOptions {
   std::optional<bool> check_on_train_epoch_end{};
 };
 
+/// Callback: stops training when the monitored metric has not improved for `patience` checks, becomes
+/// non-finite, or crosses a threshold (Lightning's EarlyStopping). A check runs at the end of the training
+/// epoch or of validation (see check_on_train_epoch_end), only while fitting and never under fast_dev_run; it
+/// runs on every rank and sets `state.should_stop`.
+/// Its counters are saved in checkpoints (save_state/load_state).
 class EarlyStopping {
  public:
+  /// Checks the options. Throws MisconfigurationError for a mode other than "min"/"max", an empty monitor or a
+  /// negative patience.
   explicit EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
     if (options_.mode != "min" && options_.mode != "max") {
       throw MisconfigurationError("`mode` can be min, max, got " + options_.mode);
@@ -7188,29 +7532,37 @@ class EarlyStopping {
                                          : -std::numeric_limits<double>::infinity();
   }
 
+  /// The options as given.
   const EarlyStoppingOptions& options() const { return options_; }
+  /// Checks since the last improvement (Lightning's wait_count).
   std::int64_t wait_count() const { return wait_count_; }
+  /// The best monitored value so far; +inf ("min") or -inf ("max") before the first check.
   double best_score() const { return best_score_; }
   /// Epoch at which this callback stopped training (0 if it did not).
   std::int64_t stopped_epoch() const { return stopped_epoch_; }
   /// Why the last check stopped training (empty if it did not).
   const std::string& stopping_reason() const { return stopping_reason_; }
 
+  /// Hook: runs the check at the end of each training epoch, when checks run there.
   void on_train_epoch_end(TrainerState& state) {
     if (!check_on_train_epoch_end(state) || skip(state)) return;
     run_check(state);
   }
+  /// Hook: runs the check at the end of each validation run, when checks do not run at the training epoch end.
   void on_validation_end(TrainerState& state) {
     if (check_on_train_epoch_end(state) || skip(state)) return;
     run_check(state);
   }
 
+  /// Writes wait_count, stopped_epoch, best_score and patience into the callback's part of a checkpoint.
   void save_state(torch::serialize::OutputArchive& archive) const {
     archive.write("wait_count", c10::IValue(wait_count_));
     archive.write("stopped_epoch", c10::IValue(stopped_epoch_));
     archive.write("best_score", c10::IValue(best_score_));
     archive.write("patience", c10::IValue(options_.patience));
   }
+  /// Restores wait_count, stopped_epoch and best_score from a checkpoint (patience stays as constructed).
+  /// Throws what LibTorch's archive throws when a key is missing.
   void load_state(torch::serialize::InputArchive& archive) {
     c10::IValue value;
     archive.read("wait_count", value);
@@ -7305,11 +7657,12 @@ class EarlyStopping {
 }  // namespace volt
 // ---- end volt/callbacks/early_stopping.hpp
 // ---- begin volt/callbacks/progress_bar.hpp
-// volt::ProgressBar: epoch, batch/total, it/s, ETA and the prog_bar metrics, on global rank zero.
-//
-// On a terminal the line is redrawn in place (at most every refresh_interval seconds, so reading the
-// metrics, which syncs with the device, stays rare); when stderr is not a terminal (CI logs, files) it
-// prints one line per epoch.
+/// \file
+/// volt::ProgressBar: epoch, batch/total, it/s, ETA and the prog_bar metrics, on global rank zero.
+///
+/// On a terminal the line is redrawn in place (at most every refresh_interval seconds, so reading the
+/// metrics, which syncs with the device, stays rare); when stderr is not a terminal (CI logs, files) it
+/// prints one line per epoch.
 
 
 #include <chrono>
@@ -7329,6 +7682,7 @@ class EarlyStopping {
 
 namespace volt {
 
+/// The options of volt::ProgressBar.
 struct ProgressBarOptions {
   /// Seconds between redraws on a terminal.
   double refresh_interval = 0.1;
@@ -7338,16 +7692,20 @@ struct ProgressBarOptions {
   std::optional<bool> terminal{};
 };
 
+/// Callback: draws the training progress on global rank zero; other ranks do nothing.
 class ProgressBar {
  public:
+  /// Keeps the options; draws nothing until training starts.
   explicit ProgressBar(ProgressBarOptions options = {}) : options_(options) {}
 
+  /// Hook at each training epoch start: restarts the epoch's clock and batch count.
   void on_train_epoch_start(TrainerState& state) {
     if (!state.is_global_zero) return;
     epoch_start_ = last_draw_ = Clock::now();
     batches_ = 0;
   }
 
+  /// Hook after each training batch: on a terminal, redraws the line at most every refresh_interval seconds.
   void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t batch_idx) {
     if (!state.is_global_zero) return;
     batches_ = batch_idx + 1;
@@ -7358,6 +7716,7 @@ class ProgressBar {
     draw(state, false);
   }
 
+  /// Hook at each training epoch end: draws the epoch's final line (in line mode, its only line).
   void on_train_epoch_end(TrainerState& state) {
     if (!state.is_global_zero || batches_ == 0) return;
     draw(state, true);
@@ -7442,7 +7801,8 @@ class ProgressBar {
 }  // namespace volt
 // ---- end volt/callbacks/progress_bar.hpp
 // ---- begin volt/callbacks/model_summary.hpp
-// volt::ModelSummary: the table of a model's submodules and parameter counts printed at fit start.
+/// \file
+/// volt::ModelSummary: the table of a model's submodules and parameter counts printed at fit start.
 
 
 #include <torch/torch.h>
@@ -7480,15 +7840,19 @@ inline std::string module_type_name(const torch::nn::Module& module) {
   return name;
 }
 
+/// Callback: logs a table of the model's submodules (name, type, parameter count, mode) and the parameter totals
+/// at fit start, on global rank zero (Lightning's ModelSummary).
 class ModelSummary {
  public:
   /// max_depth 1 lists the model's direct submodules; -1 lists all, 0 prints only the totals.
   explicit ModelSummary(int max_depth = 1) : max_depth_(max_depth) {}
 
+  /// Hook at fit start: logs summarize(model) through volt::log on global rank zero.
   void on_fit_start(TrainerState& state) {
     if (state.is_global_zero && state.model != nullptr) log::info(summarize(*state.model));
   }
 
+  /// The table as text, for `model` up to the depth given at construction. Does not print.
   std::string summarize(const torch::nn::Module& model) const {
     struct Row {
       std::string name, type, params, mode;
@@ -7551,7 +7915,8 @@ class ModelSummary {
 }  // namespace volt
 // ---- end volt/callbacks/model_summary.hpp
 // ---- begin volt/callbacks/learning_rate_monitor.hpp
-// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
+/// \file
+/// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
 
 
 #include <torch/torch.h>
@@ -7585,15 +7950,20 @@ inline std::string optimizer_name(const torch::optim::Optimizer& optimizer) {
 }
 }  // namespace detail
 
+/// The options of volt::LearningRateMonitor.
 struct LearningRateMonitorOptions {
   /// "step", "epoch", or empty: log at every step (volt's schedulers are stepped per epoch or per step,
   /// and logging per step shows both).
   std::string logging_interval{};
+  /// Prefix of every logged key, before the optimizer's class name.
   std::string log_key_prefix = "lr-";
 };
 
+/// Callback: writes each optimizer's learning rate (per parameter group) to the loggers, on global rank zero,
+/// as Lightning's LearningRateMonitor does.
 class LearningRateMonitor {
  public:
+  /// Throws MisconfigurationError when logging_interval is not "step", "epoch" or empty.
   explicit LearningRateMonitor(LearningRateMonitorOptions options = {}) : options_(std::move(options)) {
     if (!options_.logging_interval.empty() && options_.logging_interval != "step" &&
         options_.logging_interval != "epoch") {
@@ -7601,17 +7971,21 @@ class LearningRateMonitor {
     }
   }
 
+  /// Runs at fit start. Throws MisconfigurationError when the Trainer has no logger.
   void on_fit_start(TrainerState& state) {
     if (state.loggers.empty()) {
       throw MisconfigurationError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
     }
   }
 
+  /// Before each training batch whose step is logged (log_every_n_steps): logs the rates, unless the interval is
+  /// "epoch".
   void on_train_batch_start(TrainerState& state, std::int64_t) {
     if (options_.logging_interval == "epoch") return;
     if (state.log_every_n_steps == 0 || (state.global_step + 1) % state.log_every_n_steps != 0) return;
     state.log_to_loggers(values(state));
   }
+  /// At each training epoch start: logs the rates when the interval is "epoch".
   void on_train_epoch_start(TrainerState& state) {
     if (options_.logging_interval == "epoch") state.log_to_loggers(values(state));
   }
@@ -7638,7 +8012,8 @@ class LearningRateMonitor {
 }  // namespace volt
 // ---- end volt/callbacks/learning_rate_monitor.hpp
 // ---- begin volt/callbacks/device_stats_monitor.hpp
-// volt::DeviceStatsMonitor: logs the accelerator's device statistics around training batches.
+/// \file
+/// volt::DeviceStatsMonitor: logs the accelerator's device statistics around training batches.
 
 
 #include <cstdint>
@@ -7651,12 +8026,15 @@ namespace volt {
 /// is logged, under `DeviceStatsMonitor.on_train_batch_start/<key>` and `.../on_train_batch_end/<key>`.
 class DeviceStatsMonitor {
  public:
+  /// Runs at fit start on every rank. Throws MisconfigurationError when the Trainer has no logger.
   void on_fit_start(TrainerState& state) {
     if (state.loggers.empty()) {
       throw MisconfigurationError("Cannot use `DeviceStatsMonitor` callback with `Trainer(logger=False)`.");
     }
   }
+  /// Before each training batch: logs the device statistics when this step is logged (global rank zero writes).
   void on_train_batch_start(TrainerState& state, std::int64_t) { record(state, "on_train_batch_start"); }
+  /// After each training batch: logs the device statistics when this step is logged (global rank zero writes).
   void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
     record(state, "on_train_batch_end");
   }
@@ -7677,11 +8055,13 @@ class DeviceStatsMonitor {
 // ---- end volt/callbacks/device_stats_monitor.hpp
 // ---- end volt/callbacks.hpp
 // ---- begin volt/loggers.hpp
-// volt/loggers: where logged metrics are written.
+/// \file
+/// volt/loggers: where logged metrics are written.
 
 // ---- begin volt/loggers/csv_logger.hpp
-// volt::CSVLogger: metrics.csv and hparams.yaml in Lightning's layout,
-// <save_dir>/<name>/version_<N>/{metrics.csv,hparams.yaml}.
+/// \file
+/// volt::CSVLogger: metrics.csv and hparams.yaml in Lightning's layout,
+/// `<save_dir>/<name>/version_<N>/{metrics.csv,hparams.yaml}`.
 
 
 #include <cmath>
@@ -7699,9 +8079,11 @@ class DeviceStatsMonitor {
 
 namespace volt {
 
+/// The options of volt::CSVLogger (Lightning's CSVLogger arguments).
 struct CSVLoggerOptions {
   /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
   std::filesystem::path save_dir{};
+  /// Experiment folder under save_dir.
   std::string name = "lightning_logs";
   /// Fixed version number; nullopt: the next free version_N.
   std::optional<int> version{};
@@ -7714,6 +8096,7 @@ struct CSVLoggerOptions {
 /// rewrites the file with the wider header.
 class CSVLogger : public Logger {
  public:
+  /// Keeps the options; creates no file until the first write.
   explicit CSVLogger(CSVLoggerOptions options = {}) : options_(std::move(options)) {}
 
   /// Sets the folder used when save_dir was left empty. Called by the Trainer before the first write.
@@ -7727,6 +8110,8 @@ class CSVLogger : public Logger {
     return root / ("version_" + std::to_string(*version_));
   }
 
+  /// Buffers one row at `step`; writes the buffer (save()) once flush_logs_every_n_steps rows are waiting.
+  /// Throws std::runtime_error when metrics.csv cannot be written.
   void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
     Row row;
     row.step = step;
@@ -7741,6 +8126,8 @@ class CSVLogger : public Logger {
     if (static_cast<std::int64_t>(rows_.size() - written_rows_) >= options_.flush_logs_every_n_steps) save();
   }
 
+  /// Writes hparams.yaml (`key: value` per line, `{}` when empty) in log_dir(), creating the folder. Throws
+  /// std::runtime_error when the file cannot be written.
   void log_hyperparams(const std::map<std::string, std::string>& params) override {
     ensure_dir();
     std::ofstream out(log_dir() / "hparams.yaml");
@@ -7777,6 +8164,7 @@ class CSVLogger : public Logger {
     header_changed_ = false;
   }
 
+  /// The metric columns seen so far, in first-seen order (without "step").
   const std::vector<std::string>& columns() const { return columns_; }
 
  private:
@@ -7799,14 +8187,17 @@ class CSVLogger : public Logger {
 }  // namespace volt
 // ---- end volt/loggers/csv_logger.hpp
 // ---- begin volt/loggers/tensorboard_logger.hpp
-// volt::TensorBoardLogger: TensorBoard event files in Lightning's layout,
-// <save_dir>/<name>/version_<N>/events.out.tfevents.<time>.<host>.<pid>.<n> (and hparams.yaml beside it).
-//
-// The files are TFRecord streams (length, masked CRC32C of the length, payload, masked CRC32C of the payload)
-// of `tensorflow.Event` protocol buffers, encoded here by hand so that volt needs no protobuf library:
-// a file_version event first ("brain.Event:2"), then one event per log_metrics call with a `simple_value`
-// per metric (what torch.utils.tensorboard's add_scalar writes), and for log_hyperparams the hparams
-// plugin's session_start_info summary (what torch.utils.tensorboard.summary.hparams writes).
+/// \file
+/// volt::TensorBoardLogger: TensorBoard event files in Lightning's layout.
+///
+/// The event file is `<save_dir>/<name>/version_<N>/events.out.tfevents.<time>.<host>.<pid>.<n>`, with
+/// hparams.yaml beside it.
+///
+/// The files are TFRecord streams (length, masked CRC32C of the length, payload, masked CRC32C of the payload)
+/// of `tensorflow.Event` protocol buffers, encoded here by hand so that volt needs no protobuf library:
+/// a file_version event first ("brain.Event:2"), then one event per log_metrics call with a `simple_value`
+/// per metric (what torch.utils.tensorboard's add_scalar writes), and for log_hyperparams the hparams
+/// plugin's session_start_info summary (what torch.utils.tensorboard.summary.hparams writes).
 
 
 #include <array>
@@ -8008,9 +8399,11 @@ inline int next_file_uid() {
 
 }  // namespace detail::tensorboard
 
+/// The options of volt::TensorBoardLogger (Lightning's TensorBoardLogger arguments).
 struct TensorBoardLoggerOptions {
   /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
   std::filesystem::path save_dir{};
+  /// Experiment folder under save_dir.
   std::string name = "lightning_logs";
   /// Fixed version number; nullopt: the next free version_N.
   std::optional<int> version{};
@@ -8027,6 +8420,7 @@ struct TensorBoardLoggerOptions {
 /// Throws std::runtime_error naming the file when it cannot be created or written.
 class TensorBoardLogger : public Logger {
  public:
+  /// Keeps the options; creates no file until the first write.
   explicit TensorBoardLogger(TensorBoardLoggerOptions options = {}) : options_(std::move(options)) {}
 
   /// Sets the folder used when save_dir was left empty. Called before the first write.
@@ -8079,6 +8473,8 @@ class TensorBoardLogger : public Logger {
     if (!out_) throw std::runtime_error("volt: cannot write the TensorBoard event file " + event_file_.string());
   }
 
+  /// Flushes and closes the event file (the status is not recorded). Throws std::runtime_error when the flush
+  /// fails.
   void finalize(const std::string& /*status*/) override {
     save();
     if (out_.is_open()) out_.close();
@@ -8127,29 +8523,36 @@ class TensorBoardLogger : public Logger {
 // ---- end volt/loggers/tensorboard_logger.hpp
 // ---- end volt/loggers.hpp
 // ---- begin volt/serialization.hpp
-// volt/serialization: weights files exchanged with Python (torch.save / torch.load).
+/// \file
+/// volt/serialization: weights files exchanged with Python (torch.save / torch.load).
 
 // ---- begin volt/serialization/weights.hpp
-// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
-//
-//   volt::save_weights(model, "model.pt");          // Python: sd = torch.load("model.pt")  (weights_only too)
-//   volt::load_weights(model, "from_python.pt");    // Python: torch.save(model.state_dict(), "from_python.pt")
-//
-// The file is what torch.save writes: a zip archive (LibTorch's PyTorchStreamWriter) holding data.pkl, a
-// protocol-2 pickle of a collections.OrderedDict whose values are tensors rebuilt by
-// torch._utils._rebuild_tensor_v2, the storages as records data/<n>, and byteorder. Names use Python's
-// dotted style ("net.0.weight", "bn.running_mean"), parameters then buffers of each module in the order of
-// Python's Module.state_dict().
+/// \file
+/// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
+///
+/// ```
+/// volt::save_weights(model, "model.pt");          // Python: sd = torch.load("model.pt")  (weights_only too)
+/// volt::load_weights(model, "from_python.pt");    // Python: torch.save(model.state_dict(), "from_python.pt")
+/// ```
+///
+/// The file is what torch.save writes: a zip archive (LibTorch's PyTorchStreamWriter) holding data.pkl, a
+/// protocol-2 pickle of a collections.OrderedDict whose values are tensors rebuilt by
+/// torch._utils._rebuild_tensor_v2, the storages as records `data/<n>`, and byteorder. Names use Python's
+/// dotted style ("net.0.weight", "bn.running_mean"), parameters then buffers of each module in the order of
+/// Python's Module.state_dict().
 
 // ---- begin volt/serialization/pickle.hpp
-// The subset of Python's pickle format that torch.save uses for a state_dict, written and read by hand:
-// an OrderedDict (or dict) from names to tensors rebuilt by torch._utils._rebuild_tensor_v2 from storages
-// kept as records data/<key> of the zip archive. Implementation detail of volt/serialization/weights.hpp.
-//
-// Written by hand rather than with LibTorch's torch::pickle_save/pickle_load because those tag typed dicts
-// with torch.jit._pickle.restore_type_tag (refused by torch.load(weights_only=True), the default since
-// torch 2.6), and LibTorch 1.13's reader returns None for the OrderedDict with `_metadata` that
-// torch.save(model.state_dict()) writes.
+/// \file
+/// The subset of Python's pickle format that torch.save uses for a state_dict; implementation, no public API.
+///
+/// Written and read by hand: an OrderedDict (or dict) from names to tensors rebuilt by
+/// torch._utils._rebuild_tensor_v2 from storages kept as records `data/<key>` of the zip archive.
+/// Implementation detail of volt/serialization/weights.hpp.
+///
+/// Written by hand rather than with LibTorch's torch::pickle_save/pickle_load because those tag typed dicts
+/// with torch.jit._pickle.restore_type_tag (refused by torch.load(weights_only=True), the default since
+/// torch 2.6), and LibTorch 1.13's reader returns None for the OrderedDict with `_metadata` that
+/// torch.save(model.state_dict()) writes.
 
 #include <torch/torch.h>
 
@@ -8602,11 +9005,13 @@ namespace volt {
 using StateDict = torch::OrderedDict<std::string, torch::Tensor>;
 
 /// What load_weights(module, path, {.strict = false}) could not match (PyTorch's _IncompatibleKeys).
+/// Both lists are empty after a strict load, which throws instead.
 struct LoadWeightsResult {
-  std::vector<std::string> missing_keys;     // in the module, not in the file
-  std::vector<std::string> unexpected_keys;  // in the file, not in the module
+  std::vector<std::string> missing_keys;     ///< In the module, not in the file (left unchanged).
+  std::vector<std::string> unexpected_keys;  ///< In the file, not in the module (ignored).
 };
 
+/// Options of load_weights and load_state_dict (PyTorch's load_state_dict arguments).
 struct LoadWeightsOptions {
   /// Every key of the module must be in the file and every key of the file in the module (PyTorch's
   /// load_state_dict(strict=True)). Shapes must match either way.
@@ -8667,7 +9072,8 @@ StateDict state_dict(const Module& module) {
 /// weights_only=True as well) and by load_weights. Tensors are saved detached, contiguous and on the CPU
 /// (Python loads them on the CPU). Atomic: the file is written next to `path` and renamed over it, so an
 /// existing file is never left torn. Throws std::runtime_error naming `path` when the file cannot be
-/// written, std::invalid_argument for a dtype torch.save has no storage class for.
+/// written, std::invalid_argument for an undefined tensor or a dtype torch.save has no storage class for.
+/// No rank check: under DDP every rank that calls it writes the file, so call it on global rank 0 only.
 inline void save_weights(const StateDict& weights, const std::filesystem::path& path) {
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   tensors.reserve(weights.size());
@@ -8827,10 +9233,12 @@ LoadWeightsResult load_weights(const Module& module, const std::filesystem::path
 // ---- end volt/serialization/weights.hpp
 // ---- end volt/serialization.hpp
 // ---- begin volt/trainer.hpp
-// volt/trainer: the Trainer and what a model's steps see.
+/// \file
+/// volt/trainer: the Trainer and what a model's steps see.
 
 // ---- begin volt/trainer/options.hpp
-// volt::TrainerOptions: the Trainer's flags, with Lightning's defaults and validation.
+/// \file
+/// volt::TrainerOptions: the Trainer's flags, with Lightning's defaults and validation.
 
 
 #include <cmath>
@@ -8847,13 +9255,21 @@ namespace volt {
 /// of batches (int), like Lightning's `limit_train_batches=0.25` vs `limit_train_batches=10`.
 class BatchAmount {
  public:
+  /// A fraction of an epoch. Not range-checked here: TrainerOptions validation (at Trainer construction)
+  /// refuses values outside [0, 1].
   constexpr BatchAmount(double fraction) : value_(fraction) {}            // NOLINT(google-explicit-constructor)
+  /// A number of batches (validated as for the double constructor).
   constexpr BatchAmount(int count) : value_(static_cast<std::int64_t>(count)) {}  // NOLINT
+  /// A number of batches (validated as for the double constructor).
   constexpr BatchAmount(std::int64_t count) : value_(count) {}            // NOLINT
+  /// Deleted, so that `true` is not silently taken as a count of 1 batch.
   BatchAmount(bool) = delete;
 
+  /// Whether this was given as a fraction (double) rather than a count of batches.
   constexpr bool is_fraction() const { return std::holds_alternative<double>(value_); }
+  /// The fraction; throws std::bad_variant_access when this is a count (check is_fraction() first).
   constexpr double fraction() const { return std::get<double>(value_); }
+  /// The count; throws std::bad_variant_access when this is a fraction (check is_fraction() first).
   constexpr std::int64_t count() const { return std::get<std::int64_t>(value_); }
 
   /// Number of batches out of `total`: a fraction gives int(total * f), a count min(total, n).
@@ -8861,9 +9277,10 @@ class BatchAmount {
     if (is_fraction()) return static_cast<std::int64_t>(static_cast<double>(total) * fraction());
     return std::min(total, count());
   }
-  /// Whether this is the whole epoch (1.0, or a count that covers every batch).
+  /// Whether this is the fraction 1.0. A count is never "the whole epoch", even one that covers every batch.
   bool is_whole_epoch() const { return is_fraction() && fraction() == 1.0; }
 
+  /// The value as Lightning prints it in messages: "0.25", "1.0" (a whole fraction keeps ".0"), or "10".
   std::string to_string() const {
     std::ostringstream out;
     if (is_fraction()) {
@@ -8880,11 +9297,17 @@ class BatchAmount {
 };
 
 /// Gradient clipping algorithm (Lightning's gradient_clip_algorithm).
-enum class GradClipAlgorithm { norm, value };
+enum class GradClipAlgorithm {
+  norm,   ///< Scale all gradients together so their total 2-norm is at most gradient_clip_val (clip_grad_norm_).
+  value,  ///< Clamp each gradient element to [-gradient_clip_val, gradient_clip_val] (clip_grad_value_).
+};
 
 /// What fit() does when writing a checkpoint fails (disk full, permission denied): `raise` stops the run
 /// with volt::CheckpointError (the previous checkpoint file is kept); `warn` logs the error and trains on.
-enum class CheckpointFailure { raise, warn };
+enum class CheckpointFailure {
+  raise,  ///< Rethrow the CheckpointError: fit() runs on_exception and teardown and the error reaches the caller.
+  warn,   ///< Log the error as a rank-zero warning and continue training.
+};
 
 /// Options of volt::Trainer, for designated initializers: `volt::Trainer<> trainer({.max_epochs = 5});`
 /// Defaults and meanings are Lightning's (spec section 7); volt::Trainer validates them at construction and
@@ -8892,24 +9315,38 @@ enum class CheckpointFailure { raise, warn };
 struct TrainerOptions {
   /// Which devices: DeviceSpec{} is "auto" (the accelerator's auto_device_count()).
   DeviceSpec devices{};
+  /// Machines taking part in the run (Lightning's num_nodes): the DDP world size is devices x num_nodes.
+  /// Must be >= 1.
   int num_nodes = 1;
   /// Epoch limit; nullopt means 1000 when max_steps is -1 (with a warning), else unlimited. -1: unlimited.
   std::optional<std::int64_t> max_epochs{};
+  /// A stop requested through should_stop (e.g. by EarlyStopping) takes effect only once this many epochs
+  /// have completed; nullopt: no minimum. Must be >= 0 and <= max_epochs.
   std::optional<std::int64_t> min_epochs{};
   /// Limit on optimizer steps (global_step); -1: none.
   std::int64_t max_steps = -1;
+  /// A stop requested through should_stop takes effect only once global_step reaches this; nullopt: no
+  /// minimum. Must be >= 0 and <= max_steps when max_steps is set.
   std::optional<std::int64_t> min_steps{};
+  /// Batches whose gradients are summed before each optimizer step (the loss is divided by it); >= 1. The
+  /// last, incomplete window of an epoch still steps.
   std::int64_t accumulate_grad_batches = 1;
   /// Clip gradients to this norm or value after unscaling, before the optimizer step; nullopt or 0: off.
   std::optional<double> gradient_clip_val{};
+  /// How gradient_clip_val clips (see GradClipAlgorithm).
   GradClipAlgorithm gradient_clip_algorithm = GradClipAlgorithm::norm;
   /// Validate every fraction of an epoch (double) or every N training batches (int).
   BatchAmount val_check_interval = 1.0;
   /// Validate every N epochs; nullopt: only by val_check_interval's batch count.
   std::optional<std::int64_t> check_val_every_n_epoch = 1;
+  /// Training batches per epoch: a fraction of the epoch or a count. A fraction other
+  /// than 1.0 needs data whose size is known (volt::sized), else fit() throws MisconfigurationError.
   BatchAmount limit_train_batches = 1.0;
+  /// Validation batches per validation run (0 disables validation), as limit_train_batches.
   BatchAmount limit_val_batches = 1.0;
+  /// Batches trainer.test() runs, as limit_train_batches.
   BatchAmount limit_test_batches = 1.0;
+  /// Batches trainer.predict() runs, as limit_train_batches.
   BatchAmount limit_predict_batches = 1.0;
   /// Validation batches run before training to catch bugs early; -1: all.
   std::int64_t num_sanity_val_steps = 2;
@@ -8923,8 +9360,13 @@ struct TrainerOptions {
   std::optional<std::uint64_t> seed{};
   /// Root of logs and checkpoints; empty: the current directory.
   std::string default_root_dir{};
+  /// Add the default volt::ProgressBar callback when none is given. false with a ProgressBar among the
+  /// callbacks is a MisconfigurationError.
   bool enable_progress_bar = true;
+  /// Add a default volt::ModelCheckpoint{} when none is given. false with a ModelCheckpoint among the
+  /// callbacks is a MisconfigurationError.
   bool enable_checkpointing = true;
+  /// Add the default volt::ModelSummary callback when none is given.
   bool enable_model_summary = true;
   /// Write metrics with the default CSVLogger (Lightning's `logger=True`); false: no logger.
   bool logger = true;
@@ -9037,8 +9479,10 @@ inline void validate(const TrainerOptions& options) {
 }  // namespace volt
 // ---- end volt/trainer/options.hpp
 // ---- begin volt/trainer/step_context.hpp
-// volt::StepContext: what a model's training/validation/test step receives to log metrics and read the
-// Trainer's progress, without inheriting from anything.
+/// \file
+/// volt::StepContext: what a model's steps and hooks receive to log metrics and read the Trainer's progress.
+///
+/// The model needs to inherit from nothing to use it.
 
 
 #include <torch/torch.h>
@@ -9048,24 +9492,39 @@ inline void validate(const TrainerOptions& options) {
 
 namespace volt {
 
+/// The Trainer's handle for a model's steps and hooks: each Trainer owns one and passes it as the `ctx`
+/// argument of training_step, validation_step, test_step and predict_step and of the model hooks that take
+/// one. Valid for the Trainer's lifetime.
 class StepContext {
  public:
+  /// Made by the Trainer over its own state; a model never constructs one.
   explicit StepContext(TrainerState& state) : state_(&state) {}
 
-  /// Records a metric (Lightning's `self.log`). In training_step the default is the step value only; in
-  /// validation/test steps the default is the epoch mean. A tensor stays on the device until read.
+  /// Records a metric (Lightning's `self.log`) in the current phase (training, validation, test).
+  /// In training_step the default is the step value only; in validation/test steps the default is the
+  /// epoch mean. A tensor stays on the device until read. `value` must hold a single element (else
+  /// c10::Error). Under DDP each rank logs its own values; epoch values are combined across ranks at the
+  /// epoch's end (a collective), so every rank must log the same names in the same order.
+  /// Call it only while the Trainer runs a step or hook (fit, validate, test).
   void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
     state_->metrics_->log(name, value, options, state_->phase_);
   }
+  /// log() with a number (stored as a float64 tensor on the CPU).
   void log(std::string_view name, double value, const LogOptions& options = {}) {
     state_->metrics_->log(name, value, options, state_->phase_);
   }
 
+  /// Optimizer steps taken so far in this fit (TrainerState::global_step).
   std::int64_t global_step() const { return state_->global_step; }
+  /// The epoch being trained, counted from 0.
   std::int64_t current_epoch() const { return state_->current_epoch; }
+  /// The device the model runs on (this rank's device under DDP).
   torch::Device device() const { return state_->root_device; }
+  /// What the Trainer is doing: fitting, validating, sanity checking, testing, predicting.
   Stage stage() const { return state_->stage; }
+  /// Whether this process is global rank 0 (always true without DDP).
   bool is_global_zero() const { return state_->is_global_zero; }
+  /// The Trainer's whole state, as callbacks see it.
   TrainerState& trainer() const { return *state_; }
 
  private:
@@ -9075,18 +9534,24 @@ class StepContext {
 }  // namespace volt
 // ---- end volt/trainer/step_context.hpp
 // ---- begin volt/trainer/module.hpp
-// The contract between the Trainer and a user's model, as C++20 concepts. No base class: a model is a
-// torch::nn::Module (held by std::shared_ptr or a TORCH_MODULE holder) with the members below, found at
-// compile time.
-//
-//   torch::Tensor training_step(Batch& batch, int64_t batch_idx, volt::StepContext& ctx);  // required
-//   auto configure_optimizers();       // required: std::shared_ptr<SomeOptimizer> or volt::OptimizerConfig
-//   void validation_step(Batch&, int64_t, volt::StepContext&);   // optional, needed to validate
-//   void test_step(Batch&, int64_t, volt::StepContext&);         // optional, needed to test
-//   auto predict_step(Batch&, int64_t);                           // optional, needed to predict
-// batch_idx and ctx may be left out of any step's parameters. Optional hooks (on_fit_start,
-// on_train_epoch_start, on_train_epoch_end, on_validation_epoch_start, on_validation_epoch_end,
-// on_test_epoch_end, on_train_start, on_train_end, on_fit_end) take `volt::StepContext&` or nothing.
+/// \file
+/// The contract between the Trainer and a user's model, as C++20 concepts, and volt::OptimizerConfig.
+///
+/// No base class: a model is a torch::nn::Module (held by std::shared_ptr or a TORCH_MODULE holder) with the
+/// members below, found at compile time.
+///
+/// ```
+/// torch::Tensor training_step(Batch& batch, int64_t batch_idx, volt::StepContext& ctx);  // required
+/// auto configure_optimizers();       // required: std::shared_ptr<SomeOptimizer> or volt::OptimizerConfig
+/// void validation_step(Batch&, int64_t, volt::StepContext&);   // optional, needed to validate
+/// void test_step(Batch&, int64_t, volt::StepContext&);         // optional, needed to test
+/// auto predict_step(Batch&, int64_t);                           // optional, needed to predict
+/// ```
+///
+/// batch_idx and ctx may be left out of any step's parameters. Optional hooks (on_fit_start,
+/// on_train_epoch_start, on_train_epoch_end, on_validation_epoch_start, on_validation_epoch_end,
+/// on_test_epoch_start, on_test_epoch_end, on_train_start, on_train_end, on_fit_end) take
+/// `volt::StepContext&` or nothing.
 
 
 #include <torch/torch.h>
@@ -9099,12 +9564,19 @@ class StepContext {
 namespace volt {
 
 /// When an LR scheduler steps: after every optimizer step, or after every training epoch (default).
-enum class SchedulerInterval { step, epoch };
+enum class SchedulerInterval {
+  step,   ///< After every optimizer step (once global_step has advanced, skipped AMP steps included).
+  epoch,  ///< At the end of every training epoch, after validation and on_train_epoch_end.
+};
 
 /// What configure_optimizers() may return when it has an LR scheduler (Lightning's dict form).
+/// fit() calls configure_optimizers() once per fit, after the model moved to its device, on every rank.
 struct OptimizerConfig {
+  /// The optimizer fit() steps; required (fit() throws c10::Error when it is null).
   std::shared_ptr<torch::optim::Optimizer> optimizer;
+  /// An LR scheduler over `optimizer`; nullptr: none.
   std::shared_ptr<torch::optim::LRScheduler> lr_scheduler{};
+  /// When lr_scheduler steps (Lightning's "interval").
   SchedulerInterval interval = SchedulerInterval::epoch;
   /// Step the scheduler every `frequency` intervals.
   std::int64_t frequency = 1;
@@ -9199,17 +9671,18 @@ constexpr void check_trainable() {
 }  // namespace volt
 // ---- end volt/trainer/module.hpp
 // ---- begin volt/trainer/checkpoint_io.hpp
-// Checkpoint files that survive crashes and report bad input clearly.
-//
-// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
-// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
-// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
-// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
-// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
-// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
-// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
-// the keys and shapes.
-// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
+/// \file
+/// Checkpoint files that survive crashes and report bad input clearly (volt::CheckpointError).
+///
+/// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
+/// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
+/// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
+/// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
+/// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
+/// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
+/// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
+/// the keys and shapes.
+/// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
 
 #include <torch/torch.h>
 
@@ -9536,6 +10009,7 @@ namespace testing {
 /// disk-full path; not thread-safe against concurrent instances.
 class ScopedCheckpointWriteFault {
  public:
+  /// Installs the fault; the destructor restores the previous setting (so instances nest).
   explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
       : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
         previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
@@ -9555,8 +10029,10 @@ class ScopedCheckpointWriteFault {
 }  // namespace volt
 // ---- end volt/trainer/checkpoint_io.hpp
 // ---- begin volt/trainer/data.hpp
-// Helpers for the data the Trainer iterates: any range of batches works as is; these add what a range
-// may lack.
+/// \file
+/// volt::SizedRange and volt::sized: give a range of batches the size it cannot tell the Trainer.
+///
+/// Any range of batches works with the Trainer as it is; these add what a range may lack.
 
 #include <cstdint>
 #include <iterator>
@@ -9571,9 +10047,14 @@ namespace volt {
 template <class Range>
 class SizedRange {
  public:
+  /// Wraps `range`, declaring that one pass yields `size` batches. The size is not checked against the
+  /// batches the range really yields.
   SizedRange(Range& range, std::int64_t size) : range_(&range), size_(size) {}
+  /// Starts a pass over the wrapped range (a torch::data loader starts a new epoch).
   auto begin() { return std::begin(*range_); }
+  /// The wrapped range's end.
   auto end() { return std::end(*range_); }
+  /// The declared number of batches per pass.
   std::int64_t size() const { return size_; }
 
  private:
@@ -9581,8 +10062,8 @@ class SizedRange {
   std::int64_t size_;
 };
 
-/// `volt::sized(loader, batches)`; `loader` may be a range or a pointer to one (std::unique_ptr from
-/// torch::data::make_data_loader).
+/// `volt::sized(loader, batches)`: a SizedRange over `data`, which may be a range or a pointer to one
+/// (the std::unique_ptr from torch::data::make_data_loader). `data` must outlive the view.
 template <class Data>
 auto sized(Data& data, std::int64_t size) {
   if constexpr (requires { std::begin(data); }) {
@@ -9595,19 +10076,21 @@ auto sized(Data& data, std::int64_t size) {
 }  // namespace volt
 // ---- end volt/trainer/data.hpp
 // ---- begin volt/trainer/trainer.hpp
-// volt::Trainer: Lightning's Trainer for LibTorch, with the accelerator, strategy and precision chosen as
-// template arguments.
-//
-//   volt::Trainer<volt::Auto, volt::SingleDevice, volt::BF16Autocast> trainer(
-//       {.max_epochs = 5}, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}});
-//   trainer.fit(model, train_loader, val_loader);
-//
-// The training loop follows Lightning's order of operations (spec section 7): per batch, convert and move
-// the batch, training_step under the precision's forward context, loss / accumulate_grad_batches,
-// zero_grad at the start of an accumulation window, (scaled) backward, and at the end of the window (or of
-// the epoch) unscale -> on_before_optimizer_step -> clip -> step (skipped on inf under fp16) -> update,
-// global_step + 1, step-interval LR schedulers. Validation runs on val_check_interval's batches and at the
-// end of the epoch, before on_train_epoch_end; epoch-interval schedulers step after it.
+/// \file
+/// volt::Trainer: Lightning's Trainer for LibTorch, with accelerator, strategy and precision as template arguments.
+///
+/// ```
+/// volt::Trainer<volt::Auto, volt::SingleDevice, volt::BF16Autocast> trainer(
+///     {.max_epochs = 5}, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}});
+/// trainer.fit(model, train_loader, val_loader);
+/// ```
+///
+/// The training loop follows Lightning's order of operations (spec section 7): per batch, convert and move
+/// the batch, training_step under the precision's forward context, loss / accumulate_grad_batches,
+/// zero_grad at the start of an accumulation window, (scaled) backward, and at the end of the window (or of
+/// the epoch) unscale -> on_before_optimizer_step -> clip -> step (skipped on inf under fp16) -> update,
+/// global_step + 1, step-interval LR schedulers. Validation runs on val_check_interval's batches and at the
+/// end of the epoch, before on_train_epoch_end; epoch-interval schedulers step after it.
 
 
 #include <torch/torch.h>
@@ -9772,6 +10255,11 @@ class TrainingInterrupted : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Lightning's Trainer (see the file comment): runs fit, validate, test and predict for a model that meets
+/// the contract of volt/trainer/module.hpp. `Accelerator` (Auto, CPU, CUDA, MPS), `Strategy` (SingleDevice,
+/// DDP) and `Precision` (FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast) are policy types;
+/// combinations that cannot work fail to compile with a message naming the rule. Under DDP every process
+/// constructs its own Trainer and calls the same methods in the same order. Not thread-safe.
 template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
 class Trainer {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
@@ -9781,14 +10269,22 @@ class Trainer {
                 "(volt::strategy_implemented_v<Strategy> is false)");
 
  public:
+  /// The Accelerator policy this Trainer was instantiated with.
   using accelerator_type = Accelerator;
+  /// The Strategy policy.
   using strategy_type = Strategy;
+  /// The Precision policy.
   using precision_type = Precision;
 
-  /// Validates the options, selects the devices (Lightning's connector) and prints the device lines.
-  /// `extras` are callbacks (any type with Trainer hooks), loggers (types derived from volt::Logger) and
-  /// optionally a configured Precision object (e.g. `volt::FP16Autocast({.init_scale = 1024})`), in any
-  /// order. Throws MisconfigurationError for invalid options or unavailable devices.
+  /// Validates the options, seeds (TrainerOptions::seed), sets the deterministic mode, selects the devices
+  /// (Lightning's connector) and prints the device lines on rank zero. `extras` are callbacks (any type with
+  /// Trainer hooks), loggers (types derived from volt::Logger, or std::shared_ptr to them) and optionally a
+  /// configured Precision object (e.g. `volt::FP16Autocast({.init_scale = 1024})`), in any order. Under DDP
+  /// it reads the cluster environment (rank, world size) but neither starts processes nor joins the process
+  /// group: fit(), validate() and test() do. Throws MisconfigurationError for invalid options, unavailable
+  /// devices, more than one device with SingleDevice, or conflicting default callbacks (e.g.
+  /// enable_progress_bar=false with a ProgressBar given); under DDP also what detect_cluster_environment
+  /// throws.
   template <class... Extras>
   explicit Trainer(TrainerOptions options = {}, Extras&&... extras) : options_(std::move(options)) {
     detail::validate(options_);
@@ -9846,21 +10342,32 @@ class Trainer {
   int global_rank() const { return strategy_.global_rank(); }
   /// This process's rank on its node (its index into device_ids()).
   int local_rank() const { return strategy_.local_rank(); }
+  /// The index of this process's node (0 without DDP or with one node).
   int node_rank() const { return strategy_.node_rank(); }
   /// Number of processes of the run: devices x num_nodes with DDP, 1 without.
   int world_size() const { return strategy_.world_size(); }
+  /// Whether this process is global rank 0, the one that writes checkpoints and logs.
   bool is_global_zero() const { return strategy_.is_global_zero(); }
   /// The strategy's run-time side: collectives (barrier, all_reduce, broadcast, all_gather,
   /// reduce_boolean_decision) that every rank must call in the same order.
   detail::StrategyRuntime<Strategy>& strategy() { return strategy_; }
   /// Lightning's trainer.device_ids.
   const std::vector<int>& device_ids() const { return selection_.device_ids; }
+  /// Lightning's trainer.num_devices: the devices selected on each node.
   std::int64_t num_devices() const { return static_cast<std::int64_t>(selection_.device_ids.size()); }
+  /// The accelerator in use (Auto resolved at construction).
   AcceleratorKind accelerator() const { return selection_.accelerator; }
+  /// Optimizer steps taken in the current or last fit (skipped AMP steps included).
   std::int64_t global_step() const { return state_.global_step; }
+  /// The epoch being trained, counted from 0 (it advances as each training epoch ends).
   std::int64_t current_epoch() const { return state_.current_epoch; }
+  /// Whether a stop was requested (a callback hook returning true, EarlyStopping, or state().should_stop);
+  /// under DDP the ranks agree on it (any rank's request stops them all) after validation and at epoch end.
   bool should_stop() const { return state_.should_stop; }
+  /// The options as validated at construction (fast_dev_run already applied to max_steps, max_epochs and
+  /// num_sanity_val_steps).
   const TrainerOptions& options() const { return options_; }
+  /// The state callbacks and model hooks see; writable (e.g. `state().should_stop = true`).
   TrainerState& state() { return state_; }
   /// All logged metrics as numbers (Lightning's trainer.callback_metrics).
   std::map<std::string, double, std::less<>> callback_metrics() { return metrics_.callback_metrics(); }
@@ -9869,8 +10376,11 @@ class Trainer {
   C* callback() {
     return callbacks_.find<C>();
   }
+  /// The first ModelCheckpoint callback (Lightning's trainer.checkpoint_callback), or nullptr.
   ModelCheckpoint* checkpoint_callback() { return callbacks_.find<ModelCheckpoint>(); }
+  /// The loggers (the default CSVLogger when logger is true and none was given; none with fast_dev_run).
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
+  /// The precision policy object (e.g. to read the GradScaler of FP16Autocast).
   Precision& precision() { return precision_; }
   /// Why the last fit stopped ("max_epochs=5 reached", "max_steps=100 reached", "stopped by a callback",
   /// "interrupted by SIGINT").
@@ -9882,12 +10392,21 @@ class Trainer {
 
   /// Trains `model` on `train_data` (any range of batches, or a pointer to one such as the std::unique_ptr
   /// that torch::data::make_data_loader returns). Resumes from `ckpt_path` when given.
+  /// Under DDP every rank must call it: the first call starts the other local processes (local rank 0 of a
+  /// volt-launched run) and joins the process group, and each rank trains on its share of the data (see
+  /// volt/distributed/sampler.hpp); only global rank 0 writes checkpoints and logs.
+  /// Throws before training: MisconfigurationError (a fractional limit on data of unknown size, LOCAL_RANK
+  /// set without MASTER_PORT), std::invalid_argument (an integer val_check_interval longer than the epoch),
+  /// CheckpointError (a `ckpt_path` that is unreadable, weights-only or of another model), DistributedError
+  /// (peers that do not join within the timeout).
   /// Errors: an exception from training_step, a data loader or a callback reaches the caller with the epoch
   /// and batch index added to its message (see detail::rethrow_with_context), after on_exception and
   /// teardown ran. SIGINT/SIGTERM (TrainerOptions::handle_signals): the current batch finishes,
   /// `<checkpoint dir>/interrupted.ckpt` is written when checkpointing is on, on_exception (with
   /// volt::TrainingInterrupted) and teardown run, and fit() *returns* with interrupted() true; the previous
-  /// signal handlers are restored on every exit path.
+  /// signal handlers are restored on every exit path. Under DDP a rank that fails leaves a note naming
+  /// itself and drops its process group, so the other ranks' next collective throws DistributedError naming
+  /// it. With error_on_nonfinite_loss, a NaN or infinite loss throws std::runtime_error.
   template <class Model, class TrainData>
   void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
     detail::NoData none;
@@ -9896,7 +10415,9 @@ class Trainer {
     run_fit(model, train, none, ckpt_path);
   }
 
-  /// Trains with validation on `val_data`.
+  /// fit() with validation on `val_data` (every val_check_interval and check_val_every_n_epoch, after a
+  /// sanity check of num_sanity_val_steps batches). The model needs a validation_step for its batch type
+  /// (checked at compile time). Under DDP `val_data` is split across ranks like `train_data`.
   template <class Model, class TrainData, class ValData>
     requires(!std::convertible_to<ValData, std::filesystem::path>)
   void fit(Model& model, TrainData&& train_data, ValData&& val_data, const std::filesystem::path& ckpt_path = {}) {
@@ -9906,7 +10427,12 @@ class Trainer {
     run_fit(model, train, val, ckpt_path);
   }
 
-  /// Runs validation_step over `data` and returns the epoch metrics (Lightning's trainer.validate).
+  /// Runs validation_step over `data` (at most limit_val_batches batches) and returns the epoch metrics
+  /// (Lightning's trainer.validate). Under DDP every rank must call it (it joins the process group as fit()
+  /// does): each rank evaluates its share of `data`, the epoch values are combined across ranks and every
+  /// rank returns them; rank 0 sends them to the loggers. Throws MisconfigurationError ("No
+  /// `validation_step()` method defined to run `Trainer.validate`.") when the model has none for the batch
+  /// type, and an exception from validation_step with the batch index added.
   template <class Model, class Data>
   std::map<std::string, double> validate(Model& model, Data&& data) {
     strategy_.setup_environment();
@@ -9914,7 +10440,10 @@ class Trainer {
     return run_standalone_evaluation(model, mine, Stage::validating);
   }
 
-  /// Runs test_step over `data` and returns the epoch metrics (Lightning's trainer.test).
+  /// Runs test_step over `data` (at most limit_test_batches batches) and returns the epoch metrics
+  /// (Lightning's trainer.test), with validate()'s rank contract. Throws MisconfigurationError ("No
+  /// `test_step()` method defined to run `Trainer.test`.") when the model has none for the batch type, and
+  /// an exception from test_step with the batch index added.
   template <class Model, class Data>
   std::map<std::string, double> test(Model& model, Data&& data) {
     strategy_.setup_environment();
@@ -9922,13 +10451,18 @@ class Trainer {
     return run_standalone_evaluation(model, mine, Stage::testing);
   }
 
-  /// Runs predict_step over `data` and returns its results in order (Lightning's trainer.predict).
+  /// Runs predict_step over `data` (at most limit_predict_batches batches, under inference mode and the
+  /// precision's forward context) and returns its results in order (Lightning's trainer.predict). The
+  /// model needs a predict_step for the batch type (checked at compile time). It does not split `data`
+  /// across ranks and runs no collective of its own; under DDP it joins the process group as fit() does
+  /// (when no earlier call has) and the model setup broadcasts rank 0's weights, so every rank must call it.
   template <class Model, class Data>
   auto predict(Model& model, Data&& data) {
     using M = detail::module_t<Model>;
     using Batch = detail::batch_t<Data>;
     static_assert(detail::has_predict_step<M, Batch>,
                   "volt: trainer.predict needs the model to define `predict_step(batch[, batch_idx])`");
+    strategy_.setup_environment();
     auto module = detail::model_module(model);
     prepare_module(*module);
     using Result = std::remove_cvref_t<decltype(detail::call_predict_step(*module, std::declval<Batch&>(),
@@ -9952,10 +10486,28 @@ class Trainer {
     return results;
   }
 
-  /// Writes a checkpoint of the model passed to the last fit (Lightning's trainer.save_checkpoint).
+  /// Writes a checkpoint of the model passed to the last fit (Lightning's trainer.save_checkpoint): the
+  /// full training state, or the weights only. Only global rank 0 writes. Under DDP it is a collective,
+  /// as Lightning's (a barrier follows the write): every rank must call it, and every rank returns once the
+  /// file is complete, so any rank may read it next. Throws c10::Error when fit() was never called,
+  /// CheckpointError naming the file when the write fails (the previous file at `path` is kept): under DDP
+  /// on every rank (rank 0 its own error, the others one saying rank 0 failed), none left waiting.
   void save_checkpoint(const std::filesystem::path& path, bool weights_only = false) {
     TORCH_CHECK(state_.save_checkpoint, "volt: save_checkpoint needs a model: call fit() first");
-    state_.save_checkpoint(path, weights_only);
+    std::exception_ptr error;
+    try {
+      state_.save_checkpoint(path, weights_only);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    // The barrier and the failure news in one collective (a single process needs neither).
+    const bool any_failed =
+        strategy_.world_size() > 1 && strategy_.reduce_boolean_decision(error != nullptr, /*all=*/false);
+    if (error) std::rethrow_exception(error);
+    if (any_failed) {
+      throw CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() +
+                            " (its error is in rank 0's output)");
+    }
   }
 
  private:
@@ -10840,11 +11392,14 @@ class Trainer {
 // ---- end volt/trainer/trainer.hpp
 // ---- end volt/trainer.hpp
 // ---- begin volt/fabric.hpp
-// volt/fabric: volt::Fabric, the lighter API: setup, backward, to_device, autocast, save/load, collectives.
+/// \file
+/// volt/fabric: volt::Fabric, the lighter API: setup, backward, to_device, autocast, save/load, collectives.
 
 // ---- begin volt/fabric/options.hpp
-// volt::FabricOptions: the construction options of volt::Fabric (Lightning's Fabric(...) arguments that
-// are not policies) and their validation.
+/// \file
+/// volt::FabricOptions: the construction options of volt::Fabric and their validation.
+///
+/// They are Lightning's Fabric(...) arguments that are not policies.
 
 
 #include <cstdint>
@@ -10878,13 +11433,18 @@ inline void validate(const FabricOptions& options) {
 }  // namespace volt
 // ---- end volt/fabric/options.hpp
 // ---- begin volt/fabric/state.hpp
-// volt::FabricState: what fabric.save(path, state) writes and fabric.load(path, state) restores in place:
-// named references to modules, optimizers, tensors and numbers of the user's program.
-//
-//   std::int64_t step = 0;
-//   volt::FabricState state{{"model", model}, {"optimizer", optimizer}, {"step", step}};
-//   fabric.save("run/last.ckpt", state);
-//   fabric.load("run/last.ckpt", state);   // model, optimizer and step restored
+/// \file
+/// volt::FabricState: the named objects fabric.save(path, state) writes and fabric.load(path, state) restores.
+///
+/// Named references to modules, optimizers, tensors and numbers of the user's program; load() restores them
+/// in place.
+///
+/// ```
+/// std::int64_t step = 0;
+/// volt::FabricState state{{"model", model}, {"optimizer", optimizer}, {"step", step}};
+/// fabric.save("run/last.ckpt", state);
+/// fabric.load("run/last.ckpt", state);   // model, optimizer and step restored
+/// ```
 
 #include <torch/torch.h>
 
@@ -10904,22 +11464,30 @@ namespace volt {
 /// by pointer, so load() can assign them.
 class FabricStateEntry {
  public:
+  /// A module held by std::shared_ptr (as setup() returns it): its parameters and buffers.
   template <class M>
     requires std::derived_from<M, torch::nn::Module>
   FabricStateEntry(std::shared_ptr<M> module) : target_(std::shared_ptr<torch::nn::Module>(std::move(module))) {}  // NOLINT
+  /// A module held by a ModuleHolder (a TORCH_MODULE type such as torch::nn::Linear).
   template <class Holder>
     requires requires(const Holder& holder) {
       { holder.ptr() } -> std::convertible_to<std::shared_ptr<torch::nn::Module>>;
     }
   FabricStateEntry(const Holder& holder) : target_(std::shared_ptr<torch::nn::Module>(holder.ptr())) {}  // NOLINT
+  /// An optimizer held by std::shared_ptr: its state (moments, step counts) and param-group options.
   template <class O>
     requires std::derived_from<O, torch::optim::Optimizer>
   FabricStateEntry(std::shared_ptr<O> optimizer)  // NOLINT
       : target_(std::shared_ptr<torch::optim::Optimizer>(std::move(optimizer))) {}
+  /// A tensor variable; load() assigns it the saved tensor, on Fabric's device.
   FabricStateEntry(torch::Tensor& tensor) : target_(&tensor) {}  // NOLINT
+  /// An integer variable (saved as an int64 tensor); load() assigns it.
   FabricStateEntry(std::int64_t& value) : target_(&value) {}     // NOLINT
+  /// An integer variable (saved as an int64 tensor); load() assigns it.
   FabricStateEntry(int& value) : target_(&value) {}              // NOLINT
+  /// A floating-point variable (saved as a float64 tensor); load() assigns it.
   FabricStateEntry(double& value) : target_(&value) {}           // NOLINT
+  /// A bool variable (saved as an int64 tensor); load() assigns it.
   FabricStateEntry(bool& value) : target_(&value) {}             // NOLINT
 
   /// Writes the referenced object into `archive` (a module's parameters and buffers, an optimizer's state,
@@ -10943,8 +11511,8 @@ class FabricStateEntry {
         target_);
   }
 
-  /// Restores the referenced object from `archive` (in place for modules and optimizers). Throws what
-  /// LibTorch throws for a missing or mis-shaped entry.
+  /// Restores the referenced object from `archive` (in place for modules and optimizers; a tensor moves to
+  /// `device`). Throws what LibTorch throws for a missing or mis-shaped entry. Fabric::load calls it.
   void load(torch::serialize::InputArchive& archive, torch::Device device) const {
     std::visit(
         [&](const auto& target) {
@@ -10982,8 +11550,11 @@ using FabricState = std::map<std::string, FabricStateEntry>;
 }  // namespace volt
 // ---- end volt/fabric/state.hpp
 // ---- begin volt/fabric/data_loader.hpp
-// volt::DeviceDataLoader: what fabric.setup_dataloaders(loader) returns, a view of a range of batches that
-// yields every batch moved to Fabric's device (Lightning's _FabricDataLoader with move_to_device=True).
+/// \file
+/// volt::DeviceDataLoader: what fabric.setup_dataloaders(loader) returns, batches moved to Fabric's device.
+///
+/// A view of a range of batches that yields every batch moved to Fabric's device (Lightning's
+/// _FabricDataLoader with move_to_device=True).
 
 
 #include <torch/torch.h>
@@ -11021,28 +11592,38 @@ class DeviceDataLoader {
   using BaseSentinel = decltype(std::end(std::declval<Range&>()));
 
  public:
+  /// The batch type of the underlying range (what each dereference returns, on the device).
   using batch_type = std::remove_cvref_t<decltype(*std::declval<BaseIterator&>())>;
 
+  /// A view of `data` yielding batches on `device`; Fabric::setup_dataloaders makes it with Fabric's device.
   DeviceDataLoader(Data& data, torch::Device device) : data_(&data), device_(device) {}
 
+  /// A single-pass input iterator over the underlying range that moves each batch to the device when
+  /// dereferenced.
   class iterator {
    public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = batch_type;
-    using difference_type = std::ptrdiff_t;
-    using pointer = void;
-    using reference = batch_type;
+    using iterator_category = std::input_iterator_tag;  ///< Single pass.
+    using value_type = batch_type;                      ///< A batch on the device.
+    using difference_type = std::ptrdiff_t;             ///< Required by the iterator concepts.
+    using pointer = void;                               ///< No operator->.
+    using reference = batch_type;                       ///< Dereferencing returns a new batch by value.
 
+    /// A singular iterator (only for the iterator concepts; do not dereference it).
     iterator() = default;
+    /// Wraps an iterator of the underlying range.
     iterator(BaseIterator base, torch::Device device) : base_(std::move(base)), device_(device) {}
     /// The current batch on the device (a new copy per dereference).
     batch_type operator*() const { return batch_to_device(*base_, device_); }
+    /// Advances the underlying iterator.
     iterator& operator++() {
       ++base_;
       return *this;
     }
+    /// Advances the underlying iterator (returns nothing, as input iterators may).
     void operator++(int) { ++*this; }
+    /// Whether `it` reached the underlying range's end.
     friend bool operator==(const iterator& it, const BaseSentinel& end) { return it.base_ == end; }
+    /// Whether both wrap the same underlying position.
     bool operator==(const iterator& other) const { return base_ == other.base_; }
 
    private:
@@ -11050,7 +11631,9 @@ class DeviceDataLoader {
     torch::Device device_{torch::kCPU};
   };
 
+  /// Starts a pass over the underlying range (a torch::data loader starts a new epoch).
   iterator begin() { return iterator(std::begin(detail::data_range(*data_)), device_); }
+  /// The end: an iterator, or the underlying range's sentinel when its end type differs.
   auto end() {
     if constexpr (std::is_same_v<BaseIterator, BaseSentinel>) {
       return iterator(std::end(detail::data_range(*data_)), device_);
@@ -11058,11 +11641,13 @@ class DeviceDataLoader {
       return std::end(detail::data_range(*data_));
     }
   }
+  /// The underlying range's number of batches; only when the range has std::size.
   std::size_t size() const
     requires requires(Range& range) { std::size(range); }
   {
     return static_cast<std::size_t>(std::size(detail::data_range(*data_)));
   }
+  /// The device batches are moved to.
   torch::Device device() const { return device_; }
 
  private:
@@ -11073,9 +11658,12 @@ class DeviceDataLoader {
 }  // namespace volt
 // ---- end volt/fabric/data_loader.hpp
 // ---- begin volt/fabric/strategy_services.hpp
-// What volt::Fabric asks of its strategy: process ranks, collectives, barriers, wrapping the module and
-// skipping gradient synchronisation. This is the one place Fabric depends on the strategy; a strategy
-// supports Fabric by specializing volt::fabric_strategy_services for it (volt::DDP does so in its own header).
+/// \file
+/// volt::fabric_strategy_services: what volt::Fabric asks of its strategy, and SingleDevice's answer.
+///
+/// Process ranks, collectives, barriers, wrapping the module and skipping gradient synchronisation. This is
+/// the one place Fabric depends on the strategy; a strategy supports Fabric by specializing
+/// volt::fabric_strategy_services for it (volt::DDP does so in volt/distributed/fabric_ddp.hpp).
 
 
 #include <torch/torch.h>
@@ -11091,16 +11679,22 @@ namespace volt {
 /// specialization cannot host a Fabric. A specialization provides, as static members or members of an
 /// object Fabric default-constructs and keeps for its lifetime:
 ///
-///   void setup_environment(const std::vector<torch::Device>& devices, int num_nodes)  // once, in the constructor
-///   torch::Device root_device(const std::vector<torch::Device>& devices) const        // this process's device
-///   int world_size() const, global_rank() const, local_rank() const, node_rank() const
-///   template <class M> void setup_module(M& module)            // after convert_module and the move to the device
-///   void barrier(const std::string& name)
-///   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op)   // op: "mean", "sum", ...
-///   torch::Tensor all_gather(const torch::Tensor& tensor)
-///   template <class T> T broadcast(T value, int src)
-///   auto no_backward_sync(torch::nn::Module& module, bool enabled)                 // an RAII guard
-///   optional: void before_backward(), void after_backward()    // around every fabric.backward()
+/// ```
+/// void setup_environment(const std::vector<torch::Device>& devices, int num_nodes)  // once, in the constructor
+/// torch::Device root_device(const std::vector<torch::Device>& devices) const        // this process's device
+/// int world_size() const, global_rank() const, local_rank() const, node_rank() const
+/// template <class M> void setup_module(M& module)            // after convert_module and the move to the device
+/// void barrier(const std::string& name)
+/// torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op)   // op: "mean", "sum", ...
+/// torch::Tensor all_gather(const torch::Tensor& tensor)
+/// template <class T> T broadcast(T value, int src)
+/// auto no_backward_sync(torch::nn::Module& module, bool enabled)                 // an RAII guard
+/// optional: void before_backward(), void after_backward()    // around every fabric.backward()
+/// ```
+///
+/// Fabric calls setup_environment and root_device from its constructor, setup_module from setup() and
+/// setup_module(), before_backward and after_backward from backward(), and the others from the Fabric
+/// methods of the same name.
 template <class Strategy>
 struct fabric_strategy_services;
 
@@ -11112,34 +11706,51 @@ struct fabric_strategy_services<SingleDevice> {
     ~NoSyncGuard() {}  // NOLINT(modernize-use-equals-default): keeps -Wunused-variable quiet for the guard
   };
 
+  /// Nothing to set up: one process, no process group.
   void setup_environment(const std::vector<torch::Device>& /*devices*/, int /*num_nodes*/) {}
+  /// The one selected device (Fabric checks there is exactly one).
   torch::Device root_device(const std::vector<torch::Device>& devices) const { return devices.front(); }
+  /// 1.
   int world_size() const { return 1; }
+  /// 0.
   int global_rank() const { return 0; }
+  /// 0.
   int local_rank() const { return 0; }
+  /// 0.
   int node_rank() const { return 0; }
+  /// Nothing: the module is used as it is.
   template <class M>
   void setup_module(M& /*module*/) {}
+  /// Returns at once.
   void barrier(const std::string& /*name*/) {}
+  /// `tensor` itself, for every op.
   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& /*op*/) { return tensor; }
+  /// `tensor` itself, without a new leading dimension.
   torch::Tensor all_gather(const torch::Tensor& tensor) { return tensor; }
+  /// `value` itself.
   template <class T>
   T broadcast(T value, int /*src*/) {
     return value;
   }
+  /// A guard that does nothing.
   NoSyncGuard no_backward_sync(torch::nn::Module& /*module*/, bool /*enabled*/) { return {}; }
 };
 
 }  // namespace volt
 // ---- end volt/fabric/strategy_services.hpp
 // ---- begin volt/distributed/fabric_ddp.hpp
-// volt::Fabric with volt::DDP: the strategy services Fabric calls (include/volt/fabric/strategy_services.hpp),
-// backed by the same run-time as the Trainer's DDP (launcher, process group, gradient reducer).
-//
-//   volt::Fabric<volt::CPU, volt::DDP> fabric({.devices = 2});   // launches local rank 1, joins the group
-//   auto [model, optimizer] = fabric.setup(model, optimizer);     // rank 0's weights everywhere, reducer attached
-//   fabric.backward(loss);                                        // gradients averaged across ranks
-//   { auto guard = fabric.no_backward_sync(model); fabric.backward(loss); }   // accumulate locally
+/// \file
+/// volt::Fabric with volt::DDP: the strategy services Fabric calls, backed by the Trainer's DDP run-time.
+///
+/// The services are those of include/volt/fabric/strategy_services.hpp; the run-time is the Trainer's
+/// (launcher, process group, gradient reducer).
+///
+/// ```
+/// volt::Fabric<volt::CPU, volt::DDP> fabric({.devices = 2});   // launches local rank 1, joins the group
+/// auto [model, optimizer] = fabric.setup(model, optimizer);     // rank 0's weights everywhere, reducer attached
+/// fabric.backward(loss);                                        // gradients averaged across ranks
+/// { auto guard = fabric.no_backward_sync(model); fabric.backward(loss); }   // accumulate locally
+/// ```
 
 
 #include <torch/torch.h>
@@ -11153,11 +11764,17 @@ struct fabric_strategy_services<SingleDevice> {
 
 namespace volt {
 
+/// DDP's services for volt::Fabric: one process per device, gradients averaged across ranks in backward.
+/// Fabric default-constructs it and keeps it for its lifetime; the process group is shared with any other
+/// Trainer or Fabric of the process. Every member that communicates is a collective: every rank must call
+/// it, in the same order, and it throws DistributedError when a peer fails or times out.
 template <>
 struct fabric_strategy_services<DDP> {
-  /// Restores gradient synchronisation when it goes out of scope.
+  /// What no_backward_sync returns: while it lives, backward() accumulates gradients locally; its
+  /// destructor restores the previous setting (guards nest).
   class NoSyncGuard {
    public:
+    /// Skips gradient synchronisation from now on when `enabled`; remembers the previous setting either way.
     explicit NoSyncGuard(bool* flag, bool enabled) : flag_(flag), previous_(*flag) {
       if (enabled) *flag_ = true;
     }
@@ -11171,7 +11788,9 @@ struct fabric_strategy_services<DDP> {
   };
 
   /// Reads the cluster environment, launches the other local ranks when this is a volt-launched local rank 0,
-  /// and joins the process group. Throws what detect_cluster_environment and the rendezvous throw.
+  /// and joins the process group. Called once, by Fabric's constructor, on every rank. Throws what
+  /// detect_cluster_environment throws, MisconfigurationError when LOCAL_RANK is set without MASTER_PORT,
+  /// and DistributedError when the peers do not join within the timeout.
   void setup_environment(const std::vector<torch::Device>& devices, int num_nodes) {
     DeviceSelection selection;
     selection.parallel_devices = devices;
@@ -11179,34 +11798,44 @@ struct fabric_strategy_services<DDP> {
     runtime_.configure(selection, num_nodes);
     runtime_.setup_environment();
   }
+  /// This process's device: the selected device at index local_rank().
   torch::Device root_device(const std::vector<torch::Device>& /*devices*/) const { return runtime_.root_device(); }
+  /// The number of processes: devices x num_nodes.
   int world_size() const { return runtime_.world_size(); }
+  /// This process's rank among all processes.
   int global_rank() const { return runtime_.global_rank(); }
+  /// This process's rank on its node.
   int local_rank() const { return runtime_.local_rank(); }
+  /// The index of this process's node.
   int node_rank() const { return runtime_.node_rank(); }
 
-  /// Broadcasts rank 0's parameters and buffers and attaches the gradient reducer.
+  /// Broadcasts rank 0's parameters and buffers and attaches the gradient reducer (a collective, from
+  /// Fabric::setup and setup_module).
   template <class M>
   void setup_module(M& module) {
     runtime_.setup_module(module);
   }
 
-  /// Called by Fabric around backward(): arms the reducer (unless inside no_backward_sync) and completes the
-  /// gradient all-reduce afterwards.
+  /// Called by Fabric before the backward pass: arms the reducer, or disarms it inside no_backward_sync.
   void before_backward() { runtime_.prepare_for_backward(!no_sync_); }
+  /// Called by Fabric after the backward pass: unless inside no_backward_sync, waits for the gradient
+  /// all-reduce and writes the averaged gradients into .grad. Throws DistributedError.
   void after_backward() {
     if (!no_sync_) runtime_.finish_gradient_sync();
   }
 
+  /// Returns when every rank has reached it (`name` is not used).
   void barrier(const std::string& /*name*/) { runtime_.barrier(); }
 
-  /// Lightning Fabric's all_reduce: "mean"/"avg", "sum", "max", "min". Returns a new tensor.
+  /// Lightning Fabric's all_reduce: "sum", "max", "min", "product", and the mean for "mean" and "avg" (the
+  /// ops Fabric::all_reduce lets through). Returns a new tensor; `tensor` is not changed.
   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op) {
     auto result = tensor.clone();
     ReduceOp reduce = ReduceOp::mean;
     if (op == "sum") reduce = ReduceOp::sum;
     else if (op == "max") reduce = ReduceOp::max;
     else if (op == "min") reduce = ReduceOp::min;
+    else if (op == "product") reduce = ReduceOp::product;
     runtime_.all_reduce(result, reduce);
     return result;
   }
@@ -11214,8 +11843,8 @@ struct fabric_strategy_services<DDP> {
   /// Every rank's tensor stacked along a new first dimension of size world_size().
   torch::Tensor all_gather(const torch::Tensor& tensor) { return torch::stack(runtime_.all_gather(tensor)); }
 
-  /// Rank `src`'s value on every rank: tensors (same shape and dtype on every rank), arithmetic values and
-  /// strings; other types do not compile.
+  /// Rank `src`'s value on every rank: tensors (same shape and dtype on every rank), arithmetic values (sent
+  /// as a float64, so integers beyond 2^53 lose precision) and strings; other types do not compile.
   template <class T>
   T broadcast(T value, int src) {
     const auto device = runtime_.root_device();
@@ -11246,6 +11875,8 @@ struct fabric_strategy_services<DDP> {
     }
   }
 
+  /// A guard under which backward() skips the gradient all-reduce when `enabled` (for every module, not
+  /// only `module`).
   NoSyncGuard no_backward_sync(torch::nn::Module& /*module*/, bool enabled) { return NoSyncGuard(&no_sync_, enabled); }
 
  private:
@@ -11256,26 +11887,31 @@ struct fabric_strategy_services<DDP> {
 }  // namespace volt
 // ---- end volt/distributed/fabric_ddp.hpp
 // ---- begin volt/fabric/fabric.hpp
-// volt::Fabric: Lightning Fabric for LibTorch. The user writes the loop; Fabric places the model, the
-// optimizer state and the batches on the device, applies the precision policy (autocast, loss scaling),
-// clips gradients, saves and loads checkpoints, and offers the strategy's collectives.
-//
-//   volt::Fabric<volt::CUDA, volt::SingleDevice, volt::FP16Autocast> fabric({.devices = 1, .seed = 42});
-//   auto [model, optimizer] = fabric.setup(model, optimizer);
-//   for (auto batch : fabric.setup_dataloaders(loader)) {
-//     optimizer->zero_grad();
-//     torch::Tensor loss;
-//     {
-//       auto autocast = fabric.autocast();
-//       loss = torch::mse_loss(model->forward(batch.data), batch.target);
-//     }
-//     fabric.backward(loss);
-//     fabric.clip_gradients(model, *optimizer, {.max_norm = 1.0});   // optional
-//     fabric.step(*optimizer);
-//   }
-//
-// Errors are std::invalid_argument where Lightning Fabric raises ValueError (or TypeError) and
-// std::runtime_error where it raises RuntimeError.
+/// \file
+/// volt::Fabric: Lightning Fabric for LibTorch, for programs that write their own training loop.
+///
+/// The user writes the loop; Fabric places the model, the optimizer state and the batches on the device,
+/// applies the precision policy (autocast, loss scaling), clips gradients, saves and loads checkpoints, and
+/// offers the strategy's collectives.
+///
+/// ```
+/// volt::Fabric<volt::CUDA, volt::SingleDevice, volt::FP16Autocast> fabric({.devices = 1, .seed = 42});
+/// auto [model, optimizer] = fabric.setup(model, optimizer);
+/// for (auto batch : fabric.setup_dataloaders(loader)) {
+///   optimizer->zero_grad();
+///   torch::Tensor loss;
+///   {
+///     auto autocast = fabric.autocast();
+///     loss = torch::mse_loss(model->forward(batch.data), batch.target);
+///   }
+///   fabric.backward(loss);
+///   fabric.clip_gradients(model, *optimizer, {.max_norm = 1.0});   // optional
+///   fabric.step(*optimizer);
+/// }
+/// ```
+///
+/// Errors are std::invalid_argument where Lightning Fabric raises ValueError (or TypeError) and
+/// std::runtime_error where it raises RuntimeError.
 
 
 #include <torch/torch.h>
@@ -11283,6 +11919,7 @@ struct fabric_strategy_services<DDP> {
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -11300,7 +11937,9 @@ namespace volt {
 /// Options of Fabric::clip_gradients: exactly one of max_norm (clip by the total norm) and clip_val (clip
 /// each gradient element to [-clip_val, clip_val]).
 struct ClipGradientsOptions {
+  /// Scale all gradients together so that their total norm is at most this.
   std::optional<double> max_norm{};
+  /// Clamp each gradient element to [-clip_val, clip_val].
   std::optional<double> clip_val{};
   /// The p of the p-norm for max_norm (2.0: Euclidean; infinity: max-norm).
   double norm_type = 2.0;
@@ -11359,6 +11998,11 @@ inline void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch:
 
 }  // namespace detail
 
+/// Lightning Fabric (see the file comment): device placement, precision, gradient clipping, checkpoints
+/// and collectives for a training loop the user writes. `Accelerator`, `Strategy` (SingleDevice or DDP) and
+/// `Precision` are the Trainer's policy types; unsupported combinations fail to compile. Under DDP every
+/// process constructs its own Fabric and calls the same methods in the same order; the members that
+/// communicate are collectives and throw DistributedError when a peer fails or times out. Not thread-safe.
 template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
 class Fabric {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
@@ -11368,8 +12012,11 @@ class Fabric {
                 "(volt::strategy_implemented_v<Strategy> is false)");
 
  public:
+  /// The Accelerator policy this Fabric was instantiated with.
   using accelerator_type = Accelerator;
+  /// The Strategy policy.
   using strategy_type = Strategy;
+  /// The Precision policy.
   using precision_type = Precision;
 
   /// Validates the options, selects the devices (the Trainer's connector, Fabric's error types), sets up the
@@ -11377,7 +12024,9 @@ class Fabric {
   /// lines (Lightning Fabric does not). `precision` configures the policy (e.g. FP16Autocast({.init_scale = 1024})).
   /// Throws std::invalid_argument for invalid options or device specs (no device, num_nodes < 1, more than
   /// one device with SingleDevice), std::runtime_error for an unavailable accelerator, and what the
-  /// precision's setup throws.
+  /// precision's setup throws. Under DDP the constructor is where the processes start and meet: local rank 0
+  /// of a volt-launched run starts the other local ranks, and every rank joins the process group
+  /// (MisconfigurationError for LOCAL_RANK without MASTER_PORT, DistributedError when peers do not join).
   explicit Fabric(FabricOptions options = {}, Precision precision = {})
       : options_(std::move(options)), precision_(std::move(precision)) {
     detail::validate(options_);
@@ -11412,8 +12061,11 @@ class Fabric {
   torch::Device device() const { return root_device_; }
   /// Lightning's device ids of the selected devices.
   const std::vector<int>& device_ids() const { return selection_.device_ids; }
+  /// The accelerator in use (Auto resolved at construction).
   AcceleratorKind accelerator() const { return selection_.accelerator; }
+  /// The precision policy object (e.g. to read the GradScaler of FP16Autocast).
   Precision& precision() { return precision_; }
+  /// The options given at construction.
   const FabricOptions& options() const { return options_; }
 
   /// Seeds LibTorch's CPU and CUDA generators (Lightning's seed_everything) and logs "Seed set to <seed>"
@@ -11426,9 +12078,11 @@ class Fabric {
   /// Prepares `model` and `optimizer` for training and returns them (the same objects, for
   /// `auto [model, opt] = fabric.setup(model, opt);`): the precision converts the module (FP64, FP16True,
   /// BF16True cast it), the module moves to device(), the strategy wraps it, and the optimizer's existing
-  /// state moves to device(). Run-time rank: every rank. The optimizer must hold the model's parameters
-  /// (the move keeps their identity). Throws std::invalid_argument when the model or the optimizer was
-  /// already set up ("A model should be passed only once to the `setup` method.").
+  /// state moves to device(). Run-time rank: every rank (under DDP a collective: every rank starts from
+  /// rank 0's parameters and buffers, and the gradient reducer is attached). The optimizer must hold the
+  /// model's parameters (the move keeps their identity). Throws std::invalid_argument when the model or
+  /// the optimizer was already set up ("A model should be passed only once to the `setup` method.", "An
+  /// optimizer should be passed only once to the `setup` method.") or a pointer is empty.
   template <class Model, class Optimizer>
   std::pair<Model, Optimizer> setup(Model model, Optimizer optimizer) {
     static_assert(detail::fabric_optimizer_shared_ptr<Optimizer>,
@@ -11445,7 +12099,8 @@ class Fabric {
   }
 
   /// Prepares a model without an optimizer (Lightning's setup_module): convert, move, wrap. Returns it.
-  /// Throws std::invalid_argument when it was already set up.
+  /// Every rank, a collective under DDP (as setup()). Throws std::invalid_argument when it was already set
+  /// up or the model pointer is empty.
   template <class Model>
   Model setup_module(Model model) {
     torch::nn::Module& module = detail::fabric_module(model);
@@ -11486,7 +12141,9 @@ class Fabric {
   // ---- the step ----------------------------------------------------------------------------------
 
   /// Backpropagates `loss` through the precision: scaled by the GradScaler under FP16Autocast, as is
-  /// otherwise (Lightning's fabric.backward). Throws what LibTorch's backward throws.
+  /// otherwise (Lightning's fabric.backward). Under DDP it is a collective (the gradients are averaged
+  /// across ranks before it returns) unless inside no_backward_sync(). Throws std::invalid_argument for an
+  /// undefined loss, DistributedError when the gradient all-reduce fails, and what LibTorch's backward throws.
   void backward(const torch::Tensor& loss) {
     if (!loss.defined()) throw std::invalid_argument("volt::Fabric::backward: the loss tensor is undefined");
     if constexpr (requires { strategy_.before_backward(); }) strategy_.before_backward();
@@ -11499,6 +12156,7 @@ class Fabric {
   /// again). Returns the total norm before clipping for max_norm (read on the host), nullopt for clip_val.
   /// Throws std::invalid_argument when both or neither of max_norm and clip_val are set (Lightning's
   /// messages); std::runtime_error when error_if_nonfinite and the total norm is inf/NaN (LibTorch's message).
+  /// Local to this rank (under DDP the gradients are already averaged, so every rank clips alike).
   template <class Model>
   std::optional<double> clip_gradients(const Model& model, torch::optim::Optimizer& optimizer, ClipGradientsOptions options) {
     if (options.max_norm && options.clip_val) {
@@ -11525,7 +12183,8 @@ class Fabric {
   /// Steps `optimizer` through the precision: under a GradScaler, unscale (unless clip_gradients did),
   /// skip the step when a gradient is inf/NaN, update the scale; otherwise optimizer.step(). Returns whether
   /// the optimizer stepped. Throws std::invalid_argument for LBFGS under mixed precision ("AMP and the
-  /// LBFGS optimizer are not compatible."), and what the GradScaler and the optimizer throw.
+  /// LBFGS optimizer are not compatible."), and what the GradScaler and the optimizer throw. Local to this
+  /// rank: no collective.
   bool step(torch::optim::Optimizer& optimizer) {
     if constexpr (Precision::is_autocast) {
       if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
@@ -11544,24 +12203,28 @@ class Fabric {
 
   /// Writes `state` to `path` (Lightning's fabric.save): each entry under its name, plus the GradScaler's
   /// state under "volt.precision" when the precision has one. Atomic (written next to `path`, flushed, then
-  /// renamed: a crash never leaves a torn file). Runs the barrier of the strategy; only global rank zero
-  /// writes. Throws volt::CheckpointError (a std::runtime_error) naming the file.
+  /// renamed: a crash never leaves a torn file). Only global rank zero writes. Throws volt::CheckpointError
+  /// (a std::runtime_error) naming the file. Under DDP every rank must call it: rank zero then broadcasts
+  /// whether the write succeeded (a collective, in place of Lightning's barrier), so when it fails every
+  /// rank throws: rank zero its own error, the others a CheckpointError carrying rank zero's message, and
+  /// no rank is left waiting.
   void save(const std::filesystem::path& path, const FabricState& state) {
+    std::string failure;  // rank zero's error message; empty when the write succeeded
+    std::exception_ptr error;
     if (is_global_zero()) {
-      torch::serialize::OutputArchive archive;
-      for (const auto& [name, entry] : state) {
-        torch::serialize::OutputArchive part;
-        entry.save(part);
-        archive.write(name, part);
+      try {
+        write_checkpoint(path, state);
+      } catch (const std::exception& caught) {
+        failure = caught.what();
+        if (failure.empty()) failure = "unknown error";
+        error = std::current_exception();
       }
-      if (const GradScaler* scaler = precision_.scaler()) {
-        torch::serialize::OutputArchive part;
-        scaler->save(part);
-        archive.write(std::string(precision_state_key), part);
-      }
-      detail::save_archive_atomically(archive, path);
     }
-    barrier("fabric.save");
+    if (world_size() > 1) failure = broadcast(std::move(failure), 0);
+    if (error) std::rethrow_exception(error);
+    if (!failure.empty()) {
+      throw CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() + ": " + failure);
+    }
   }
 
   /// Restores every entry of `state` from `path` in place (modules and optimizers keep their identity),
@@ -11571,6 +12234,8 @@ class Fabric {
   /// with Lightning's message when `strict` and the file lacks a requested key ("The requested state
   /// contains a key 'x' that does not exist in the loaded checkpoint. To disable strict loading, set
   /// `strict=False`."); volt::CheckpointError naming the entry when an entry does not match.
+  /// Under DDP every rank reads `path` itself (it must be readable on every node) and then waits at a
+  /// barrier, so every rank must call it.
   std::vector<std::string> load(const std::filesystem::path& path, const FabricState& state, bool strict = true) {
     torch::serialize::InputArchive archive;
     detail::load_archive(archive, path, root_device_);
@@ -11609,18 +12274,24 @@ class Fabric {
 
   // ---- strategy services (identities for SingleDevice) -------------------------------------------
 
+  /// The number of processes of the run: devices x num_nodes with DDP, 1 with SingleDevice.
   int world_size() const { return strategy_.world_size(); }
+  /// This process's rank among all processes (0 with SingleDevice).
   int global_rank() const { return strategy_.global_rank(); }
+  /// This process's rank on its node.
   int local_rank() const { return strategy_.local_rank(); }
+  /// The index of this process's node.
   int node_rank() const { return strategy_.node_rank(); }
+  /// Whether this process is global rank 0.
   bool is_global_zero() const { return global_rank() == 0; }
 
-  /// Waits until every process reaches this call (no-op with one process).
+  /// Waits until every process reaches this call (no-op with one process). A collective; `name` is
+  /// Lightning's label for it and does not change what it does.
   void barrier(const std::string& name = "") { strategy_.barrier(name); }
 
   /// Reduces `tensor` over processes with `op` ("mean", "sum", "max", "min", "product"; Lightning's
   /// spelling, "avg" is "mean") and returns the result; with one process, `tensor` itself (moved to device()
-  /// as Lightning converts inputs). Throws std::invalid_argument for another op.
+  /// as Lightning converts inputs). Throws std::invalid_argument for another op. A collective under DDP.
   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op = "mean") {
     static const std::set<std::string> ops = {"mean", "avg", "sum", "max", "min", "product"};
     if (ops.count(op) == 0) {
@@ -11631,8 +12302,10 @@ class Fabric {
   }
   /// Gathers `tensor` from every process (a leading dimension of world_size() with several processes);
   /// with one process, `tensor` on device(), shape unchanged (as Lightning's single-device strategy).
+  /// A collective under DDP.
   torch::Tensor all_gather(const torch::Tensor& tensor) { return strategy_.all_gather(tensor.to(root_device_)); }
-  /// `value` as held by process `src` (with one process, `value`).
+  /// `value` as held by process `src` (with one process, `value`). A collective under DDP, for tensors,
+  /// arithmetic values and std::string (see fabric_strategy_services<DDP>::broadcast).
   template <class T>
   T broadcast(T value, int src = 0) {
     return strategy_.broadcast(std::move(value), src);
@@ -11656,6 +12329,22 @@ class Fabric {
   static constexpr std::string_view precision_state_key = "volt.precision";
 
  private:
+  /// save()'s write on rank zero: every entry, then the GradScaler's state, written atomically.
+  void write_checkpoint(const std::filesystem::path& path, const FabricState& state) {
+    torch::serialize::OutputArchive archive;
+    for (const auto& [name, entry] : state) {
+      torch::serialize::OutputArchive part;
+      entry.save(part);
+      archive.write(name, part);
+    }
+    if (const GradScaler* scaler = precision_.scaler()) {
+      torch::serialize::OutputArchive part;
+      scaler->save(part);
+      archive.write(std::string(precision_state_key), part);
+    }
+    detail::save_archive_atomically(archive, path);
+  }
+
   void unscale_gradients(torch::optim::Optimizer& optimizer) {
     if (GradScaler* scaler = precision_.scaler()) {
       if (scaler->stage(optimizer) == GradScaler::Stage::ready) scaler->unscale_(optimizer);
@@ -11675,20 +12364,25 @@ class Fabric {
 // ---- end volt/fabric/fabric.hpp
 // ---- end volt/fabric.hpp
 // ---- begin volt/tuner.hpp
-// volt/tuner: the batch-size finder (Lightning's Tuner.scale_batch_size).
+/// \file
+/// volt/tuner: the batch-size finder (Lightning's Tuner.scale_batch_size).
 
 // ---- begin volt/tuner/batch_size_finder.hpp
-// The batch-size finder: Lightning's Tuner.scale_batch_size in "power" mode. Try a few training steps at a
-// batch size, double it while that works, and stop at the first out-of-memory error; the answer is the
-// largest size that worked.
-//
-//   auto found = volt::scale_batch_size<volt::CUDA, volt::SingleDevice, volt::BF16Autocast>(
-//       {.devices = 1}, [] { return std::make_shared<Net>(); },
-//       [&](std::int64_t batch_size) { return make_loader(batch_size); });
-//   // found.batch_size
-//
-// The search itself (find_batch_size) takes any function that runs a trial at a batch size, so it can be
-// used without a Trainer, and tested on a CPU with a trial that throws the out-of-memory error past a size.
+/// \file
+/// volt::scale_batch_size and volt::find_batch_size: Lightning's Tuner.scale_batch_size in "power" mode.
+///
+/// Try a few training steps at a batch size, double it while that works, and stop at the first
+/// out-of-memory error; the answer is the largest size that worked.
+///
+/// ```
+/// auto found = volt::scale_batch_size<volt::CUDA, volt::SingleDevice, volt::BF16Autocast>(
+///     {.devices = 1}, [] { return std::make_shared<Net>(); },
+///     [&](std::int64_t batch_size) { return make_loader(batch_size); });
+/// // found.batch_size
+/// ```
+///
+/// The search itself (find_batch_size) takes any function that runs a trial at a batch size, so it can be
+/// used without a Trainer, and tested on a CPU with a trial that throws the out-of-memory error past a size.
 
 
 #include <torch/torch.h>
@@ -11698,8 +12392,10 @@ class Fabric {
 #include <exception>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -11722,6 +12418,7 @@ struct BatchSizeFinderOptions {
 
 /// One trial of the search.
 struct BatchSizeTrial {
+  /// The batch size tried.
   std::int64_t batch_size;
   /// false: the trial ran out of memory.
   bool fits;
@@ -11828,16 +12525,23 @@ BatchSizeFinderResult find_batch_size(Trial&& trial, const BatchSizeFinderOption
   return result;
 }
 
-/// The search with a Trainer<Accelerator, Strategy, Precision>: each trial builds a fresh model with
+/// The search with a `Trainer<Accelerator, Strategy, Precision>`: each trial builds a fresh model with
 /// `make_model()` and the training data with `make_train_data(batch_size)` (anything Trainer::fit takes),
 /// and fits for options.steps_per_trial optimizer steps with `trainer_options`, minus what a trial does not
 /// need (no validation, sanity check, checkpoints, logger, progress bar or model summary). Fresh models
 /// leave the caller's model untouched, as Lightning restores the weights after its search.
-/// Runs on every rank; throws what find_batch_size and the Trainer throw (MisconfigurationError for bad
-/// options or devices).
+/// Throws what find_batch_size and the Trainer throw (MisconfigurationError for bad options or devices),
+/// and, with volt::DDP, std::invalid_argument with Lightning's message ("Tuning the batch size is currently
+/// not supported with distributed strategies."), before any process is started: each rank would search on
+/// its own and they would disagree.
 template <class Accelerator, class Strategy, class Precision, class MakeModel, class MakeTrainData>
 BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel&& make_model,
                                        MakeTrainData&& make_train_data, const BatchSizeFinderOptions& options = {}) {
+  if constexpr (std::is_same_v<Strategy, DDP>) {
+    throw std::invalid_argument(
+        "Tuning the batch size is currently not supported with distributed strategies. (volt: use "
+        "volt::SingleDevice for the search, then train with volt::DDP and the size found.)");
+  }
   trainer_options.max_steps = options.steps_per_trial;
   trainer_options.max_epochs = -1;
   trainer_options.min_epochs.reset();
@@ -11861,25 +12565,33 @@ BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel
 // ---- end volt/tuner/batch_size_finder.hpp
 // ---- end volt/tuner.hpp
 // ---- begin volt/cli.hpp
-// volt/cli: Lightning-style command-line flags mapped onto the compile-time policies.
-//
-//   return volt::cli::run(argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
-//     volt::Trainer<A, S, P> trainer(args.trainer_options());
-//     ...
-//   });
+/// \file
+/// volt/cli: Lightning-style command-line flags mapped onto the compile-time policies.
+///
+/// ```
+///   return volt::cli::run(argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
+///     volt::Trainer<A, S, P> trainer(args.trainer_options());
+///     ...
+///   });
+/// ```
 
 // ---- begin volt/cli/args.hpp
-// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line
-// (--accelerator, --devices, --strategy, --precision, --max-epochs, ...), plus flags a program adds itself.
-//
-//   volt::cli::Parser parser("fashion_mnist", "Trains an MLP on Fashion-MNIST.");
-//   parser.defaults().max_epochs = 5;
-//   parser.add_option("--data-dir", "DIR", "folder with the IDX files");
-//   parser.add_switch("--no-progress-bar", "print no progress bar");
-//   return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) { ... });
-//
-// Parsing only checks the text (names, numbers, the device spec's grammar); volt::cli::run (dispatch.hpp)
-// then checks it against the machine and picks the policy types.
+/// \file
+/// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line, plus a program's own.
+///
+/// The standard flags are `--accelerator`, `--devices`, `--strategy`, `--precision`, `--max-epochs`, ...;
+/// a program adds its own with add_option and add_switch.
+///
+/// ```
+/// volt::cli::Parser parser("fashion_mnist", "Trains an MLP on Fashion-MNIST.");
+/// parser.defaults().max_epochs = 5;
+/// parser.add_option("--data-dir", "DIR", "folder with the IDX files");
+/// parser.add_switch("--no-progress-bar", "print no progress bar");
+/// return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) { ... });
+/// ```
+///
+/// Parsing only checks the text (names, numbers, the device spec's grammar); volt::cli::run (dispatch.hpp)
+/// then checks it against the machine and picks the policy types.
 
 
 #include <charconv>
@@ -11908,9 +12620,11 @@ class UsageError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// The accepted values of the standard flags, in the order the help lists them.
+/// The accepted values of `--accelerator`, in the order the help lists them ("gpu": MPS, else CUDA).
 inline constexpr std::string_view accelerator_choices[] = {"auto", "cpu", "cuda", "mps", "gpu"};
+/// The accepted values of `--strategy` (matched after lower-casing), in the order the help lists them.
 inline constexpr std::string_view strategy_choices[] = {"auto", "single_device", "ddp"};
+/// The canonical values of `--precision`, in the order the help lists them (precision_aliases are accepted too).
 inline constexpr std::string_view precision_choices[] = {"32-true", "64-true", "16-true", "bf16-true", "16-mixed",
                                                          "bf16-mixed"};
 /// Lightning's historical spellings (spec 5.1) and what they mean.
@@ -11945,15 +12659,19 @@ inline std::string quoted(std::string_view text) {
   return out;
 }
 
-/// `text` as a whole integer of type T, else UsageError "<flag> expects <what>, got 'text'".
+/// `text` as a whole integer of type T (one optional sign, as Python's int()), else UsageError "argument <flag>:
+/// expected <what>, got 'text'".
 template <class T>
 T parse_number(std::string_view flag, std::string_view text, std::string_view what) {
   T value{};
   const char* first = text.data();
   const char* last = first + text.size();
+  // Python's int() takes one sign, '+' or '-'; std::from_chars takes '-' only, so '+' is skipped here, and
+  // a '-' right after it ("+-3") must not then be read as a second sign.
+  const bool signed_twice = text.size() > 1 && text[0] == '+' && text[1] == '-';
   if (!text.empty() && text.front() == '+') ++first;
   const auto [end, error] = std::from_chars(first, last, value);
-  if (text.empty() || error != std::errc{} || end != last) {
+  if (text.empty() || signed_twice || error != std::errc{} || end != last) {
     throw UsageError("argument " + std::string(flag) + ": expected " + std::string(what) + ", got " + quoted(text));
   }
   return value;
@@ -11995,21 +12713,30 @@ inline std::string normalize_precision(std::string_view value) {
 /// under "resolved" are filled by volt::cli::run before it calls the program. A program's own flags are
 /// read with get(), get_int(), get_double() and is_set().
 struct Args {
+  /// `--accelerator` as given: one of accelerator_choices.
   std::string accelerator = "auto";
   /// The device spec as typed ("auto", "1", "-1", "0,2", ...).
   std::string devices = "auto";
+  /// `--strategy`, lower-cased: one of strategy_choices.
   std::string strategy = "auto";
-  /// Lightning's canonical name ("32-true", "bf16-mixed", ...).
+  /// Lightning's canonical name ("32-true", "bf16-mixed", ...). volt::cli::run replaces "16-mixed" by
+  /// "bf16-mixed" on the CPU (with Lightning's warning) before it calls the program.
   std::string precision = "32-true";
+  /// `--max-epochs`; nullopt: TrainerOptions' default (1000 when max_steps is -1).
   std::optional<std::int64_t> max_epochs{};
+  /// `--max-steps`; -1: no limit.
   std::int64_t max_steps = -1;
   /// The program's batch size (set its default with parser.defaults().batch_size).
   std::int64_t batch_size = 32;
+  /// `--accumulate-grad-batches` (checked by the Trainer, not by the parser).
   std::int64_t accumulate_grad_batches = 1;
+  /// `--default-root-dir`: where logs and checkpoints go; empty: the current folder.
   std::string default_root_dir{};
   /// A checkpoint to resume from (pass it to trainer.fit); empty: none.
   std::string ckpt_path{};
+  /// `--seed`; nullopt: not seeded.
   std::optional<std::uint64_t> seed{};
+  /// Whether `--help` or `-h` was given (parsing stopped there; run() prints the help and returns 0).
   bool help = false;
 
   // ---- resolved by volt::cli::run ----
@@ -12070,7 +12797,9 @@ class Parser {
 
   /// The values the standard flags take when not given; change them before parse()/run().
   Args& defaults() { return defaults_; }
+  /// The values the standard flags take when not given.
   const Args& defaults() const { return defaults_; }
+  /// The program's name, as given to the constructor.
   const std::string& program() const { return program_; }
 
   /// Adds an option taking a value (`--name VALUE` or `--name=VALUE`). Throws std::invalid_argument for a
@@ -12255,21 +12984,24 @@ class Parser {
 }  // namespace volt::cli
 // ---- end volt/cli/args.hpp
 // ---- begin volt/cli/dispatch.hpp
-// volt::cli::run: from the command line's strings to the compile-time policy types, in one dispatch.
-//
-//   int main(int argc, char** argv) {
-//     return volt::cli::run(argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
-//       volt::Trainer<A, S, P> trainer(args.trainer_options());
-//       ...
-//     });
-//   }
-//
-// run() parses the flags, checks them against this machine (Lightning's order: accelerator, availability,
-// MPS with DDP, devices, strategy, precision), and calls the program once with the concrete accelerator
-// (volt::CPU, volt::CUDA or volt::MPS: "auto" and "gpu" are resolved first), strategy and precision. Only
-// valid combinations are instantiated: none that precision_supported or strategy_supported refuses, and
-// no strategy for which strategy_implemented_v is false. Every bad input ends with exit status 2 and one
-// message naming what was given and the valid choices.
+/// \file
+/// volt::cli::run: from the command line's strings to the compile-time policy types, in one dispatch.
+///
+/// ```
+/// int main(int argc, char** argv) {
+///   return volt::cli::run(argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
+///     volt::Trainer<A, S, P> trainer(args.trainer_options());
+///     ...
+///   });
+/// }
+/// ```
+///
+/// run() parses the flags, checks them against this machine (Lightning's order: accelerator, availability,
+/// MPS with DDP, devices, strategy, precision), and calls the program once with the concrete accelerator
+/// (volt::CPU, volt::CUDA or volt::MPS: "auto" and "gpu" are resolved first), strategy and precision. Only
+/// valid combinations are instantiated: none that precision_supported or strategy_supported refuses, and
+/// no strategy for which strategy_implemented_v is false. Every bad input ends with exit status 2 and one
+/// message naming what was given and the valid choices.
 
 
 #include <cstdlib>
@@ -12287,25 +13019,34 @@ namespace volt::cli {
 template <class... Types>
 struct type_list {};
 
-/// Which policy types a program is compiled for. The default is every policy volt has; a program that
-/// only ever runs some of them lists those to compile fewer Trainers, e.g.
+/// The accelerators a program is compiled for by default: CPU and CUDA everywhere, MPS on Apple platforms only
+/// (elsewhere MPS is never available, and `--accelerator mps` stops with the reason before any Trainer would be
+/// chosen, so its instantiations would be dead code). `Choices<type_list<CPU, CUDA, MPS>>` compiles MPS anyway.
+#if defined(__APPLE__)
+using default_accelerators = type_list<CPU, CUDA, MPS>;
+#else
+using default_accelerators = type_list<CPU, CUDA>;
+#endif
+
+/// Which policy types a program is compiled for. The default is every policy volt has that can run on this
+/// platform; a program that only ever runs some of them lists those to compile fewer Trainers, e.g.
 /// `volt::cli::run<volt::cli::Choices<volt::cli::type_list<volt::CPU, volt::CUDA>>>(argc, argv, program)`.
 /// A value the program was not compiled for is refused with exit status 2.
-template <class Accelerators = type_list<CPU, CUDA, MPS>, class Strategies = type_list<SingleDevice, DDP>,
+template <class Accelerators = default_accelerators, class Strategies = type_list<SingleDevice, DDP>,
           class Precisions = type_list<FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast>>
 struct Choices {
-  using accelerators = Accelerators;
-  using strategies = Strategies;
-  using precisions = Precisions;
+  using accelerators = Accelerators;  ///< The accelerator policies, a type_list.
+  using strategies = Strategies;      ///< The strategy policies, a type_list.
+  using precisions = Precisions;      ///< The precision policies, a type_list.
 };
 
-/// Every accelerator, strategy and precision.
+/// Every strategy and precision, and every accelerator of this platform (default_accelerators).
 using AllChoices = Choices<>;
 
 /// Where run() writes the help (out) and the error message (err); std::cout and std::cerr by default.
 struct Streams {
-  std::ostream* out = &std::cout;
-  std::ostream* err = &std::cerr;
+  std::ostream* out = &std::cout;  ///< Receives the help text; must stay valid during run().
+  std::ostream* err = &std::cerr;  ///< Receives `"<program>: error: <message>"`; must stay valid during run().
 };
 
 /// Why volt::MPS::is_available() is false here, with what to do, checking volt's rule in order: DISABLE_MPS
@@ -12581,17 +13322,24 @@ int run(int argc, const char* const* argv, Program&& program, Streams streams = 
 
 }  // namespace volt::cli
 // ---- end volt/cli/dispatch.hpp
+
+/// \namespace volt::cli
+/// Lightning's Trainer flags on the command line (Args, Parser) and the dispatch from their strings to the
+/// compile-time policy types (run).
 // ---- end volt/cli.hpp
 // ---- begin volt/testing.hpp
-// volt/testing: helpers for testing code that uses volt.
+/// \file
+/// volt/testing: helpers for testing code that uses volt.
 
 // ---- begin volt/testing/scoped_machine.hpp
-// volt::testing::ScopedMachine: fake the machine the accelerators see, for tests.
+/// \file
+/// volt::testing::ScopedMachine: fake the machine the accelerators see, for tests.
 
 
 #include <mutex>
 #include <utility>
 
+/// Helpers for testing code that uses volt.
 namespace volt::testing {
 
 /// While alive, every accelerator probe (CUDA device count, LibTorch's MPS availability, the processor
@@ -12600,12 +13348,16 @@ namespace volt::testing {
 /// what was there before (the real machine, or an enclosing ScopedMachine), so instances nest.
 /// Nothing else is faked: creating a tensor on a faked device fails as it would without the fake.
 ///
+/// ```
 ///   volt::testing::ScopedMachine machine{{.cuda_device_count = 4, .torch_mps_available = true,
 ///                                         .processor = "arm64"}};
+/// ```
 class ScopedMachine {
  public:
+  /// What the faked machine reports.
   using Options = machine::FakeMachine;
 
+  /// Starts faking `options` for every thread of the process (the probes are process-wide, behind a mutex).
   explicit ScopedMachine(Options options) : options_(std::move(options)) {
     auto& state = machine::detail::probe_state();
     std::lock_guard lock(state.mutex);
@@ -12621,6 +13373,7 @@ class ScopedMachine {
   ScopedMachine(const ScopedMachine&) = delete;
   ScopedMachine& operator=(const ScopedMachine&) = delete;
 
+  /// The machine this instance fakes.
   const Options& options() const { return options_; }
 
  private:
@@ -12631,4 +13384,25 @@ class ScopedMachine {
 }  // namespace volt::testing
 // ---- end volt/testing/scoped_machine.hpp
 // ---- end volt/testing.hpp
+
+/// \namespace volt
+/// Everything volt offers: the Trainer and Fabric, their accelerator, strategy and precision policies,
+/// callbacks, loggers and the helpers they share. Implementation details live in volt::detail and are not
+/// part of the API.
+
+/// \mainpage volt API reference
+///
+/// volt brings PyTorch Lightning's Trainer and Fabric to LibTorch as a header-only C++20 library, with the
+/// accelerator, the strategy and the precision chosen as template parameters:
+///
+/// ```
+///   #include <volt/volt.hpp>
+///   volt::Trainer<volt::CUDA, volt::DDP, volt::BF16Autocast> trainer({.devices = 2, .max_epochs = 10});
+/// ```
+///
+/// Where to start: volt::Trainer (volt/trainer/trainer.hpp) and volt::Fabric (volt/fabric/fabric.hpp); the
+/// policies volt::CPU, volt::CUDA, volt::MPS, volt::Auto, volt::SingleDevice, volt::DDP, volt::FP32,
+/// volt::FP16Autocast, volt::BF16Autocast; the callbacks (volt/callbacks/callback.hpp) and loggers
+/// (volt::Logger). The file list shows what each header holds. The README.md of the repository is the user
+/// guide: building, examples, and how volt's behaviour compares with Lightning's.
 // ---- end volt/volt.hpp
