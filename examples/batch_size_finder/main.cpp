@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   volt::cli::Parser parser("batch_size_finder", "Finds the largest batch size that fits, then trains with it.");
   parser.defaults().max_steps = 20;
   // One device: the search runs in one process (Lightning refuses to tune the batch size under DDP).
-  parser.defaults().devices = 1;
+  parser.defaults().devices = "1";
   parser.add_option("--hidden", "N", "width of the two hidden layers", "1024")
       .add_option("--max-batch-size", "N", "largest size tried on the CPU (0: no bound)", "4096")
       .add_option("--simulated-memory-mb", "MB", "pretend the device has this much memory for activations (0: off)",
