@@ -345,4 +345,20 @@ inline void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Multi-tensor copies.
+
+/// `destinations[i].copy_(sources[i])` for every i (same dtypes and sizes): one multi-tensor kernel per
+/// device where LibTorch has `at::_foreach_copy_` (2.4 on), else one copy per tensor.
+inline void foreach_copy_(at::TensorList destinations, at::TensorList sources) {
+  TORCH_CHECK(destinations.size() == sources.size(), "volt: foreach_copy_ got ", destinations.size(),
+              " destinations and ", sources.size(), " sources");
+  if (destinations.empty()) return;
+#if VOLT_TORCH_VERSION >= 20400
+  at::_foreach_copy_(destinations, sources);
+#else
+  for (std::size_t i = 0; i < destinations.size(); ++i) destinations[i].copy_(sources[i]);
+#endif
+}
+
 }  // namespace volt::compat
