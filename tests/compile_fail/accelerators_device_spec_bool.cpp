@@ -2,7 +2,9 @@
 // expect: use of deleted function .+volt::DeviceSpec::DeviceSpec\(T\) \[with T = bool\]
 #include <volt/accelerators/device_spec.hpp>
 
-int main() {
+namespace accelerators_device_spec_bool {
+
+int use() {
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   volt::DeviceSpec spec{true};
 #else
@@ -10,3 +12,5 @@ int main() {
 #endif
   return spec.count();
 }
+
+}  // namespace accelerators_device_spec_bool

@@ -2,7 +2,9 @@
 // expect: use of deleted function .+volt::DeviceSpec::DeviceSpec\(T\) \[with T = double\]
 #include <volt/accelerators/device_spec.hpp>
 
-int main() {
+namespace accelerators_device_spec_double {
+
+int use() {
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   volt::DeviceSpec spec{1.5};
 #else
@@ -10,3 +12,5 @@ int main() {
 #endif
   return spec.count();
 }
+
+}  // namespace accelerators_device_spec_double

@@ -2,7 +2,9 @@
 // expect: invalid_literal_for_int_with_base_10
 #include <volt/accelerators/device_spec.hpp>
 
-int main() {
+namespace accelerators_device_spec_malformed_constant {
+
+int use() {
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   constexpr volt::DeviceSpec spec{"1.5"};
 #else
@@ -10,3 +12,5 @@ int main() {
 #endif
   return spec.ids().size();
 }
+
+}  // namespace accelerators_device_spec_malformed_constant

@@ -2,7 +2,9 @@
 // expect: use of deleted function .+volt::DeviceSpec::DeviceSpec\(std::nullptr_t\)
 #include <volt/accelerators/device_spec.hpp>
 
-int main() {
+namespace accelerators_device_spec_nullptr {
+
+int use() {
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   volt::DeviceSpec spec{nullptr};
 #else
@@ -10,3 +12,5 @@ int main() {
 #endif
   return spec.count();
 }
+
+}  // namespace accelerators_device_spec_nullptr

@@ -5,10 +5,14 @@
 #include <volt/strategies/ddp.hpp>
 #include <volt/strategies/single_device.hpp>
 
-int main() {
+namespace accelerators_mps_ddp {
+
+void use() {
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   volt::check_strategy_supported<volt::MPS, volt::DDP>();
 #else
   volt::check_strategy_supported<volt::MPS, volt::SingleDevice>();
 #endif
 }
+
+}  // namespace accelerators_mps_ddp

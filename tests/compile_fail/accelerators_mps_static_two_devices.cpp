@@ -3,7 +3,9 @@
 #include <volt/accelerators/mps.hpp>
 #include <volt/accelerators/static_devices.hpp>
 
-int main() {
+namespace accelerators_mps_static_two_devices {
+
+int use() {
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   constexpr volt::DeviceSpec spec = volt::static_devices<volt::MPS, "0,1">;
 #else
@@ -11,3 +13,5 @@ int main() {
 #endif
   return spec.ids().size();
 }
+
+}  // namespace accelerators_mps_static_two_devices

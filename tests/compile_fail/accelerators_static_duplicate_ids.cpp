@@ -3,7 +3,9 @@
 #include <volt/accelerators/cuda.hpp>
 #include <volt/accelerators/static_devices.hpp>
 
-int main() {
+namespace accelerators_static_duplicate_ids {
+
+int use() {
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   constexpr volt::DeviceSpec spec = volt::static_devices<volt::CUDA, volt::devices({1, 1})>;
 #else
@@ -11,3 +13,5 @@ int main() {
 #endif
   return spec.ids().size();
 }
+
+}  // namespace accelerators_static_duplicate_ids

@@ -4,6 +4,8 @@
 #include <memory>
 #include <utility>
 
+namespace fabric_setup_optimizer_not_shared {
+
 void setup_with(volt::Fabric<volt::CPU>& fabric, std::shared_ptr<torch::nn::Linear> model) {
   auto optimizer = std::make_shared<torch::optim::SGD>((*model)->parameters(), torch::optim::SGDOptions(0.1));
 #ifdef VOLT_COMPILE_FAIL_CONTROL
@@ -13,3 +15,5 @@ void setup_with(volt::Fabric<volt::CPU>& fabric, std::shared_ptr<torch::nn::Line
 #endif
   (void)result;
 }
+
+}  // namespace fabric_setup_optimizer_not_shared

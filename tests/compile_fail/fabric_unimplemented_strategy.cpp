@@ -3,6 +3,8 @@
 
 #include <string_view>
 
+namespace fabric_unimplemented_strategy {
+
 // A strategy type volt knows nothing about: declared, so the compile-time checks accept it, but not implemented.
 struct ModelParallel {
   static constexpr std::string_view name = "model_parallel";
@@ -18,3 +20,5 @@ using Strategy = ModelParallel;
 volt::Fabric<volt::CPU, Strategy>* make(volt::FabricOptions options) {
   return new volt::Fabric<volt::CPU, Strategy>(options);
 }
+
+}  // namespace fabric_unimplemented_strategy

@@ -6,10 +6,14 @@ namespace volt {
 struct CPU;
 }
 
-int main() {
+namespace precision_cpu_fp16_autocast {
+
+void use() {
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   volt::check_precision_supported<volt::CPU, volt::FP16Autocast>();
 #else
   volt::check_precision_supported<volt::CPU, volt::BF16Autocast>();
 #endif
 }
+
+}  // namespace precision_cpu_fp16_autocast

@@ -6,10 +6,14 @@ namespace volt {
 struct MPS;
 }
 
-int main() {
+namespace precision_mps_fp64 {
+
+void use() {
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   volt::check_precision_supported<volt::MPS, volt::FP64>();
 #else
   volt::check_precision_supported<volt::MPS, volt::FP32>();
 #endif
 }
+
+}  // namespace precision_mps_fp64

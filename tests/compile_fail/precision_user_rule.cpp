@@ -2,15 +2,21 @@
 // expect: volt: this precision policy is not supported on this accelerator
 #include <volt/precision/compatibility.hpp>
 
+namespace precision_user_rule {
 struct MyAccelerator {};
+}  // namespace precision_user_rule
 
 template <>
-struct volt::precision_supported<MyAccelerator, volt::FP16True> : std::false_type {};
+struct volt::precision_supported<precision_user_rule::MyAccelerator, volt::FP16True> : std::false_type {};
 
-int main() {
+namespace precision_user_rule {
+
+void use() {
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   volt::check_precision_supported<MyAccelerator, volt::FP16True>();
 #else
   volt::check_precision_supported<MyAccelerator, volt::BF16True>();
 #endif
 }
+
+}  // namespace precision_user_rule

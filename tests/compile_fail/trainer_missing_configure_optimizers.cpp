@@ -1,6 +1,8 @@
 // expect: volt: the model has no `configure_optimizers\(\)`
 #include <volt/volt.hpp>
 
+namespace trainer_missing_configure_optimizers {
+
 struct NoOptimizer : torch::nn::Module {
   torch::Tensor training_step(const torch::data::Example<>& batch, int64_t) { return batch.data.sum(); }
 #ifdef VOLT_COMPILE_FAIL_CONTROL
@@ -14,3 +16,5 @@ void run(volt::Trainer<volt::CPU>& trainer, std::vector<torch::data::Example<>>&
   auto model = std::make_shared<NoOptimizer>();
   trainer.fit(model, data);
 }
+
+}  // namespace trainer_missing_configure_optimizers

@@ -1,6 +1,8 @@
 // expect: volt: the model has no `training_step` callable with this data's batch type
 #include <volt/volt.hpp>
 
+namespace trainer_missing_training_step {
+
 struct NoStep : torch::nn::Module {
 #ifdef VOLT_COMPILE_FAIL_CONTROL
   torch::Tensor training_step(const torch::data::Example<>& batch, int64_t) { return batch.data.sum(); }
@@ -14,3 +16,5 @@ void run(volt::Trainer<volt::CPU>& trainer, std::vector<torch::data::Example<>>&
   auto model = std::make_shared<NoStep>();
   trainer.fit(model, data);
 }
+
+}  // namespace trainer_missing_training_step

@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
-int main() {
+namespace transfer_apply_result_type {
+
+void use() {
   const std::vector<torch::Tensor> batch{torch::ones({1})};
 #ifndef VOLT_COMPILE_FAIL_CONTROL
   (void)volt::apply_to_collection(batch, [](const torch::Tensor& tensor) { return tensor.sizes().vec(); });
@@ -13,3 +15,5 @@ int main() {
   (void)volt::apply_to_collection(batch, [](const torch::Tensor& tensor) { return tensor.flatten(); });
 #endif
 }
+
+}  // namespace transfer_apply_result_type

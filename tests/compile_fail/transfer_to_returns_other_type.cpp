@@ -2,6 +2,8 @@
 // expect: returns a type that does not convert to the value's own type
 #include <volt/transfer.hpp>
 
+namespace transfer_to_returns_other_type {
+
 struct Wrapped {
   torch::Tensor payload;
 #ifndef VOLT_COMPILE_FAIL_CONTROL
@@ -11,7 +13,9 @@ struct Wrapped {
 #endif
 };
 
-int main() {
+void use() {
   const std::vector<Wrapped> batch{{torch::ones({1})}};
   (void)volt::batch_to_device(batch, torch::Device(torch::kCPU));
 }
+
+}  // namespace transfer_to_returns_other_type

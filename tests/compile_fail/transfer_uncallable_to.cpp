@@ -2,6 +2,8 @@
 // expect: member function `to` that cannot be called with a torch::Device
 #include <volt/transfer.hpp>
 
+namespace transfer_uncallable_to {
+
 struct WrongTo {
   torch::Tensor payload;
   WrongTo to(int device_index) const { return {payload.to(torch::Device(torch::kCUDA, device_index))}; }
@@ -10,7 +12,9 @@ struct WrongTo {
 #endif
 };
 
-int main() {
+void use() {
   const WrongTo batch{torch::ones({1})};
   (void)volt::batch_to_device(batch, torch::Device(torch::kCPU));
 }
+
+}  // namespace transfer_uncallable_to
