@@ -5,7 +5,8 @@
 # step and (with 2 GPUs) DDP scaling against PyTorch's DistributedDataParallel. Prepare .gpu/ first with
 # tools/gpu-prepare.sh.
 #   tools/gpu-check.sh [RESULTS_DIR]     (default: build/gpu-results)
-# SKIP="tests examples bench ddp" leaves out any of those parts (a later call reuses build/gpu).
+# SKIP="tests examples bench ddp" leaves out any of those parts (a later call reuses build/gpu); TESTS="volt_test_a
+# volt_test_b" runs only those test binaries (and not the other ctest tests).
 # Writes summary.md and one log per part to RESULTS_DIR. BENCH_STEPS, BENCH_WIDE_STEPS, BENCH_REPEATS and
 # DDP_REPEATS size the benchmarks.
 set -uo pipefail
@@ -50,12 +51,14 @@ if [[ "$skip" != *" tests "* ]]; then
 : > "$results/tests.log"
 for binary in build/gpu/tests/volt_test_*; do
   name=$(basename "$binary")
+  if [ -n "${TESTS:-}" ] && [[ " $TESTS " != *" $name "* ]]; then continue; fi
   echo "==== $name" >> "$results/tests.log"
   "$binary" >> "$results/tests.log" 2>&1
   note "- $name: exit $? | $(grep -E '^\[doctest\] test cases' "$results/tests.log" | tail -1 | tr -s ' ')"
 done
 # Every other ctest test (compile-fail, header check, single-header sync, example smoke run), except the
 # four ways of consuming volt (they rebuild volt from scratch) and the full example run (done below).
+if [ -z "${TESTS:-}" ]; then
 (cd build/gpu && ctest -j "$jobs" -LE "consumption|example_full|ddp|oracle|fuzz" -E '^volt\.[a-z]+$' --output-on-failure \
    > "$results/ctest.log" 2>&1)
 note "- other ctest tests: $(grep -E 'tests passed|tests failed' "$results/ctest.log" | tail -1)"
@@ -67,6 +70,7 @@ grep -E "max \|difference\||Failed|Not Run|Skipped" "$results/ddp.log" | head -2
 # doctor's view of this machine
 build/gpu/examples/doctor > "$results/doctor.log" 2>&1
 note "- doctor: exit $?"
+fi
 fi
 
 # Fashion-MNIST on the GPU, each precision.

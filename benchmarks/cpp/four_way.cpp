@@ -1,5 +1,6 @@
 // The C++ rows of the four-way benchmark (benchmarks/four_way.sh; benchmarks/python/four_way.py drives this
-// program and writes the table): volt's Trainer, a hand-written LibTorch loop and, on CUDA, the hand loop's whole
+// program and writes the table): volt's Trainer (eager, and on CUDA with TrainerOptions::cuda_graphs), a hand-written
+// LibTorch loop and, on CUDA, the hand loop's whole
 // step captured once in a CUDA graph and replayed ("graph limit"), on the seed MLP, the seeds' SimpleCNN and
 // ResNet-18 with a CIFAR stem, on synthetic batches that the Python rows generate identically.
 //
@@ -8,7 +9,7 @@
 // It prints "@@ hello key=value ..." and then answers one request per line on stdin:
 //
 //   run <loop> <model> <precision> <batch> <warmup> <steps>
-//       loop volt | libtorch | graph, model mlp | simplecnn | resnet18, precision fp32 | bf16
+//       loop volt | volt-graph | libtorch | graph, model mlp | simplecnn | resnet18, precision fp32 | bf16
 //       -> "@@ ok <steps/s> <peak device bytes added by the row, -1 on CPU> <data checksum>"
 //       -> "@@ error <message>" when the row throws (the program keeps serving)
 //   quit
@@ -187,30 +188,40 @@ Batches one_epoch(const Batches& distinct, std::int64_t total) {
 }
 
 template <class Accelerator, class Precision>
-Result volt_row(const Request& request, const Batches& distinct, const torch::Device& device,
-                const std::string& root) {
+Result volt_row(const Request& request, const Batches& distinct, const torch::Device& device, const std::string& root,
+                bool graphs) {
   const PeakMemory memory(device);
   torch::manual_seed(0);
   auto model = std::make_shared<Task>(request.model);
   StepTimer timer{device, request.warmup, request.steps};
   const std::int64_t total = request.warmup + request.steps;
   volt::Trainer<Accelerator, volt::SingleDevice, Precision> trainer(
-      {.max_steps = total, .default_root_dir = root, .enable_progress_bar = false, .enable_checkpointing = false},
+      {.max_steps = total,
+       .default_root_dir = root,
+       .enable_progress_bar = false,
+       .enable_checkpointing = false,
+       .cuda_graphs = graphs},
       timer);
   trainer.fit(model, one_epoch(distinct, total + 1));
   if (timer.marks->size() != 2) throw std::runtime_error("volt's Trainer stopped before the last timed step");
+  // The graph row must have replayed every timed step (a declined or failed capture trains eagerly).
+  if (graphs && trainer.cuda_graph_replays() < request.steps) {
+    throw std::runtime_error("volt's Trainer replayed its CUDA graph " + std::to_string(trainer.cuda_graph_replays()) +
+                             " times in " + std::to_string(total) + " steps");
+  }
   return {static_cast<double>(request.steps) / ((*timer.marks)[1] - (*timer.marks)[0]), memory.added()};
 }
 
-Result volt_row(const Request& request, const Batches& distinct, const torch::Device& device,
-                const std::string& root) {
+Result volt_row(const Request& request, const Batches& distinct, const torch::Device& device, const std::string& root,
+                bool graphs = false) {
   if (device.is_cuda()) {
-    return request.bf16() ? volt_row<volt::CUDA, volt::BF16Autocast>(request, distinct, device, root)
-                          : volt_row<volt::CUDA, volt::FP32>(request, distinct, device, root);
+    return request.bf16() ? volt_row<volt::CUDA, volt::BF16Autocast>(request, distinct, device, root, graphs)
+                          : volt_row<volt::CUDA, volt::FP32>(request, distinct, device, root, graphs);
   }
+  if (graphs) throw std::invalid_argument("the volt-graph row runs on CUDA only");
   // The CPU table has FP32 rows only (one Trainer type fewer to compile).
   if (request.bf16()) throw std::invalid_argument("the CPU rows are FP32 only");
-  return volt_row<volt::CPU, volt::FP32>(request, distinct, device, root);
+  return volt_row<volt::CPU, volt::FP32>(request, distinct, device, root, false);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -458,6 +469,8 @@ int main(int argc, char** argv) {
       Result result;
       if (request.loop == "volt") {
         result = volt_row(request, data.batches, device, options.root);
+      } else if (request.loop == "volt-graph") {
+        result = volt_row(request, data.batches, device, options.root, /*graphs=*/true);
       } else if (request.loop == "libtorch") {
         result = libtorch_row(request, data.batches, device);
       } else if (request.loop == "graph") {
@@ -468,7 +481,7 @@ int main(int argc, char** argv) {
                                  (volt::compat::built_with_cuda ? " is older than 2.1" : " has no CUDA"));
 #endif
       } else {
-        throw std::invalid_argument("unknown loop " + request.loop + " (volt, libtorch, graph)");
+        throw std::invalid_argument("unknown loop " + request.loop + " (volt, volt-graph, libtorch, graph)");
       }
       std::printf("@@ ok %.4f %lld %s\n", result.steps_per_second, static_cast<long long>(result.peak_bytes),
                   data.checksum.c_str());

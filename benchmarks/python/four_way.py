@@ -62,6 +62,7 @@ MODELS = {
 # Loop name -> (worker, label).
 LOOPS = {
     "volt": ("cpp", "volt `Trainer<{accelerator}, SingleDevice, {precision}>` (C++)"),
+    "volt-graph": ("cpp", "volt `Trainer<CUDA, SingleDevice, {precision}>` with `.cuda_graphs = true` (C++)"),
     "libtorch": ("cpp", "hand-written LibTorch loop (C++)"),
     "pytorch": ("python", "plain PyTorch loop (Python)"),
     "lightning": ("python", "Lightning `Trainer` (Python)"),
@@ -540,7 +541,7 @@ def driver_main(arguments) -> int:
     load_before = os.getloadavg()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     models = env_list("MODELS", list(MODELS), MODELS)
-    all_loops = ["volt", "libtorch", "pytorch", "lightning"] + (["graph", "compile"] if cuda else [])
+    all_loops = ["volt", "libtorch", "pytorch", "lightning"] + (["volt-graph", "graph", "compile"] if cuda else [])
     loops = env_list("LOOPS", all_loops, all_loops)
     precisions = ["fp32", "bf16"] if cuda else ["fp32"]
     rounds = env_int("ROUNDS") or 5
@@ -776,7 +777,7 @@ def write_report(arguments, device, models, precisions, loops, settings, rounds,
 
     def label(loop, precision):
         text = LOOPS[loop][1]
-        if loop == "volt":
+        if loop in ("volt", "volt-graph"):
             text = text.format(accelerator="CUDA" if cuda else "CPU", precision=PRECISION_NAMES[precision][0])
         if loop == "lightning":
             text = f"Lightning `Trainer(precision=\"{PRECISION_NAMES[precision][1]}\")` (Python)"
@@ -797,6 +798,17 @@ def write_report(arguments, device, models, precisions, loops, settings, rounds,
             cells.append(ratio(med.get("volt"), med.get(other)))
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
+    if cuda and "volt-graph" in loops:
+        header = ["model", "precision", "volt cuda_graphs steps/s", "vs graph limit", "vs torch.compile",
+                  "vs Lightning", "vs volt eager"]
+        out += ["## Summary: volt's Trainer with `cuda_graphs` (ratios of median steps/s)", "",
+                "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for (model, precision), med in medians.items():
+            cells = [model, precision, rate_text(med["volt-graph"]) if med.get("volt-graph") else "failed"]
+            for other in ["graph", "compile", "lightning", "volt"]:
+                cells.append(ratio(med.get("volt-graph"), med.get(other)))
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
 
     for (model, precision), block in results.items():
         med = medians[(model, precision)]
@@ -862,6 +874,9 @@ NOTES_CUDA = f"""Notes:
   GPU) captured once with `at::cuda::CUDAGraph` after three eager steps on a side stream, then replayed; each
   replay is preceded by copying the next batch into the graph's static input buffers. It is what the GPU does
   when no launch overhead is left.
+* volt with `cuda_graphs`: the same Trainer with `TrainerOptions::cuda_graphs = true`: three eager steps, then
+  the whole step (forward, backward, Adam on device-side state) captured by volt and replayed for every batch;
+  the row fails unless every timed step was a replay.
 * torch.compile: `torch.compile(model, mode="reduce-overhead")` (CUDA graphs of forward and backward), the
   optimizer step eager; compiled once per model and precision before the rounds (the compile time is in the
   note), then every round continues training that model; `torch.compiler.cudagraph_mark_step_begin()` starts

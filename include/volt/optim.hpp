@@ -8,6 +8,7 @@
 #pragma once
 
 #include <volt/optim/adam.hpp>
+#include <volt/optim/capturable.hpp>
 #include <volt/optim/implementation.hpp>
 #include <volt/optim/sgd.hpp>
 #include <volt/optim/step.hpp>

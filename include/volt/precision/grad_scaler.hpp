@@ -192,6 +192,33 @@ class GradScaler {
     optimizer_states_.clear();
   }
 
+  /// unscale_() and update()'s device work for a step captured in a CUDA graph, without the host-side
+  /// iteration bookkeeping (nothing is read back or remembered, so both can be captured and replayed):
+  /// zeroes `found_inf` (a float32 scalar on the scale's device), divides `optimizer`'s gradients by the
+  /// scale in place and sets `found_inf` to 1 where any is inf/NaN. The optimizer step that follows must
+  /// honour `found_inf` itself (volt::optim::CapturableStep does). No-op when disabled; throws
+  /// std::runtime_error before any scale().
+  void unscale_on_device(torch::optim::Optimizer& optimizer, torch::Tensor& found_inf) {
+    if (!options_.enabled) return;
+    require_scale("unscale_on_device");
+    found_inf.zero_();
+    const auto inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+    unscale_gradients(optimizer, inv_scale, found_inf);
+  }
+
+  /// update()'s scale adaptation from `found_inf` (as unscale_on_device() set it), on the device only.
+  /// No-op when disabled; throws std::runtime_error before any scale().
+  void update_on_device(const torch::Tensor& found_inf) {
+    if (!options_.enabled) return;
+    require_scale("update_on_device");
+    if (use_fused(scale_.device().type())) {
+      at::_amp_update_scale_(scale_, growth_tracker_, found_inf, options_.growth_factor, options_.backoff_factor,
+                             options_.growth_interval);
+    } else {
+      update_scale_with_tensor_ops(found_inf);
+    }
+  }
+
   /// Sets the scale to `new_scale` instead of adapting it, and forgets the iteration's bookkeeping.
   /// No-op when disabled. Throws std::runtime_error before any scale().
   void update(double new_scale) {

@@ -65,10 +65,34 @@ struct MetricEntry {
   bool logged_since_flush = false;
 };
 
+/// A ctx.log(...) call made while a training step was captured in a CUDA graph: the value is a tensor of the
+/// graph, rewritten by every replay, and the call is repeated after each replay.
+struct RecordedLog {
+  std::string name;
+  torch::Tensor value;
+  LogOptions options;
+  MetricPhase phase;
+};
+
 /// Storage for logged metrics; owned by the Trainer, written through StepContext.
 class MetricStore {
  public:
+  /// While `sink` is set, log() appends its calls to `*sink` and records nothing else (a CUDA graph capture
+  /// must not launch the aggregation's kernels); nullptr resumes normal logging.
+  void record_into(std::vector<RecordedLog>* sink) noexcept { recording_ = sink; }
+
+  /// Repeats recorded calls (after a replay of the graph they were captured in).
+  void replay(const std::vector<RecordedLog>& calls) {
+    for (const auto& call : calls) log(call.name, call.value, call.options, call.phase);
+  }
+
   void log(std::string_view name, const torch::Tensor& value, const LogOptions& options, MetricPhase phase) {
+    if (recording_ != nullptr) {
+      TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name,
+                  "` must hold a single element, but it has shape ", value.sizes());
+      recording_->push_back(RecordedLog{std::string(name), value.detach(), options, phase});
+      return;
+    }
     const bool training = phase == MetricPhase::train;
     MetricEntry* entry = find(name, phase);
     if (entry == nullptr) {
@@ -221,6 +245,7 @@ class MetricStore {
 
   std::vector<MetricEntry> entries_;
   std::map<std::string, double, std::less<>> callback_metrics_;
+  std::vector<RecordedLog>* recording_ = nullptr;
 };
 
 }  // namespace detail

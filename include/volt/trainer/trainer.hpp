@@ -24,6 +24,7 @@
 #include <volt/precision.hpp>
 #include <volt/strategies.hpp>
 #include <volt/trainer/checkpoint_io.hpp>
+#include <volt/trainer/cuda_graph.hpp>
 #include <volt/trainer/metrics.hpp>
 #include <volt/trainer/module.hpp>
 #include <volt/trainer/options.hpp>
@@ -324,6 +325,12 @@ class Trainer {
   const std::string& stop_reason() const { return stop_reason_; }
   /// Whether the last fit() returned early because of SIGINT or SIGTERM (TrainerOptions::handle_signals).
   bool interrupted() const { return interrupted_; }
+  /// Training steps of the last (or running) fit() that were replays of the captured CUDA graph
+  /// (TrainerOptions::cuda_graphs); 0 when nothing was captured.
+  std::int64_t cuda_graph_replays() const noexcept { return graph_.replays(); }
+  /// Training steps of the last fit() that ran eagerly after the capture because their batch had other
+  /// shapes than the captured one (a short last batch).
+  std::int64_t cuda_graph_eager_steps() const noexcept { return graph_.eager_fallbacks(); }
 
   // ---- fit ---------------------------------------------------------------------------------------
 
@@ -662,6 +669,19 @@ class Trainer {
         }
       }
 
+      setup_cuda_graphs();
+      // The graph and its memory live for this fit(); the optimizer's state is LibTorch's again afterwards.
+      struct GraphRelease {
+        detail::TrainStepGraph& graph;
+        ~GraphRelease() {
+          try {
+            graph.release();
+          } catch (...) {
+            // a device error here was already reported by the step that caused it
+          }
+        }
+      } graph_release{graph_};
+
       bool finished = false;
       interrupted_ = false;
       detail::ScopedInterruptHandler interrupt_handler(options_.handle_signals);
@@ -974,9 +994,43 @@ class Trainer {
 
   template <class M, class Batch>
   void train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k) {
+    if (graph_.enabled()) {
+      if (graph_.captured()) {
+        const auto leaves = detail::tensor_leaves(batch);
+        if (graph_.matches(leaves)) {
+          replay_train_batch(leaves, batch_idx);
+          return;
+        }
+        // Other shapes (a short last batch): an eager step between replays.
+        graph_.before_eager_step();
+        eager_train_batch(module, batch, batch_idx, is_last, k);
+        graph_.after_eager_step();
+        return;
+      }
+      if (graph_.eager_steps() >= options_.cuda_graph_warmup_steps) {
+        capture_train_batch(module, batch, batch_idx, is_last, k);
+        return;
+      } else if (graph_.eager_steps() + 1 == options_.cuda_graph_warmup_steps) {
+        // The last warm-up step runs on the capture's stream (cuBLAS/cuDNN workspaces are per stream).
+        run_on_capture_stream([&] { eager_train_batch(module, batch, batch_idx, is_last, k); });
+        graph_.count_eager_step();
+        return;
+      }
+      eager_train_batch(module, batch, batch_idx, is_last, k);
+      if (graph_.enabled()) graph_.count_eager_step();
+      return;
+    }
+    eager_train_batch(module, batch, batch_idx, is_last, k);
+  }
+
+  template <class M, class Batch>
+  void eager_train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k,
+                         bool batch_started = false) {
     state_.batch_idx = batch_idx;
-    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
-      callback->run_batch_start(state_, batch_idx);
+    if (!batch_started) {
+      for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
+        callback->run_batch_start(state_, batch_idx);
+      }
     }
     torch::Tensor loss;
     if constexpr (Strategy::is_distributed) strategy_.sync_buffers(module);
@@ -1027,29 +1081,182 @@ class Trainer {
           }
         }
       }
-      ++state_.global_step;
-      step_schedulers(SchedulerInterval::step);
-      if (options_.log_every_n_steps > 0 && state_.global_step % options_.log_every_n_steps == 0) {
-        log_to_loggers(metrics_.take_step_values_for_logger(), state_.global_step - 1);
-      }
+      after_optimizer_step();
     }
+    end_train_batch(loss, batch_idx);
+  }
+
+  /// What follows each optimizer step: the step count, step-interval schedulers, the logger flush.
+  void after_optimizer_step() {
+    ++state_.global_step;
+    step_schedulers(SchedulerInterval::step);
+    if (options_.log_every_n_steps > 0 && state_.global_step % options_.log_every_n_steps == 0) {
+      log_to_loggers(metrics_.take_step_values_for_logger(), state_.global_step - 1);
+    }
+  }
+
+  void end_train_batch(const torch::Tensor& loss, std::int64_t batch_idx) {
     resume_point_ = {state_.current_epoch, batch_idx + 1, false};
     for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_end)) {
       callback->run_batch_end(detail::Hook::on_train_batch_end, state_, loss, batch_idx);
     }
   }
 
+  /// Clips the gradients on the device (no host sync, so also inside a captured step); the coefficient is
+  /// torch::nn::utils::clip_grad_norm_'s.
   void clip_gradients(torch::optim::Optimizer& optimizer) {
     if (!options_.gradient_clip_val || *options_.gradient_clip_val <= 0.0) return;
-    std::vector<torch::Tensor> parameters;
+    std::vector<torch::Tensor> gradients;
     for (const auto& group : optimizer.param_groups()) {
-      for (const auto& parameter : group.params()) parameters.push_back(parameter);
+      for (const auto& parameter : group.params()) gradients.push_back(parameter.grad());
     }
     if (options_.gradient_clip_algorithm == GradClipAlgorithm::norm) {
-      torch::nn::utils::clip_grad_norm_(parameters, *options_.gradient_clip_val);
+      (void)optim::clip_grad_norm_(gradients, *options_.gradient_clip_val);
     } else {
-      torch::nn::utils::clip_grad_value_(parameters, *options_.gradient_clip_val);
+      optim::clip_grad_value_(gradients, *options_.gradient_clip_val);
     }
+  }
+
+  // ---- CUDA graph of the training step (TrainerOptions::cuda_graphs; see trainer/cuda_graph.hpp) ---------
+
+  /// Why this fit()'s training step cannot be captured; empty when it can.
+  std::vector<std::string> cuda_graph_obstacles() {
+    std::vector<std::string> obstacles;
+    const auto device = root_device();
+    if (!device.is_cuda()) {
+      obstacles.push_back(std::string("the device is ") + c10::DeviceTypeName(device.type(), /*lower_case=*/true) +
+                          ", not cuda");
+    }
+    if (!detail::cuda_graphs_compiled) {
+      obstacles.push_back(std::string("this build cannot capture CUDA graphs (it needs VOLT_WITH_CUDA and LibTorch 2.4 "
+                                      "or later; LibTorch is ") +
+                          TORCH_VERSION + ")");
+    }
+    if constexpr (Strategy::is_distributed) {
+      obstacles.push_back("the strategy is " + std::string(Strategy::name) +
+                          " (a captured step cannot contain the gradient all-reduce)");
+    }
+    if (options_.accumulate_grad_batches > 1) {
+      obstacles.push_back("accumulate_grad_batches is " + std::to_string(options_.accumulate_grad_batches) +
+                          " (a captured step is one whole optimizer step)");
+    }
+    if (options_.error_on_nonfinite_loss) {
+      obstacles.push_back("error_on_nonfinite_loss reads the loss on the host at every step");
+    }
+    const std::pair<detail::Hook, const char*> inner_hooks[] = {
+        {detail::Hook::on_before_zero_grad, "on_before_zero_grad"},
+        {detail::Hook::on_before_backward, "on_before_backward"},
+        {detail::Hook::on_after_backward, "on_after_backward"},
+        {detail::Hook::on_before_optimizer_step, "on_before_optimizer_step"}};
+    for (const auto& [hook, hook_name] : inner_hooks) {
+      for (detail::AnyCallback* callback : callbacks_.with(hook)) {
+        obstacles.push_back("the callback " + c10::demangle(std::string(callback->type_name()).c_str()) +
+                            " has " + hook_name + ", which runs inside the step");
+      }
+    }
+    if (auto why = optim::CapturableStep::obstacle(*config_.optimizer, device.type())) obstacles.push_back(*why);
+    return obstacles;
+  }
+
+  void setup_cuda_graphs() {
+    graph_.reset();
+    if (!options_.cuda_graphs) return;
+    const auto obstacles = cuda_graph_obstacles();
+    if (obstacles.empty()) {
+      graph_.enable();
+      log::info_rank_zero("cuda_graphs: the training step is captured in a CUDA graph after " +
+                          std::to_string(options_.cuda_graph_warmup_steps) + " eager step(s) and replayed.");
+      return;
+    }
+    std::string text = "cuda_graphs=true, but the training step cannot be captured: ";
+    for (std::size_t i = 0; i < obstacles.size(); ++i) text += (i == 0 ? "" : "; ") + obstacles[i];
+    log::warn_rank_zero(text + ". Training eagerly.");
+  }
+
+  template <class Step>
+  void run_on_capture_stream([[maybe_unused]] Step&& step) {
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+    graph_.on_side_stream(root_device(), std::forward<Step>(step));
+#else
+    step();
+#endif
+  }
+
+  /// Captures the training step on `batch` and runs it once; when the capture fails, the graph stays off for
+  /// this fit() and the batch runs eagerly.
+  template <class M, class Batch>
+  void capture_train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k) {
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+    torch::optim::Optimizer& optimizer = *config_.optimizer;
+    auto* scaler = [this]() -> GradScaler* {
+      if constexpr (requires { precision_.scaler(); }) {
+        return precision_.scaler();
+      } else {
+        return nullptr;
+      }
+    }();
+    const bool scaling = scaler != nullptr && scaler->is_enabled();
+    try {
+      graph_.prepare(optimizer, scaling, root_device());
+    } catch (const std::exception& error) {
+      graph_.disable();
+      log::warn_rank_zero(std::string("cuda_graphs: cannot capture the training step (") + error.what() +
+                          "). Training eagerly.");
+      eager_train_batch(module, batch, batch_idx, is_last, k);
+      return;
+    }
+    state_.batch_idx = batch_idx;
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
+      callback->run_batch_start(state_, batch_idx);
+    }
+    graph_.set_static_batch(batch);
+    Batch& static_batch = graph_.template static_batch<Batch>();
+    const std::string error = graph_.capture(root_device(), graph_.optimizer_step().parameters(), metrics_, [&] {
+      torch::Tensor loss;
+      {
+        auto context = precision_.forward_context();
+        loss = detail::call_training_step(module, static_batch, batch_idx, context_);
+      }
+      TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor");
+      precision_.pre_backward(loss).backward();
+      if (scaling) scaler->unscale_on_device(optimizer, graph_.found_inf());
+      clip_gradients(optimizer);
+      if (scaling) {
+        graph_.optimizer_step().step(graph_.found_inf());
+        scaler->update_on_device(graph_.found_inf());
+      } else {
+        graph_.optimizer_step().step();
+      }
+      return loss;
+    });
+    if (!error.empty()) {
+      graph_.disable();
+      log::warn_rank_zero("cuda_graphs: capturing the training step failed (" + error +
+                          "). Training eagerly from this batch on.");
+      eager_train_batch(module, batch, batch_idx, is_last, k, /*batch_started=*/true);
+      return;
+    }
+    metrics_.replay(graph_.logs());
+    after_optimizer_step();
+    end_train_batch(graph_.loss(), batch_idx);
+#else
+    eager_train_batch(module, batch, batch_idx, is_last, k);
+#endif
+  }
+
+  void replay_train_batch([[maybe_unused]] const std::vector<torch::Tensor>& leaves,
+                          [[maybe_unused]] std::int64_t batch_idx) {
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+    state_.batch_idx = batch_idx;
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
+      callback->run_batch_start(state_, batch_idx);
+    }
+    graph_.load(leaves);
+    graph_.replay();
+    metrics_.replay(graph_.logs());
+    after_optimizer_step();
+    end_train_batch(graph_.loss(), batch_idx);
+#endif
   }
 
   // ---- evaluation --------------------------------------------------------------------------------
@@ -1194,6 +1401,7 @@ class Trainer {
 
   template <class M>
   void write_checkpoint(M& module, const std::filesystem::path& path, bool weights_only) {
+    graph_.sync_optimizer_state();  // a captured step counts Adam's steps on the device
     if (!state_.is_global_zero) return;
     torch::serialize::OutputArchive archive;
     archive.write("volt/format", c10::IValue(std::int64_t{1}));
@@ -1311,6 +1519,7 @@ class Trainer {
   detail::CallbackList callbacks_{};
   std::vector<std::shared_ptr<Logger>> loggers_{};
   detail::MetricStore metrics_{};
+  detail::TrainStepGraph graph_{};
   TrainerState state_{};
   StepContext context_{state_};
   OptimizerConfig config_{};

@@ -1,0 +1,289 @@
+/// \file
+/// The Trainer's CUDA graph of the training step (TrainerOptions::cuda_graphs): the step's static inputs,
+/// the captured graph and its replays, and the optimizer step on device-only state that the graph contains.
+///
+/// How a step is captured and replayed (docs/cuda-graphs.md tells users): after the warm-up steps (the last
+/// one on the capture's side stream, so cuBLAS and cuDNN set up their workspaces there), the batch is copied
+/// into static tensors, the gradients are dropped, and forward, backward, the grad scaler's unscale and
+/// update, gradient clipping and volt::optim::CapturableStep are captured on the side stream with autocast's
+/// weight cache off. Each later batch with the same tensor shapes, dtypes and devices is copied into the
+/// static tensors (one multi-tensor copy) and the graph replayed; a batch of other shapes runs eagerly
+/// between replays, with the optimizer's state handed to the host and back.
+#pragma once
+
+#include <volt/core/apply.hpp>
+#include <volt/core/compat.hpp>
+#include <volt/optim/capturable.hpp>
+#include <volt/trainer/metrics.hpp>
+
+#include <torch/torch.h>
+
+#if defined(VOLT_WITH_CUDA) && VOLT_TORCH_VERSION >= 20400
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#define VOLT_DETAIL_HAS_CUDA_GRAPHS 1
+#else
+#define VOLT_DETAIL_HAS_CUDA_GRAPHS 0
+#endif
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+/// Whether this build can capture CUDA graphs (VOLT_WITH_CUDA and LibTorch 2.4+).
+inline constexpr bool cuda_graphs_compiled = VOLT_DETAIL_HAS_CUDA_GRAPHS != 0;
+
+/// The tensors of `batch`, in the order apply_to_collection visits them.
+template <class Batch>
+std::vector<torch::Tensor> tensor_leaves(const Batch& batch) {
+  std::vector<torch::Tensor> leaves;
+  (void)apply_to_collection(batch, [&leaves](const torch::Tensor& tensor) {
+    leaves.push_back(tensor);
+    return tensor;
+  });
+  return leaves;
+}
+
+/// Whether `a` and `b` hold tensors of the same sizes, dtypes and devices, in the same order.
+inline bool same_tensor_shapes(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].defined() != b[i].defined()) return false;
+    if (!a[i].defined()) continue;
+    if (a[i].sizes() != b[i].sizes() || a[i].scalar_type() != b[i].scalar_type() || a[i].device() != b[i].device()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The Trainer's graph of its training step: state between fit()'s start and end. Without CUDA graph
+/// support in the build it stays disabled.
+class TrainStepGraph {
+ public:
+  /// Forgets everything (a new fit()): graph, static tensors, optimizer binding.
+  void reset() {
+    release();
+    enabled_ = false;
+    eager_steps_ = 0;
+    replays_ = 0;
+    eager_fallbacks_ = 0;
+  }
+
+  /// Turns capturing on for this fit().
+  void enable() { enabled_ = true; }
+  /// Turns capturing off for the rest of this fit() (a failed capture); the step runs eagerly.
+  void disable() {
+    release();
+    enabled_ = false;
+  }
+
+  bool enabled() const noexcept { return enabled_; }
+  bool captured() const noexcept { return captured_; }
+  /// Eager optimizer steps taken since fit() started, before the capture.
+  std::int64_t eager_steps() const noexcept { return eager_steps_; }
+  void count_eager_step() noexcept { ++eager_steps_; }
+  /// Replays so far (the captured batch's included).
+  std::int64_t replays() const noexcept { return replays_; }
+  /// Batches of other shapes that ran eagerly after the capture.
+  std::int64_t eager_fallbacks() const noexcept { return eager_fallbacks_; }
+
+  /// The static copy of the batch the graph reads (set by set_static_batch).
+  template <class Batch>
+  Batch& static_batch() {
+    return *static_cast<Batch*>(static_batch_.get());
+  }
+
+  /// Clones `batch` into the static tensors the graph will read.
+  template <class Batch>
+  void set_static_batch(const Batch& batch) {
+    auto copy = std::make_shared<Batch>(
+        apply_to_collection(batch, [](const torch::Tensor& tensor) { return tensor.clone(); }));
+    static_leaves_ = tensor_leaves(*copy);
+    static_batch_ = std::move(copy);
+  }
+
+  /// Whether `leaves` (a batch's tensors) fit the static tensors.
+  bool matches(const std::vector<torch::Tensor>& leaves) const { return same_tensor_shapes(leaves, static_leaves_); }
+
+  /// Copies `leaves` into the static tensors (one multi-tensor copy on the current stream).
+  void load(const std::vector<torch::Tensor>& leaves) {
+    std::vector<torch::Tensor> sources, destinations;
+    for (std::size_t i = 0; i < leaves.size(); ++i) {
+      if (!leaves[i].defined()) continue;
+      sources.push_back(leaves[i]);
+      destinations.push_back(static_leaves_[i]);
+    }
+    torch::NoGradGuard no_grad;
+    compat::foreach_copy_(destinations, sources);
+  }
+
+  /// Binds the optimizer (it has stepped during the warm-up) and, with a grad scaler, makes the found-inf flag.
+  void prepare(torch::optim::Optimizer& optimizer, bool with_scaler, torch::Device device) {
+    optimizer_ = &optimizer;
+    step_ = std::make_unique<optim::CapturableStep>(optimizer);
+    if (with_scaler) found_inf_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  }
+
+  optim::CapturableStep& optimizer_step() { return *step_; }
+  /// The grad scaler's found-inf flag (undefined without a scaler).
+  torch::Tensor& found_inf() { return found_inf_; }
+  /// The ctx.log calls made while capturing.
+  std::vector<RecordedLog>& logs() { return logs_; }
+  /// The captured step's loss (a graph tensor rewritten by each replay).
+  const torch::Tensor& loss() const noexcept { return loss_; }
+
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+  /// Runs `step` (one eager training step) on the capture's side stream, ordered after the work already
+  /// queued on the current stream and before the work queued after it.
+  template <class Step>
+  void on_side_stream(torch::Device device, Step&& step) {
+    const auto current = c10::cuda::getCurrentCUDAStream(device.index());
+    if (!side_stream_) side_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+    wait(*side_stream_, current);
+    {
+      const c10::cuda::CUDAStreamGuard guard(*side_stream_);
+      step();
+    }
+    wait(current, *side_stream_);
+  }
+
+  /// Captures `step` (forward, backward, scaler, clipping, optimizer; it returns the loss) into the graph on the
+  /// side stream, then replays it once for the static batch. Returns the error text when the capture failed
+  /// (the gradients are then dropped, and nothing else changed), or an empty string.
+  template <class Step>
+  std::string capture(torch::Device device, const std::vector<torch::Tensor>& parameters, MetricStore& metrics,
+                      Step&& step) {
+    const auto current = c10::cuda::getCurrentCUDAStream(device.index());
+    if (!side_stream_) side_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+    // The captured backward allocates the gradients in the graph's memory pool; each replay rewrites them.
+    drop_gradients(parameters);
+    graph_ = std::make_unique<at::cuda::CUDAGraph>();
+    logs_.clear();
+    std::string error;
+    wait(*side_stream_, current);
+    {
+      const c10::cuda::CUDAStreamGuard guard(*side_stream_);
+      const bool cache_was_enabled = compat::autocast_cache_enabled();
+      compat::set_autocast_cache_enabled(false);  // casts cached outside the graph must not be used in it
+      metrics.record_into(&logs_);
+      try {
+        graph_->capture_begin();
+        try {
+          loss_ = step();
+        } catch (const std::exception& e) {
+          error = e.what();
+        } catch (...) {
+          error = "unknown exception";
+        }
+        try {
+          graph_->capture_end();
+        } catch (const std::exception& e) {
+          if (error.empty()) error = e.what();
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      metrics.record_into(nullptr);
+      compat::set_autocast_cache_enabled(cache_was_enabled);
+    }
+    wait(current, *side_stream_);
+    if (!error.empty()) {
+      drop_gradients(parameters);
+      graph_.reset();
+      loss_ = torch::Tensor();
+      logs_.clear();
+      (void)cudaGetLastError();  // a failed capture leaves its error behind
+      return error;
+    }
+    captured_ = true;
+    static_gradients_.clear();
+    for (const auto& parameter : parameters) static_gradients_.push_back(parameter.grad());
+    parameters_ = parameters;
+    replay();
+    return {};
+  }
+
+  /// Replays the graph on the current stream (after refreshing changed learning rates).
+  void replay() {
+    step_->refresh_learning_rates();
+    graph_->replay();
+    ++replays_;
+  }
+#endif
+
+  /// Before an eager step between replays: hands the optimizer's state to the host.
+  void before_eager_step() {
+    if (step_) step_->write_back();
+  }
+  /// After an eager step between replays: takes the optimizer's state back and points each .grad at the
+  /// graph's gradient again.
+  void after_eager_step() {
+    ++eager_fallbacks_;
+    if (step_) step_->reload();
+    for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].mutable_grad() = static_gradients_[i];
+  }
+
+  /// Writes the device-side optimizer state into LibTorch's (before a checkpoint is written).
+  void sync_optimizer_state() {
+    if (captured_ && step_) step_->write_back();
+  }
+
+  /// Hands the optimizer state back to the host and frees the graph and its memory.
+  void release() {
+    if (captured_ && step_) step_->write_back();
+    captured_ = false;
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+    graph_.reset();
+#endif
+    step_.reset();
+    optimizer_ = nullptr;
+    static_batch_.reset();
+    static_leaves_.clear();
+    static_gradients_.clear();
+    parameters_.clear();
+    logs_.clear();
+    loss_ = torch::Tensor();
+    found_inf_ = torch::Tensor();
+  }
+
+ private:
+  static void drop_gradients(const std::vector<torch::Tensor>& parameters) {
+    for (auto parameter : parameters) parameter.mutable_grad() = torch::Tensor();
+  }
+
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+  /// Makes `waiter` wait for the work queued on `queued` so far.
+  static void wait(const c10::cuda::CUDAStream& waiter, const c10::cuda::CUDAStream& queued) {
+    at::cuda::CUDAEvent event;
+    event.record(queued);
+    event.block(waiter);
+  }
+
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  std::optional<c10::cuda::CUDAStream> side_stream_;
+#endif
+  bool enabled_ = false;
+  bool captured_ = false;
+  std::int64_t eager_steps_ = 0;
+  std::int64_t replays_ = 0;
+  std::int64_t eager_fallbacks_ = 0;
+  torch::optim::Optimizer* optimizer_ = nullptr;
+  std::unique_ptr<optim::CapturableStep> step_;
+  std::shared_ptr<void> static_batch_;  // the Batch of the fit() that set it
+  std::vector<torch::Tensor> static_leaves_;
+  std::vector<torch::Tensor> parameters_;
+  std::vector<torch::Tensor> static_gradients_;
+  std::vector<RecordedLog> logs_;
+  torch::Tensor loss_;
+  torch::Tensor found_inf_;
+};
+
+}  // namespace volt::detail
