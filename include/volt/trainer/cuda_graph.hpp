@@ -177,7 +177,9 @@ class TrainStepGraph {
       try {
         graph_->capture_begin();
         try {
-          loss_ = step();
+          // Detached: the graph's autograd nodes (and the AccumulateGrad nodes of the parameters, made on the side
+          // stream) must not outlive the capture, or eager steps later find nodes of another stream.
+          loss_ = step().detach();
         } catch (const std::exception& e) {
           error = e.what();
         } catch (...) {
