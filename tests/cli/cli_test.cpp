@@ -102,8 +102,40 @@ TEST_CASE("cli: parsing the standard flags, both spellings") {
   CHECK(options.devices.python_repr() == "'1'");
 }
 
+TEST_CASE("cli: --num-nodes and --cuda-graphs reach TrainerOptions") {
+  volt::cli::Parser parser("prog");
+  Argv argv({"--num-nodes", "3", "--cuda-graphs", "--devices", "2"});
+  auto args = parser.parse(argv.argc(), argv.argv());
+  CHECK(args.num_nodes == 3);
+  CHECK(args.cuda_graphs);
+  auto options = args.trainer_options();
+  CHECK(options.num_nodes == 3);
+  CHECK(options.cuda_graphs);
+  Argv inline_value({"--num-nodes=2"});
+  args = parser.parse(inline_value.argc(), inline_value.argv());
+  CHECK(args.num_nodes == 2);
+  CHECK_FALSE(args.cuda_graphs);
+  options = args.trainer_options();
+  CHECK(options.num_nodes == 2);
+  CHECK_FALSE(options.cuda_graphs);
+  // A program may turn graphs on by default; the help says so.
+  parser.defaults().cuda_graphs = true;
+  CHECK(parser.parse(1, Argv({}).argv()).trainer_options().cuda_graphs);
+  const auto help = parser.help();
+  CHECK(help.find("--num-nodes N") != std::string::npos);
+  CHECK(help.find("--cuda-graphs") != std::string::npos);
+  CHECK(help.find("on by default") != std::string::npos);
+  // Both are standard flags: a program cannot add them again.
+  CHECK_THROWS_AS(parser.add_option("--num-nodes", "N", "taken"), std::invalid_argument);
+  CHECK_THROWS_AS(parser.add_switch("--cuda-graphs", "taken"), std::invalid_argument);
+}
+
 TEST_CASE("cli: defaults and the auto device spec") {
   const auto args = volt::cli::Parser("prog").parse(1, Argv({}).argv());
+  CHECK(args.num_nodes == 1);
+  CHECK_FALSE(args.cuda_graphs);
+  CHECK(args.trainer_options().num_nodes == 1);
+  CHECK_FALSE(args.trainer_options().cuda_graphs);
   CHECK(args.accelerator == "auto");
   CHECK(args.strategy == "auto");
   CHECK(args.precision == "32-true");
@@ -295,6 +327,16 @@ TEST_CASE("cli: bad input exits with status 2 and one message listing the choice
   CHECK(run_cli({"--max-epochs=+3"}).seen.args.max_epochs == 3);
   check_usage_error({"--seed", "-3"}, "argument --seed: expected a non-negative integer, got '-3'");
   check_usage_error({"--batch-size", "0"}, "argument --batch-size: expected a positive integer, got 0");
+  check_usage_error({"--num-nodes", "0"}, "argument --num-nodes: `num_nodes` must be a positive integer, but got 0.");
+  check_usage_error({"--num-nodes=-2"}, "argument --num-nodes: `num_nodes` must be a positive integer, but got -2.");
+  check_usage_error({"--num-nodes", "two"}, "argument --num-nodes: expected an integer, got 'two'");
+  check_usage_error({"--num-nodes", "1.5"}, "argument --num-nodes: expected an integer, got '1.5'");
+  check_usage_error({"--num-nodes", "99999999999"}, "argument --num-nodes: expected an integer, got '99999999999'");
+  check_usage_error({"--num-nodes"}, "argument --num-nodes: expected one argument");
+  check_usage_error({"--cuda-graphs=yes"}, "argument --cuda-graphs: ignored explicit argument 'yes'");
+  check_usage_error({"--accelerator", "cpu", "--devices", "1", "--strategy", "single_device", "--num-nodes", "2"},
+                    "argument --strategy single_device: a single-device strategy trains on one machine, but "
+                    "--num-nodes 2 was given. Pass --num-nodes 1 or --strategy ddp.");
   check_usage_error({"--accelerator", "cpu", "--devices", "2", "--strategy", "single_device"},
                     "a single-device strategy trains on one device, but --devices 2 selected 2 cpu devices");
   if constexpr (!volt::strategy_implemented_v<volt::DDP>) {
@@ -320,6 +362,12 @@ TEST_CASE("cli: strategy auto is ddp for more than one device (Lightning's rule)
     outcome = run_cli({"--accelerator", "cuda", "--devices", "1", "--strategy", "ddp"});
     CHECK(outcome.seen.strategy == "ddp");  // asked for: DDP on one device
     CHECK(run_cli({"--accelerator", "cuda", "--devices", "1"}).seen.strategy == "single_device");
+    // More than one node is ddp even with one device per node (Lightning: num_nodes=2, devices=1).
+    outcome = run_cli({"--accelerator", "cuda", "--devices", "1", "--num-nodes", "2"});
+    CHECK(outcome.status == 0);
+    CHECK(outcome.seen.strategy == "ddp");
+    CHECK(outcome.seen.args.trainer_options().num_nodes == 2);
+    CHECK(run_cli({"--accelerator", "cpu", "--devices", "1", "--num-nodes", "1"}).seen.strategy == "single_device");
   } else {
     MESSAGE("skipped: volt::DDP is not implemented in this build");
   }

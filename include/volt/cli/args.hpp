@@ -1,7 +1,8 @@
 /// \file
 /// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line, plus a program's own.
 ///
-/// The standard flags are `--accelerator`, `--devices`, `--strategy`, `--precision`, `--max-epochs`, ...;
+/// The standard flags are `--accelerator`, `--devices`, `--num-nodes`, `--strategy`, `--precision`,
+/// `--max-epochs`, ..., `--cuda-graphs`;
 /// a program adds its own with add_option and add_switch.
 ///
 /// ```
@@ -144,6 +145,9 @@ struct Args {
   std::string accelerator = "auto";
   /// The device spec as typed ("auto", "1", "-1", "0,2", ...).
   std::string devices = "auto";
+  /// `--num-nodes`: machines taking part in the run (Lightning's num_nodes), >= 1; more than 1 makes strategy
+  /// auto pick ddp.
+  int num_nodes = 1;
   /// `--strategy`, lower-cased: one of strategy_choices.
   std::string strategy = "auto";
   /// Lightning's canonical name ("32-true", "bf16-mixed", ...). volt::cli::run replaces "16-mixed" by
@@ -163,6 +167,9 @@ struct Args {
   std::string ckpt_path{};
   /// `--seed`; nullopt: not seeded.
   std::optional<std::uint64_t> seed{};
+  /// `--cuda-graphs` (a switch): TrainerOptions::cuda_graphs, one CUDA graph per training step where the run
+  /// allows it (fit says why not and trains eagerly otherwise).
+  bool cuda_graphs = false;
   /// Whether `--help` or `-h` was given (parsing stopped there; run() prints the help and returns 0).
   bool help = false;
 
@@ -178,16 +185,18 @@ struct Args {
   /// text (Parser::parse has already refused it).
   DeviceSpec device_spec() const { return devices == "auto" ? DeviceSpec{} : DeviceSpec{std::string_view(devices)}; }
 
-  /// TrainerOptions with devices, max_epochs, max_steps, accumulate_grad_batches, default_root_dir and
-  /// seed from the command line; everything else at its default, for the program to adjust.
+  /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, accumulate_grad_batches, default_root_dir,
+  /// seed and cuda_graphs from the command line; everything else at its default, for the program to adjust.
   TrainerOptions trainer_options() const {
     TrainerOptions options;
     options.devices = device_spec();
+    options.num_nodes = num_nodes;
     options.max_epochs = max_epochs;
     options.max_steps = max_steps;
     options.accumulate_grad_batches = accumulate_grad_batches;
     options.default_root_dir = default_root_dir;
     options.seed = seed;
+    options.cuda_graphs = cuda_graphs;
     return options;
   }
 
@@ -264,7 +273,12 @@ class Parser {
         if (i + 1 >= argc) throw UsageError("argument " + token + ": expected one argument");
         return argv[++i];
       };
-      if (!apply_standard(args, token, value)) {
+      if (token == "--cuda-graphs") {
+        if (inline_value) {
+          throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
+        }
+        args.cuda_graphs = true;
+      } else if (!apply_standard(args, token, value)) {
         const Extra* extra = find_extra(token);
         if (extra == nullptr) {
           throw UsageError("unrecognized arguments: " + std::string(argv[i]) + " (see " + program_ + " --help)");
@@ -294,8 +308,10 @@ class Parser {
     line("--accelerator {" + detail::join(accelerator_choices, ",") + "}",
          "default " + defaults_.accelerator + " (auto: MPS, then CUDA, then CPU)");
     line("--devices SPEC", "default " + defaults_.devices + " (1, -1 for all, \"0,2\" for ids)");
+    line("--num-nodes N", "default " + std::to_string(defaults_.num_nodes) +
+                              " (machines in the run; more than 1: strategy auto is ddp)");
     line("--strategy {" + detail::join(strategy_choices, ",") + "}",
-         "default " + defaults_.strategy + " (auto: ddp for more than one device)");
+         "default " + defaults_.strategy + " (auto: ddp for more than one device or node)");
     line("--precision {" + detail::join(precision_choices, ",") + "}",
          "default " + defaults_.precision + "; aliases 64, 32, 16 (16-mixed), bf16 (bf16-mixed)");
     line("--max-epochs N", "default " + (defaults_.max_epochs ? std::to_string(*defaults_.max_epochs) : std::string("1000 when --max-steps is -1")));
@@ -305,6 +321,8 @@ class Parser {
     line("--default-root-dir DIR", "logs and checkpoints (default: the current folder)");
     line("--ckpt-path FILE", "checkpoint to resume from");
     line("--seed N", defaults_.seed ? "default " + std::to_string(*defaults_.seed) : std::string("default: not seeded"));
+    line("--cuda-graphs", std::string(defaults_.cuda_graphs ? "on by default" : "off by default") +
+                              "; each training step replayed as one CUDA graph (one CUDA device)");
     line("-h, --help", "show this help and exit");
     if (!extras_.empty()) {
       out << "\n" << program_ << " options:\n";
@@ -324,10 +342,10 @@ class Parser {
   };
 
   static bool is_standard(std::string_view flag) {
-    constexpr std::string_view names[] = {"--accelerator", "--devices", "--strategy", "--precision",
-                                          "--max-epochs", "--max-steps", "--batch-size",
+    constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
+                                          "--precision", "--max-epochs", "--max-steps", "--batch-size",
                                           "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
-                                          "--seed", "--help", "-h"};
+                                          "--seed", "--cuda-graphs", "--help", "-h"};
     return detail::one_of(flag, names);
   }
 
@@ -368,6 +386,12 @@ class Parser {
           throw UsageError("argument --devices: " + std::string(error.what()) +
                            ". Valid: auto, a count (1, 2), -1 for every device, or ids such as \"0,2\" or \"1,\"");
         }
+      }
+    } else if (flag == "--num-nodes") {
+      args.num_nodes = parse_number<int>(flag, value(), "an integer");
+      if (args.num_nodes < 1) {
+        throw UsageError("argument --num-nodes: `num_nodes` must be a positive integer, but got " +
+                         std::to_string(args.num_nodes) + ".");
       }
     } else if (flag == "--strategy") {
       // Lightning lower-cases strategy names (spec 3.1 a).

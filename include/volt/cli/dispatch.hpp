@@ -217,11 +217,18 @@ int dispatch_accelerator(Args& args, Program& program) {
   }
   args.device_ids = selection.device_ids;
   const std::size_t count = selection.parallel_devices.size();
-  args.strategy_name = args.strategy == "auto" ? (count > 1 ? "ddp" : "single_device") : args.strategy;
+  // Lightning's rule (spec 6.1): more than one node, or more than one device, is ddp.
+  args.strategy_name =
+      args.strategy == "auto" ? (count > 1 || args.num_nodes > 1 ? "ddp" : "single_device") : args.strategy;
   if (args.strategy_name == "single_device" && count > 1) {
     throw UsageError("argument --strategy single_device: a single-device strategy trains on one device, but "
                      "--devices " + args.devices + " selected " + std::to_string(count) + " " +
                      std::string(Accelerator::name) + " devices. Pass --devices 1 or --strategy ddp.");
+  }
+  if (args.strategy_name == "single_device" && args.num_nodes > 1) {
+    throw UsageError("argument --strategy single_device: a single-device strategy trains on one machine, but "
+                     "--num-nodes " + std::to_string(args.num_nodes) +
+                     " was given. Pass --num-nodes 1 or --strategy ddp.");
   }
   const std::string precision = effective_precision(args.precision, Accelerator::kind);
   args.precision = precision;
