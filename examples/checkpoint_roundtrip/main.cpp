@@ -1,7 +1,7 @@
 // Train on the accelerator, save a checkpoint, load it onto the CPU and continue training there, then
 // export the weights for Python. Checkpoints hold CPU copies of every tensor (as Lightning's do), so a
 // checkpoint written on a GPU resumes on any device; the weights file is a plain state_dict that Python's
-// torch.load reads.
+// torch.load reads. Under DDP (--devices 2) every rank trains; global rank 0 alone resumes and exports.
 //
 //   ./checkpoint_roundtrip --accelerator cuda --max-steps 100
 //   python3 -c "import torch; print(list(torch.load('roundtrip/weights.pt')))"
@@ -86,6 +86,10 @@ int main(int argc, char** argv) {
     std::printf("1. trained on %s (%s): %lld steps, val accuracy %.4f, saved %s\n",
                 trainer.root_device().str().c_str(), std::string(P::name).c_str(),
                 static_cast<long long>(trainer.global_step()), trained_accuracy, checkpoint.string().c_str());
+
+    // Under DDP every rank has trained and holds the same weights; the rest is one process's work, and only
+    // global rank 0 writes files (two ranks would write the same paths).
+    if (!trainer.is_global_zero()) return 0;
 
     // 2. Load it with the CPU as the target and continue: the step count goes on from the checkpoint's.
     volt::TrainerOptions cpu_options = options;
