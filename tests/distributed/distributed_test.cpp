@@ -2,6 +2,7 @@
 // running as two threads of this process (the multi-process runs are in tests/distributed/extra.cmake).
 #include "test_common.hpp"
 
+#include "distributed/kernel_counter.hpp"
 #include "distributed/two_ranks.hpp"
 
 #include "accelerators/scoped_env.hpp"
@@ -241,4 +242,136 @@ TEST_CASE("GradientReducer: bucketed all-reduce in backward averages gradients; 
   }
   MESSAGE("max |averaged - whole-batch gradient| = " << worst);
   CHECK_FALSE(torch::allclose(local[0][0], local[1][0]));
+}
+
+TEST_CASE("KernelCounter: counts top-level operators that do work, not views or their inner calls") {
+  volt_test::KernelCounter counter;
+  auto a = torch::ones({4});
+  counter.take();
+  a.add_(1);
+  auto b = a.view({2, 2}).narrow(0, 0, 1);
+  auto c = torch::cat({a, a});  // one operator however it is carried out inside
+  CHECK(counter.take() == std::vector<std::string>{"aten::add_", "aten::cat"});
+  CHECK(b.numel() + c.numel() == 10);
+  // Inside backward: the operators of the backward pass itself.
+  auto x = torch::ones({3}, torch::requires_grad());
+  auto y = (x * x).sum();
+  counter.take();
+  y.backward();
+  const auto backward = counter.take();
+  CHECK(std::find(backward.begin(), backward.end(), "aten::mul") != backward.end());
+}
+
+TEST_CASE("GradientReducer: per synchronised step one cat, at most one division and one multi-tensor copy per "
+          "bucket") {
+  if (!volt::distributed_support().gloo) {
+    MESSAGE("skipped: this build has no Gloo backend");
+    return;
+  }
+  // Work of the reducer = operators of a synchronised backward + finish minus those of the same backward with
+  // no_sync (the model's own backward). Before, every gradient was copied into its bucket and back: 2 per
+  // parameter plus a division per bucket.
+  std::vector<std::vector<std::string>> extra(2);
+  std::vector<std::size_t> buckets(2), parameters(2);
+  std::vector<double> difference(2);
+  with_two_ranks([&](int rank, volt::ProcessGroup& group) {
+    const auto r = static_cast<std::size_t>(rank);
+    torch::manual_seed(11);
+    torch::nn::Sequential model(torch::nn::Linear(5, 16), torch::nn::Tanh(), torch::nn::Linear(16, 16),
+                                torch::nn::Tanh(), torch::nn::Linear(16, 16), torch::nn::Tanh(),
+                                torch::nn::Linear(16, 2));
+    volt::detail::GradientReducer reducer(group, model->parameters(), /*bucket_bytes=*/1200);
+    buckets[r] = reducer.bucket_count();
+    parameters[r] = model->parameters().size();
+    torch::manual_seed(20 + static_cast<std::uint64_t>(rank));  // other data on each rank
+    const auto inputs = torch::randn({4, 5});
+    const auto targets = torch::randn({4, 2});
+    auto step = [&](bool sync) {
+      for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+      auto loss = torch::mse_loss(model->forward(inputs), targets);
+      volt_test::KernelCounter counter;
+      reducer.prepare_for_backward(sync);
+      loss.backward();
+      reducer.finish();
+      return counter.take();
+    };
+    const auto local = step(false);
+    std::vector<torch::Tensor> local_grads;
+    for (auto& p : model->parameters()) local_grads.push_back(p.grad().clone());
+    auto synced = step(true);
+    // The synchronised step did the model's operators and the reducer's: remove the model's, one each.
+    for (const auto& name : local) {
+      const auto found = std::find(synced.begin(), synced.end(), name);
+      REQUIRE(found != synced.end());
+      synced.erase(found);
+    }
+    extra[r] = synced;
+    // The averaged gradients did arrive (they differ from this rank's own).
+    difference[r] = (model->parameters()[0].grad() - local_grads[0]).abs().max().item<double>();
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    REQUIRE(buckets[r] > 1);
+    const auto count_of = [&](std::string_view name) {
+      return static_cast<std::size_t>(std::count(extra[r].begin(), extra[r].end(), name));
+    };
+    std::string listed;
+    for (const auto& name : extra[r]) listed += name + " ";
+    MESSAGE("rank " << r << ": " << parameters[r] << " parameters in " << buckets[r]
+                    << " buckets; operators of the reducer per step: " << listed);
+    CHECK(count_of("aten::cat") == buckets[r]);
+    CHECK(count_of("aten::div_") == buckets[r]);  // Gloo has no AVG: one division per bucket
+#if VOLT_TORCH_VERSION >= 20400
+    CHECK(count_of("aten::_foreach_copy_") == buckets[r]);
+    CHECK(extra[r].size() == 3 * buckets[r]);
+#else
+    CHECK(count_of("aten::copy_") == parameters[r]);  // compat::foreach_copy_ copies one by one before 2.4
+    CHECK(extra[r].size() == 2 * buckets[r] + parameters[r]);
+#endif
+    CHECK(difference[r] > 0.0);
+  }
+}
+
+TEST_CASE("BufferBroadcaster: every rank gets rank 0's BatchNorm statistics; rank 0 copies nothing back") {
+  if (!volt::distributed_support().gloo) {
+    MESSAGE("skipped: this build has no Gloo backend");
+    return;
+  }
+  std::vector<std::vector<torch::Tensor>> before(2), after(2);
+  std::vector<std::vector<std::string>> work(2);
+  with_two_ranks([&](int rank, volt::ProcessGroup& group) {
+    const auto r = static_cast<std::size_t>(rank);
+    torch::manual_seed(4);
+    torch::nn::Sequential model(torch::nn::Linear(3, 8), torch::nn::BatchNorm1d(8), torch::nn::Linear(8, 4),
+                                torch::nn::BatchNorm1d(4));
+    volt::detail::BufferBroadcaster broadcaster(group, model->buffers());
+    // Training forwards on other data on each rank (and a different number of them): other statistics.
+    torch::manual_seed(30 + static_cast<std::uint64_t>(rank));
+    for (int i = 0; i <= rank + 1; ++i) model->forward(torch::randn({6, 3}));
+    for (const auto& buffer : model->buffers()) before[r].push_back(buffer.clone());
+    volt_test::KernelCounter counter;
+    broadcaster.broadcast();
+    work[r] = counter.take();
+    for (const auto& buffer : model->buffers()) after[r].push_back(buffer.clone());
+  });
+  REQUIRE(before[0].size() == 6);  // running_mean, running_var, num_batches_tracked of two BatchNorms
+  REQUIRE(after[1].size() == 6);
+  bool differed = false;
+  for (std::size_t i = 0; i < before[0].size(); ++i) {
+    CAPTURE(i);
+    differed = differed || !torch::equal(before[0][i], before[1][i]);
+    CHECK(torch::equal(after[0][i], before[0][i]));  // rank 0's are the source, unchanged
+    CHECK(torch::equal(after[1][i], before[0][i]));  // rank 1 now holds rank 0's
+  }
+  CHECK(differed);
+  CHECK(before[1][2].item<std::int64_t>() == 3);  // rank 1 counted its own 3 batches before
+  CHECK(after[1][2].item<std::int64_t>() == 2);   // and has rank 0's count after
+  // Two groups (float statistics, int64 counts): rank 0 packs each with one cat; rank 1 unpacks each with one
+  // multi-tensor copy.
+  CHECK(work[0] == std::vector<std::string>{"aten::cat", "aten::cat"});
+#if VOLT_TORCH_VERSION >= 20400
+  CHECK(work[1] == std::vector<std::string>{"aten::_foreach_copy_", "aten::_foreach_copy_"});
+#else
+  CHECK(work[1] == std::vector<std::string>(6, "aten::copy_"));  // compat::foreach_copy_ before LibTorch 2.4
+#endif
 }

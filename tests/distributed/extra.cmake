@@ -6,7 +6,7 @@ target_compile_options(volt_ddp_worker PRIVATE ${VOLT_WARNINGS})
 target_precompile_headers(volt_ddp_worker REUSE_FROM volt_test_pch)
 set(volt_ddp_scenarios launcher-plain launcher-accumulate launcher-clip launcher-fabric torchrun-plain torchrun-accumulate torchrun-clip
                        launcher-kill launcher-throw launcher-exit torchrun-kill torchrun-throw missing-rank
-                       predict-first fabric-save-fail trainer-save)
+                       predict-first fabric-save-fail trainer-save torchrun-buffers)
 if(VOLT_TORCH_HAS_CUDA)
   # NCCL on 2 GPUs; skipped (exit 77) on machines with fewer.
   list(APPEND volt_ddp_scenarios cuda-plain cuda-accumulate cuda-clip)

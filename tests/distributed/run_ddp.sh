@@ -2,8 +2,8 @@
 # Multi-process DDP checks on the CPU (Gloo over loopback), one scenario per call:
 #   run_ddp.sh WORKER SCENARIO
 # Scenarios: launcher-{plain,accumulate,clip}, cuda-{plain,accumulate,clip} (NCCL, 2 GPUs), torchrun-{plain,accumulate,clip}, launcher-kill, launcher-throw,
-# launcher-exit, torchrun-kill, torchrun-throw, missing-rank, predict-first, fabric-save-fail, trainer-save. Exits 0 when the
-# scenario behaved as required.
+# launcher-exit, torchrun-kill, torchrun-throw, missing-rank, predict-first, fabric-save-fail, trainer-save,
+# torchrun-buffers. Exits 0 when the scenario behaved as required.
 set -uo pipefail
 worker=$1
 scenario=$2
@@ -89,6 +89,17 @@ case "$scenario" in
       fail "rank 1 did not learn of rank 0's failed write"
     [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s"
     grep -E "sees|caught" "$out"
+    ;;
+  torchrun-buffers)
+    torchrun_pair buffers
+    [ "$rc0" = 0 ] && [ "$rc1" = 0 ] || fail "exit statuses $rc0 $rc1"
+    [ "$(grep -c ' start: ' "$out.0")" = 12 ] || fail "rank 0 did not report 12 steps"
+    # Each step begins with rank 0's BatchNorm statistics on both ranks (broadcast before the forward) ...
+    diff <(grep ' start: ' "$out.0") <(grep ' start: ' "$out.1") > /dev/null || fail "the ranks began a step with other statistics"
+    # ... although each rank's forward on its own data moves them apart.
+    ! diff <(grep ' after forward: ' "$out.0") <(grep ' after forward: ' "$out.1") > /dev/null ||
+      fail "the ranks' statistics did not differ after their forwards (the data was the same?)"
+    grep -E "step (0|11) " "$out.1"
     ;;
   torchrun-plain|torchrun-accumulate|torchrun-clip)
     torchrun_pair equivalence "${scenario#torchrun-}"

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <volt/accelerators/connector.hpp>
+#include <volt/core/compat.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 #include <volt/distributed/environment.hpp>
@@ -19,9 +20,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,75 @@ inline std::chrono::milliseconds distributed_timeout() {
   if (auto seconds = env_int("VOLT_DDP_TIMEOUT_S"); seconds && *seconds > 0) return std::chrono::seconds(*seconds);
   return std::chrono::seconds(1800);
 }
+
+#ifdef VOLT_DETAIL_HAS_C10D
+
+/// Rank 0's buffers (BatchNorm statistics) onto every rank, as PyTorch's DistributedDataParallel does before
+/// each forward with broadcast_buffers=True. Buffers are grouped by dtype (and device) once; per call and group,
+/// rank 0 packs its buffers into a kept flat tensor with one kernel (a cat) and needs nothing back (its buffers
+/// are the source); the other ranks receive into theirs and unpack with one multi-tensor copy. One broadcast per
+/// group.
+class BufferBroadcaster {
+ public:
+  BufferBroadcaster() = default;
+
+  /// Groups `buffers` by dtype and device and makes each group's flat tensor.
+  BufferBroadcaster(ProcessGroup& group, const std::vector<torch::Tensor>& buffers) : group_(&group) {
+    for (const auto& buffer : buffers) {
+      auto same = [&](const Group& part) {
+        return part.buffers.front().scalar_type() == buffer.scalar_type() &&
+               part.buffers.front().device() == buffer.device();
+      };
+      auto found = std::find_if(groups_.begin(), groups_.end(), same);
+      if (found == groups_.end()) found = groups_.insert(groups_.end(), Group{});
+      found->buffers.push_back(buffer);
+    }
+    for (auto& part : groups_) {
+      std::int64_t numel = 0;
+      for (const auto& buffer : part.buffers) numel += buffer.numel();
+      part.flat = torch::empty({numel}, part.buffers.front().options());
+      std::int64_t offset = 0;
+      for (const auto& buffer : part.buffers) {
+        part.unpacked.push_back(part.flat.narrow(0, offset, buffer.numel()).view(buffer.sizes()));
+        offset += buffer.numel();
+      }
+    }
+  }
+
+  /// Whether there is anything to broadcast.
+  bool empty() const { return groups_.empty(); }
+
+  /// Every rank's buffers become rank 0's. A collective: every rank calls it at the same point. Throws
+  /// DistributedError.
+  void broadcast() {
+    torch::NoGradGuard no_grad;
+    const bool source = group_->rank() == 0;
+    for (auto& part : groups_) {
+      if (source) {
+        // Flattened per call, not once: loading a checkpoint gives a buffer new storage (set_), which would
+        // leave a kept view behind; reshape of a contiguous buffer is a view and costs no kernel.
+        part.packed.clear();
+        for (const auto& buffer : part.buffers) part.packed.push_back(buffer.reshape({-1}));
+        at::cat_out(part.flat, part.packed);
+        part.packed.clear();
+      }
+      group_->broadcast(part.flat, 0);
+      if (!source) compat::foreach_copy_(part.buffers, part.unpacked);
+    }
+  }
+
+ private:
+  struct Group {
+    std::vector<torch::Tensor> buffers;
+    std::vector<torch::Tensor> unpacked;  ///< per buffer, its part of flat shaped like it
+    std::vector<torch::Tensor> packed;    ///< rank 0: the buffers flattened, during a call
+    torch::Tensor flat;
+  };
+  ProcessGroup* group_ = nullptr;
+  std::vector<Group> groups_;
+};
+
+#endif
 
 /// DDP: one process per device (Lightning's DDPStrategy with the popen launcher).
 template <>
@@ -138,33 +208,15 @@ class StrategyRuntime<DDP> {
     for (auto& buffer : module.buffers()) broadcast_in_place(buffer);
     reducer_.reset();
     reducer_ = std::make_unique<GradientReducer>(*group_, module.parameters());
-    // Buffers grouped by dtype once, so each step's broadcast only packs, sends and unpacks.
-    buffer_groups_.clear();
-    std::map<torch::ScalarType, std::size_t> group_of;
-    for (auto& buffer : module.buffers()) {
-      auto [it, added] = group_of.emplace(buffer.scalar_type(), buffer_groups_.size());
-      if (added) buffer_groups_.emplace_back();
-      buffer_groups_[it->second].push_back(buffer);
-    }
+    buffers_ = BufferBroadcaster(*group_, module.buffers());
   }
 
   /// Broadcasts the module's buffers (BatchNorm statistics) from rank 0 before a training step, as PyTorch's
-  /// DistributedDataParallel does with broadcast_buffers=True. One collective per dtype.
+  /// DistributedDataParallel does with broadcast_buffers=True: one collective per dtype (BufferBroadcaster).
   template <class M>
   void sync_buffers(M& /*module*/) {
-    if (buffer_groups_.empty() || world_size() == 1) return;
-    torch::NoGradGuard no_grad;
-    for (auto& tensors : buffer_groups_) {
-      std::vector<torch::Tensor> flat_parts;
-      for (auto& tensor : tensors) flat_parts.push_back(tensor.reshape({-1}));
-      auto flat = torch::cat(flat_parts);
-      group_->broadcast(flat, 0);
-      std::int64_t offset = 0;
-      for (auto& tensor : tensors) {
-        tensor.copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
-        offset += tensor.numel();
-      }
-    }
+    if (buffers_.empty() || world_size() == 1) return;
+    buffers_.broadcast();
   }
 
   void prepare_for_backward(bool sync) {
@@ -196,7 +248,7 @@ class StrategyRuntime<DDP> {
     process_group_slot().reset();
     group_.reset();
     reducer_.reset();
-    buffer_groups_.clear();
+    buffers_ = BufferBroadcaster();
   }
 
  private:
@@ -212,7 +264,7 @@ class StrategyRuntime<DDP> {
   torch::Device root_device_ = torch::kCPU;
   std::shared_ptr<ProcessGroup> group_;
   std::unique_ptr<GradientReducer> reducer_;
-  std::vector<std::vector<torch::Tensor>> buffer_groups_;
+  BufferBroadcaster buffers_;
 };
 
 }  // namespace volt::detail

@@ -182,12 +182,25 @@ class ProcessGroup {
   /// "gloo" or "nccl" (Lightning's distributed_backend).
   const std::string& backend_name() const { return backend_name_; }
 
-  /// Starts an in-place sum all-reduce of `tensors` (on the group's device) and returns its work handle;
-  /// complete it with wait(). A collective: every rank must start the same all-reduce in the same order.
-  /// Throws DistributedError when the backend refuses it.
-  auto all_reduce_async(std::vector<torch::Tensor>& tensors) {
+  /// Whether the backend averages in the collective itself (NCCL's AVG: no division kernel of volt's), so that
+  /// all_reduce_async accepts ReduceOp::mean. Gloo has no AVG.
+  bool averages_in_collective() const { return is_nccl_; }
+
+  /// Starts an in-place all-reduce of `tensors` (on the group's device) and returns its work handle; complete
+  /// it with wait(). `op` is ReduceOp::sum, or ReduceOp::mean where averages_in_collective() (floating-point
+  /// tensors). A collective: every rank must start the same all-reduce in the same order. Throws
+  /// std::invalid_argument for another op, DistributedError when the backend refuses it.
+  auto all_reduce_async(std::vector<torch::Tensor>& tensors, ReduceOp op = ReduceOp::sum) {
     c10d::AllreduceOptions options;
-    options.reduceOp = c10d::ReduceOp::SUM;
+    if (op == ReduceOp::mean && averages_in_collective()) {
+      options.reduceOp = c10d::ReduceOp::AVG;
+    } else if (op == ReduceOp::sum) {
+      options.reduceOp = c10d::ReduceOp::SUM;
+    } else {
+      throw std::invalid_argument("volt: ProcessGroup::all_reduce_async takes ReduceOp::sum, or ReduceOp::mean on a "
+                                  "backend that averages in the collective (NCCL); this group is " + backend_name_ +
+                                  ": use sum and divide, or the blocking all_reduce");
+    }
     return guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
   }
 

@@ -3,13 +3,21 @@
 ///
 /// It does what PyTorch's DistributedDataParallel does in Python (LibTorch's C++ frontend has no DDP module).
 /// Parameters are grouped into buckets of about 25 MB, in reverse registration order (the order in which
-/// backward produces their gradients). A post-hook on each parameter's gradient accumulator copies the finished
-/// gradient into its bucket; when a bucket is full it is divided by the world size and its all-reduce starts at
-/// once, so communication overlaps the rest of backward. finish() waits for every bucket (launching those whose
-/// parameters got no gradient, with zeros) and copies the averages back into the parameters' .grad.
+/// backward produces their gradients). A post-hook on each parameter's gradient accumulator notes the finished
+/// gradient; when the last gradient of a bucket arrives, the bucket's flat buffer is filled from all of them with
+/// one kernel (a cat into it), averaged (by the collective itself on NCCL, one division elsewhere) and its
+/// all-reduce starts at once, so communication overlaps the rest of backward. finish() waits for every bucket
+/// (launching those whose parameters got no gradient, with zeros) and copies the averages back into the
+/// parameters' .grad with one multi-tensor copy per bucket.
 /// Backward passes prepared with sync = false (accumulation micro-batches: Lightning's no_sync) do nothing.
+///
+/// Work on the compute stream per synchronised step: per bucket one cat, at most one division, one
+/// multi-tensor copy back; no device memory is allocated per step (the flat buffers and their views are kept).
+/// The gradients cannot simply be views of the bucket (as in PyTorch's DDP): LibTorch's Optimizer::zero_grad
+/// calls detach_() on them, which a view refuses.
 #pragma once
 
+#include <volt/core/compat.hpp>
 #include <volt/distributed/process_group.hpp>
 
 #include <torch/torch.h>
@@ -63,8 +71,17 @@ class GradientReducer {
       bucket.numel += parameter.numel();
       bucket.bytes += bytes;
     }
+    // The flat buffers and their views are made once: a step then only fills, reduces and copies back.
     for (auto& bucket : core.buckets) {
       bucket.flat = torch::zeros({bucket.numel}, torch::TensorOptions().dtype(bucket.dtype).device(bucket.device));
+      bucket.collective = {bucket.flat};
+      bucket.arrived.assign(bucket.members.size(), torch::Tensor());
+      for (auto member : bucket.members) {
+        const auto i = static_cast<std::size_t>(member);
+        const auto& parameter = core.parameters[i];
+        bucket.averaged.push_back(
+            bucket.flat.narrow(0, core.slot_of[i].offset, parameter.numel()).view(parameter.sizes()));
+      }
     }
     // Hooks on the gradient accumulators; the accumulators are kept alive so the hooks stay attached.
     for (std::int64_t i = 0; i < count; ++i) {
@@ -94,7 +111,8 @@ class GradientReducer {
   }
 
   /// After a synchronised backward: completes every bucket's all-reduce and writes the averaged gradients
-  /// into the parameters' .grad. Throws DistributedError when a collective fails.
+  /// into the parameters' .grad (one multi-tensor copy per bucket). Throws DistributedError when a collective
+  /// fails.
   void finish() {
     auto& core = *core_;
     std::unique_lock lock(core.mutex);
@@ -106,20 +124,25 @@ class GradientReducer {
     for (auto& bucket : core.buckets) {
       if (bucket.work) core.group->wait(*bucket.work);
     }
+    auto& destinations = core.copy_destinations;
+    auto& sources = core.copy_sources;
     for (auto& bucket : core.buckets) {
+      destinations.clear();
+      sources.clear();
       for (std::size_t m = 0; m < bucket.members.size(); ++m) {
-        const auto i = static_cast<std::size_t>(bucket.members[m]);
-        auto& parameter = core.parameters[i];
-        const auto offset = core.slot_of[i].offset;
-        auto averaged = bucket.flat.narrow(0, offset, parameter.numel()).view(parameter.sizes());
+        auto& parameter = core.parameters[static_cast<std::size_t>(bucket.members[m])];
         if (parameter.grad().defined()) {
-          parameter.mutable_grad().copy_(averaged);
+          destinations.push_back(parameter.mutable_grad());
+          sources.push_back(bucket.averaged[m]);
         } else {
-          parameter.mutable_grad() = averaged.clone();
+          parameter.mutable_grad() = bucket.averaged[m].clone();
         }
       }
+      compat::foreach_copy_(destinations, sources);
       bucket.work.reset();
     }
+    destinations.clear();  // no reference to the gradients past this step
+    sources.clear();
     core.sync = false;
   }
 
@@ -142,6 +165,9 @@ class GradientReducer {
     std::int64_t numel = 0;
     std::int64_t bytes = 0;
     torch::Tensor flat;
+    std::vector<torch::Tensor> collective;  ///< {flat}, the all-reduce's argument
+    std::vector<torch::Tensor> averaged;    ///< per member, its part of flat shaped like the parameter
+    std::vector<torch::Tensor> arrived;     ///< per member, its gradient flattened, until the bucket is filled
     std::int64_t pending = 0;
     bool launched = false;
     std::optional<Work> work;
@@ -159,32 +185,53 @@ class GradientReducer {
     std::vector<Slot> slot_of;
     std::vector<Bucket> buckets;
     std::vector<bool> ready;
+    std::vector<torch::Tensor> copy_destinations, copy_sources;  // finish()'s lists, kept to reuse their storage
     bool sync = false;
     std::size_t next_launch = 0;
     std::atomic<bool> alive{true};
     std::mutex mutex;
 
+    /// Keeps parameter i's current gradient, flattened, for its bucket (undefined: the bucket gets zeros).
+    void note_gradient(std::size_t i) {
+      const auto& slot = slot_of[i];
+      const auto& grad = parameters[i].grad();
+      // reshape is a view for a contiguous gradient (no kernel); a strided one is copied.
+      buckets[static_cast<std::size_t>(slot.bucket)].arrived[static_cast<std::size_t>(slot.index)] =
+          grad.defined() ? grad.reshape({-1}) : torch::Tensor();
+      ready[i] = true;
+    }
+
+    /// Fills the bucket from the gradients noted, averages it and starts its all-reduce.
     void launch(std::size_t b) {
       auto& bucket = buckets[b];
-      bucket.flat.div_(group->size());
-      std::vector<torch::Tensor> tensors{bucket.flat};
-      bucket.work = group->all_reduce_async(tensors);
+      bool complete = true;
+      for (const auto& gradient : bucket.arrived) complete = complete && gradient.defined();
+      if (complete) {
+        at::cat_out(bucket.flat, bucket.arrived);  // one kernel for the whole bucket
+      } else {
+        for (std::size_t m = 0; m < bucket.members.size(); ++m) {
+          auto slice = bucket.averaged[m].view({-1});
+          if (bucket.arrived[m].defined()) {
+            slice.copy_(bucket.arrived[m]);
+          } else {
+            slice.zero_();
+          }
+        }
+      }
+      for (auto& gradient : bucket.arrived) gradient = torch::Tensor();  // no reference past this step
+      if (group->averages_in_collective()) {
+        bucket.work = group->all_reduce_async(bucket.collective, ReduceOp::mean);
+      } else {
+        bucket.flat.div_(group->size());
+        bucket.work = group->all_reduce_async(bucket.collective);
+      }
       bucket.launched = true;
     }
 
     void launch_missing(std::size_t b) {
-      auto& bucket = buckets[b];
-      for (auto member : bucket.members) {
+      for (auto member : buckets[b].members) {
         const auto i = static_cast<std::size_t>(member);
-        if (ready[i]) continue;
-        auto slice = bucket.flat.narrow(0, slot_of[i].offset, parameters[i].numel());
-        const auto& grad = parameters[i].grad();
-        if (grad.defined()) {
-          slice.copy_(grad.reshape({-1}));
-        } else {
-          slice.zero_();
-        }
-        ready[i] = true;
+        if (!ready[i]) note_gradient(i);
       }
       launch(b);
     }
@@ -194,17 +241,8 @@ class GradientReducer {
       if (!sync) return;
       const auto i = static_cast<std::size_t>(index);
       if (ready[i]) return;
-      const auto& slot = slot_of[i];
-      auto& bucket = buckets[static_cast<std::size_t>(slot.bucket)];
-      const auto& grad = parameters[i].grad();
-      auto slice = bucket.flat.narrow(0, slot.offset, parameters[i].numel());
-      if (grad.defined()) {
-        slice.copy_(grad.reshape({-1}));
-      } else {
-        slice.zero_();
-      }
-      ready[i] = true;
-      --bucket.pending;
+      note_gradient(i);
+      --buckets[static_cast<std::size_t>(slot_of[i].bucket)].pending;
       // Buckets start in index order on every rank, so the ranks' collectives pair up.
       while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
         if (!buckets[next_launch].launched) launch(next_launch);

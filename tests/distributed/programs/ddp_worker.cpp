@@ -14,6 +14,10 @@
 //   ddp_worker trainer-save DIR BLOCKER
 //       after fit, Trainer::save_checkpoint(DIR/model.ckpt) on both ranks: when it returns, every rank sees
 //       the complete file; then a save under BLOCKER (a regular file) must throw CheckpointError on both ranks.
+//   ddp_worker buffers
+//       Trainer<CPU, DDP> on a model with BatchNorm, each rank on its own data: every training step prints
+//       "step S start: ..." (the BatchNorm statistics when training_step begins, after the broadcast from rank 0)
+//       and "step S after forward: ..."; the start lines must be alike on both ranks, the others not.
 //   ddp_worker fail {throw|kill|exit} RANK STEP
 //       rank RANK throws / SIGKILLs itself / exits with status 3 after global step STEP; the others must end
 //       non-zero within a bounded time, naming the failed rank.
@@ -29,6 +33,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -58,8 +63,8 @@ struct Predictor : Regressor {
   torch::Tensor predict_step(const torch::data::Example<>& batch, std::int64_t) { return forward(batch.data); }
 };
 
-Batches make_batches(int count, int size) {
-  torch::manual_seed(99);
+Batches make_batches(int count, int size, std::uint64_t seed = 99) {
+  torch::manual_seed(seed);
   Batches batches;
   for (int i = 0; i < count; ++i) {
     auto x = torch::randn({size, 6});
@@ -88,6 +93,44 @@ volt::TrainerOptions options_for(const std::string& variant, int devices) {
   if (variant == "accumulate") options.accumulate_grad_batches = 2;
   if (variant == "clip") options.gradient_clip_val = 0.05;
   return options;
+}
+
+/// A Regressor with BatchNorm between its layers, which prints its statistics at each training step.
+struct Normalized : torch::nn::Module {
+  torch::nn::Linear first{nullptr}, second{nullptr};
+  torch::nn::BatchNorm1d norm{nullptr};
+  std::int64_t step = 0;
+  Normalized() {
+    first = register_module("first", torch::nn::Linear(6, 16));
+    norm = register_module("norm", torch::nn::BatchNorm1d(16));
+    second = register_module("second", torch::nn::Linear(16, 1));
+  }
+  std::string statistics() {
+    std::ostringstream text;
+    text << std::setprecision(17) << "mean " << norm->running_mean.sum().item<double>() << " var "
+         << norm->running_var.sum().item<double>() << " tracked " << norm->num_batches_tracked.item<std::int64_t>();
+    return text.str();
+  }
+  torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t) {
+    std::cout << "step " << step << " start: " << statistics() << std::endl;
+    auto loss = torch::mse_loss(second->forward(torch::tanh(norm->forward(first->forward(batch.data)))), batch.target);
+    std::cout << "step " << step << " after forward: " << statistics() << std::endl;
+    ++step;
+    return loss;
+  }
+  auto configure_optimizers() {
+    return std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  }
+};
+
+/// Trains Normalized with each rank on its own batches (see the file comment).
+int buffers() {
+  volt::Trainer<volt::CPU, volt::DDP> trainer(options_for("plain", 2));
+  const auto mine = make_batches(4, 8, 100 + static_cast<std::uint64_t>(trainer.global_rank()));
+  torch::manual_seed(5);
+  auto model = std::make_shared<Normalized>();
+  trainer.fit(model, volt::per_rank(mine));
+  return trainer.global_step() == 12 ? 0 : 1;
 }
 
 /// Fails this rank after a given global step.
@@ -253,6 +296,7 @@ int main(int argc, char** argv) {
     if (args.size() == 3 && args[0] == "equivalence" && args[2] == "cuda") return equivalence<volt::CUDA>(args[1]);
     if (args.size() == 1 && args[0] == "fabric") return fabric();
     if (args.size() == 1 && args[0] == "predict-first") return predict_first();
+    if (args.size() == 1 && args[0] == "buffers") return buffers();
     if (args.size() == 2 && args[0] == "fabric-save-fail") return fabric_save_fail(args[1]);
     if (args.size() == 3 && args[0] == "trainer-save") return trainer_save(args[1], args[2]);
     if (args.size() == 4 && args[0] == "fail") return fail(args[1], std::stoi(args[2]), std::stoll(args[3]));
@@ -261,6 +305,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "usage: ddp_worker equivalence {plain|accumulate|clip} [cuda] | fabric | predict-first | "
-               "fabric-save-fail PATH | trainer-save DIR BLOCKER | fail {throw|kill|exit} RANK STEP\n";
+               "fabric-save-fail PATH | trainer-save DIR BLOCKER | buffers | fail {throw|kill|exit} RANK STEP\n";
   return 2;
 }
