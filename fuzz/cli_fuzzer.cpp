@@ -11,7 +11,7 @@
 //     refuses the command line; an error message starts with "argument <flag>: " (or "unrecognized arguments:
 //     <token>") and quotes the value it refuses;
 //   * a parsed Args holds the reference's values (precision normalised, strategy lower-cased, numbers in
-//     range, batch size >= 1, a device spec that DeviceSpec accepts) and the program flags' values and
+//     range, batch size and node count >= 1, a device spec that DeviceSpec accepts) and the program flags' values and
 //     is_set(); get_int()/get_double() agree with a reference number grammar; Lightning's discouraged
 //     precision aliases warn once per use;
 //   * Parser::add_option/add_switch refuse exactly the names the contract refuses, with std::invalid_argument;
@@ -24,6 +24,7 @@
 #include <volt/cli/args.hpp>
 
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -78,8 +79,9 @@ constexpr unsigned checks_help = 1u << 7;
 
 /// The standard flags as the contract lists them (the file comment and help()).
 const std::set<std::string, std::less<>> standard_names = {
-    "--accelerator", "--devices",   "--strategy",          "--precision", "--max-epochs", "--max-steps",
-    "--batch-size",  "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path", "--seed", "--help", "-h"};
+    "--accelerator", "--devices",   "--num-nodes", "--strategy",  "--precision",  "--max-epochs",
+    "--max-steps",   "--batch-size", "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
+    "--seed",        "--cuda-graphs", "--help",    "-h"};
 
 /// The contract of add(): a name starts with "--", is more than "--", holds no '=' and is not taken.
 bool reference_accepts_flag_name(const std::string& name, const std::vector<ProgramFlag>& taken) {
@@ -175,7 +177,9 @@ struct Expected {
   std::string accelerator, devices, strategy, precision, default_root_dir, ckpt_path;
   std::optional<std::int64_t> max_epochs;
   std::int64_t max_steps = 0, batch_size = 0, accumulate_grad_batches = 0;
+  int num_nodes = 1;
   std::optional<std::uint64_t> seed;
+  bool cuda_graphs = false;
   bool help = false;
   std::map<std::string, std::string> values;
   std::set<std::string> given;
@@ -222,6 +226,12 @@ bool reference_standard(Expected& expected, const std::string& flag, const std::
       }
     }
     expected.devices = value;
+  } else if (flag == "--num-nodes") {
+    // An int: a value outside int's range is not an integer to the parser.
+    const auto number = reference_integer<std::int64_t>(value, true);
+    if (!number || *number < INT_MIN || *number > INT_MAX) return refused();
+    if (*number < 1) return refuse(expected, "argument --num-nodes: ", {"but got " + std::to_string(*number) + "."});
+    expected.num_nodes = static_cast<int>(*number);
   } else if (flag == "--strategy") {
     std::string lowered = value;
     for (char& c : lowered) {
@@ -277,6 +287,8 @@ Expected reference_parse(const volt::cli::Args& defaults, const std::vector<Prog
   expected.default_root_dir = defaults.default_root_dir;
   expected.ckpt_path = defaults.ckpt_path;
   expected.seed = defaults.seed;
+  expected.num_nodes = defaults.num_nodes;
+  expected.cuda_graphs = defaults.cuda_graphs;
   for (const auto& flag : flags) {
     if (flag.takes_value) expected.values[flag.name] = flag.default_value;
   }
@@ -302,6 +314,14 @@ Expected reference_parse(const volt::cli::Args& defaults, const std::vector<Prog
       }
       return tokens[++i];
     };
+    if (name == "--cuda-graphs") {  // the one standard switch
+      if (attached) {
+        refuse(expected, "argument " + name + ": ", {in_quotes(*attached)});
+        return expected;
+      }
+      expected.cuda_graphs = true;
+      continue;
+    }
     if (standard_names.count(name) != 0 && name != "--help" && name != "-h") {
       const auto value = take_value();
       if (!value || !reference_standard(expected, name, *value)) return expected;
@@ -343,6 +363,8 @@ void check_args(const volt::cli::Args& args, const Expected& expected, const std
   require(args.default_root_dir == expected.default_root_dir, context + ": default_root_dir");
   require(args.ckpt_path == expected.ckpt_path, context + ": ckpt_path");
   require(args.seed == expected.seed, context + ": seed");
+  require(args.num_nodes == expected.num_nodes && args.num_nodes >= 1, context + ": num_nodes");
+  require(args.cuda_graphs == expected.cuda_graphs, context + ": cuda_graphs");
   require(args.help == expected.help, context + ": help");
   // parse() leaves the fields volt::cli::run resolves at their defaults.
   const volt::cli::Args untouched;
@@ -369,7 +391,8 @@ void check_trainer_options(const volt::cli::Args& args) {
   const volt::TrainerOptions options = args.trainer_options();
   require(options.devices == spec && options.max_epochs == args.max_epochs && options.max_steps == args.max_steps &&
               options.accumulate_grad_batches == args.accumulate_grad_batches && options.seed == args.seed &&
-              options.default_root_dir == args.default_root_dir,
+              options.default_root_dir == args.default_root_dir && options.num_nodes == args.num_nodes &&
+              options.cuda_graphs == args.cuda_graphs,
           "trainer_options() does not carry the parsed values");
 }
 
@@ -400,6 +423,7 @@ std::vector<std::string> canonical_command_line(const volt::cli::Args& args, con
   };
   add("--accelerator", args.accelerator);
   add("--devices", args.devices);
+  add("--num-nodes", std::to_string(args.num_nodes));
   add("--strategy", args.strategy);
   add("--precision", args.precision);
   if (args.max_epochs) add("--max-epochs", std::to_string(*args.max_epochs));
@@ -409,6 +433,7 @@ std::vector<std::string> canonical_command_line(const volt::cli::Args& args, con
   add("--default-root-dir", args.default_root_dir);
   add("--ckpt-path", args.ckpt_path);
   if (args.seed) add("--seed", std::to_string(*args.seed));
+  if (args.cuda_graphs) line.push_back("--cuda-graphs");
   for (const auto& flag : flags) {
     if (!args.is_set(flag.name)) continue;
     if (flag.takes_value) {
@@ -428,12 +453,13 @@ void check_help(const volt::cli::Parser& parser, const std::vector<ProgramFlag>&
   for (const auto& name : standard_names) require(contains(help, name), "help(): no " + name);
   const volt::cli::Args& defaults = parser.defaults();
   for (const auto& shown : {defaults.accelerator, defaults.devices, defaults.strategy, defaults.precision,
-                            std::to_string(defaults.max_steps), std::to_string(defaults.batch_size),
-                            std::to_string(defaults.accumulate_grad_batches)}) {
+                            std::to_string(defaults.num_nodes), std::to_string(defaults.max_steps),
+                            std::to_string(defaults.batch_size), std::to_string(defaults.accumulate_grad_batches)}) {
     require(contains(help, "default " + shown), "help(): default " + shown);
   }
   if (defaults.max_epochs) require(contains(help, "default " + std::to_string(*defaults.max_epochs)), "help(): epochs");
   if (defaults.seed) require(contains(help, "default " + std::to_string(*defaults.seed)), "help(): seed");
+  require(contains(help, defaults.cuda_graphs ? "on by default" : "off by default"), "help(): cuda graphs");
   if (flags.empty()) return;
   std::size_t position = help.find("\nprog options:\n");
   require(position != std::string::npos, "help(): program options heading");
@@ -518,6 +544,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     defaults.accumulate_grad_batches = 2;
     defaults.default_root_dir = "runs";
     defaults.seed = 7;
+    defaults.num_nodes = 2;
+    defaults.cuda_graphs = true;
   }
   if (config & checks_help) check_help(parser, flags, description);
 

@@ -374,6 +374,22 @@ inline void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Multi-tensor copies.
+
+/// `destinations[i].copy_(sources[i])` for every i (same dtypes and sizes): one multi-tensor kernel per
+/// device where LibTorch has `at::_foreach_copy_` (2.4 on), else one copy per tensor.
+inline void foreach_copy_(at::TensorList destinations, at::TensorList sources) {
+  TORCH_CHECK(destinations.size() == sources.size(), "volt: foreach_copy_ got ", destinations.size(),
+              " destinations and ", sources.size(), " sources");
+  if (destinations.empty()) return;
+#if VOLT_TORCH_VERSION >= 20400
+  at::_foreach_copy_(destinations, sources);
+#else
+  for (std::size_t i = 0; i < destinations.size(); ++i) destinations[i].copy_(sources[i]);
+#endif
+}
+
 }  // namespace volt::compat
 // ---- end volt/core/compat.hpp
 // ---- begin volt/core/errors.hpp
@@ -4238,6 +4254,33 @@ class GradScaler {
     optimizer_states_.clear();
   }
 
+  /// unscale_() and update()'s device work for a step captured in a CUDA graph, without the host-side
+  /// iteration bookkeeping (nothing is read back or remembered, so both can be captured and replayed):
+  /// zeroes `found_inf` (a float32 scalar on the scale's device), divides `optimizer`'s gradients by the
+  /// scale in place and sets `found_inf` to 1 where any is inf/NaN. The optimizer step that follows must
+  /// honour `found_inf` itself (volt::optim::CapturableStep does). No-op when disabled; throws
+  /// std::runtime_error before any scale().
+  void unscale_on_device(torch::optim::Optimizer& optimizer, torch::Tensor& found_inf) {
+    if (!options_.enabled) return;
+    require_scale("unscale_on_device");
+    found_inf.zero_();
+    const auto inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+    unscale_gradients(optimizer, inv_scale, found_inf);
+  }
+
+  /// update()'s scale adaptation from `found_inf` (as unscale_on_device() set it), on the device only.
+  /// No-op when disabled; throws std::runtime_error before any scale().
+  void update_on_device(const torch::Tensor& found_inf) {
+    if (!options_.enabled) return;
+    require_scale("update_on_device");
+    if (use_fused(scale_.device().type())) {
+      at::_amp_update_scale_(scale_, growth_tracker_, found_inf, options_.growth_factor, options_.backoff_factor,
+                             options_.growth_interval);
+    } else {
+      update_scale_with_tensor_ops(found_inf);
+    }
+  }
+
   /// Sets the scale to `new_scale` instead of adapting it, and forgets the iteration's bookkeeping.
   /// No-op when disabled. Throws std::runtime_error before any scale().
   void update(double new_scale) {
@@ -5545,12 +5588,25 @@ class ProcessGroup {
   /// "gloo" or "nccl" (Lightning's distributed_backend).
   const std::string& backend_name() const { return backend_name_; }
 
-  /// Starts an in-place sum all-reduce of `tensors` (on the group's device) and returns its work handle;
-  /// complete it with wait(). A collective: every rank must start the same all-reduce in the same order.
-  /// Throws DistributedError when the backend refuses it.
-  auto all_reduce_async(std::vector<torch::Tensor>& tensors) {
+  /// Whether the backend averages in the collective itself (NCCL's AVG: no division kernel of volt's), so that
+  /// all_reduce_async accepts ReduceOp::mean. Gloo has no AVG.
+  bool averages_in_collective() const { return is_nccl_; }
+
+  /// Starts an in-place all-reduce of `tensors` (on the group's device) and returns its work handle; complete
+  /// it with wait(). `op` is ReduceOp::sum, or ReduceOp::mean where averages_in_collective() (floating-point
+  /// tensors). A collective: every rank must start the same all-reduce in the same order. Throws
+  /// std::invalid_argument for another op, DistributedError when the backend refuses it.
+  auto all_reduce_async(std::vector<torch::Tensor>& tensors, ReduceOp op = ReduceOp::sum) {
     c10d::AllreduceOptions options;
-    options.reduceOp = c10d::ReduceOp::SUM;
+    if (op == ReduceOp::mean && averages_in_collective()) {
+      options.reduceOp = c10d::ReduceOp::AVG;
+    } else if (op == ReduceOp::sum) {
+      options.reduceOp = c10d::ReduceOp::SUM;
+    } else {
+      throw std::invalid_argument("volt: ProcessGroup::all_reduce_async takes ReduceOp::sum, or ReduceOp::mean on a "
+                                  "backend that averages in the collective (NCCL); this group is " + backend_name_ +
+                                  ": use sum and divide, or the blocking all_reduce");
+    }
     return guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
   }
 
@@ -5739,11 +5795,18 @@ class ProcessGroup {
 ///
 /// It does what PyTorch's DistributedDataParallel does in Python (LibTorch's C++ frontend has no DDP module).
 /// Parameters are grouped into buckets of about 25 MB, in reverse registration order (the order in which
-/// backward produces their gradients). A post-hook on each parameter's gradient accumulator copies the finished
-/// gradient into its bucket; when a bucket is full it is divided by the world size and its all-reduce starts at
-/// once, so communication overlaps the rest of backward. finish() waits for every bucket (launching those whose
-/// parameters got no gradient, with zeros) and copies the averages back into the parameters' .grad.
+/// backward produces their gradients). A post-hook on each parameter's gradient accumulator notes the finished
+/// gradient; when the last gradient of a bucket arrives, the bucket's flat buffer is filled from all of them with
+/// one kernel (a cat into it), averaged (by the collective itself on NCCL, one division elsewhere) and its
+/// all-reduce starts at once, so communication overlaps the rest of backward. finish() waits for every bucket
+/// (launching those whose parameters got no gradient, with zeros) and copies the averages back into the
+/// parameters' .grad with one multi-tensor copy per bucket.
 /// Backward passes prepared with sync = false (accumulation micro-batches: Lightning's no_sync) do nothing.
+///
+/// Work on the compute stream per synchronised step: per bucket one cat, at most one division, one
+/// multi-tensor copy back; no device memory is allocated per step (the flat buffers and their views are kept).
+/// The gradients cannot simply be views of the bucket (as in PyTorch's DDP): LibTorch's Optimizer::zero_grad
+/// calls detach_() on them, which a view refuses.
 
 
 #include <torch/torch.h>
@@ -5797,8 +5860,17 @@ class GradientReducer {
       bucket.numel += parameter.numel();
       bucket.bytes += bytes;
     }
+    // The flat buffers and their views are made once: a step then only fills, reduces and copies back.
     for (auto& bucket : core.buckets) {
       bucket.flat = torch::zeros({bucket.numel}, torch::TensorOptions().dtype(bucket.dtype).device(bucket.device));
+      bucket.collective = {bucket.flat};
+      bucket.arrived.assign(bucket.members.size(), torch::Tensor());
+      for (auto member : bucket.members) {
+        const auto i = static_cast<std::size_t>(member);
+        const auto& parameter = core.parameters[i];
+        bucket.averaged.push_back(
+            bucket.flat.narrow(0, core.slot_of[i].offset, parameter.numel()).view(parameter.sizes()));
+      }
     }
     // Hooks on the gradient accumulators; the accumulators are kept alive so the hooks stay attached.
     for (std::int64_t i = 0; i < count; ++i) {
@@ -5828,7 +5900,8 @@ class GradientReducer {
   }
 
   /// After a synchronised backward: completes every bucket's all-reduce and writes the averaged gradients
-  /// into the parameters' .grad. Throws DistributedError when a collective fails.
+  /// into the parameters' .grad (one multi-tensor copy per bucket). Throws DistributedError when a collective
+  /// fails.
   void finish() {
     auto& core = *core_;
     std::unique_lock lock(core.mutex);
@@ -5840,20 +5913,25 @@ class GradientReducer {
     for (auto& bucket : core.buckets) {
       if (bucket.work) core.group->wait(*bucket.work);
     }
+    auto& destinations = core.copy_destinations;
+    auto& sources = core.copy_sources;
     for (auto& bucket : core.buckets) {
+      destinations.clear();
+      sources.clear();
       for (std::size_t m = 0; m < bucket.members.size(); ++m) {
-        const auto i = static_cast<std::size_t>(bucket.members[m]);
-        auto& parameter = core.parameters[i];
-        const auto offset = core.slot_of[i].offset;
-        auto averaged = bucket.flat.narrow(0, offset, parameter.numel()).view(parameter.sizes());
+        auto& parameter = core.parameters[static_cast<std::size_t>(bucket.members[m])];
         if (parameter.grad().defined()) {
-          parameter.mutable_grad().copy_(averaged);
+          destinations.push_back(parameter.mutable_grad());
+          sources.push_back(bucket.averaged[m]);
         } else {
-          parameter.mutable_grad() = averaged.clone();
+          parameter.mutable_grad() = bucket.averaged[m].clone();
         }
       }
+      compat::foreach_copy_(destinations, sources);
       bucket.work.reset();
     }
+    destinations.clear();  // no reference to the gradients past this step
+    sources.clear();
     core.sync = false;
   }
 
@@ -5876,6 +5954,9 @@ class GradientReducer {
     std::int64_t numel = 0;
     std::int64_t bytes = 0;
     torch::Tensor flat;
+    std::vector<torch::Tensor> collective;  ///< {flat}, the all-reduce's argument
+    std::vector<torch::Tensor> averaged;    ///< per member, its part of flat shaped like the parameter
+    std::vector<torch::Tensor> arrived;     ///< per member, its gradient flattened, until the bucket is filled
     std::int64_t pending = 0;
     bool launched = false;
     std::optional<Work> work;
@@ -5893,32 +5974,53 @@ class GradientReducer {
     std::vector<Slot> slot_of;
     std::vector<Bucket> buckets;
     std::vector<bool> ready;
+    std::vector<torch::Tensor> copy_destinations, copy_sources;  // finish()'s lists, kept to reuse their storage
     bool sync = false;
     std::size_t next_launch = 0;
     std::atomic<bool> alive{true};
     std::mutex mutex;
 
+    /// Keeps parameter i's current gradient, flattened, for its bucket (undefined: the bucket gets zeros).
+    void note_gradient(std::size_t i) {
+      const auto& slot = slot_of[i];
+      const auto& grad = parameters[i].grad();
+      // reshape is a view for a contiguous gradient (no kernel); a strided one is copied.
+      buckets[static_cast<std::size_t>(slot.bucket)].arrived[static_cast<std::size_t>(slot.index)] =
+          grad.defined() ? grad.reshape({-1}) : torch::Tensor();
+      ready[i] = true;
+    }
+
+    /// Fills the bucket from the gradients noted, averages it and starts its all-reduce.
     void launch(std::size_t b) {
       auto& bucket = buckets[b];
-      bucket.flat.div_(group->size());
-      std::vector<torch::Tensor> tensors{bucket.flat};
-      bucket.work = group->all_reduce_async(tensors);
+      bool complete = true;
+      for (const auto& gradient : bucket.arrived) complete = complete && gradient.defined();
+      if (complete) {
+        at::cat_out(bucket.flat, bucket.arrived);  // one kernel for the whole bucket
+      } else {
+        for (std::size_t m = 0; m < bucket.members.size(); ++m) {
+          auto slice = bucket.averaged[m].view({-1});
+          if (bucket.arrived[m].defined()) {
+            slice.copy_(bucket.arrived[m]);
+          } else {
+            slice.zero_();
+          }
+        }
+      }
+      for (auto& gradient : bucket.arrived) gradient = torch::Tensor();  // no reference past this step
+      if (group->averages_in_collective()) {
+        bucket.work = group->all_reduce_async(bucket.collective, ReduceOp::mean);
+      } else {
+        bucket.flat.div_(group->size());
+        bucket.work = group->all_reduce_async(bucket.collective);
+      }
       bucket.launched = true;
     }
 
     void launch_missing(std::size_t b) {
-      auto& bucket = buckets[b];
-      for (auto member : bucket.members) {
+      for (auto member : buckets[b].members) {
         const auto i = static_cast<std::size_t>(member);
-        if (ready[i]) continue;
-        auto slice = bucket.flat.narrow(0, slot_of[i].offset, parameters[i].numel());
-        const auto& grad = parameters[i].grad();
-        if (grad.defined()) {
-          slice.copy_(grad.reshape({-1}));
-        } else {
-          slice.zero_();
-        }
-        ready[i] = true;
+        if (!ready[i]) note_gradient(i);
       }
       launch(b);
     }
@@ -5928,17 +6030,8 @@ class GradientReducer {
       if (!sync) return;
       const auto i = static_cast<std::size_t>(index);
       if (ready[i]) return;
-      const auto& slot = slot_of[i];
-      auto& bucket = buckets[static_cast<std::size_t>(slot.bucket)];
-      const auto& grad = parameters[i].grad();
-      auto slice = bucket.flat.narrow(0, slot.offset, parameters[i].numel());
-      if (grad.defined()) {
-        slice.copy_(grad.reshape({-1}));
-      } else {
-        slice.zero_();
-      }
-      ready[i] = true;
-      --bucket.pending;
+      note_gradient(i);
+      --buckets[static_cast<std::size_t>(slot_of[i].bucket)].pending;
       // Buckets start in index order on every rank, so the ranks' collectives pair up.
       while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
         if (!buckets[next_launch].launched) launch(next_launch);
@@ -6243,9 +6336,9 @@ class RankShard {
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -6296,6 +6389,75 @@ inline std::chrono::milliseconds distributed_timeout() {
   if (auto seconds = env_int("VOLT_DDP_TIMEOUT_S"); seconds && *seconds > 0) return std::chrono::seconds(*seconds);
   return std::chrono::seconds(1800);
 }
+
+#ifdef VOLT_DETAIL_HAS_C10D
+
+/// Rank 0's buffers (BatchNorm statistics) onto every rank, as PyTorch's DistributedDataParallel does before
+/// each forward with broadcast_buffers=True. Buffers are grouped by dtype (and device) once; per call and group,
+/// rank 0 packs its buffers into a kept flat tensor with one kernel (a cat) and needs nothing back (its buffers
+/// are the source); the other ranks receive into theirs and unpack with one multi-tensor copy. One broadcast per
+/// group.
+class BufferBroadcaster {
+ public:
+  BufferBroadcaster() = default;
+
+  /// Groups `buffers` by dtype and device and makes each group's flat tensor.
+  BufferBroadcaster(ProcessGroup& group, const std::vector<torch::Tensor>& buffers) : group_(&group) {
+    for (const auto& buffer : buffers) {
+      auto same = [&](const Group& part) {
+        return part.buffers.front().scalar_type() == buffer.scalar_type() &&
+               part.buffers.front().device() == buffer.device();
+      };
+      auto found = std::find_if(groups_.begin(), groups_.end(), same);
+      if (found == groups_.end()) found = groups_.insert(groups_.end(), Group{});
+      found->buffers.push_back(buffer);
+    }
+    for (auto& part : groups_) {
+      std::int64_t numel = 0;
+      for (const auto& buffer : part.buffers) numel += buffer.numel();
+      part.flat = torch::empty({numel}, part.buffers.front().options());
+      std::int64_t offset = 0;
+      for (const auto& buffer : part.buffers) {
+        part.unpacked.push_back(part.flat.narrow(0, offset, buffer.numel()).view(buffer.sizes()));
+        offset += buffer.numel();
+      }
+    }
+  }
+
+  /// Whether there is anything to broadcast.
+  bool empty() const { return groups_.empty(); }
+
+  /// Every rank's buffers become rank 0's. A collective: every rank calls it at the same point. Throws
+  /// DistributedError.
+  void broadcast() {
+    torch::NoGradGuard no_grad;
+    const bool source = group_->rank() == 0;
+    for (auto& part : groups_) {
+      if (source) {
+        // Flattened per call, not once: loading a checkpoint gives a buffer new storage (set_), which would
+        // leave a kept view behind; reshape of a contiguous buffer is a view and costs no kernel.
+        part.packed.clear();
+        for (const auto& buffer : part.buffers) part.packed.push_back(buffer.reshape({-1}));
+        at::cat_out(part.flat, part.packed);
+        part.packed.clear();
+      }
+      group_->broadcast(part.flat, 0);
+      if (!source) compat::foreach_copy_(part.buffers, part.unpacked);
+    }
+  }
+
+ private:
+  struct Group {
+    std::vector<torch::Tensor> buffers;
+    std::vector<torch::Tensor> unpacked;  ///< per buffer, its part of flat shaped like it
+    std::vector<torch::Tensor> packed;    ///< rank 0: the buffers flattened, during a call
+    torch::Tensor flat;
+  };
+  ProcessGroup* group_ = nullptr;
+  std::vector<Group> groups_;
+};
+
+#endif
 
 /// DDP: one process per device (Lightning's DDPStrategy with the popen launcher).
 template <>
@@ -6362,33 +6524,15 @@ class StrategyRuntime<DDP> {
     for (auto& buffer : module.buffers()) broadcast_in_place(buffer);
     reducer_.reset();
     reducer_ = std::make_unique<GradientReducer>(*group_, module.parameters());
-    // Buffers grouped by dtype once, so each step's broadcast only packs, sends and unpacks.
-    buffer_groups_.clear();
-    std::map<torch::ScalarType, std::size_t> group_of;
-    for (auto& buffer : module.buffers()) {
-      auto [it, added] = group_of.emplace(buffer.scalar_type(), buffer_groups_.size());
-      if (added) buffer_groups_.emplace_back();
-      buffer_groups_[it->second].push_back(buffer);
-    }
+    buffers_ = BufferBroadcaster(*group_, module.buffers());
   }
 
   /// Broadcasts the module's buffers (BatchNorm statistics) from rank 0 before a training step, as PyTorch's
-  /// DistributedDataParallel does with broadcast_buffers=True. One collective per dtype.
+  /// DistributedDataParallel does with broadcast_buffers=True: one collective per dtype (BufferBroadcaster).
   template <class M>
   void sync_buffers(M& /*module*/) {
-    if (buffer_groups_.empty() || world_size() == 1) return;
-    torch::NoGradGuard no_grad;
-    for (auto& tensors : buffer_groups_) {
-      std::vector<torch::Tensor> flat_parts;
-      for (auto& tensor : tensors) flat_parts.push_back(tensor.reshape({-1}));
-      auto flat = torch::cat(flat_parts);
-      group_->broadcast(flat, 0);
-      std::int64_t offset = 0;
-      for (auto& tensor : tensors) {
-        tensor.copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
-        offset += tensor.numel();
-      }
-    }
+    if (buffers_.empty() || world_size() == 1) return;
+    buffers_.broadcast();
   }
 
   void prepare_for_backward(bool sync) {
@@ -6420,7 +6564,7 @@ class StrategyRuntime<DDP> {
     process_group_slot().reset();
     group_.reset();
     reducer_.reset();
-    buffer_groups_.clear();
+    buffers_ = BufferBroadcaster();
   }
 
  private:
@@ -6436,7 +6580,7 @@ class StrategyRuntime<DDP> {
   torch::Device root_device_ = torch::kCPU;
   std::shared_ptr<ProcessGroup> group_;
   std::unique_ptr<GradientReducer> reducer_;
-  std::vector<std::vector<torch::Tensor>> buffer_groups_;
+  BufferBroadcaster buffers_;
 };
 
 }  // namespace volt::detail
@@ -6451,6 +6595,336 @@ class StrategyRuntime<DDP> {
 /// The precision policies, the GradScaler and so the Trainer and Fabric step through it; the process-wide
 /// default (volt::optim::set_default_implementation) selects or opts out.
 
+// ---- begin volt/optim/capturable.hpp
+/// \file
+/// volt::optim::CapturableStep: an optimizer step whose every input lives on the device, so that a CUDA graph
+/// can capture it once and replay it at later steps; and gradient clipping without a host-device sync.
+///
+/// LibTorch's Adam keeps each parameter's step count as an int64 on the host and computes the bias
+/// corrections there, and every optimizer takes its learning rate as a double: a captured step would replay
+/// the numbers of the step it captured. CapturableStep keeps the step counts (float32) and the learning rates
+/// on the device, counts on the device, and calls LibTorch's fused kernels with a tensor learning rate
+/// (`at::_fused_adam_`, `at::_fused_adamw_`, `at::_fused_sgd_`), which read both there. The moments and
+/// momentum buffers stay LibTorch's own state tensors, updated in place, so a checkpoint written after
+/// write_back() is LibTorch's format, and optimizer.step() may take over at any point after it.
+
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+namespace volt::optim {
+
+/// Whether this LibTorch has the fused kernels with a tensor learning rate that CapturableStep calls (2.4+).
+inline constexpr bool has_capturable_step = VOLT_TORCH_VERSION >= 20400;
+
+namespace detail {
+
+/// Whether the dispatcher has a kernel of `name`'s overload `overload` for `device_type`.
+inline bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type) {
+  c10::DispatchKey key{};
+  switch (device_type) {
+    case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
+    case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
+    default: return false;
+  }
+  const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  return handle && handle->hasKernelForDispatchKey(key);
+}
+
+}  // namespace detail
+
+/// Scales `gradients` together so that their total 2-norm is at most `max_norm`, as
+/// torch::nn::utils::clip_grad_norm_ does (coefficient max_norm / (norm + 1e-6), capped at 1), but computed
+/// on the device: nothing is read back, so the call costs no sync and can be captured in a CUDA graph.
+/// Returns the total norm (a 0-dim float32 tensor on the gradients' device). Undefined entries are skipped.
+inline at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& gradients, double max_norm) {
+  std::vector<at::Tensor> present;
+  present.reserve(gradients.size());
+  for (const auto& gradient : gradients) {
+    if (gradient.defined()) present.push_back(gradient);
+  }
+  if (present.empty()) return at::zeros({});
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> norms;
+#if VOLT_TORCH_VERSION >= 20400
+  norms = at::_foreach_norm(present, 2);
+#else
+  norms.reserve(present.size());
+  for (const auto& gradient : present) norms.push_back(gradient.norm(2));
+#endif
+  for (auto& norm : norms) {
+    if (norm.scalar_type() != at::kFloat) norm = norm.to(at::kFloat);
+  }
+  const at::Tensor total = norms.size() == 1 ? norms.front() : at::stack(norms).norm(2);
+  const at::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
+#if VOLT_TORCH_VERSION >= 20400
+  at::_foreach_mul_(present, coefficient);
+#else
+  for (auto& gradient : present) gradient.mul_(coefficient.to(gradient.scalar_type()));
+#endif
+  return total;
+}
+
+/// Clamps every element of `gradients` to [-clip_value, clip_value], as torch::nn::utils::clip_grad_value_
+/// (one multi-tensor op per bound from LibTorch 2.4). Undefined entries are skipped.
+inline void clip_grad_value_(const std::vector<at::Tensor>& gradients, double clip_value) {
+  std::vector<at::Tensor> present;
+  present.reserve(gradients.size());
+  for (const auto& gradient : gradients) {
+    if (gradient.defined()) present.push_back(gradient);
+  }
+  if (present.empty()) return;
+  torch::NoGradGuard no_grad;
+#if VOLT_TORCH_VERSION >= 20400
+  at::_foreach_clamp_min_(present, at::Scalar(-clip_value));
+  at::_foreach_clamp_max_(present, at::Scalar(clip_value));
+#else
+  for (auto& gradient : present) gradient.clamp_(-clip_value, clip_value);
+#endif
+}
+
+/// One optimizer's step on device-only state (see the file comment). Made after the optimizer has stepped
+/// at least once (its state exists), it binds the parameters that have a gradient at construction; step()
+/// then updates them from whatever their .grad holds at the call, launching device work only.
+///
+/// Takes exactly torch::optim::Adam, AdamW and SGD (see obstacle()). Between a step() and any use of the
+/// optimizer's own state on the host (saving it, optimizer.step()), call write_back(); after the host has
+/// stepped the optimizer, call reload() before the next step().
+class CapturableStep {
+ public:
+  /// Why CapturableStep cannot step `optimizer` on `device_type`, or std::nullopt when it can: the type
+  /// (exactly Adam, AdamW or SGD), the LibTorch version (2.4+) and the kernels the device has.
+  static std::optional<std::string> obstacle(torch::optim::Optimizer& optimizer, c10::DeviceType device_type) {
+    const auto& type = typeid(optimizer);
+    const bool adam = type == typeid(torch::optim::Adam);
+    const bool adamw = type == typeid(torch::optim::AdamW);
+    const bool sgd = type == typeid(torch::optim::SGD);
+    if (!adam && !adamw && !sgd) {
+      return "the optimizer is " + c10::demangle(type.name()) +
+             "; a captured step needs exactly torch::optim::Adam, AdamW or SGD";
+    }
+    if constexpr (!has_capturable_step) {
+      return std::string("LibTorch ") + TORCH_VERSION +
+             " has no fused optimizer kernels with a tensor learning rate (LibTorch 2.4 or later has them)";
+    } else {
+      const char* kernel = adam ? "aten::_fused_adam_" : adamw ? "aten::_fused_adamw_" : "aten::_fused_sgd_";
+      if (!detail::has_kernel(kernel, "tensor_lr", device_type)) {
+        return std::string("this LibTorch has no ") + kernel + " kernel with a tensor learning rate for " +
+               c10::DeviceTypeName(device_type, /*lower_case=*/true);
+      }
+      return std::nullopt;
+    }
+  }
+
+  /// Binds `optimizer` (which must outlive this object; obstacle() must have said nothing): the parameters
+  /// that have a gradient now. Reads the learning rates and step counts into device tensors. Throws
+  /// std::invalid_argument when such a parameter has no state yet (step the optimizer once first) or state
+  /// of another type.
+  explicit CapturableStep(torch::optim::Optimizer& optimizer) : optimizer_(&optimizer) {
+    const auto& type = typeid(optimizer);
+    kind_ = type == typeid(torch::optim::Adam)    ? Kind::adam
+            : type == typeid(torch::optim::AdamW) ? Kind::adamw
+                                                  : Kind::sgd;
+    if (kind_ == Kind::adam) {
+      bind<torch::optim::AdamOptions, torch::optim::AdamParamState>();
+    } else if (kind_ == Kind::adamw) {
+      bind<torch::optim::AdamWOptions, torch::optim::AdamWParamState>();
+    } else {
+      bind<torch::optim::SGDOptions, torch::optim::SGDParamState>();
+    }
+    reload();
+  }
+
+  /// Every bound parameter (in param-group order), the tensors whose .grad step() reads.
+  const std::vector<at::Tensor>& parameters() const noexcept { return parameters_; }
+
+  /// Updates the bound parameters from their current .grad: counts the step on the device and calls the
+  /// fused kernel of each param group. With `found_inf` (a float32 scalar on the device, as the grad scaler's
+  /// unscale sets it): where it is nonzero, the kernels change nothing and the count is taken back, as
+  /// PyTorch's fused optimizers do under a GradScaler. Launches device work only; capturable.
+  /// Throws c10::Error when a bound parameter has no gradient.
+  void step(const std::optional<at::Tensor>& found_inf = std::nullopt) {
+#if VOLT_TORCH_VERSION >= 20400
+    torch::NoGradGuard no_grad;
+    if (steps_.defined()) steps_.add_(1);
+    for (auto& group : groups_) {
+      std::vector<at::Tensor> grads;
+      grads.reserve(group.params.size());
+      for (const auto& parameter : group.params) {
+        const auto& grad = parameter.grad();
+        TORCH_CHECK(grad.defined(), "volt: a captured optimizer step found a parameter without gradient (shape ",
+                    parameter.sizes(), "); every parameter that stepped before must get a gradient");
+        grads.push_back(grad);
+      }
+      const auto& lr = learning_rates_[group.index];
+      if (kind_ == Kind::sgd) {
+        at::_fused_sgd_(group.params, grads, group.momentum_buffers, group.weight_decay, group.momentum, lr,
+                        group.dampening, group.nesterov, /*maximize=*/false, /*is_first_step=*/false,
+                        /*grad_scale=*/std::nullopt, found_inf);
+      } else if (kind_ == Kind::adamw) {
+        at::_fused_adamw_(group.params, grads, group.exp_avgs, group.exp_avg_sqs, group.max_exp_avg_sqs,
+                          group.steps, lr, group.beta1, group.beta2, group.weight_decay, group.eps, group.amsgrad,
+                          /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
+      } else {
+        at::_fused_adam_(group.params, grads, group.exp_avgs, group.exp_avg_sqs, group.max_exp_avg_sqs,
+                         group.steps, lr, group.beta1, group.beta2, group.weight_decay, group.eps, group.amsgrad,
+                         /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
+      }
+    }
+    if (found_inf && steps_.defined()) steps_.sub_(*found_inf);
+#else
+    (void)found_inf;
+    TORCH_CHECK(false, "volt: CapturableStep needs LibTorch 2.4 or later (this is ", TORCH_VERSION, ")");
+#endif
+  }
+
+  /// Copies learning rates that changed on the host (a scheduler, a callback) into the device tensors the
+  /// kernels read; launches nothing when none changed. Call it before each replay of a captured step.
+  void refresh_learning_rates() {
+    for (std::size_t i = 0; i < learning_rates_.size(); ++i) {
+      const double lr = host_learning_rate(i);
+      if (lr != cached_learning_rates_[i]) {
+        learning_rates_[i].fill_(lr);
+        cached_learning_rates_[i] = lr;
+      }
+    }
+  }
+
+  /// Writes the device step counts into LibTorch's Adam/AdamW state (one device-to-host copy, a sync), so
+  /// the optimizer's state is LibTorch's own again: before saving it or stepping it on the host.
+  void write_back() {
+    if (!steps_.defined()) return;
+    const auto host = steps_.to(at::kCPU, at::kDouble);
+    const auto* counts = host.data_ptr<double>();
+    for (std::size_t i = 0; i < step_setters_.size(); ++i) step_setters_[i](static_cast<std::int64_t>(counts[i]));
+  }
+
+  /// Reads LibTorch's state into the device: learning rates and Adam's step counts. After the host stepped
+  /// the optimizer (optimizer.step(), volt::optim::step) or loaded a state.
+  void reload() {
+    for (std::size_t i = 0; i < learning_rates_.size(); ++i) {
+      cached_learning_rates_[i] = host_learning_rate(i);
+      learning_rates_[i].fill_(cached_learning_rates_[i]);
+    }
+    if (step_getters_.empty()) return;
+    auto host = at::empty({static_cast<std::int64_t>(step_getters_.size())}, at::kFloat);
+    auto* counts = host.data_ptr<float>();
+    for (std::size_t i = 0; i < step_getters_.size(); ++i) counts[i] = static_cast<float>(step_getters_[i]());
+    steps_.copy_(host);
+  }
+
+ private:
+  enum class Kind { adam, adamw, sgd };
+
+  struct Group {
+    std::size_t index = 0;  // into optimizer.param_groups() and learning_rates_
+    std::vector<at::Tensor> params;
+    std::vector<at::Tensor> exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;  // Adam, AdamW
+    std::vector<at::Tensor> momentum_buffers;                               // SGD with momentum
+    double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, momentum = 0, dampening = 0;
+    bool amsgrad = false, nesterov = false;
+  };
+
+  double host_learning_rate(std::size_t group) const {
+    auto& options = optimizer_->param_groups()[group].options();
+    return options.get_lr();
+  }
+
+  template <class Options, class State>
+  void bind() {
+    auto& optimizer = *optimizer_;
+    std::optional<torch::Device> device;
+    std::size_t group_index = 0;
+    std::vector<State*> adam_states;
+    for (auto& param_group : optimizer.param_groups()) {
+      auto* options = dynamic_cast<Options*>(&param_group.options());
+      if (options == nullptr) throw std::invalid_argument("volt: a param group's options are not the optimizer's own");
+      Group group;
+      group.index = group_index++;
+      for (auto& parameter : param_group.params()) {
+        if (!parameter.grad().defined()) continue;  // not part of the step, as in LibTorch's loop
+        bool foreign = false;
+        State* state = detail::find_state<State>(optimizer, parameter, foreign);
+        if (foreign) throw std::invalid_argument("volt: a parameter's optimizer state is of another type");
+        if constexpr (std::is_same_v<State, torch::optim::SGDParamState>) {
+          if (options->momentum() != 0) {
+            if (state == nullptr || !state->momentum_buffer().defined()) {
+              throw std::invalid_argument("volt: SGD has no momentum buffer for a parameter yet; step once first");
+            }
+            group.momentum_buffers.push_back(state->momentum_buffer());
+          }
+        } else {
+          if (state == nullptr) throw std::invalid_argument("volt: Adam has no state for a parameter yet; step once first");
+          group.exp_avgs.push_back(state->exp_avg());
+          group.exp_avg_sqs.push_back(state->exp_avg_sq());
+          if (options->amsgrad()) group.max_exp_avg_sqs.push_back(state->max_exp_avg_sq());
+          adam_states.push_back(state);
+        }
+        if (!device) device = parameter.device();
+        group.params.push_back(parameter);
+        parameters_.push_back(parameter);
+      }
+      if constexpr (std::is_same_v<State, torch::optim::SGDParamState>) {
+        group.weight_decay = options->weight_decay();
+        group.momentum = options->momentum();
+        group.dampening = options->dampening();
+        group.nesterov = options->nesterov();
+      } else {
+        group.beta1 = std::get<0>(options->betas());
+        group.beta2 = std::get<1>(options->betas());
+        group.eps = options->eps();
+        group.weight_decay = options->weight_decay();
+        group.amsgrad = options->amsgrad();
+      }
+      groups_.push_back(std::move(group));
+    }
+    const auto on = at::TensorOptions().dtype(at::kFloat).device(device.value_or(torch::kCPU));
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+      learning_rates_.push_back(at::zeros({}, on));
+      cached_learning_rates_.push_back(0.0);
+    }
+    if constexpr (!std::is_same_v<State, torch::optim::SGDParamState>) {
+      if (!adam_states.empty()) {
+        // One tensor for all counts: counting a step is one kernel, reading them back one copy.
+        steps_ = at::zeros({static_cast<std::int64_t>(adam_states.size())}, on);
+        const auto views = steps_.unbind(0);
+        std::size_t next = 0;
+        for (auto& group : groups_) {
+          for (std::size_t i = 0; i < group.params.size(); ++i) group.steps.push_back(views[next++]);
+        }
+        for (State* state : adam_states) {
+          step_getters_.push_back([state] { return state->step(); });
+          step_setters_.push_back([state](std::int64_t count) { state->step(count); });
+        }
+      }
+    }
+    std::erase_if(groups_, [](const Group& group) { return group.params.empty(); });
+  }
+
+  torch::optim::Optimizer* optimizer_;
+  Kind kind_ = Kind::adam;
+  std::vector<Group> groups_;
+  std::vector<at::Tensor> parameters_;       // every bound parameter, in param-group order
+  std::vector<at::Tensor> learning_rates_;  // one per param group of the optimizer
+  std::vector<double> cached_learning_rates_;
+  at::Tensor steps_;  // Adam/AdamW: every bound parameter's step count
+  std::vector<std::function<std::int64_t()>> step_getters_;
+  std::vector<std::function<void(std::int64_t)>> step_setters_;
+};
+
+}  // namespace volt::optim
+// ---- end volt/optim/capturable.hpp
 
 /// \namespace volt::optim
 /// Multi-tensor (foreach) and fused optimizer steps for LibTorch's Adam, AdamW and SGD, and the choice of
@@ -6620,10 +7094,34 @@ struct MetricEntry {
   bool logged_since_flush = false;
 };
 
+/// A ctx.log(...) call made while a training step was captured in a CUDA graph: the value is a tensor of the
+/// graph, rewritten by every replay, and the call is repeated after each replay.
+struct RecordedLog {
+  std::string name;
+  torch::Tensor value;
+  LogOptions options;
+  MetricPhase phase;
+};
+
 /// Storage for logged metrics; owned by the Trainer, written through StepContext.
 class MetricStore {
  public:
+  /// While `sink` is set, log() appends its calls to `*sink` and records nothing else (a CUDA graph capture
+  /// must not launch the aggregation's kernels); nullptr resumes normal logging.
+  void record_into(std::vector<RecordedLog>* sink) noexcept { recording_ = sink; }
+
+  /// Repeats recorded calls (after a replay of the graph they were captured in).
+  void replay(const std::vector<RecordedLog>& calls) {
+    for (const auto& call : calls) log(call.name, call.value, call.options, call.phase);
+  }
+
   void log(std::string_view name, const torch::Tensor& value, const LogOptions& options, MetricPhase phase) {
+    if (recording_ != nullptr) {
+      TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name,
+                  "` must hold a single element, but it has shape ", value.sizes());
+      recording_->push_back(RecordedLog{std::string(name), value.detach(), options, phase});
+      return;
+    }
     const bool training = phase == MetricPhase::train;
     MetricEntry* entry = find(name, phase);
     if (entry == nullptr) {
@@ -6776,6 +7274,7 @@ class MetricStore {
 
   std::vector<MetricEntry> entries_;
   std::map<std::string, double, std::less<>> callback_metrics_;
+  std::vector<RecordedLog>* recording_ = nullptr;
 };
 
 }  // namespace detail
@@ -9382,6 +9881,16 @@ struct TrainerOptions {
   /// is on), run teardown and return from fit() with trainer.interrupted() true. false: signals keep their
   /// previous handlers.
   bool handle_signals = true;
+  /// Capture the whole training step (forward, backward, grad scaler, gradient clipping, optimizer step) in
+  /// one CUDA graph after cuda_graph_warmup_steps eager steps, and replay it for every batch of the same
+  /// shapes (a batch of other shapes, such as a short last batch, runs eagerly). Removes the launch cost of
+  /// small models. Needs the CUDA accelerator with one device, accumulate_grad_batches 1, torch::optim::Adam,
+  /// AdamW or SGD, and no callback or model hook between training_step and the optimizer step; otherwise
+  /// fit() says which of these is missing and trains eagerly. See docs/cuda-graphs.md.
+  bool cuda_graphs = false;
+  /// Eager optimizer steps before the capture (cuDNN's algorithm choice and lazy initialisation happen
+  /// there); >= 1.
+  std::int64_t cuda_graph_warmup_steps = 3;
 };
 
 namespace detail {
@@ -9456,6 +9965,9 @@ inline void validate(const TrainerOptions& options) {
       options.gradient_clip_algorithm != GradClipAlgorithm::value) {
     fail("`gradient_clip_algorithm` " + std::to_string(static_cast<int>(options.gradient_clip_algorithm)) +
          " is invalid. Allowed algorithms: ['value', 'norm'].");
+  }
+  if (options.cuda_graph_warmup_steps < 1) {
+    fail("`cuda_graph_warmup_steps` must be >= 1. Got " + std::to_string(options.cuda_graph_warmup_steps) + ".");
   }
   if (options.on_checkpoint_failure != CheckpointFailure::raise &&
       options.on_checkpoint_failure != CheckpointFailure::warn) {
@@ -10092,6 +10604,294 @@ auto sized(Data& data, std::int64_t size) {
 /// global_step + 1, step-interval LR schedulers. Validation runs on val_check_interval's batches and at the
 /// end of the epoch, before on_train_epoch_end; epoch-interval schedulers step after it.
 
+// ---- begin volt/trainer/cuda_graph.hpp
+/// \file
+/// The Trainer's CUDA graph of the training step (TrainerOptions::cuda_graphs): the step's static inputs,
+/// the captured graph and its replays, and the optimizer step on device-only state that the graph contains.
+///
+/// How a step is captured and replayed (docs/cuda-graphs.md tells users): after the warm-up steps (the last
+/// one on the capture's side stream, so cuBLAS and cuDNN set up their workspaces there), the batch is copied
+/// into static tensors, the gradients are dropped, and forward, backward, the grad scaler's unscale and
+/// update, gradient clipping and volt::optim::CapturableStep are captured on the side stream with autocast's
+/// weight cache off. Each later batch with the same tensor shapes, dtypes and devices is copied into the
+/// static tensors (one multi-tensor copy) and the graph replayed; a batch of other shapes runs eagerly
+/// between replays, with the optimizer's state handed to the host and back.
+
+
+#include <torch/torch.h>
+
+#if defined(VOLT_WITH_CUDA) && VOLT_TORCH_VERSION >= 20400
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#define VOLT_DETAIL_HAS_CUDA_GRAPHS 1
+#else
+#define VOLT_DETAIL_HAS_CUDA_GRAPHS 0
+#endif
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+/// Whether this build can capture CUDA graphs (VOLT_WITH_CUDA and LibTorch 2.4+).
+inline constexpr bool cuda_graphs_compiled = VOLT_DETAIL_HAS_CUDA_GRAPHS != 0;
+
+/// The tensors of `batch`, in the order apply_to_collection visits them.
+template <class Batch>
+std::vector<torch::Tensor> tensor_leaves(const Batch& batch) {
+  std::vector<torch::Tensor> leaves;
+  (void)apply_to_collection(batch, [&leaves](const torch::Tensor& tensor) {
+    leaves.push_back(tensor);
+    return tensor;
+  });
+  return leaves;
+}
+
+/// Whether `a` and `b` hold tensors of the same sizes, dtypes and devices, in the same order.
+inline bool same_tensor_shapes(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].defined() != b[i].defined()) return false;
+    if (!a[i].defined()) continue;
+    if (a[i].sizes() != b[i].sizes() || a[i].scalar_type() != b[i].scalar_type() || a[i].device() != b[i].device()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The Trainer's graph of its training step: state between fit()'s start and end. Without CUDA graph
+/// support in the build it stays disabled.
+class TrainStepGraph {
+ public:
+  /// Forgets everything (a new fit()): graph, static tensors, optimizer binding.
+  void reset() {
+    release();
+    enabled_ = false;
+    eager_steps_ = 0;
+    replays_ = 0;
+    eager_fallbacks_ = 0;
+  }
+
+  /// Turns capturing on for this fit().
+  void enable() { enabled_ = true; }
+  /// Turns capturing off for the rest of this fit() (a failed capture); the step runs eagerly.
+  void disable() {
+    release();
+    enabled_ = false;
+  }
+
+  bool enabled() const noexcept { return enabled_; }
+  bool captured() const noexcept { return captured_; }
+  /// Eager optimizer steps taken since fit() started, before the capture.
+  std::int64_t eager_steps() const noexcept { return eager_steps_; }
+  void count_eager_step() noexcept { ++eager_steps_; }
+  /// Replays so far (the captured batch's included).
+  std::int64_t replays() const noexcept { return replays_; }
+  /// Batches of other shapes that ran eagerly after the capture.
+  std::int64_t eager_fallbacks() const noexcept { return eager_fallbacks_; }
+
+  /// The static copy of the batch the graph reads (set by set_static_batch).
+  template <class Batch>
+  Batch& static_batch() {
+    return *static_cast<Batch*>(static_batch_.get());
+  }
+
+  /// Clones `batch` into the static tensors the graph will read.
+  template <class Batch>
+  void set_static_batch(const Batch& batch) {
+    auto copy = std::make_shared<Batch>(
+        apply_to_collection(batch, [](const torch::Tensor& tensor) { return tensor.clone(); }));
+    static_leaves_ = tensor_leaves(*copy);
+    static_batch_ = std::move(copy);
+  }
+
+  /// Whether `leaves` (a batch's tensors) fit the static tensors.
+  bool matches(const std::vector<torch::Tensor>& leaves) const { return same_tensor_shapes(leaves, static_leaves_); }
+
+  /// Copies `leaves` into the static tensors (one multi-tensor copy on the current stream).
+  void load(const std::vector<torch::Tensor>& leaves) {
+    std::vector<torch::Tensor> sources, destinations;
+    for (std::size_t i = 0; i < leaves.size(); ++i) {
+      if (!leaves[i].defined()) continue;
+      sources.push_back(leaves[i]);
+      destinations.push_back(static_leaves_[i]);
+    }
+    torch::NoGradGuard no_grad;
+    compat::foreach_copy_(destinations, sources);
+  }
+
+  /// Binds the optimizer (it has stepped during the warm-up) and, with a grad scaler, makes the found-inf flag.
+  void prepare(torch::optim::Optimizer& optimizer, bool with_scaler, torch::Device device) {
+    optimizer_ = &optimizer;
+    step_ = std::make_unique<optim::CapturableStep>(optimizer);
+    if (with_scaler) found_inf_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  }
+
+  optim::CapturableStep& optimizer_step() { return *step_; }
+  /// The grad scaler's found-inf flag (undefined without a scaler).
+  torch::Tensor& found_inf() { return found_inf_; }
+  /// The ctx.log calls made while capturing.
+  std::vector<RecordedLog>& logs() { return logs_; }
+  /// The captured step's loss (a graph tensor rewritten by each replay).
+  const torch::Tensor& loss() const noexcept { return loss_; }
+
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+  /// Runs `step` (one eager training step) on the capture's side stream, ordered after the work already
+  /// queued on the current stream and before the work queued after it.
+  template <class Step>
+  void on_side_stream(torch::Device device, Step&& step) {
+    const auto current = c10::cuda::getCurrentCUDAStream(device.index());
+    if (!side_stream_) side_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+    wait(*side_stream_, current);
+    {
+      const c10::cuda::CUDAStreamGuard guard(*side_stream_);
+      step();
+    }
+    wait(current, *side_stream_);
+  }
+
+  /// Captures `step` (forward, backward, scaler, clipping, optimizer; it returns the loss) into the graph on the
+  /// side stream, then replays it once for the static batch. Returns the error text when the capture failed
+  /// (the gradients are then dropped, and nothing else changed), or an empty string.
+  template <class Step>
+  std::string capture(torch::Device device, const std::vector<torch::Tensor>& parameters, MetricStore& metrics,
+                      Step&& step) {
+    const auto current = c10::cuda::getCurrentCUDAStream(device.index());
+    if (!side_stream_) side_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+    // The captured backward allocates the gradients in the graph's memory pool; each replay rewrites them.
+    drop_gradients(parameters);
+    graph_ = std::make_unique<at::cuda::CUDAGraph>();
+    logs_.clear();
+    std::string error;
+    wait(*side_stream_, current);
+    {
+      const c10::cuda::CUDAStreamGuard guard(*side_stream_);
+      const bool cache_was_enabled = compat::autocast_cache_enabled();
+      compat::set_autocast_cache_enabled(false);  // casts cached outside the graph must not be used in it
+      metrics.record_into(&logs_);
+      try {
+        graph_->capture_begin();
+        try {
+          // Detached: the graph's autograd nodes (and the AccumulateGrad nodes of the parameters, made on the side
+          // stream) must not outlive the capture, or eager steps later find nodes of another stream.
+          loss_ = step().detach();
+        } catch (const std::exception& e) {
+          error = e.what();
+        } catch (...) {
+          error = "unknown exception";
+        }
+        try {
+          graph_->capture_end();
+        } catch (const std::exception& e) {
+          if (error.empty()) error = e.what();
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      metrics.record_into(nullptr);
+      compat::set_autocast_cache_enabled(cache_was_enabled);
+    }
+    wait(current, *side_stream_);
+    if (!error.empty()) {
+      drop_gradients(parameters);
+      graph_.reset();
+      loss_ = torch::Tensor();
+      logs_.clear();
+      (void)cudaGetLastError();  // a failed capture leaves its error behind
+      return error;
+    }
+    captured_ = true;
+    static_gradients_.clear();
+    for (const auto& parameter : parameters) static_gradients_.push_back(parameter.grad());
+    parameters_ = parameters;
+    replay();
+    return {};
+  }
+
+  /// Replays the graph on the current stream (after refreshing changed learning rates).
+  void replay() {
+    step_->refresh_learning_rates();
+    graph_->replay();
+    ++replays_;
+  }
+#endif
+
+  /// Before an eager step between replays: hands the optimizer's state to the host.
+  void before_eager_step() {
+    if (step_) step_->write_back();
+  }
+  /// After an eager step between replays: takes the optimizer's state back and points each .grad at the
+  /// graph's gradient again.
+  void after_eager_step() {
+    ++eager_fallbacks_;
+    if (step_) step_->reload();
+    for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].mutable_grad() = static_gradients_[i];
+  }
+
+  /// Writes the device-side optimizer state into LibTorch's (before a checkpoint is written).
+  void sync_optimizer_state() {
+    if (captured_ && step_) step_->write_back();
+  }
+
+  /// Hands the optimizer state back to the host and frees the graph and its memory.
+  void release() {
+    if (captured_ && step_) step_->write_back();
+    captured_ = false;
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+    graph_.reset();
+#endif
+    step_.reset();
+    optimizer_ = nullptr;
+    static_batch_.reset();
+    static_leaves_.clear();
+    static_gradients_.clear();
+    parameters_.clear();
+    logs_.clear();
+    loss_ = torch::Tensor();
+    found_inf_ = torch::Tensor();
+  }
+
+ private:
+  static void drop_gradients(const std::vector<torch::Tensor>& parameters) {
+    for (auto parameter : parameters) parameter.mutable_grad() = torch::Tensor();
+  }
+
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+  /// Makes `waiter` wait for the work queued on `queued` so far.
+  static void wait(const c10::cuda::CUDAStream& waiter, const c10::cuda::CUDAStream& queued) {
+    at::cuda::CUDAEvent event;
+    event.record(queued);
+    event.block(waiter);
+  }
+
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  std::optional<c10::cuda::CUDAStream> side_stream_;
+#endif
+  bool enabled_ = false;
+  bool captured_ = false;
+  std::int64_t eager_steps_ = 0;
+  std::int64_t replays_ = 0;
+  std::int64_t eager_fallbacks_ = 0;
+  torch::optim::Optimizer* optimizer_ = nullptr;
+  std::unique_ptr<optim::CapturableStep> step_;
+  std::shared_ptr<void> static_batch_;  // the Batch of the fit() that set it
+  std::vector<torch::Tensor> static_leaves_;
+  std::vector<torch::Tensor> parameters_;
+  std::vector<torch::Tensor> static_gradients_;
+  std::vector<RecordedLog> logs_;
+  torch::Tensor loss_;
+  torch::Tensor found_inf_;
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/cuda_graph.hpp
 
 #include <torch/torch.h>
 
@@ -10387,6 +11187,12 @@ class Trainer {
   const std::string& stop_reason() const { return stop_reason_; }
   /// Whether the last fit() returned early because of SIGINT or SIGTERM (TrainerOptions::handle_signals).
   bool interrupted() const { return interrupted_; }
+  /// Training steps of the last (or running) fit() that were replays of the captured CUDA graph
+  /// (TrainerOptions::cuda_graphs); 0 when nothing was captured.
+  std::int64_t cuda_graph_replays() const noexcept { return graph_.replays(); }
+  /// Training steps of the last fit() that ran eagerly after the capture because their batch had other
+  /// shapes than the captured one (a short last batch).
+  std::int64_t cuda_graph_eager_steps() const noexcept { return graph_.eager_fallbacks(); }
 
   // ---- fit ---------------------------------------------------------------------------------------
 
@@ -10725,6 +11531,19 @@ class Trainer {
         }
       }
 
+      setup_cuda_graphs();
+      // The graph and its memory live for this fit(); the optimizer's state is LibTorch's again afterwards.
+      struct GraphRelease {
+        detail::TrainStepGraph& graph;
+        ~GraphRelease() {
+          try {
+            graph.release();
+          } catch (...) {
+            // a device error here was already reported by the step that caused it
+          }
+        }
+      } graph_release{graph_};
+
       bool finished = false;
       interrupted_ = false;
       detail::ScopedInterruptHandler interrupt_handler(options_.handle_signals);
@@ -11037,9 +11856,43 @@ class Trainer {
 
   template <class M, class Batch>
   void train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k) {
+    if (graph_.enabled()) {
+      if (graph_.captured()) {
+        const auto leaves = detail::tensor_leaves(batch);
+        if (graph_.matches(leaves)) {
+          replay_train_batch(leaves, batch_idx);
+          return;
+        }
+        // Other shapes (a short last batch): an eager step between replays.
+        graph_.before_eager_step();
+        eager_train_batch(module, batch, batch_idx, is_last, k);
+        graph_.after_eager_step();
+        return;
+      }
+      if (graph_.eager_steps() >= options_.cuda_graph_warmup_steps) {
+        capture_train_batch(module, batch, batch_idx, is_last, k);
+        return;
+      } else if (graph_.eager_steps() + 1 == options_.cuda_graph_warmup_steps) {
+        // The last warm-up step runs on the capture's stream (cuBLAS/cuDNN workspaces are per stream).
+        run_on_capture_stream([&] { eager_train_batch(module, batch, batch_idx, is_last, k); });
+        graph_.count_eager_step();
+        return;
+      }
+      eager_train_batch(module, batch, batch_idx, is_last, k);
+      if (graph_.enabled()) graph_.count_eager_step();
+      return;
+    }
+    eager_train_batch(module, batch, batch_idx, is_last, k);
+  }
+
+  template <class M, class Batch>
+  void eager_train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k,
+                         bool batch_started = false) {
     state_.batch_idx = batch_idx;
-    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
-      callback->run_batch_start(state_, batch_idx);
+    if (!batch_started) {
+      for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
+        callback->run_batch_start(state_, batch_idx);
+      }
     }
     torch::Tensor loss;
     if constexpr (Strategy::is_distributed) strategy_.sync_buffers(module);
@@ -11090,29 +11943,182 @@ class Trainer {
           }
         }
       }
-      ++state_.global_step;
-      step_schedulers(SchedulerInterval::step);
-      if (options_.log_every_n_steps > 0 && state_.global_step % options_.log_every_n_steps == 0) {
-        log_to_loggers(metrics_.take_step_values_for_logger(), state_.global_step - 1);
-      }
+      after_optimizer_step();
     }
+    end_train_batch(loss, batch_idx);
+  }
+
+  /// What follows each optimizer step: the step count, step-interval schedulers, the logger flush.
+  void after_optimizer_step() {
+    ++state_.global_step;
+    step_schedulers(SchedulerInterval::step);
+    if (options_.log_every_n_steps > 0 && state_.global_step % options_.log_every_n_steps == 0) {
+      log_to_loggers(metrics_.take_step_values_for_logger(), state_.global_step - 1);
+    }
+  }
+
+  void end_train_batch(const torch::Tensor& loss, std::int64_t batch_idx) {
     resume_point_ = {state_.current_epoch, batch_idx + 1, false};
     for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_end)) {
       callback->run_batch_end(detail::Hook::on_train_batch_end, state_, loss, batch_idx);
     }
   }
 
+  /// Clips the gradients on the device (no host sync, so also inside a captured step); the coefficient is
+  /// torch::nn::utils::clip_grad_norm_'s.
   void clip_gradients(torch::optim::Optimizer& optimizer) {
     if (!options_.gradient_clip_val || *options_.gradient_clip_val <= 0.0) return;
-    std::vector<torch::Tensor> parameters;
+    std::vector<torch::Tensor> gradients;
     for (const auto& group : optimizer.param_groups()) {
-      for (const auto& parameter : group.params()) parameters.push_back(parameter);
+      for (const auto& parameter : group.params()) gradients.push_back(parameter.grad());
     }
     if (options_.gradient_clip_algorithm == GradClipAlgorithm::norm) {
-      torch::nn::utils::clip_grad_norm_(parameters, *options_.gradient_clip_val);
+      (void)optim::clip_grad_norm_(gradients, *options_.gradient_clip_val);
     } else {
-      torch::nn::utils::clip_grad_value_(parameters, *options_.gradient_clip_val);
+      optim::clip_grad_value_(gradients, *options_.gradient_clip_val);
     }
+  }
+
+  // ---- CUDA graph of the training step (TrainerOptions::cuda_graphs; see trainer/cuda_graph.hpp) ---------
+
+  /// Why this fit()'s training step cannot be captured; empty when it can.
+  std::vector<std::string> cuda_graph_obstacles() {
+    std::vector<std::string> obstacles;
+    const auto device = root_device();
+    if (!device.is_cuda()) {
+      obstacles.push_back(std::string("the device is ") + c10::DeviceTypeName(device.type(), /*lower_case=*/true) +
+                          ", not cuda");
+    }
+    if (!detail::cuda_graphs_compiled) {
+      obstacles.push_back(std::string("this build cannot capture CUDA graphs (it needs VOLT_WITH_CUDA and LibTorch 2.4 "
+                                      "or later; LibTorch is ") +
+                          TORCH_VERSION + ")");
+    }
+    if constexpr (Strategy::is_distributed) {
+      obstacles.push_back("the strategy is " + std::string(Strategy::name) +
+                          " (a captured step cannot contain the gradient all-reduce)");
+    }
+    if (options_.accumulate_grad_batches > 1) {
+      obstacles.push_back("accumulate_grad_batches is " + std::to_string(options_.accumulate_grad_batches) +
+                          " (a captured step is one whole optimizer step)");
+    }
+    if (options_.error_on_nonfinite_loss) {
+      obstacles.push_back("error_on_nonfinite_loss reads the loss on the host at every step");
+    }
+    const std::pair<detail::Hook, const char*> inner_hooks[] = {
+        {detail::Hook::on_before_zero_grad, "on_before_zero_grad"},
+        {detail::Hook::on_before_backward, "on_before_backward"},
+        {detail::Hook::on_after_backward, "on_after_backward"},
+        {detail::Hook::on_before_optimizer_step, "on_before_optimizer_step"}};
+    for (const auto& [hook, hook_name] : inner_hooks) {
+      for (detail::AnyCallback* callback : callbacks_.with(hook)) {
+        obstacles.push_back("the callback " + c10::demangle(std::string(callback->type_name()).c_str()) +
+                            " has " + hook_name + ", which runs inside the step");
+      }
+    }
+    if (auto why = optim::CapturableStep::obstacle(*config_.optimizer, device.type())) obstacles.push_back(*why);
+    return obstacles;
+  }
+
+  void setup_cuda_graphs() {
+    graph_.reset();
+    if (!options_.cuda_graphs) return;
+    const auto obstacles = cuda_graph_obstacles();
+    if (obstacles.empty()) {
+      graph_.enable();
+      log::info_rank_zero("cuda_graphs: the training step is captured in a CUDA graph after " +
+                          std::to_string(options_.cuda_graph_warmup_steps) + " eager step(s) and replayed.");
+      return;
+    }
+    std::string text = "cuda_graphs=true, but the training step cannot be captured: ";
+    for (std::size_t i = 0; i < obstacles.size(); ++i) text += (i == 0 ? "" : "; ") + obstacles[i];
+    log::warn_rank_zero(text + ". Training eagerly.");
+  }
+
+  template <class Step>
+  void run_on_capture_stream([[maybe_unused]] Step&& step) {
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+    graph_.on_side_stream(root_device(), std::forward<Step>(step));
+#else
+    step();
+#endif
+  }
+
+  /// Captures the training step on `batch` and runs it once; when the capture fails, the graph stays off for
+  /// this fit() and the batch runs eagerly.
+  template <class M, class Batch>
+  void capture_train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k) {
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+    torch::optim::Optimizer& optimizer = *config_.optimizer;
+    auto* scaler = [this]() -> GradScaler* {
+      if constexpr (requires { precision_.scaler(); }) {
+        return precision_.scaler();
+      } else {
+        return nullptr;
+      }
+    }();
+    const bool scaling = scaler != nullptr && scaler->is_enabled();
+    try {
+      graph_.prepare(optimizer, scaling, root_device());
+    } catch (const std::exception& error) {
+      graph_.disable();
+      log::warn_rank_zero(std::string("cuda_graphs: cannot capture the training step (") + error.what() +
+                          "). Training eagerly.");
+      eager_train_batch(module, batch, batch_idx, is_last, k);
+      return;
+    }
+    state_.batch_idx = batch_idx;
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
+      callback->run_batch_start(state_, batch_idx);
+    }
+    graph_.set_static_batch(batch);
+    Batch& static_batch = graph_.template static_batch<Batch>();
+    const std::string error = graph_.capture(root_device(), graph_.optimizer_step().parameters(), metrics_, [&] {
+      torch::Tensor loss;
+      {
+        auto context = precision_.forward_context();
+        loss = detail::call_training_step(module, static_batch, batch_idx, context_);
+      }
+      TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor");
+      precision_.pre_backward(loss).backward();
+      if (scaling) scaler->unscale_on_device(optimizer, graph_.found_inf());
+      clip_gradients(optimizer);
+      if (scaling) {
+        graph_.optimizer_step().step(graph_.found_inf());
+        scaler->update_on_device(graph_.found_inf());
+      } else {
+        graph_.optimizer_step().step();
+      }
+      return loss;
+    });
+    if (!error.empty()) {
+      graph_.disable();
+      log::warn_rank_zero("cuda_graphs: capturing the training step failed (" + error +
+                          "). Training eagerly from this batch on.");
+      eager_train_batch(module, batch, batch_idx, is_last, k, /*batch_started=*/true);
+      return;
+    }
+    metrics_.replay(graph_.logs());
+    after_optimizer_step();
+    end_train_batch(graph_.loss(), batch_idx);
+#else
+    eager_train_batch(module, batch, batch_idx, is_last, k);
+#endif
+  }
+
+  void replay_train_batch([[maybe_unused]] const std::vector<torch::Tensor>& leaves,
+                          [[maybe_unused]] std::int64_t batch_idx) {
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+    state_.batch_idx = batch_idx;
+    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
+      callback->run_batch_start(state_, batch_idx);
+    }
+    graph_.load(leaves);
+    graph_.replay();
+    metrics_.replay(graph_.logs());
+    after_optimizer_step();
+    end_train_batch(graph_.loss(), batch_idx);
+#endif
   }
 
   // ---- evaluation --------------------------------------------------------------------------------
@@ -11257,6 +12263,7 @@ class Trainer {
 
   template <class M>
   void write_checkpoint(M& module, const std::filesystem::path& path, bool weights_only) {
+    graph_.sync_optimizer_state();  // a captured step counts Adam's steps on the device
     if (!state_.is_global_zero) return;
     torch::serialize::OutputArchive archive;
     archive.write("volt/format", c10::IValue(std::int64_t{1}));
@@ -11374,6 +12381,7 @@ class Trainer {
   detail::CallbackList callbacks_{};
   std::vector<std::shared_ptr<Logger>> loggers_{};
   detail::MetricStore metrics_{};
+  detail::TrainStepGraph graph_{};
   TrainerState state_{};
   StepContext context_{state_};
   OptimizerConfig config_{};
@@ -12579,7 +13587,8 @@ BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel
 /// \file
 /// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line, plus a program's own.
 ///
-/// The standard flags are `--accelerator`, `--devices`, `--strategy`, `--precision`, `--max-epochs`, ...;
+/// The standard flags are `--accelerator`, `--devices`, `--num-nodes`, `--strategy`, `--precision`,
+/// `--max-epochs`, ..., `--cuda-graphs`;
 /// a program adds its own with add_option and add_switch.
 ///
 /// ```
@@ -12717,6 +13726,9 @@ struct Args {
   std::string accelerator = "auto";
   /// The device spec as typed ("auto", "1", "-1", "0,2", ...).
   std::string devices = "auto";
+  /// `--num-nodes`: machines taking part in the run (Lightning's num_nodes), >= 1; more than 1 makes strategy
+  /// auto pick ddp.
+  int num_nodes = 1;
   /// `--strategy`, lower-cased: one of strategy_choices.
   std::string strategy = "auto";
   /// Lightning's canonical name ("32-true", "bf16-mixed", ...). volt::cli::run replaces "16-mixed" by
@@ -12736,6 +13748,9 @@ struct Args {
   std::string ckpt_path{};
   /// `--seed`; nullopt: not seeded.
   std::optional<std::uint64_t> seed{};
+  /// `--cuda-graphs` (a switch): TrainerOptions::cuda_graphs, one CUDA graph per training step where the run
+  /// allows it (fit says why not and trains eagerly otherwise).
+  bool cuda_graphs = false;
   /// Whether `--help` or `-h` was given (parsing stopped there; run() prints the help and returns 0).
   bool help = false;
 
@@ -12751,16 +13766,18 @@ struct Args {
   /// text (Parser::parse has already refused it).
   DeviceSpec device_spec() const { return devices == "auto" ? DeviceSpec{} : DeviceSpec{std::string_view(devices)}; }
 
-  /// TrainerOptions with devices, max_epochs, max_steps, accumulate_grad_batches, default_root_dir and
-  /// seed from the command line; everything else at its default, for the program to adjust.
+  /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, accumulate_grad_batches, default_root_dir,
+  /// seed and cuda_graphs from the command line; everything else at its default, for the program to adjust.
   TrainerOptions trainer_options() const {
     TrainerOptions options;
     options.devices = device_spec();
+    options.num_nodes = num_nodes;
     options.max_epochs = max_epochs;
     options.max_steps = max_steps;
     options.accumulate_grad_batches = accumulate_grad_batches;
     options.default_root_dir = default_root_dir;
     options.seed = seed;
+    options.cuda_graphs = cuda_graphs;
     return options;
   }
 
@@ -12837,7 +13854,12 @@ class Parser {
         if (i + 1 >= argc) throw UsageError("argument " + token + ": expected one argument");
         return argv[++i];
       };
-      if (!apply_standard(args, token, value)) {
+      if (token == "--cuda-graphs") {
+        if (inline_value) {
+          throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
+        }
+        args.cuda_graphs = true;
+      } else if (!apply_standard(args, token, value)) {
         const Extra* extra = find_extra(token);
         if (extra == nullptr) {
           throw UsageError("unrecognized arguments: " + std::string(argv[i]) + " (see " + program_ + " --help)");
@@ -12867,8 +13889,10 @@ class Parser {
     line("--accelerator {" + detail::join(accelerator_choices, ",") + "}",
          "default " + defaults_.accelerator + " (auto: MPS, then CUDA, then CPU)");
     line("--devices SPEC", "default " + defaults_.devices + " (1, -1 for all, \"0,2\" for ids)");
+    line("--num-nodes N", "default " + std::to_string(defaults_.num_nodes) +
+                              " (machines in the run; more than 1: strategy auto is ddp)");
     line("--strategy {" + detail::join(strategy_choices, ",") + "}",
-         "default " + defaults_.strategy + " (auto: ddp for more than one device)");
+         "default " + defaults_.strategy + " (auto: ddp for more than one device or node)");
     line("--precision {" + detail::join(precision_choices, ",") + "}",
          "default " + defaults_.precision + "; aliases 64, 32, 16 (16-mixed), bf16 (bf16-mixed)");
     line("--max-epochs N", "default " + (defaults_.max_epochs ? std::to_string(*defaults_.max_epochs) : std::string("1000 when --max-steps is -1")));
@@ -12878,6 +13902,8 @@ class Parser {
     line("--default-root-dir DIR", "logs and checkpoints (default: the current folder)");
     line("--ckpt-path FILE", "checkpoint to resume from");
     line("--seed N", defaults_.seed ? "default " + std::to_string(*defaults_.seed) : std::string("default: not seeded"));
+    line("--cuda-graphs", std::string(defaults_.cuda_graphs ? "on by default" : "off by default") +
+                              "; each training step replayed as one CUDA graph (one CUDA device)");
     line("-h, --help", "show this help and exit");
     if (!extras_.empty()) {
       out << "\n" << program_ << " options:\n";
@@ -12897,10 +13923,10 @@ class Parser {
   };
 
   static bool is_standard(std::string_view flag) {
-    constexpr std::string_view names[] = {"--accelerator", "--devices", "--strategy", "--precision",
-                                          "--max-epochs", "--max-steps", "--batch-size",
+    constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
+                                          "--precision", "--max-epochs", "--max-steps", "--batch-size",
                                           "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
-                                          "--seed", "--help", "-h"};
+                                          "--seed", "--cuda-graphs", "--help", "-h"};
     return detail::one_of(flag, names);
   }
 
@@ -12941,6 +13967,12 @@ class Parser {
           throw UsageError("argument --devices: " + std::string(error.what()) +
                            ". Valid: auto, a count (1, 2), -1 for every device, or ids such as \"0,2\" or \"1,\"");
         }
+      }
+    } else if (flag == "--num-nodes") {
+      args.num_nodes = parse_number<int>(flag, value(), "an integer");
+      if (args.num_nodes < 1) {
+        throw UsageError("argument --num-nodes: `num_nodes` must be a positive integer, but got " +
+                         std::to_string(args.num_nodes) + ".");
       }
     } else if (flag == "--strategy") {
       // Lightning lower-cases strategy names (spec 3.1 a).
@@ -13191,11 +14223,18 @@ int dispatch_accelerator(Args& args, Program& program) {
   }
   args.device_ids = selection.device_ids;
   const std::size_t count = selection.parallel_devices.size();
-  args.strategy_name = args.strategy == "auto" ? (count > 1 ? "ddp" : "single_device") : args.strategy;
+  // Lightning's rule (spec 6.1): more than one node, or more than one device, is ddp.
+  args.strategy_name =
+      args.strategy == "auto" ? (count > 1 || args.num_nodes > 1 ? "ddp" : "single_device") : args.strategy;
   if (args.strategy_name == "single_device" && count > 1) {
     throw UsageError("argument --strategy single_device: a single-device strategy trains on one device, but "
                      "--devices " + args.devices + " selected " + std::to_string(count) + " " +
                      std::string(Accelerator::name) + " devices. Pass --devices 1 or --strategy ddp.");
+  }
+  if (args.strategy_name == "single_device" && args.num_nodes > 1) {
+    throw UsageError("argument --strategy single_device: a single-device strategy trains on one machine, but "
+                     "--num-nodes " + std::to_string(args.num_nodes) +
+                     " was given. Pass --num-nodes 1 or --strategy ddp.");
   }
   const std::string precision = effective_precision(args.precision, Accelerator::kind);
   args.precision = precision;
