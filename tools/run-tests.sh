@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds volt's tests and examples and runs every test, in two build trees that together cover what users run:
 #   sanitize  Debian's LibTorch 1.13, include/, AddressSanitizer + UndefinedBehaviorSanitizer (VOLT_SANITIZE=ON,
-#             -O1): every test; the compile-fail snippets, the header self-sufficiency check and the four ways
-#             of consuming volt run here only. The
+#             -O0: much less compile time than -O1 under the sanitizers, docs/ci.md): every test; the compile-fail
+#             snippets, the header self-sufficiency check and the four ways of consuming volt run here only. The
 #             examples are built and run in the cuda tree (here too when only this tree is built).
 #   cuda      PyPI's LibTorch 2.11 (a CUDA build, from the virtual environment tools/install-python.sh makes)
-#             with the CUDA toolkit, single_include/, -O1 (compiles in 60% of -O3's time; tools/gpu-check.sh
-#             builds everything at -O3 on the GPU machine; at -O1 g++ 12 raises false -Wmaybe-uninitialized
-#             in LibTorch's DataLoader and -Warray-bounds/-Wstringop-overflow in libstdc++'s string copy, so
-#             those (and -Wrestrict, off for the examples at -O3 too) are off
-#             here (the sanitize tree turns off the first for its own reason): VOLT_WITH_CUDA is defined, so every CUDA-only code
+#             with the CUDA toolkit, single_include/, -O0 (examples/fashion_mnist/main.cpp: 68 CPU s, 91 at -O1,
+#             ~150 at -O3; tools/gpu-check.sh builds everything at -O3 on the GPU machine). g++ 12 raises false
+#             -Wmaybe-uninitialized in LibTorch's DataLoader and -Warray-bounds/-Wstringop-overflow in
+#             libstdc++'s string copy when optimizing, so those (and -Wrestrict, off for the examples at -O3 too)
+#             stay off here for a build at -O1 or more (the sanitize tree turns off the first for its own reason):
+#             VOLT_WITH_CUDA is defined, so every CUDA-only code
 #             path compiles and links; GPU tests skip with a message (no GPU here). Tests that compare against
 #             Python (VOLT_PYTHON) run here, against the same torch version, and so do the examples.
 # Installs missing Debian packages and the Python environment first. Prints every phase's duration at the end.
@@ -143,12 +144,14 @@ EOF
 if wants sanitize; then
   dir="$build_root/sanitize"
   # The examples (each instantiates many Trainers: minutes of compiling under ASan) are built and run in the cuda
-  # tree when it is built; the sanitized tests compile at -O1, as sanitizer builds usually do.
+  # tree when it is built. The sanitized tests compile at -O0: under ASan + UBSan the heaviest source takes a third
+  # of -O1's CPU time (tests/trainer/trainer_test.cpp: 43 s vs 133 s), the sanitizers check every access at any
+  # level, and the warnings that need the optimizer come from tools/gpu-check.sh (-O3).
   examples_in_sanitize=ON
   wants cuda && examples_in_sanitize=OFF
   phase "sanitize: configure (LibTorch 1.13, include/)" \
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_TEST_SINGLE_HEADER=OFF -DVOLT_SANITIZE=ON \
-          -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DVOLT_BUILD_EXAMPLES=$examples_in_sanitize \
+          -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG" -DVOLT_BUILD_EXAMPLES=$examples_in_sanitize \
           -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
   phase "sanitize: build (ASan+UBSan)" cmake --build "$dir" -j "$jobs" -- -k 0
   # ASAN_OPTIONS/UBSAN_OPTIONS come from the build tree (cmake/sanitizers.cmake) unless set by the caller.
@@ -181,9 +184,11 @@ if wants cuda; then
   wants sanitize && exclude=(-LE "$once_labels")
   # The wheel's LibTorch finds the CUDA toolkit through Caffe2's cuda.cmake (nvcc on PATH or /usr/local/cuda);
   # no GPU here, so TORCH_CUDA_ARCH_LIST only keeps it from probing for one (volt compiles no CUDA kernels).
+  # -O0: the tests check behaviour, and CI has 30 minutes on 2 cores (docs/ci.md); the optimized build is the GPU
+  # machine's (tools/gpu-check.sh, -O3).
   phase "cuda: configure (LibTorch 2.11 + CUDA, single_include/)" \
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_TEST_SINGLE_HEADER=ON \
-          -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_CXX_FLAGS="-Wno-maybe-uninitialized -Wno-array-bounds -Wno-stringop-overflow -Wno-restrict" \
+          -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG" -DCMAKE_CXX_FLAGS="-Wno-maybe-uninitialized -Wno-array-bounds -Wno-stringop-overflow -Wno-restrict" \
           -DCMAKE_PREFIX_PATH="$prefix" -DVOLT_PYTHON="$venv/bin/python" -DTORCH_CUDA_ARCH_LIST=9.0 \
           -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
   phase "cuda: build" cmake --build "$dir" -j "$jobs" -- -k 0
