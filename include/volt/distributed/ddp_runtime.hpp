@@ -74,6 +74,23 @@ inline std::chrono::milliseconds distributed_timeout() {
   return std::chrono::seconds(1800);
 }
 
+/// Gradient bucket capacity: VOLT_DDP_BUCKET_MB megabytes (PyTorch DDP's bucket_cap_mb; an integer >= 1),
+/// default 25.
+inline std::int64_t ddp_bucket_bytes() {
+  if (auto megabytes = env_int("VOLT_DDP_BUCKET_MB"); megabytes && *megabytes > 0) {
+    return static_cast<std::int64_t>(*megabytes) * 1024 * 1024;
+  }
+  return std::int64_t{25} * 1024 * 1024;
+}
+
+/// Whether buffers (BatchNorm statistics) are broadcast from rank 0 before each training step: true unless
+/// VOLT_DDP_BROADCAST_BUFFERS is 0 (PyTorch DDP's broadcast_buffers=False; each rank then keeps its own
+/// statistics and checkpoints hold rank 0's).
+inline bool ddp_broadcast_buffers() {
+  const auto value = env_int("VOLT_DDP_BROADCAST_BUFFERS");
+  return !value || *value != 0;
+}
+
 #ifdef VOLT_DETAIL_HAS_C10D
 
 /// Rank 0's buffers (BatchNorm statistics) onto every rank, as PyTorch's DistributedDataParallel does before
@@ -207,8 +224,8 @@ class StrategyRuntime<DDP> {
     for (auto& parameter : module.parameters()) broadcast_in_place(parameter);
     for (auto& buffer : module.buffers()) broadcast_in_place(buffer);
     reducer_.reset();
-    reducer_ = std::make_unique<GradientReducer>(*group_, module.parameters());
-    buffers_ = BufferBroadcaster(*group_, module.buffers());
+    reducer_ = std::make_unique<GradientReducer>(*group_, module.parameters(), ddp_bucket_bytes());
+    buffers_ = ddp_broadcast_buffers() ? BufferBroadcaster(*group_, module.buffers()) : BufferBroadcaster();
   }
 
   /// Broadcasts the module's buffers (BatchNorm statistics) from rank 0 before a training step, as PyTorch's
