@@ -2,8 +2,8 @@
 # The whole GPU run: builds volt's tests, examples and benchmarks against the LibTorch of python3's torch
 # (a CUDA build), runs every test (the CUDA cases run instead of skipping; with 2 GPUs the NCCL DDP tests too),
 # trains Fashion-MNIST (MLP and CNN) on the GPU at each precision, and measures Trainer throughput, the optimizer
-# step and (with 2 GPUs) DDP scaling against PyTorch's DistributedDataParallel. Prepare .gpu/ first with
-# tools/gpu-prepare.sh.
+# step, the per-step profile and (with 2 GPUs) DDP scaling against PyTorch's DistributedDataParallel. Prepare .gpu/
+# first with tools/gpu-prepare.sh. The four-way table is its own command: benchmarks/four_way.sh cuda python3.
 #   tools/gpu-check.sh [RESULTS_DIR]     (default: build/gpu-results)
 # SKIP="tests examples bench ddp" leaves out any of those parts (a later call reuses build/gpu); TESTS="volt_test_a
 # volt_test_b" runs only those test binaries (and not the other ctest tests).
@@ -105,6 +105,11 @@ note ""
 build/gpu/benchmarks/bench_optimizer_step --device cuda --steps 1000 --large-steps 200 --repeats 5 \
   > "$results/optimizer_step.md" 2>&1
 cat "$results/optimizer_step.md" | tee -a "$summary"
+note ""
+note "## Per-step profile (bench_step_profile --device cuda)"
+note ""
+build/gpu/benchmarks/bench_step_profile --device cuda > "$results/step_profile.md" 2> "$results/step_profile.log"
+cat "$results/step_profile.md" | tee -a "$summary"
 fi
 if [[ "$skip" != *" ddp "* ]] && [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ]; then
 note ""
