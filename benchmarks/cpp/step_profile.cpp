@@ -1,7 +1,7 @@
 // Per-step profile of the training step: what volt's Trainer does per optimizer step beyond a hand-written
 // LibTorch loop, counted with LibTorch's profiler (Kineto) and the CUDA caching allocator's statistics.
 //
-//   bench_step_profile [--device cuda|cpu] [--model mlp|simplecnn] [--batch 128] [--warmup 30] [--steps 100]
+//   bench_step_profile [--device cuda|cpu] [--model mlp|simplecnn|resnet18] [--batch 128] [--warmup 30] [--steps 100]
 //
 // Rows: the hand-written loop (zero_grad, forward, backward, LibTorch's Adam), the same loop with volt's
 // optimizer step (volt::optim::step: fused Adam), volt's Trainer (no logger, progress bar or checkpointing, as
@@ -11,6 +11,8 @@
 // of one step (wall time with the profiler off, after synchronising).
 // Prints a markdown table on stdout.
 #include <volt/volt.hpp>
+
+#include "task.hpp"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
@@ -29,6 +31,8 @@
 namespace {
 
 using Batches = std::vector<torch::data::Example<>>;
+using volt_bench::input_shape;
+using volt_bench::Task;
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -37,31 +41,6 @@ double now_seconds() {
 struct Settings {
   std::string device = "cuda", model = "mlp";
   std::int64_t batch = 128, warmup = 30, steps = 100;
-};
-
-torch::nn::Sequential make_body(const std::string& model) {
-  namespace nn = torch::nn;
-  if (model == "mlp") {
-    return nn::Sequential(nn::Linear(784, 256), nn::BatchNorm1d(256), nn::ReLU(), nn::Dropout(0.2), nn::Linear(256, 256),
-                          nn::BatchNorm1d(256), nn::ReLU(), nn::Dropout(0.2), nn::Linear(256, 10));
-  }
-  if (model == "simplecnn") {
-    return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-                          nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-                          nn::Flatten(), nn::Linear(64 * 7 * 7, 512), nn::ReLU(), nn::Dropout(0.25), nn::Linear(512, 10));
-  }
-  throw std::invalid_argument("unknown model '" + model + "' (mlp, simplecnn)");
-}
-
-struct Task : torch::nn::Module {
-  torch::nn::Sequential body;
-  explicit Task(const std::string& model) : body(register_module("body", make_body(model))) {}
-  torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t) {
-    return torch::nn::functional::cross_entropy(body->forward(batch.data), batch.target);
-  }
-  std::shared_ptr<torch::optim::Adam> configure_optimizers() {
-    return std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(1e-3));
-  }
 };
 
 void synchronize(const torch::Device& device) {
@@ -129,8 +108,7 @@ class Profile {
 Batches make_batches(const Settings& settings, const torch::Device& device) {
   torch::manual_seed(1234);
   Batches batches;
-  std::vector<std::int64_t> shape = settings.model == "mlp" ? std::vector<std::int64_t>{settings.batch, 784}
-                                                            : std::vector<std::int64_t>{settings.batch, 1, 28, 28};
+  const auto shape = input_shape(settings.model, settings.batch);
   for (int i = 0; i < 8; ++i) {
     batches.emplace_back(torch::randn(shape).to(device), torch::randint(0, 10, {settings.batch}).to(device));
   }

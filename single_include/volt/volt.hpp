@@ -6390,6 +6390,23 @@ inline std::chrono::milliseconds distributed_timeout() {
   return std::chrono::seconds(1800);
 }
 
+/// Gradient bucket capacity: VOLT_DDP_BUCKET_MB megabytes (PyTorch DDP's bucket_cap_mb; an integer >= 1),
+/// default 25.
+inline std::int64_t ddp_bucket_bytes() {
+  if (auto megabytes = env_int("VOLT_DDP_BUCKET_MB"); megabytes && *megabytes > 0) {
+    return static_cast<std::int64_t>(*megabytes) * 1024 * 1024;
+  }
+  return std::int64_t{25} * 1024 * 1024;
+}
+
+/// Whether buffers (BatchNorm statistics) are broadcast from rank 0 before each training step: true unless
+/// VOLT_DDP_BROADCAST_BUFFERS is 0 (PyTorch DDP's broadcast_buffers=False; each rank then keeps its own
+/// statistics and checkpoints hold rank 0's).
+inline bool ddp_broadcast_buffers() {
+  const auto value = env_int("VOLT_DDP_BROADCAST_BUFFERS");
+  return !value || *value != 0;
+}
+
 #ifdef VOLT_DETAIL_HAS_C10D
 
 /// Rank 0's buffers (BatchNorm statistics) onto every rank, as PyTorch's DistributedDataParallel does before
@@ -6523,8 +6540,8 @@ class StrategyRuntime<DDP> {
     for (auto& parameter : module.parameters()) broadcast_in_place(parameter);
     for (auto& buffer : module.buffers()) broadcast_in_place(buffer);
     reducer_.reset();
-    reducer_ = std::make_unique<GradientReducer>(*group_, module.parameters());
-    buffers_ = BufferBroadcaster(*group_, module.buffers());
+    reducer_ = std::make_unique<GradientReducer>(*group_, module.parameters(), ddp_bucket_bytes());
+    buffers_ = ddp_broadcast_buffers() ? BufferBroadcaster(*group_, module.buffers()) : BufferBroadcaster();
   }
 
   /// Broadcasts the module's buffers (BatchNorm statistics) from rank 0 before a training step, as PyTorch's
@@ -7022,6 +7039,21 @@ inline int next_version(const std::filesystem::path& root) {
     }
   }
   return next;
+}
+
+/// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
+/// options' version or else the next free one, chosen once (`version` caches it).
+template <class Options>
+std::filesystem::path versioned_log_dir(const Options& options, std::optional<int>& version) {
+  const auto root = (options.save_dir.empty() ? std::filesystem::path(".") : options.save_dir) / options.name;
+  if (!version) version = options.version ? *options.version : next_version(root);
+  return root / ("version_" + std::to_string(*version));
+}
+
+/// The Trainer's default_root_dir as the save_dir of a file logger that was given none ("." when empty too).
+template <class Options>
+void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) {
+  if (options.save_dir.empty()) options.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
 }
 
 }  // namespace detail
@@ -8599,15 +8631,9 @@ class CSVLogger : public Logger {
   explicit CSVLogger(CSVLoggerOptions options = {}) : options_(std::move(options)) {}
 
   /// Sets the folder used when save_dir was left empty. Called by the Trainer before the first write.
-  void set_default_save_dir(const std::filesystem::path& dir) {
-    if (options_.save_dir.empty()) options_.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
-  }
+  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
 
-  std::filesystem::path log_dir() const override {
-    const auto root = (options_.save_dir.empty() ? std::filesystem::path(".") : options_.save_dir) / options_.name;
-    if (!version_) version_ = options_.version ? *options_.version : detail::next_version(root);
-    return root / ("version_" + std::to_string(*version_));
-  }
+  std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
 
   /// Buffers one row at `step`; writes the buffer (save()) once flush_logs_every_n_steps rows are waiting.
   /// Throws std::runtime_error when metrics.csv cannot be written.
@@ -8923,15 +8949,9 @@ class TensorBoardLogger : public Logger {
   explicit TensorBoardLogger(TensorBoardLoggerOptions options = {}) : options_(std::move(options)) {}
 
   /// Sets the folder used when save_dir was left empty. Called before the first write.
-  void set_default_save_dir(const std::filesystem::path& dir) {
-    if (options_.save_dir.empty()) options_.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
-  }
+  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
 
-  std::filesystem::path log_dir() const override {
-    const auto root = (options_.save_dir.empty() ? std::filesystem::path(".") : options_.save_dir) / options_.name;
-    if (!version_) version_ = options_.version ? *options_.version : detail::next_version(root);
-    return root / ("version_" + std::to_string(*version_));
-  }
+  std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
 
   /// The event file (empty until the first write).
   const std::filesystem::path& event_file() const { return event_file_; }

@@ -51,5 +51,20 @@ inline int next_version(const std::filesystem::path& root) {
   return next;
 }
 
+/// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
+/// options' version or else the next free one, chosen once (`version` caches it).
+template <class Options>
+std::filesystem::path versioned_log_dir(const Options& options, std::optional<int>& version) {
+  const auto root = (options.save_dir.empty() ? std::filesystem::path(".") : options.save_dir) / options.name;
+  if (!version) version = options.version ? *options.version : next_version(root);
+  return root / ("version_" + std::to_string(*version));
+}
+
+/// The Trainer's default_root_dir as the save_dir of a file logger that was given none ("." when empty too).
+template <class Options>
+void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) {
+  if (options.save_dir.empty()) options.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
+}
+
 }  // namespace detail
 }  // namespace volt

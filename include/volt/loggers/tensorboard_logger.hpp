@@ -237,15 +237,9 @@ class TensorBoardLogger : public Logger {
   explicit TensorBoardLogger(TensorBoardLoggerOptions options = {}) : options_(std::move(options)) {}
 
   /// Sets the folder used when save_dir was left empty. Called before the first write.
-  void set_default_save_dir(const std::filesystem::path& dir) {
-    if (options_.save_dir.empty()) options_.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
-  }
+  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
 
-  std::filesystem::path log_dir() const override {
-    const auto root = (options_.save_dir.empty() ? std::filesystem::path(".") : options_.save_dir) / options_.name;
-    if (!version_) version_ = options_.version ? *options_.version : detail::next_version(root);
-    return root / ("version_" + std::to_string(*version_));
-  }
+  std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
 
   /// The event file (empty until the first write).
   const std::filesystem::path& event_file() const { return event_file_; }
