@@ -286,8 +286,9 @@ inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
 // them; CPU got them in LibTorch 2.3 (absent in 1.13, present in 2.11); MPS only in macOS builds of recent
 // versions. Asking the dispatcher answers for the LibTorch actually loaded, whatever its version.
 
-/// Whether both fused grad-scaler kernels are registered for `device_type` in the loaded LibTorch.
-inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
+/// Whether the loaded LibTorch's dispatcher has a kernel of operator `name` (overload `overload`, "" for the
+/// default one) for `device_type` (CPU, CUDA or MPS; false for any other).
+inline bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type) {
   c10::DispatchKey key{};
   switch (device_type) {
     case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
@@ -295,12 +296,14 @@ inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
     case c10::DeviceType::MPS: key = c10::DispatchKey::MPS; break;
     default: return false;
   }
-  auto& dispatcher = c10::Dispatcher::singleton();
-  for (const char* name : {"aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_"}) {
-    const auto handle = dispatcher.findSchema({name, ""});
-    if (!handle || !handle->hasKernelForDispatchKey(key)) return false;
-  }
-  return true;
+  const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  return handle && handle->hasKernelForDispatchKey(key);
+}
+
+/// Whether both fused grad-scaler kernels are registered for `device_type` in the loaded LibTorch.
+inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
+  return has_kernel("aten::_amp_foreach_non_finite_check_and_unscale_", "", device_type) &&
+         has_kernel("aten::_amp_update_scale_", "", device_type);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -338,15 +341,8 @@ inline bool fused_adam_available(c10::DeviceType device_type, bool decoupled_wei
   if constexpr (!has_fused_adam) {
     return false;
   } else {
-    c10::DispatchKey key{};
-    switch (device_type) {
-      case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
-      case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
-      default: return false;
-    }
-    const auto handle = c10::Dispatcher::singleton().findSchema(
-        {decoupled_weight_decay ? "aten::_fused_adamw_" : "aten::_fused_adam_", ""});
-    return handle && handle->hasKernelForDispatchKey(key);
+    if (device_type != c10::DeviceType::CPU && device_type != c10::DeviceType::CUDA) return false;
+    return has_kernel(decoupled_weight_decay ? "aten::_fused_adamw_" : "aten::_fused_adam_", "", device_type);
   }
 }
 
@@ -6632,6 +6628,7 @@ class StrategyRuntime<DDP> {
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -6644,22 +6641,6 @@ namespace volt::optim {
 
 /// Whether this LibTorch has the fused kernels with a tensor learning rate that CapturableStep calls (2.4+).
 inline constexpr bool has_capturable_step = VOLT_TORCH_VERSION >= 20400;
-
-namespace detail {
-
-/// Whether the dispatcher has a kernel of `name`'s overload `overload` for `device_type`.
-inline bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type) {
-  c10::DispatchKey key{};
-  switch (device_type) {
-    case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
-    case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
-    default: return false;
-  }
-  const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
-  return handle && handle->hasKernelForDispatchKey(key);
-}
-
-}  // namespace detail
 
 /// Scales `gradients` together so that their total 2-norm is at most `max_norm`, as
 /// torch::nn::utils::clip_grad_norm_ does (coefficient max_norm / (norm + 1e-6), capped at 1), but computed
@@ -6732,11 +6713,14 @@ class CapturableStep {
              "; a captured step needs exactly torch::optim::Adam, AdamW or SGD";
     }
     if constexpr (!has_capturable_step) {
-      return std::string("LibTorch ") + TORCH_VERSION +
-             " has no fused optimizer kernels with a tensor learning rate (LibTorch 2.4 or later has them)";
+      // A stream, not string concatenation: g++ 12 at -O2 and above warns falsely (-Warray-bounds) on that.
+      std::ostringstream text;
+      text << "LibTorch " << TORCH_VERSION
+           << " has no fused optimizer kernels with a tensor learning rate (LibTorch 2.4 or later has them)";
+      return text.str();
     } else {
       const char* kernel = adam ? "aten::_fused_adam_" : adamw ? "aten::_fused_adamw_" : "aten::_fused_sgd_";
-      if (!detail::has_kernel(kernel, "tensor_lr", device_type)) {
+      if (!compat::has_kernel(kernel, "tensor_lr", device_type)) {
         return std::string("this LibTorch has no ") + kernel + " kernel with a tensor learning rate for " +
                c10::DeviceTypeName(device_type, /*lower_case=*/true);
       }
@@ -10749,7 +10733,6 @@ class TrainStepGraph {
 
   /// Binds the optimizer (it has stepped during the warm-up) and, with a grad scaler, makes the found-inf flag.
   void prepare(torch::optim::Optimizer& optimizer, bool with_scaler, torch::Device device) {
-    optimizer_ = &optimizer;
     step_ = std::make_unique<optim::CapturableStep>(optimizer);
     if (with_scaler) found_inf_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
   }
@@ -10778,11 +10761,12 @@ class TrainStepGraph {
   }
 
   /// Captures `step` (forward, backward, scaler, clipping, optimizer; it returns the loss) into the graph on the
-  /// side stream, then replays it once for the static batch. Returns the error text when the capture failed
-  /// (the gradients are then dropped, and nothing else changed), or an empty string.
+  /// side stream, then replays it once for the static batch. The gradients of the parameters prepare() bound
+  /// are dropped first, so that the graph allocates and owns them. Returns the error text when the capture
+  /// failed (the gradients are then dropped, and nothing else changed), or an empty string.
   template <class Step>
-  std::string capture(torch::Device device, const std::vector<torch::Tensor>& parameters, MetricStore& metrics,
-                      Step&& step) {
+  std::string capture(torch::Device device, MetricStore& metrics, Step&& step) {
+    const auto& parameters = step_->parameters();
     const auto current = c10::cuda::getCurrentCUDAStream(device.index());
     if (!side_stream_) side_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
     // The captured backward allocates the gradients in the graph's memory pool; each replay rewrites them.
@@ -10830,7 +10814,6 @@ class TrainStepGraph {
     captured_ = true;
     static_gradients_.clear();
     for (const auto& parameter : parameters) static_gradients_.push_back(parameter.grad());
-    parameters_ = parameters;
     replay();
     return {};
   }
@@ -10851,8 +10834,10 @@ class TrainStepGraph {
   /// graph's gradient again.
   void after_eager_step() {
     ++eager_fallbacks_;
-    if (step_) step_->reload();
-    for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].mutable_grad() = static_gradients_[i];
+    if (!step_) return;
+    step_->reload();
+    const auto& parameters = step_->parameters();
+    for (std::size_t i = 0; i < static_gradients_.size(); ++i) parameters[i].mutable_grad() = static_gradients_[i];
   }
 
   /// Writes the device-side optimizer state into LibTorch's (before a checkpoint is written).
@@ -10868,11 +10853,9 @@ class TrainStepGraph {
     graph_.reset();
 #endif
     step_.reset();
-    optimizer_ = nullptr;
     static_batch_.reset();
     static_leaves_.clear();
     static_gradients_.clear();
-    parameters_.clear();
     logs_.clear();
     loss_ = torch::Tensor();
     found_inf_ = torch::Tensor();
@@ -10899,11 +10882,9 @@ class TrainStepGraph {
   std::int64_t eager_steps_ = 0;
   std::int64_t replays_ = 0;
   std::int64_t eager_fallbacks_ = 0;
-  torch::optim::Optimizer* optimizer_ = nullptr;
   std::unique_ptr<optim::CapturableStep> step_;
   std::shared_ptr<void> static_batch_;  // the Batch of the fit() that set it
   std::vector<torch::Tensor> static_leaves_;
-  std::vector<torch::Tensor> parameters_;
   std::vector<torch::Tensor> static_gradients_;
   std::vector<RecordedLog> logs_;
   torch::Tensor loss_;
@@ -11899,7 +11880,7 @@ class Trainer {
         return;
       }
       eager_train_batch(module, batch, batch_idx, is_last, k);
-      if (graph_.enabled()) graph_.count_eager_step();
+      graph_.count_eager_step();
       return;
     }
     eager_train_batch(module, batch, batch_idx, is_last, k);
@@ -12070,13 +12051,7 @@ class Trainer {
   void capture_train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k) {
 #if VOLT_DETAIL_HAS_CUDA_GRAPHS
     torch::optim::Optimizer& optimizer = *config_.optimizer;
-    auto* scaler = [this]() -> GradScaler* {
-      if constexpr (requires { precision_.scaler(); }) {
-        return precision_.scaler();
-      } else {
-        return nullptr;
-      }
-    }();
+    GradScaler* scaler = precision_.scaler();
     const bool scaling = scaler != nullptr && scaler->is_enabled();
     try {
       graph_.prepare(optimizer, scaling, root_device());
@@ -12093,7 +12068,7 @@ class Trainer {
     }
     graph_.set_static_batch(batch);
     Batch& static_batch = graph_.template static_batch<Batch>();
-    const std::string error = graph_.capture(root_device(), graph_.optimizer_step().parameters(), metrics_, [&] {
+    const std::string error = graph_.capture(root_device(), metrics_, [&] {
       torch::Tensor loss;
       {
         auto context = precision_.forward_context();

@@ -257,8 +257,9 @@ inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
 // them; CPU got them in LibTorch 2.3 (absent in 1.13, present in 2.11); MPS only in macOS builds of recent
 // versions. Asking the dispatcher answers for the LibTorch actually loaded, whatever its version.
 
-/// Whether both fused grad-scaler kernels are registered for `device_type` in the loaded LibTorch.
-inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
+/// Whether the loaded LibTorch's dispatcher has a kernel of operator `name` (overload `overload`, "" for the
+/// default one) for `device_type` (CPU, CUDA or MPS; false for any other).
+inline bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type) {
   c10::DispatchKey key{};
   switch (device_type) {
     case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
@@ -266,12 +267,14 @@ inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
     case c10::DeviceType::MPS: key = c10::DispatchKey::MPS; break;
     default: return false;
   }
-  auto& dispatcher = c10::Dispatcher::singleton();
-  for (const char* name : {"aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_"}) {
-    const auto handle = dispatcher.findSchema({name, ""});
-    if (!handle || !handle->hasKernelForDispatchKey(key)) return false;
-  }
-  return true;
+  const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  return handle && handle->hasKernelForDispatchKey(key);
+}
+
+/// Whether both fused grad-scaler kernels are registered for `device_type` in the loaded LibTorch.
+inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
+  return has_kernel("aten::_amp_foreach_non_finite_check_and_unscale_", "", device_type) &&
+         has_kernel("aten::_amp_update_scale_", "", device_type);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -309,15 +312,8 @@ inline bool fused_adam_available(c10::DeviceType device_type, bool decoupled_wei
   if constexpr (!has_fused_adam) {
     return false;
   } else {
-    c10::DispatchKey key{};
-    switch (device_type) {
-      case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
-      case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
-      default: return false;
-    }
-    const auto handle = c10::Dispatcher::singleton().findSchema(
-        {decoupled_weight_decay ? "aten::_fused_adamw_" : "aten::_fused_adam_", ""});
-    return handle && handle->hasKernelForDispatchKey(key);
+    if (device_type != c10::DeviceType::CPU && device_type != c10::DeviceType::CUDA) return false;
+    return has_kernel(decoupled_weight_decay ? "aten::_fused_adamw_" : "aten::_fused_adam_", "", device_type);
   }
 }
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -32,22 +33,6 @@ namespace volt::optim {
 
 /// Whether this LibTorch has the fused kernels with a tensor learning rate that CapturableStep calls (2.4+).
 inline constexpr bool has_capturable_step = VOLT_TORCH_VERSION >= 20400;
-
-namespace detail {
-
-/// Whether the dispatcher has a kernel of `name`'s overload `overload` for `device_type`.
-inline bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type) {
-  c10::DispatchKey key{};
-  switch (device_type) {
-    case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
-    case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
-    default: return false;
-  }
-  const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
-  return handle && handle->hasKernelForDispatchKey(key);
-}
-
-}  // namespace detail
 
 /// Scales `gradients` together so that their total 2-norm is at most `max_norm`, as
 /// torch::nn::utils::clip_grad_norm_ does (coefficient max_norm / (norm + 1e-6), capped at 1), but computed
@@ -120,11 +105,14 @@ class CapturableStep {
              "; a captured step needs exactly torch::optim::Adam, AdamW or SGD";
     }
     if constexpr (!has_capturable_step) {
-      return std::string("LibTorch ") + TORCH_VERSION +
-             " has no fused optimizer kernels with a tensor learning rate (LibTorch 2.4 or later has them)";
+      // A stream, not string concatenation: g++ 12 at -O2 and above warns falsely (-Warray-bounds) on that.
+      std::ostringstream text;
+      text << "LibTorch " << TORCH_VERSION
+           << " has no fused optimizer kernels with a tensor learning rate (LibTorch 2.4 or later has them)";
+      return text.str();
     } else {
       const char* kernel = adam ? "aten::_fused_adam_" : adamw ? "aten::_fused_adamw_" : "aten::_fused_sgd_";
-      if (!detail::has_kernel(kernel, "tensor_lr", device_type)) {
+      if (!compat::has_kernel(kernel, "tensor_lr", device_type)) {
         return std::string("this LibTorch has no ") + kernel + " kernel with a tensor learning rate for " +
                c10::DeviceTypeName(device_type, /*lower_case=*/true);
       }

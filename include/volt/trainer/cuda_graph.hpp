@@ -127,7 +127,6 @@ class TrainStepGraph {
 
   /// Binds the optimizer (it has stepped during the warm-up) and, with a grad scaler, makes the found-inf flag.
   void prepare(torch::optim::Optimizer& optimizer, bool with_scaler, torch::Device device) {
-    optimizer_ = &optimizer;
     step_ = std::make_unique<optim::CapturableStep>(optimizer);
     if (with_scaler) found_inf_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
   }
@@ -156,11 +155,12 @@ class TrainStepGraph {
   }
 
   /// Captures `step` (forward, backward, scaler, clipping, optimizer; it returns the loss) into the graph on the
-  /// side stream, then replays it once for the static batch. Returns the error text when the capture failed
-  /// (the gradients are then dropped, and nothing else changed), or an empty string.
+  /// side stream, then replays it once for the static batch. The gradients of the parameters prepare() bound
+  /// are dropped first, so that the graph allocates and owns them. Returns the error text when the capture
+  /// failed (the gradients are then dropped, and nothing else changed), or an empty string.
   template <class Step>
-  std::string capture(torch::Device device, const std::vector<torch::Tensor>& parameters, MetricStore& metrics,
-                      Step&& step) {
+  std::string capture(torch::Device device, MetricStore& metrics, Step&& step) {
+    const auto& parameters = step_->parameters();
     const auto current = c10::cuda::getCurrentCUDAStream(device.index());
     if (!side_stream_) side_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
     // The captured backward allocates the gradients in the graph's memory pool; each replay rewrites them.
@@ -208,7 +208,6 @@ class TrainStepGraph {
     captured_ = true;
     static_gradients_.clear();
     for (const auto& parameter : parameters) static_gradients_.push_back(parameter.grad());
-    parameters_ = parameters;
     replay();
     return {};
   }
@@ -229,8 +228,10 @@ class TrainStepGraph {
   /// graph's gradient again.
   void after_eager_step() {
     ++eager_fallbacks_;
-    if (step_) step_->reload();
-    for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].mutable_grad() = static_gradients_[i];
+    if (!step_) return;
+    step_->reload();
+    const auto& parameters = step_->parameters();
+    for (std::size_t i = 0; i < static_gradients_.size(); ++i) parameters[i].mutable_grad() = static_gradients_[i];
   }
 
   /// Writes the device-side optimizer state into LibTorch's (before a checkpoint is written).
@@ -246,11 +247,9 @@ class TrainStepGraph {
     graph_.reset();
 #endif
     step_.reset();
-    optimizer_ = nullptr;
     static_batch_.reset();
     static_leaves_.clear();
     static_gradients_.clear();
-    parameters_.clear();
     logs_.clear();
     loss_ = torch::Tensor();
     found_inf_ = torch::Tensor();
@@ -277,11 +276,9 @@ class TrainStepGraph {
   std::int64_t eager_steps_ = 0;
   std::int64_t replays_ = 0;
   std::int64_t eager_fallbacks_ = 0;
-  torch::optim::Optimizer* optimizer_ = nullptr;
   std::unique_ptr<optim::CapturableStep> step_;
   std::shared_ptr<void> static_batch_;  // the Batch of the fit() that set it
   std::vector<torch::Tensor> static_leaves_;
-  std::vector<torch::Tensor> parameters_;
   std::vector<torch::Tensor> static_gradients_;
   std::vector<RecordedLog> logs_;
   torch::Tensor loss_;

@@ -1017,7 +1017,7 @@ class Trainer {
         return;
       }
       eager_train_batch(module, batch, batch_idx, is_last, k);
-      if (graph_.enabled()) graph_.count_eager_step();
+      graph_.count_eager_step();
       return;
     }
     eager_train_batch(module, batch, batch_idx, is_last, k);
@@ -1188,13 +1188,7 @@ class Trainer {
   void capture_train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k) {
 #if VOLT_DETAIL_HAS_CUDA_GRAPHS
     torch::optim::Optimizer& optimizer = *config_.optimizer;
-    auto* scaler = [this]() -> GradScaler* {
-      if constexpr (requires { precision_.scaler(); }) {
-        return precision_.scaler();
-      } else {
-        return nullptr;
-      }
-    }();
+    GradScaler* scaler = precision_.scaler();
     const bool scaling = scaler != nullptr && scaler->is_enabled();
     try {
       graph_.prepare(optimizer, scaling, root_device());
@@ -1211,7 +1205,7 @@ class Trainer {
     }
     graph_.set_static_batch(batch);
     Batch& static_batch = graph_.template static_batch<Batch>();
-    const std::string error = graph_.capture(root_device(), graph_.optimizer_step().parameters(), metrics_, [&] {
+    const std::string error = graph_.capture(root_device(), metrics_, [&] {
       torch::Tensor loss;
       {
         auto context = precision_.forward_context();
