@@ -2,6 +2,7 @@
 /// volt/callbacks: values the Trainer calls at fixed points of training.
 #pragma once
 
+#include <volt/callbacks/hooks.hpp>
 #include <volt/callbacks/callback.hpp>
 #include <volt/callbacks/model_checkpoint.hpp>
 #include <volt/callbacks/early_stopping.hpp>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <volt/trainer/options.hpp>
-#include <volt/trainer/metrics.hpp>
+#include <volt/trainer/state.hpp>
 #include <volt/trainer/step_context.hpp>
 #include <volt/trainer/module.hpp>
 #include <volt/trainer/checkpoint_io.hpp>

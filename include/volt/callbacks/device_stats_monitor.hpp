@@ -2,7 +2,6 @@
 /// volt::DeviceStatsMonitor: logs the accelerator's device statistics around training batches.
 #pragma once
 
-#include <volt/callbacks/callback.hpp>
 #include <volt/core/errors.hpp>
 
 #include <cstdint>
@@ -16,20 +15,24 @@ namespace volt {
 class DeviceStatsMonitor {
  public:
   /// Runs at fit start on every rank. Throws MisconfigurationError when the Trainer has no logger.
-  void on_fit_start(TrainerState& state) {
+  template <class State>
+  void on_fit_start(State& state) {
     if (state.loggers.empty()) {
       throw MisconfigurationError("Cannot use `DeviceStatsMonitor` callback with `Trainer(logger=False)`.");
     }
   }
   /// Before each training batch: logs the device statistics when this step is logged (global rank zero writes).
-  void on_train_batch_start(TrainerState& state, std::int64_t) { record(state, "on_train_batch_start"); }
+  template <class State>
+  void on_train_batch_start(State& state, std::int64_t) { record(state, "on_train_batch_start"); }
   /// After each training batch: logs the device statistics when this step is logged (global rank zero writes).
-  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
     record(state, "on_train_batch_end");
   }
 
  private:
-  static void record(TrainerState& state, const std::string& hook) {
+  template <class State>
+  static void record(State& state, const std::string& hook) {
     if (!state.device_stats || state.log_every_n_steps == 0 ||
         (state.global_step + 1) % state.log_every_n_steps != 0) {
       return;

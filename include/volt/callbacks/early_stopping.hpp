@@ -2,7 +2,6 @@
 /// volt::EarlyStopping: stop training when a monitored metric stops improving (Lightning's EarlyStopping).
 #pragma once
 
-#include <volt/callbacks/callback.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 
@@ -80,12 +79,14 @@ class EarlyStopping {
   const std::string& stopping_reason() const { return stopping_reason_; }
 
   /// Hook: runs the check at the end of each training epoch, when checks run there.
-  void on_train_epoch_end(TrainerState& state) {
+  template <class State>
+  void on_train_epoch_end(State& state) {
     if (!check_on_train_epoch_end(state) || skip(state)) return;
     run_check(state);
   }
   /// Hook: runs the check at the end of each validation run, when checks do not run at the training epoch end.
-  void on_validation_end(TrainerState& state) {
+  template <class State>
+  void on_validation_end(State& state) {
     if (check_on_train_epoch_end(state) || skip(state)) return;
     run_check(state);
   }
@@ -110,11 +111,13 @@ class EarlyStopping {
   }
 
  private:
-  bool check_on_train_epoch_end(const TrainerState& state) const {
+  template <class State>
+  bool check_on_train_epoch_end(const State& state) const {
     if (options_.check_on_train_epoch_end) return *options_.check_on_train_epoch_end;
     return state.validates_at_epoch_end;
   }
-  static bool skip(const TrainerState& state) { return state.stage != Stage::fitting || state.fast_dev_run; }
+  template <class State>
+  static bool skip(const State& state) { return state.stage != State::Stage::fitting || state.fast_dev_run; }
 
   bool improves(double current, double reference) const {
     return options_.mode == "min" ? current < reference : current > reference;
@@ -126,7 +129,8 @@ class EarlyStopping {
     return buffer;
   }
 
-  void run_check(TrainerState& state) {
+  template <class State>
+  void run_check(State& state) {
     const auto current = state.metric(options_.monitor);
     if (!current) {
       std::string available;

@@ -2,7 +2,6 @@
 /// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
 #pragma once
 
-#include <volt/callbacks/callback.hpp>
 #include <volt/core/errors.hpp>
 
 #include <torch/torch.h>
@@ -58,7 +57,8 @@ class LearningRateMonitor {
   }
 
   /// Runs at fit start. Throws MisconfigurationError when the Trainer has no logger.
-  void on_fit_start(TrainerState& state) {
+  template <class State>
+  void on_fit_start(State& state) {
     if (state.loggers.empty()) {
       throw MisconfigurationError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
     }
@@ -66,18 +66,21 @@ class LearningRateMonitor {
 
   /// Before each training batch whose step is logged (log_every_n_steps): logs the rates, unless the interval is
   /// "epoch".
-  void on_train_batch_start(TrainerState& state, std::int64_t) {
+  template <class State>
+  void on_train_batch_start(State& state, std::int64_t) {
     if (options_.logging_interval == "epoch") return;
     if (state.log_every_n_steps == 0 || (state.global_step + 1) % state.log_every_n_steps != 0) return;
     state.log_to_loggers(values(state));
   }
   /// At each training epoch start: logs the rates when the interval is "epoch".
-  void on_train_epoch_start(TrainerState& state) {
+  template <class State>
+  void on_train_epoch_start(State& state) {
     if (options_.logging_interval == "epoch") state.log_to_loggers(values(state));
   }
 
   /// "lr-Adam" (or "lr-Adam/pg1"... for several parameter groups; "lr-Adam-1" for a second Adam).
-  std::map<std::string, double> values(const TrainerState& state) const {
+  template <class State>
+  std::map<std::string, double> values(const State& state) const {
     std::map<std::string, double> out;
     std::map<std::string, int> seen;
     for (torch::optim::Optimizer* optimizer : state.optimizers) {

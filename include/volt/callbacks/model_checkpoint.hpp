@@ -3,7 +3,6 @@
 /// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
 #pragma once
 
-#include <volt/callbacks/callback.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 
@@ -148,27 +147,31 @@ class ModelCheckpoint {
   // ---- hooks -------------------------------------------------------------------------------------
 
   /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`).
-  void setup(TrainerState& state) {
+  template <class State>
+  void setup(State& state) {
     if (dirpath_.empty()) {
       dirpath_ = !options_.dirpath.empty() ? options_.dirpath : state.log_dir() / "checkpoints";
     }
   }
 
   /// Hook after each training batch: saves when every_n_train_steps divides the global step.
-  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
     if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
     save_topk_and_last(state);
   }
 
   /// Hook at the end of each training epoch: saves (every_n_epochs) when saving happens at the epoch end.
-  void on_train_epoch_end(TrainerState& state) {
+  template <class State>
+  void on_train_epoch_end(State& state) {
     if (should_skip(state) || !save_on_train_epoch_end(state)) return;
     if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
     save_last(state);
   }
 
   /// Hook at the end of each validation run: saves (every_n_epochs) when saving does not happen at the epoch end.
-  void on_validation_end(TrainerState& state) {
+  template <class State>
+  void on_validation_end(State& state) {
     if (should_skip(state) || save_on_train_epoch_end(state)) return;
     if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
     save_last(state);
@@ -236,17 +239,20 @@ class ModelCheckpoint {
     return buffer;
   }
 
-  bool should_skip(const TrainerState& state) const {
-    return state.stage != Stage::fitting || state.fast_dev_run || state.global_step == last_global_step_saved_;
+  template <class State>
+  bool should_skip(const State& state) const {
+    return state.stage != State::Stage::fitting || state.fast_dev_run || state.global_step == last_global_step_saved_;
   }
 
-  bool save_on_train_epoch_end(const TrainerState& state) const {
+  template <class State>
+  bool save_on_train_epoch_end(const State& state) const {
     if (options_.save_on_train_epoch_end) return *options_.save_on_train_epoch_end;
     if (!state.has_validation) return true;
     return state.validates_at_epoch_end;
   }
 
-  std::map<std::string, double, std::less<>> monitor_candidates(TrainerState& state) const {
+  template <class State>
+  std::map<std::string, double, std::less<>> monitor_candidates(State& state) const {
     auto metrics = state.callback_metrics();
     metrics["epoch"] = static_cast<double>(state.current_epoch);
     metrics["step"] = static_cast<double>(state.global_step);
@@ -263,7 +269,8 @@ class ModelCheckpoint {
   }
 
   /// Saves to `path`; false when the save failed and the Trainer only logged it (on_checkpoint_failure=warn).
-  bool write(TrainerState& state, const std::filesystem::path& path) {
+  template <class State>
+  bool write(State& state, const std::filesystem::path& path) {
     if (!state.save_checkpoint) return true;  // no Trainer behind the state (unit tests): bookkeeping only
     state.save_checkpoint(path, options_.save_weights_only);
     if (!state.last_checkpoint_saved) return false;
@@ -274,18 +281,21 @@ class ModelCheckpoint {
     return true;
   }
 
-  void remove(const TrainerState& state, const std::filesystem::path& path) const {
+  template <class State>
+  void remove(const State& state, const std::filesystem::path& path) const {
     if (!state.is_global_zero || path.empty()) return;
     std::error_code ignored;
     std::filesystem::remove(path, ignored);
   }
 
-  void save_topk_and_last(TrainerState& state) {
+  template <class State>
+  void save_topk_and_last(State& state) {
     save_topk(state);
     save_last(state);
   }
 
-  void save_topk(TrainerState& state) {
+  template <class State>
+  void save_topk(State& state) {
     if (options_.save_top_k == 0) return;
     auto metrics = monitor_candidates(state);
     if (options_.monitor.empty()) {
@@ -356,7 +366,8 @@ class ModelCheckpoint {
     best_model_score_ = best->second;
   }
 
-  void save_last(TrainerState& state) {
+  template <class State>
+  void save_last(State& state) {
     if (!options_.save_last) return;
     const auto path = dirpath_ / (std::string(name_last) + file_extension);
     // The same step may already be saved under a top-k name; last.ckpt is still refreshed.

@@ -2,7 +2,6 @@
 /// volt::ModelSummary: the table of a model's submodules and parameter counts printed at fit start.
 #pragma once
 
-#include <volt/callbacks/callback.hpp>
 #include <volt/core/log.hpp>
 
 #include <torch/torch.h>
@@ -48,7 +47,8 @@ class ModelSummary {
   explicit ModelSummary(int max_depth = 1) : max_depth_(max_depth) {}
 
   /// Hook at fit start: logs summarize(model) through volt::log on global rank zero.
-  void on_fit_start(TrainerState& state) {
+  template <class State>
+  void on_fit_start(State& state) {
     if (state.is_global_zero && state.model != nullptr) log::info(summarize(*state.model));
   }
 

@@ -6,7 +6,6 @@
 /// prints one line per epoch.
 #pragma once
 
-#include <volt/callbacks/callback.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -42,14 +41,16 @@ class ProgressBar {
   explicit ProgressBar(ProgressBarOptions options = {}) : options_(options) {}
 
   /// Hook at each training epoch start: restarts the epoch's clock and batch count.
-  void on_train_epoch_start(TrainerState& state) {
+  template <class State>
+  void on_train_epoch_start(State& state) {
     if (!state.is_global_zero) return;
     epoch_start_ = last_draw_ = Clock::now();
     batches_ = 0;
   }
 
   /// Hook after each training batch: on a terminal, redraws the line at most every refresh_interval seconds.
-  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t batch_idx) {
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t batch_idx) {
     if (!state.is_global_zero) return;
     batches_ = batch_idx + 1;
     if (!terminal()) return;
@@ -60,13 +61,15 @@ class ProgressBar {
   }
 
   /// Hook at each training epoch end: draws the epoch's final line (in line mode, its only line).
-  void on_train_epoch_end(TrainerState& state) {
+  template <class State>
+  void on_train_epoch_end(State& state) {
     if (!state.is_global_zero || batches_ == 0) return;
     draw(state, true);
   }
 
   /// The text of the bar for the current state (exposed for tests).
-  std::string render(TrainerState& state) const {
+  template <class State>
+  std::string render(State& state) const {
     const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
     const double rate = elapsed > 0 ? static_cast<double>(batches_) / elapsed : 0.0;
     std::ostringstream line;
@@ -123,7 +126,8 @@ class ProgressBar {
 #endif
   }
 
-  void draw(TrainerState& state, bool final) {
+  template <class State>
+  void draw(State& state, bool final) {
     std::ostream& out = options_.stream != nullptr ? *options_.stream : std::cerr;
     const std::string text = render(state);
     if (terminal()) {

@@ -4,8 +4,7 @@
 /// The model needs to inherit from nothing to use it.
 #pragma once
 
-#include <volt/callbacks/callback.hpp>
-#include <volt/trainer/metrics.hpp>
+#include <volt/trainer/state.hpp>
 
 #include <torch/torch.h>
 

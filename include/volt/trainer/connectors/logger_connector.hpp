@@ -1,12 +1,21 @@
 /// \file
-/// Logged metrics: what `ctx.log(...)` records, how values aggregate over an epoch, and where they go.
+/// The logger connector (Lightning's trainer/connectors/logger_connector/): what `ctx.log(...)` records, how
+/// values aggregate over an epoch (detail::MetricStore), and the run's loggers (detail::LoggerConnector: the
+/// default CSVLogger, hyperparameters, step and epoch values, finalize).
 ///
 /// The values reach callbacks, the progress bar and loggers. They stay tensors on the device until something
 /// reads them (a logger flush every log_every_n_steps, the progress bar's refresh, an epoch end, a callback
 /// asking), so logging adds no host-device sync per step.
 #pragma once
 
+#include <volt/loggers/csv_logger.hpp>
+#include <volt/loggers/logger.hpp>
+
 #include <torch/torch.h>
+
+#include <concepts>
+#include <filesystem>
+#include <memory>
 
 #include <cstdint>
 #include <functional>
@@ -246,6 +255,90 @@ class MetricStore {
   std::vector<MetricEntry> entries_;
   std::map<std::string, double, std::less<>> callback_metrics_;
   std::vector<RecordedLog>* recording_ = nullptr;
+};
+
+/// A std::shared_ptr (or similar) to a volt::Logger.
+template <class T>
+concept logger_pointer = requires { typename T::element_type; } && std::derived_from<typename T::element_type, Logger>;
+
+/// The run's loggers and the metric store (Lightning's LoggerConnector). Loggers are called on global rank
+/// zero only.
+class LoggerConnector {
+ public:
+  /// Loggers given without a save_dir write under `default_root_dir`, as Lightning's do.
+  explicit LoggerConnector(std::filesystem::path default_root_dir = {}) : default_root_dir_(std::move(default_root_dir)) {}
+
+  /// Adds a logger given by value (a type derived from volt::Logger) or by shared pointer.
+  template <class L>
+  void add(L&& logger) {
+    using T = std::remove_cvref_t<L>;
+    if constexpr (std::derived_from<T, Logger>) {
+      auto shared = std::make_shared<T>(std::forward<L>(logger));
+      adopt_default_dir(*shared);
+      loggers_.push_back(std::move(shared));
+    } else {
+      static_assert(logger_pointer<T>, "volt: a logger is a type derived from volt::Logger or a shared pointer to one");
+      adopt_default_dir(*logger);
+      loggers_.push_back(std::forward<L>(logger));
+    }
+  }
+
+  /// After the extras: the default CSVLogger when `enabled` and none was given; no logger at all when not
+  /// `enabled` or under fast_dev_run (Lightning's rules).
+  void configure(bool enabled, bool fast_dev_run) {
+    if (enabled && !fast_dev_run && loggers_.empty()) {
+      auto csv = std::make_shared<CSVLogger>();
+      csv->set_default_save_dir(default_root_dir_);
+      loggers_.push_back(std::move(csv));
+    }
+    if (!enabled || fast_dev_run) loggers_.clear();
+  }
+
+  /// Whether this process writes to the loggers (global rank zero).
+  void set_global_zero(bool is_global_zero) { is_global_zero_ = is_global_zero; }
+
+  /// The loggers.
+  const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
+  /// The loggers as the plain pointers callbacks see (TrainerState::loggers).
+  std::vector<Logger*> pointers() const {
+    std::vector<Logger*> out;
+    for (const auto& logger : loggers_) out.push_back(logger.get());
+    return out;
+  }
+  /// The values logged through StepContext and TrainerState.
+  MetricStore& metrics() { return metrics_; }
+
+  /// The run's hyperparameters, once at fit start (rank zero, when there is a logger).
+  void log_hyperparams(const std::map<std::string, std::string>& params) {
+    if (!is_global_zero_) return;
+    for (const auto& logger : loggers_) logger->log_hyperparams(params);
+  }
+  /// `values` with the "epoch" key added, at `step` (nothing when empty or off rank zero).
+  void log_metrics(std::map<std::string, double> values, std::int64_t step, std::int64_t epoch) {
+    if (values.empty() || !is_global_zero_) return;
+    values["epoch"] = static_cast<double>(epoch);
+    for (const auto& logger : loggers_) logger->log_metrics(values, step);
+  }
+  /// Writes what the loggers buffer.
+  void save() {
+    for (const auto& logger : loggers_) logger->save();
+  }
+  /// The run ended with `status` ("success", "failed").
+  void finalize(const std::string& status) {
+    if (!is_global_zero_) return;
+    for (const auto& logger : loggers_) logger->finalize(status);
+  }
+
+ private:
+  template <class L>
+  void adopt_default_dir(L& logger) {
+    if constexpr (requires { logger.set_default_save_dir(default_root_dir_); }) logger.set_default_save_dir(default_root_dir_);
+  }
+
+  std::filesystem::path default_root_dir_;
+  std::vector<std::shared_ptr<Logger>> loggers_;
+  MetricStore metrics_;
+  bool is_global_zero_ = true;
 };
 
 }  // namespace detail

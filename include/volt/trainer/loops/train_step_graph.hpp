@@ -1,6 +1,8 @@
 /// \file
-/// The Trainer's CUDA graph of the training step (TrainerOptions::cuda_graphs): the step's static inputs,
-/// the captured graph and its replays, and the optimizer step on device-only state that the graph contains.
+/// The CUDA graph of the training step (TrainerOptions::cuda_graphs; the loop part is
+/// volt/trainer/loops/cuda_graph_step.hpp): the step's static inputs, the captured graph and its replays, and
+/// the optimizer step on device-only state that the graph contains. With volt/core/compat.hpp, the only place
+/// that tests for CUDA.
 ///
 /// How a step is captured and replayed (docs/cuda-graphs.md tells users): after the warm-up steps (the last
 /// one on the capture's side stream, so cuBLAS and cuDNN set up their workspaces there), the batch is copied
@@ -14,7 +16,7 @@
 #include <volt/core/apply.hpp>
 #include <volt/core/compat.hpp>
 #include <volt/optim/capturable.hpp>
-#include <volt/trainer/metrics.hpp>
+#include <volt/trainer/connectors/logger_connector.hpp>
 
 #include <torch/torch.h>
 
@@ -218,6 +220,17 @@ class TrainStepGraph {
     graph_->replay();
     ++replays_;
   }
+#else
+  // A build without CUDA graphs never enables the graph (cuda_graphs_compiled is an obstacle).
+  template <class Step>
+  void on_side_stream(torch::Device /*device*/, Step&& step) {
+    step();
+  }
+  template <class Step>
+  std::string capture(torch::Device /*device*/, MetricStore& /*metrics*/, Step&& /*step*/) {
+    return "this build cannot capture CUDA graphs";
+  }
+  void replay() {}
 #endif
 
   /// Before an eager step between replays: hands the optimizer's state to the host.

@@ -1,0 +1,113 @@
+/// \file
+/// The one place the Trainer calls hooks and handles a failed run (Lightning's trainer/call.py): a hook of the
+/// table (volt/callbacks/hooks.hpp) on the model and the callbacks, the error context added to an exception,
+/// and the guarded run of fit (on_exception, the loggers' "failed" status, teardown, the strategy's failure
+/// note).
+#pragma once
+
+#include <volt/callbacks/hooks.hpp>
+#include <volt/core/errors.hpp>
+#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/trainer/connectors/callback_connector.hpp>
+#include <volt/trainer/connectors/logger_connector.hpp>
+#include <volt/trainer/state.hpp>
+#include <volt/trainer/step_context.hpp>
+
+#include <torch/torch.h>
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+namespace volt::detail {
+
+/// Calls hook `H`: the model's first, when the hook table lets models define it and the model does (with the
+/// step context or with nothing), then every callback's, when callbacks may define it (with `state` and
+/// `args`).
+template <Hook H, class M, class... Arguments>
+void call_hook(M& module, StepContext& context, TrainerCallbacks& callbacks, TrainerState& state, Arguments&&... args) {
+  if constexpr (model_hook(H)) ModelHook<H>::call(module, context);
+  if constexpr (callback_hook(H)) callbacks.template run<H>(state, args...);
+}
+
+/// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error
+/// gets it as context and keeps its type; the standard exception types and volt's errors are rethrown as the
+/// same type (std::rethrow_if_nested gives back the original object); anything else is rethrown unchanged.
+[[noreturn]] inline void rethrow_with_context(const std::string& where) {
+  const auto message = [&](const std::exception& error) {
+    return std::string(error.what()) + "\n(volt: raised during " + where + ")";
+  };
+  try {
+    throw;
+  } catch (c10::Error& error) {
+    error.add_context("volt: raised during " + where);
+    throw;
+  } catch (const MisconfigurationError& error) {
+    std::throw_with_nested(MisconfigurationError(message(error)));
+  } catch (const CheckpointError& error) {
+    std::throw_with_nested(CheckpointError(message(error)));
+  } catch (const std::invalid_argument& error) {
+    std::throw_with_nested(std::invalid_argument(message(error)));
+  } catch (const std::out_of_range& error) {
+    std::throw_with_nested(std::out_of_range(message(error)));
+  } catch (const std::logic_error& error) {
+    std::throw_with_nested(std::logic_error(message(error)));
+  } catch (const std::overflow_error& error) {
+    std::throw_with_nested(std::overflow_error(message(error)));
+  } catch (const std::runtime_error& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  } catch (const std::exception& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  }
+}
+
+/// The text of `error` ("unknown exception" for a non-standard one).
+inline std::string exception_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+/// How a run that did not succeed ends: on_exception with `error`, then the loggers' "failed" status and
+/// teardown.
+inline void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
+                           const std::exception_ptr& error) {
+  callbacks.run<Hook::on_exception>(state, error);
+  logger.finalize("failed");
+  callbacks.run<Hook::teardown>(state);
+}
+
+/// Lightning's _call_and_handle_interrupt around fit: runs `body(finished)`, where the body sets `finished`
+/// once the run has succeeded (what follows is its epilogue: the loggers' "success" and teardown). When the body
+/// throws, the strategy leaves its failure note for the other ranks (`strategy.on_failure`), on_exception runs,
+/// then, unless the run had finished, the loggers' "failed" status and teardown (an error there is dropped: the
+/// original one is reported), and the exception propagates. The stage is none afterwards either way.
+template <class Strategy, class Body>
+void call_and_handle_interrupt(Strategy& strategy, TrainerCallbacks& callbacks, TrainerState& state,
+                               LoggerConnector& logger, Body&& body) {
+  bool finished = false;
+  try {
+    body(finished);
+  } catch (...) {
+    const auto error = std::current_exception();
+    strategy.on_failure(exception_text(error));
+    callbacks.run<Hook::on_exception>(state, error);
+    if (!finished) {
+      try {
+        logger.finalize("failed");
+        callbacks.run<Hook::teardown>(state);
+      } catch (...) {
+        // the original error is the one to report
+      }
+    }
+    state.stage = Stage::none;
+    throw;
+  }
+  state.stage = Stage::none;
+}
+
+}  // namespace volt::detail

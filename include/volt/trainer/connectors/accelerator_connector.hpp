@@ -1,0 +1,59 @@
+/// \file
+/// The accelerator connector (Lightning's trainer/connectors/accelerator_connector.py): the torch flags the
+/// options set (seed, deterministic algorithms), the devices the strategy trains on, and the device lines.
+#pragma once
+
+#include <volt/accelerators.hpp>
+#include <volt/core/errors.hpp>
+#include <volt/strategies.hpp>
+#include <volt/trainer/options.hpp>
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <string>
+
+namespace volt::detail {
+
+/// Seeds (TrainerOptions::seed) and sets the deterministic mode, as the options ask.
+inline void set_torch_flags(const TrainerOptions& options) {
+  if (options.seed) torch::manual_seed(*options.seed);
+  if (options.deterministic) {
+    at::globalContext().setDeterministicAlgorithms(*options.deterministic, false);
+    if (*options.deterministic) {
+      at::globalContext().setDeterministicCuDNN(true);
+      at::globalContext().setBenchmarkCuDNN(false);
+    }
+  }
+}
+
+/// The devices the Trainer trains on: the options' device spec for the accelerator, with the strategy's
+/// rules (a single-device strategy takes one device: "auto" means the first). Throws MisconfigurationError.
+template <class Accelerator, class Strategy>
+DeviceSelection select_trainer_devices(const TrainerOptions& options) {
+  // "auto" means every device of the accelerator; a single-device strategy takes the first of them.
+  const DeviceSpec devices = !Strategy::is_distributed && options.devices.is_auto() ? DeviceSpec{1} : options.devices;
+  DeviceSelection selection = select_devices<Accelerator>(devices, Frontend::trainer);
+  if (!Strategy::is_distributed && selection.parallel_devices.size() != 1) {
+    std::string ids;
+    for (int id : selection.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+    throw MisconfigurationError("volt::SingleDevice trains on exactly one device, but the device spec selected " +
+                                std::to_string(selection.parallel_devices.size()) + " " +
+                                std::string(to_string(selection.accelerator)) + " devices: [" + ids +
+                                "]. Pass {.devices = 1} (or a single id such as volt::devices({1})), or "
+                                "train with volt::DDP.");
+  }
+  check_strategy_supported_on_machine<Accelerator, Strategy>();
+  return selection;
+}
+
+/// The accelerator's device statistics of `device` (DeviceStatsMonitor reads them through TrainerState).
+inline std::function<std::map<std::string, double>()> device_stats_probe(AcceleratorKind accelerator,
+                                                                         torch::Device device) {
+  return [accelerator, device] {
+    return visit_accelerator(accelerator, [device](auto policy) { return decltype(policy)::get_device_stats(device); });
+  };
+}
+
+}  // namespace volt::detail

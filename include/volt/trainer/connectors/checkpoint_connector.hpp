@@ -1,0 +1,188 @@
+/// \file
+/// The checkpoint connector (Lightning's trainer/connectors/checkpoint_connector.py): what a checkpoint of a
+/// fit holds (model, loop progress, optimizer, schedulers, precision, callbacks, the CPU generator) and how a
+/// fit resumes from one. Independent of the model's type: it works on torch::nn::Module.
+#pragma once
+
+#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/trainer/connectors/callback_connector.hpp>
+#include <volt/trainer/optimizers.hpp>
+#include <volt/trainer/state.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+
+namespace volt::detail {
+
+/// The default CPU generator's state.
+inline torch::Tensor cpu_rng_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+/// Sets the default CPU generator's state.
+inline void set_cpu_rng_state(const torch::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+/// What a fit's checkpoint holds besides the loop progress, as the Trainer has it.
+struct CheckpointParts {
+  torch::nn::Module& module;
+  Optimization& optimization;
+  CallbackConnector& callbacks;
+  TrainerState& state;
+  std::function<void(torch::serialize::OutputArchive&)> save_precision;
+  std::function<void(torch::serialize::InputArchive&)> load_precision;
+};
+
+/// Writes and reads checkpoints of a fit, and keeps the loop's position for them.
+class CheckpointConnector {
+ public:
+  /// Where the loop stands now (the loops keep it current).
+  ResumePoint resume_point{};
+  /// What a mid-epoch resume still has to do (set by restore, consumed by the epoch loop).
+  ResumeState resume{};
+  /// The CPU generator's state when the current epoch started (its loader shuffled with it).
+  torch::Tensor epoch_start_rng{};
+
+  /// A new fit: no resume pending (the position is the loops' to update).
+  void reset() { resume = {}; }
+
+  /// Writes the checkpoint at `path` (atomically; on global rank zero only): the weights, and unless
+  /// `weights_only` the training state.
+  void dump(const CheckpointParts& parts, const std::filesystem::path& path, bool weights_only) const {
+    if (!parts.state.is_global_zero) return;
+    torch::serialize::OutputArchive archive;
+    archive.write("volt/format", c10::IValue(std::int64_t{1}));
+    archive.write("volt/weights_only", c10::IValue(weights_only));
+    torch::serialize::OutputArchive model_archive;
+    parts.module.save(model_archive);
+    archive.write("model", model_archive);
+    if (!weights_only) {
+      archive.write("loop/epoch", c10::IValue(resume_point.epoch));
+      archive.write("loop/global_step", c10::IValue(parts.state.global_step));
+      archive.write("loop/batches_done", c10::IValue(resume_point.batches_done));
+      archive.write("loop/at_epoch_end", c10::IValue(resume_point.at_epoch_end));
+      torch::serialize::OutputArchive optimizer_archive;
+      parts.optimization.optimizer().save(optimizer_archive);
+      archive.write("optimizer", optimizer_archive);
+      std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
+      for (const auto& slot : parts.optimization.schedulers()) {
+        scheduler_steps.push_back(slot.steps);
+        scheduler_intervals.push_back(slot.intervals);
+      }
+      archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
+      archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
+      torch::serialize::OutputArchive precision_archive;
+      parts.save_precision(precision_archive);
+      archive.write("precision", precision_archive);
+      for (const auto& [callback, key] : parts.callbacks.state_keys()) {
+        torch::serialize::OutputArchive callback_archive;
+        callback->save_state(callback_archive);
+        archive.write(key, callback_archive);
+      }
+      archive.write("rng/cpu", cpu_rng_state(), /*is_buffer=*/true);
+      archive.write("rng/cpu_epoch_start", epoch_start_rng.defined() ? epoch_start_rng : cpu_rng_state(),
+                    /*is_buffer=*/true);
+    }
+    save_archive_atomically(archive, path);
+  }
+
+  /// Restores the training state from `path` before a fit starts (Lightning's ckpt_path). Throws
+  /// CheckpointError for an unreadable, foreign, weights-only or mismatched file, and for any other error while
+  /// reading (e.g. a checkpoint of another configuration).
+  void restore(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
+    try {
+      read(parts, path, device);
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const std::exception& error) {
+      throw CheckpointError("volt: cannot resume from " + path.string() +
+                            " (corrupted, or written by another configuration): " + error.what());
+    }
+  }
+
+ private:
+  void read(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
+    torch::serialize::InputArchive archive;
+    load_archive(archive, path, device);
+    c10::IValue value;
+    if (!archive.try_read("volt/format", value)) {
+      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
+    }
+    torch::serialize::InputArchive model_archive;
+    if (!archive.try_read("model", model_archive)) {
+      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+    }
+    check_model_matches(model_archive, parts.module, path.string());
+    try {
+      parts.module.load(model_archive);
+    } catch (const std::exception& error) {
+      throw CheckpointError("volt: the model in " + path.string() + " does not match the model being fitted: " +
+                            error.what());
+    }
+    archive.read("volt/weights_only", value);
+    if (value.toBool()) {
+      throw CheckpointError("volt: " + path.string() +
+                            " holds weights only (save_weights_only); it cannot resume training. Load it with "
+                            "volt::load_checkpoint_weights instead.");
+    }
+    archive.read("loop/epoch", value);
+    const std::int64_t epoch = value.toInt();
+    archive.read("loop/global_step", value);
+    parts.state.global_step = value.toInt();
+    archive.read("loop/batches_done", value);
+    const std::int64_t batches_done = value.toInt();
+    archive.read("loop/at_epoch_end", value);
+    const bool at_epoch_end = value.toBool();
+    // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
+    c10::IValue steps, intervals;
+    archive.read("schedulers/steps", steps);
+    archive.read("schedulers/intervals", intervals);
+    const auto step_list = steps.toIntList();
+    const auto interval_list = intervals.toIntList();
+    auto& schedulers = parts.optimization.schedulers();
+    for (std::size_t i = 0; i < schedulers.size() && i < step_list.size(); ++i) {
+      for (std::int64_t n = 0; n < step_list.get(i); ++n) schedulers[i].scheduler->step();
+      schedulers[i].steps = step_list.get(i);
+      schedulers[i].intervals = interval_list.get(i);
+    }
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    parts.optimization.optimizer().load(optimizer_archive);
+    torch::serialize::InputArchive precision_archive;
+    archive.read("precision", precision_archive);
+    parts.load_precision(precision_archive);
+    for (const auto& [callback, key] : parts.callbacks.state_keys()) {
+      torch::serialize::InputArchive callback_archive;
+      if (archive.try_read(key, callback_archive)) callback->load_state(callback_archive);
+    }
+    torch::Tensor rng, start_rng;
+    archive.read("rng/cpu", rng, /*is_buffer=*/true);
+    archive.read("rng/cpu_epoch_start", start_rng, /*is_buffer=*/true);
+    rng = rng.to(torch::kCPU);
+    start_rng = start_rng.to(torch::kCPU);
+    parts.state.current_epoch = epoch;
+    if (at_epoch_end) {
+      // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
+      parts.optimization.step_schedulers(SchedulerInterval::epoch);
+      parts.state.current_epoch = epoch + 1;
+      set_cpu_rng_state(rng);
+    } else if (batches_done > 0) {
+      resume = {batches_done, start_rng, rng};
+    } else {
+      set_cpu_rng_state(rng);
+    }
+    resume_point = {parts.state.current_epoch, batches_done, false};
+  }
+};
+
+}  // namespace volt::detail

@@ -1,0 +1,77 @@
+/// \file
+/// The signal connector (Lightning's trainer/connectors/signal_connector.py): while fit() runs, SIGINT and
+/// SIGTERM ask it to stop after the current batch instead of ending the process.
+#pragma once
+
+#include <csignal>
+#include <stdexcept>
+#include <string>
+
+#if !defined(_WIN32)
+#include <signal.h>
+#endif
+
+namespace volt {
+
+/// What on_exception callbacks receive when SIGINT or SIGTERM stopped fit() (Lightning's KeyboardInterrupt).
+/// fit() itself does not throw it: it returns, with trainer.interrupted() true.
+class TrainingInterrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+/// The signal (SIGINT or SIGTERM) that asked the running fit() to stop, 0 when none did. Set by the
+/// handler fit() installs while it runs (TrainerOptions::handle_signals); read between training batches.
+inline volatile std::sig_atomic_t interrupt_signal = 0;
+
+/// The name of the signal that stopped the run ("SIGINT" or "SIGTERM").
+inline std::string interrupt_signal_name() { return interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
+/// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
+/// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
+/// signal during the graceful shutdown ends the process the default way.
+class ScopedInterruptHandler {
+ public:
+  explicit ScopedInterruptHandler(bool enabled) : enabled_(enabled) {
+    interrupt_signal = 0;
+    if (!enabled_) return;
+#if !defined(_WIN32)
+    struct sigaction action {};
+    action.sa_handler = [](int signal) { interrupt_signal = signal; };
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+#else
+    previous_int_ = std::signal(SIGINT, [](int signal) { interrupt_signal = signal; });
+    previous_term_ = std::signal(SIGTERM, [](int signal) { interrupt_signal = signal; });
+#endif
+  }
+  ScopedInterruptHandler(const ScopedInterruptHandler&) = delete;
+  ScopedInterruptHandler& operator=(const ScopedInterruptHandler&) = delete;
+  ~ScopedInterruptHandler() {
+    if (!enabled_) return;
+#if !defined(_WIN32)
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+#else
+    std::signal(SIGINT, previous_int_);
+    std::signal(SIGTERM, previous_term_);
+#endif
+  }
+
+ private:
+  bool enabled_;
+#if !defined(_WIN32)
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+#else
+  void (*previous_int_)(int) = nullptr;
+  void (*previous_term_)(int) = nullptr;
+#endif
+};
+
+}  // namespace detail
+}  // namespace volt

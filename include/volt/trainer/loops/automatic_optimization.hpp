@@ -1,0 +1,139 @@
+/// \file
+/// Automatic optimization (Lightning's loops/optimization/automatic.py): one training batch's step — the
+/// forward pass under the precision's context, accumulation over accumulate_grad_batches, the (scaled)
+/// backward pass and the gradient synchronisation, and at the end of an accumulation window unscale ->
+/// on_before_optimizer_step -> clipping -> optimizer step (skipped on inf under fp16) -> update, then the work
+/// after each optimizer step (global_step, step-interval schedulers, the logger flush).
+#pragma once
+
+#include <volt/core/log.hpp>
+#include <volt/optim.hpp>
+#include <volt/trainer/call.hpp>
+#include <volt/trainer/module.hpp>
+#include <volt/trainer/parts.hpp>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt::detail {
+
+/// Clips the gradients of `optimizer`'s parameters as the options ask, on the device (no host sync, so also
+/// inside a captured step); the coefficient is torch::nn::utils::clip_grad_norm_'s.
+inline void clip_gradients(const TrainerOptions& options, torch::optim::Optimizer& optimizer) {
+  if (!options.gradient_clip_val || *options.gradient_clip_val <= 0.0) return;
+  std::vector<torch::Tensor> gradients;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& parameter : group.params()) gradients.push_back(parameter.grad());
+  }
+  if (options.gradient_clip_algorithm == GradClipAlgorithm::norm) {
+    (void)optim::clip_grad_norm_(gradients, *options.gradient_clip_val);
+  } else {
+    optim::clip_grad_value_(gradients, *options.gradient_clip_val);
+  }
+}
+
+/// Throws when error_on_nonfinite_loss is set and `loss` is NaN or infinite.
+inline void check_finite_loss(const TrainerOptions& options, const TrainerState& state, const torch::Tensor& loss,
+                              std::int64_t batch_idx) {
+  if (!options.error_on_nonfinite_loss || torch::isfinite(loss.detach()).all().item<bool>()) return;
+  const double value = loss.detach().sum().item<double>();
+  throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : std::to_string(value)) +
+                           " at global step " + std::to_string(state.global_step) + " (epoch " +
+                           std::to_string(state.current_epoch) + ", batch " + std::to_string(batch_idx) +
+                           "); stopping because error_on_nonfinite_loss is set.");
+}
+
+/// The training batch's hooks and steps around the optimization.
+struct AutomaticOptimization {
+  /// Before the step: the batch index in the state, on_train_batch_start.
+  template <class Parts>
+  static void start_batch(Parts& parts, std::int64_t batch_idx) {
+    parts.state.batch_idx = batch_idx;
+    parts.callbacks.list().template run<Hook::on_train_batch_start>(parts.state, batch_idx);
+  }
+
+  /// After the step: the resume point moves past the batch, on_train_batch_end.
+  template <class Parts>
+  static void end_batch(Parts& parts, const torch::Tensor& loss, std::int64_t batch_idx) {
+    parts.checkpoint.resume_point = {parts.state.current_epoch, batch_idx + 1, false};
+    parts.callbacks.list().template run<Hook::on_train_batch_end>(parts.state, loss, batch_idx);
+  }
+
+  /// What follows each optimizer step: the step count, step-interval schedulers, the logger flush.
+  template <class Parts>
+  static void after_optimizer_step(Parts& parts) {
+    auto& state = parts.state;
+    ++state.global_step;
+    parts.optimization.step_schedulers(SchedulerInterval::step);
+    const auto every = parts.options.log_every_n_steps;
+    if (every > 0 && state.global_step % every == 0) {
+      parts.log_metrics(parts.logger.metrics().take_step_values_for_logger(), state.global_step - 1);
+    }
+  }
+
+  /// One training batch, eagerly: start_batch (unless `batch_started`), the step, end_batch. `is_last`: the
+  /// epoch's last batch, which ends an accumulation window early.
+  template <class Parts, class M, class Batch>
+  static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last,
+                  bool batch_started = false) {
+    if (!batch_started) start_batch(parts, batch_idx);
+    auto& state = parts.state;
+    auto& callbacks = parts.callbacks.list();
+    const std::int64_t k = parts.options.accumulate_grad_batches;
+    torch::Tensor loss;
+    parts.strategy.sync_buffers(module);
+    {
+      auto context = parts.precision.forward_context();
+      loss = call_training_step(module, batch, batch_idx, parts.context);
+    }
+    TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor at epoch ", state.current_epoch,
+                ", batch ", batch_idx);
+    check_finite_loss(parts.options, state, loss, batch_idx);
+    torch::optim::Optimizer& optimizer = parts.optimization.optimizer();
+    const bool window_start = batch_idx % k == 0;
+    const bool step_now = (batch_idx + 1) % k == 0 || is_last;
+    torch::Tensor to_backward = k > 1 ? loss / static_cast<double>(k) : loss;
+    if (window_start) {
+      callbacks.template run<Hook::on_before_zero_grad>(state);
+      optimizer.zero_grad();
+    }
+    torch::Tensor scaled = parts.precision.pre_backward(to_backward);
+    callbacks.template run<Hook::on_before_backward>(state, scaled);
+    parts.strategy.prepare_for_backward(step_now);
+    scaled.backward();
+    if (step_now) parts.strategy.finish_gradient_sync();
+    callbacks.template run<Hook::on_after_backward>(state);
+    if (step_now) {
+      const bool stepped = parts.precision.optimizer_step(optimizer, [&] {
+        callbacks.template run<Hook::on_before_optimizer_step>(state, optimizer);
+        clip_gradients(parts.options, optimizer);
+      });
+      if (!stepped) report_skipped_step(parts, batch_idx);
+      after_optimizer_step(parts);
+    }
+    end_batch(parts, loss, batch_idx);
+  }
+
+ private:
+  template <class Parts>
+  static void report_skipped_step(Parts& parts, std::int64_t batch_idx) {
+    using Precision = typename Parts::precision_type;
+    if constexpr (requires { parts.precision.scaler()->get_scale(); }) {
+      if (parts.precision.scaler() != nullptr) {
+        const auto& state = parts.state;
+        log::info_rank_zero("volt: global step " + std::to_string(state.global_step) + " (epoch " +
+                            std::to_string(state.current_epoch) + ", batch " + std::to_string(batch_idx) +
+                            "): gradients overflowed under " + std::string(Precision::name) +
+                            "; the grad scaler skipped the optimizer step and lowered its scale to " +
+                            std::to_string(parts.precision.scaler()->get_scale()) + ".");
+      }
+    }
+  }
+};
+
+}  // namespace volt::detail

@@ -1,0 +1,183 @@
+/// \file
+/// The evaluation loop (Lightning's loops/evaluation_loop.py): validation inside fit, the sanity check before
+/// it, trainer.validate and trainer.test, as one loop parameterised by the stage. Each run: the start and
+/// epoch-start hooks, the steps in eval mode without autograd (validation_step or test_step, then the
+/// batch-end hook), the epoch values (combined across ranks), the epoch-end and end hooks.
+#pragma once
+
+#include <volt/core/errors.hpp>
+#include <volt/core/range.hpp>
+#include <volt/trainer/call.hpp>
+#include <volt/trainer/connectors/data_connector.hpp>
+#include <volt/trainer/module.hpp>
+#include <volt/trainer/parts.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace volt::detail {
+
+/// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
+/// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
+class EvalGuard {
+ public:
+  explicit EvalGuard(bool inference) : inference_(inference) {}
+
+ private:
+  c10::InferenceMode inference_;
+  torch::NoGradGuard no_grad_;
+};
+
+/// The hooks, metric phase and limit of one kind of evaluation.
+template <bool Testing>
+struct EvaluationKind {
+  static constexpr Hook start = Hook::on_validation_start;
+  static constexpr Hook epoch_start = Hook::on_validation_epoch_start;
+  static constexpr Hook batch_end = Hook::on_validation_batch_end;
+  static constexpr Hook epoch_end = Hook::on_validation_epoch_end;
+  static constexpr Hook end = Hook::on_validation_end;
+  static constexpr MetricPhase phase = MetricPhase::validation;
+  static constexpr const char* limit_name = "limit_val_batches";
+  static constexpr const char* batch_name = "validation";
+  static const BatchAmount& limit(const TrainerOptions& options) { return options.limit_val_batches; }
+};
+template <>
+struct EvaluationKind<true> {
+  static constexpr Hook start = Hook::on_test_start;
+  static constexpr Hook epoch_start = Hook::on_test_epoch_start;
+  static constexpr Hook batch_end = Hook::on_test_batch_end;
+  static constexpr Hook epoch_end = Hook::on_test_epoch_end;
+  static constexpr Hook end = Hook::on_test_end;
+  static constexpr MetricPhase phase = MetricPhase::test;
+  static constexpr const char* limit_name = "limit_test_batches";
+  static constexpr const char* batch_name = "test";
+  static const BatchAmount& limit(const TrainerOptions& options) { return options.limit_test_batches; }
+};
+
+/// Runs evaluations and keeps the epoch values of the last one.
+class EvaluationLoop {
+ public:
+  /// One evaluation of `data` under `stage` (fitting: validation inside fit; sanity_checking; validating;
+  /// testing), over the kind's limit or `limit_override`. Inside fit the epoch values reach the loggers.
+  template <class Parts, class M, class Data>
+  void run(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override = {}) {
+    if (stage == Stage::testing) {
+      run_kind<true>(parts, module, data, stage, limit_override);
+    } else {
+      run_kind<false>(parts, module, data, stage, limit_override);
+    }
+  }
+
+  /// The sanity check before fit's first epoch: num_sanity_val_steps batches, its values then discarded (as
+  /// Lightning does).
+  template <class Parts, class M, class Data>
+  void sanity_check(Parts& parts, M& module, Data& data) {
+    auto& state = parts.state;
+    const Stage previous = state.stage;
+    state.stage = Stage::sanity_checking;
+    parts.callbacks.list().template run<Hook::on_sanity_check_start>(state);
+    const std::int64_t steps = parts.options.num_sanity_val_steps;
+    run(parts, module, data, Stage::sanity_checking,
+        steps < 0 ? std::optional<std::int64_t>{} : std::optional<std::int64_t>{steps});
+    parts.logger.metrics().discard(MetricPhase::validation);
+    parts.callbacks.list().template run<Hook::on_sanity_check_end>(state);
+    state.stage = previous;
+  }
+
+  /// trainer.validate and trainer.test: prepares the model, evaluates, logs the epoch values at the current
+  /// global step and returns them. Throws Lightning's MisconfigurationError when the model has no step for
+  /// the stage.
+  template <class Parts, class Model, class Data>
+  std::map<std::string, double> run_standalone(Parts& parts, Model& model, Data& data, Stage stage) {
+    using M = module_t<Model>;
+    using Batch = batch_t<Data>;
+    if constexpr (!has_test_step<M, Batch>) {
+      if (stage == Stage::testing) throw MisconfigurationError("No `test_step()` method defined to run `Trainer.test`.");
+    }
+    if constexpr (!has_validation_step<M, Batch>) {
+      if (stage != Stage::testing) {
+        throw MisconfigurationError("No `validation_step()` method defined to run `Trainer.validate`.");
+      }
+    }
+    auto module = model_module(model);
+    parts.prepare_module(*module);
+    parts.logger.metrics().clear();
+    parts.state.stage = stage;
+    run(parts, *module, data, stage);
+    parts.log_metrics(last_metrics_, parts.state.global_step);
+    parts.logger.save();
+    parts.state.stage = Stage::none;
+    return last_metrics_;
+  }
+
+  /// The epoch values of the last run.
+  const std::map<std::string, double>& last_metrics() const { return last_metrics_; }
+
+ private:
+  template <bool Testing, class Parts, class M, class Data>
+  void run_kind(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override) {
+    using Kind = EvaluationKind<Testing>;
+    auto& state = parts.state;
+    auto& callbacks = parts.callbacks.list();
+    const auto limit =
+        limit_override ? limit_override : data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
+    const Stage previous = state.stage;
+    state.stage = stage;
+    call_hook<Kind::start>(module, parts.context, callbacks, state);
+    call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
+    evaluate<Kind>(parts, module, data, limit);
+    auto values = parts.logger.metrics().end_epoch(Kind::phase, parts.ranks_reducer());
+    call_hook<Kind::epoch_end>(module, parts.context, callbacks, state);
+    if (stage == Stage::fitting) {
+      parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
+      state.validation_has_run = true;
+    }
+    last_metrics_ = std::move(values);
+    call_hook<Kind::end>(module, parts.context, callbacks, state);
+    state.stage = previous;
+  }
+
+  /// The kind's step over up to `limit` batches, in eval mode, without autograd.
+  template <class Kind, class Parts, class M, class Data>
+  void evaluate(Parts& parts, M& module, Data& data, std::optional<std::int64_t> limit) {
+    auto& state = parts.state;
+    const bool was_training = module.is_training();
+    module.eval();
+    state.phase_ = Kind::phase;
+    EvalGuard guard(parts.options.inference_mode);
+    std::int64_t batch_idx = 0;
+    for (auto&& raw : as_range(data)) {
+      if (limit && batch_idx >= *limit) break;
+      try {
+        auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
+        using Batch = std::remove_cvref_t<decltype(batch)>;
+        state.batch_idx = batch_idx;
+        {
+          auto context = parts.precision.forward_context();
+          if constexpr (Kind::phase == MetricPhase::test) {
+            if constexpr (has_test_step<M, Batch>) call_test_step(module, batch, batch_idx, parts.context);
+          } else {
+            if constexpr (has_validation_step<M, Batch>) call_validation_step(module, batch, batch_idx, parts.context);
+          }
+        }
+        parts.callbacks.list().template run<Kind::batch_end>(state, batch_idx);
+      } catch (...) {
+        rethrow_with_context("epoch " + std::to_string(state.current_epoch) + ", " + Kind::batch_name + " batch " +
+                             std::to_string(batch_idx));
+      }
+      ++batch_idx;
+    }
+    state.num_val_batches = batch_idx;
+    if (was_training) module.train();
+  }
+
+  std::map<std::string, double> last_metrics_{};
+};
+
+}  // namespace volt::detail

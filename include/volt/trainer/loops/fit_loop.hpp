@@ -1,0 +1,281 @@
+/// \file
+/// The fit loop (Lightning's loops/fit_loop.py): a fit from its setup (optimizers, data sizes, the resume
+/// point) through the hooks around training, the sanity check and the epochs, to the stop — done() names
+/// every reason — including the graceful end after SIGINT or SIGTERM. Each epoch: on_train_epoch_start, the
+/// epoch's batches (volt/trainer/loops/training_epoch_loop.hpp), on_train_epoch_end with the epoch values
+/// logged between the other callbacks and the monitoring ones, epoch-interval schedulers, and the ranks'
+/// agreement on stopping.
+#pragma once
+
+#include <volt/core/log.hpp>
+#include <volt/core/range.hpp>
+#include <volt/trainer/call.hpp>
+#include <volt/trainer/connectors/accelerator_connector.hpp>
+#include <volt/trainer/connectors/checkpoint_connector.hpp>
+#include <volt/trainer/connectors/data_connector.hpp>
+#include <volt/trainer/connectors/signal_connector.hpp>
+#include <volt/trainer/loops/training_epoch_loop.hpp>
+#include <volt/trainer/module.hpp>
+#include <volt/trainer/parts.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+namespace volt::detail {
+
+/// Runs fit().
+class FitLoop {
+ public:
+  /// The batches of each epoch.
+  TrainingEpochLoop epoch_loop{};
+
+  /// Why the last fit stopped.
+  const std::string& stop_reason() const { return stop_reason_; }
+  /// Whether the last fit returned early because of SIGINT or SIGTERM.
+  bool interrupted() const { return epoch_loop.interrupted; }
+
+  /// Trains `module` (the model's module) on `train_data`, validating on `val_data` (or NoData), resuming from
+  /// `ckpt_path` when it is not empty.
+  template <class Parts, class Model, class TrainData, class ValData>
+  void run(Parts& parts, Model& model, TrainData& train_data, ValData& val_data, const std::filesystem::path& ckpt_path) {
+    using M = module_t<Model>;
+    using Batch = batch_t<TrainData>;
+    check_trainable<M, Batch>();
+    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, NoData>;
+    if constexpr (has_val_data) {
+      static_assert(has_validation_step<M, batch_t<ValData>>,
+                    "volt: fit() was given validation data, but the model has no `validation_step(batch[, "
+                    "batch_idx[, ctx]])` for its batch type");
+    }
+    if constexpr (has_training_step<M, Batch> && has_configure_optimizers<M>) {
+      auto module = model_module(model);
+      TORCH_CHECK(module != nullptr, "volt: fit() was given an empty model pointer");
+      setup(parts, module, train_data, val_data, has_val_data, ckpt_path);
+      // The graph and its memory live for this fit(); the optimizer's state is LibTorch's again afterwards.
+      struct GraphRelease {
+        TrainStepGraph& graph;
+        ~GraphRelease() {
+          try {
+            graph.release();
+          } catch (...) {
+            // a device error here was already reported by the step that caused it
+          }
+        }
+      } graph_release{epoch_loop.step.graph()};
+      ScopedInterruptHandler interrupt_handler(parts.options.handle_signals);
+      auto& state = parts.state;
+      auto& callbacks = parts.callbacks.list();
+      call_and_handle_interrupt(parts.strategy, callbacks, state, parts.logger, [&](bool& finished) {
+        callbacks.template run<Hook::setup>(state);
+        log_hyperparams(parts, *module);
+        call_hook<Hook::on_fit_start>(*module, parts.context, callbacks, state);
+        if constexpr (has_val_data) {
+          if (state.has_validation && parts.options.num_sanity_val_steps != 0) {
+            epoch_loop.val_loop.sanity_check(parts, *module, val_data);
+          }
+        }
+        call_hook<Hook::on_train_start>(*module, parts.context, callbacks, state);
+        while (!done(parts)) {
+          advance(parts, *module, train_data, val_data);
+          if (epoch_loop.interrupted) {
+            end_interrupted(parts, *module);
+            return;
+          }
+        }
+        call_hook<Hook::on_train_end>(*module, parts.context, callbacks, state);
+        call_hook<Hook::on_fit_end>(*module, parts.context, callbacks, state);
+        finished = true;
+        log::info_rank_zero("`Trainer.fit` stopped: " + stop_reason_ + ".");
+        parts.logger.finalize("success");
+        callbacks.template run<Hook::teardown>(state);
+      });
+    }
+  }
+
+  /// Writes a checkpoint of `module` and the training state (global rank zero only); the device-side
+  /// optimizer state of a captured step is handed back first.
+  template <class Parts>
+  void write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path, bool weights_only) {
+    epoch_loop.step.graph().sync_optimizer_state();  // a captured step counts Adam's steps on the device
+    parts.checkpoint.dump(checkpoint_parts(parts, module), path, weights_only);
+  }
+
+ private:
+  template <class Parts>
+  static CheckpointParts checkpoint_parts(Parts& parts, torch::nn::Module& module) {
+    return {module, parts.optimization, parts.callbacks, parts.state,
+            [&parts](torch::serialize::OutputArchive& archive) { parts.precision.save(archive); },
+            [&parts](torch::serialize::InputArchive& archive) { parts.precision.load(archive); }};
+  }
+
+  /// Lightning's fit setup: the state, max_epochs' default, the optimizers, the checkpoint function callbacks
+  /// call, the data sizes and their checks, the resume point, the CUDA graph.
+  template <class Parts, class M, class TrainData, class ValData>
+  void setup(Parts& parts, const std::shared_ptr<M>& module_pointer, TrainData& train_data, ValData& val_data,
+             bool has_val_data, const std::filesystem::path& ckpt_path) {
+    const auto& options = parts.options;
+    auto& state = parts.state;
+    M& module = *module_pointer;
+    parts.prepare_module(module);
+    parts.logger.metrics().clear();
+    state.stage = Stage::fitting;
+    state.should_stop = false;
+    state.validation_has_run = false;
+    state.global_step = 0;
+    state.current_epoch = 0;
+    state.fast_dev_run = options.fast_dev_run > 0;
+    state.max_steps = options.max_steps;
+    state.max_epochs = options.max_epochs;
+    if (!state.max_epochs) {
+      if (options.max_steps == -1) {
+        log::warn_rank_zero("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
+                            "limit, set `max_epochs=-1`.");
+        state.max_epochs = 1000;
+      } else {
+        state.max_epochs = -1;
+      }
+    }
+    state.log_every_n_steps = options.log_every_n_steps;
+    state.has_validation = has_val_data && !(options.limit_val_batches.is_fraction()
+                                                 ? options.limit_val_batches.fraction() == 0.0
+                                                 : options.limit_val_batches.count() == 0);
+    state.validates_at_epoch_end =
+        options.val_check_interval.is_whole_epoch() && options.check_val_every_n_epoch.value_or(0) == 1;
+    state.device_stats = device_stats_probe(parts.selection.accelerator, parts.root_device());
+
+    parts.optimization.configure(configure_optimizers(module));
+    state.optimizers = parts.optimization.optimizers();
+    // Holds the module: trainer.save_checkpoint works after fit() returned.
+    state.save_checkpoint = [this, &parts, module_pointer](const std::filesystem::path& path, bool weights_only) {
+      parts.state.last_checkpoint_saved = false;
+      try {
+        write_checkpoint(parts, *module_pointer, path, weights_only);
+        parts.state.last_checkpoint_saved = true;
+      } catch (const CheckpointError& error) {
+        if (parts.state.stage == Stage::none || parts.options.on_checkpoint_failure == CheckpointFailure::raise) throw;
+        log::warn_rank_zero(std::string(error.what()) + "; training continues (on_checkpoint_failure=warn).");
+      }
+    };
+
+    const auto train_size = size_of(train_data);
+    const auto train_limit = batch_limit(options, options.limit_train_batches, train_size, "limit_train_batches");
+    epoch_loop.reset(train_limit);
+    // Known when the data has a size (or fast_dev_run fixes it); otherwise learned in the first epoch.
+    state.num_training_batches = train_size || options.fast_dev_run > 0 ? train_limit : std::optional<std::int64_t>{};
+    std::optional<std::int64_t> val_size;
+    if constexpr (!std::is_same_v<std::remove_cvref_t<ValData>, NoData>) val_size = size_of(val_data);
+    check_data_sizes(options, state, train_size, val_size);
+
+    parts.checkpoint.reset();
+    if (!ckpt_path.empty()) parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
+    epoch_loop.step.setup(parts);
+  }
+
+  template <class Parts, class M>
+  static void log_hyperparams(Parts& parts, M& module) {
+    if (!parts.state.is_global_zero || parts.logger.loggers().empty()) return;
+    std::map<std::string, std::string> params;
+    if constexpr (requires { module.hparams(); }) params = module.hparams();
+    params["accelerator"] = std::string(to_string(parts.selection.accelerator));
+    params["precision"] = std::string(Parts::precision_type::name);
+    params["strategy"] = std::string(Parts::strategy_type::name);
+    parts.logger.log_hyperparams(params);
+  }
+
+  /// Whether the fit is over, with the reason in stop_reason().
+  template <class Parts>
+  bool done(Parts& parts) {
+    const auto& options = parts.options;
+    const auto& state = parts.state;
+    if (state.max_epochs && *state.max_epochs >= 0 && state.current_epoch >= *state.max_epochs) {
+      stop_reason_ = "`max_epochs=" + std::to_string(*state.max_epochs) + "` reached";
+      return true;
+    }
+    if (max_steps_reached(options, state)) {
+      stop_reason_ = "`max_steps=" + std::to_string(options.max_steps) + "` reached";
+      return true;
+    }
+    if (state.should_stop && min_training_done(options, state)) {
+      stop_reason_ = "stopped by a callback (should_stop)";
+      return true;
+    }
+    return false;
+  }
+
+  /// One epoch.
+  template <class Parts, class M, class TrainData, class ValData>
+  void advance(Parts& parts, M& module, TrainData& train_data, ValData& val_data) {
+    auto& state = parts.state;
+    auto& checkpoint = parts.checkpoint;
+    state.phase_ = MetricPhase::train;
+    module.train();
+    const bool resuming_mid_epoch = checkpoint.resume.batches_done > 0;
+    if (resuming_mid_epoch) {
+      set_cpu_rng_state(checkpoint.resume.epoch_start_rng);
+    } else {
+      call_hook<Hook::on_train_epoch_start>(module, parts.context, parts.callbacks.list(), state);
+    }
+    checkpoint.epoch_start_rng = cpu_rng_state();
+    const std::int64_t batches_done = epoch_loop.run(parts, module, train_data, val_data);
+    if (epoch_loop.interrupted) return;
+    end_epoch(parts, module, batches_done);
+  }
+
+  /// The end of an epoch (Lightning's on_advance_end).
+  template <class Parts, class M>
+  void end_epoch(Parts& parts, M& module, std::int64_t batches_done) {
+    auto& state = parts.state;
+    parts.checkpoint.resume_point = {state.current_epoch, batches_done, true};
+    ModelHook<Hook::on_train_epoch_end>::call(module, parts.context);
+    // Lightning runs the monitoring callbacks (checkpointing, early stopping) after the others.
+    parts.callbacks.run_train_epoch_end(state, /*monitoring=*/false);
+    parts.log_metrics(parts.logger.metrics().end_epoch(MetricPhase::train, parts.ranks_reducer()),
+                      std::max<std::int64_t>(0, state.global_step - 1));
+    parts.callbacks.run_train_epoch_end(state, /*monitoring=*/true);
+    parts.optimization.step_schedulers(SchedulerInterval::epoch);
+    ++state.current_epoch;
+    parts.checkpoint.resume_point = {state.current_epoch, 0, false};
+    parts.agree_on_stop();
+  }
+
+  /// After a SIGINT/SIGTERM between two batches: checkpoint, on_exception, loggers, teardown (Lightning's
+  /// KeyboardInterrupt handling); then fit() returns.
+  template <class Parts>
+  void end_interrupted(Parts& parts, torch::nn::Module& module) {
+    const std::string name = interrupt_signal_name();
+    stop_reason_ = "interrupted by " + name;
+    std::string saved;
+    auto& state = parts.state;
+    if (auto* checkpoint = parts.callbacks.list().template find<ModelCheckpoint>();
+        checkpoint != nullptr && parts.options.fast_dev_run == 0) {
+      const auto folder = !checkpoint->dirpath().empty()
+                              ? checkpoint->dirpath()
+                              : std::filesystem::path(parts.options.default_root_dir) / "checkpoints";
+      const auto path = folder / "interrupted.ckpt";
+      try {
+        write_checkpoint(parts, module, path, false);
+        saved = "; resume with fit(..., \"" + path.string() + "\")";
+      } catch (const CheckpointError& error) {
+        log::warn_rank_zero(error.what());
+      }
+    }
+    log::info_rank_zero("\nDetected " + name + ", attempting graceful shutdown after epoch " +
+                        std::to_string(state.current_epoch) + ", batch " + std::to_string(state.batch_idx) +
+                        " (global step " + std::to_string(state.global_step) + ")" + saved + ".");
+    end_failed_run(parts.callbacks.list(), state, parts.logger,
+                   std::make_exception_ptr(TrainingInterrupted("volt: training " + stop_reason_)));
+    state.stage = Stage::none;
+  }
+
+  std::string stop_reason_{};
+};
+
+}  // namespace volt::detail

@@ -1,0 +1,114 @@
+/// \file
+/// What the Trainer's loops share (Lightning's loops reach these through `self.trainer`): the options, the
+/// strategy and precision policies' run-time objects, the connectors, the state and the step context.
+#pragma once
+
+#include <volt/accelerators.hpp>
+#include <volt/distributed.hpp>
+#include <volt/precision.hpp>
+#include <volt/strategies.hpp>
+#include <volt/trainer/connectors/callback_connector.hpp>
+#include <volt/trainer/connectors/checkpoint_connector.hpp>
+#include <volt/trainer/connectors/logger_connector.hpp>
+#include <volt/trainer/optimizers.hpp>
+#include <volt/trainer/options.hpp>
+#include <volt/trainer/state.hpp>
+#include <volt/trainer/step_context.hpp>
+#include <volt/transfer.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+/// Marks "no validation data" in fit().
+struct NoData {};
+
+/// The Trainer's parts, owned by the Trainer and passed to its loops.
+template <class Strategy, class Precision>
+struct TrainerParts {
+  /// The Strategy policy.
+  using strategy_type = Strategy;
+  /// The Precision policy.
+  using precision_type = Precision;
+
+  explicit TrainerParts(TrainerOptions trainer_options)
+      : options(std::move(trainer_options)), logger(options.default_root_dir) {}
+
+  TrainerOptions options;
+  DeviceSelection selection{};
+  StrategyRuntime<Strategy> strategy{};
+  Precision precision{};
+  CallbackConnector callbacks{};
+  LoggerConnector logger;
+  TrainerState state{};
+  StepContext context{state};
+  Optimization optimization{};
+  CheckpointConnector checkpoint{};
+
+  /// The device the model trains on.
+  torch::Device root_device() const { return strategy.root_device(); }
+
+  /// This rank's share of `data` (the strategy's rule).
+  template <class Data>
+  decltype(auto) distribute(Data& data) {
+    using D = std::remove_cvref_t<Data>;
+    if constexpr (!Strategy::is_distributed || is_per_rank<D>::value || uses_distributed_sampler<D>::value ||
+                  std::is_same_v<D, NoData>) {
+      return (data);
+    } else {
+      using Range = std::remove_reference_t<decltype(as_range(data))>;
+      return RankShard<Range>(as_range(data), strategy.world_size(), strategy.global_rank());
+    }
+  }
+
+  /// The precision's conversion of `batch`, moved to the root device.
+  template <class Batch>
+  std::remove_cvref_t<Batch> prepare_batch(Batch&& batch) {
+    return batch_to_device(precision.convert_input(std::forward<Batch>(batch)), root_device());
+  }
+
+  /// Converts and places the model, lets the strategy wrap it, and points the state at it.
+  template <class M>
+  void prepare_module(M& module) {
+    precision.convert_module(module);
+    module.to(root_device());
+    strategy.setup_module(module);
+    state.model = &module;
+    state.root_device = root_device();
+    state.default_root_dir = options.default_root_dir;
+    state.metrics_ = &logger.metrics();
+    state.loggers = logger.pointers();
+  }
+
+  /// Sends `values` to the loggers at `step`, with the current epoch.
+  void log_metrics(std::map<std::string, double> values, std::int64_t step) {
+    logger.log_metrics(std::move(values), step, state.current_epoch);
+  }
+
+  /// Combines epoch metrics across ranks (every rank then sees the same monitored values, so checkpointing
+  /// and early stopping decide alike); nothing with one process.
+  std::function<void(std::vector<double>&, Reduce)> ranks_reducer() {
+    if (strategy.world_size() == 1) return {};
+    return [this](std::vector<double>& values, Reduce kind) {
+      torch::Tensor tensor = torch::tensor(values, torch::kDouble).to(root_device());
+      const ReduceOp op = kind == Reduce::sum ? ReduceOp::sum
+                          : kind == Reduce::max ? ReduceOp::max
+                          : kind == Reduce::min ? ReduceOp::min
+                                                : ReduceOp::mean;
+      strategy.all_reduce(tensor, op);
+      tensor = tensor.cpu();
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = tensor[static_cast<std::int64_t>(i)].item<double>();
+    };
+  }
+
+  /// Lightning's reduce_boolean_decision on should_stop: any rank asking to stop stops them all.
+  void agree_on_stop() { state.should_stop = strategy.reduce_boolean_decision(state.should_stop, /*all=*/false); }
+};
+
+}  // namespace volt::detail

@@ -1,0 +1,137 @@
+/// \file
+/// The Trainer's state (Lightning's trainer/states.py): what the Trainer is doing (volt::Stage), the state
+/// callbacks and model hooks see (volt::TrainerState), and where a checkpoint resumes (detail::ResumePoint).
+#pragma once
+
+#include <volt/loggers/logger.hpp>
+#include <volt/trainer/connectors/logger_connector.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// What the Trainer is doing (Lightning's TrainerFn plus the sanity check).
+enum class Stage { none, fitting, sanity_checking, validating, testing, predicting };
+
+/// The Trainer's state as callbacks and model hooks see it. Owned by the Trainer; valid during its calls.
+struct TrainerState {
+  /// volt::Stage, for callbacks written against a template state type (`State::Stage::fitting`).
+  using Stage = volt::Stage;
+
+  /// What the Trainer is running now (fit, the sanity check, validate, test, predict).
+  Stage stage = Stage::none;
+  /// The epoch being trained, counted from 0 (Lightning's trainer.current_epoch).
+  std::int64_t current_epoch = 0;
+  /// Optimizer steps taken (skipped AMP steps included, as in Lightning).
+  std::int64_t global_step = 0;
+  /// Index of the batch being processed in the current epoch or evaluation run.
+  std::int64_t batch_idx = 0;
+  /// Training batches per epoch after limit_train_batches, once known (the first epoch may not know it).
+  std::optional<std::int64_t> num_training_batches{};
+  /// Validation batches per run after limit_val_batches, once known.
+  std::optional<std::int64_t> num_val_batches{};
+  /// Set to true to stop training after the current step (EarlyStopping does).
+  bool should_stop = false;
+  /// Whether this process is global rank 0; callbacks that write files or print do so only there.
+  bool is_global_zero = true;
+  /// This process's rank among all processes (0 without a distributed strategy).
+  int global_rank = 0;
+  /// The number of processes training together (1 without a distributed strategy).
+  int world_size = 1;
+  /// The device this process trains on.
+  torch::Device root_device{torch::kCPU};
+  /// The Trainer's default_root_dir option (empty: the current folder).
+  std::filesystem::path default_root_dir{};
+  /// The Trainer's max_epochs option, as given (nullopt: not set).
+  std::optional<std::int64_t> max_epochs{};
+  /// The Trainer's max_steps option (-1: no limit).
+  std::int64_t max_steps = -1;
+  /// The Trainer's log_every_n_steps option: logged values reach the loggers when (global_step + 1) is a
+  /// multiple of it (0: never during training).
+  std::int64_t log_every_n_steps = 50;
+  /// Whether the current fit validates (a validation loader was given and limit_val_batches > 0).
+  bool has_validation = false;
+  /// Whether a validation run (not the sanity check) has completed in the current fit.
+  bool validation_has_run = false;
+  /// Lightning's "validation runs at the end of each training epoch": val_check_interval 1.0, every epoch.
+  bool validates_at_epoch_end = true;
+  /// Whether the Trainer runs with fast_dev_run (checkpointing and early stopping then do nothing).
+  bool fast_dev_run = false;
+  /// The run's loggers (empty when logging is off).
+  std::vector<Logger*> loggers{};
+  /// The optimizers of the model being fitted.
+  std::vector<torch::optim::Optimizer*> optimizers{};
+  /// The model being fitted or evaluated.
+  torch::nn::Module* model = nullptr;
+
+  /// All metrics logged so far as numbers (reading them syncs with the device).
+  const std::map<std::string, double, std::less<>>& callback_metrics() { return metrics_->callback_metrics(); }
+  /// One metric, if it was logged.
+  std::optional<double> metric(std::string_view key) { return metrics_->metric(key); }
+  /// Values flagged prog_bar, for progress bars.
+  std::vector<std::pair<std::string, double>> progress_bar_metrics() { return metrics_->progress_bar_values(); }
+  /// Logs a value from a callback (as LightningModule.log does from a hook).
+  void log(std::string_view name, double value, const LogOptions& options = {}) {
+    metrics_->log(name, value, options, phase_);
+  }
+  /// Logs a tensor value from a callback; the value stays on the device until a logger or the progress bar
+  /// reads it.
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
+    metrics_->log(name, value, options, phase_);
+  }
+  /// Writes the metrics to every logger at the current global step (global rank zero only).
+  void log_to_loggers(const std::map<std::string, double>& values) const {
+    if (!is_global_zero) return;
+    for (Logger* logger : loggers) logger->log_metrics(values, global_step);
+  }
+  /// Saves a full checkpoint of the run to `path` (atomically). Set by the Trainer during fit.
+  std::function<void(const std::filesystem::path& path, bool weights_only)> save_checkpoint{};
+  /// False when the last save_checkpoint call failed and the failure was only logged
+  /// (on_checkpoint_failure=warn): callbacks then keep the files they would have replaced.
+  bool last_checkpoint_saved = true;
+  /// The accelerator's device statistics for the root device (DeviceStatsMonitor).
+  std::function<std::map<std::string, double>()> device_stats{};
+
+  /// The first logger's folder, or default_root_dir when there is no logger.
+  std::filesystem::path log_dir() const {
+    return loggers.empty() ? (default_root_dir.empty() ? std::filesystem::path(".") : default_root_dir)
+                           : loggers.front()->log_dir();
+  }
+
+  /// \cond
+  // Set by the Trainer.
+  detail::MetricStore* metrics_ = nullptr;
+  MetricPhase phase_ = MetricPhase::train;
+  /// \endcond
+};
+
+namespace detail {
+
+/// Where the training loop stands, as a checkpoint written now records it: the epoch, the batches of it done,
+/// and whether the epoch's end (its hooks) is under way.
+struct ResumePoint {
+  std::int64_t epoch = 0;
+  std::int64_t batches_done = 0;
+  bool at_epoch_end = false;
+};
+
+/// A resume in the middle of an epoch: the batches to skip and the CPU generator's states at the epoch's start
+/// (to replay the loader's shuffling) and at the checkpoint (to continue from).
+struct ResumeState {
+  std::int64_t batches_done = 0;
+  torch::Tensor epoch_start_rng;
+  torch::Tensor rng;
+};
+
+}  // namespace detail
+}  // namespace volt
