@@ -9,3 +9,4 @@
 #include <volt/precision/compatibility.hpp>
 #include <volt/precision/grad_scaler.hpp>
 #include <volt/precision/policies.hpp>
+#include <volt/precision/precision_policy.hpp>

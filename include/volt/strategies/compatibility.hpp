@@ -14,6 +14,7 @@
 #include <volt/strategies/ddp.hpp>
 #include <volt/strategies/single_device.hpp>
 
+#include <concepts>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -84,5 +85,12 @@ void check_strategy_supported_on_machine() {
                                 "change the strategy.\")");
   }
 }
+
+/// What makes a type a strategy policy: a Lightning strategy name ("single_device", "ddp"). Whether volt can
+/// run it is strategy_implemented_v, checked with its own message.
+template <class S>
+concept StrategyPolicy = requires {
+  { S::name } -> std::convertible_to<std::string_view>;
+};
 
 }  // namespace volt

@@ -54,7 +54,7 @@ namespace volt {
 /// DDP) and `Precision` (FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast) are policy types;
 /// combinations that cannot work fail to compile with a message naming the rule. Under DDP every process
 /// constructs its own Trainer and calls the same methods in the same order. Not thread-safe.
-template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
+template <AcceleratorChoice Accelerator = Auto, StrategyPolicy Strategy = SingleDevice, PrecisionPolicy Precision = FP32>
 class Trainer {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
   static_assert((check_precision_supported<Accelerator, Precision>(), true));
