@@ -593,6 +593,45 @@ TEST_CASE("callbacks: hooks run in Lightning's order, a bool hook can stop train
   CHECK(order.events->back() == "teardown");
 }
 
+namespace {
+// Records the evaluation hooks with their batch indices.
+struct EvaluationHooks {
+  std::shared_ptr<std::vector<std::string>> events = std::make_shared<std::vector<std::string>>();
+  void add(const std::string& name, std::int64_t batch_idx = -1) {
+    events->push_back(batch_idx < 0 ? name : name + " " + std::to_string(batch_idx));
+  }
+  void on_validation_start(volt::TrainerState&) { add("on_validation_start"); }
+  void on_validation_epoch_start(volt::TrainerState&) { add("on_validation_epoch_start"); }
+  void on_validation_batch_start(volt::TrainerState&, std::int64_t i) { add("on_validation_batch_start", i); }
+  void on_validation_batch_end(volt::TrainerState&, std::int64_t i) { add("on_validation_batch_end", i); }
+  void on_validation_epoch_end(volt::TrainerState&) { add("on_validation_epoch_end"); }
+  void on_validation_end(volt::TrainerState&) { add("on_validation_end"); }
+  void on_test_start(volt::TrainerState&) { add("on_test_start"); }
+  void on_test_epoch_start(volt::TrainerState&) { add("on_test_epoch_start"); }
+  void on_test_batch_start(volt::TrainerState&, std::int64_t i) { add("on_test_batch_start", i); }
+  void on_test_batch_end(volt::TrainerState&, std::int64_t i) { add("on_test_batch_end", i); }
+  void on_test_epoch_end(volt::TrainerState&) { add("on_test_epoch_end"); }
+  void on_test_end(volt::TrainerState&) { add("on_test_end"); }
+};
+}  // namespace
+
+TEST_CASE("evaluation hooks: batch start and end around each step, test epoch start (Lightning's order)") {
+  TempDir dir;
+  auto model = std::make_shared<volt_test::CountingModel>();
+  EvaluationHooks hooks;
+  volt::Trainer<volt::CPU> trainer(quiet_options(dir), hooks);
+  trainer.validate(model, volt_test::make_batches(2));
+  CHECK(*hooks.events == std::vector<std::string>{"on_validation_start", "on_validation_epoch_start",
+                                                  "on_validation_batch_start 0", "on_validation_batch_end 0",
+                                                  "on_validation_batch_start 1", "on_validation_batch_end 1",
+                                                  "on_validation_epoch_end", "on_validation_end"});
+  hooks.events->clear();
+  trainer.test(model, volt_test::make_batches(2));
+  CHECK(*hooks.events == std::vector<std::string>{"on_test_start", "on_test_epoch_start", "on_test_batch_start 0",
+                                                  "on_test_batch_end 0", "on_test_batch_start 1",
+                                                  "on_test_batch_end 1", "on_test_epoch_end", "on_test_end"});
+}
+
 TEST_CASE("validate, test and predict") {
   TempDir dir;
   auto model = std::make_shared<volt_test::CountingModel>();

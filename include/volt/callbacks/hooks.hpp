@@ -46,11 +46,13 @@
   X(on_validation_end,         callback, (), ())                                                                \
   X(on_validation_epoch_start, both,     (), ())                                                                \
   X(on_validation_epoch_end,   both,     (), ())                                                                \
+  X(on_validation_batch_start, callback, (, std::int64_t batch_idx), (, batch_idx))                             \
   X(on_validation_batch_end,   callback, (, std::int64_t batch_idx), (, batch_idx))                             \
   X(on_test_start,             callback, (), ())                                                                \
   X(on_test_end,               callback, (), ())                                                                \
-  X(on_test_epoch_start,       model,    (), ())                                                                \
+  X(on_test_epoch_start,       both,     (), ())                                                                \
   X(on_test_epoch_end,         both,     (), ())                                                                \
+  X(on_test_batch_start,       callback, (, std::int64_t batch_idx), (, batch_idx))                             \
   X(on_test_batch_end,         callback, (, std::int64_t batch_idx), (, batch_idx))                             \
   X(on_before_backward,        callback, (, const torch::Tensor& loss), (, loss))                               \
   X(on_after_backward,         callback, (), ())                                                                \

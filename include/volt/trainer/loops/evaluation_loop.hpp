@@ -1,8 +1,8 @@
 /// \file
 /// The evaluation loop (Lightning's loops/evaluation_loop.py): validation inside fit, the sanity check before
 /// it, trainer.validate and trainer.test, as one loop parameterised by the stage. Each run: the start and
-/// epoch-start hooks, the steps in eval mode without autograd (validation_step or test_step, then the
-/// batch-end hook), the epoch values (combined across ranks), the epoch-end and end hooks.
+/// epoch-start hooks, the steps in eval mode without autograd (the batch-start hook, validation_step or
+/// test_step, the batch-end hook), the epoch values (combined across ranks), the epoch-end and end hooks.
 #pragma once
 
 #include <volt/core/errors.hpp>
@@ -39,6 +39,7 @@ template <bool Testing>
 struct EvaluationKind {
   static constexpr Hook start = Hook::on_validation_start;
   static constexpr Hook epoch_start = Hook::on_validation_epoch_start;
+  static constexpr Hook batch_start = Hook::on_validation_batch_start;
   static constexpr Hook batch_end = Hook::on_validation_batch_end;
   static constexpr Hook epoch_end = Hook::on_validation_epoch_end;
   static constexpr Hook end = Hook::on_validation_end;
@@ -51,6 +52,7 @@ template <>
 struct EvaluationKind<true> {
   static constexpr Hook start = Hook::on_test_start;
   static constexpr Hook epoch_start = Hook::on_test_epoch_start;
+  static constexpr Hook batch_start = Hook::on_test_batch_start;
   static constexpr Hook batch_end = Hook::on_test_batch_end;
   static constexpr Hook epoch_end = Hook::on_test_epoch_end;
   static constexpr Hook end = Hook::on_test_end;
@@ -158,6 +160,7 @@ class EvaluationLoop {
         auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
         using Batch = std::remove_cvref_t<decltype(batch)>;
         state.batch_idx = batch_idx;
+        parts.callbacks.list().template run<Kind::batch_start>(state, batch_idx);
         {
           auto context = parts.precision.forward_context();
           if constexpr (Kind::phase == MetricPhase::test) {
