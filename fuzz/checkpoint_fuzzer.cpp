@@ -9,7 +9,7 @@
 // Build and run: fuzz/run_checkpoint_fuzzer.sh (clang with -fsanitize=fuzzer,address).
 #include <torch/torch.h>
 
-#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/serialization/checkpoint_io.hpp>
 
 #include <cstddef>
 #include <cstdint>

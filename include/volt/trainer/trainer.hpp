@@ -23,7 +23,7 @@
 #include <volt/loggers.hpp>
 #include <volt/precision.hpp>
 #include <volt/strategies.hpp>
-#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/serialization/checkpoint_io.hpp>
 #include <volt/trainer/cuda_graph.hpp>
 #include <volt/trainer/metrics.hpp>
 #include <volt/trainer/module.hpp>
