@@ -34,7 +34,7 @@ struct Net : torch::nn::Module {
 void exercise(const std::string& bytes) {
   torch::serialize::InputArchive archive;
   volt::detail::load_archive_bytes(archive, bytes, "<fuzz input>", torch::kCPU);
-  volt::detail::read_checkpoint_int(archive, "volt/format", "<fuzz input>");
+  volt::detail::CheckpointReader(archive, "<fuzz input>").read_int("volt/format");
   for (const char* key : {"loop/epoch", "loop/global_step", "loop/batches_done"}) {
     c10::IValue value;
     if (archive.try_read(key, value) && value.isInt()) (void)value.toInt();
