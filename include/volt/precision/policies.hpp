@@ -174,7 +174,7 @@ class AutocastPrecision {
     if (!compat::autocast_dtype_supported(root_device.type(), resolved_dtype)) {
       throw MisconfigurationError(std::string("volt: mixed precision with ") + c10::toString(resolved_dtype) +
                                   " needs autocast on device type " + c10::DeviceTypeName(root_device.type()) +
-                                  ", which this LibTorch (" + TORCH_VERSION +
+                                  ", which this LibTorch (" + compat::torch_version_string +
                                   ") does not support; use volt::FP32 or a newer LibTorch");
     }
     log::info_rank_zero(resolved_dtype == c10::ScalarType::Half
