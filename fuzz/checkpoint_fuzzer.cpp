@@ -9,7 +9,7 @@
 // Build and run: fuzz/run_checkpoint_fuzzer.sh (clang with -fsanitize=fuzzer,address).
 #include <torch/torch.h>
 
-#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/serialization/checkpoint_io.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -34,7 +34,7 @@ struct Net : torch::nn::Module {
 void exercise(const std::string& bytes) {
   torch::serialize::InputArchive archive;
   volt::detail::load_archive_bytes(archive, bytes, "<fuzz input>", torch::kCPU);
-  volt::detail::read_checkpoint_int(archive, "volt/format", "<fuzz input>");
+  volt::detail::CheckpointReader(archive, "<fuzz input>").read_int("volt/format");
   for (const char* key : {"loop/epoch", "loop/global_step", "loop/batches_done"}) {
     c10::IValue value;
     if (archive.try_read(key, value) && value.isInt()) (void)value.toInt();

@@ -9,6 +9,7 @@
 /// ```
 #pragma once
 
+#include <volt/cli/values.hpp>
 #include <volt/cli/args.hpp>
 #include <volt/cli/dispatch.hpp>
 

@@ -1,5 +1,7 @@
 /// \file
-/// volt/serialization: weights files exchanged with Python (torch.save / torch.load).
+/// volt/serialization: the file formats. Weights files exchanged with Python (torch.save / torch.load) and
+/// volt's crash-safe checkpoint files (written by the Trainer and Fabric, read by load_checkpoint_weights).
 #pragma once
 
+#include <volt/serialization/checkpoint_io.hpp>
 #include <volt/serialization/weights.hpp>

@@ -6,6 +6,6 @@
 #include <volt/trainer/state.hpp>
 #include <volt/trainer/step_context.hpp>
 #include <volt/trainer/module.hpp>
-#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/serialization/checkpoint_io.hpp>
 #include <volt/trainer/data.hpp>
 #include <volt/trainer/trainer.hpp>

@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #if !defined(_WIN32)
 #include <sys/mount.h>
@@ -208,4 +210,61 @@ TEST_CASE("loading into another model names the missing and extra keys and the s
   // A matching model loads.
   volt_test::Classifier same;
   CHECK_NOTHROW(volt::load_checkpoint_weights(same, last));
+}
+
+TEST_CASE("CheckpointReader reads a checkpoint's entries and names the file and the entry when one is missing or of another type") {
+  torch::serialize::OutputArchive out;
+  out.write("loop/epoch", c10::IValue(std::int64_t{7}));
+  out.write("loop/at_epoch_end", c10::IValue(true));
+  out.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(std::vector<std::int64_t>{3, 1})));
+  out.write("schedulers/none", c10::IValue(c10::List<std::int64_t>(std::vector<std::int64_t>{})));
+  out.write("rng/cpu", torch::arange(4, torch::kUInt8), /*is_buffer=*/true);
+  torch::serialize::OutputArchive nested;
+  nested.write("value", c10::IValue(std::int64_t{5}));
+  out.write("precision", nested);
+  std::ostringstream stream(std::ios::binary);
+  out.save_to(stream);
+  torch::serialize::InputArchive archive;
+  volt::detail::load_archive_bytes(archive, std::move(stream).str(), "memory.ckpt", torch::kCPU);
+  const volt::detail::CheckpointReader reader(archive, "memory.ckpt");
+
+  CHECK(reader.contains("loop/epoch"));
+  CHECK(reader.contains("precision"));
+  CHECK_FALSE(reader.contains("volt/format"));
+  CHECK(reader.read_int("loop/epoch") == 7);
+  CHECK(reader.read_bool("loop/at_epoch_end"));
+  CHECK(reader.read_int_list("schedulers/steps") == std::vector<std::int64_t>{3, 1});
+  CHECK(reader.read_int_list("schedulers/none").empty());
+  CHECK(torch::equal(reader.read_tensor("rng/cpu"), torch::arange(4, torch::kUInt8)));
+  torch::serialize::InputArchive precision;
+  reader.read_archive("precision", precision);
+  CHECK(volt::detail::CheckpointReader(precision, "memory.ckpt").read_int("value") == 5);
+  torch::serialize::InputArchive optional;
+  CHECK(reader.try_read_archive("precision", optional));
+  CHECK_FALSE(reader.try_read_archive("callbacks/none", optional));
+  CHECK_FALSE(reader.try_read_archive("loop/epoch", optional));
+
+  const std::string prefix = "volt: memory.ckpt is not a volt checkpoint or is corrupted: entry ";
+  // Missing entries.
+  VOLT_CHECK_THROWS_CONTAINS(reader.read_int("loop/global_step"), volt::CheckpointError,
+                             (prefix + "'loop/global_step' is missing or not an integer").c_str());
+  VOLT_CHECK_THROWS_CONTAINS(reader.read_bool("volt/weights_only"), volt::CheckpointError,
+                             (prefix + "'volt/weights_only' is missing or not a bool").c_str());
+  VOLT_CHECK_THROWS_CONTAINS(reader.read_int_list("schedulers/intervals"), volt::CheckpointError,
+                             (prefix + "'schedulers/intervals' is missing or not a list of integers").c_str());
+  VOLT_CHECK_THROWS_CONTAINS(reader.read_tensor("rng/cpu_epoch_start"), volt::CheckpointError,
+                             (prefix + "'rng/cpu_epoch_start' is missing or not a tensor").c_str());
+  VOLT_CHECK_THROWS_CONTAINS(reader.read_archive("optimizer", optional), volt::CheckpointError,
+                             (prefix + "'optimizer' is missing or not an archive").c_str());
+  // Entries of another type.
+  VOLT_CHECK_THROWS_CONTAINS(reader.read_int("loop/at_epoch_end"), volt::CheckpointError,
+                             (prefix + "'loop/at_epoch_end' is missing or not an integer").c_str());
+  VOLT_CHECK_THROWS_CONTAINS(reader.read_bool("loop/epoch"), volt::CheckpointError,
+                             (prefix + "'loop/epoch' is missing or not a bool").c_str());
+  VOLT_CHECK_THROWS_CONTAINS(reader.read_int_list("loop/epoch"), volt::CheckpointError,
+                             (prefix + "'loop/epoch' is missing or not a list of integers").c_str());
+  VOLT_CHECK_THROWS_CONTAINS(reader.read_tensor("precision"), volt::CheckpointError,
+                             (prefix + "'precision' is missing or not a tensor").c_str());
+  VOLT_CHECK_THROWS_CONTAINS(reader.read_archive("rng/cpu", optional), volt::CheckpointError,
+                             (prefix + "'rng/cpu' is missing or not an archive").c_str());
 }

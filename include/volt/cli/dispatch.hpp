@@ -275,7 +275,7 @@ int dispatch_accelerator(Args& args, Program& program) {
                     if (!compat::autocast_dtype_supported(device_type_of(Accelerator::kind), dtype)) {
                       throw UsageError("argument --precision " + precision + ": mixed precision `" + precision +
                                        "` needs autocast to " + c10::toString(dtype) + " on " +
-                                       std::string(Accelerator::name) + ", which this LibTorch (" + TORCH_VERSION +
+                                       std::string(Accelerator::name) + ", which this LibTorch (" + compat::torch_version_string +
                                        ") does not support. Use --precision 32-true or a newer LibTorch.");
                     }
                   }

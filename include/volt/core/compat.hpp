@@ -1,8 +1,10 @@
 /// \file
-/// Every difference between LibTorch versions that volt depends on, in one place.
+/// Every difference between LibTorch versions that volt depends on, and every feature macro, in one place.
 ///
 /// volt supports LibTorch 1.13 (Debian 12's package) through 2.11 (PyPI's torch wheel). Code elsewhere in
-/// volt calls these functions and never tests TORCH_VERSION itself.
+/// volt calls these functions and never tests TORCH_VERSION itself; messages that print the version use
+/// compat::torch_version_string. The differences in kernels and optimizer internals are in the second part,
+/// volt/core/compat_kernels.hpp, which this header includes at its end.
 ///
 /// CUDA-only code (allocator statistics, the caching allocator's cache) is compiled when VOLT_WITH_CUDA is
 /// defined: volt's CMake target defines it when the LibTorch found was built with CUDA. Users who vendor the
@@ -12,15 +14,11 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <sstream>
 #include <string>
-#include <type_traits>
-#include <utility>
 
 #if __has_include(<torch/mps.h>)
 #include <torch/mps.h>
@@ -38,11 +36,59 @@
 /// LibTorch's version as one number: major * 10000 + minor * 100 + patch (1.13.0 -> 11300).
 #define VOLT_TORCH_VERSION (TORCH_VERSION_MAJOR * 10000 + TORCH_VERSION_MINOR * 100 + TORCH_VERSION_PATCH)
 
+// ---------------------------------------------------------------------------------------------------
+// Feature macros: what this translation unit can use, decided from the LibTorch version, VOLT_WITH_CUDA and
+// the headers found. Every such macro of volt is defined here (the VOLT_DETAIL_ ones are internal), so that
+// each is defined before any header that tests it, whatever the order in which a program includes volt's
+// headers. The headers that use them include this one first.
+//
+//   VOLT_DETAIL_HAS_TORCH_MPS_H   <torch/mps.h> exists (above)
+//   VOLT_DETAIL_HAS_MPS_HOOKS     <ATen/detail/MPSHooksInterface.h> exists (above)
+//   VOLT_DETAIL_HAS_CUDA_GRAPHS   1 with VOLT_WITH_CUDA and LibTorch 2.4+, else 0 (volt/trainer/loops/train_step_graph.hpp);
+//                                 the CUDA graph, event, guard and stream headers are included here then
+//   VOLT_DETAIL_HAS_C10D          LibTorch's c10d headers exist (volt/distributed/)
+//   VOLT_DETAIL_HAS_GLOO          c10d and gloo's headers exist; LibTorch's USE_C10D_GLOO is defined with it,
+//                                 which <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp> needs to declare anything
+//   VOLT_DETAIL_HAS_NCCL          c10d, VOLT_WITH_CUDA and nccl.h; LibTorch's USE_C10D_NCCL is defined with it,
+//                                 which <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp> needs
+//
+// The c10d headers themselves are included by volt/distributed/process_group.hpp, after this header.
+
+#if defined(VOLT_WITH_CUDA) && VOLT_TORCH_VERSION >= 20400
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#define VOLT_DETAIL_HAS_CUDA_GRAPHS 1
+#else
+#define VOLT_DETAIL_HAS_CUDA_GRAPHS 0
+#endif
+
+#if __has_include(<torch/csrc/distributed/c10d/TCPStore.hpp>)
+#define VOLT_DETAIL_HAS_C10D 1
+#if __has_include(<gloo/config.h>)
+#define VOLT_DETAIL_HAS_GLOO 1
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO
+#endif
+#endif
+#if defined(VOLT_WITH_CUDA) && __has_include(<nccl.h>) && \
+    __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#define VOLT_DETAIL_HAS_NCCL 1
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL
+#endif
+#endif
+#endif
+
 /// The LibTorch version differences volt depends on, behind one set of functions (1.13 through 2.11).
 namespace volt::compat {
 
 /// VOLT_TORCH_VERSION as a constant, for code that prefers `if constexpr` to the preprocessor.
 inline constexpr int torch_version = VOLT_TORCH_VERSION;
+
+/// LibTorch's version as text (TORCH_VERSION: "1.13.0", "2.11.0"), for messages.
+inline constexpr const char* torch_version_string = TORCH_VERSION;
 
 /// True where autocast is switched per device type (LibTorch 2.4 and later).
 inline constexpr bool has_device_type_autocast_api = VOLT_TORCH_VERSION >= 20400;
@@ -93,7 +139,7 @@ inline void set_autocast_enabled(c10::DeviceType device_type, bool enabled) {
   } else if (device_type == c10::DeviceType::CUDA) {
     at::autocast::set_enabled(enabled);
   } else {
-    TORCH_CHECK(false, "volt: this LibTorch (", TORCH_VERSION, ") has no autocast for device type ",
+    TORCH_CHECK(false, "volt: this LibTorch (", torch_version_string, ") has no autocast for device type ",
                 c10::DeviceTypeName(device_type));
   }
 #endif
@@ -249,112 +295,8 @@ inline void mps_empty_cache() {
 /// True where LibTorch has ReduceLROnPlateauScheduler (LibTorch 2.0 and later).
 inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
 
-// ---------------------------------------------------------------------------------------------------
-// Grad scaler kernels (volt/precision/grad_scaler.hpp).
-//
-// `at::_amp_foreach_non_finite_check_and_unscale_` and `at::_amp_update_scale_` are declared in every
-// version, but a call throws where no kernel is registered for the tensors' backend: CUDA always has
-// them; CPU got them in LibTorch 2.3 (absent in 1.13, present in 2.11); MPS only in macOS builds of recent
-// versions. Asking the dispatcher answers for the LibTorch actually loaded, whatever its version.
-
-/// Whether the loaded LibTorch's dispatcher has a kernel of operator `name` (overload `overload`, "" for the
-/// default one) for `device_type` (CPU, CUDA or MPS; false for any other).
-inline bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type) {
-  c10::DispatchKey key{};
-  switch (device_type) {
-    case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
-    case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
-    case c10::DeviceType::MPS: key = c10::DispatchKey::MPS; break;
-    default: return false;
-  }
-  const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
-  return handle && handle->hasKernelForDispatchKey(key);
-}
-
-/// Whether both fused grad-scaler kernels are registered for `device_type` in the loaded LibTorch.
-inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
-  return has_kernel("aten::_amp_foreach_non_finite_check_and_unscale_", "", device_type) &&
-         has_kernel("aten::_amp_update_scale_", "", device_type);
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Optimizer internals (volt/optim/).
-//
-// Optimizer::state() is keyed by the parameter's TensorImpl: LibTorch 1.13 by its address printed as a
-// string (c10::guts::to_string), 2.x by the address itself. `at::_fused_adam_` and `at::_fused_adamw_`
-// (one kernel for a whole list of parameters) are called from LibTorch 2.1 on (1.13 has only a CUDA
-// `_fused_adam_`, and no `_fused_adamw_`); which device types have kernels is asked of the dispatcher
-// (CUDA in 2.x, CPU from 2.4).
-
-/// The key type of torch::optim::Optimizer::state() in this LibTorch.
-using OptimizerStateKey =
-    std::remove_cvref_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
-
-/// The key under which LibTorch's optimizers keep the state of `parameter` (a template only so that the
-/// branch of the other versions is discarded).
-template <class Key = OptimizerStateKey>
-Key optimizer_state_key(const at::Tensor& parameter) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream text;  // what LibTorch 1.13's c10::guts::to_string(TensorImpl*) writes
-    text << static_cast<const void*>(parameter.unsafeGetTensorImpl());
-    return text.str();
-  } else {
-    return static_cast<Key>(parameter.unsafeGetTensorImpl());
-  }
-}
-
-/// Whether volt calls LibTorch's fused Adam/AdamW kernels in this LibTorch version at all.
-inline constexpr bool has_fused_adam = VOLT_TORCH_VERSION >= 20100;
-
-/// Whether the loaded LibTorch has a fused Adam (`decoupled_weight_decay` false) or AdamW kernel for
-/// `device_type`.
-inline bool fused_adam_available(c10::DeviceType device_type, bool decoupled_weight_decay) {
-  if constexpr (!has_fused_adam) {
-    return false;
-  } else {
-    if (device_type != c10::DeviceType::CPU && device_type != c10::DeviceType::CUDA) return false;
-    return has_kernel(decoupled_weight_decay ? "aten::_fused_adamw_" : "aten::_fused_adam_", "", device_type);
-  }
-}
-
-/// `at::_fused_adamw_` when `decoupled_weight_decay`, else `at::_fused_adam_`, with `maximize` false and
-/// no grad scale or found-inf tensor. `state_steps` are float32 tensors on the parameters' device holding
-/// the step number each update is the n-th of (already counted). Throws c10::Error where absent.
-inline void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
-                        at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
-                        at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay,
-                        double eps, bool amsgrad) {
-#if VOLT_TORCH_VERSION >= 20100
-  if (decoupled_weight_decay) {
-    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                      weight_decay, eps, amsgrad, /*maximize=*/false);
-  } else {
-    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                     weight_decay, eps, amsgrad, /*maximize=*/false);
-  }
-#else
-  (void)decoupled_weight_decay, (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs,
-      (void)max_exp_avg_sqs, (void)state_steps, (void)lr, (void)beta1, (void)beta2, (void)weight_decay,
-      (void)eps, (void)amsgrad;
-  TORCH_CHECK(false, "volt: fused Adam kernels are not used with this LibTorch (", TORCH_VERSION,
-              "); use the multi-tensor implementation");
-#endif
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Multi-tensor copies.
-
-/// `destinations[i].copy_(sources[i])` for every i (same dtypes and sizes): one multi-tensor kernel per
-/// device where LibTorch has `at::_foreach_copy_` (2.4 on), else one copy per tensor.
-inline void foreach_copy_(at::TensorList destinations, at::TensorList sources) {
-  TORCH_CHECK(destinations.size() == sources.size(), "volt: foreach_copy_ got ", destinations.size(),
-              " destinations and ", sources.size(), " sources");
-  if (destinations.empty()) return;
-#if VOLT_TORCH_VERSION >= 20400
-  at::_foreach_copy_(destinations, sources);
-#else
-  for (std::size_t i = 0; i < destinations.size(); ++i) destinations[i].copy_(sources[i]);
-#endif
-}
-
 }  // namespace volt::compat
+
+// The kernels' differences (grad scaler, optimizers, multi-tensor ops) are in compat_kernels.hpp, included
+// here so that this header gives every difference; it includes this one first.
+#include <volt/core/compat_kernels.hpp>

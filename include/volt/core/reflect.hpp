@@ -88,8 +88,12 @@ inline constexpr std::size_t field_count = [] {
   return count;
 }();
 
-#define VOLT_DETAIL_FIELD(field) \
-  ::volt::reflect::detail::forward_field<Aggregate, decltype(field)>(field)
+// VOLT_DETAIL_FIELD(fN): the structured binding fN of with_fields, forwarded by detail::forward_field. A macro
+// because forward_field needs `decltype(fN)`, which for a structured binding is the member's declared type
+// (how a reference member is told from a value member) and which only the binding's own name gives: a
+// function taking the binding would see an lvalue of the member's type. The only macro of this header;
+// defined here, at namespace scope, and undefined right after with_fields.
+#define VOLT_DETAIL_FIELD(field) ::volt::reflect::detail::forward_field<Aggregate, decltype(field)>(field)
 
 /// Calls `visitor(fields...)` with every field of `aggregate` in declaration order and returns its result.
 /// Fields are forwarded with the aggregate's value category (moved from an rvalue aggregate), except
@@ -252,7 +256,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21));
   } else if constexpr (count == 23) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22]
+            f20, f21, f22]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -263,7 +267,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22));
   } else if constexpr (count == 24) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23]
+            f20, f21, f22, f23]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -274,7 +278,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23));
   } else if constexpr (count == 25) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24]
+            f20, f21, f22, f23, f24]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -286,7 +290,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f24));
   } else if constexpr (count == 26) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25]
+            f20, f21, f22, f23, f24, f25]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -298,7 +302,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25));
   } else if constexpr (count == 27) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26]
+            f20, f21, f22, f23, f24, f25, f26]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -310,7 +314,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26));
   } else if constexpr (count == 28) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26, f27]
+            f20, f21, f22, f23, f24, f25, f26, f27]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -322,7 +326,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27));
   } else if constexpr (count == 29) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26, f27, f28]
+            f20, f21, f22, f23, f24, f25, f26, f27, f28]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -335,7 +339,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f28));
   } else if constexpr (count == 30) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26, f27, f28, f29]
+            f20, f21, f22, f23, f24, f25, f26, f27, f28, f29]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -348,7 +352,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f28), VOLT_DETAIL_FIELD(f29));
   } else if constexpr (count == 31) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26, f27, f28, f29, f30]
+            f20, f21, f22, f23, f24, f25, f26, f27, f28, f29, f30]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -361,7 +365,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f28), VOLT_DETAIL_FIELD(f29), VOLT_DETAIL_FIELD(f30));
   } else if constexpr (count == 32) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26, f27, f28, f29, f30, f31]
+            f20, f21, f22, f23, f24, f25, f26, f27, f28, f29, f30, f31]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),

@@ -10,6 +10,7 @@
 /// time, when a distributed run asks for it, and never breaks the single-device build.
 #pragma once
 
+#include <volt/core/compat.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 #include <volt/distributed/environment.hpp>
@@ -25,27 +26,19 @@
 #include <utility>
 #include <vector>
 
-#if __has_include(<torch/csrc/distributed/c10d/TCPStore.hpp>)
+// VOLT_DETAIL_HAS_C10D/GLOO/NCCL and LibTorch's USE_C10D_GLOO/NCCL (which the Gloo and NCCL headers need) are
+// defined by volt/core/compat.hpp, included above, so they precede these includes in every include order.
+#ifdef VOLT_DETAIL_HAS_C10D
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#define VOLT_DETAIL_HAS_C10D 1
-#if __has_include(<gloo/config.h>)
-#ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO
 #endif
+#ifdef VOLT_DETAIL_HAS_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#define VOLT_DETAIL_HAS_GLOO 1
 #endif
-#if defined(VOLT_WITH_CUDA) && __has_include(<nccl.h>) && \
-    __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
-#ifndef USE_C10D_NCCL
-#define USE_C10D_NCCL
-#endif
+#ifdef VOLT_DETAIL_HAS_NCCL
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#define VOLT_DETAIL_HAS_NCCL 1
-#endif
 #endif
 
 namespace volt {

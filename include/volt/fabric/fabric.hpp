@@ -33,7 +33,7 @@
 #include <volt/fabric/strategy_services.hpp>
 #include <volt/precision.hpp>
 #include <volt/strategies.hpp>
-#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/serialization/checkpoint_io.hpp>
 #include <volt/transfer.hpp>
 
 #include <torch/torch.h>

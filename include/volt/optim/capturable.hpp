@@ -32,7 +32,7 @@
 namespace volt::optim {
 
 /// Whether this LibTorch has the fused kernels with a tensor learning rate that CapturableStep calls (2.4+).
-inline constexpr bool has_capturable_step = VOLT_TORCH_VERSION >= 20400;
+inline constexpr bool has_capturable_step = compat::has_tensor_lr_fused_optimizers;
 
 /// Scales `gradients` together so that their total 2-norm is at most `max_norm`, as
 /// torch::nn::utils::clip_grad_norm_ does (coefficient max_norm / (norm + 1e-6), capped at 1), but computed
@@ -46,23 +46,13 @@ inline at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& gradients, doub
   }
   if (present.empty()) return at::zeros({});
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> norms;
-#if VOLT_TORCH_VERSION >= 20400
-  norms = at::_foreach_norm(present, 2);
-#else
-  norms.reserve(present.size());
-  for (const auto& gradient : present) norms.push_back(gradient.norm(2));
-#endif
+  std::vector<at::Tensor> norms = compat::foreach_norm(present);
   for (auto& norm : norms) {
     if (norm.scalar_type() != at::kFloat) norm = norm.to(at::kFloat);
   }
   const at::Tensor total = norms.size() == 1 ? norms.front() : at::stack(norms).norm(2);
   const at::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
-#if VOLT_TORCH_VERSION >= 20400
-  at::_foreach_mul_(present, coefficient);
-#else
-  for (auto& gradient : present) gradient.mul_(coefficient.to(gradient.scalar_type()));
-#endif
+  compat::foreach_mul_(present, coefficient);
   return total;
 }
 
@@ -76,12 +66,7 @@ inline void clip_grad_value_(const std::vector<at::Tensor>& gradients, double cl
   }
   if (present.empty()) return;
   torch::NoGradGuard no_grad;
-#if VOLT_TORCH_VERSION >= 20400
-  at::_foreach_clamp_min_(present, at::Scalar(-clip_value));
-  at::_foreach_clamp_max_(present, at::Scalar(clip_value));
-#else
-  for (auto& gradient : present) gradient.clamp_(-clip_value, clip_value);
-#endif
+  compat::foreach_clamp_(present, -clip_value, clip_value);
 }
 
 /// One optimizer's step on device-only state (see the file comment). Made after the optimizer has stepped
@@ -107,7 +92,7 @@ class CapturableStep {
     if constexpr (!has_capturable_step) {
       // A stream, not string concatenation: g++ 12 at -O2 and above warns falsely (-Warray-bounds) on that.
       std::ostringstream text;
-      text << "LibTorch " << TORCH_VERSION
+      text << "LibTorch " << compat::torch_version_string
            << " has no fused optimizer kernels with a tensor learning rate (LibTorch 2.4 or later has them)";
       return text.str();
     } else {
@@ -148,7 +133,8 @@ class CapturableStep {
   /// PyTorch's fused optimizers do under a GradScaler. Launches device work only; capturable.
   /// Throws c10::Error when a bound parameter has no gradient.
   void step(const std::optional<at::Tensor>& found_inf = std::nullopt) {
-#if VOLT_TORCH_VERSION >= 20400
+    TORCH_CHECK(has_capturable_step, "volt: CapturableStep needs LibTorch 2.4 or later (this is ",
+                compat::torch_version_string, ")");
     torch::NoGradGuard no_grad;
     if (steps_.defined()) steps_.add_(1);
     for (auto& group : groups_) {
@@ -162,24 +148,15 @@ class CapturableStep {
       }
       const auto& lr = learning_rates_[group.index];
       if (kind_ == Kind::sgd) {
-        at::_fused_sgd_(group.params, grads, group.momentum_buffers, group.weight_decay, group.momentum, lr,
-                        group.dampening, group.nesterov, /*maximize=*/false, /*is_first_step=*/false,
-                        /*grad_scale=*/std::nullopt, found_inf);
-      } else if (kind_ == Kind::adamw) {
-        at::_fused_adamw_(group.params, grads, group.exp_avgs, group.exp_avg_sqs, group.max_exp_avg_sqs,
-                          group.steps, lr, group.beta1, group.beta2, group.weight_decay, group.eps, group.amsgrad,
-                          /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
+        compat::fused_sgd_tensor_lr_(group.params, grads, group.momentum_buffers, group.weight_decay, group.momentum,
+                                     lr, group.dampening, group.nesterov, found_inf);
       } else {
-        at::_fused_adam_(group.params, grads, group.exp_avgs, group.exp_avg_sqs, group.max_exp_avg_sqs,
-                         group.steps, lr, group.beta1, group.beta2, group.weight_decay, group.eps, group.amsgrad,
-                         /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
+        compat::fused_adam_tensor_lr_(kind_ == Kind::adamw, group.params, grads, group.exp_avgs, group.exp_avg_sqs,
+                                      group.max_exp_avg_sqs, group.steps, lr, group.beta1, group.beta2,
+                                      group.weight_decay, group.eps, group.amsgrad, found_inf);
       }
     }
     if (found_inf && steps_.defined()) steps_.sub_(*found_inf);
-#else
-    (void)found_inf;
-    TORCH_CHECK(false, "volt: CapturableStep needs LibTorch 2.4 or later (this is ", TORCH_VERSION, ")");
-#endif
   }
 
   /// Copies learning rates that changed on the host (a scheduler, a callback) into the device tensors the

@@ -72,7 +72,7 @@ class [[nodiscard]] AutocastGuard {
   AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, AutocastOptions options = {})
       : device_type_(device_type) {
     if (options.enabled && !compat::autocast_dtype_supported(device_type, dtype)) {
-      throw std::runtime_error(std::string("volt: this LibTorch (") + TORCH_VERSION + ") cannot autocast to " +
+      throw std::runtime_error(std::string("volt: this LibTorch (") + compat::torch_version_string + ") cannot autocast to " +
                                c10::toString(dtype) + " on device type " + c10::DeviceTypeName(device_type) +
                                "; use volt::BF16Autocast on CPU, a newer LibTorch for MPS, or volt::FP32");
     }

@@ -14,12 +14,11 @@
 
 #include <volt/core/compat.hpp>
 #include <volt/optim/step.hpp>
+#include <volt/precision/detail/grad_scaler_ops.hpp>
 
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -316,18 +315,11 @@ class GradScaler {
   }
 
  private:
-  using PerDeviceTensors = std::vector<std::pair<torch::Device, torch::Tensor>>;
+  using PerDeviceTensors = detail::PerDeviceTensors;
 
   struct OptimizerState {
     Stage stage = Stage::ready;
     PerDeviceTensors found_inf_per_device;
-  };
-
-  /// Gradients that one fused kernel call can take: same device, same dtype.
-  struct GradientGroup {
-    torch::Device device;
-    c10::ScalarType dtype;
-    std::vector<torch::Tensor> gradients;
   };
 
   void initialize_scale(torch::Device device) {
@@ -353,78 +345,28 @@ class GradScaler {
     return (dtype == torch::kFloat || dtype == torch::kDouble) && use_fused(device_type);
   }
 
-  /// `tensor` on `device`, copied once per device and then reused (PyTorch's _MultiDeviceReplicator).
-  static torch::Tensor replica_on(PerDeviceTensors& replicas, const torch::Tensor& tensor, torch::Device device) {
-    for (const auto& [replica_device, replica] : replicas) {
-      if (replica_device == device) return replica;
-    }
-    replicas.emplace_back(device, tensor.to(device, /*non_blocking=*/true));
-    return replicas.back().second;
-  }
-
   PerDeviceTensors unscale_gradients(torch::optim::Optimizer& optimizer, const torch::Tensor& inv_scale,
                                      const torch::Tensor& found_inf) {
     torch::NoGradGuard no_grad;
-    std::vector<GradientGroup> groups;
-    for (auto& param_group : optimizer.param_groups()) {
-      for (auto& parameter : param_group.params()) {
-        const auto& gradient = parameter.grad();
-        if (!gradient.defined()) continue;
-        if (gradient.scalar_type() == torch::kHalf) throw std::invalid_argument("Attempting to unscale FP16 gradients.");
-        // A sparse gradient is unscaled through its values; its indices carry no magnitude.
-        auto to_unscale = gradient.is_sparse() ? gradient._values() : gradient;
-        auto group = std::find_if(groups.begin(), groups.end(), [&](const GradientGroup& candidate) {
-          return candidate.device == to_unscale.device() && candidate.dtype == to_unscale.scalar_type();
-        });
-        if (group == groups.end()) {
-          groups.push_back(GradientGroup{to_unscale.device(), to_unscale.scalar_type(), {}});
-          group = std::prev(groups.end());
-        }
-        group->gradients.push_back(std::move(to_unscale));
-      }
-    }
-
+    auto groups = detail::gradients_by_device_and_dtype(optimizer);
     PerDeviceTensors found_inf_per_device;
     PerDeviceTensors inv_scale_per_device;
     for (auto& group : groups) {
-      auto device_found_inf = replica_on(found_inf_per_device, found_inf, group.device);
-      const auto device_inv_scale = replica_on(inv_scale_per_device, inv_scale, group.device);
+      auto device_found_inf = detail::replica_on(found_inf_per_device, found_inf, group.device);
+      const auto device_inv_scale = detail::replica_on(inv_scale_per_device, inv_scale, group.device);
       if (fused_unscale_takes(group.device.type(), group.dtype)) {
         at::_amp_foreach_non_finite_check_and_unscale_(group.gradients, device_found_inf, device_inv_scale);
       } else {
-        unscale_with_tensor_ops(group.gradients, device_found_inf, device_inv_scale);
+        detail::unscale_with_tensor_ops(group.gradients, device_found_inf, device_inv_scale);
       }
     }
     return found_inf_per_device;
   }
 
-  /// What `_amp_foreach_non_finite_check_and_unscale_` computes, for backends without it: set `found_inf`
-  /// to 1 if any value is inf/NaN, and multiply every gradient by `inv_scale` in at least fp32 (the
-  /// kernel's math type) without leaving the device.
-  static void unscale_with_tensor_ops(std::vector<torch::Tensor>& gradients, torch::Tensor& found_inf,
-                                      const torch::Tensor& inv_scale) {
-    for (auto& gradient : gradients) {
-      found_inf.masked_fill_(gradient.isfinite().logical_not().any(), 1.0);
-      if (gradient.scalar_type() == torch::kBFloat16 || gradient.scalar_type() == torch::kHalf) {
-        gradient.copy_(gradient.to(torch::kFloat).mul_(inv_scale));
-      } else {
-        gradient.mul_(inv_scale);
-      }
-    }
-  }
-
-  /// What `_amp_update_scale_` computes, for backends without it, as device tensor ops (no host sync).
+  /// What `_amp_update_scale_` computes, for backends without it (see detail::update_scale_with_tensor_ops).
   void update_scale_with_tensor_ops(const torch::Tensor& found_inf) {
-    const auto overflowed = found_inf.ne(0);
-    const auto successful = growth_tracker_ + 1;
-    const auto interval_completed = successful.eq(options_.growth_interval);
-    // The kernel multiplies in double and rounds once to float.
-    const auto scale_in_double = scale_.to(torch::kDouble);
-    const auto backed_off = (scale_in_double * options_.backoff_factor).to(torch::kFloat);
-    const auto grown = (scale_in_double * options_.growth_factor).to(torch::kFloat);
-    const auto grow = interval_completed.logical_and(grown.isfinite());
-    scale_.copy_(torch::where(overflowed, backed_off, torch::where(grow, grown, scale_)));
-    growth_tracker_.copy_(successful.masked_fill(overflowed.logical_or(interval_completed), 0));
+    detail::update_scale_with_tensor_ops(scale_, growth_tracker_, found_inf, options_.growth_factor,
+                                         options_.backoff_factor, options_.growth_interval);
   }
 
   static c10::IValue read_entry(torch::serialize::InputArchive& archive, const char* key) {

@@ -46,28 +46,66 @@
 
 namespace volt {
 
-/// "32-true": full precision, the identity everywhere. Stateless, and its guard costs nothing.
-struct FP32 {
-  /// Lightning's precision name, used in messages and by the command line.
-  static constexpr std::string_view name = "32-true";
-  /// Whether steps run under autocast (the mixed precisions).
-  static constexpr bool is_autocast = false;
+namespace detail {
 
-  /// Nothing to prepare.
+/// Shared implementation of the "true" precisions (Lightning's Precision, HalfPrecision and
+/// DoublePrecision): the whole model and every floating input live in `Dtype`; new tensors default to it
+/// inside the contexts. For float32 (volt::FP32, LibTorch's default dtype) nothing is converted: the module,
+/// the inputs and the default dtype are left as they are (a float64 input stays float64), and the contexts are
+/// NoOpGuards that cost nothing. Stateless.
+template <c10::ScalarType Dtype>
+class TruePrecision {
+ public:
+  static constexpr bool is_autocast = false;
+  static constexpr c10::ScalarType dtype = Dtype;
+  /// Whether the policy converts anything: false for float32, the identity.
+  static constexpr bool converts = Dtype != c10::ScalarType::Float;
+  /// What init_context() and forward_context() return.
+  using ContextGuard = std::conditional_t<converts, DefaultDtypeGuard, NoOpGuard>;
+
   void setup(torch::Device /*root_device*/) noexcept {}
-  /// Leaves the module as it is.
-  void convert_module(torch::nn::Module& /*module*/) noexcept {}
-  /// Returns `batch` unchanged (moved when given an rvalue).
+
+  /// Casts every floating parameter and buffer (and existing gradient) of `module` and its children to
+  /// `Dtype`, leaving integer buffers such as BatchNorm's num_batches_tracked alone, as PyTorch's
+  /// `module.to(dtype)` does (LibTorch's Module::to would cast those too). Float32: leaves the module as it is.
+  void convert_module([[maybe_unused]] torch::nn::Module& module) noexcept(!converts) {
+    if constexpr (converts) {
+      torch::NoGradGuard no_grad;
+      for (auto& parameter : module.parameters(/*recurse=*/true)) {
+        if (!parameter.is_floating_point()) continue;
+        parameter.set_data(parameter.to(Dtype));
+        if (parameter.grad().defined()) parameter.mutable_grad() = parameter.grad().to(Dtype);
+      }
+      for (auto& buffer : module.buffers(/*recurse=*/true)) {
+        if (buffer.is_floating_point()) buffer.set_data(buffer.to(Dtype));
+      }
+    }
+  }
+
+  /// `batch` with every floating tensor inside cast to `Dtype`; integer and bool tensors and non-tensor
+  /// members are kept as they are. Same type as `batch`. Float32: `batch` unchanged (moved when given an
+  /// rvalue).
   template <class Batch>
   std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
-    return std::forward<Batch>(batch);
+    if constexpr (converts) {
+      return apply_to_collection(std::forward<Batch>(batch), [](const torch::Tensor& tensor) -> torch::Tensor {
+        return tensor.is_floating_point() ? tensor.to(Dtype) : tensor;
+      });
+    } else {
+      return std::forward<Batch>(batch);
+    }
   }
-  /// A guard that changes nothing, for the time the module is built (Lightning's tensor_init_context).
-  [[nodiscard]] NoOpGuard init_context() const noexcept { return {}; }
-  /// A guard that changes nothing, kept alive around each step.
-  [[nodiscard]] NoOpGuard forward_context() const noexcept { return {}; }
+
+  /// Default dtype `Dtype` while the module is built (Lightning's tensor_init_context); float32: a guard that
+  /// changes nothing.
+  [[nodiscard]] ContextGuard init_context() const noexcept(!converts) { return make_guard(); }
+  /// Default dtype `Dtype` for the step, so tensors the step creates match the model; float32: a guard that
+  /// changes nothing.
+  [[nodiscard]] ContextGuard forward_context() const noexcept(!converts) { return make_guard(); }
+
   /// Returns `loss` itself: backward() is called on it unscaled.
   torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
+
   /// Runs `before_step()` then the optimizer step (volt::optim::step: multi-tensor or fused for LibTorch's
   /// Adam, AdamW and SGD, optimizer.step() otherwise); returns true. Throws what they throw.
   template <class BeforeStep>
@@ -76,6 +114,7 @@ struct FP32 {
     optim::step(optimizer);
     return true;
   }
+
   /// nullptr: no loss scaling.
   GradScaler* scaler() noexcept { return nullptr; }
   /// nullptr: no loss scaling.
@@ -84,64 +123,15 @@ struct FP32 {
   void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
   /// Nothing to restore from checkpoints.
   void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
-};
 
-namespace detail {
-
-/// Shared implementation of the "true" precisions (Lightning's HalfPrecision and DoublePrecision): the
-/// whole model and every floating input live in `Dtype`; new tensors default to it inside the contexts.
-template <c10::ScalarType Dtype>
-class TruePrecision {
- public:
-  static constexpr bool is_autocast = false;
-  static constexpr c10::ScalarType dtype = Dtype;
-
-  void setup(torch::Device /*root_device*/) {}
-
-  /// Casts every floating parameter and buffer (and existing gradient) of `module` and its children to
-  /// `Dtype`, leaving integer buffers such as BatchNorm's num_batches_tracked alone, as PyTorch's
-  /// `module.to(dtype)` does (LibTorch's Module::to would cast those too).
-  void convert_module(torch::nn::Module& module) {
-    torch::NoGradGuard no_grad;
-    for (auto& parameter : module.parameters(/*recurse=*/true)) {
-      if (!parameter.is_floating_point()) continue;
-      parameter.set_data(parameter.to(Dtype));
-      if (parameter.grad().defined()) parameter.mutable_grad() = parameter.grad().to(Dtype);
-    }
-    for (auto& buffer : module.buffers(/*recurse=*/true)) {
-      if (buffer.is_floating_point()) buffer.set_data(buffer.to(Dtype));
+ private:
+  static ContextGuard make_guard() noexcept(!converts) {
+    if constexpr (converts) {
+      return DefaultDtypeGuard(Dtype);
+    } else {
+      return {};
     }
   }
-
-  /// `batch` with every floating tensor inside cast to `Dtype`; integer and bool tensors and non-tensor
-  /// members are kept as they are. Same type as `batch`.
-  template <class Batch>
-  std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
-    return apply_to_collection(std::forward<Batch>(batch), [](const torch::Tensor& tensor) -> torch::Tensor {
-      return tensor.is_floating_point() ? tensor.to(Dtype) : tensor;
-    });
-  }
-
-  /// Default dtype `Dtype` while the module is built (Lightning's tensor_init_context).
-  [[nodiscard]] DefaultDtypeGuard init_context() const { return DefaultDtypeGuard(Dtype); }
-  /// Default dtype `Dtype` for the step, so tensors the step creates match the model.
-  [[nodiscard]] DefaultDtypeGuard forward_context() const { return DefaultDtypeGuard(Dtype); }
-
-  torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
-
-  /// Runs `before_step()` then the optimizer step (volt::optim::step: multi-tensor or fused for LibTorch's
-  /// Adam, AdamW and SGD, optimizer.step() otherwise); returns true. Throws what they throw.
-  template <class BeforeStep>
-  bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
-    std::forward<BeforeStep>(before_step)();
-    optim::step(optimizer);
-    return true;
-  }
-
-  GradScaler* scaler() noexcept { return nullptr; }
-  const GradScaler* scaler() const noexcept { return nullptr; }
-  void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
-  void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
 };
 
 /// Lightning's AMP optimizer step with a GradScaler: unscale_ the gradients, run `before_step()` (the
@@ -184,7 +174,7 @@ class AutocastPrecision {
     if (!compat::autocast_dtype_supported(root_device.type(), resolved_dtype)) {
       throw MisconfigurationError(std::string("volt: mixed precision with ") + c10::toString(resolved_dtype) +
                                   " needs autocast on device type " + c10::DeviceTypeName(root_device.type()) +
-                                  ", which this LibTorch (" + TORCH_VERSION +
+                                  ", which this LibTorch (" + compat::torch_version_string +
                                   ") does not support; use volt::FP32 or a newer LibTorch");
     }
     log::info_rank_zero(resolved_dtype == c10::ScalarType::Half
@@ -270,6 +260,13 @@ class AutocastPrecision {
 };
 
 }  // namespace detail
+
+/// "32-true": full precision, the identity everywhere (Lightning's Precision): the module, the inputs and
+/// the default dtype are left as they are. Stateless, and its guard costs nothing.
+struct FP32 : detail::TruePrecision<c10::ScalarType::Float> {
+  /// Lightning's precision name, used in messages and by the command line.
+  static constexpr std::string_view name = "32-true";
+};
 
 /// "64-true": model, floating inputs and new tensors in float64 (Lightning's DoublePrecision).
 struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {

@@ -13,6 +13,7 @@
 /// Python's Module.state_dict().
 #pragma once
 
+#include <volt/core/files.hpp>
 #include <volt/serialization/pickle.hpp>
 
 #include <caffe2/serialize/inline_container.h>
@@ -28,11 +29,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#if !defined(_WIN32)
-#include <fcntl.h>
-#include <unistd.h>
-#endif
 
 namespace volt {
 
@@ -143,12 +139,7 @@ inline void save_weights(const StateDict& weights, const std::filesystem::path& 
       out.flush();
       if (!out) throw std::runtime_error("write error");
     }
-#if !defined(_WIN32)
-    if (const int fd = ::open(temporary.c_str(), O_RDONLY); fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
-#endif
+    detail::fsync_file(temporary);
     std::filesystem::rename(temporary, path);
   } catch (const std::exception& cause) {
     std::filesystem::remove(temporary, error);

@@ -7,7 +7,7 @@
 
 #include <volt/callbacks/hooks.hpp>
 #include <volt/core/errors.hpp>
-#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/serialization/checkpoint_io.hpp>
 #include <volt/trainer/connectors/callback_connector.hpp>
 #include <volt/trainer/connectors/logger_connector.hpp>
 #include <volt/trainer/state.hpp>

@@ -21,7 +21,7 @@
 #include <volt/loggers.hpp>
 #include <volt/precision.hpp>
 #include <volt/strategies.hpp>
-#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/serialization/checkpoint_io.hpp>
 #include <volt/trainer/connectors/accelerator_connector.hpp>
 #include <volt/trainer/connectors/data_connector.hpp>
 #include <volt/trainer/connectors/signal_connector.hpp>

@@ -4,7 +4,7 @@
 /// fit resumes from one. Independent of the model's type: it works on torch::nn::Module.
 #pragma once
 
-#include <volt/trainer/checkpoint_io.hpp>
+#include <volt/serialization/checkpoint_io.hpp>
 #include <volt/trainer/connectors/callback_connector.hpp>
 #include <volt/trainer/optimizers.hpp>
 #include <volt/trainer/state.hpp>

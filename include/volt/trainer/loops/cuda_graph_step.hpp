@@ -94,7 +94,7 @@ class CudaGraphStep {
     if (!cuda_graphs_compiled) {
       found.push_back(std::string("this build cannot capture CUDA graphs (it needs VOLT_WITH_CUDA and LibTorch 2.4 "
                                   "or later; LibTorch is ") +
-                      TORCH_VERSION + ")");
+                      compat::torch_version_string + ")");
     }
     if constexpr (Parts::strategy_type::is_distributed) {
       found.push_back("the strategy is " + std::string(Parts::strategy_type::name) +

@@ -20,16 +20,6 @@
 
 #include <torch/torch.h>
 
-#if defined(VOLT_WITH_CUDA) && VOLT_TORCH_VERSION >= 20400
-#include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#define VOLT_DETAIL_HAS_CUDA_GRAPHS 1
-#else
-#define VOLT_DETAIL_HAS_CUDA_GRAPHS 0
-#endif
-
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -12,6 +12,8 @@
 /// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
 #pragma once
 
+#include <volt/core/files.hpp>
+
 #include <torch/torch.h>
 
 #include <array>
@@ -27,12 +29,8 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
-
-#if !defined(_WIN32)
-#include <fcntl.h>
-#include <unistd.h>
-#endif
 
 namespace volt {
 
@@ -57,60 +55,30 @@ inline std::string shape_text(c10::IntArrayRef sizes) {
   return text + "]";
 }
 
-#if !defined(_WIN32)
-/// Writes `bytes` to a new file at `path` and fsyncs it. Throws CheckpointError (naming `shown` and the
-/// system error) on any failure; the caller removes the partial file.
+/// Writes `bytes` to a new file at `path` and flushes it to disk (detail::write_file_durably, with the test
+/// fault of ScopedCheckpointWriteFault). Throws CheckpointError (naming `shown` and the system error) on any
+/// failure; the caller removes the partial file.
 inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw CheckpointError("volt: could not write the checkpoint " + shown + ": cannot create " + path.string() +
-                          ": " + system_error_text(errno));
+  const FileWriteFault fault{checkpoint_write_fault_after_bytes.load(), checkpoint_write_fault_errno.load()};
+  const auto failure = write_file_durably(path, bytes, fault);
+  if (!failure) return;
+  const std::string prefix = "volt: could not write the checkpoint " + shown + ": ";
+  const std::string kept = " (the previous checkpoint, if any, is kept)";
+  switch (failure->stage) {
+    case FileWriteStage::create:
+      throw CheckpointError(prefix + "cannot create " + path.string() + ": " + system_error_text(failure->error));
+    case FileWriteStage::write:
+      throw CheckpointError(prefix + "write failed after " + std::to_string(failure->written) + " of " +
+                            std::to_string(bytes.size()) + " bytes: " + system_error_text(failure->error) + kept);
+    case FileWriteStage::flush:
+      throw CheckpointError(prefix + "could not flush it to disk: " + system_error_text(failure->error) + kept);
+    case FileWriteStage::close:
+      throw CheckpointError(prefix + "closing " + path.string() + " failed: " + system_error_text(failure->error));
+    case FileWriteStage::stream:
+      break;
   }
-  const auto fail = [&](int error, const std::string& what) {
-    ::close(fd);
-    throw CheckpointError("volt: could not write the checkpoint " + shown + ": " + what + ": " +
-                          system_error_text(error) + " (the previous checkpoint, if any, is kept)");
-  };
-  const std::int64_t fault_after = checkpoint_write_fault_after_bytes.load();
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    std::size_t chunk = std::min<std::size_t>(bytes.size() - written, std::size_t{1} << 20);
-    if (fault_after >= 0) {
-      if (static_cast<std::int64_t>(written) >= fault_after) {
-        fail(checkpoint_write_fault_errno.load(), "write failed after " + std::to_string(written) + " of " +
-                                                      std::to_string(bytes.size()) + " bytes");
-      }
-      chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault_after - static_cast<std::int64_t>(written)));
-    }
-    const ::ssize_t result = ::write(fd, bytes.data() + written, chunk);
-    if (result < 0) {
-      if (errno == EINTR) continue;
-      fail(errno, "write failed after " + std::to_string(written) + " of " + std::to_string(bytes.size()) + " bytes");
-    }
-    written += static_cast<std::size_t>(result);
-  }
-  if (::fsync(fd) != 0) fail(errno, "could not flush it to disk");
-  if (::close(fd) != 0) {
-    throw CheckpointError("volt: could not write the checkpoint " + shown + ": closing " + path.string() +
-                          " failed: " + system_error_text(errno));
-  }
+  throw CheckpointError(prefix + "writing " + path.string() + " failed");
 }
-
-inline void fsync_folder(const std::filesystem::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);  // some file systems refuse fsync on folders; the rename itself is already done
-  ::close(fd);
-}
-#else
-inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  if (!out) throw CheckpointError("volt: could not write the checkpoint " + shown + ": writing " + path.string() + " failed");
-}
-inline void fsync_folder(const std::filesystem::path&) {}
-#endif
 
 /// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
 /// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
@@ -248,17 +216,73 @@ inline void load_archive(torch::serialize::InputArchive& archive, const std::fil
   load_archive_bytes(archive, std::move(content).str(), path.string(), device);
 }
 
-/// Reads the int entry `key` of a volt checkpoint, with an error naming the file when it is missing or of
-/// another type.
-inline std::int64_t read_checkpoint_int(torch::serialize::InputArchive& archive, const std::string& key,
-                                        const std::string& shown) {
-  c10::IValue value;
-  if (!archive.try_read(key, value) || !value.isInt()) {
-    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: entry '" + key +
-                          "' is missing or not an integer");
+/// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
+/// CheckpointError naming the file and the entry when it is missing or of another type:
+/// "volt: <file> is not a volt checkpoint or is corrupted: entry '<key>' is missing or not <a type>".
+/// Holds a reference to the archive, which must outlive it.
+class CheckpointReader {
+ public:
+  /// Reads from `archive`, naming the file `shown` in errors.
+  CheckpointReader(torch::serialize::InputArchive& archive, std::string shown)
+      : archive_(archive), shown_(std::move(shown)) {}
+
+  /// Whether the checkpoint has an entry `key`, of any type.
+  bool contains(const std::string& key) const {
+    c10::IValue value;
+    return archive_.try_read(key, value);
   }
-  return value.toInt();
-}
+
+  /// The int entry `key`.
+  std::int64_t read_int(const std::string& key) const { return read_value(key, &c10::IValue::isInt, "an integer").toInt(); }
+
+  /// The bool entry `key`.
+  bool read_bool(const std::string& key) const { return read_value(key, &c10::IValue::isBool, "a bool").toBool(); }
+
+  /// The int list entry `key` (written as a c10::List<std::int64_t>).
+  std::vector<std::int64_t> read_int_list(const std::string& key) const {
+    return read_value(key, &c10::IValue::isIntList, "a list of integers").toIntVector();
+  }
+
+  /// The tensor entry `key`, written as a buffer (`archive.write(key, tensor, /*is_buffer=*/true)`), on the
+  /// device the archive was loaded to.
+  torch::Tensor read_tensor(const std::string& key) const {
+    torch::Tensor tensor;
+    if (!archive_.try_read(key, tensor, /*is_buffer=*/true)) throw entry_error(key, "a tensor");
+    return tensor;
+  }
+
+  /// The nested archive `key` (an OutputArchive written into the checkpoint) into `into`.
+  void read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
+    if (!archive_.try_read(key, into)) throw entry_error(key, "an archive");
+  }
+
+  /// The nested archive `key` into `into` if the checkpoint has one: false (and `into` untouched) when the
+  /// entry is missing or is not an archive, as InputArchive::try_read. For optional entries; never throws
+  /// CheckpointError.
+  bool try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
+    return archive_.try_read(key, into);
+  }
+
+  /// The archive read from.
+  torch::serialize::InputArchive& archive() const noexcept { return archive_; }
+  /// The file name shown in errors.
+  const std::string& shown() const noexcept { return shown_; }
+
+ private:
+  c10::IValue read_value(const std::string& key, bool (c10::IValue::*has_type)() const, const char* type) const {
+    c10::IValue value;
+    if (!archive_.try_read(key, value) || !(value.*has_type)()) throw entry_error(key, type);
+    return value;
+  }
+
+  CheckpointError entry_error(const std::string& key, const char* type) const {
+    return CheckpointError("volt: " + shown_ + " is not a volt checkpoint or is corrupted: entry '" + key +
+                           "' is missing or not " + type);
+  }
+
+  torch::serialize::InputArchive& archive_;
+  std::string shown_;
+};
 
 inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
                                 const std::string& prefix, std::vector<std::string>& problems) {
@@ -317,9 +341,10 @@ inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesy
                                     torch::Device device = torch::kCPU) {
   torch::serialize::InputArchive archive;
   detail::load_archive(archive, path, device);
-  detail::read_checkpoint_int(archive, "volt/format", path.string());
+  const detail::CheckpointReader reader(archive, path.string());
+  reader.read_int("volt/format");
   torch::serialize::InputArchive model_archive;
-  if (!archive.try_read("model", model_archive)) {
+  if (!reader.try_read_archive("model", model_archive)) {
     throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
   }
   detail::check_model_matches(model_archive, module, path.string());
