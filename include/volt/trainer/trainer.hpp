@@ -19,6 +19,7 @@
 #include <volt/callbacks.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
+#include <volt/core/range.hpp>
 #include <volt/distributed.hpp>
 #include <volt/loggers.hpp>
 #include <volt/precision.hpp>
@@ -58,35 +59,8 @@ namespace volt {
 
 namespace detail {
 
-/// The range to iterate for a data argument: the argument itself, or what it points to
-/// (torch::data::make_data_loader returns a std::unique_ptr to the loader).
-template <class Data>
-decltype(auto) as_range(Data& data) {
-  if constexpr (requires { std::begin(data); }) {
-    return (data);
-  } else {
-    return (*data);
-  }
-}
-
-template <class Data>
-using batch_t = std::remove_cvref_t<decltype(*std::begin(as_range(std::declval<Data&>())))>;
-
-template <class Data>
-std::optional<std::int64_t> size_of(Data& data) {
-  auto&& range = as_range(data);
-  if constexpr (requires { std::size(range); }) {
-    return static_cast<std::int64_t>(std::size(range));
-  } else {
-    return std::nullopt;
-  }
-}
-
 template <class T>
 concept logger_pointer = requires { typename T::element_type; } && std::derived_from<typename T::element_type, Logger>;
-
-/// Marks "no validation data" in fit().
-struct NoData {};
 
 /// Rounds a fraction-of-epoch interval to batches as Lightning does.
 inline std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
