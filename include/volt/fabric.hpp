@@ -5,6 +5,4 @@
 #include <volt/fabric/options.hpp>
 #include <volt/fabric/state.hpp>
 #include <volt/fabric/data_loader.hpp>
-#include <volt/fabric/strategy_services.hpp>
-#include <volt/distributed/fabric_ddp.hpp>
 #include <volt/fabric/fabric.hpp>

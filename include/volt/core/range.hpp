@@ -1,6 +1,9 @@
 /// \file
-/// What the Trainer and Fabric accept as data: a range of batches, or a pointer to one (the std::unique_ptr
-/// that torch::data::make_data_loader returns).
+/// The range behind a data argument of the Trainer or Fabric, its batch type and its size; implementation, no
+/// public API.
+///
+/// A data argument is a range of batches, or something that points to one (torch::data::make_data_loader
+/// returns a std::unique_ptr to the loader).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +14,8 @@
 
 namespace volt::detail {
 
-/// The range to iterate for a data argument: the argument itself, or what it points to.
+/// The range to iterate for a data argument: the argument itself, or what it points to
+/// (torch::data::make_data_loader returns a std::unique_ptr to the loader).
 template <class Data>
 decltype(auto) as_range(Data& data) {
   if constexpr (requires { std::begin(data); }) {
@@ -21,11 +25,11 @@ decltype(auto) as_range(Data& data) {
   }
 }
 
-/// The batch type a data argument yields.
+/// The batch type a data argument yields (what dereferencing its range's iterator gives, without cv-ref).
 template <class Data>
 using batch_t = std::remove_cvref_t<decltype(*std::begin(as_range(std::declval<Data&>())))>;
 
-/// The number of batches of a data argument when its range knows it.
+/// The number of batches of a data argument when its range can tell (std::size); nullopt otherwise.
 template <class Data>
 std::optional<std::int64_t> size_of(Data& data) {
   auto&& range = as_range(data);

@@ -1,22 +1,24 @@
 /// \file
 /// The run-time side of the strategies (Lightning's Strategy objects); implementation, no public API.
 ///
-/// `volt::detail::StrategyRuntime<S>` is what the Trainer and Fabric hold for their Strategy policy.
-/// SingleDevice's is a set of identities; DDP's joins the processes (launching them when nobody else did),
-/// owns the process group and the gradient reducer, and provides the collectives (spec section 6.2).
+/// `volt::detail::StrategyRuntime<S>` is what the Trainer and Fabric hold for their Strategy policy; its
+/// interface is volt::StrategyRuntimeInterface (volt/strategies/strategy.hpp). DDP's joins the processes
+/// (launching them when nobody else did), owns the process group and the gradient reducer, and provides the
+/// collectives (spec section 6.2). SingleDevice's is in volt/strategies/single_device.hpp.
 #pragma once
 
 #include <volt/accelerators/connector.hpp>
 #include <volt/core/compat.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
+#include <volt/core/range.hpp>
 #include <volt/distributed/environment.hpp>
 #include <volt/distributed/launcher.hpp>
 #include <volt/distributed/process_group.hpp>
 #include <volt/distributed/reducer.hpp>
 #include <volt/distributed/sampler.hpp>
 #include <volt/strategies/ddp.hpp>
-#include <volt/strategies/single_device.hpp>
+#include <volt/strategies/strategy.hpp>
 
 #include <torch/torch.h>
 
@@ -24,42 +26,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace volt::detail {
-
-template <class Strategy>
-class StrategyRuntime;
-
-/// SingleDevice: one process; every collective is an identity.
-template <>
-class StrategyRuntime<SingleDevice> {
- public:
-  void configure(const DeviceSelection& selection, int /*num_nodes*/) { root_device_ = selection.root_device(); }
-  void setup_environment() {}
-  torch::Device root_device() const { return root_device_; }
-  int global_rank() const { return 0; }
-  int local_rank() const { return 0; }
-  int node_rank() const { return 0; }
-  int world_size() const { return 1; }
-  bool is_global_zero() const { return true; }
-  template <class M>
-  void setup_module(M& /*module*/) {}
-  template <class M>
-  void sync_buffers(M& /*module*/) {}
-  void prepare_for_backward(bool /*sync*/) {}
-  void finish_gradient_sync() {}
-  void barrier() {}
-  void all_reduce(torch::Tensor& /*tensor*/, ReduceOp /*op*/ = ReduceOp::mean) {}
-  void broadcast(torch::Tensor& /*tensor*/, int /*root*/ = 0) {}
-  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) { return {tensor}; }
-  bool reduce_boolean_decision(bool decision, bool /*all*/ = true) { return decision; }
-  void on_failure(const std::string& /*message*/) noexcept {}
-
- private:
-  torch::Device root_device_ = torch::kCPU;
-};
 
 /// The process group of this process, shared by every Trainer and Fabric of the run (created once).
 inline std::shared_ptr<ProcessGroup>& process_group_slot() {
@@ -162,7 +134,7 @@ class BufferBroadcaster {
 
 /// DDP: one process per device (Lightning's DDPStrategy with the popen launcher).
 template <>
-class StrategyRuntime<DDP> {
+class StrategyRuntime<DDP> : public StrategyRuntimeBase<StrategyRuntime<DDP>> {
  public:
   /// Reads the cluster environment for `selection`'s devices on `num_nodes` nodes and picks this process's
   /// device (parallel_devices[local_rank]). Throws as detect_cluster_environment does.
@@ -208,14 +180,36 @@ class StrategyRuntime<DDP> {
     group_ = slot;
   }
 
+  /// This process's device: the selected device at index local_rank().
   torch::Device root_device() const { return root_device_; }
+  /// This process's rank among all processes.
   int global_rank() const { return environment_.global_rank; }
+  /// This process's rank on its node.
   int local_rank() const { return environment_.local_rank; }
+  /// The index of this process's node.
   int node_rank() const { return environment_.node_rank; }
+  /// The number of processes: devices x num_nodes.
   int world_size() const { return environment_.world_size; }
+  /// Whether this process is global rank 0.
   bool is_global_zero() const { return environment_.global_rank == 0; }
+  /// The cluster environment configure() read.
   const ClusterEnvironment& environment() const { return environment_; }
+  /// The process group (after setup_environment()).
   ProcessGroup& group() { return *group_; }
+
+  /// This rank's share of `data`: `data` itself when it is already split (volt::per_rank, a loader with
+  /// volt::DistributedSampler) or is detail::NoData; otherwise a detail::RankShard view taking this rank's
+  /// batch of each group of world_size() batches (`data` must outlive it).
+  template <class Data>
+  decltype(auto) distribute_data(Data& data) {
+    using D = std::remove_cvref_t<Data>;
+    if constexpr (is_per_rank<D>::value || uses_distributed_sampler<D>::value || std::is_same_v<D, NoData>) {
+      return (data);
+    } else {
+      using Range = std::remove_reference_t<decltype(as_range(data))>;
+      return RankShard<Range>(as_range(data), world_size(), global_rank());
+    }
+  }
 
   /// Makes every rank start from rank 0's parameters and buffers, and attaches the gradient reducer.
   template <class M>
@@ -236,16 +230,24 @@ class StrategyRuntime<DDP> {
     buffers_.broadcast();
   }
 
+  /// Before a backward pass: arms the gradient reducer to all-reduce the gradients as they are produced
+  /// (`sync`), or to leave them local (gradient accumulation).
   void prepare_for_backward(bool sync) {
     if (reducer_) reducer_->prepare_for_backward(sync);
   }
+  /// After a backward pass with sync: waits for the gradient all-reduce and writes the averaged gradients into
+  /// .grad. Throws DistributedError.
   void finish_gradient_sync() {
     if (reducer_) reducer_->finish();
   }
 
+  /// Returns when every rank has reached it. A collective.
   void barrier() { group_->barrier(); }
+  /// Reduces `tensor` in place over all ranks with `op`. A collective.
   void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::mean) { group_->all_reduce(tensor, op); }
+  /// Overwrites `tensor` with rank `root`'s in place. A collective.
   void broadcast(torch::Tensor& tensor, int root = 0) { group_->broadcast(tensor, root); }
+  /// Every rank's `tensor` (same shape on every rank), in rank order. A collective.
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) { return group_->all_gather(tensor); }
 
   /// Lightning's reduce_boolean_decision: true when every rank decided so (all) or any rank did (!all).
@@ -268,6 +270,11 @@ class StrategyRuntime<DDP> {
     buffers_ = BufferBroadcaster();
   }
 
+  /// A captured CUDA graph cannot hold the gradient all-reduce of the step.
+  std::optional<std::string> cuda_graph_obstacle() const {
+    return "the strategy is " + std::string(DDP::name) + " (a captured step cannot contain the gradient all-reduce)";
+  }
+
  private:
   void broadcast_in_place(torch::Tensor& tensor) {
     auto contiguous = tensor.contiguous();
@@ -285,3 +292,6 @@ class StrategyRuntime<DDP> {
 };
 
 }  // namespace volt::detail
+
+static_assert(volt::StrategyRuntimeInterface<volt::detail::StrategyRuntime<volt::DDP>>,
+              "volt: StrategyRuntime<DDP> must provide every member of volt::StrategyRuntimeInterface");

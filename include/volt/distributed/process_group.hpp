@@ -14,6 +14,7 @@
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 #include <volt/distributed/environment.hpp>
+#include <volt/strategies/strategy.hpp>
 
 #include <torch/torch.h>
 
@@ -72,15 +73,6 @@ inline constexpr DistributedSupport distributed_support() {
 #endif
   return support;
 }
-
-/// Reduction of a collective.
-enum class ReduceOp {
-  sum,   ///< Element-wise sum over ranks.
-  mean,  ///< The sum divided by the world size (integer tensors: truncated).
-  max,   ///< Element-wise maximum.
-  min,   ///< Element-wise minimum.
-  product,  ///< Element-wise product.
-};
 
 #ifdef VOLT_DETAIL_HAS_C10D
 

@@ -5,6 +5,7 @@
 /// _FabricDataLoader with move_to_device=True).
 #pragma once
 
+#include <volt/core/range.hpp>
 #include <volt/transfer/batch_to_device.hpp>
 
 #include <torch/torch.h>
@@ -17,33 +18,18 @@
 
 namespace volt {
 
-namespace detail {
-
-/// The range behind a data argument: the argument, or what it points to (torch::data::make_data_loader
-/// returns a std::unique_ptr to the loader).
-template <class Data>
-decltype(auto) data_range(Data& data) {
-  if constexpr (requires { std::begin(data); }) {
-    return (data);
-  } else {
-    return (*data);
-  }
-}
-
-}  // namespace detail
-
 /// A view of `Data` (a range of batches, or a pointer to one) that yields each batch moved to `device`
 /// with volt::batch_to_device. Iterating it iterates the underlying loader (so a shuffling loader shuffles
 /// per pass). `Data` must outlive the view. size() is available when the underlying range has one.
 template <class Data>
 class DeviceDataLoader {
-  using Range = std::remove_reference_t<decltype(detail::data_range(std::declval<Data&>()))>;
+  using Range = std::remove_reference_t<decltype(detail::as_range(std::declval<Data&>()))>;
   using BaseIterator = decltype(std::begin(std::declval<Range&>()));
   using BaseSentinel = decltype(std::end(std::declval<Range&>()));
 
  public:
   /// The batch type of the underlying range (what each dereference returns, on the device).
-  using batch_type = std::remove_cvref_t<decltype(*std::declval<BaseIterator&>())>;
+  using batch_type = detail::batch_t<Data>;
 
   /// A view of `data` yielding batches on `device`; Fabric::setup_dataloaders makes it with Fabric's device.
   DeviceDataLoader(Data& data, torch::Device device) : data_(&data), device_(device) {}
@@ -82,20 +68,20 @@ class DeviceDataLoader {
   };
 
   /// Starts a pass over the underlying range (a torch::data loader starts a new epoch).
-  iterator begin() { return iterator(std::begin(detail::data_range(*data_)), device_); }
+  iterator begin() { return iterator(std::begin(detail::as_range(*data_)), device_); }
   /// The end: an iterator, or the underlying range's sentinel when its end type differs.
   auto end() {
     if constexpr (std::is_same_v<BaseIterator, BaseSentinel>) {
-      return iterator(std::end(detail::data_range(*data_)), device_);
+      return iterator(std::end(detail::as_range(*data_)), device_);
     } else {
-      return std::end(detail::data_range(*data_));
+      return std::end(detail::as_range(*data_));
     }
   }
   /// The underlying range's number of batches; only when the range has std::size.
   std::size_t size() const
     requires requires(Range& range) { std::size(range); }
   {
-    return static_cast<std::size_t>(std::size(detail::data_range(*data_)));
+    return static_cast<std::size_t>(std::size(detail::as_range(*data_)));
   }
   /// The device batches are moved to.
   torch::Device device() const { return device_; }

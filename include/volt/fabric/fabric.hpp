@@ -27,26 +27,23 @@
 
 #include <volt/accelerators.hpp>
 #include <volt/core/log.hpp>
+#include <volt/distributed/ddp_runtime.hpp>
+#include <volt/fabric/checkpoint.hpp>
+#include <volt/fabric/collectives.hpp>
 #include <volt/fabric/data_loader.hpp>
+#include <volt/fabric/module.hpp>
 #include <volt/fabric/options.hpp>
 #include <volt/fabric/state.hpp>
-#include <volt/fabric/strategy_services.hpp>
 #include <volt/precision.hpp>
 #include <volt/strategies.hpp>
-#include <volt/serialization/checkpoint_io.hpp>
 #include <volt/transfer.hpp>
 
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <concepts>
 #include <cstdint>
-#include <exception>
 #include <filesystem>
-#include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -69,63 +66,12 @@ struct ClipGradientsOptions {
   bool error_if_nonfinite = true;
 };
 
-namespace detail {
-
-template <class T>
-concept fabric_module_shared_ptr = requires(const T& pointer) {
-  typename T::element_type;
-  requires std::derived_from<typename T::element_type, torch::nn::Module>;
-  { pointer.get() };
-};
-template <class T>
-concept fabric_module_holder = requires(const T& holder) {
-  { holder.ptr() } -> std::convertible_to<std::shared_ptr<torch::nn::Module>>;
-};
-template <class T>
-concept fabric_optimizer_shared_ptr = requires {
-  typename T::element_type;
-  requires std::derived_from<typename T::element_type, torch::optim::Optimizer>;
-};
-
-template <class Model>
-torch::nn::Module& fabric_module(const Model& model) {
-  if constexpr (std::derived_from<Model, torch::nn::Module>) {
-    return const_cast<Model&>(model);
-  } else if constexpr (fabric_module_holder<Model>) {
-    if (model.is_empty()) throw std::invalid_argument("volt::Fabric: the model holder is empty");
-    return *model.ptr();
-  } else {
-    static_assert(fabric_module_shared_ptr<Model>,
-                  "volt::Fabric: the model must be a torch::nn::Module, a std::shared_ptr to one, or a ModuleHolder "
-                  "(a TORCH_MODULE type such as torch::nn::Linear)");
-    if (!model) throw std::invalid_argument("volt::Fabric: the model pointer is empty");
-    return *model;
-  }
-}
-
-/// Moves an optimizer's state tensors (Adam's moments, SGD's momentum, ...) to `device` by a round trip
-/// through LibTorch's serialization, which maps every tensor to the device while loading. No-op when the
-/// optimizer has no state yet.
-inline void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch::Device device) {
-  if (optimizer.state().empty()) return;
-  torch::serialize::OutputArchive out;
-  optimizer.save(out);
-  std::ostringstream bytes;
-  out.save_to(bytes);
-  std::istringstream in_bytes(bytes.str());
-  torch::serialize::InputArchive in;
-  in.load_from(in_bytes, device);
-  optimizer.load(in);
-}
-
-}  // namespace detail
-
 /// Lightning Fabric (see the file comment): device placement, precision, gradient clipping, checkpoints
 /// and collectives for a training loop the user writes. `Accelerator`, `Strategy` (SingleDevice or DDP) and
 /// `Precision` are the Trainer's policy types; unsupported combinations fail to compile. Under DDP every
 /// process constructs its own Fabric and calls the same methods in the same order; the members that
 /// communicate are collectives and throw DistributedError when a peer fails or times out. Not thread-safe.
-template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
+template <AcceleratorChoice Accelerator = Auto, StrategyPolicy Strategy = SingleDevice, PrecisionPolicy Precision = FP32>
 class Fabric {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
   static_assert((check_precision_supported<Accelerator, Precision>(), true));
@@ -152,24 +98,11 @@ class Fabric {
   explicit Fabric(FabricOptions options = {}, Precision precision = {})
       : options_(std::move(options)), precision_(std::move(precision)) {
     detail::validate(options_);
-    check_strategy_supported_on_machine<Accelerator, Strategy>();
-    // "auto" means every device of the accelerator; a single-device strategy takes the first of them.
-    const DeviceSpec devices =
-        !detail::is_distributed_strategy<Strategy>() && options_.devices.is_auto() ? DeviceSpec{1} : options_.devices;
-    selection_ = select_devices<Accelerator>(devices, Frontend::fabric);
-    if constexpr (!detail::is_distributed_strategy<Strategy>()) {
-      if (selection_.parallel_devices.size() != 1 || options_.num_nodes != 1) {
-        std::string ids;
-        for (int id : selection_.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-        throw std::invalid_argument(
-            "volt::SingleDevice runs on exactly one device of one node, but the options selected " +
-            std::to_string(selection_.parallel_devices.size()) + " " + std::string(to_string(selection_.accelerator)) +
-            " device(s) [" + ids + "] on num_nodes=" + std::to_string(options_.num_nodes) +
-            ". Pass {.devices = 1} (or a single id such as volt::devices({1})) and num_nodes = 1.");
-      }
-    }
-    strategy_.setup_environment(selection_.parallel_devices, options_.num_nodes);
-    root_device_ = strategy_.root_device(selection_.parallel_devices);
+    selection_ = detail::select_strategy_devices<Accelerator, Strategy>(options_.devices, options_.num_nodes,
+                                                                         Frontend::fabric);
+    strategy_.configure(selection_, options_.num_nodes);
+    strategy_.setup_environment();
+    root_device_ = strategy_.root_device();
     visit_accelerator(selection_.accelerator, [&](auto accelerator) {
       decltype(accelerator)::setup_device(root_device_, Frontend::fabric);
     });
@@ -268,9 +201,9 @@ class Fabric {
   /// undefined loss, DistributedError when the gradient all-reduce fails, and what LibTorch's backward throws.
   void backward(const torch::Tensor& loss) {
     if (!loss.defined()) throw std::invalid_argument("volt::Fabric::backward: the loss tensor is undefined");
-    if constexpr (requires { strategy_.before_backward(); }) strategy_.before_backward();
+    strategy_.prepare_for_backward(/*sync=*/!no_backward_sync_);
     precision_.pre_backward(loss).backward();
-    if constexpr (requires { strategy_.after_backward(); }) strategy_.after_backward();
+    if (!no_backward_sync_) strategy_.finish_gradient_sync();
   }
 
   /// Clips the gradients of `model`'s parameters, unscaling `optimizer`'s gradients first under a
@@ -326,27 +259,18 @@ class Fabric {
   /// Writes `state` to `path` (Lightning's fabric.save): each entry under its name, plus the GradScaler's
   /// state under "volt.precision" when the precision has one. Atomic (written next to `path`, flushed, then
   /// renamed: a crash never leaves a torn file). Only global rank zero writes. Throws volt::CheckpointError
-  /// (a std::runtime_error) naming the file. Under DDP every rank must call it: rank zero then broadcasts
-  /// whether the write succeeded (a collective, in place of Lightning's barrier), so when it fails every
-  /// rank throws: rank zero its own error, the others a CheckpointError carrying rank zero's message, and
-  /// no rank is left waiting.
+  /// (a std::runtime_error) naming the file. Under DDP every rank must call it: the ranks then agree on
+  /// whether the write succeeded (a collective, in place of Lightning's barrier; the strategy's
+  /// run_and_agree), so when it fails every rank throws: rank zero its own error, the others a
+  /// CheckpointError carrying rank zero's message, and no rank is left waiting.
   void save(const std::filesystem::path& path, const FabricState& state) {
-    std::string failure;  // rank zero's error message; empty when the write succeeded
-    std::exception_ptr error;
-    if (is_global_zero()) {
-      try {
-        write_checkpoint(path, state);
-      } catch (const std::exception& caught) {
-        failure = caught.what();
-        if (failure.empty()) failure = "unknown error";
-        error = std::current_exception();
-      }
-    }
-    if (world_size() > 1) failure = broadcast(std::move(failure), 0);
-    if (error) std::rethrow_exception(error);
-    if (!failure.empty()) {
-      throw CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() + ": " + failure);
-    }
+    strategy_.run_and_agree(
+        [&] {
+          if (is_global_zero()) detail::write_fabric_checkpoint(path, state, precision_.scaler());
+        },
+        [&](const std::string& failure) {
+          return CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() + ": " + failure);
+        });
   }
 
   /// Restores every entry of `state` from `path` in place (modules and optimizers keep their identity),
@@ -359,42 +283,12 @@ class Fabric {
   /// Under DDP every rank reads `path` itself (it must be readable on every node) and then waits at a
   /// barrier, so every rank must call it.
   std::vector<std::string> load(const std::filesystem::path& path, const FabricState& state, bool strict = true) {
-    torch::serialize::InputArchive archive;
-    detail::load_archive(archive, path, root_device_);
-    const std::vector<std::string> keys = archive.keys();
-    auto in_file = [&](const std::string& key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
-    for (const auto& [name, entry] : state) {
-      if (!in_file(name)) {
-        if (strict) {
-          throw std::runtime_error("The requested state contains a key '" + name +
-                                   "' that does not exist in the loaded checkpoint. To disable strict loading, set "
-                                   "`strict=False`. (file " + path.string() + ")");
-        }
-        continue;
-      }
-      torch::serialize::InputArchive part;
-      archive.read(name, part);
-      try {
-        entry.load(part, root_device_);
-      } catch (const std::exception& cause) {
-        throw CheckpointError("volt: the entry '" + name + "' of " + path.string() +
-                              " does not match the object passed to load(): " + cause.what());
-      }
-    }
-    if (GradScaler* scaler = precision_.scaler(); scaler != nullptr && in_file(std::string(precision_state_key))) {
-      torch::serialize::InputArchive part;
-      archive.read(std::string(precision_state_key), part);
-      scaler->load(part);
-    }
-    std::vector<std::string> remainder;
-    for (const auto& key : keys) {
-      if (state.count(key) == 0 && key != precision_state_key) remainder.push_back(key);
-    }
+    auto remainder = detail::read_fabric_checkpoint(path, state, strict, root_device_, precision_.scaler());
     barrier("fabric.load");
     return remainder;
   }
 
-  // ---- strategy services (identities for SingleDevice) -------------------------------------------
+  // ---- the strategy's collectives (identities for SingleDevice) ----------------------------------
 
   /// The number of processes of the run: devices x num_nodes with DDP, 1 with SingleDevice.
   int world_size() const { return strategy_.world_size(); }
@@ -405,36 +299,36 @@ class Fabric {
   /// The index of this process's node.
   int node_rank() const { return strategy_.node_rank(); }
   /// Whether this process is global rank 0.
-  bool is_global_zero() const { return global_rank() == 0; }
+  bool is_global_zero() const { return strategy_.is_global_zero(); }
 
   /// Waits until every process reaches this call (no-op with one process). A collective; `name` is
   /// Lightning's label for it and does not change what it does.
-  void barrier(const std::string& name = "") { strategy_.barrier(name); }
+  void barrier(const std::string& /*name*/ = "") { strategy_.barrier(); }
 
   /// Reduces `tensor` over processes with `op` ("mean", "sum", "max", "min", "product"; Lightning's
   /// spelling, "avg" is "mean") and returns the result; with one process, `tensor` itself (moved to device()
   /// as Lightning converts inputs). Throws std::invalid_argument for another op. A collective under DDP.
   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op = "mean") {
-    static const std::set<std::string> ops = {"mean", "avg", "sum", "max", "min", "product"};
-    if (ops.count(op) == 0) {
-      throw std::invalid_argument("volt::Fabric::all_reduce: unsupported reduce op '" + op +
-                                  "'; use \"mean\", \"sum\", \"max\", \"min\" or \"product\"");
-    }
-    return strategy_.all_reduce(tensor.to(root_device_), op);
+    const ReduceOp reduce = detail::fabric_reduce_op(op);
+    return detail::fabric_all_reduce<Strategy>(strategy_, tensor.to(root_device_), reduce);
   }
   /// Gathers `tensor` from every process (a leading dimension of world_size() with several processes);
   /// with one process, `tensor` on device(), shape unchanged (as Lightning's single-device strategy).
   /// A collective under DDP.
-  torch::Tensor all_gather(const torch::Tensor& tensor) { return strategy_.all_gather(tensor.to(root_device_)); }
-  /// `value` as held by process `src` (with one process, `value`). A collective under DDP, for tensors,
-  /// arithmetic values and std::string (see fabric_strategy_services<DDP>::broadcast).
+  torch::Tensor all_gather(const torch::Tensor& tensor) {
+    return detail::fabric_all_gather<Strategy>(strategy_, tensor.to(root_device_));
+  }
+  /// `value` as held by process `src` (with one process, `value`). A collective under DDP, for tensors
+  /// (same shape and dtype on every rank), arithmetic values (sent as a float64, so integers beyond 2^53
+  /// lose precision) and std::string; other types do not compile.
   template <class T>
   T broadcast(T value, int src = 0) {
-    return strategy_.broadcast(std::move(value), src);
+    return detail::fabric_broadcast<Strategy>(strategy_, std::move(value), src);
   }
 
   /// A guard under which backward() does not synchronise gradients across processes (for gradient
-  /// accumulation; Lightning's fabric.no_backward_sync). A no-op guard with one process or when
+  /// accumulation; Lightning's fabric.no_backward_sync), for every module of this Fabric, not only `model`;
+  /// its destructor restores the previous setting (guards nest). A no-op guard with one process or when
   /// `enabled` is false. Throws std::invalid_argument when `model` was not set up by this Fabric.
   template <class Model>
   [[nodiscard]] auto no_backward_sync(const Model& model, bool enabled = true) {
@@ -444,29 +338,13 @@ class Fabric {
           "You need to set up the model first before you can call `fabric.no_backward_sync()`: "
           "`model = fabric.setup(model, ...)`");
     }
-    return strategy_.no_backward_sync(module, enabled);
+    return detail::NoBackwardSyncGuard(&no_backward_sync_, enabled);
   }
 
   /// The key under which save() stores the GradScaler's state.
-  static constexpr std::string_view precision_state_key = "volt.precision";
+  static constexpr std::string_view precision_state_key = detail::fabric_precision_state_key;
 
  private:
-  /// save()'s write on rank zero: every entry, then the GradScaler's state, written atomically.
-  void write_checkpoint(const std::filesystem::path& path, const FabricState& state) {
-    torch::serialize::OutputArchive archive;
-    for (const auto& [name, entry] : state) {
-      torch::serialize::OutputArchive part;
-      entry.save(part);
-      archive.write(name, part);
-    }
-    if (const GradScaler* scaler = precision_.scaler()) {
-      torch::serialize::OutputArchive part;
-      scaler->save(part);
-      archive.write(std::string(precision_state_key), part);
-    }
-    detail::save_archive_atomically(archive, path);
-  }
-
   void unscale_gradients(torch::optim::Optimizer& optimizer) {
     if (GradScaler* scaler = precision_.scaler()) {
       if (scaler->stage(optimizer) == GradScaler::Stage::ready) scaler->unscale_(optimizer);
@@ -475,7 +353,8 @@ class Fabric {
 
   FabricOptions options_;
   Precision precision_;
-  [[no_unique_address]] fabric_strategy_services<Strategy> strategy_;
+  detail::StrategyRuntime<Strategy> strategy_;
+  bool no_backward_sync_ = false;  ///< inside no_backward_sync(): backward() leaves the gradients local
   DeviceSelection selection_;
   torch::Device root_device_{torch::kCPU};
   std::set<const torch::nn::Module*> set_up_modules_;

@@ -26,8 +26,6 @@
 
 namespace volt::detail {
 
-/// Marks "no validation data" in fit().
-struct NoData {};
 
 /// The Trainer's parts, owned by the Trainer and passed to its loops.
 template <class Strategy, class Precision>
@@ -57,14 +55,7 @@ struct TrainerParts {
   /// This rank's share of `data` (the strategy's rule).
   template <class Data>
   decltype(auto) distribute(Data& data) {
-    using D = std::remove_cvref_t<Data>;
-    if constexpr (!Strategy::is_distributed || is_per_rank<D>::value || uses_distributed_sampler<D>::value ||
-                  std::is_same_v<D, NoData>) {
-      return (data);
-    } else {
-      using Range = std::remove_reference_t<decltype(as_range(data))>;
-      return RankShard<Range>(as_range(data), strategy.world_size(), strategy.global_rank());
-    }
+    return strategy.distribute_data(data);
   }
 
   /// The precision's conversion of `batch`, moved to the root device.

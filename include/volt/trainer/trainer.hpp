@@ -244,20 +244,11 @@ class Trainer {
   /// on every rank (rank 0 its own error, the others one saying rank 0 failed), none left waiting.
   void save_checkpoint(const std::filesystem::path& path, bool weights_only = false) {
     TORCH_CHECK(parts_.state.save_checkpoint, "volt: save_checkpoint needs a model: call fit() first");
-    std::exception_ptr error;
-    try {
-      parts_.state.save_checkpoint(path, weights_only);
-    } catch (...) {
-      error = std::current_exception();
-    }
     // The barrier and the failure news in one collective (a single process needs neither).
-    const bool any_failed =
-        parts_.strategy.world_size() > 1 && parts_.strategy.reduce_boolean_decision(error != nullptr, /*all=*/false);
-    if (error) std::rethrow_exception(error);
-    if (any_failed) {
-      throw CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() +
-                            " (its error is in rank 0's output)");
-    }
+    parts_.strategy.run_and_agree([&] { parts_.state.save_checkpoint(path, weights_only); }, [&] {
+      return CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() +
+                             " (its error is in rank 0's output)");
+    });
   }
 
 

@@ -29,23 +29,10 @@ inline void set_torch_flags(const TrainerOptions& options) {
 }
 
 /// The devices the Trainer trains on: the options' device spec for the accelerator, with the strategy's
-/// rules (a single-device strategy takes one device: "auto" means the first). Throws MisconfigurationError.
+/// rules (strategies/device_selection.hpp). Throws MisconfigurationError.
 template <class Accelerator, class Strategy>
 DeviceSelection select_trainer_devices(const TrainerOptions& options) {
-  // "auto" means every device of the accelerator; a single-device strategy takes the first of them.
-  const DeviceSpec devices = !Strategy::is_distributed && options.devices.is_auto() ? DeviceSpec{1} : options.devices;
-  DeviceSelection selection = select_devices<Accelerator>(devices, Frontend::trainer);
-  if (!Strategy::is_distributed && selection.parallel_devices.size() != 1) {
-    std::string ids;
-    for (int id : selection.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-    throw MisconfigurationError("volt::SingleDevice trains on exactly one device, but the device spec selected " +
-                                std::to_string(selection.parallel_devices.size()) + " " +
-                                std::string(to_string(selection.accelerator)) + " devices: [" + ids +
-                                "]. Pass {.devices = 1} (or a single id such as volt::devices({1})), or "
-                                "train with volt::DDP.");
-  }
-  check_strategy_supported_on_machine<Accelerator, Strategy>();
-  return selection;
+  return select_strategy_devices<Accelerator, Strategy>(options.devices, options.num_nodes, Frontend::trainer);
 }
 
 /// The accelerator's device statistics of `device` (DeviceStatsMonitor reads them through TrainerState).

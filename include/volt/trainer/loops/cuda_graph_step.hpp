@@ -96,10 +96,7 @@ class CudaGraphStep {
                                   "or later; LibTorch is ") +
                       compat::torch_version_string + ")");
     }
-    if constexpr (Parts::strategy_type::is_distributed) {
-      found.push_back("the strategy is " + std::string(Parts::strategy_type::name) +
-                      " (a captured step cannot contain the gradient all-reduce)");
-    }
+    if (auto why = parts.strategy.cuda_graph_obstacle()) found.push_back(*why);
     if (options.accumulate_grad_batches > 1) {
       found.push_back("accumulate_grad_batches is " + std::to_string(options.accumulate_grad_batches) +
                       " (a captured step is one whole optimizer step)");
