@@ -29,10 +29,12 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 // ---- end volt/version.hpp
 // ---- begin volt/core/compat.hpp
 /// \file
-/// Every difference between LibTorch versions that volt depends on, in one place.
+/// Every difference between LibTorch versions that volt depends on, and every feature macro, in one place.
 ///
 /// volt supports LibTorch 1.13 (Debian 12's package) through 2.11 (PyPI's torch wheel). Code elsewhere in
-/// volt calls these functions and never tests TORCH_VERSION itself.
+/// volt calls these functions and never tests TORCH_VERSION itself; messages that print the version use
+/// compat::torch_version_string. The differences in kernels and optimizer internals are in the second part,
+/// volt/core/compat_kernels.hpp, which this header includes at its end.
 ///
 /// CUDA-only code (allocator statistics, the caching allocator's cache) is compiled when VOLT_WITH_CUDA is
 /// defined: volt's CMake target defines it when the LibTorch found was built with CUDA. Users who vendor the
@@ -41,15 +43,11 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <sstream>
 #include <string>
-#include <type_traits>
-#include <utility>
 
 #if __has_include(<torch/mps.h>)
 #include <torch/mps.h>
@@ -67,11 +65,59 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 /// LibTorch's version as one number: major * 10000 + minor * 100 + patch (1.13.0 -> 11300).
 #define VOLT_TORCH_VERSION (TORCH_VERSION_MAJOR * 10000 + TORCH_VERSION_MINOR * 100 + TORCH_VERSION_PATCH)
 
+// ---------------------------------------------------------------------------------------------------
+// Feature macros: what this translation unit can use, decided from the LibTorch version, VOLT_WITH_CUDA and
+// the headers found. Every such macro of volt is defined here (the VOLT_DETAIL_ ones are internal), so that
+// each is defined before any header that tests it, whatever the order in which a program includes volt's
+// headers. The headers that use them include this one first.
+//
+//   VOLT_DETAIL_HAS_TORCH_MPS_H   <torch/mps.h> exists (above)
+//   VOLT_DETAIL_HAS_MPS_HOOKS     <ATen/detail/MPSHooksInterface.h> exists (above)
+//   VOLT_DETAIL_HAS_CUDA_GRAPHS   1 with VOLT_WITH_CUDA and LibTorch 2.4+, else 0 (volt/trainer/loops/train_step_graph.hpp);
+//                                 the CUDA graph, event, guard and stream headers are included here then
+//   VOLT_DETAIL_HAS_C10D          LibTorch's c10d headers exist (volt/distributed/)
+//   VOLT_DETAIL_HAS_GLOO          c10d and gloo's headers exist; LibTorch's USE_C10D_GLOO is defined with it,
+//                                 which <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp> needs to declare anything
+//   VOLT_DETAIL_HAS_NCCL          c10d, VOLT_WITH_CUDA and nccl.h; LibTorch's USE_C10D_NCCL is defined with it,
+//                                 which <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp> needs
+//
+// The c10d headers themselves are included by volt/distributed/process_group.hpp, after this header.
+
+#if defined(VOLT_WITH_CUDA) && VOLT_TORCH_VERSION >= 20400
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#define VOLT_DETAIL_HAS_CUDA_GRAPHS 1
+#else
+#define VOLT_DETAIL_HAS_CUDA_GRAPHS 0
+#endif
+
+#if __has_include(<torch/csrc/distributed/c10d/TCPStore.hpp>)
+#define VOLT_DETAIL_HAS_C10D 1
+#if __has_include(<gloo/config.h>)
+#define VOLT_DETAIL_HAS_GLOO 1
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO
+#endif
+#endif
+#if defined(VOLT_WITH_CUDA) && __has_include(<nccl.h>) && \
+    __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#define VOLT_DETAIL_HAS_NCCL 1
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL
+#endif
+#endif
+#endif
+
 /// The LibTorch version differences volt depends on, behind one set of functions (1.13 through 2.11).
 namespace volt::compat {
 
 /// VOLT_TORCH_VERSION as a constant, for code that prefers `if constexpr` to the preprocessor.
 inline constexpr int torch_version = VOLT_TORCH_VERSION;
+
+/// LibTorch's version as text (TORCH_VERSION: "1.13.0", "2.11.0"), for messages.
+inline constexpr const char* torch_version_string = TORCH_VERSION;
 
 /// True where autocast is switched per device type (LibTorch 2.4 and later).
 inline constexpr bool has_device_type_autocast_api = VOLT_TORCH_VERSION >= 20400;
@@ -122,7 +168,7 @@ inline void set_autocast_enabled(c10::DeviceType device_type, bool enabled) {
   } else if (device_type == c10::DeviceType::CUDA) {
     at::autocast::set_enabled(enabled);
   } else {
-    TORCH_CHECK(false, "volt: this LibTorch (", TORCH_VERSION, ") has no autocast for device type ",
+    TORCH_CHECK(false, "volt: this LibTorch (", torch_version_string, ") has no autocast for device type ",
                 c10::DeviceTypeName(device_type));
   }
 #endif
@@ -278,6 +324,31 @@ inline void mps_empty_cache() {
 /// True where LibTorch has ReduceLROnPlateauScheduler (LibTorch 2.0 and later).
 inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
 
+}  // namespace volt::compat
+
+// The kernels' differences (grad scaler, optimizers, multi-tensor ops) are in compat_kernels.hpp, included
+// here so that this header gives every difference; it includes this one first.
+// ---- begin volt/core/compat_kernels.hpp
+/// \file
+/// The differences between LibTorch versions in kernels and optimizer internals: which device types have the
+/// grad scaler's and the fused optimizers' kernels, the optimizer state's key type, multi-tensor ops and the
+/// optimizer steps with a tensor learning rate. The second part of volt/core/compat.hpp, which includes it at
+/// its end; include either.
+
+
+#include <torch/torch.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <cstddef>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt::compat {
+
 // ---------------------------------------------------------------------------------------------------
 // Grad scaler kernels (volt/precision/grad_scaler.hpp).
 //
@@ -365,7 +436,7 @@ inline void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::
   (void)decoupled_weight_decay, (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs,
       (void)max_exp_avg_sqs, (void)state_steps, (void)lr, (void)beta1, (void)beta2, (void)weight_decay,
       (void)eps, (void)amsgrad;
-  TORCH_CHECK(false, "volt: fused Adam kernels are not used with this LibTorch (", TORCH_VERSION,
+  TORCH_CHECK(false, "volt: fused Adam kernels are not used with this LibTorch (", torch_version_string,
               "); use the multi-tensor implementation");
 #endif
 }
@@ -386,7 +457,98 @@ inline void foreach_copy_(at::TensorList destinations, at::TensorList sources) {
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Multi-tensor gradient clipping and optimizer steps with a tensor learning rate (volt/optim/capturable.hpp).
+//
+// `at::_foreach_norm`, `at::_foreach_mul_(TensorList, Tensor)` and `at::_foreach_clamp_min_/max_` are used from
+// LibTorch 2.4 on (one kernel per device); before, one op per tensor. The fused Adam, AdamW and SGD kernels
+// with a tensor learning rate (the `tensor_lr` overloads, which read the learning rate and the step counts on
+// the device and so can be captured in a CUDA graph) exist from LibTorch 2.4 on; where they do not, the
+// wrappers below throw c10::Error.
+
+/// True where LibTorch has the fused Adam, AdamW and SGD kernels with a tensor learning rate (2.4 and later).
+inline constexpr bool has_tensor_lr_fused_optimizers = VOLT_TORCH_VERSION >= 20400;
+
+/// The 2-norm of each tensor of `tensors` (one multi-tensor kernel per device from LibTorch 2.4, else one
+/// norm per tensor), each a 0-dim tensor of the tensor's dtype.
+inline std::vector<at::Tensor> foreach_norm(at::TensorList tensors) {
+#if VOLT_TORCH_VERSION >= 20400
+  return at::_foreach_norm(tensors, 2);
+#else
+  std::vector<at::Tensor> norms;
+  norms.reserve(tensors.size());
+  for (const auto& tensor : tensors) norms.push_back(tensor.norm(2));
+  return norms;
+#endif
+}
+
+/// Multiplies every tensor of `tensors` in place by the 0-dim tensor `factor` (one multi-tensor kernel per
+/// device from LibTorch 2.4, else one multiplication per tensor, with `factor` cast to the tensor's dtype).
+inline void foreach_mul_(at::TensorList tensors, const at::Tensor& factor) {
+#if VOLT_TORCH_VERSION >= 20400
+  at::_foreach_mul_(tensors, factor);
+#else
+  for (auto tensor : tensors) tensor.mul_(factor.to(tensor.scalar_type()));
+#endif
+}
+
+/// Clamps every element of `tensors` in place to [low, high] (two multi-tensor ops per device from LibTorch
+/// 2.4, else one clamp_ per tensor).
+inline void foreach_clamp_(at::TensorList tensors, double low, double high) {
+#if VOLT_TORCH_VERSION >= 20400
+  at::_foreach_clamp_min_(tensors, at::Scalar(low));
+  at::_foreach_clamp_max_(tensors, at::Scalar(high));
+#else
+  for (auto tensor : tensors) tensor.clamp_(low, high);
+#endif
+}
+
+/// `at::_fused_adamw_` when `decoupled_weight_decay`, else `at::_fused_adam_`, in their overloads with a
+/// tensor learning rate `lr` (a 0-dim float32 tensor on the parameters' device), `maximize` false, no grad
+/// scale, and `found_inf` (where nonzero, the kernel changes nothing). `state_steps` are float32 tensors on
+/// the device, already counted. Throws c10::Error where has_tensor_lr_fused_optimizers is false.
+inline void fused_adam_tensor_lr_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
+                                  at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                                  at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor& lr,
+                                  double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
+                                  const std::optional<at::Tensor>& found_inf) {
+#if VOLT_TORCH_VERSION >= 20400
+  if (decoupled_weight_decay) {
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
+                      weight_decay, eps, amsgrad, /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
+  } else {
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
+                     weight_decay, eps, amsgrad, /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
+  }
+#else
+  (void)decoupled_weight_decay, (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs,
+      (void)max_exp_avg_sqs, (void)state_steps, (void)lr, (void)beta1, (void)beta2, (void)weight_decay,
+      (void)eps, (void)amsgrad, (void)found_inf;
+  TORCH_CHECK(false, "volt: fused optimizer kernels with a tensor learning rate need LibTorch 2.4 or later (this is ",
+              torch_version_string, ")");
+#endif
+}
+
+/// `at::_fused_sgd_` in its overload with a tensor learning rate `lr` (a 0-dim float32 tensor on the
+/// parameters' device), `maximize` and `is_first_step` false, no grad scale, and `found_inf` (where nonzero,
+/// the kernel changes nothing). `momentum_buffers` is empty without momentum. Throws c10::Error where
+/// has_tensor_lr_fused_optimizers is false.
+inline void fused_sgd_tensor_lr_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+                                 double weight_decay, double momentum, const at::Tensor& lr, double dampening,
+                                 bool nesterov, const std::optional<at::Tensor>& found_inf) {
+#if VOLT_TORCH_VERSION >= 20400
+  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov,
+                  /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::nullopt, found_inf);
+#else
+  (void)params, (void)grads, (void)momentum_buffers, (void)weight_decay, (void)momentum, (void)lr,
+      (void)dampening, (void)nesterov, (void)found_inf;
+  TORCH_CHECK(false, "volt: fused optimizer kernels with a tensor learning rate need LibTorch 2.4 or later (this is ",
+              torch_version_string, ")");
+#endif
+}
+
 }  // namespace volt::compat
+// ---- end volt/core/compat_kernels.hpp
 // ---- end volt/core/compat.hpp
 // ---- begin volt/core/errors.hpp
 /// \file
@@ -550,6 +712,7 @@ inline void reset_warn_once() {
 ///   * in constant evaluation the same string is a compile error (the error path calls a non-constexpr
 ///     function whose name says what is wrong, e.g. `invalid_literal_for_int_with_base_10`).
 ///
+/// Python's text rules it follows (str.strip, int, repr) are in volt/accelerators/detail/python_text.hpp.
 /// Everything that depends on the machine (which ids exist, "-1" = all) is decided later by the
 /// accelerator's parse_devices(). This header includes nothing of LibTorch, so tools such as the fuzzer
 /// in fuzz/ build without it.
@@ -559,74 +722,18 @@ inline void reset_warn_once() {
 /// `volt::max_device_ids` (64) explicit ids and `volt::max_device_spec_text` (128) characters of the
 /// original string kept for messages (longer strings are parsed in full; only the copy kept is cut).
 
+// ---- begin volt/accelerators/detail/python_text.hpp
+/// \file
+/// Python's text rules that Lightning's device parsing relies on, for ASCII text and usable in constant
+/// evaluation: str.strip() and str.isspace(), int(text, 10) and repr() of a str. Implementation of
+/// volt/accelerators/device_spec.hpp, no public API; like it, includes nothing of LibTorch.
+
 #include <climits>
-#include <concepts>
 #include <cstddef>
-#include <initializer_list>
-#include <optional>
-#include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <type_traits>
-#include <utility>
 
-namespace volt {
-
-/// Most explicit device ids one DeviceSpec holds ("0,1,...", volt::devices({...})).
-inline constexpr int max_device_ids = 64;
-/// Characters of a string spec kept for error messages.
-inline constexpr int max_device_spec_text = 128;
-
-/// A fixed-capacity list of device ids, usable in constant expressions:
-/// `static_assert(volt::devices("1, 3").ids().equals({1, 3}))`.
-struct DeviceIds {
-  /// \cond
-  // Public because structural types (template arguments) need public members; use the accessors.
-  int values_[max_device_ids] = {};
-  int size_ = 0;
-  /// \endcond
-
-  /// The first id (the ids in the order given, duplicates kept).
-  constexpr const int* begin() const { return values_; }
-  /// One past the last id.
-  constexpr const int* end() const { return values_ + size_; }
-  /// The number of ids, at most volt::max_device_ids.
-  constexpr int size() const { return size_; }
-  /// Whether the list holds no id.
-  constexpr bool empty() const { return size_ == 0; }
-  /// Precondition: index < size().
-  constexpr int operator[](int index) const { return values_[index]; }
-  /// Whether the ids are exactly `expected`, in the same order (for tests and static_assert).
-  constexpr bool equals(std::initializer_list<int> expected) const {
-    if (static_cast<int>(expected.size()) != size_) return false;
-    int index = 0;
-    for (int id : expected) {
-      if (values_[index++] != id) return false;
-    }
-    return true;
-  }
-  /// Whether an id occurs twice (Lightning: "Device ID's (GPU) must be unique.").
-  constexpr bool has_duplicates() const {
-    for (int i = 0; i < size_; ++i) {
-      for (int j = i + 1; j < size_; ++j) {
-        if (values_[i] == values_[j]) return true;
-      }
-    }
-    return false;
-  }
-  /// Member-wise equality of the stored ids and sizes.
-  friend constexpr bool operator==(const DeviceIds&, const DeviceIds&) = default;
-};
-
-namespace detail {
-
-/// The integer types a device count may have: not bool, not a character type.
-template <class T>
-concept device_count_integer =
-    std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char> && !std::same_as<T, signed char> &&
-    !std::same_as<T, unsigned char> && !std::same_as<T, wchar_t> && !std::same_as<T, char8_t> &&
-    !std::same_as<T, char16_t> && !std::same_as<T, char32_t>;
+namespace volt::detail {
 
 // Python's str.strip() with no argument removes these ASCII characters (str.isspace()); int() itself
 // strips only the first six, which matters for the CPU parser (see DeviceSpec::cpu_int_rejects_text_).
@@ -718,6 +825,78 @@ inline std::string python_repr(std::string_view text) {
   out += quote;
   return out;
 }
+
+}  // namespace volt::detail
+// ---- end volt/accelerators/detail/python_text.hpp
+
+#include <climits>
+#include <concepts>
+#include <cstddef>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace volt {
+
+/// Most explicit device ids one DeviceSpec holds ("0,1,...", volt::devices({...})).
+inline constexpr int max_device_ids = 64;
+/// Characters of a string spec kept for error messages.
+inline constexpr int max_device_spec_text = 128;
+
+/// A fixed-capacity list of device ids, usable in constant expressions:
+/// `static_assert(volt::devices("1, 3").ids().equals({1, 3}))`.
+struct DeviceIds {
+  /// \cond
+  // Public because structural types (template arguments) need public members; use the accessors.
+  int values_[max_device_ids] = {};
+  int size_ = 0;
+  /// \endcond
+
+  /// The first id (the ids in the order given, duplicates kept).
+  constexpr const int* begin() const { return values_; }
+  /// One past the last id.
+  constexpr const int* end() const { return values_ + size_; }
+  /// The number of ids, at most volt::max_device_ids.
+  constexpr int size() const { return size_; }
+  /// Whether the list holds no id.
+  constexpr bool empty() const { return size_ == 0; }
+  /// Precondition: index < size().
+  constexpr int operator[](int index) const { return values_[index]; }
+  /// Whether the ids are exactly `expected`, in the same order (for tests and static_assert).
+  constexpr bool equals(std::initializer_list<int> expected) const {
+    if (static_cast<int>(expected.size()) != size_) return false;
+    int index = 0;
+    for (int id : expected) {
+      if (values_[index++] != id) return false;
+    }
+    return true;
+  }
+  /// Whether an id occurs twice (Lightning: "Device ID's (GPU) must be unique.").
+  constexpr bool has_duplicates() const {
+    for (int i = 0; i < size_; ++i) {
+      for (int j = i + 1; j < size_; ++j) {
+        if (values_[i] == values_[j]) return true;
+      }
+    }
+    return false;
+  }
+  /// Member-wise equality of the stored ids and sizes.
+  friend constexpr bool operator==(const DeviceIds&, const DeviceIds&) = default;
+};
+
+namespace detail {
+
+/// The integer types a device count may have: not bool, not a character type.
+template <class T>
+concept device_count_integer =
+    std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char> && !std::same_as<T, signed char> &&
+    !std::same_as<T, unsigned char> && !std::same_as<T, wchar_t> && !std::same_as<T, char8_t> &&
+    !std::same_as<T, char16_t> && !std::same_as<T, char32_t>;
 
 /// The text volt appends to a parse error: what a device spec string may be.
 inline constexpr std::string_view device_spec_grammar =
@@ -2333,8 +2512,12 @@ inline constexpr std::size_t field_count = [] {
   return count;
 }();
 
-#define VOLT_DETAIL_FIELD(field) \
-  ::volt::reflect::detail::forward_field<Aggregate, decltype(field)>(field)
+// VOLT_DETAIL_FIELD(fN): the structured binding fN of with_fields, forwarded by detail::forward_field. A macro
+// because forward_field needs `decltype(fN)`, which for a structured binding is the member's declared type
+// (how a reference member is told from a value member) and which only the binding's own name gives: a
+// function taking the binding would see an lvalue of the member's type. The only macro of this header;
+// defined here, at namespace scope, and undefined right after with_fields.
+#define VOLT_DETAIL_FIELD(field) ::volt::reflect::detail::forward_field<Aggregate, decltype(field)>(field)
 
 /// Calls `visitor(fields...)` with every field of `aggregate` in declaration order and returns its result.
 /// Fields are forwarded with the aggregate's value category (moved from an rvalue aggregate), except
@@ -2497,7 +2680,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21));
   } else if constexpr (count == 23) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22]
+            f20, f21, f22]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -2508,7 +2691,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22));
   } else if constexpr (count == 24) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23]
+            f20, f21, f22, f23]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -2519,7 +2702,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23));
   } else if constexpr (count == 25) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24]
+            f20, f21, f22, f23, f24]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -2531,7 +2714,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f24));
   } else if constexpr (count == 26) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25]
+            f20, f21, f22, f23, f24, f25]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -2543,7 +2726,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25));
   } else if constexpr (count == 27) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26]
+            f20, f21, f22, f23, f24, f25, f26]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -2555,7 +2738,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26));
   } else if constexpr (count == 28) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26, f27]
+            f20, f21, f22, f23, f24, f25, f26, f27]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -2567,7 +2750,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27));
   } else if constexpr (count == 29) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26, f27, f28]
+            f20, f21, f22, f23, f24, f25, f26, f27, f28]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -2580,7 +2763,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f28));
   } else if constexpr (count == 30) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26, f27, f28, f29]
+            f20, f21, f22, f23, f24, f25, f26, f27, f28, f29]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -2593,7 +2776,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f28), VOLT_DETAIL_FIELD(f29));
   } else if constexpr (count == 31) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26, f27, f28, f29, f30]
+            f20, f21, f22, f23, f24, f25, f26, f27, f28, f29, f30]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -2606,7 +2789,7 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
         VOLT_DETAIL_FIELD(f28), VOLT_DETAIL_FIELD(f29), VOLT_DETAIL_FIELD(f30));
   } else if constexpr (count == 32) {
     auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21,             f22, f23, f24, f25, f26, f27, f28, f29, f30, f31]
+            f20, f21, f22, f23, f24, f25, f26, f27, f28, f29, f30, f31]
         = std::forward<Aggregate>(aggregate);
     return std::forward<Visitor>(visitor)(
         VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
@@ -3298,7 +3481,7 @@ class [[nodiscard]] AutocastGuard {
   AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, AutocastOptions options = {})
       : device_type_(device_type) {
     if (options.enabled && !compat::autocast_dtype_supported(device_type, dtype)) {
-      throw std::runtime_error(std::string("volt: this LibTorch (") + TORCH_VERSION + ") cannot autocast to " +
+      throw std::runtime_error(std::string("volt: this LibTorch (") + compat::torch_version_string + ") cannot autocast to " +
                                c10::toString(dtype) + " on device type " + c10::DeviceTypeName(device_type) +
                                "; use volt::BF16Autocast on CPU, a newer LibTorch for MPS, or volt::FP32");
     }
@@ -4072,12 +4255,107 @@ inline Implementation step(torch::optim::Optimizer& optimizer) { return step(opt
 
 }  // namespace volt::optim
 // ---- end volt/optim/step.hpp
+// ---- begin volt/precision/detail/grad_scaler_ops.hpp
+/// \file
+/// The device work of volt::GradScaler (volt/precision/grad_scaler.hpp) apart from LibTorch's fused kernels:
+/// gradients grouped for one kernel call each, one copy of a tensor per device, and what the two AMP kernels
+/// (`_amp_foreach_non_finite_check_and_unscale_`, `_amp_update_scale_`) compute, as tensor ops for the backends
+/// without them. Implementation, no public API.
 
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+/// One tensor per device (a found-inf flag, an inverse scale), in the order the devices were first seen.
+using PerDeviceTensors = std::vector<std::pair<torch::Device, torch::Tensor>>;
+
+/// Gradients that one fused kernel call can take: same device, same dtype.
+struct GradientGroup {
+  torch::Device device;
+  c10::ScalarType dtype;
+  std::vector<torch::Tensor> gradients;
+};
+
+/// The defined gradients of `optimizer`'s parameters, grouped by device and dtype in the order met; a sparse
+/// gradient is taken through its values (its indices carry no magnitude). Throws std::invalid_argument for an
+/// fp16 gradient (PyTorch's "Attempting to unscale FP16 gradients.").
+inline std::vector<GradientGroup> gradients_by_device_and_dtype(torch::optim::Optimizer& optimizer) {
+  std::vector<GradientGroup> groups;
+  for (auto& param_group : optimizer.param_groups()) {
+    for (auto& parameter : param_group.params()) {
+      const auto& gradient = parameter.grad();
+      if (!gradient.defined()) continue;
+      if (gradient.scalar_type() == torch::kHalf) throw std::invalid_argument("Attempting to unscale FP16 gradients.");
+      auto to_unscale = gradient.is_sparse() ? gradient._values() : gradient;
+      auto group = std::find_if(groups.begin(), groups.end(), [&](const GradientGroup& candidate) {
+        return candidate.device == to_unscale.device() && candidate.dtype == to_unscale.scalar_type();
+      });
+      if (group == groups.end()) {
+        groups.push_back(GradientGroup{to_unscale.device(), to_unscale.scalar_type(), {}});
+        group = std::prev(groups.end());
+      }
+      group->gradients.push_back(std::move(to_unscale));
+    }
+  }
+  return groups;
+}
+
+/// `tensor` on `device`, copied once per device and then reused (PyTorch's _MultiDeviceReplicator).
+inline torch::Tensor replica_on(PerDeviceTensors& replicas, const torch::Tensor& tensor, torch::Device device) {
+  for (const auto& [replica_device, replica] : replicas) {
+    if (replica_device == device) return replica;
+  }
+  replicas.emplace_back(device, tensor.to(device, /*non_blocking=*/true));
+  return replicas.back().second;
+}
+
+/// What `_amp_foreach_non_finite_check_and_unscale_` computes, for backends without it: set `found_inf`
+/// to 1 if any value is inf/NaN, and multiply every gradient by `inv_scale` in at least fp32 (the
+/// kernel's math type) without leaving the device.
+inline void unscale_with_tensor_ops(std::vector<torch::Tensor>& gradients, torch::Tensor& found_inf,
+                                    const torch::Tensor& inv_scale) {
+  for (auto& gradient : gradients) {
+    found_inf.masked_fill_(gradient.isfinite().logical_not().any(), 1.0);
+    if (gradient.scalar_type() == torch::kBFloat16 || gradient.scalar_type() == torch::kHalf) {
+      gradient.copy_(gradient.to(torch::kFloat).mul_(inv_scale));
+    } else {
+      gradient.mul_(inv_scale);
+    }
+  }
+}
+
+/// What `_amp_update_scale_` computes, for backends without it, as device tensor ops (no host sync): `scale`
+/// (0-dim float32) times `backoff_factor` where `found_inf` is nonzero, else times `growth_factor` when
+/// `growth_tracker` (0-dim int32) completes `growth_interval` finite steps and the grown scale is finite;
+/// `growth_tracker` counts the finite steps and restarts at 0 after a growth or a backoff. Both in place.
+inline void update_scale_with_tensor_ops(torch::Tensor& scale, torch::Tensor& growth_tracker,
+                                         const torch::Tensor& found_inf, double growth_factor, double backoff_factor,
+                                         std::int64_t growth_interval) {
+  const auto overflowed = found_inf.ne(0);
+  const auto successful = growth_tracker + 1;
+  const auto interval_completed = successful.eq(growth_interval);
+  // The kernel multiplies in double and rounds once to float.
+  const auto scale_in_double = scale.to(torch::kDouble);
+  const auto backed_off = (scale_in_double * backoff_factor).to(torch::kFloat);
+  const auto grown = (scale_in_double * growth_factor).to(torch::kFloat);
+  const auto grow = interval_completed.logical_and(grown.isfinite());
+  scale.copy_(torch::where(overflowed, backed_off, torch::where(grow, grown, scale)));
+  growth_tracker.copy_(successful.masked_fill(overflowed.logical_or(interval_completed), 0));
+}
+
+}  // namespace volt::detail
+// ---- end volt/precision/detail/grad_scaler_ops.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -4374,18 +4652,11 @@ class GradScaler {
   }
 
  private:
-  using PerDeviceTensors = std::vector<std::pair<torch::Device, torch::Tensor>>;
+  using PerDeviceTensors = detail::PerDeviceTensors;
 
   struct OptimizerState {
     Stage stage = Stage::ready;
     PerDeviceTensors found_inf_per_device;
-  };
-
-  /// Gradients that one fused kernel call can take: same device, same dtype.
-  struct GradientGroup {
-    torch::Device device;
-    c10::ScalarType dtype;
-    std::vector<torch::Tensor> gradients;
   };
 
   void initialize_scale(torch::Device device) {
@@ -4411,78 +4682,28 @@ class GradScaler {
     return (dtype == torch::kFloat || dtype == torch::kDouble) && use_fused(device_type);
   }
 
-  /// `tensor` on `device`, copied once per device and then reused (PyTorch's _MultiDeviceReplicator).
-  static torch::Tensor replica_on(PerDeviceTensors& replicas, const torch::Tensor& tensor, torch::Device device) {
-    for (const auto& [replica_device, replica] : replicas) {
-      if (replica_device == device) return replica;
-    }
-    replicas.emplace_back(device, tensor.to(device, /*non_blocking=*/true));
-    return replicas.back().second;
-  }
-
   PerDeviceTensors unscale_gradients(torch::optim::Optimizer& optimizer, const torch::Tensor& inv_scale,
                                      const torch::Tensor& found_inf) {
     torch::NoGradGuard no_grad;
-    std::vector<GradientGroup> groups;
-    for (auto& param_group : optimizer.param_groups()) {
-      for (auto& parameter : param_group.params()) {
-        const auto& gradient = parameter.grad();
-        if (!gradient.defined()) continue;
-        if (gradient.scalar_type() == torch::kHalf) throw std::invalid_argument("Attempting to unscale FP16 gradients.");
-        // A sparse gradient is unscaled through its values; its indices carry no magnitude.
-        auto to_unscale = gradient.is_sparse() ? gradient._values() : gradient;
-        auto group = std::find_if(groups.begin(), groups.end(), [&](const GradientGroup& candidate) {
-          return candidate.device == to_unscale.device() && candidate.dtype == to_unscale.scalar_type();
-        });
-        if (group == groups.end()) {
-          groups.push_back(GradientGroup{to_unscale.device(), to_unscale.scalar_type(), {}});
-          group = std::prev(groups.end());
-        }
-        group->gradients.push_back(std::move(to_unscale));
-      }
-    }
-
+    auto groups = detail::gradients_by_device_and_dtype(optimizer);
     PerDeviceTensors found_inf_per_device;
     PerDeviceTensors inv_scale_per_device;
     for (auto& group : groups) {
-      auto device_found_inf = replica_on(found_inf_per_device, found_inf, group.device);
-      const auto device_inv_scale = replica_on(inv_scale_per_device, inv_scale, group.device);
+      auto device_found_inf = detail::replica_on(found_inf_per_device, found_inf, group.device);
+      const auto device_inv_scale = detail::replica_on(inv_scale_per_device, inv_scale, group.device);
       if (fused_unscale_takes(group.device.type(), group.dtype)) {
         at::_amp_foreach_non_finite_check_and_unscale_(group.gradients, device_found_inf, device_inv_scale);
       } else {
-        unscale_with_tensor_ops(group.gradients, device_found_inf, device_inv_scale);
+        detail::unscale_with_tensor_ops(group.gradients, device_found_inf, device_inv_scale);
       }
     }
     return found_inf_per_device;
   }
 
-  /// What `_amp_foreach_non_finite_check_and_unscale_` computes, for backends without it: set `found_inf`
-  /// to 1 if any value is inf/NaN, and multiply every gradient by `inv_scale` in at least fp32 (the
-  /// kernel's math type) without leaving the device.
-  static void unscale_with_tensor_ops(std::vector<torch::Tensor>& gradients, torch::Tensor& found_inf,
-                                      const torch::Tensor& inv_scale) {
-    for (auto& gradient : gradients) {
-      found_inf.masked_fill_(gradient.isfinite().logical_not().any(), 1.0);
-      if (gradient.scalar_type() == torch::kBFloat16 || gradient.scalar_type() == torch::kHalf) {
-        gradient.copy_(gradient.to(torch::kFloat).mul_(inv_scale));
-      } else {
-        gradient.mul_(inv_scale);
-      }
-    }
-  }
-
-  /// What `_amp_update_scale_` computes, for backends without it, as device tensor ops (no host sync).
+  /// What `_amp_update_scale_` computes, for backends without it (see detail::update_scale_with_tensor_ops).
   void update_scale_with_tensor_ops(const torch::Tensor& found_inf) {
-    const auto overflowed = found_inf.ne(0);
-    const auto successful = growth_tracker_ + 1;
-    const auto interval_completed = successful.eq(options_.growth_interval);
-    // The kernel multiplies in double and rounds once to float.
-    const auto scale_in_double = scale_.to(torch::kDouble);
-    const auto backed_off = (scale_in_double * options_.backoff_factor).to(torch::kFloat);
-    const auto grown = (scale_in_double * options_.growth_factor).to(torch::kFloat);
-    const auto grow = interval_completed.logical_and(grown.isfinite());
-    scale_.copy_(torch::where(overflowed, backed_off, torch::where(grow, grown, scale_)));
-    growth_tracker_.copy_(successful.masked_fill(overflowed.logical_or(interval_completed), 0));
+    detail::update_scale_with_tensor_ops(scale_, growth_tracker_, found_inf, options_.growth_factor,
+                                         options_.backoff_factor, options_.growth_interval);
   }
 
   static c10::IValue read_entry(torch::serialize::InputArchive& archive, const char* key) {
@@ -4543,28 +4764,66 @@ class GradScaler {
 
 namespace volt {
 
-/// "32-true": full precision, the identity everywhere. Stateless, and its guard costs nothing.
-struct FP32 {
-  /// Lightning's precision name, used in messages and by the command line.
-  static constexpr std::string_view name = "32-true";
-  /// Whether steps run under autocast (the mixed precisions).
-  static constexpr bool is_autocast = false;
+namespace detail {
 
-  /// Nothing to prepare.
+/// Shared implementation of the "true" precisions (Lightning's Precision, HalfPrecision and
+/// DoublePrecision): the whole model and every floating input live in `Dtype`; new tensors default to it
+/// inside the contexts. For float32 (volt::FP32, LibTorch's default dtype) nothing is converted: the module,
+/// the inputs and the default dtype are left as they are (a float64 input stays float64), and the contexts are
+/// NoOpGuards that cost nothing. Stateless.
+template <c10::ScalarType Dtype>
+class TruePrecision {
+ public:
+  static constexpr bool is_autocast = false;
+  static constexpr c10::ScalarType dtype = Dtype;
+  /// Whether the policy converts anything: false for float32, the identity.
+  static constexpr bool converts = Dtype != c10::ScalarType::Float;
+  /// What init_context() and forward_context() return.
+  using ContextGuard = std::conditional_t<converts, DefaultDtypeGuard, NoOpGuard>;
+
   void setup(torch::Device /*root_device*/) noexcept {}
-  /// Leaves the module as it is.
-  void convert_module(torch::nn::Module& /*module*/) noexcept {}
-  /// Returns `batch` unchanged (moved when given an rvalue).
+
+  /// Casts every floating parameter and buffer (and existing gradient) of `module` and its children to
+  /// `Dtype`, leaving integer buffers such as BatchNorm's num_batches_tracked alone, as PyTorch's
+  /// `module.to(dtype)` does (LibTorch's Module::to would cast those too). Float32: leaves the module as it is.
+  void convert_module([[maybe_unused]] torch::nn::Module& module) noexcept(!converts) {
+    if constexpr (converts) {
+      torch::NoGradGuard no_grad;
+      for (auto& parameter : module.parameters(/*recurse=*/true)) {
+        if (!parameter.is_floating_point()) continue;
+        parameter.set_data(parameter.to(Dtype));
+        if (parameter.grad().defined()) parameter.mutable_grad() = parameter.grad().to(Dtype);
+      }
+      for (auto& buffer : module.buffers(/*recurse=*/true)) {
+        if (buffer.is_floating_point()) buffer.set_data(buffer.to(Dtype));
+      }
+    }
+  }
+
+  /// `batch` with every floating tensor inside cast to `Dtype`; integer and bool tensors and non-tensor
+  /// members are kept as they are. Same type as `batch`. Float32: `batch` unchanged (moved when given an
+  /// rvalue).
   template <class Batch>
   std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
-    return std::forward<Batch>(batch);
+    if constexpr (converts) {
+      return apply_to_collection(std::forward<Batch>(batch), [](const torch::Tensor& tensor) -> torch::Tensor {
+        return tensor.is_floating_point() ? tensor.to(Dtype) : tensor;
+      });
+    } else {
+      return std::forward<Batch>(batch);
+    }
   }
-  /// A guard that changes nothing, for the time the module is built (Lightning's tensor_init_context).
-  [[nodiscard]] NoOpGuard init_context() const noexcept { return {}; }
-  /// A guard that changes nothing, kept alive around each step.
-  [[nodiscard]] NoOpGuard forward_context() const noexcept { return {}; }
+
+  /// Default dtype `Dtype` while the module is built (Lightning's tensor_init_context); float32: a guard that
+  /// changes nothing.
+  [[nodiscard]] ContextGuard init_context() const noexcept(!converts) { return make_guard(); }
+  /// Default dtype `Dtype` for the step, so tensors the step creates match the model; float32: a guard that
+  /// changes nothing.
+  [[nodiscard]] ContextGuard forward_context() const noexcept(!converts) { return make_guard(); }
+
   /// Returns `loss` itself: backward() is called on it unscaled.
   torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
+
   /// Runs `before_step()` then the optimizer step (volt::optim::step: multi-tensor or fused for LibTorch's
   /// Adam, AdamW and SGD, optimizer.step() otherwise); returns true. Throws what they throw.
   template <class BeforeStep>
@@ -4573,6 +4832,7 @@ struct FP32 {
     optim::step(optimizer);
     return true;
   }
+
   /// nullptr: no loss scaling.
   GradScaler* scaler() noexcept { return nullptr; }
   /// nullptr: no loss scaling.
@@ -4581,64 +4841,15 @@ struct FP32 {
   void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
   /// Nothing to restore from checkpoints.
   void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
-};
 
-namespace detail {
-
-/// Shared implementation of the "true" precisions (Lightning's HalfPrecision and DoublePrecision): the
-/// whole model and every floating input live in `Dtype`; new tensors default to it inside the contexts.
-template <c10::ScalarType Dtype>
-class TruePrecision {
- public:
-  static constexpr bool is_autocast = false;
-  static constexpr c10::ScalarType dtype = Dtype;
-
-  void setup(torch::Device /*root_device*/) {}
-
-  /// Casts every floating parameter and buffer (and existing gradient) of `module` and its children to
-  /// `Dtype`, leaving integer buffers such as BatchNorm's num_batches_tracked alone, as PyTorch's
-  /// `module.to(dtype)` does (LibTorch's Module::to would cast those too).
-  void convert_module(torch::nn::Module& module) {
-    torch::NoGradGuard no_grad;
-    for (auto& parameter : module.parameters(/*recurse=*/true)) {
-      if (!parameter.is_floating_point()) continue;
-      parameter.set_data(parameter.to(Dtype));
-      if (parameter.grad().defined()) parameter.mutable_grad() = parameter.grad().to(Dtype);
-    }
-    for (auto& buffer : module.buffers(/*recurse=*/true)) {
-      if (buffer.is_floating_point()) buffer.set_data(buffer.to(Dtype));
+ private:
+  static ContextGuard make_guard() noexcept(!converts) {
+    if constexpr (converts) {
+      return DefaultDtypeGuard(Dtype);
+    } else {
+      return {};
     }
   }
-
-  /// `batch` with every floating tensor inside cast to `Dtype`; integer and bool tensors and non-tensor
-  /// members are kept as they are. Same type as `batch`.
-  template <class Batch>
-  std::remove_cvref_t<Batch> convert_input(Batch&& batch) {
-    return apply_to_collection(std::forward<Batch>(batch), [](const torch::Tensor& tensor) -> torch::Tensor {
-      return tensor.is_floating_point() ? tensor.to(Dtype) : tensor;
-    });
-  }
-
-  /// Default dtype `Dtype` while the module is built (Lightning's tensor_init_context).
-  [[nodiscard]] DefaultDtypeGuard init_context() const { return DefaultDtypeGuard(Dtype); }
-  /// Default dtype `Dtype` for the step, so tensors the step creates match the model.
-  [[nodiscard]] DefaultDtypeGuard forward_context() const { return DefaultDtypeGuard(Dtype); }
-
-  torch::Tensor pre_backward(const torch::Tensor& loss) const { return loss; }
-
-  /// Runs `before_step()` then the optimizer step (volt::optim::step: multi-tensor or fused for LibTorch's
-  /// Adam, AdamW and SGD, optimizer.step() otherwise); returns true. Throws what they throw.
-  template <class BeforeStep>
-  bool optimizer_step(torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
-    std::forward<BeforeStep>(before_step)();
-    optim::step(optimizer);
-    return true;
-  }
-
-  GradScaler* scaler() noexcept { return nullptr; }
-  const GradScaler* scaler() const noexcept { return nullptr; }
-  void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
-  void load(torch::serialize::InputArchive& /*archive*/) noexcept {}
 };
 
 /// Lightning's AMP optimizer step with a GradScaler: unscale_ the gradients, run `before_step()` (the
@@ -4681,7 +4892,7 @@ class AutocastPrecision {
     if (!compat::autocast_dtype_supported(root_device.type(), resolved_dtype)) {
       throw MisconfigurationError(std::string("volt: mixed precision with ") + c10::toString(resolved_dtype) +
                                   " needs autocast on device type " + c10::DeviceTypeName(root_device.type()) +
-                                  ", which this LibTorch (" + TORCH_VERSION +
+                                  ", which this LibTorch (" + compat::torch_version_string +
                                   ") does not support; use volt::FP32 or a newer LibTorch");
     }
     log::info_rank_zero(resolved_dtype == c10::ScalarType::Half
@@ -4768,6 +4979,13 @@ class AutocastPrecision {
 
 }  // namespace detail
 
+/// "32-true": full precision, the identity everywhere (Lightning's Precision): the module, the inputs and
+/// the default dtype are left as they are. Stateless, and its guard costs nothing.
+struct FP32 : detail::TruePrecision<c10::ScalarType::Float> {
+  /// Lightning's precision name, used in messages and by the command line.
+  static constexpr std::string_view name = "32-true";
+};
+
 /// "64-true": model, floating inputs and new tensors in float64 (Lightning's DoublePrecision).
 struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
   /// Lightning's precision name, used in messages and by the command line.
@@ -4811,16 +5029,242 @@ struct BF16Autocast : detail::AutocastPrecision<c10::ScalarType::BFloat16> {
 
 }  // namespace volt
 // ---- end volt/precision/policies.hpp
+// ---- begin volt/precision/precision_policy.hpp
+/// \file
+/// volt::PrecisionPolicy: what the Trainer and Fabric ask of a precision policy type.
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <string_view>
+
+namespace volt {
+
+/// A precision policy (volt/precision/policies.hpp lists the members and what each does): a Lightning name
+/// ("32-true", "bf16-mixed", ...), setup on the root device, the forward context, the loss to call backward()
+/// on, and its state in checkpoints. Whether it runs on an accelerator is precision_supported, checked with its
+/// own messages.
+template <class P>
+concept PrecisionPolicy = requires(P& precision, const torch::Tensor& loss, torch::Device device,
+                                   torch::serialize::OutputArchive& out, torch::serialize::InputArchive& in) {
+  { P::name } -> std::convertible_to<std::string_view>;
+  precision.setup(device);
+  precision.forward_context();
+  { precision.pre_backward(loss) } -> std::convertible_to<torch::Tensor>;
+  precision.save(out);
+  precision.load(in);
+};
+
+}  // namespace volt
+// ---- end volt/precision/precision_policy.hpp
 // ---- end volt/precision.hpp
 // ---- begin volt/strategies.hpp
 /// \file
 /// volt/strategies: how training is spread over devices and processes.
 
+// ---- begin volt/strategies/strategy.hpp
+/// \file
+/// volt::StrategyRuntimeInterface: the one run-time interface of a strategy (Lightning's Strategy object), what
+/// the Trainer and Fabric call on it, and what every strategy gets on top of it.
+///
+/// A Strategy policy (volt::SingleDevice, volt::DDP) is a compile-time tag; its run-time side is
+/// `volt::detail::StrategyRuntime<Strategy>`, which the Trainer and Fabric hold and which satisfies
+/// StrategyRuntimeInterface. SingleDevice's is in volt/strategies/single_device.hpp, DDP's in
+/// volt/distributed/ddp_runtime.hpp.
+
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// Reduction of a collective.
+enum class ReduceOp {
+  sum,   ///< Element-wise sum over ranks.
+  mean,  ///< The sum divided by the world size (integer tensors: truncated).
+  max,   ///< Element-wise maximum.
+  min,   ///< Element-wise minimum.
+  product,  ///< Element-wise product.
+};
+
+namespace detail {
+
+/// The run-time side of the Strategy policy `Strategy`; specialized per strategy (see the file comment).
+template <class Strategy>
+class StrategyRuntime;
+
+/// Marks "no data" (fit() without validation data); a strategy distributes it as it is.
+struct NoData {};
+
+}  // namespace detail
+
+/// What the Trainer and Fabric call on the run-time side of their strategy. `runtime` is one per host
+/// object, default-constructed; on one rank the calls come in this order: configure, setup_environment,
+/// setup_module, then the others. Every member marked "a collective" must be called by every rank in the same
+/// order; it throws DistributedError when a peer fails or times out. With one process each is an identity.
+///
+/// - `configure(const DeviceSelection& selection, int num_nodes)`: from the host's constructor, once; reads
+///   the cluster environment and picks this process's device from `selection` (the devices of one node).
+/// - `setup_environment()`: launches the other local processes where volt launches them and joins the
+///   process group (once per runtime; later calls return at once). SingleDevice: nothing.
+/// - `root_device()`, `global_rank()`, `local_rank()`, `node_rank()`, `world_size()`, `is_global_zero()`:
+///   this process's device and place in the run, valid after configure.
+/// - `distribute_data(Data& data)`: this rank's share of a data argument (a range, or a pointer to one):
+///   `data` itself when there is one process or it is already split (volt::per_rank, a loader with
+///   volt::DistributedSampler, detail::NoData), else a view of every world_size()-th batch.
+/// - `setup_module(M& module)`: after the module is on root_device(); DDP: a collective that gives every rank
+///   rank 0's parameters and buffers and attaches the gradient reducer.
+/// - `sync_buffers(M& module)`: before each training step; DDP: rank 0's buffers onto every rank.
+/// - `prepare_for_backward(bool sync)`, `finish_gradient_sync()`: around each backward pass; with `sync`
+///   the second is a collective that leaves the averaged gradients in .grad.
+/// - `barrier()`, `all_reduce(tensor, ReduceOp)` (in place), `broadcast(tensor, root)` (in place),
+///   `all_gather(tensor)` (every rank's tensor in rank order), `reduce_boolean_decision(decision, all)`
+///   (whether all ranks, or any rank, decided so): collectives.
+/// - `on_failure(message) noexcept`: on the rank where training threw; leaves a note for the peers and
+///   drops the process group so they stop waiting.
+/// - `cuda_graph_obstacle()`: why a training step of this strategy cannot be captured in a CUDA graph, or
+///   nullopt.
+/// - `run_and_agree(work, peer_error)`: runs `work()` here, then lets every rank learn whether any rank's
+///   work threw (detail::StrategyRuntimeBase::run_and_agree).
+template <class Runtime>
+concept StrategyRuntimeInterface =
+    std::default_initializable<Runtime> &&
+    requires(Runtime& runtime, const Runtime& view, const DeviceSelection& selection, int count, bool flag,
+             torch::nn::Module& module, torch::Tensor& tensor, const torch::Tensor& input, ReduceOp op,
+             std::vector<torch::Tensor>& batches, const std::string& message, void (*work)(),
+             std::runtime_error (*peer_error)()) {
+      runtime.configure(selection, count);
+      runtime.setup_environment();
+      { view.root_device() } -> std::same_as<torch::Device>;
+      { view.global_rank() } -> std::same_as<int>;
+      { view.local_rank() } -> std::same_as<int>;
+      { view.node_rank() } -> std::same_as<int>;
+      { view.world_size() } -> std::same_as<int>;
+      { view.is_global_zero() } -> std::same_as<bool>;
+      runtime.distribute_data(batches);
+      runtime.setup_module(module);
+      runtime.sync_buffers(module);
+      runtime.prepare_for_backward(flag);
+      runtime.finish_gradient_sync();
+      runtime.barrier();
+      runtime.all_reduce(tensor, op);
+      runtime.broadcast(tensor, count);
+      { runtime.all_gather(input) } -> std::same_as<std::vector<torch::Tensor>>;
+      { runtime.reduce_boolean_decision(flag, flag) } -> std::same_as<bool>;
+      { runtime.on_failure(message) } noexcept;
+      { view.cuda_graph_obstacle() } -> std::same_as<std::optional<std::string>>;
+      runtime.run_and_agree(work, peer_error);
+    };
+
+namespace detail {
+
+/// `value` as rank `root` holds it, on every rank: its length, then its bytes, each one broadcast (two
+/// collectives; with one process they are identities and `value` comes back). `Runtime` satisfies
+/// StrategyRuntimeInterface.
+template <class Runtime>
+std::string broadcast_string(Runtime& runtime, const std::string& value, int root) {
+  const torch::Device device = runtime.root_device();
+  auto length = torch::tensor({static_cast<std::int64_t>(value.size())}, torch::TensorOptions().device(device));
+  runtime.broadcast(length, root);
+  const auto size = length.cpu().template item<std::int64_t>();
+  auto bytes = torch::zeros({size}, torch::TensorOptions().dtype(torch::kUInt8));
+  if (runtime.global_rank() == root) {
+    std::memcpy(bytes.data_ptr<std::uint8_t>(), value.data(), static_cast<std::size_t>(size));
+  }
+  bytes = bytes.to(device);
+  runtime.broadcast(bytes, root);
+  bytes = bytes.cpu();
+  return std::string(reinterpret_cast<const char*>(bytes.data_ptr<std::uint8_t>()), static_cast<std::size_t>(size));
+}
+
+/// What every StrategyRuntime has on top of its own members, written once over them (`Derived` is the
+/// StrategyRuntime that derives from it).
+template <class Derived>
+class StrategyRuntimeBase {
+ public:
+  /// Runs `work()` on this rank (every rank calls it; `work` decides what this rank does, e.g. write a file
+  /// only on rank 0), then makes every rank agree on whether it failed anywhere. With more than one process
+  /// that is ONE collective, reduce_boolean_decision(failed, all=false), so it also serves as the barrier
+  /// after the work. Afterwards this rank rethrows its own exception when its work threw; otherwise, when
+  /// another rank's work threw, it throws `peer_error()`'s result. With one process, `work()`'s exception
+  /// propagates as it is.
+  ///
+  /// When `peer_error` takes a `const std::string&`, the ranks also share the failure's text: once the
+  /// collective above says a rank failed, the lowest-numbered such rank broadcasts its exception's what()
+  /// ("unknown error" for an empty text or an exception not derived from std::exception), and the other ranks
+  /// throw `peer_error(text)`. That costs three more collectives, only after a failure.
+  template <class Work, class PeerError>
+  void run_and_agree(Work&& work, PeerError&& peer_error) {
+    auto& self = static_cast<Derived&>(*this);
+    std::exception_ptr error;
+    try {
+      std::forward<Work>(work)();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const bool any_failed = self.world_size() > 1 && self.reduce_boolean_decision(error != nullptr, /*all=*/false);
+    if constexpr (std::is_invocable_v<PeerError&, const std::string&>) {
+      if (any_failed) {
+        const std::string text = failure_text_of_first_failed_rank(self, error);
+        if (error) std::rethrow_exception(error);
+        throw std::forward<PeerError>(peer_error)(text);
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    if constexpr (!std::is_invocable_v<PeerError&, const std::string&>) {
+      static_assert(std::is_invocable_v<PeerError&>,
+                    "volt: run_and_agree's peer_error is called with no argument or with the failed rank's text");
+      if (any_failed) throw std::forward<PeerError>(peer_error)();
+    }
+  }
+
+ private:
+  /// The what() of the lowest-numbered rank whose work threw (`error` is this rank's exception, or null), on
+  /// every rank: an all-reduce (min) of the failed ranks, then broadcast_string from that rank. Collectives.
+  static std::string failure_text_of_first_failed_rank(Derived& self, const std::exception_ptr& error) {
+    std::string text;
+    if (error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& caught) {
+        text = caught.what();
+      } catch (...) {
+      }
+      if (text.empty()) text = "unknown error";
+    }
+    auto failed_rank = torch::tensor({static_cast<std::int64_t>(error ? self.global_rank() : self.world_size())},
+                                     torch::TensorOptions().device(self.root_device()));
+    self.all_reduce(failed_rank, ReduceOp::min);
+    const int root = static_cast<int>(failed_rank.cpu().template item<std::int64_t>());
+    return broadcast_string(self, text, root);
+  }
+};
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/strategies/strategy.hpp
 // ---- begin volt/strategies/single_device.hpp
 /// \file
-/// volt::SingleDevice: train on one device in one process (Lightning's SingleDeviceStrategy).
+/// volt::SingleDevice: train on one device in one process (Lightning's SingleDeviceStrategy), and its run-time
+/// side, in which every collective is an identity.
 
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace volt {
 
@@ -4832,6 +5276,68 @@ struct SingleDevice {
   /// Whether the strategy runs several processes that synchronise gradients (the DDP family).
   static constexpr bool is_distributed = false;
 };
+
+namespace detail {
+
+/// SingleDevice's run time: one process on the one selected device; every collective is an identity
+/// (StrategyRuntimeInterface lists the members' contracts).
+template <>
+class StrategyRuntime<SingleDevice> : public StrategyRuntimeBase<StrategyRuntime<SingleDevice>> {
+ public:
+  /// Takes the selection's one device (the hosts check there is exactly one).
+  void configure(const DeviceSelection& selection, int /*num_nodes*/) { root_device_ = selection.root_device(); }
+  /// Nothing to set up: one process, no process group.
+  void setup_environment() {}
+  /// The selected device.
+  torch::Device root_device() const { return root_device_; }
+  /// 0.
+  int global_rank() const { return 0; }
+  /// 0.
+  int local_rank() const { return 0; }
+  /// 0.
+  int node_rank() const { return 0; }
+  /// 1.
+  int world_size() const { return 1; }
+  /// true.
+  bool is_global_zero() const { return true; }
+  /// `data` itself: the one process takes every batch.
+  template <class Data>
+  decltype(auto) distribute_data(Data& data) {
+    return (data);
+  }
+  /// Nothing: the module is used as it is.
+  template <class M>
+  void setup_module(M& /*module*/) {}
+  /// Nothing: there are no other copies of the buffers.
+  template <class M>
+  void sync_buffers(M& /*module*/) {}
+  /// Nothing: no gradient synchronisation.
+  void prepare_for_backward(bool /*sync*/) {}
+  /// Nothing: the gradients in .grad are final.
+  void finish_gradient_sync() {}
+  /// Returns at once.
+  void barrier() {}
+  /// Leaves `tensor` as it is.
+  void all_reduce(torch::Tensor& /*tensor*/, ReduceOp /*op*/ = ReduceOp::mean) {}
+  /// Leaves `tensor` as it is.
+  void broadcast(torch::Tensor& /*tensor*/, int /*root*/ = 0) {}
+  /// `{tensor}`.
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) { return {tensor}; }
+  /// `decision`.
+  bool reduce_boolean_decision(bool decision, bool /*all*/ = true) { return decision; }
+  /// Nothing: no peers to tell.
+  void on_failure(const std::string& /*message*/) noexcept {}
+  /// nullopt: nothing of this strategy runs inside the step.
+  std::optional<std::string> cuda_graph_obstacle() const { return std::nullopt; }
+
+ private:
+  torch::Device root_device_ = torch::kCPU;
+};
+
+}  // namespace detail
+
+static_assert(StrategyRuntimeInterface<detail::StrategyRuntime<SingleDevice>>,
+              "volt: StrategyRuntime<SingleDevice> must provide every member of volt::StrategyRuntimeInterface");
 
 }  // namespace volt
 // ---- end volt/strategies/single_device.hpp
@@ -4865,6 +5371,7 @@ struct DDP {
 /// ```
 
 
+#include <concepts>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -4936,8 +5443,74 @@ void check_strategy_supported_on_machine() {
   }
 }
 
+/// What makes a type a strategy policy: a Lightning strategy name ("single_device", "ddp"). Whether volt can
+/// run it is strategy_implemented_v, checked with its own message.
+template <class S>
+concept StrategyPolicy = requires {
+  { S::name } -> std::convertible_to<std::string_view>;
+};
+
 }  // namespace volt
 // ---- end volt/strategies/compatibility.hpp
+// ---- begin volt/strategies/device_selection.hpp
+/// \file
+/// The devices a strategy runs on: the accelerator connector's selection plus each strategy's rules, written
+/// once for the Trainer and Fabric; implementation, no public API.
+
+
+#include <stdexcept>
+#include <string>
+
+namespace volt::detail {
+
+/// The selection's device ids as "0, 1, 2", for messages.
+inline std::string device_id_list(const DeviceSelection& selection) {
+  std::string ids;
+  for (int id : selection.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  return ids;
+}
+
+/// What a host's constructor does to find the devices of its `Strategy` on `Accelerator`, in the order each
+/// host has always done it:
+///
+/// 1. Fabric only: check_strategy_supported_on_machine (std::invalid_argument for the DDP family where MPS
+///    is available and the accelerator is chosen at run time).
+/// 2. "auto" means every device of the accelerator, so a strategy that is not distributed takes 1 device.
+/// 3. select_devices<Accelerator>(devices, frontend), with the frontend's messages and exception types.
+/// 4. A strategy that is not distributed must have exactly one device: the Trainer throws
+///    MisconfigurationError ("volt::SingleDevice trains on exactly one device, ..."; it does not check
+///    `num_nodes`), Fabric std::invalid_argument ("volt::SingleDevice runs on exactly one device of one node,
+///    ...", also when `num_nodes` is not 1).
+/// 5. Trainer only: check_strategy_supported_on_machine.
+template <class Accelerator, class Strategy>
+DeviceSelection select_strategy_devices(const DeviceSpec& devices, int num_nodes, Frontend frontend) {
+  constexpr bool distributed = is_distributed_strategy<Strategy>();
+  if (frontend == Frontend::fabric) check_strategy_supported_on_machine<Accelerator, Strategy>();
+  DeviceSelection selection = select_devices<Accelerator>(!distributed && devices.is_auto() ? DeviceSpec{1} : devices,
+                                                          frontend);
+  if constexpr (!distributed) {
+    const std::string count = std::to_string(selection.parallel_devices.size());
+    const std::string accelerator(to_string(selection.accelerator));
+    if (frontend == Frontend::fabric) {
+      if (selection.parallel_devices.size() != 1 || num_nodes != 1) {
+        throw std::invalid_argument("volt::SingleDevice runs on exactly one device of one node, but the options selected " +
+                                    count + " " + accelerator + " device(s) [" + device_id_list(selection) +
+                                    "] on num_nodes=" + std::to_string(num_nodes) +
+                                    ". Pass {.devices = 1} (or a single id such as volt::devices({1})) and num_nodes = 1.");
+      }
+    } else if (selection.parallel_devices.size() != 1) {
+      throw MisconfigurationError("volt::SingleDevice trains on exactly one device, but the device spec selected " +
+                                  count + " " + accelerator + " devices: [" + device_id_list(selection) +
+                                  "]. Pass {.devices = 1} (or a single id such as volt::devices({1})), or "
+                                  "train with volt::DDP.");
+    }
+  }
+  if (frontend == Frontend::trainer) check_strategy_supported_on_machine<Accelerator, Strategy>();
+  return selection;
+}
+
+}  // namespace volt::detail
+// ---- end volt/strategies/device_selection.hpp
 // ---- end volt/strategies.hpp
 // ---- begin volt/distributed.hpp
 /// \file
@@ -5427,27 +6000,19 @@ class SubprocessLauncher {
 #include <utility>
 #include <vector>
 
-#if __has_include(<torch/csrc/distributed/c10d/TCPStore.hpp>)
+// VOLT_DETAIL_HAS_C10D/GLOO/NCCL and LibTorch's USE_C10D_GLOO/NCCL (which the Gloo and NCCL headers need) are
+// defined by volt/core/compat.hpp, included above, so they precede these includes in every include order.
+#ifdef VOLT_DETAIL_HAS_C10D
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#define VOLT_DETAIL_HAS_C10D 1
-#if __has_include(<gloo/config.h>)
-#ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO
 #endif
+#ifdef VOLT_DETAIL_HAS_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#define VOLT_DETAIL_HAS_GLOO 1
 #endif
-#if defined(VOLT_WITH_CUDA) && __has_include(<nccl.h>) && \
-    __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
-#ifndef USE_C10D_NCCL
-#define USE_C10D_NCCL
-#endif
+#ifdef VOLT_DETAIL_HAS_NCCL
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#define VOLT_DETAIL_HAS_NCCL 1
-#endif
 #endif
 
 namespace volt {
@@ -5481,15 +6046,6 @@ inline constexpr DistributedSupport distributed_support() {
 #endif
   return support;
 }
-
-/// Reduction of a collective.
-enum class ReduceOp {
-  sum,   ///< Element-wise sum over ranks.
-  mean,  ///< The sum divided by the world size (integer tensors: truncated).
-  max,   ///< Element-wise maximum.
-  min,   ///< Element-wise minimum.
-  product,  ///< Element-wise product.
-};
 
 #ifdef VOLT_DETAIL_HAS_C10D
 
@@ -6325,10 +6881,55 @@ class RankShard {
 /// \file
 /// The run-time side of the strategies (Lightning's Strategy objects); implementation, no public API.
 ///
-/// `volt::detail::StrategyRuntime<S>` is what the Trainer and Fabric hold for their Strategy policy.
-/// SingleDevice's is a set of identities; DDP's joins the processes (launching them when nobody else did),
-/// owns the process group and the gradient reducer, and provides the collectives (spec section 6.2).
+/// `volt::detail::StrategyRuntime<S>` is what the Trainer and Fabric hold for their Strategy policy; its
+/// interface is volt::StrategyRuntimeInterface (volt/strategies/strategy.hpp). DDP's joins the processes
+/// (launching them when nobody else did), owns the process group and the gradient reducer, and provides the
+/// collectives (spec section 6.2). SingleDevice's is in volt/strategies/single_device.hpp.
 
+// ---- begin volt/core/range.hpp
+/// \file
+/// The range behind a data argument of the Trainer or Fabric, its batch type and its size; implementation, no
+/// public API.
+///
+/// A data argument is a range of batches, or something that points to one (torch::data::make_data_loader
+/// returns a std::unique_ptr to the loader).
+
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace volt::detail {
+
+/// The range to iterate for a data argument: the argument itself, or what it points to
+/// (torch::data::make_data_loader returns a std::unique_ptr to the loader).
+template <class Data>
+decltype(auto) as_range(Data& data) {
+  if constexpr (requires { std::begin(data); }) {
+    return (data);
+  } else {
+    return (*data);
+  }
+}
+
+/// The batch type a data argument yields (what dereferencing its range's iterator gives, without cv-ref).
+template <class Data>
+using batch_t = std::remove_cvref_t<decltype(*std::begin(as_range(std::declval<Data&>())))>;
+
+/// The number of batches of a data argument when its range can tell (std::size); nullopt otherwise.
+template <class Data>
+std::optional<std::int64_t> size_of(Data& data) {
+  auto&& range = as_range(data);
+  if constexpr (requires { std::size(range); }) {
+    return static_cast<std::int64_t>(std::size(range));
+  } else {
+    return std::nullopt;
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/core/range.hpp
 
 #include <torch/torch.h>
 
@@ -6336,42 +6937,12 @@ class RankShard {
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace volt::detail {
-
-template <class Strategy>
-class StrategyRuntime;
-
-/// SingleDevice: one process; every collective is an identity.
-template <>
-class StrategyRuntime<SingleDevice> {
- public:
-  void configure(const DeviceSelection& selection, int /*num_nodes*/) { root_device_ = selection.root_device(); }
-  void setup_environment() {}
-  torch::Device root_device() const { return root_device_; }
-  int global_rank() const { return 0; }
-  int local_rank() const { return 0; }
-  int node_rank() const { return 0; }
-  int world_size() const { return 1; }
-  bool is_global_zero() const { return true; }
-  template <class M>
-  void setup_module(M& /*module*/) {}
-  template <class M>
-  void sync_buffers(M& /*module*/) {}
-  void prepare_for_backward(bool /*sync*/) {}
-  void finish_gradient_sync() {}
-  void barrier() {}
-  void all_reduce(torch::Tensor& /*tensor*/, ReduceOp /*op*/ = ReduceOp::mean) {}
-  void broadcast(torch::Tensor& /*tensor*/, int /*root*/ = 0) {}
-  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) { return {tensor}; }
-  bool reduce_boolean_decision(bool decision, bool /*all*/ = true) { return decision; }
-  void on_failure(const std::string& /*message*/) noexcept {}
-
- private:
-  torch::Device root_device_ = torch::kCPU;
-};
 
 /// The process group of this process, shared by every Trainer and Fabric of the run (created once).
 inline std::shared_ptr<ProcessGroup>& process_group_slot() {
@@ -6474,7 +7045,7 @@ class BufferBroadcaster {
 
 /// DDP: one process per device (Lightning's DDPStrategy with the popen launcher).
 template <>
-class StrategyRuntime<DDP> {
+class StrategyRuntime<DDP> : public StrategyRuntimeBase<StrategyRuntime<DDP>> {
  public:
   /// Reads the cluster environment for `selection`'s devices on `num_nodes` nodes and picks this process's
   /// device (parallel_devices[local_rank]). Throws as detect_cluster_environment does.
@@ -6520,14 +7091,36 @@ class StrategyRuntime<DDP> {
     group_ = slot;
   }
 
+  /// This process's device: the selected device at index local_rank().
   torch::Device root_device() const { return root_device_; }
+  /// This process's rank among all processes.
   int global_rank() const { return environment_.global_rank; }
+  /// This process's rank on its node.
   int local_rank() const { return environment_.local_rank; }
+  /// The index of this process's node.
   int node_rank() const { return environment_.node_rank; }
+  /// The number of processes: devices x num_nodes.
   int world_size() const { return environment_.world_size; }
+  /// Whether this process is global rank 0.
   bool is_global_zero() const { return environment_.global_rank == 0; }
+  /// The cluster environment configure() read.
   const ClusterEnvironment& environment() const { return environment_; }
+  /// The process group (after setup_environment()).
   ProcessGroup& group() { return *group_; }
+
+  /// This rank's share of `data`: `data` itself when it is already split (volt::per_rank, a loader with
+  /// volt::DistributedSampler) or is detail::NoData; otherwise a detail::RankShard view taking this rank's
+  /// batch of each group of world_size() batches (`data` must outlive it).
+  template <class Data>
+  decltype(auto) distribute_data(Data& data) {
+    using D = std::remove_cvref_t<Data>;
+    if constexpr (is_per_rank<D>::value || uses_distributed_sampler<D>::value || std::is_same_v<D, NoData>) {
+      return (data);
+    } else {
+      using Range = std::remove_reference_t<decltype(as_range(data))>;
+      return RankShard<Range>(as_range(data), world_size(), global_rank());
+    }
+  }
 
   /// Makes every rank start from rank 0's parameters and buffers, and attaches the gradient reducer.
   template <class M>
@@ -6548,16 +7141,24 @@ class StrategyRuntime<DDP> {
     buffers_.broadcast();
   }
 
+  /// Before a backward pass: arms the gradient reducer to all-reduce the gradients as they are produced
+  /// (`sync`), or to leave them local (gradient accumulation).
   void prepare_for_backward(bool sync) {
     if (reducer_) reducer_->prepare_for_backward(sync);
   }
+  /// After a backward pass with sync: waits for the gradient all-reduce and writes the averaged gradients into
+  /// .grad. Throws DistributedError.
   void finish_gradient_sync() {
     if (reducer_) reducer_->finish();
   }
 
+  /// Returns when every rank has reached it. A collective.
   void barrier() { group_->barrier(); }
+  /// Reduces `tensor` in place over all ranks with `op`. A collective.
   void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::mean) { group_->all_reduce(tensor, op); }
+  /// Overwrites `tensor` with rank `root`'s in place. A collective.
   void broadcast(torch::Tensor& tensor, int root = 0) { group_->broadcast(tensor, root); }
+  /// Every rank's `tensor` (same shape on every rank), in rank order. A collective.
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) { return group_->all_gather(tensor); }
 
   /// Lightning's reduce_boolean_decision: true when every rank decided so (all) or any rank did (!all).
@@ -6580,6 +7181,11 @@ class StrategyRuntime<DDP> {
     buffers_ = BufferBroadcaster();
   }
 
+  /// A captured CUDA graph cannot hold the gradient all-reduce of the step.
+  std::optional<std::string> cuda_graph_obstacle() const {
+    return "the strategy is " + std::string(DDP::name) + " (a captured step cannot contain the gradient all-reduce)";
+  }
+
  private:
   void broadcast_in_place(torch::Tensor& tensor) {
     auto contiguous = tensor.contiguous();
@@ -6597,6 +7203,9 @@ class StrategyRuntime<DDP> {
 };
 
 }  // namespace volt::detail
+
+static_assert(volt::StrategyRuntimeInterface<volt::detail::StrategyRuntime<volt::DDP>>,
+              "volt: StrategyRuntime<DDP> must provide every member of volt::StrategyRuntimeInterface");
 // ---- end volt/distributed/ddp_runtime.hpp
 // ---- end volt/distributed.hpp
 // ---- begin volt/optim.hpp
@@ -6640,7 +7249,7 @@ class StrategyRuntime<DDP> {
 namespace volt::optim {
 
 /// Whether this LibTorch has the fused kernels with a tensor learning rate that CapturableStep calls (2.4+).
-inline constexpr bool has_capturable_step = VOLT_TORCH_VERSION >= 20400;
+inline constexpr bool has_capturable_step = compat::has_tensor_lr_fused_optimizers;
 
 /// Scales `gradients` together so that their total 2-norm is at most `max_norm`, as
 /// torch::nn::utils::clip_grad_norm_ does (coefficient max_norm / (norm + 1e-6), capped at 1), but computed
@@ -6654,23 +7263,13 @@ inline at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& gradients, doub
   }
   if (present.empty()) return at::zeros({});
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> norms;
-#if VOLT_TORCH_VERSION >= 20400
-  norms = at::_foreach_norm(present, 2);
-#else
-  norms.reserve(present.size());
-  for (const auto& gradient : present) norms.push_back(gradient.norm(2));
-#endif
+  std::vector<at::Tensor> norms = compat::foreach_norm(present);
   for (auto& norm : norms) {
     if (norm.scalar_type() != at::kFloat) norm = norm.to(at::kFloat);
   }
   const at::Tensor total = norms.size() == 1 ? norms.front() : at::stack(norms).norm(2);
   const at::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
-#if VOLT_TORCH_VERSION >= 20400
-  at::_foreach_mul_(present, coefficient);
-#else
-  for (auto& gradient : present) gradient.mul_(coefficient.to(gradient.scalar_type()));
-#endif
+  compat::foreach_mul_(present, coefficient);
   return total;
 }
 
@@ -6684,12 +7283,7 @@ inline void clip_grad_value_(const std::vector<at::Tensor>& gradients, double cl
   }
   if (present.empty()) return;
   torch::NoGradGuard no_grad;
-#if VOLT_TORCH_VERSION >= 20400
-  at::_foreach_clamp_min_(present, at::Scalar(-clip_value));
-  at::_foreach_clamp_max_(present, at::Scalar(clip_value));
-#else
-  for (auto& gradient : present) gradient.clamp_(-clip_value, clip_value);
-#endif
+  compat::foreach_clamp_(present, -clip_value, clip_value);
 }
 
 /// One optimizer's step on device-only state (see the file comment). Made after the optimizer has stepped
@@ -6715,7 +7309,7 @@ class CapturableStep {
     if constexpr (!has_capturable_step) {
       // A stream, not string concatenation: g++ 12 at -O2 and above warns falsely (-Warray-bounds) on that.
       std::ostringstream text;
-      text << "LibTorch " << TORCH_VERSION
+      text << "LibTorch " << compat::torch_version_string
            << " has no fused optimizer kernels with a tensor learning rate (LibTorch 2.4 or later has them)";
       return text.str();
     } else {
@@ -6756,7 +7350,8 @@ class CapturableStep {
   /// PyTorch's fused optimizers do under a GradScaler. Launches device work only; capturable.
   /// Throws c10::Error when a bound parameter has no gradient.
   void step(const std::optional<at::Tensor>& found_inf = std::nullopt) {
-#if VOLT_TORCH_VERSION >= 20400
+    TORCH_CHECK(has_capturable_step, "volt: CapturableStep needs LibTorch 2.4 or later (this is ",
+                compat::torch_version_string, ")");
     torch::NoGradGuard no_grad;
     if (steps_.defined()) steps_.add_(1);
     for (auto& group : groups_) {
@@ -6770,24 +7365,15 @@ class CapturableStep {
       }
       const auto& lr = learning_rates_[group.index];
       if (kind_ == Kind::sgd) {
-        at::_fused_sgd_(group.params, grads, group.momentum_buffers, group.weight_decay, group.momentum, lr,
-                        group.dampening, group.nesterov, /*maximize=*/false, /*is_first_step=*/false,
-                        /*grad_scale=*/std::nullopt, found_inf);
-      } else if (kind_ == Kind::adamw) {
-        at::_fused_adamw_(group.params, grads, group.exp_avgs, group.exp_avg_sqs, group.max_exp_avg_sqs,
-                          group.steps, lr, group.beta1, group.beta2, group.weight_decay, group.eps, group.amsgrad,
-                          /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
+        compat::fused_sgd_tensor_lr_(group.params, grads, group.momentum_buffers, group.weight_decay, group.momentum,
+                                     lr, group.dampening, group.nesterov, found_inf);
       } else {
-        at::_fused_adam_(group.params, grads, group.exp_avgs, group.exp_avg_sqs, group.max_exp_avg_sqs,
-                         group.steps, lr, group.beta1, group.beta2, group.weight_decay, group.eps, group.amsgrad,
-                         /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
+        compat::fused_adam_tensor_lr_(kind_ == Kind::adamw, group.params, grads, group.exp_avgs, group.exp_avg_sqs,
+                                      group.max_exp_avg_sqs, group.steps, lr, group.beta1, group.beta2,
+                                      group.weight_decay, group.eps, group.amsgrad, found_inf);
       }
     }
     if (found_inf && steps_.defined()) steps_.sub_(*found_inf);
-#else
-    (void)found_inf;
-    TORCH_CHECK(false, "volt: CapturableStep needs LibTorch 2.4 or later (this is ", TORCH_VERSION, ")");
-#endif
   }
 
   /// Copies learning rates that changed on the host (a scheduler, a callback) into the device tensors the
@@ -6935,14 +7521,159 @@ class CapturableStep {
 /// \file
 /// volt/callbacks: values the Trainer calls at fixed points of training.
 
+// ---- begin volt/callbacks/hooks.hpp
+/// \file
+/// The hook table: every hook the Trainer calls on callbacks and models, written once.
+///
+/// Everything else about hooks is derived from VOLT_DETAIL_HOOKS below: the volt::detail::Hook enumeration,
+/// the hook names in messages, the type-erased callback interface with one virtual function per hook
+/// (volt/callbacks/callback.hpp), the compile-time detection of which hooks a callback type defines, and the
+/// model hooks the Trainer calls (volt/trainer/call.hpp). Adding a hook is one row here plus the call at the
+/// place in a loop where Lightning calls it.
+///
+/// Each row is `X(name, owner, parameters, arguments)`:
+/// * `owner`: `callback` (callbacks may define it), `model` (only a model may: it takes `volt::StepContext&`
+///   or nothing), or `both` (callbacks, and models with `(ctx)` or `()`).
+/// * `parameters`: what a callback's hook takes after the state (`S` below), written with a leading comma
+///   (empty for none); `arguments`: the names passed, likewise.
+///
+/// A callback's hook takes the Trainer's state first (`volt::TrainerState&` for the Trainer, or a template
+/// parameter: `template <class State> void on_fit_start(State& state)`). A hook returning bool asks the Trainer
+/// to stop when it returns true; a void hook cannot; a hook a type does not define costs nothing at run time.
+
+#include <torch/torch.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string_view>
+
+// clang-format off
+/// The hook table (see the file comment). `State` names the Trainer's state type where the table is expanded.
+#define VOLT_DETAIL_HOOKS(X)                                                                                    \
+  X(setup,                     callback, (), ())                                                                \
+  X(teardown,                  callback, (), ())                                                                \
+  X(on_fit_start,              both,     (), ())                                                                \
+  X(on_fit_end,                both,     (), ())                                                                \
+  X(on_sanity_check_start,     callback, (), ())                                                                \
+  X(on_sanity_check_end,       callback, (), ())                                                                \
+  X(on_train_start,            both,     (), ())                                                                \
+  X(on_train_end,              both,     (), ())                                                                \
+  X(on_train_epoch_start,      both,     (), ())                                                                \
+  X(on_train_epoch_end,        both,     (), ())                                                                \
+  X(on_train_batch_start,      callback, (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_train_batch_end,        callback, (, const torch::Tensor& loss, std::int64_t batch_idx),                 \
+                                         (, loss, batch_idx))                                                   \
+  X(on_validation_start,       callback, (), ())                                                                \
+  X(on_validation_end,         callback, (), ())                                                                \
+  X(on_validation_epoch_start, both,     (), ())                                                                \
+  X(on_validation_epoch_end,   both,     (), ())                                                                \
+  X(on_validation_batch_start, callback, (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_validation_batch_end,   callback, (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_test_start,             callback, (), ())                                                                \
+  X(on_test_end,               callback, (), ())                                                                \
+  X(on_test_epoch_start,       both,     (), ())                                                                \
+  X(on_test_epoch_end,         both,     (), ())                                                                \
+  X(on_test_batch_start,       callback, (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_test_batch_end,         callback, (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_before_backward,        callback, (, const torch::Tensor& loss), (, loss))                               \
+  X(on_after_backward,         callback, (), ())                                                                \
+  X(on_before_optimizer_step,  callback, (, torch::optim::Optimizer& optimizer), (, optimizer))                 \
+  X(on_before_zero_grad,       callback, (), ())                                                                \
+  X(on_exception,              callback, (, const std::exception_ptr& error), (, error))
+// clang-format on
+
+/// The contents of a parenthesised list: `VOLT_DETAIL_UNPAREN (a, b)` is `a, b`.
+#define VOLT_DETAIL_UNPAREN(...) __VA_ARGS__
+
+namespace volt::detail {
+
+/// Every hook of the table, in its order.
+enum class Hook : std::size_t {
+#define VOLT_DETAIL_HOOK_ENUMERATOR(name, owner, parameters, arguments) name,
+  VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_ENUMERATOR)
+#undef VOLT_DETAIL_HOOK_ENUMERATOR
+  count_
+};
+
+/// The number of hooks in the table.
+inline constexpr std::size_t hook_count = static_cast<std::size_t>(Hook::count_);
+
+/// Each hook's name, for messages.
+inline constexpr std::array<std::string_view, hook_count> hook_names{
+#define VOLT_DETAIL_HOOK_NAME(name, owner, parameters, arguments) #name,
+    VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_NAME)
+#undef VOLT_DETAIL_HOOK_NAME
+};
+
+/// The name of `hook`.
+constexpr std::string_view hook_name(Hook hook) { return hook_names[static_cast<std::size_t>(hook)]; }
+
+/// Who may define a hook (the table's owner column).
+struct HookOwner {
+  bool callback;  ///< Callbacks may define it.
+  bool model;     ///< Models may define it (with a StepContext& or no parameter).
+};
+
+/// The owner column of the table, per hook.
+inline constexpr std::array<HookOwner, hook_count> hook_owners{
+#define VOLT_DETAIL_HOOK_OWNER_callback HookOwner{true, false}
+#define VOLT_DETAIL_HOOK_OWNER_model HookOwner{false, true}
+#define VOLT_DETAIL_HOOK_OWNER_both HookOwner{true, true}
+#define VOLT_DETAIL_HOOK_OWNER(name, owner, parameters, arguments) VOLT_DETAIL_HOOK_OWNER_##owner,
+    VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_OWNER)
+#undef VOLT_DETAIL_HOOK_OWNER
+#undef VOLT_DETAIL_HOOK_OWNER_both
+#undef VOLT_DETAIL_HOOK_OWNER_model
+#undef VOLT_DETAIL_HOOK_OWNER_callback
+};
+
+/// Whether callbacks may define `hook`.
+constexpr bool callback_hook(Hook hook) { return hook_owners[static_cast<std::size_t>(hook)].callback; }
+/// Whether models may define `hook`.
+constexpr bool model_hook(Hook hook) { return hook_owners[static_cast<std::size_t>(hook)].model; }
+
+/// Calls model hook `H` on `module` when the module defines it, with the step context or with nothing.
+template <Hook H>
+struct ModelHook {
+  static_assert(model_hook(H), "volt: this hook is not a model hook (see the owner column of VOLT_DETAIL_HOOKS)");
+};
+
+#define VOLT_DETAIL_MODEL_HOOK(name, owner, parameters, arguments)  \
+  template <>                                                        \
+  struct ModelHook<Hook::name> {                                     \
+    template <class M, class Context>                                \
+    static void call(M& module, Context& context) {                  \
+      if constexpr (requires { module.name(context); }) {            \
+        module.name(context);                                        \
+      } else if constexpr (requires { module.name(); }) {            \
+        module.name();                                               \
+      }                                                              \
+    }                                                                \
+  };
+#define VOLT_DETAIL_MODEL_HOOK_IF_callback(name)
+#define VOLT_DETAIL_MODEL_HOOK_IF_model(name) VOLT_DETAIL_MODEL_HOOK(name, , , )
+#define VOLT_DETAIL_MODEL_HOOK_IF_both(name) VOLT_DETAIL_MODEL_HOOK(name, , , )
+#define VOLT_DETAIL_MODEL_HOOK_ROW(name, owner, parameters, arguments) VOLT_DETAIL_MODEL_HOOK_IF_##owner(name)
+VOLT_DETAIL_HOOKS(VOLT_DETAIL_MODEL_HOOK_ROW)
+#undef VOLT_DETAIL_MODEL_HOOK_ROW
+#undef VOLT_DETAIL_MODEL_HOOK_IF_both
+#undef VOLT_DETAIL_MODEL_HOOK_IF_model
+#undef VOLT_DETAIL_MODEL_HOOK_IF_callback
+#undef VOLT_DETAIL_MODEL_HOOK
+
+}  // namespace volt::detail
+// ---- end volt/callbacks/hooks.hpp
 // ---- begin volt/callbacks/callback.hpp
 /// \file
 /// Callbacks: plain values whose member hooks the Trainer finds at compile time.
 ///
-/// A callback is any copyable or movable type. It implements only the hooks it needs, each taking
-/// `volt::TrainerState&` first; a hook that returns bool asks the Trainer to stop when it returns true.
-/// Hooks it does not define cost nothing: the Trainer keeps, per hook, a list of just the callbacks that
-/// define it. Callbacks run on every rank; those that write files check `state.is_global_zero`.
+/// A callback is any copyable or movable type. It implements only the hooks it needs (the hook table,
+/// volt/callbacks/hooks.hpp, lists them with their parameters), each taking the Trainer's state first
+/// (`volt::TrainerState&`, or a template parameter); a hook that returns bool asks the Trainer to stop when it
+/// returns true. Hooks it does not define cost nothing: the Trainer keeps, per hook, a list of just the
+/// callbacks that define it. Callbacks run on every rank; those that write files check `state.is_global_zero`.
 ///
 /// ```
 ///   struct PrintEpochs {
@@ -6951,562 +7682,64 @@ class CapturableStep {
 ///   volt::Trainer<> trainer({.max_epochs = 3}, PrintEpochs{});
 /// ```
 ///
-/// The hooks a callback may define, with the arguments the Trainer passes (`S` is `volt::TrainerState&`).
-/// Each runs where Lightning runs the callback hook of the same name:
-///
-/// ```
-///   setup(S)  teardown(S)  on_fit_start(S)  on_fit_end(S)  on_sanity_check_start(S)  on_sanity_check_end(S)
-///   on_train_start(S)  on_train_end(S)  on_train_epoch_start(S)  on_train_epoch_end(S)
-///   on_train_batch_start(S, std::int64_t batch_idx)
-///   on_train_batch_end(S, const torch::Tensor& loss, std::int64_t batch_idx)
-///   on_validation_start(S)  on_validation_end(S)  on_validation_epoch_start(S)  on_validation_epoch_end(S)
-///   on_validation_batch_end(S, std::int64_t batch_idx)
-///   on_test_start(S)  on_test_end(S)  on_test_epoch_end(S)  on_test_batch_end(S, std::int64_t batch_idx)
-///   on_before_backward(S, const torch::Tensor& loss)  on_after_backward(S)
-///   on_before_optimizer_step(S, torch::optim::Optimizer&)  on_before_zero_grad(S)
-///   on_exception(S, const std::exception_ptr&)
-///   save_state(torch::serialize::OutputArchive&) const    load_state(torch::serialize::InputArchive&)
-/// ```
-///
-/// save_state and load_state store the callback's own state in checkpoints. A hook may throw: the exception
-/// reaches the caller of fit() with the epoch and batch index added to its message, after on_exception and
-/// teardown ran (see volt::Trainer::fit).
+/// Each hook runs where Lightning runs the callback hook of the same name. Besides the hooks, a callback may
+/// store its own state in checkpoints with `save_state(torch::serialize::OutputArchive&) const` and
+/// `load_state(torch::serialize::InputArchive&)`. A hook may throw: the exception reaches the caller of fit()
+/// with the epoch and batch index added to its message, after on_exception and teardown ran (see
+/// volt::Trainer::fit).
 
-// ---- begin volt/loggers/logger.hpp
-/// \file
-/// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
-
-#include <cstdint>
-#include <filesystem>
-#include <map>
-#include <optional>
-#include <string>
-#include <system_error>
-
-namespace volt {
-
-/// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
-/// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
-/// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
-class Logger {
- public:
-  virtual ~Logger() = default;
-  /// Records `metrics` at optimizer step `step`. May buffer; may throw std::runtime_error when a file cannot
-  /// be written.
-  virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
-  /// Records the run's hyperparameters, once, at fit start.
-  virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
-  /// Writes what is buffered. The default does nothing.
-  virtual void save() {}
-  /// Called once when the run ends, with "success", "failed" or "interrupted"; the default calls save().
-  virtual void finalize(const std::string& /*status*/) { save(); }
-  /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
-  virtual std::filesystem::path log_dir() const = 0;
-};
-
-namespace detail {
-
-/// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
-inline int next_version(const std::filesystem::path& root) {
-  std::error_code error;
-  int next = 0;
-  if (!std::filesystem::is_directory(root, error)) return 0;
-  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
-    try {
-      std::size_t used = 0;
-      const int number = std::stoi(name.substr(8), &used);
-      if (used == name.size() - 8) next = std::max(next, number + 1);
-    } catch (const std::exception&) {
-      // not a version folder of ours
-    }
-  }
-  return next;
-}
-
-/// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
-/// options' version or else the next free one, chosen once (`version` caches it).
-template <class Options>
-std::filesystem::path versioned_log_dir(const Options& options, std::optional<int>& version) {
-  const auto root = (options.save_dir.empty() ? std::filesystem::path(".") : options.save_dir) / options.name;
-  if (!version) version = options.version ? *options.version : next_version(root);
-  return root / ("version_" + std::to_string(*version));
-}
-
-/// The Trainer's default_root_dir as the save_dir of a file logger that was given none ("." when empty too).
-template <class Options>
-void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) {
-  if (options.save_dir.empty()) options.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
-}
-
-}  // namespace detail
-}  // namespace volt
-// ---- end volt/loggers/logger.hpp
-// ---- begin volt/trainer/metrics.hpp
-/// \file
-/// Logged metrics: what `ctx.log(...)` records, how values aggregate over an epoch, and where they go.
-///
-/// The values reach callbacks, the progress bar and loggers. They stay tensors on the device until something
-/// reads them (a logger flush every log_every_n_steps, the progress bar's refresh, an epoch end, a callback
-/// asking), so logging adds no host-device sync per step.
-
-#include <torch/torch.h>
-
-#include <cstdint>
-#include <functional>
-#include <map>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <vector>
-
-namespace volt {
-
-/// How a metric logged on every step is reduced to its epoch value.
-enum class Reduce {
-  mean,  ///< The mean of the step values (the default).
-  sum,   ///< The sum of the step values.
-  max,   ///< The largest step value.
-  min,   ///< The smallest step value.
-};
-
-/// Options of StepContext::log, Lightning's `self.log(..., prog_bar=..., on_step=..., on_epoch=...)`.
-struct LogOptions {
-  /// Show the value in the progress bar.
-  bool prog_bar = false;
-  /// Record the value of each step; default: true in training_step, false in evaluation steps.
-  std::optional<bool> on_step{};
-  /// Record the epoch's reduction of the values; default: false in training_step, true in evaluation steps.
-  std::optional<bool> on_epoch{};
-  /// Send the value to the loggers (CSV, TensorBoard).
-  bool logger = true;
-  /// How on_epoch reduces the step values (Lightning's reduce_fx); under DDP the same reduction then
-  /// combines the ranks' epoch values.
-  Reduce reduce = Reduce::mean;
-};
-
-/// The phase a value was logged in; evaluation values aggregate separately from training values.
-enum class MetricPhase {
-  train,       ///< Logged in training_step or a training hook.
-  validation,  ///< Logged in validation_step (also during the sanity check) or a validation hook.
-  test,        ///< Logged in test_step or a test hook.
-  predict,     ///< Logged in predict_step.
-};
-
-namespace detail {
-
-struct MetricEntry {
-  std::string name;
-  MetricPhase phase;
-  bool prog_bar;
-  bool on_step;
-  bool on_epoch;
-  bool to_logger;
-  Reduce reduce;
-  torch::Tensor last;       // latest step value, detached
-  torch::Tensor aggregate;  // epoch reduction so far (float32), detached
-  std::int64_t count = 0;
-  bool logged_since_flush = false;
-};
-
-/// A ctx.log(...) call made while a training step was captured in a CUDA graph: the value is a tensor of the
-/// graph, rewritten by every replay, and the call is repeated after each replay.
-struct RecordedLog {
-  std::string name;
-  torch::Tensor value;
-  LogOptions options;
-  MetricPhase phase;
-};
-
-/// Storage for logged metrics; owned by the Trainer, written through StepContext.
-class MetricStore {
- public:
-  /// While `sink` is set, log() appends its calls to `*sink` and records nothing else (a CUDA graph capture
-  /// must not launch the aggregation's kernels); nullptr resumes normal logging.
-  void record_into(std::vector<RecordedLog>* sink) noexcept { recording_ = sink; }
-
-  /// Repeats recorded calls (after a replay of the graph they were captured in).
-  void replay(const std::vector<RecordedLog>& calls) {
-    for (const auto& call : calls) log(call.name, call.value, call.options, call.phase);
-  }
-
-  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options, MetricPhase phase) {
-    if (recording_ != nullptr) {
-      TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name,
-                  "` must hold a single element, but it has shape ", value.sizes());
-      recording_->push_back(RecordedLog{std::string(name), value.detach(), options, phase});
-      return;
-    }
-    const bool training = phase == MetricPhase::train;
-    MetricEntry* entry = find(name, phase);
-    if (entry == nullptr) {
-      entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar, options.on_step.value_or(training),
-                                     options.on_epoch.value_or(!training), options.logger, options.reduce, {}, {}, 0,
-                                     false});
-      entry = &entries_.back();
-    }
-    TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name, "` must hold a single element, but it has shape ",
-                value.sizes());
-    torch::Tensor detached = value.detach();
-    if (entry->on_step) {
-      entry->last = detached;
-      entry->logged_since_flush = true;
-    }
-    if (entry->on_epoch) {
-      torch::Tensor as_float = detached.to(torch::kFloat).reshape({});
-      if (entry->count == 0) {
-        entry->aggregate = as_float.clone();
-      } else {
-        switch (entry->reduce) {
-          case Reduce::mean:
-          case Reduce::sum: entry->aggregate.add_(as_float); break;
-          case Reduce::max: entry->aggregate = torch::maximum(entry->aggregate, as_float); break;
-          case Reduce::min: entry->aggregate = torch::minimum(entry->aggregate, as_float); break;
-        }
-      }
-      ++entry->count;
-    }
-  }
-
-  void log(std::string_view name, double value, const LogOptions& options, MetricPhase phase) {
-    log(name, torch::tensor(value, torch::kDouble), options, phase);
-  }
-
-  /// Step values logged since the last call, under their logger keys ("name" or "name_step"); reading them
-  /// syncs with the device.
-  std::map<std::string, double> take_step_values_for_logger() {
-    std::map<std::string, double> out;
-    for (auto& entry : entries_) {
-      if (!entry.logged_since_flush) continue;
-      entry.logged_since_flush = false;
-      if (!entry.to_logger) continue;
-      const double value = entry.last.item<double>();
-      out[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
-      if (entry.on_epoch) callback_metrics_[entry.name + "_step"] = value;
-      callback_metrics_[entry.name] = value;
-    }
-    return out;
-  }
-
-  /// Ends the epoch of `phase`: reduces the epoch values into the callback metrics and returns those meant
-  /// for the loggers ("name" or "name_epoch"). Resets the phase's accumulators.
-  /// `across_ranks`, when given, combines each reduction kind's epoch values with the other ranks' (a
-  /// distributed run: every rank logs the same names in the same order); it is called once per kind in use.
-  std::map<std::string, double> end_epoch(
-      MetricPhase phase, const std::function<void(std::vector<double>&, Reduce)>& across_ranks = {}) {
-    std::map<std::string, double> for_logger;
-    std::vector<double> epoch_values(entries_.size(), 0.0);
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      auto& entry = entries_[i];
-      if (entry.phase != phase || !entry.on_epoch || entry.count == 0) continue;
-      epoch_values[i] = entry.aggregate.item<double>();
-      if (entry.reduce == Reduce::mean) epoch_values[i] /= static_cast<double>(entry.count);
-    }
-    if (across_ranks) {
-      for (Reduce kind : {Reduce::mean, Reduce::sum, Reduce::max, Reduce::min}) {
-        std::vector<std::size_t> indices;
-        std::vector<double> values;
-        for (std::size_t i = 0; i < entries_.size(); ++i) {
-          const auto& entry = entries_[i];
-          if (entry.phase != phase || !entry.on_epoch || entry.reduce != kind) continue;
-          indices.push_back(i);
-          values.push_back(entry.count > 0 ? epoch_values[i] : 0.0);
-        }
-        if (values.empty()) continue;
-        across_ranks(values, kind);
-        for (std::size_t j = 0; j < indices.size(); ++j) epoch_values[indices[j]] = values[j];
-      }
-    }
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      auto& entry = entries_[i];
-      if (entry.phase != phase) continue;
-      publish_step_value(entry);
-      if (entry.on_epoch && entry.count > 0) {
-        const double value = epoch_values[i];
-        callback_metrics_[entry.name] = value;
-        if (entry.on_step) callback_metrics_[entry.name + "_epoch"] = value;
-        if (entry.to_logger) for_logger[entry.on_step ? entry.name + "_epoch" : entry.name] = value;
-      }
-      entry.count = 0;
-      entry.aggregate = torch::Tensor();
-    }
-    return for_logger;
-  }
-
-  /// Brings the latest step values into the callback metrics (syncs) and returns them all.
-  const std::map<std::string, double, std::less<>>& callback_metrics() {
-    for (auto& entry : entries_) publish_step_value(entry);
-    return callback_metrics_;
-  }
-
-  std::optional<double> metric(std::string_view key) {
-    const auto& all = callback_metrics();
-    if (auto it = all.find(key); it != all.end()) return it->second;
-    return std::nullopt;
-  }
-
-  /// Values for the progress bar: step values while an epoch runs, epoch values of earlier phases.
-  std::vector<std::pair<std::string, double>> progress_bar_values() {
-    std::vector<std::pair<std::string, double>> out;
-    for (auto& entry : entries_) {
-      if (!entry.prog_bar) continue;
-      if (entry.on_step && entry.last.defined()) {
-        out.emplace_back(entry.on_epoch ? entry.name + "_step" : entry.name, entry.last.item<double>());
-      }
-      if (entry.on_epoch) {
-        const auto key = entry.on_step ? entry.name + "_epoch" : entry.name;
-        if (auto it = callback_metrics_.find(key); it != callback_metrics_.end()) out.emplace_back(key, it->second);
-      }
-    }
-    return out;
-  }
-
-  /// Forgets the values of one phase (e.g. after the sanity check, whose metrics Lightning discards).
-  void discard(MetricPhase phase) {
-    std::erase_if(entries_, [phase](const MetricEntry& entry) { return entry.phase == phase; });
-    callback_metrics_.clear();
-  }
-
-  void clear() {
-    entries_.clear();
-    callback_metrics_.clear();
-  }
-
- private:
-  /// Puts the latest step value under its callback key: "name" (step only) or "name_step" (step and epoch,
-  /// where "name" holds the epoch value once the epoch ends).
-  void publish_step_value(const MetricEntry& entry) {
-    if (!entry.on_step || !entry.last.defined()) return;
-    callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = entry.last.item<double>();
-  }
-
-  MetricEntry* find(std::string_view name, MetricPhase phase) {
-    for (auto& entry : entries_) {
-      if (entry.phase == phase && entry.name == name) return &entry;
-    }
-    return nullptr;
-  }
-
-  std::vector<MetricEntry> entries_;
-  std::map<std::string, double, std::less<>> callback_metrics_;
-  std::vector<RecordedLog>* recording_ = nullptr;
-};
-
-}  // namespace detail
-}  // namespace volt
-// ---- end volt/trainer/metrics.hpp
 
 #include <torch/torch.h>
 
 #include <array>
-#include <cstdint>
-#include <exception>
-#include <filesystem>
-#include <functional>
-#include <map>
+#include <cstddef>
 #include <memory>
-#include <optional>
-#include <string>
 #include <string_view>
 #include <type_traits>
+#include <typeinfo>
+#include <utility>
 #include <vector>
 
-namespace volt {
+namespace volt::detail {
 
-/// What the Trainer is doing (Lightning's TrainerFn plus the sanity check).
-enum class Stage { none, fitting, sanity_checking, validating, testing, predicting };
+/// Marks hook arguments a callback does not use as used.
+template <class... Arguments>
+constexpr void unused_hook_arguments(const Arguments&... /*arguments*/) {}
 
-/// The Trainer's state as callbacks and model hooks see it. Owned by the Trainer; valid during its calls.
-struct TrainerState {
-  /// What the Trainer is running now (fit, the sanity check, validate, test, predict).
-  Stage stage = Stage::none;
-  /// The epoch being trained, counted from 0 (Lightning's trainer.current_epoch).
-  std::int64_t current_epoch = 0;
-  /// Optimizer steps taken (skipped AMP steps included, as in Lightning).
-  std::int64_t global_step = 0;
-  /// Index of the batch being processed in the current epoch or evaluation run.
-  std::int64_t batch_idx = 0;
-  /// Training batches per epoch after limit_train_batches, once known (the first epoch may not know it).
-  std::optional<std::int64_t> num_training_batches{};
-  /// Validation batches per run after limit_val_batches, once known.
-  std::optional<std::int64_t> num_val_batches{};
-  /// Set to true to stop training after the current step (EarlyStopping does).
-  bool should_stop = false;
-  /// Whether this process is global rank 0; callbacks that write files or print do so only there.
-  bool is_global_zero = true;
-  /// This process's rank among all processes (0 without a distributed strategy).
-  int global_rank = 0;
-  /// The number of processes training together (1 without a distributed strategy).
-  int world_size = 1;
-  /// The device this process trains on.
-  torch::Device root_device{torch::kCPU};
-  /// The Trainer's default_root_dir option (empty: the current folder).
-  std::filesystem::path default_root_dir{};
-  /// The Trainer's max_epochs option, as given (nullopt: not set).
-  std::optional<std::int64_t> max_epochs{};
-  /// The Trainer's max_steps option (-1: no limit).
-  std::int64_t max_steps = -1;
-  /// The Trainer's log_every_n_steps option: logged values reach the loggers when (global_step + 1) is a
-  /// multiple of it (0: never during training).
-  std::int64_t log_every_n_steps = 50;
-  /// Whether the current fit validates (a validation loader was given and limit_val_batches > 0).
-  bool has_validation = false;
-  /// Whether a validation run (not the sanity check) has completed in the current fit.
-  bool validation_has_run = false;
-  /// Lightning's "validation runs at the end of each training epoch": val_check_interval 1.0, every epoch.
-  bool validates_at_epoch_end = true;
-  /// Whether the Trainer runs with fast_dev_run (checkpointing and early stopping then do nothing).
-  bool fast_dev_run = false;
-  /// The run's loggers (empty when logging is off).
-  std::vector<Logger*> loggers{};
-  /// The optimizers of the model being fitted.
-  std::vector<torch::optim::Optimizer*> optimizers{};
-  /// The model being fitted or evaluated.
-  torch::nn::Module* model = nullptr;
-
-  /// All metrics logged so far as numbers (reading them syncs with the device).
-  const std::map<std::string, double, std::less<>>& callback_metrics() { return metrics_->callback_metrics(); }
-  /// One metric, if it was logged.
-  std::optional<double> metric(std::string_view key) { return metrics_->metric(key); }
-  /// Values flagged prog_bar, for progress bars.
-  std::vector<std::pair<std::string, double>> progress_bar_metrics() { return metrics_->progress_bar_values(); }
-  /// Logs a value from a callback (as LightningModule.log does from a hook).
-  void log(std::string_view name, double value, const LogOptions& options = {}) {
-    metrics_->log(name, value, options, phase_);
-  }
-  /// Logs a tensor value from a callback; the value stays on the device until a logger or the progress bar
-  /// reads it.
-  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
-    metrics_->log(name, value, options, phase_);
-  }
-  /// Writes the metrics to every logger at the current global step (global rank zero only).
-  void log_to_loggers(const std::map<std::string, double>& values) const {
-    if (!is_global_zero) return;
-    for (Logger* logger : loggers) logger->log_metrics(values, global_step);
-  }
-  /// Saves a full checkpoint of the run to `path` (atomically). Set by the Trainer during fit.
-  std::function<void(const std::filesystem::path& path, bool weights_only)> save_checkpoint{};
-  /// False when the last save_checkpoint call failed and the failure was only logged
-  /// (on_checkpoint_failure=warn): callbacks then keep the files they would have replaced.
-  bool last_checkpoint_saved = true;
-  /// The accelerator's device statistics for the root device (DeviceStatsMonitor).
-  std::function<std::map<std::string, double>()> device_stats{};
-
-  /// The first logger's folder, or default_root_dir when there is no logger.
-  std::filesystem::path log_dir() const {
-    return loggers.empty() ? (default_root_dir.empty() ? std::filesystem::path(".") : default_root_dir)
-                           : loggers.front()->log_dir();
-  }
-
-  /// \cond
-  // Set by the Trainer.
-  detail::MetricStore* metrics_ = nullptr;
-  MetricPhase phase_ = MetricPhase::train;
-  /// \endcond
-};
-
-namespace detail {
-
-/// Every hook a callback may define. The enumerator order is the storage order of the Trainer's lists.
-enum class Hook : std::size_t {
-  setup, teardown, on_fit_start, on_fit_end, on_sanity_check_start, on_sanity_check_end, on_train_start,
-  on_train_end, on_train_epoch_start, on_train_epoch_end, on_train_batch_start, on_train_batch_end,
-  on_validation_start, on_validation_end, on_validation_epoch_start, on_validation_epoch_end,
-  on_validation_batch_end, on_test_start, on_test_end, on_test_epoch_end, on_test_batch_end, on_before_backward,
-  on_after_backward, on_before_optimizer_step, on_before_zero_grad, on_exception, save_state, load_state,
-  count_
-};
-inline constexpr std::size_t hook_count = static_cast<std::size_t>(Hook::count_);
-
-/// Calls a hook if `callback` has it; a bool result of true requests a stop.
-#define VOLT_DETAIL_CALL_HOOK(hook, ...)                                                   \
-  if constexpr (requires { callback.hook(__VA_ARGS__); }) {                                \
-    if constexpr (std::is_same_v<decltype(callback.hook(__VA_ARGS__)), bool>) {            \
-      if (callback.hook(__VA_ARGS__)) state.should_stop = true;                           \
-    } else {                                                                               \
-      callback.hook(__VA_ARGS__);                                                          \
-    }                                                                                      \
-  }
-
-/// Type-erased callback: one virtual function per hook, and a record of which hooks the type defines.
+/// A callback behind one virtual function per hook of the table, with a record of which hooks its type
+/// defines. `State` is the host's state type, passed first to every hook.
+template <class State>
 class AnyCallback {
  public:
   virtual ~AnyCallback() = default;
+  /// Whether the callback's type defines `hook`.
   virtual bool has(Hook hook) const = 0;
+  /// The callback type's mangled name (its identity in checkpoints).
   virtual std::string_view type_name() const = 0;
+  /// The callback when it is of `type`, else nullptr.
   virtual void* get(const std::type_info& type) = 0;
-
-  virtual void run(Hook hook, TrainerState& state) = 0;
-  virtual void run_batch_end(Hook hook, TrainerState& state, const torch::Tensor& loss, std::int64_t batch_idx) = 0;
-  virtual void run_batch_start(TrainerState& state, std::int64_t batch_idx) = 0;
-  virtual void run_before_backward(TrainerState& state, const torch::Tensor& loss) = 0;
-  virtual void run_before_optimizer_step(TrainerState& state, torch::optim::Optimizer& optimizer) = 0;
-  virtual void run_exception(TrainerState& state, const std::exception_ptr& error) = 0;
+  /// Writes the callback's own state (nothing when it has no save_state).
   virtual void save_state(torch::serialize::OutputArchive& archive) const = 0;
+  /// Reads the callback's own state (nothing when it has no load_state).
   virtual void load_state(torch::serialize::InputArchive& archive) = 0;
+
+#define VOLT_DETAIL_HOOK_VIRTUAL(name, owner, parameters, arguments) \
+  virtual void name(State& state VOLT_DETAIL_UNPAREN parameters) = 0;
+  VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_VIRTUAL)
+#undef VOLT_DETAIL_HOOK_VIRTUAL
 };
 
-template <class C>
-class CallbackModel final : public AnyCallback {
+/// AnyCallback for a callback of type C: each virtual calls C's hook of that name when C has it (a true result
+/// of a bool hook sets state.should_stop), and does nothing otherwise.
+template <class C, class State>
+class CallbackModel final : public AnyCallback<State> {
  public:
+  /// Takes the callback by value.
   explicit CallbackModel(C callback) : callback_(std::move(callback)) {}
 
-  bool has(Hook hook) const override { return defined()[static_cast<std::size_t>(hook)]; }
+  bool has(Hook hook) const override { return defined[static_cast<std::size_t>(hook)]; }
   std::string_view type_name() const override { return typeid(C).name(); }
   void* get(const std::type_info& type) override { return type == typeid(C) ? &callback_ : nullptr; }
-
-  void run(Hook hook, TrainerState& state) override {
-    C& callback = callback_;
-    switch (hook) {
-      case Hook::setup: VOLT_DETAIL_CALL_HOOK(setup, state) break;
-      case Hook::teardown: VOLT_DETAIL_CALL_HOOK(teardown, state) break;
-      case Hook::on_fit_start: VOLT_DETAIL_CALL_HOOK(on_fit_start, state) break;
-      case Hook::on_fit_end: VOLT_DETAIL_CALL_HOOK(on_fit_end, state) break;
-      case Hook::on_sanity_check_start: VOLT_DETAIL_CALL_HOOK(on_sanity_check_start, state) break;
-      case Hook::on_sanity_check_end: VOLT_DETAIL_CALL_HOOK(on_sanity_check_end, state) break;
-      case Hook::on_train_start: VOLT_DETAIL_CALL_HOOK(on_train_start, state) break;
-      case Hook::on_train_end: VOLT_DETAIL_CALL_HOOK(on_train_end, state) break;
-      case Hook::on_train_epoch_start: VOLT_DETAIL_CALL_HOOK(on_train_epoch_start, state) break;
-      case Hook::on_train_epoch_end: VOLT_DETAIL_CALL_HOOK(on_train_epoch_end, state) break;
-      case Hook::on_validation_start: VOLT_DETAIL_CALL_HOOK(on_validation_start, state) break;
-      case Hook::on_validation_end: VOLT_DETAIL_CALL_HOOK(on_validation_end, state) break;
-      case Hook::on_validation_epoch_start: VOLT_DETAIL_CALL_HOOK(on_validation_epoch_start, state) break;
-      case Hook::on_validation_epoch_end: VOLT_DETAIL_CALL_HOOK(on_validation_epoch_end, state) break;
-      case Hook::on_test_start: VOLT_DETAIL_CALL_HOOK(on_test_start, state) break;
-      case Hook::on_test_end: VOLT_DETAIL_CALL_HOOK(on_test_end, state) break;
-      case Hook::on_test_epoch_end: VOLT_DETAIL_CALL_HOOK(on_test_epoch_end, state) break;
-      case Hook::on_after_backward: VOLT_DETAIL_CALL_HOOK(on_after_backward, state) break;
-      case Hook::on_before_zero_grad: VOLT_DETAIL_CALL_HOOK(on_before_zero_grad, state) break;
-      default: break;
-    }
-  }
-  void run_batch_end(Hook hook, TrainerState& state, const torch::Tensor& loss, std::int64_t batch_idx) override {
-    C& callback = callback_;
-    if (hook == Hook::on_train_batch_end) {
-      VOLT_DETAIL_CALL_HOOK(on_train_batch_end, state, loss, batch_idx)
-    } else if (hook == Hook::on_validation_batch_end) {
-      VOLT_DETAIL_CALL_HOOK(on_validation_batch_end, state, batch_idx)
-    } else if (hook == Hook::on_test_batch_end) {
-      VOLT_DETAIL_CALL_HOOK(on_test_batch_end, state, batch_idx)
-    }
-  }
-  void run_batch_start(TrainerState& state, std::int64_t batch_idx) override {
-    C& callback = callback_;
-    VOLT_DETAIL_CALL_HOOK(on_train_batch_start, state, batch_idx)
-  }
-  void run_before_backward(TrainerState& state, const torch::Tensor& loss) override {
-    C& callback = callback_;
-    VOLT_DETAIL_CALL_HOOK(on_before_backward, state, loss)
-  }
-  void run_before_optimizer_step(TrainerState& state, torch::optim::Optimizer& optimizer) override {
-    C& callback = callback_;
-    VOLT_DETAIL_CALL_HOOK(on_before_optimizer_step, state, optimizer)
-  }
-  void run_exception(TrainerState& state, const std::exception_ptr& error) override {
-    C& callback = callback_;
-    VOLT_DETAIL_CALL_HOOK(on_exception, state, error)
-  }
   void save_state(torch::serialize::OutputArchive& archive) const override {
     if constexpr (requires(const C& c) { c.save_state(archive); }) callback_.save_state(archive);
   }
@@ -7514,58 +7747,58 @@ class CallbackModel final : public AnyCallback {
     if constexpr (requires(C& c) { c.load_state(archive); }) callback_.load_state(archive);
   }
 
- private:
-  static const std::array<bool, hook_count>& defined() {
-    static const std::array<bool, hook_count> table = [] {
-      std::array<bool, hook_count> t{};
-      using S = TrainerState&;
-      auto set = [&t](Hook hook, bool value) { t[static_cast<std::size_t>(hook)] = value; };
-      set(Hook::setup, requires(C c, S s) { c.setup(s); });
-      set(Hook::teardown, requires(C c, S s) { c.teardown(s); });
-      set(Hook::on_fit_start, requires(C c, S s) { c.on_fit_start(s); });
-      set(Hook::on_fit_end, requires(C c, S s) { c.on_fit_end(s); });
-      set(Hook::on_sanity_check_start, requires(C c, S s) { c.on_sanity_check_start(s); });
-      set(Hook::on_sanity_check_end, requires(C c, S s) { c.on_sanity_check_end(s); });
-      set(Hook::on_train_start, requires(C c, S s) { c.on_train_start(s); });
-      set(Hook::on_train_end, requires(C c, S s) { c.on_train_end(s); });
-      set(Hook::on_train_epoch_start, requires(C c, S s) { c.on_train_epoch_start(s); });
-      set(Hook::on_train_epoch_end, requires(C c, S s) { c.on_train_epoch_end(s); });
-      set(Hook::on_train_batch_start, requires(C c, S s) { c.on_train_batch_start(s, std::int64_t{}); });
-      set(Hook::on_train_batch_end,
-          requires(C c, S s, const torch::Tensor& l) { c.on_train_batch_end(s, l, std::int64_t{}); });
-      set(Hook::on_validation_start, requires(C c, S s) { c.on_validation_start(s); });
-      set(Hook::on_validation_end, requires(C c, S s) { c.on_validation_end(s); });
-      set(Hook::on_validation_epoch_start, requires(C c, S s) { c.on_validation_epoch_start(s); });
-      set(Hook::on_validation_epoch_end, requires(C c, S s) { c.on_validation_epoch_end(s); });
-      set(Hook::on_validation_batch_end, requires(C c, S s) { c.on_validation_batch_end(s, std::int64_t{}); });
-      set(Hook::on_test_start, requires(C c, S s) { c.on_test_start(s); });
-      set(Hook::on_test_end, requires(C c, S s) { c.on_test_end(s); });
-      set(Hook::on_test_epoch_end, requires(C c, S s) { c.on_test_epoch_end(s); });
-      set(Hook::on_test_batch_end, requires(C c, S s) { c.on_test_batch_end(s, std::int64_t{}); });
-      set(Hook::on_before_backward, requires(C c, S s, const torch::Tensor& l) { c.on_before_backward(s, l); });
-      set(Hook::on_after_backward, requires(C c, S s) { c.on_after_backward(s); });
-      set(Hook::on_before_optimizer_step,
-          requires(C c, S s, torch::optim::Optimizer& o) { c.on_before_optimizer_step(s, o); });
-      set(Hook::on_before_zero_grad, requires(C c, S s) { c.on_before_zero_grad(s); });
-      set(Hook::on_exception, requires(C c, S s, const std::exception_ptr& e) { c.on_exception(s, e); });
-      set(Hook::save_state, requires(const C c, torch::serialize::OutputArchive& a) { c.save_state(a); });
-      set(Hook::load_state, requires(C c, torch::serialize::InputArchive& a) { c.load_state(a); });
-      return t;
-    }();
-    return table;
+#define VOLT_DETAIL_HOOK_OVERRIDE(name, owner, parameters, arguments)                                     \
+  void name(State& state VOLT_DETAIL_UNPAREN parameters) override {                                       \
+    if constexpr (defined[static_cast<std::size_t>(Hook::name)]) {                                        \
+      if constexpr (std::is_same_v<decltype(callback_.name(state VOLT_DETAIL_UNPAREN arguments)), bool>) { \
+        if (callback_.name(state VOLT_DETAIL_UNPAREN arguments)) state.should_stop = true;                \
+      } else {                                                                                            \
+        callback_.name(state VOLT_DETAIL_UNPAREN arguments);                                              \
+      }                                                                                                   \
+    } else {                                                                                              \
+      unused_hook_arguments(state VOLT_DETAIL_UNPAREN arguments);                                         \
+    }                                                                                                     \
   }
+  VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_OVERRIDE)
+#undef VOLT_DETAIL_HOOK_OVERRIDE
 
+  /// Which hooks of the table C defines as a callback hook.
+  static constexpr std::array<bool, hook_count> defined{
+#define VOLT_DETAIL_HOOK_DEFINED(name, owner, parameters, arguments)                                          \
+  callback_hook(Hook::name) &&                                                                               \
+      requires(C& callback, State& state VOLT_DETAIL_UNPAREN parameters) {                                   \
+        callback.name(state VOLT_DETAIL_UNPAREN arguments);                                                  \
+      },
+      VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_DEFINED)
+#undef VOLT_DETAIL_HOOK_DEFINED
+  };
+
+ private:
   C callback_;
 };
 
-#undef VOLT_DETAIL_CALL_HOOK
+/// Calls hook `H` of a type-erased callback.
+template <Hook H>
+struct CallbackHook;
+#define VOLT_DETAIL_HOOK_DISPATCH(name, owner, parameters, arguments) \
+  template <>                                                         \
+  struct CallbackHook<Hook::name> {                                   \
+    template <class Callback, class... Arguments>                     \
+    static void call(Callback& callback, Arguments&... args) {        \
+      callback.name(args...);                                         \
+    }                                                                 \
+  };
+VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_DISPATCH)
+#undef VOLT_DETAIL_HOOK_DISPATCH
 
-/// The Trainer's callbacks, with one list per hook of just the callbacks that define it.
+/// A host's callbacks, with one list per hook of just the callbacks that define it.
+template <class State>
 class CallbackList {
  public:
+  /// Adds `callback` after the others.
   template <class C>
   void add(C callback) {
-    auto model = std::make_unique<CallbackModel<std::remove_cvref_t<C>>>(std::move(callback));
+    auto model = std::make_unique<CallbackModel<std::remove_cvref_t<C>, State>>(std::move(callback));
     for (std::size_t hook = 0; hook < hook_count; ++hook) {
       if (model->has(static_cast<Hook>(hook))) by_hook_[hook].push_back(model.get());
     }
@@ -7580,6 +7813,7 @@ class CallbackList {
     }
     return nullptr;
   }
+  /// How many callbacks are of type C.
   template <class C>
   std::size_t count() const {
     std::size_t n = 0;
@@ -7587,20 +7821,25 @@ class CallbackList {
     return n;
   }
 
-  const std::vector<AnyCallback*>& with(Hook hook) const { return by_hook_[static_cast<std::size_t>(hook)]; }
+  /// The callbacks that define `hook`, in order.
+  const std::vector<AnyCallback<State>*>& with(Hook hook) const { return by_hook_[static_cast<std::size_t>(hook)]; }
 
-  void run(Hook hook, TrainerState& state) const {
-    for (AnyCallback* callback : with(hook)) callback->run(hook, state);
+  /// Calls hook `H` of every callback that defines it, in order.
+  template <Hook H, class... Arguments>
+  void run(State& state, Arguments&&... args) const {
+    static_assert(callback_hook(H), "volt: this hook is a model hook only (see the owner column of VOLT_DETAIL_HOOKS)");
+    for (AnyCallback<State>* callback : with(H)) CallbackHook<H>::call(*callback, state, args...);
   }
-  const std::vector<std::unique_ptr<AnyCallback>>& all() const { return all_; }
+
+  /// Every callback, in order.
+  const std::vector<std::unique_ptr<AnyCallback<State>>>& all() const { return all_; }
 
  private:
-  std::vector<std::unique_ptr<AnyCallback>> all_;
-  std::array<std::vector<AnyCallback*>, hook_count> by_hook_{};
+  std::vector<std::unique_ptr<AnyCallback<State>>> all_;
+  std::array<std::vector<AnyCallback<State>*>, hook_count> by_hook_{};
 };
 
-}  // namespace detail
-}  // namespace volt
+}  // namespace volt::detail
 // ---- end volt/callbacks/callback.hpp
 // ---- begin volt/callbacks/model_checkpoint.hpp
 /// \file
@@ -7749,27 +7988,31 @@ class ModelCheckpoint {
   // ---- hooks -------------------------------------------------------------------------------------
 
   /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`).
-  void setup(TrainerState& state) {
+  template <class State>
+  void setup(State& state) {
     if (dirpath_.empty()) {
       dirpath_ = !options_.dirpath.empty() ? options_.dirpath : state.log_dir() / "checkpoints";
     }
   }
 
   /// Hook after each training batch: saves when every_n_train_steps divides the global step.
-  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
     if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
     save_topk_and_last(state);
   }
 
   /// Hook at the end of each training epoch: saves (every_n_epochs) when saving happens at the epoch end.
-  void on_train_epoch_end(TrainerState& state) {
+  template <class State>
+  void on_train_epoch_end(State& state) {
     if (should_skip(state) || !save_on_train_epoch_end(state)) return;
     if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
     save_last(state);
   }
 
   /// Hook at the end of each validation run: saves (every_n_epochs) when saving does not happen at the epoch end.
-  void on_validation_end(TrainerState& state) {
+  template <class State>
+  void on_validation_end(State& state) {
     if (should_skip(state) || save_on_train_epoch_end(state)) return;
     if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
     save_last(state);
@@ -7837,17 +8080,20 @@ class ModelCheckpoint {
     return buffer;
   }
 
-  bool should_skip(const TrainerState& state) const {
-    return state.stage != Stage::fitting || state.fast_dev_run || state.global_step == last_global_step_saved_;
+  template <class State>
+  bool should_skip(const State& state) const {
+    return state.stage != State::Stage::fitting || state.fast_dev_run || state.global_step == last_global_step_saved_;
   }
 
-  bool save_on_train_epoch_end(const TrainerState& state) const {
+  template <class State>
+  bool save_on_train_epoch_end(const State& state) const {
     if (options_.save_on_train_epoch_end) return *options_.save_on_train_epoch_end;
     if (!state.has_validation) return true;
     return state.validates_at_epoch_end;
   }
 
-  std::map<std::string, double, std::less<>> monitor_candidates(TrainerState& state) const {
+  template <class State>
+  std::map<std::string, double, std::less<>> monitor_candidates(State& state) const {
     auto metrics = state.callback_metrics();
     metrics["epoch"] = static_cast<double>(state.current_epoch);
     metrics["step"] = static_cast<double>(state.global_step);
@@ -7864,7 +8110,8 @@ class ModelCheckpoint {
   }
 
   /// Saves to `path`; false when the save failed and the Trainer only logged it (on_checkpoint_failure=warn).
-  bool write(TrainerState& state, const std::filesystem::path& path) {
+  template <class State>
+  bool write(State& state, const std::filesystem::path& path) {
     if (!state.save_checkpoint) return true;  // no Trainer behind the state (unit tests): bookkeeping only
     state.save_checkpoint(path, options_.save_weights_only);
     if (!state.last_checkpoint_saved) return false;
@@ -7875,18 +8122,21 @@ class ModelCheckpoint {
     return true;
   }
 
-  void remove(const TrainerState& state, const std::filesystem::path& path) const {
+  template <class State>
+  void remove(const State& state, const std::filesystem::path& path) const {
     if (!state.is_global_zero || path.empty()) return;
     std::error_code ignored;
     std::filesystem::remove(path, ignored);
   }
 
-  void save_topk_and_last(TrainerState& state) {
+  template <class State>
+  void save_topk_and_last(State& state) {
     save_topk(state);
     save_last(state);
   }
 
-  void save_topk(TrainerState& state) {
+  template <class State>
+  void save_topk(State& state) {
     if (options_.save_top_k == 0) return;
     auto metrics = monitor_candidates(state);
     if (options_.monitor.empty()) {
@@ -7957,7 +8207,8 @@ class ModelCheckpoint {
     best_model_score_ = best->second;
   }
 
-  void save_last(TrainerState& state) {
+  template <class State>
+  void save_last(State& state) {
     if (!options_.save_last) return;
     const auto path = dirpath_ / (std::string(name_last) + file_extension);
     // The same step may already be saved under a top-k name; last.ckpt is still refreshed.
@@ -8059,12 +8310,14 @@ class EarlyStopping {
   const std::string& stopping_reason() const { return stopping_reason_; }
 
   /// Hook: runs the check at the end of each training epoch, when checks run there.
-  void on_train_epoch_end(TrainerState& state) {
+  template <class State>
+  void on_train_epoch_end(State& state) {
     if (!check_on_train_epoch_end(state) || skip(state)) return;
     run_check(state);
   }
   /// Hook: runs the check at the end of each validation run, when checks do not run at the training epoch end.
-  void on_validation_end(TrainerState& state) {
+  template <class State>
+  void on_validation_end(State& state) {
     if (check_on_train_epoch_end(state) || skip(state)) return;
     run_check(state);
   }
@@ -8089,11 +8342,13 @@ class EarlyStopping {
   }
 
  private:
-  bool check_on_train_epoch_end(const TrainerState& state) const {
+  template <class State>
+  bool check_on_train_epoch_end(const State& state) const {
     if (options_.check_on_train_epoch_end) return *options_.check_on_train_epoch_end;
     return state.validates_at_epoch_end;
   }
-  static bool skip(const TrainerState& state) { return state.stage != Stage::fitting || state.fast_dev_run; }
+  template <class State>
+  static bool skip(const State& state) { return state.stage != State::Stage::fitting || state.fast_dev_run; }
 
   bool improves(double current, double reference) const {
     return options_.mode == "min" ? current < reference : current > reference;
@@ -8105,7 +8360,8 @@ class EarlyStopping {
     return buffer;
   }
 
-  void run_check(TrainerState& state) {
+  template <class State>
+  void run_check(State& state) {
     const auto current = state.metric(options_.monitor);
     if (!current) {
       std::string available;
@@ -8214,14 +8470,16 @@ class ProgressBar {
   explicit ProgressBar(ProgressBarOptions options = {}) : options_(options) {}
 
   /// Hook at each training epoch start: restarts the epoch's clock and batch count.
-  void on_train_epoch_start(TrainerState& state) {
+  template <class State>
+  void on_train_epoch_start(State& state) {
     if (!state.is_global_zero) return;
     epoch_start_ = last_draw_ = Clock::now();
     batches_ = 0;
   }
 
   /// Hook after each training batch: on a terminal, redraws the line at most every refresh_interval seconds.
-  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t batch_idx) {
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t batch_idx) {
     if (!state.is_global_zero) return;
     batches_ = batch_idx + 1;
     if (!terminal()) return;
@@ -8232,13 +8490,15 @@ class ProgressBar {
   }
 
   /// Hook at each training epoch end: draws the epoch's final line (in line mode, its only line).
-  void on_train_epoch_end(TrainerState& state) {
+  template <class State>
+  void on_train_epoch_end(State& state) {
     if (!state.is_global_zero || batches_ == 0) return;
     draw(state, true);
   }
 
   /// The text of the bar for the current state (exposed for tests).
-  std::string render(TrainerState& state) const {
+  template <class State>
+  std::string render(State& state) const {
     const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
     const double rate = elapsed > 0 ? static_cast<double>(batches_) / elapsed : 0.0;
     std::ostringstream line;
@@ -8295,7 +8555,8 @@ class ProgressBar {
 #endif
   }
 
-  void draw(TrainerState& state, bool final) {
+  template <class State>
+  void draw(State& state, bool final) {
     std::ostream& out = options_.stream != nullptr ? *options_.stream : std::cerr;
     const std::string text = render(state);
     if (terminal()) {
@@ -8363,7 +8624,8 @@ class ModelSummary {
   explicit ModelSummary(int max_depth = 1) : max_depth_(max_depth) {}
 
   /// Hook at fit start: logs summarize(model) through volt::log on global rank zero.
-  void on_fit_start(TrainerState& state) {
+  template <class State>
+  void on_fit_start(State& state) {
     if (state.is_global_zero && state.model != nullptr) log::info(summarize(*state.model));
   }
 
@@ -8487,7 +8749,8 @@ class LearningRateMonitor {
   }
 
   /// Runs at fit start. Throws MisconfigurationError when the Trainer has no logger.
-  void on_fit_start(TrainerState& state) {
+  template <class State>
+  void on_fit_start(State& state) {
     if (state.loggers.empty()) {
       throw MisconfigurationError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
     }
@@ -8495,18 +8758,21 @@ class LearningRateMonitor {
 
   /// Before each training batch whose step is logged (log_every_n_steps): logs the rates, unless the interval is
   /// "epoch".
-  void on_train_batch_start(TrainerState& state, std::int64_t) {
+  template <class State>
+  void on_train_batch_start(State& state, std::int64_t) {
     if (options_.logging_interval == "epoch") return;
     if (state.log_every_n_steps == 0 || (state.global_step + 1) % state.log_every_n_steps != 0) return;
     state.log_to_loggers(values(state));
   }
   /// At each training epoch start: logs the rates when the interval is "epoch".
-  void on_train_epoch_start(TrainerState& state) {
+  template <class State>
+  void on_train_epoch_start(State& state) {
     if (options_.logging_interval == "epoch") state.log_to_loggers(values(state));
   }
 
   /// "lr-Adam" (or "lr-Adam/pg1"... for several parameter groups; "lr-Adam-1" for a second Adam).
-  std::map<std::string, double> values(const TrainerState& state) const {
+  template <class State>
+  std::map<std::string, double> values(const State& state) const {
     std::map<std::string, double> out;
     std::map<std::string, int> seen;
     for (torch::optim::Optimizer* optimizer : state.optimizers) {
@@ -8542,20 +8808,24 @@ namespace volt {
 class DeviceStatsMonitor {
  public:
   /// Runs at fit start on every rank. Throws MisconfigurationError when the Trainer has no logger.
-  void on_fit_start(TrainerState& state) {
+  template <class State>
+  void on_fit_start(State& state) {
     if (state.loggers.empty()) {
       throw MisconfigurationError("Cannot use `DeviceStatsMonitor` callback with `Trainer(logger=False)`.");
     }
   }
   /// Before each training batch: logs the device statistics when this step is logged (global rank zero writes).
-  void on_train_batch_start(TrainerState& state, std::int64_t) { record(state, "on_train_batch_start"); }
+  template <class State>
+  void on_train_batch_start(State& state, std::int64_t) { record(state, "on_train_batch_start"); }
   /// After each training batch: logs the device statistics when this step is logged (global rank zero writes).
-  void on_train_batch_end(TrainerState& state, const torch::Tensor&, std::int64_t) {
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
     record(state, "on_train_batch_end");
   }
 
  private:
-  static void record(TrainerState& state, const std::string& hook) {
+  template <class State>
+  static void record(State& state, const std::string& hook) {
     if (!state.device_stats || state.log_every_n_steps == 0 ||
         (state.global_step + 1) % state.log_every_n_steps != 0) {
       return;
@@ -8573,6 +8843,77 @@ class DeviceStatsMonitor {
 /// \file
 /// volt/loggers: where logged metrics are written.
 
+// ---- begin volt/loggers/logger.hpp
+/// \file
+/// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <system_error>
+
+namespace volt {
+
+/// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
+/// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
+/// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
+class Logger {
+ public:
+  virtual ~Logger() = default;
+  /// Records `metrics` at optimizer step `step`. May buffer; may throw std::runtime_error when a file cannot
+  /// be written.
+  virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
+  /// Records the run's hyperparameters, once, at fit start.
+  virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
+  /// Writes what is buffered. The default does nothing.
+  virtual void save() {}
+  /// Called once when the run ends, with "success", "failed" or "interrupted"; the default calls save().
+  virtual void finalize(const std::string& /*status*/) { save(); }
+  /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
+  virtual std::filesystem::path log_dir() const = 0;
+};
+
+namespace detail {
+
+/// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
+inline int next_version(const std::filesystem::path& root) {
+  std::error_code error;
+  int next = 0;
+  if (!std::filesystem::is_directory(root, error)) return 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
+    try {
+      std::size_t used = 0;
+      const int number = std::stoi(name.substr(8), &used);
+      if (used == name.size() - 8) next = std::max(next, number + 1);
+    } catch (const std::exception&) {
+      // not a version folder of ours
+    }
+  }
+  return next;
+}
+
+/// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
+/// options' version or else the next free one, chosen once (`version` caches it).
+template <class Options>
+std::filesystem::path versioned_log_dir(const Options& options, std::optional<int>& version) {
+  const auto root = (options.save_dir.empty() ? std::filesystem::path(".") : options.save_dir) / options.name;
+  if (!version) version = options.version ? *options.version : next_version(root);
+  return root / ("version_" + std::to_string(*version));
+}
+
+/// The Trainer's default_root_dir as the save_dir of a file logger that was given none ("." when empty too).
+template <class Options>
+void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) {
+  if (options.save_dir.empty()) options.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/loggers/logger.hpp
 // ---- begin volt/loggers/csv_logger.hpp
 /// \file
 /// volt::CSVLogger: metrics.csv and hparams.yaml in Lightning's layout,
@@ -9027,8 +9368,512 @@ class TensorBoardLogger : public Logger {
 // ---- end volt/loggers.hpp
 // ---- begin volt/serialization.hpp
 /// \file
-/// volt/serialization: weights files exchanged with Python (torch.save / torch.load).
+/// volt/serialization: the file formats. Weights files exchanged with Python (torch.save / torch.load) and
+/// volt's crash-safe checkpoint files (written by the Trainer and Fabric, read by load_checkpoint_weights).
 
+// ---- begin volt/serialization/checkpoint_io.hpp
+/// \file
+/// Checkpoint files that survive crashes and report bad input clearly (volt::CheckpointError).
+///
+/// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
+/// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
+/// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
+/// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
+/// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
+/// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
+/// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
+/// the keys and shapes.
+/// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
+
+// ---- begin volt/core/files.hpp
+/// \file
+/// Durable file writes: write a file and flush it to disk, flush a folder's entries to disk. The one place
+/// with the platform code for it (POSIX open/write/fsync; on Windows a plain stream write without flushes).
+/// Checkpoints (volt/serialization/checkpoint_io.hpp) and weights files (volt/serialization/weights.hpp)
+/// write a temporary file with these, then rename it over the target.
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <ios>
+#include <optional>
+#include <string>
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+
+namespace volt::detail {
+
+/// The step of write_file_durably() that failed.
+enum class FileWriteStage {
+  create,  ///< the file could not be created or opened (POSIX open)
+  write,   ///< a write failed part-way (FileWriteFailure::written says how far it got)
+  flush,   ///< the data could not be flushed to disk (fsync)
+  close,   ///< closing the file failed
+  stream,  ///< the stream write of the Windows fallback failed (no system error is known)
+};
+
+/// Why write_file_durably() failed: the step, the system error (errno; 0 for FileWriteStage::stream) and the
+/// bytes written before the failure.
+struct FileWriteFailure {
+  FileWriteStage stage = FileWriteStage::create;
+  int error = 0;
+  std::size_t written = 0;
+};
+
+/// A failure to inject in tests: the write fails with `error` once `after_bytes` bytes are written; a
+/// negative `after_bytes` (the default) injects nothing. Honoured by the POSIX path only.
+struct FileWriteFault {
+  std::int64_t after_bytes = -1;
+  int error = 0;
+};
+
+#if !defined(_WIN32)
+
+/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
+/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+                                                          FileWriteFault fault = {}) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return FileWriteFailure{FileWriteStage::create, errno, 0};
+  const auto fail = [fd](FileWriteStage stage, int error, std::size_t written) {
+    ::close(fd);
+    return FileWriteFailure{stage, error, written};
+  };
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    std::size_t chunk = std::min<std::size_t>(bytes.size() - written, std::size_t{1} << 20);
+    if (fault.after_bytes >= 0) {
+      if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
+      chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
+    }
+    const ::ssize_t result = ::write(fd, bytes.data() + written, chunk);
+    if (result < 0) {
+      if (errno == EINTR) continue;
+      return fail(FileWriteStage::write, errno, written);
+    }
+    written += static_cast<std::size_t>(result);
+  }
+  if (::fsync(fd) != 0) return fail(FileWriteStage::flush, errno, written);
+  if (::close(fd) != 0) return FileWriteFailure{FileWriteStage::close, errno, written};
+  return std::nullopt;
+}
+
+/// Flushes the file at `path` (already written and closed) to disk. Best effort: a file that cannot be
+/// opened or flushed is left as it is, silently.
+inline void fsync_file(const std::filesystem::path& path) {
+  if (const int fd = ::open(path.c_str(), O_RDONLY); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+/// Flushes the entries of `folder` (a rename just done in it) to disk. Best effort: some file systems refuse
+/// fsync on folders, and the rename itself is already done.
+inline void fsync_folder(const std::filesystem::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+#else
+
+/// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
+/// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is
+/// not honoured here.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+                                                          FileWriteFault /*fault*/ = {}) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
+  return std::nullopt;
+}
+
+/// Does nothing on this platform.
+inline void fsync_file(const std::filesystem::path& /*path*/) {}
+
+/// Does nothing on this platform.
+inline void fsync_folder(const std::filesystem::path& /*folder*/) {}
+
+#endif
+
+}  // namespace volt::detail
+// ---- end volt/core/files.hpp
+
+#include <torch/torch.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+/// Test probe: a checkpoint write fails with `checkpoint_write_fault_errno` once this many bytes of the
+/// temporary file were written; -1 (the default) means never. Set through testing::ScopedCheckpointWriteFault.
+inline std::atomic<std::int64_t> checkpoint_write_fault_after_bytes{-1};
+inline std::atomic<int> checkpoint_write_fault_errno{0};
+
+inline std::string system_error_text(int error) { return std::generic_category().message(error); }
+
+inline std::string shape_text(c10::IntArrayRef sizes) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
+
+/// Writes `bytes` to a new file at `path` and flushes it to disk (detail::write_file_durably, with the test
+/// fault of ScopedCheckpointWriteFault). Throws CheckpointError (naming `shown` and the system error) on any
+/// failure; the caller removes the partial file.
+inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
+  const FileWriteFault fault{checkpoint_write_fault_after_bytes.load(), checkpoint_write_fault_errno.load()};
+  const auto failure = write_file_durably(path, bytes, fault);
+  if (!failure) return;
+  const std::string prefix = "volt: could not write the checkpoint " + shown + ": ";
+  const std::string kept = " (the previous checkpoint, if any, is kept)";
+  switch (failure->stage) {
+    case FileWriteStage::create:
+      throw CheckpointError(prefix + "cannot create " + path.string() + ": " + system_error_text(failure->error));
+    case FileWriteStage::write:
+      throw CheckpointError(prefix + "write failed after " + std::to_string(failure->written) + " of " +
+                            std::to_string(bytes.size()) + " bytes: " + system_error_text(failure->error) + kept);
+    case FileWriteStage::flush:
+      throw CheckpointError(prefix + "could not flush it to disk: " + system_error_text(failure->error) + kept);
+    case FileWriteStage::close:
+      throw CheckpointError(prefix + "closing " + path.string() + " failed: " + system_error_text(failure->error));
+    case FileWriteStage::stream:
+      break;
+  }
+  throw CheckpointError(prefix + "writing " + path.string() + " failed");
+}
+
+/// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
+/// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
+/// and the system error (e.g. "No space left on device").
+inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) {
+    throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
+  }
+  std::ostringstream buffer(std::ios::binary);
+  try {
+    archive.save_to(buffer);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
+  }
+  const std::string bytes = std::move(buffer).str();
+  std::random_device entropy;
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
+  try {
+    write_file_synced(temporary, bytes, path.string());
+    std::filesystem::rename(temporary, path);
+  } catch (const CheckpointError&) {
+    std::filesystem::remove(temporary, error);
+    throw;
+  } catch (const std::exception& cause) {
+    std::filesystem::remove(temporary, error);
+    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what() +
+                          " (the previous checkpoint, if any, is kept)");
+  }
+  fsync_folder(folder);
+}
+
+inline std::uint32_t crc32(const char* data, std::size_t size) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> entries{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+      entries[n] = c;
+    }
+    return entries;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ static_cast<unsigned char>(data[i])) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
+/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
+/// in the TorchScript code of an archive crashes LibTorch 1.13). Archives in zip64 form or with compressed
+/// entries are left to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
+inline void check_zip_integrity(const std::string& bytes, const std::string& shown) {
+  const auto u16 = [&](std::size_t at) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
+           static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
+  };
+  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
+  const auto damaged = [&](const std::string& what) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
+                          std::to_string(bytes.size()) + " bytes): " + what);
+  };
+  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
+  std::size_t end_record = std::string::npos;
+  for (std::size_t back = 22; back <= bytes.size() && back <= 22 + 65535; ++back) {
+    const std::size_t at = bytes.size() - back;
+    if (u32(at) == 0x06054b50U) {
+      end_record = at;
+      break;
+    }
+  }
+  if (end_record == std::string::npos) damaged("no zip end-of-archive record (the end of the file is missing)");
+  const std::uint32_t entries = u16(end_record + 10);
+  const std::uint32_t directory_size = u32(end_record + 12);
+  const std::uint32_t directory_offset = u32(end_record + 16);
+  if (entries == 0xFFFFU || directory_offset == 0xFFFFFFFFU) return;  // zip64: left to LibTorch
+  if (static_cast<std::uint64_t>(directory_offset) + directory_size > end_record) {
+    damaged("the zip directory lies outside the file");
+  }
+  std::size_t at = directory_offset;
+  for (std::uint32_t entry = 0; entry < entries; ++entry) {
+    if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
+    const std::uint32_t method = u16(at + 10);
+    const std::uint32_t crc = u32(at + 16);
+    const std::uint32_t stored_size = u32(at + 20);
+    const std::uint32_t name_size = u16(at + 28);
+    const std::uint32_t header_extra = u16(at + 30) + u16(at + 32);
+    const std::uint32_t local = u32(at + 42);
+    if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
+    const std::string name = bytes.substr(at + 46, name_size);
+    at += 46 + name_size + header_extra;
+    if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
+    if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
+      damaged("the entry '" + name + "' has no valid local header");
+    }
+    const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
+    if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
+    if (method != 0) continue;  // compressed: LibTorch checks it while inflating
+    if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
+  }
+}
+
+/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
+/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
+inline void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
+                               const std::string& shown, torch::Device device) {
+  if (bytes.empty()) throw CheckpointError("volt: checkpoint file " + shown + " is empty");
+  // LibTorch archives are zip files: they start with a local file header "PK\3\4".
+  if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint: it does not start with a zip header, "
+                          "so it is not a LibTorch archive (a foreign or corrupted file, " +
+                          std::to_string(bytes.size()) + " bytes)");
+  }
+  check_zip_integrity(bytes, shown);
+  try {
+    archive.load_from(bytes.data(), bytes.size(), device);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
+                          std::to_string(bytes.size()) + " bytes): " + cause.what());
+  }
+}
+
+/// Loads an archive, mapping every tensor to `device`. Names the file in any error (see load_archive_bytes).
+inline void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
+                         torch::Device device) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (!in && !in.eof()) throw CheckpointError("volt: cannot read the checkpoint file " + path.string());
+  load_archive_bytes(archive, std::move(content).str(), path.string(), device);
+}
+
+/// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
+/// CheckpointError naming the file and the entry when it is missing or of another type:
+/// "volt: <file> is not a volt checkpoint or is corrupted: entry '<key>' is missing or not <a type>".
+/// Holds a reference to the archive, which must outlive it.
+class CheckpointReader {
+ public:
+  /// Reads from `archive`, naming the file `shown` in errors.
+  CheckpointReader(torch::serialize::InputArchive& archive, std::string shown)
+      : archive_(archive), shown_(std::move(shown)) {}
+
+  /// Whether the checkpoint has an entry `key`, of any type.
+  bool contains(const std::string& key) const {
+    c10::IValue value;
+    return archive_.try_read(key, value);
+  }
+
+  /// The int entry `key`.
+  std::int64_t read_int(const std::string& key) const { return read_value(key, &c10::IValue::isInt, "an integer").toInt(); }
+
+  /// The bool entry `key`.
+  bool read_bool(const std::string& key) const { return read_value(key, &c10::IValue::isBool, "a bool").toBool(); }
+
+  /// The int list entry `key` (written as a c10::List<std::int64_t>).
+  std::vector<std::int64_t> read_int_list(const std::string& key) const {
+    return read_value(key, &c10::IValue::isIntList, "a list of integers").toIntVector();
+  }
+
+  /// The tensor entry `key`, written as a buffer (`archive.write(key, tensor, /*is_buffer=*/true)`), on the
+  /// device the archive was loaded to.
+  torch::Tensor read_tensor(const std::string& key) const {
+    torch::Tensor tensor;
+    if (!archive_.try_read(key, tensor, /*is_buffer=*/true)) throw entry_error(key, "a tensor");
+    return tensor;
+  }
+
+  /// The nested archive `key` (an OutputArchive written into the checkpoint) into `into`.
+  void read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
+    if (!archive_.try_read(key, into)) throw entry_error(key, "an archive");
+  }
+
+  /// The nested archive `key` into `into` if the checkpoint has one: false (and `into` untouched) when the
+  /// entry is missing or is not an archive, as InputArchive::try_read. For optional entries; never throws
+  /// CheckpointError.
+  bool try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
+    return archive_.try_read(key, into);
+  }
+
+  /// The archive read from.
+  torch::serialize::InputArchive& archive() const noexcept { return archive_; }
+  /// The file name shown in errors.
+  const std::string& shown() const noexcept { return shown_; }
+
+ private:
+  c10::IValue read_value(const std::string& key, bool (c10::IValue::*has_type)() const, const char* type) const {
+    c10::IValue value;
+    if (!archive_.try_read(key, value) || !(value.*has_type)()) throw entry_error(key, type);
+    return value;
+  }
+
+  CheckpointError entry_error(const std::string& key, const char* type) const {
+    return CheckpointError("volt: " + shown_ + " is not a volt checkpoint or is corrupted: entry '" + key +
+                           "' is missing or not " + type);
+  }
+
+  torch::serialize::InputArchive& archive_;
+  std::string shown_;
+};
+
+inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                const std::string& prefix, std::vector<std::string>& problems) {
+  std::set<std::string> expected;
+  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
+    expected.insert(name);
+    torch::Tensor stored;
+    if (!archive.try_read(name, stored, is_buffer)) {
+      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
+    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
+      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
+                         ", model " + shape_text(tensor.sizes()));
+    }
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
+  for (const auto& child : module.named_children()) {
+    expected.insert(child.key());
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      problems.push_back("missing submodule '" + prefix + child.key() + "'");
+      continue;
+    }
+    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
+  }
+  for (const auto& key : archive.keys()) {
+    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
+  }
+}
+
+/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
+/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
+/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
+inline void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                const std::string& shown) {
+  std::vector<std::string> problems;
+  try {
+    compare_module_keys(model_archive, module, "", problems);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
+  }
+  if (problems.empty()) return;
+  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
+                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
+  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
+  if (problems.size() > 20) message += "; ...";
+  throw CheckpointError(message);
+}
+
+}  // namespace detail
+
+/// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
+/// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
+/// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
+inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                    torch::Device device = torch::kCPU) {
+  torch::serialize::InputArchive archive;
+  detail::load_archive(archive, path, device);
+  const detail::CheckpointReader reader(archive, path.string());
+  reader.read_int("volt/format");
+  torch::serialize::InputArchive model_archive;
+  if (!reader.try_read_archive("model", model_archive)) {
+    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+  }
+  detail::check_model_matches(model_archive, module, path.string());
+  try {
+    module.load(model_archive);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + path.string() + " cannot be loaded: " + cause.what());
+  }
+}
+
+namespace testing {
+
+/// Makes every checkpoint write in this process fail once `after_bytes` bytes of the file are written, with
+/// the system error `error` (default ENOSPC, "No space left on device"), while alive. For tests of the
+/// disk-full path; not thread-safe against concurrent instances.
+class ScopedCheckpointWriteFault {
+ public:
+  /// Installs the fault; the destructor restores the previous setting (so instances nest).
+  explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
+      : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
+        previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
+  ~ScopedCheckpointWriteFault() {
+    detail::checkpoint_write_fault_after_bytes = previous_after_;
+    detail::checkpoint_write_fault_errno = previous_errno_;
+  }
+  ScopedCheckpointWriteFault(const ScopedCheckpointWriteFault&) = delete;
+  ScopedCheckpointWriteFault& operator=(const ScopedCheckpointWriteFault&) = delete;
+
+ private:
+  std::int64_t previous_after_;
+  int previous_errno_;
+};
+
+}  // namespace testing
+}  // namespace volt
+// ---- end volt/serialization/checkpoint_io.hpp
 // ---- begin volt/serialization/weights.hpp
 /// \file
 /// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
@@ -9056,23 +9901,27 @@ class TensorBoardLogger : public Logger {
 /// with torch.jit._pickle.restore_type_tag (refused by torch.load(weights_only=True), the default since
 /// torch 2.6), and LibTorch 1.13's reader returns None for the OrderedDict with `_metadata` that
 /// torch.save(model.state_dict()) writes.
+///
+/// The writer is in detail/pickle_writer.hpp, the reader in detail/pickle_reader.hpp, the storage class names
+/// both use in detail/pickle_storage.hpp.
+
+// ---- begin volt/serialization/detail/pickle_reader.hpp
+/// \file
+/// Reading the pickle of a state_dict that torch.save wrote (the subset it uses for dicts of tensors);
+/// implementation of volt/serialization/pickle.hpp, no public API.
+
+// ---- begin volt/serialization/detail/pickle_storage.hpp
+/// \file
+/// The storage class names of torch.save's pickles ("FloatStorage", ...) and their dtypes; implementation of
+/// volt/serialization/pickle.hpp, no public API.
 
 #include <torch/torch.h>
 
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <algorithm>
 #include <map>
-#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <variant>
-#include <vector>
 
 namespace volt::detail::pickle {
 
@@ -9098,6 +9947,8 @@ inline std::string storage_class(c10::ScalarType dtype) {
                               "int64, int32, int16, int8, uint8, bool, complex64, complex128)");
 }
 
+/// The dtype of a storage class name ("FloatStorage" -> float32); std::nullopt for a name torch.save does
+/// not write.
 inline std::optional<c10::ScalarType> storage_dtype(std::string_view name) {
   static const std::map<std::string_view, c10::ScalarType> dtypes = {
       {"FloatStorage", c10::ScalarType::Float},      {"DoubleStorage", c10::ScalarType::Double},
@@ -9112,94 +9963,27 @@ inline std::optional<c10::ScalarType> storage_dtype(std::string_view name) {
   return found->second;
 }
 
-// ---- writing ------------------------------------------------------------------------------------
+}  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/pickle_storage.hpp
 
-/// Writes protocol-2 pickle opcodes.
-class Writer {
- public:
-  Writer() { bytes_ += "\x80\x02"; }  // PROTO 2
-  void mark() { bytes_ += '('; }
-  void global(std::string_view module, std::string_view name) {
-    bytes_ += 'c';
-    bytes_.append(module);
-    bytes_ += '\n';
-    bytes_.append(name);
-    bytes_ += '\n';
-  }
-  void string(std::string_view text) {
-    bytes_ += 'X';
-    append_u32(static_cast<std::uint32_t>(text.size()));
-    bytes_.append(text);
-  }
-  void integer(std::int64_t value) {
-    if (value >= INT32_MIN && value <= INT32_MAX) {
-      bytes_ += 'J';  // BININT
-      append_u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(value)));
-    } else {
-      bytes_ += "\x8a\x08";  // LONG1, 8 bytes two's complement
-      for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFFU);
-    }
-  }
-  void int_tuple(c10::IntArrayRef values) {
-    mark();
-    for (const auto value : values) integer(value);
-    tuple();
-  }
-  void tuple() { bytes_ += 't'; }
-  void empty_tuple() { bytes_ += ')'; }
-  void false_() { bytes_ += '\x89'; }
-  void reduce() { bytes_ += 'R'; }
-  void persistent_id() { bytes_ += 'Q'; }
-  void setitems() { bytes_ += 'u'; }
-  void stop() { bytes_ += '.'; }
-  const std::string& bytes() const { return bytes_; }
+#include <torch/torch.h>
 
- private:
-  void append_u32(std::uint32_t value) {
-    for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((value >> (8 * i)) & 0xFFU);
-  }
-  std::string bytes_;
-};
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
 
-/// The pickle of an OrderedDict name -> tensor as torch.save writes it; tensor i refers to storage record
-/// data/<i> (its contiguous CPU bytes, which the caller writes). `tensors` must be contiguous CPU tensors.
-inline std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
-  Writer out;
-  out.global("collections", "OrderedDict");
-  out.empty_tuple();
-  out.reduce();
-  out.mark();
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const auto& [name, tensor] = tensors[i];
-    out.string(name);
-    out.global("torch._utils", "_rebuild_tensor_v2");
-    out.mark();
-    {
-      out.mark();
-      out.string("storage");
-      out.global("torch", storage_class(tensor.scalar_type()));
-      out.string(std::to_string(i));
-      out.string("cpu");
-      out.integer(tensor.numel());
-      out.tuple();
-      out.persistent_id();
-    }
-    out.integer(0);  // storage offset
-    out.int_tuple(tensor.sizes());
-    out.int_tuple(tensor.strides());
-    out.false_();  // requires_grad
-    out.global("collections", "OrderedDict");  // backward hooks
-    out.empty_tuple();
-    out.reduce();
-    out.tuple();
-    out.reduce();
-  }
-  out.setitems();
-  out.stop();
-  return out.bytes();
-}
-
-// ---- reading ------------------------------------------------------------------------------------
+namespace volt::detail::pickle {
 
 struct Value;
 using ValuePtr = std::shared_ptr<Value>;
@@ -9481,6 +10265,111 @@ class Reader {
 };
 
 }  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/pickle_reader.hpp
+// ---- begin volt/serialization/detail/pickle_writer.hpp
+/// \file
+/// Writing the protocol-2 pickle of a state_dict as torch.save does; implementation of
+/// volt/serialization/pickle.hpp, no public API.
+
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace volt::detail::pickle {
+
+/// Writes protocol-2 pickle opcodes.
+class Writer {
+ public:
+  Writer() { bytes_ += "\x80\x02"; }  // PROTO 2
+  void mark() { bytes_ += '('; }
+  void global(std::string_view module, std::string_view name) {
+    bytes_ += 'c';
+    bytes_.append(module);
+    bytes_ += '\n';
+    bytes_.append(name);
+    bytes_ += '\n';
+  }
+  void string(std::string_view text) {
+    bytes_ += 'X';
+    append_u32(static_cast<std::uint32_t>(text.size()));
+    bytes_.append(text);
+  }
+  void integer(std::int64_t value) {
+    if (value >= INT32_MIN && value <= INT32_MAX) {
+      bytes_ += 'J';  // BININT
+      append_u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(value)));
+    } else {
+      bytes_ += "\x8a\x08";  // LONG1, 8 bytes two's complement
+      for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFFU);
+    }
+  }
+  void int_tuple(c10::IntArrayRef values) {
+    mark();
+    for (const auto value : values) integer(value);
+    tuple();
+  }
+  void tuple() { bytes_ += 't'; }
+  void empty_tuple() { bytes_ += ')'; }
+  void false_() { bytes_ += '\x89'; }
+  void reduce() { bytes_ += 'R'; }
+  void persistent_id() { bytes_ += 'Q'; }
+  void setitems() { bytes_ += 'u'; }
+  void stop() { bytes_ += '.'; }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  void append_u32(std::uint32_t value) {
+    for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((value >> (8 * i)) & 0xFFU);
+  }
+  std::string bytes_;
+};
+
+/// The pickle of an OrderedDict name -> tensor as torch.save writes it; tensor i refers to storage record
+/// data/<i> (its contiguous CPU bytes, which the caller writes). `tensors` must be contiguous CPU tensors.
+inline std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  Writer out;
+  out.global("collections", "OrderedDict");
+  out.empty_tuple();
+  out.reduce();
+  out.mark();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, tensor] = tensors[i];
+    out.string(name);
+    out.global("torch._utils", "_rebuild_tensor_v2");
+    out.mark();
+    {
+      out.mark();
+      out.string("storage");
+      out.global("torch", storage_class(tensor.scalar_type()));
+      out.string(std::to_string(i));
+      out.string("cpu");
+      out.integer(tensor.numel());
+      out.tuple();
+      out.persistent_id();
+    }
+    out.integer(0);  // storage offset
+    out.int_tuple(tensor.sizes());
+    out.int_tuple(tensor.strides());
+    out.false_();  // requires_grad
+    out.global("collections", "OrderedDict");  // backward hooks
+    out.empty_tuple();
+    out.reduce();
+    out.tuple();
+    out.reduce();
+  }
+  out.setitems();
+  out.stop();
+  return out.bytes();
+}
+
+}  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/pickle_writer.hpp
 // ---- end volt/serialization/pickle.hpp
 
 #include <caffe2/serialize/inline_container.h>
@@ -9496,11 +10385,6 @@ class Reader {
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#if !defined(_WIN32)
-#include <fcntl.h>
-#include <unistd.h>
-#endif
 
 namespace volt {
 
@@ -9611,12 +10495,7 @@ inline void save_weights(const StateDict& weights, const std::filesystem::path& 
       out.flush();
       if (!out) throw std::runtime_error("write error");
     }
-#if !defined(_WIN32)
-    if (const int fd = ::open(temporary.c_str(), O_RDONLY); fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
-#endif
+    detail::fsync_file(temporary);
     std::filesystem::rename(temporary, path);
   } catch (const std::exception& cause) {
     std::filesystem::remove(temporary, error);
@@ -9994,6 +10873,486 @@ inline void validate(const TrainerOptions& options) {
 }  // namespace detail
 }  // namespace volt
 // ---- end volt/trainer/options.hpp
+// ---- begin volt/trainer/state.hpp
+/// \file
+/// The Trainer's state (Lightning's trainer/states.py): what the Trainer is doing (volt::Stage), the state
+/// callbacks and model hooks see (volt::TrainerState), and where a checkpoint resumes (detail::ResumePoint).
+
+// ---- begin volt/trainer/connectors/logger_connector.hpp
+/// \file
+/// The logger connector (Lightning's trainer/connectors/logger_connector/): what `ctx.log(...)` records, how
+/// values aggregate over an epoch (detail::MetricStore), and the run's loggers (detail::LoggerConnector: the
+/// default CSVLogger, hyperparameters, step and epoch values, finalize).
+///
+/// The values reach callbacks, the progress bar and loggers. They stay tensors on the device until something
+/// reads them (a logger flush every log_every_n_steps, the progress bar's refresh, an epoch end, a callback
+/// asking), so logging adds no host-device sync per step.
+
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <filesystem>
+#include <memory>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// How a metric logged on every step is reduced to its epoch value.
+enum class Reduce {
+  mean,  ///< The mean of the step values (the default).
+  sum,   ///< The sum of the step values.
+  max,   ///< The largest step value.
+  min,   ///< The smallest step value.
+};
+
+/// Options of StepContext::log, Lightning's `self.log(..., prog_bar=..., on_step=..., on_epoch=...)`.
+struct LogOptions {
+  /// Show the value in the progress bar.
+  bool prog_bar = false;
+  /// Record the value of each step; default: true in training_step, false in evaluation steps.
+  std::optional<bool> on_step{};
+  /// Record the epoch's reduction of the values; default: false in training_step, true in evaluation steps.
+  std::optional<bool> on_epoch{};
+  /// Send the value to the loggers (CSV, TensorBoard).
+  bool logger = true;
+  /// How on_epoch reduces the step values (Lightning's reduce_fx); under DDP the same reduction then
+  /// combines the ranks' epoch values.
+  Reduce reduce = Reduce::mean;
+};
+
+/// The phase a value was logged in; evaluation values aggregate separately from training values.
+enum class MetricPhase {
+  train,       ///< Logged in training_step or a training hook.
+  validation,  ///< Logged in validation_step (also during the sanity check) or a validation hook.
+  test,        ///< Logged in test_step or a test hook.
+  predict,     ///< Logged in predict_step.
+};
+
+namespace detail {
+
+struct MetricEntry {
+  std::string name;
+  MetricPhase phase;
+  bool prog_bar;
+  bool on_step;
+  bool on_epoch;
+  bool to_logger;
+  Reduce reduce;
+  torch::Tensor last;       // latest step value, detached
+  torch::Tensor aggregate;  // epoch reduction so far (float32), detached
+  std::int64_t count = 0;
+  bool logged_since_flush = false;
+};
+
+/// A ctx.log(...) call made while a training step was captured in a CUDA graph: the value is a tensor of the
+/// graph, rewritten by every replay, and the call is repeated after each replay.
+struct RecordedLog {
+  std::string name;
+  torch::Tensor value;
+  LogOptions options;
+  MetricPhase phase;
+};
+
+/// Storage for logged metrics; owned by the Trainer, written through StepContext.
+class MetricStore {
+ public:
+  /// While `sink` is set, log() appends its calls to `*sink` and records nothing else (a CUDA graph capture
+  /// must not launch the aggregation's kernels); nullptr resumes normal logging.
+  void record_into(std::vector<RecordedLog>* sink) noexcept { recording_ = sink; }
+
+  /// Repeats recorded calls (after a replay of the graph they were captured in).
+  void replay(const std::vector<RecordedLog>& calls) {
+    for (const auto& call : calls) log(call.name, call.value, call.options, call.phase);
+  }
+
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options, MetricPhase phase) {
+    if (recording_ != nullptr) {
+      TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name,
+                  "` must hold a single element, but it has shape ", value.sizes());
+      recording_->push_back(RecordedLog{std::string(name), value.detach(), options, phase});
+      return;
+    }
+    const bool training = phase == MetricPhase::train;
+    MetricEntry* entry = find(name, phase);
+    if (entry == nullptr) {
+      entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar, options.on_step.value_or(training),
+                                     options.on_epoch.value_or(!training), options.logger, options.reduce, {}, {}, 0,
+                                     false});
+      entry = &entries_.back();
+    }
+    TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name, "` must hold a single element, but it has shape ",
+                value.sizes());
+    torch::Tensor detached = value.detach();
+    if (entry->on_step) {
+      entry->last = detached;
+      entry->logged_since_flush = true;
+    }
+    if (entry->on_epoch) {
+      torch::Tensor as_float = detached.to(torch::kFloat).reshape({});
+      if (entry->count == 0) {
+        entry->aggregate = as_float.clone();
+      } else {
+        switch (entry->reduce) {
+          case Reduce::mean:
+          case Reduce::sum: entry->aggregate.add_(as_float); break;
+          case Reduce::max: entry->aggregate = torch::maximum(entry->aggregate, as_float); break;
+          case Reduce::min: entry->aggregate = torch::minimum(entry->aggregate, as_float); break;
+        }
+      }
+      ++entry->count;
+    }
+  }
+
+  void log(std::string_view name, double value, const LogOptions& options, MetricPhase phase) {
+    log(name, torch::tensor(value, torch::kDouble), options, phase);
+  }
+
+  /// Step values logged since the last call, under their logger keys ("name" or "name_step"); reading them
+  /// syncs with the device.
+  std::map<std::string, double> take_step_values_for_logger() {
+    std::map<std::string, double> out;
+    for (auto& entry : entries_) {
+      if (!entry.logged_since_flush) continue;
+      entry.logged_since_flush = false;
+      if (!entry.to_logger) continue;
+      const double value = entry.last.item<double>();
+      out[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
+      if (entry.on_epoch) callback_metrics_[entry.name + "_step"] = value;
+      callback_metrics_[entry.name] = value;
+    }
+    return out;
+  }
+
+  /// Ends the epoch of `phase`: reduces the epoch values into the callback metrics and returns those meant
+  /// for the loggers ("name" or "name_epoch"). Resets the phase's accumulators.
+  /// `across_ranks`, when given, combines each reduction kind's epoch values with the other ranks' (a
+  /// distributed run: every rank logs the same names in the same order); it is called once per kind in use.
+  std::map<std::string, double> end_epoch(
+      MetricPhase phase, const std::function<void(std::vector<double>&, Reduce)>& across_ranks = {}) {
+    std::map<std::string, double> for_logger;
+    std::vector<double> epoch_values(entries_.size(), 0.0);
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      auto& entry = entries_[i];
+      if (entry.phase != phase || !entry.on_epoch || entry.count == 0) continue;
+      epoch_values[i] = entry.aggregate.item<double>();
+      if (entry.reduce == Reduce::mean) epoch_values[i] /= static_cast<double>(entry.count);
+    }
+    if (across_ranks) {
+      for (Reduce kind : {Reduce::mean, Reduce::sum, Reduce::max, Reduce::min}) {
+        std::vector<std::size_t> indices;
+        std::vector<double> values;
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+          const auto& entry = entries_[i];
+          if (entry.phase != phase || !entry.on_epoch || entry.reduce != kind) continue;
+          indices.push_back(i);
+          values.push_back(entry.count > 0 ? epoch_values[i] : 0.0);
+        }
+        if (values.empty()) continue;
+        across_ranks(values, kind);
+        for (std::size_t j = 0; j < indices.size(); ++j) epoch_values[indices[j]] = values[j];
+      }
+    }
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      auto& entry = entries_[i];
+      if (entry.phase != phase) continue;
+      publish_step_value(entry);
+      if (entry.on_epoch && entry.count > 0) {
+        const double value = epoch_values[i];
+        callback_metrics_[entry.name] = value;
+        if (entry.on_step) callback_metrics_[entry.name + "_epoch"] = value;
+        if (entry.to_logger) for_logger[entry.on_step ? entry.name + "_epoch" : entry.name] = value;
+      }
+      entry.count = 0;
+      entry.aggregate = torch::Tensor();
+    }
+    return for_logger;
+  }
+
+  /// Brings the latest step values into the callback metrics (syncs) and returns them all.
+  const std::map<std::string, double, std::less<>>& callback_metrics() {
+    for (auto& entry : entries_) publish_step_value(entry);
+    return callback_metrics_;
+  }
+
+  std::optional<double> metric(std::string_view key) {
+    const auto& all = callback_metrics();
+    if (auto it = all.find(key); it != all.end()) return it->second;
+    return std::nullopt;
+  }
+
+  /// Values for the progress bar: step values while an epoch runs, epoch values of earlier phases.
+  std::vector<std::pair<std::string, double>> progress_bar_values() {
+    std::vector<std::pair<std::string, double>> out;
+    for (auto& entry : entries_) {
+      if (!entry.prog_bar) continue;
+      if (entry.on_step && entry.last.defined()) {
+        out.emplace_back(entry.on_epoch ? entry.name + "_step" : entry.name, entry.last.item<double>());
+      }
+      if (entry.on_epoch) {
+        const auto key = entry.on_step ? entry.name + "_epoch" : entry.name;
+        if (auto it = callback_metrics_.find(key); it != callback_metrics_.end()) out.emplace_back(key, it->second);
+      }
+    }
+    return out;
+  }
+
+  /// Forgets the values of one phase (e.g. after the sanity check, whose metrics Lightning discards).
+  void discard(MetricPhase phase) {
+    std::erase_if(entries_, [phase](const MetricEntry& entry) { return entry.phase == phase; });
+    callback_metrics_.clear();
+  }
+
+  void clear() {
+    entries_.clear();
+    callback_metrics_.clear();
+  }
+
+ private:
+  /// Puts the latest step value under its callback key: "name" (step only) or "name_step" (step and epoch,
+  /// where "name" holds the epoch value once the epoch ends).
+  void publish_step_value(const MetricEntry& entry) {
+    if (!entry.on_step || !entry.last.defined()) return;
+    callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = entry.last.item<double>();
+  }
+
+  MetricEntry* find(std::string_view name, MetricPhase phase) {
+    for (auto& entry : entries_) {
+      if (entry.phase == phase && entry.name == name) return &entry;
+    }
+    return nullptr;
+  }
+
+  std::vector<MetricEntry> entries_;
+  std::map<std::string, double, std::less<>> callback_metrics_;
+  std::vector<RecordedLog>* recording_ = nullptr;
+};
+
+/// A std::shared_ptr (or similar) to a volt::Logger.
+template <class T>
+concept logger_pointer = requires { typename T::element_type; } && std::derived_from<typename T::element_type, Logger>;
+
+/// The run's loggers and the metric store (Lightning's LoggerConnector). Loggers are called on global rank
+/// zero only.
+class LoggerConnector {
+ public:
+  /// Loggers given without a save_dir write under `default_root_dir`, as Lightning's do.
+  explicit LoggerConnector(std::filesystem::path default_root_dir = {}) : default_root_dir_(std::move(default_root_dir)) {}
+
+  /// Adds a logger given by value (a type derived from volt::Logger) or by shared pointer.
+  template <class L>
+  void add(L&& logger) {
+    using T = std::remove_cvref_t<L>;
+    if constexpr (std::derived_from<T, Logger>) {
+      auto shared = std::make_shared<T>(std::forward<L>(logger));
+      adopt_default_dir(*shared);
+      loggers_.push_back(std::move(shared));
+    } else {
+      static_assert(logger_pointer<T>, "volt: a logger is a type derived from volt::Logger or a shared pointer to one");
+      adopt_default_dir(*logger);
+      loggers_.push_back(std::forward<L>(logger));
+    }
+  }
+
+  /// After the extras: the default CSVLogger when `enabled` and none was given; no logger at all when not
+  /// `enabled` or under fast_dev_run (Lightning's rules).
+  void configure(bool enabled, bool fast_dev_run) {
+    if (enabled && !fast_dev_run && loggers_.empty()) {
+      auto csv = std::make_shared<CSVLogger>();
+      csv->set_default_save_dir(default_root_dir_);
+      loggers_.push_back(std::move(csv));
+    }
+    if (!enabled || fast_dev_run) loggers_.clear();
+  }
+
+  /// Whether this process writes to the loggers (global rank zero).
+  void set_global_zero(bool is_global_zero) { is_global_zero_ = is_global_zero; }
+
+  /// The loggers.
+  const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
+  /// The loggers as the plain pointers callbacks see (TrainerState::loggers).
+  std::vector<Logger*> pointers() const {
+    std::vector<Logger*> out;
+    for (const auto& logger : loggers_) out.push_back(logger.get());
+    return out;
+  }
+  /// The values logged through StepContext and TrainerState.
+  MetricStore& metrics() { return metrics_; }
+
+  /// The run's hyperparameters, once at fit start (rank zero, when there is a logger).
+  void log_hyperparams(const std::map<std::string, std::string>& params) {
+    if (!is_global_zero_) return;
+    for (const auto& logger : loggers_) logger->log_hyperparams(params);
+  }
+  /// `values` with the "epoch" key added, at `step` (nothing when empty or off rank zero).
+  void log_metrics(std::map<std::string, double> values, std::int64_t step, std::int64_t epoch) {
+    if (values.empty() || !is_global_zero_) return;
+    values["epoch"] = static_cast<double>(epoch);
+    for (const auto& logger : loggers_) logger->log_metrics(values, step);
+  }
+  /// Writes what the loggers buffer.
+  void save() {
+    for (const auto& logger : loggers_) logger->save();
+  }
+  /// The run ended with `status` ("success", "failed").
+  void finalize(const std::string& status) {
+    if (!is_global_zero_) return;
+    for (const auto& logger : loggers_) logger->finalize(status);
+  }
+
+ private:
+  template <class L>
+  void adopt_default_dir(L& logger) {
+    if constexpr (requires { logger.set_default_save_dir(default_root_dir_); }) logger.set_default_save_dir(default_root_dir_);
+  }
+
+  std::filesystem::path default_root_dir_;
+  std::vector<std::shared_ptr<Logger>> loggers_;
+  MetricStore metrics_;
+  bool is_global_zero_ = true;
+};
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/trainer/connectors/logger_connector.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// What the Trainer is doing (Lightning's TrainerFn plus the sanity check).
+enum class Stage { none, fitting, sanity_checking, validating, testing, predicting };
+
+/// The Trainer's state as callbacks and model hooks see it. Owned by the Trainer; valid during its calls.
+struct TrainerState {
+  /// volt::Stage, for callbacks written against a template state type (`State::Stage::fitting`).
+  using Stage = volt::Stage;
+
+  /// What the Trainer is running now (fit, the sanity check, validate, test, predict).
+  Stage stage = Stage::none;
+  /// The epoch being trained, counted from 0 (Lightning's trainer.current_epoch).
+  std::int64_t current_epoch = 0;
+  /// Optimizer steps taken (skipped AMP steps included, as in Lightning).
+  std::int64_t global_step = 0;
+  /// Index of the batch being processed in the current epoch or evaluation run.
+  std::int64_t batch_idx = 0;
+  /// Training batches per epoch after limit_train_batches, once known (the first epoch may not know it).
+  std::optional<std::int64_t> num_training_batches{};
+  /// Validation batches per run after limit_val_batches, once known.
+  std::optional<std::int64_t> num_val_batches{};
+  /// Set to true to stop training after the current step (EarlyStopping does).
+  bool should_stop = false;
+  /// Whether this process is global rank 0; callbacks that write files or print do so only there.
+  bool is_global_zero = true;
+  /// This process's rank among all processes (0 without a distributed strategy).
+  int global_rank = 0;
+  /// The number of processes training together (1 without a distributed strategy).
+  int world_size = 1;
+  /// The device this process trains on.
+  torch::Device root_device{torch::kCPU};
+  /// The Trainer's default_root_dir option (empty: the current folder).
+  std::filesystem::path default_root_dir{};
+  /// The Trainer's max_epochs option, as given (nullopt: not set).
+  std::optional<std::int64_t> max_epochs{};
+  /// The Trainer's max_steps option (-1: no limit).
+  std::int64_t max_steps = -1;
+  /// The Trainer's log_every_n_steps option: logged values reach the loggers when (global_step + 1) is a
+  /// multiple of it (0: never during training).
+  std::int64_t log_every_n_steps = 50;
+  /// Whether the current fit validates (a validation loader was given and limit_val_batches > 0).
+  bool has_validation = false;
+  /// Whether a validation run (not the sanity check) has completed in the current fit.
+  bool validation_has_run = false;
+  /// Lightning's "validation runs at the end of each training epoch": val_check_interval 1.0, every epoch.
+  bool validates_at_epoch_end = true;
+  /// Whether the Trainer runs with fast_dev_run (checkpointing and early stopping then do nothing).
+  bool fast_dev_run = false;
+  /// The run's loggers (empty when logging is off).
+  std::vector<Logger*> loggers{};
+  /// The optimizers of the model being fitted.
+  std::vector<torch::optim::Optimizer*> optimizers{};
+  /// The model being fitted or evaluated.
+  torch::nn::Module* model = nullptr;
+
+  /// All metrics logged so far as numbers (reading them syncs with the device).
+  const std::map<std::string, double, std::less<>>& callback_metrics() { return metrics_->callback_metrics(); }
+  /// One metric, if it was logged.
+  std::optional<double> metric(std::string_view key) { return metrics_->metric(key); }
+  /// Values flagged prog_bar, for progress bars.
+  std::vector<std::pair<std::string, double>> progress_bar_metrics() { return metrics_->progress_bar_values(); }
+  /// Logs a value from a callback (as LightningModule.log does from a hook).
+  void log(std::string_view name, double value, const LogOptions& options = {}) {
+    metrics_->log(name, value, options, phase_);
+  }
+  /// Logs a tensor value from a callback; the value stays on the device until a logger or the progress bar
+  /// reads it.
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
+    metrics_->log(name, value, options, phase_);
+  }
+  /// Writes the metrics to every logger at the current global step (global rank zero only).
+  void log_to_loggers(const std::map<std::string, double>& values) const {
+    if (!is_global_zero) return;
+    for (Logger* logger : loggers) logger->log_metrics(values, global_step);
+  }
+  /// Saves a full checkpoint of the run to `path` (atomically). Set by the Trainer during fit.
+  std::function<void(const std::filesystem::path& path, bool weights_only)> save_checkpoint{};
+  /// False when the last save_checkpoint call failed and the failure was only logged
+  /// (on_checkpoint_failure=warn): callbacks then keep the files they would have replaced.
+  bool last_checkpoint_saved = true;
+  /// The accelerator's device statistics for the root device (DeviceStatsMonitor).
+  std::function<std::map<std::string, double>()> device_stats{};
+
+  /// The first logger's folder, or default_root_dir when there is no logger.
+  std::filesystem::path log_dir() const {
+    return loggers.empty() ? (default_root_dir.empty() ? std::filesystem::path(".") : default_root_dir)
+                           : loggers.front()->log_dir();
+  }
+
+  /// \cond
+  // Set by the Trainer.
+  detail::MetricStore* metrics_ = nullptr;
+  MetricPhase phase_ = MetricPhase::train;
+  /// \endcond
+};
+
+namespace detail {
+
+/// Where the training loop stands, as a checkpoint written now records it: the epoch, the batches of it done,
+/// and whether the epoch's end (its hooks) is under way.
+struct ResumePoint {
+  std::int64_t epoch = 0;
+  std::int64_t batches_done = 0;
+  bool at_epoch_end = false;
+};
+
+/// A resume in the middle of an epoch: the batches to skip and the CPU generator's states at the epoch's start
+/// (to replay the loader's shuffling) and at the checkpoint (to continue from).
+struct ResumeState {
+  std::int64_t batches_done = 0;
+  torch::Tensor epoch_start_rng;
+  torch::Tensor rng;
+};
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/trainer/state.hpp
 // ---- begin volt/trainer/step_context.hpp
 /// \file
 /// volt::StepContext: what a model's steps and hooks receive to log metrics and read the Trainer's progress.
@@ -10186,364 +11545,6 @@ constexpr void check_trainable() {
 }  // namespace detail
 }  // namespace volt
 // ---- end volt/trainer/module.hpp
-// ---- begin volt/trainer/checkpoint_io.hpp
-/// \file
-/// Checkpoint files that survive crashes and report bad input clearly (volt::CheckpointError).
-///
-/// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
-/// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
-/// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
-/// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
-/// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
-/// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
-/// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
-/// the keys and shapes.
-/// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
-
-#include <torch/torch.h>
-
-#include <array>
-#include <atomic>
-#include <cerrno>
-#include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <random>
-#include <set>
-#include <sstream>
-#include <stdexcept>
-#include <string>
-#include <system_error>
-#include <vector>
-
-#if !defined(_WIN32)
-#include <fcntl.h>
-#include <unistd.h>
-#endif
-
-namespace volt {
-
-/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
-class CheckpointError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-namespace detail {
-
-/// Test probe: a checkpoint write fails with `checkpoint_write_fault_errno` once this many bytes of the
-/// temporary file were written; -1 (the default) means never. Set through testing::ScopedCheckpointWriteFault.
-inline std::atomic<std::int64_t> checkpoint_write_fault_after_bytes{-1};
-inline std::atomic<int> checkpoint_write_fault_errno{0};
-
-inline std::string system_error_text(int error) { return std::generic_category().message(error); }
-
-inline std::string shape_text(c10::IntArrayRef sizes) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
-
-#if !defined(_WIN32)
-/// Writes `bytes` to a new file at `path` and fsyncs it. Throws CheckpointError (naming `shown` and the
-/// system error) on any failure; the caller removes the partial file.
-inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw CheckpointError("volt: could not write the checkpoint " + shown + ": cannot create " + path.string() +
-                          ": " + system_error_text(errno));
-  }
-  const auto fail = [&](int error, const std::string& what) {
-    ::close(fd);
-    throw CheckpointError("volt: could not write the checkpoint " + shown + ": " + what + ": " +
-                          system_error_text(error) + " (the previous checkpoint, if any, is kept)");
-  };
-  const std::int64_t fault_after = checkpoint_write_fault_after_bytes.load();
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    std::size_t chunk = std::min<std::size_t>(bytes.size() - written, std::size_t{1} << 20);
-    if (fault_after >= 0) {
-      if (static_cast<std::int64_t>(written) >= fault_after) {
-        fail(checkpoint_write_fault_errno.load(), "write failed after " + std::to_string(written) + " of " +
-                                                      std::to_string(bytes.size()) + " bytes");
-      }
-      chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault_after - static_cast<std::int64_t>(written)));
-    }
-    const ::ssize_t result = ::write(fd, bytes.data() + written, chunk);
-    if (result < 0) {
-      if (errno == EINTR) continue;
-      fail(errno, "write failed after " + std::to_string(written) + " of " + std::to_string(bytes.size()) + " bytes");
-    }
-    written += static_cast<std::size_t>(result);
-  }
-  if (::fsync(fd) != 0) fail(errno, "could not flush it to disk");
-  if (::close(fd) != 0) {
-    throw CheckpointError("volt: could not write the checkpoint " + shown + ": closing " + path.string() +
-                          " failed: " + system_error_text(errno));
-  }
-}
-
-inline void fsync_folder(const std::filesystem::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);  // some file systems refuse fsync on folders; the rename itself is already done
-  ::close(fd);
-}
-#else
-inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  if (!out) throw CheckpointError("volt: could not write the checkpoint " + shown + ": writing " + path.string() + " failed");
-}
-inline void fsync_folder(const std::filesystem::path&) {}
-#endif
-
-/// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
-/// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
-/// and the system error (e.g. "No space left on device").
-inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
-  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::error_code error;
-  std::filesystem::create_directories(folder, error);
-  if (error) {
-    throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
-  }
-  std::ostringstream buffer(std::ios::binary);
-  try {
-    archive.save_to(buffer);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
-  }
-  const std::string bytes = std::move(buffer).str();
-  std::random_device entropy;
-  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
-  try {
-    write_file_synced(temporary, bytes, path.string());
-    std::filesystem::rename(temporary, path);
-  } catch (const CheckpointError&) {
-    std::filesystem::remove(temporary, error);
-    throw;
-  } catch (const std::exception& cause) {
-    std::filesystem::remove(temporary, error);
-    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what() +
-                          " (the previous checkpoint, if any, is kept)");
-  }
-  fsync_folder(folder);
-}
-
-inline std::uint32_t crc32(const char* data, std::size_t size) {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> entries{};
-    for (std::uint32_t n = 0; n < 256; ++n) {
-      std::uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-      entries[n] = c;
-    }
-    return entries;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFU;
-  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ static_cast<unsigned char>(data[i])) & 0xFFU] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFU;
-}
-
-/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
-/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
-/// in the TorchScript code of an archive crashes LibTorch 1.13). Archives in zip64 form or with compressed
-/// entries are left to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
-inline void check_zip_integrity(const std::string& bytes, const std::string& shown) {
-  const auto u16 = [&](std::size_t at) {
-    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
-           static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
-  };
-  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
-  const auto damaged = [&](const std::string& what) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
-                          std::to_string(bytes.size()) + " bytes): " + what);
-  };
-  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
-  std::size_t end_record = std::string::npos;
-  for (std::size_t back = 22; back <= bytes.size() && back <= 22 + 65535; ++back) {
-    const std::size_t at = bytes.size() - back;
-    if (u32(at) == 0x06054b50U) {
-      end_record = at;
-      break;
-    }
-  }
-  if (end_record == std::string::npos) damaged("no zip end-of-archive record (the end of the file is missing)");
-  const std::uint32_t entries = u16(end_record + 10);
-  const std::uint32_t directory_size = u32(end_record + 12);
-  const std::uint32_t directory_offset = u32(end_record + 16);
-  if (entries == 0xFFFFU || directory_offset == 0xFFFFFFFFU) return;  // zip64: left to LibTorch
-  if (static_cast<std::uint64_t>(directory_offset) + directory_size > end_record) {
-    damaged("the zip directory lies outside the file");
-  }
-  std::size_t at = directory_offset;
-  for (std::uint32_t entry = 0; entry < entries; ++entry) {
-    if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
-    const std::uint32_t method = u16(at + 10);
-    const std::uint32_t crc = u32(at + 16);
-    const std::uint32_t stored_size = u32(at + 20);
-    const std::uint32_t name_size = u16(at + 28);
-    const std::uint32_t header_extra = u16(at + 30) + u16(at + 32);
-    const std::uint32_t local = u32(at + 42);
-    if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
-    const std::string name = bytes.substr(at + 46, name_size);
-    at += 46 + name_size + header_extra;
-    if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
-    if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
-      damaged("the entry '" + name + "' has no valid local header");
-    }
-    const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
-    if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
-    if (method != 0) continue;  // compressed: LibTorch checks it while inflating
-    if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
-  }
-}
-
-/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
-/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
-inline void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
-                               const std::string& shown, torch::Device device) {
-  if (bytes.empty()) throw CheckpointError("volt: checkpoint file " + shown + " is empty");
-  // LibTorch archives are zip files: they start with a local file header "PK\3\4".
-  if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint: it does not start with a zip header, "
-                          "so it is not a LibTorch archive (a foreign or corrupted file, " +
-                          std::to_string(bytes.size()) + " bytes)");
-  }
-  check_zip_integrity(bytes, shown);
-  try {
-    archive.load_from(bytes.data(), bytes.size(), device);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
-                          std::to_string(bytes.size()) + " bytes): " + cause.what());
-  }
-}
-
-/// Loads an archive, mapping every tensor to `device`. Names the file in any error (see load_archive_bytes).
-inline void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
-                         torch::Device device) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (!in && !in.eof()) throw CheckpointError("volt: cannot read the checkpoint file " + path.string());
-  load_archive_bytes(archive, std::move(content).str(), path.string(), device);
-}
-
-/// Reads the int entry `key` of a volt checkpoint, with an error naming the file when it is missing or of
-/// another type.
-inline std::int64_t read_checkpoint_int(torch::serialize::InputArchive& archive, const std::string& key,
-                                        const std::string& shown) {
-  c10::IValue value;
-  if (!archive.try_read(key, value) || !value.isInt()) {
-    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: entry '" + key +
-                          "' is missing or not an integer");
-  }
-  return value.toInt();
-}
-
-inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                const std::string& prefix, std::vector<std::string>& problems) {
-  std::set<std::string> expected;
-  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
-    expected.insert(name);
-    torch::Tensor stored;
-    if (!archive.try_read(name, stored, is_buffer)) {
-      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
-    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
-      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
-                         ", model " + shape_text(tensor.sizes()));
-    }
-  };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
-  for (const auto& child : module.named_children()) {
-    expected.insert(child.key());
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) {
-      problems.push_back("missing submodule '" + prefix + child.key() + "'");
-      continue;
-    }
-    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
-  }
-  for (const auto& key : archive.keys()) {
-    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
-  }
-}
-
-/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
-/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
-/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
-inline void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                const std::string& shown) {
-  std::vector<std::string> problems;
-  try {
-    compare_module_keys(model_archive, module, "", problems);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
-  }
-  if (problems.empty()) return;
-  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
-                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
-  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
-  if (problems.size() > 20) message += "; ...";
-  throw CheckpointError(message);
-}
-
-}  // namespace detail
-
-/// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
-/// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
-/// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
-inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
-                                    torch::Device device = torch::kCPU) {
-  torch::serialize::InputArchive archive;
-  detail::load_archive(archive, path, device);
-  detail::read_checkpoint_int(archive, "volt/format", path.string());
-  torch::serialize::InputArchive model_archive;
-  if (!archive.try_read("model", model_archive)) {
-    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
-  }
-  detail::check_model_matches(model_archive, module, path.string());
-  try {
-    module.load(model_archive);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + path.string() + " cannot be loaded: " + cause.what());
-  }
-}
-
-namespace testing {
-
-/// Makes every checkpoint write in this process fail once `after_bytes` bytes of the file are written, with
-/// the system error `error` (default ENOSPC, "No space left on device"), while alive. For tests of the
-/// disk-full path; not thread-safe against concurrent instances.
-class ScopedCheckpointWriteFault {
- public:
-  /// Installs the fault; the destructor restores the previous setting (so instances nest).
-  explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
-      : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
-        previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
-  ~ScopedCheckpointWriteFault() {
-    detail::checkpoint_write_fault_after_bytes = previous_after_;
-    detail::checkpoint_write_fault_errno = previous_errno_;
-  }
-  ScopedCheckpointWriteFault(const ScopedCheckpointWriteFault&) = delete;
-  ScopedCheckpointWriteFault& operator=(const ScopedCheckpointWriteFault&) = delete;
-
- private:
-  std::int64_t previous_after_;
-  int previous_errno_;
-};
-
-}  // namespace testing
-}  // namespace volt
-// ---- end volt/trainer/checkpoint_io.hpp
 // ---- begin volt/trainer/data.hpp
 /// \file
 /// volt::SizedRange and volt::sized: give a range of batches the size it cannot tell the Trainer.
@@ -10601,17 +11602,1100 @@ auto sized(Data& data, std::int64_t size) {
 /// trainer.fit(model, train_loader, val_loader);
 /// ```
 ///
-/// The training loop follows Lightning's order of operations (spec section 7): per batch, convert and move
-/// the batch, training_step under the precision's forward context, loss / accumulate_grad_batches,
-/// zero_grad at the start of an accumulation window, (scaled) backward, and at the end of the window (or of
-/// the epoch) unscale -> on_before_optimizer_step -> clip -> step (skipped on inf under fp16) -> update,
-/// global_step + 1, step-interval LR schedulers. Validation runs on val_check_interval's batches and at the
-/// end of the epoch, before on_train_epoch_end; epoch-interval schedulers step after it.
+/// This class only wires the parts (as Lightning's trainer.py does): the connectors in trainer/connectors/
+/// set up devices, callbacks, loggers, data limits, checkpoints and signals; the loops in trainer/loops/ run
+/// fit (fit_loop.hpp -> training_epoch_loop.hpp -> cuda_graph_step.hpp -> automatic_optimization.hpp, with
+/// evaluation_loop.hpp for validation), validate and test (evaluation_loop.hpp) and predict
+/// (prediction_loop.hpp); trainer/call.hpp calls the hooks of the table in callbacks/hooks.hpp.
+/// docs/architecture.md draws the whole picture.
 
-// ---- begin volt/trainer/cuda_graph.hpp
+// ---- begin volt/trainer/connectors/accelerator_connector.hpp
 /// \file
-/// The Trainer's CUDA graph of the training step (TrainerOptions::cuda_graphs): the step's static inputs,
-/// the captured graph and its replays, and the optimizer step on device-only state that the graph contains.
+/// The accelerator connector (Lightning's trainer/connectors/accelerator_connector.py): the torch flags the
+/// options set (seed, deterministic algorithms), the devices the strategy trains on, and the device lines.
+
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <string>
+
+namespace volt::detail {
+
+/// Seeds (TrainerOptions::seed) and sets the deterministic mode, as the options ask.
+inline void set_torch_flags(const TrainerOptions& options) {
+  if (options.seed) torch::manual_seed(*options.seed);
+  if (options.deterministic) {
+    at::globalContext().setDeterministicAlgorithms(*options.deterministic, false);
+    if (*options.deterministic) {
+      at::globalContext().setDeterministicCuDNN(true);
+      at::globalContext().setBenchmarkCuDNN(false);
+    }
+  }
+}
+
+/// The devices the Trainer trains on: the options' device spec for the accelerator, with the strategy's
+/// rules (strategies/device_selection.hpp). Throws MisconfigurationError.
+template <class Accelerator, class Strategy>
+DeviceSelection select_trainer_devices(const TrainerOptions& options) {
+  return select_strategy_devices<Accelerator, Strategy>(options.devices, options.num_nodes, Frontend::trainer);
+}
+
+/// The accelerator's device statistics of `device` (DeviceStatsMonitor reads them through TrainerState).
+inline std::function<std::map<std::string, double>()> device_stats_probe(AcceleratorKind accelerator,
+                                                                         torch::Device device) {
+  return [accelerator, device] {
+    return visit_accelerator(accelerator, [device](auto policy) { return decltype(policy)::get_device_stats(device); });
+  };
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/connectors/accelerator_connector.hpp
+// ---- begin volt/trainer/connectors/data_connector.hpp
+/// \file
+/// The data connector (Lightning's trainer/connectors/data_connector.py): how many batches of each data
+/// argument a run uses (the limit_*_batches options, fast_dev_run) and the checks of those sizes before
+/// training starts.
+
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace volt::detail {
+
+/// fast_dev_run=N (Lightning's _init_debugging_flags): N training steps in one epoch, no sanity check.
+inline void apply_fast_dev_run(TrainerOptions& options) {
+  if (options.fast_dev_run <= 0) return;
+  options.max_steps = options.fast_dev_run;
+  options.max_epochs = 1;
+  options.num_sanity_val_steps = 0;
+}
+
+/// How many batches of data of `total` batches (nullopt: size unknown) a limit allows; nullopt means all.
+/// fast_dev_run caps every limit.
+inline std::optional<std::int64_t> batch_limit(const TrainerOptions& options, const BatchAmount& amount,
+                                               std::optional<std::int64_t> total, const char* name) {
+  std::optional<std::int64_t> limit;
+  if (total) {
+    limit = amount.of(*total);
+  } else if (amount.is_fraction() && !amount.is_whole_epoch()) {
+    throw MisconfigurationError(std::string("A fractional `") + name + "` needs data whose size is known; wrap "
+                                "the loader with volt::sized(loader, batches) or pass a batch count.");
+  } else if (!amount.is_fraction()) {
+    limit = amount.count();
+  }
+  if (options.fast_dev_run > 0) limit = limit ? std::min(*limit, options.fast_dev_run) : options.fast_dev_run;
+  return limit;
+}
+
+/// The batch limit of `data` for `amount` (see batch_limit).
+template <class Data>
+std::optional<std::int64_t> data_limit(const TrainerOptions& options, const BatchAmount& amount, Data& data,
+                                       const char* name) {
+  return batch_limit(options, amount, size_of(data), name);
+}
+
+/// Rounds a fraction-of-epoch interval to batches as Lightning does.
+inline std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
+  if (amount.is_fraction()) return std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(total) * amount.fraction()));
+  return amount.count();
+}
+
+/// Checks, before training starts, the limits and intervals that depend on the data sizes (Lightning's
+/// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch.
+inline void check_data_sizes(const TrainerOptions& options, const TrainerState& state,
+                             std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size) {
+  auto check_fraction = [](const BatchAmount& amount, std::optional<std::int64_t> size, const char* stage) {
+    if (!size || *size == 0 || !amount.is_fraction() || amount.fraction() == 0.0 || amount.of(*size) > 0) return;
+    throw MisconfigurationError("You requested to check " + amount.to_string() + " of the `" + stage +
+                                "_dataloader` but " + amount.to_string() + " * " + std::to_string(*size) +
+                                " < 1. Please increase the `limit_" + stage + "_batches` argument. Try at least `limit_" +
+                                stage + "_batches=" + std::to_string(1.0 / static_cast<double>(*size)) + "`");
+  };
+  check_fraction(options.limit_train_batches, train_size, "train");
+  if (state.has_validation) check_fraction(options.limit_val_batches, val_size, "val");
+  const auto& interval = options.val_check_interval;
+  if (state.has_validation && state.num_training_batches && options.check_val_every_n_epoch &&
+      !interval.is_fraction() && interval.count() > *state.num_training_batches) {
+    throw std::invalid_argument(" `val_check_interval` (" + interval.to_string() +
+                                ") must be less than or equal to the number of the training batches (" +
+                                std::to_string(*state.num_training_batches) +
+                                "). If you want to disable validation set `limit_val_batches` to 0.0 instead. If "
+                                "you want to validate based on the total training batches, set "
+                                "`check_val_every_n_epoch=None`.");
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/connectors/data_connector.hpp
+// ---- begin volt/trainer/connectors/signal_connector.hpp
+/// \file
+/// The signal connector (Lightning's trainer/connectors/signal_connector.py): while fit() runs, SIGINT and
+/// SIGTERM ask it to stop after the current batch instead of ending the process.
+
+#include <csignal>
+#include <stdexcept>
+#include <string>
+
+#if !defined(_WIN32)
+#include <signal.h>
+#endif
+
+namespace volt {
+
+/// What on_exception callbacks receive when SIGINT or SIGTERM stopped fit() (Lightning's KeyboardInterrupt).
+/// fit() itself does not throw it: it returns, with trainer.interrupted() true.
+class TrainingInterrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+/// The signal (SIGINT or SIGTERM) that asked the running fit() to stop, 0 when none did. Set by the
+/// handler fit() installs while it runs (TrainerOptions::handle_signals); read between training batches.
+inline volatile std::sig_atomic_t interrupt_signal = 0;
+
+/// The name of the signal that stopped the run ("SIGINT" or "SIGTERM").
+inline std::string interrupt_signal_name() { return interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
+/// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
+/// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
+/// signal during the graceful shutdown ends the process the default way.
+class ScopedInterruptHandler {
+ public:
+  explicit ScopedInterruptHandler(bool enabled) : enabled_(enabled) {
+    interrupt_signal = 0;
+    if (!enabled_) return;
+#if !defined(_WIN32)
+    struct sigaction action {};
+    action.sa_handler = [](int signal) { interrupt_signal = signal; };
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+#else
+    previous_int_ = std::signal(SIGINT, [](int signal) { interrupt_signal = signal; });
+    previous_term_ = std::signal(SIGTERM, [](int signal) { interrupt_signal = signal; });
+#endif
+  }
+  ScopedInterruptHandler(const ScopedInterruptHandler&) = delete;
+  ScopedInterruptHandler& operator=(const ScopedInterruptHandler&) = delete;
+  ~ScopedInterruptHandler() {
+    if (!enabled_) return;
+#if !defined(_WIN32)
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+#else
+    std::signal(SIGINT, previous_int_);
+    std::signal(SIGTERM, previous_term_);
+#endif
+  }
+
+ private:
+  bool enabled_;
+#if !defined(_WIN32)
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+#else
+  void (*previous_int_)(int) = nullptr;
+  void (*previous_term_)(int) = nullptr;
+#endif
+};
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/trainer/connectors/signal_connector.hpp
+// ---- begin volt/trainer/loops/evaluation_loop.hpp
+/// \file
+/// The evaluation loop (Lightning's loops/evaluation_loop.py): validation inside fit, the sanity check before
+/// it, trainer.validate and trainer.test, as one loop parameterised by the stage. Each run: the start and
+/// epoch-start hooks, the steps in eval mode without autograd (the batch-start hook, validation_step or
+/// test_step, the batch-end hook), the epoch values (combined across ranks), the epoch-end and end hooks.
+
+// ---- begin volt/trainer/call.hpp
+/// \file
+/// The one place the Trainer calls hooks and handles a failed run (Lightning's trainer/call.py): a hook of the
+/// table (volt/callbacks/hooks.hpp) on the model and the callbacks, the error context added to an exception,
+/// and the guarded run of fit (on_exception, the loggers' "failed" status, teardown, the strategy's failure
+/// note).
+
+// ---- begin volt/trainer/connectors/callback_connector.hpp
+/// \file
+/// The callback connector (Lightning's trainer/connectors/callback_connector.py): the Trainer's callbacks in
+/// their order (checkpointing last), the default ones (progress bar, model summary, checkpointing) and the
+/// rules that forbid conflicting ones, and each callback's key in checkpoints.
+
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+/// The Trainer's callbacks: each receives the TrainerState first.
+using TrainerCallbacks = CallbackList<TrainerState>;
+
+/// A callback and its key in checkpoints.
+using CallbackStateKey = std::pair<AnyCallback<TrainerState>*, std::string>;
+
+/// Collects the callbacks given to the Trainer and completes them with the defaults.
+class CallbackConnector {
+ public:
+  /// Adds a callback given to the Trainer's constructor. ModelCheckpoint callbacks are held back and go after
+  /// the others (see finish).
+  template <class C>
+  void add(C&& callback) {
+    if constexpr (std::same_as<std::remove_cvref_t<C>, ModelCheckpoint>) {
+      deferred_checkpoints_.push_back(std::forward<C>(callback));
+    } else {
+      callbacks_.add(std::forward<C>(callback));
+    }
+  }
+
+  /// After every extra, as Lightning's _reorder_callbacks: checkpoint callbacks run after the others (so a
+  /// checkpoint written in a hook holds the other callbacks' state after that hook: exact resume).
+  void reorder() {
+    for (auto& checkpoint : deferred_checkpoints_) callbacks_.add(std::move(checkpoint));
+    deferred_checkpoints_.clear();
+  }
+
+  /// The default callbacks the options ask for, with Lightning's errors for conflicts.
+  void add_defaults(const TrainerOptions& options) {
+    const auto progress_bars = callbacks_.count<ProgressBar>();
+    if (progress_bars > 1) {
+      throw MisconfigurationError(
+          "You added multiple progress bar callbacks to the Trainer, but currently only one progress bar is supported.");
+    }
+    if (!options.enable_progress_bar && progress_bars == 1) {
+      throw MisconfigurationError(
+          "Trainer was configured with `enable_progress_bar=False` but found `ProgressBar` in callbacks list.");
+    }
+    if (!options.enable_checkpointing && callbacks_.count<ModelCheckpoint>() > 0) {
+      throw MisconfigurationError(
+          "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks list.");
+    }
+    if (options.enable_progress_bar && progress_bars == 0) callbacks_.add(ProgressBar{});
+    if (options.enable_model_summary && callbacks_.count<ModelSummary>() == 0) callbacks_.add(ModelSummary{});
+    if (options.enable_checkpointing && callbacks_.count<ModelCheckpoint>() == 0) callbacks_.add(ModelCheckpoint{});
+  }
+
+  /// The callbacks.
+  TrainerCallbacks& list() { return callbacks_; }
+
+  /// Whether Lightning counts `callback` among the monitoring callbacks (checkpointing, early stopping), which
+  /// run their on_train_epoch_end after the epoch's values reached the loggers.
+  static bool is_monitoring(AnyCallback<TrainerState>& callback) {
+    return callback.get(typeid(ModelCheckpoint)) != nullptr || callback.get(typeid(EarlyStopping)) != nullptr;
+  }
+
+  /// Runs on_train_epoch_end of the callbacks that are monitoring ones (`monitoring`) or the others.
+  void run_train_epoch_end(TrainerState& state, bool monitoring) {
+    for (auto* callback : callbacks_.with(Hook::on_train_epoch_end)) {
+      if (is_monitoring(*callback) == monitoring) callback->on_train_epoch_end(state);
+    }
+  }
+
+  /// Each callback's entry in a checkpoint: its type and its rank among callbacks of that type (as
+  /// Lightning's state_key), so a resume with callbacks added, removed or reordered finds the right state.
+  std::vector<CallbackStateKey> state_keys() const {
+    std::vector<CallbackStateKey> keys;
+    std::map<std::string, int, std::less<>> seen;
+    for (const auto& callback : callbacks_.all()) {
+      const std::string type(callback->type_name());
+      keys.emplace_back(&*callback, "callbacks/" + type + "/" + std::to_string(seen[type]++));
+    }
+    return keys;
+  }
+
+ private:
+  TrainerCallbacks callbacks_;
+  std::vector<ModelCheckpoint> deferred_checkpoints_;
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/connectors/callback_connector.hpp
+
+#include <torch/torch.h>
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+namespace volt::detail {
+
+/// Calls hook `H`: the model's first, when the hook table lets models define it and the model does (with the
+/// step context or with nothing), then every callback's, when callbacks may define it (with `state` and
+/// `args`).
+template <Hook H, class M, class... Arguments>
+void call_hook(M& module, StepContext& context, TrainerCallbacks& callbacks, TrainerState& state, Arguments&&... args) {
+  if constexpr (model_hook(H)) ModelHook<H>::call(module, context);
+  if constexpr (callback_hook(H)) callbacks.template run<H>(state, args...);
+}
+
+/// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error
+/// gets it as context and keeps its type; the standard exception types and volt's errors are rethrown as the
+/// same type (std::rethrow_if_nested gives back the original object); anything else is rethrown unchanged.
+[[noreturn]] inline void rethrow_with_context(const std::string& where) {
+  const auto message = [&](const std::exception& error) {
+    return std::string(error.what()) + "\n(volt: raised during " + where + ")";
+  };
+  try {
+    throw;
+  } catch (c10::Error& error) {
+    error.add_context("volt: raised during " + where);
+    throw;
+  } catch (const MisconfigurationError& error) {
+    std::throw_with_nested(MisconfigurationError(message(error)));
+  } catch (const CheckpointError& error) {
+    std::throw_with_nested(CheckpointError(message(error)));
+  } catch (const std::invalid_argument& error) {
+    std::throw_with_nested(std::invalid_argument(message(error)));
+  } catch (const std::out_of_range& error) {
+    std::throw_with_nested(std::out_of_range(message(error)));
+  } catch (const std::logic_error& error) {
+    std::throw_with_nested(std::logic_error(message(error)));
+  } catch (const std::overflow_error& error) {
+    std::throw_with_nested(std::overflow_error(message(error)));
+  } catch (const std::runtime_error& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  } catch (const std::exception& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  }
+}
+
+/// The text of `error` ("unknown exception" for a non-standard one).
+inline std::string exception_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+/// How a run that did not succeed ends: on_exception with `error`, then the loggers' "failed" status and
+/// teardown.
+inline void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
+                           const std::exception_ptr& error) {
+  callbacks.run<Hook::on_exception>(state, error);
+  logger.finalize("failed");
+  callbacks.run<Hook::teardown>(state);
+}
+
+/// Lightning's _call_and_handle_interrupt around fit: runs `body(finished)`, where the body sets `finished`
+/// once the run has succeeded (what follows is its epilogue: the loggers' "success" and teardown). When the body
+/// throws, the strategy leaves its failure note for the other ranks (`strategy.on_failure`), on_exception runs,
+/// then, unless the run had finished, the loggers' "failed" status and teardown (an error there is dropped: the
+/// original one is reported), and the exception propagates. The stage is none afterwards either way.
+template <class Strategy, class Body>
+void call_and_handle_interrupt(Strategy& strategy, TrainerCallbacks& callbacks, TrainerState& state,
+                               LoggerConnector& logger, Body&& body) {
+  bool finished = false;
+  try {
+    body(finished);
+  } catch (...) {
+    const auto error = std::current_exception();
+    strategy.on_failure(exception_text(error));
+    callbacks.run<Hook::on_exception>(state, error);
+    if (!finished) {
+      try {
+        logger.finalize("failed");
+        callbacks.run<Hook::teardown>(state);
+      } catch (...) {
+        // the original error is the one to report
+      }
+    }
+    state.stage = Stage::none;
+    throw;
+  }
+  state.stage = Stage::none;
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/call.hpp
+// ---- begin volt/trainer/parts.hpp
+/// \file
+/// What the Trainer's loops share (Lightning's loops reach these through `self.trainer`): the options, the
+/// strategy and precision policies' run-time objects, the connectors, the state and the step context.
+
+// ---- begin volt/trainer/connectors/checkpoint_connector.hpp
+/// \file
+/// The checkpoint connector (Lightning's trainer/connectors/checkpoint_connector.py): what a checkpoint of a
+/// fit holds (model, loop progress, optimizer, schedulers, precision, callbacks, the CPU generator) and how a
+/// fit resumes from one. Independent of the model's type: it works on torch::nn::Module.
+
+// ---- begin volt/trainer/optimizers.hpp
+/// \file
+/// The optimizer of a fit and its LR schedulers (Lightning's core/optimizer.py: what configure_optimizers
+/// returned, and when each scheduler steps).
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace volt::detail {
+
+/// An LR scheduler with its interval and frequency, and how far it has come.
+struct SchedulerSlot {
+  std::shared_ptr<torch::optim::LRScheduler> scheduler;
+  SchedulerInterval interval;
+  std::int64_t frequency;
+  std::int64_t intervals = 0;  ///< intervals seen (steps or epochs)
+  std::int64_t steps = 0;      ///< scheduler.step() calls, saved in checkpoints
+};
+
+/// The optimizer and schedulers of the running fit.
+class Optimization {
+ public:
+  /// Takes what configure_optimizers() returned (once per fit).
+  void configure(OptimizerConfig config) {
+    config_ = std::move(config);
+    schedulers_.clear();
+    if (config_.lr_scheduler) {
+      schedulers_.push_back({config_.lr_scheduler, config_.interval, std::max<std::int64_t>(1, config_.frequency)});
+    }
+  }
+
+  /// The optimizer (configure() must have run).
+  torch::optim::Optimizer& optimizer() const { return *config_.optimizer; }
+  /// The optimizers, as TrainerState lists them.
+  std::vector<torch::optim::Optimizer*> optimizers() const { return {config_.optimizer.get()}; }
+  /// The schedulers in the order configure_optimizers gave them.
+  std::vector<SchedulerSlot>& schedulers() { return schedulers_; }
+
+  /// Steps the schedulers of `interval` whose frequency has come round (after an optimizer step, or at an
+  /// epoch's end).
+  void step_schedulers(SchedulerInterval interval) {
+    for (auto& slot : schedulers_) {
+      if (slot.interval != interval) continue;
+      if (++slot.intervals % slot.frequency == 0) {
+        slot.scheduler->step();
+        ++slot.steps;
+      }
+    }
+  }
+
+ private:
+  OptimizerConfig config_{};
+  std::vector<SchedulerSlot> schedulers_{};
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/optimizers.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+
+namespace volt::detail {
+
+/// The default CPU generator's state.
+inline torch::Tensor cpu_rng_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+/// Sets the default CPU generator's state.
+inline void set_cpu_rng_state(const torch::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+/// What a fit's checkpoint holds besides the loop progress, as the Trainer has it.
+struct CheckpointParts {
+  torch::nn::Module& module;
+  Optimization& optimization;
+  CallbackConnector& callbacks;
+  TrainerState& state;
+  std::function<void(torch::serialize::OutputArchive&)> save_precision;
+  std::function<void(torch::serialize::InputArchive&)> load_precision;
+};
+
+/// Writes and reads checkpoints of a fit, and keeps the loop's position for them.
+class CheckpointConnector {
+ public:
+  /// Where the loop stands now (the loops keep it current).
+  ResumePoint resume_point{};
+  /// What a mid-epoch resume still has to do (set by restore, consumed by the epoch loop).
+  ResumeState resume{};
+  /// The CPU generator's state when the current epoch started (its loader shuffled with it).
+  torch::Tensor epoch_start_rng{};
+
+  /// A new fit: no resume pending (the position is the loops' to update).
+  void reset() { resume = {}; }
+
+  /// Writes the checkpoint at `path` (atomically; on global rank zero only): the weights, and unless
+  /// `weights_only` the training state.
+  void dump(const CheckpointParts& parts, const std::filesystem::path& path, bool weights_only) const {
+    if (!parts.state.is_global_zero) return;
+    torch::serialize::OutputArchive archive;
+    archive.write("volt/format", c10::IValue(std::int64_t{1}));
+    archive.write("volt/weights_only", c10::IValue(weights_only));
+    torch::serialize::OutputArchive model_archive;
+    parts.module.save(model_archive);
+    archive.write("model", model_archive);
+    if (!weights_only) {
+      archive.write("loop/epoch", c10::IValue(resume_point.epoch));
+      archive.write("loop/global_step", c10::IValue(parts.state.global_step));
+      archive.write("loop/batches_done", c10::IValue(resume_point.batches_done));
+      archive.write("loop/at_epoch_end", c10::IValue(resume_point.at_epoch_end));
+      torch::serialize::OutputArchive optimizer_archive;
+      parts.optimization.optimizer().save(optimizer_archive);
+      archive.write("optimizer", optimizer_archive);
+      std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
+      for (const auto& slot : parts.optimization.schedulers()) {
+        scheduler_steps.push_back(slot.steps);
+        scheduler_intervals.push_back(slot.intervals);
+      }
+      archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
+      archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
+      torch::serialize::OutputArchive precision_archive;
+      parts.save_precision(precision_archive);
+      archive.write("precision", precision_archive);
+      for (const auto& [callback, key] : parts.callbacks.state_keys()) {
+        torch::serialize::OutputArchive callback_archive;
+        callback->save_state(callback_archive);
+        archive.write(key, callback_archive);
+      }
+      archive.write("rng/cpu", cpu_rng_state(), /*is_buffer=*/true);
+      archive.write("rng/cpu_epoch_start", epoch_start_rng.defined() ? epoch_start_rng : cpu_rng_state(),
+                    /*is_buffer=*/true);
+    }
+    save_archive_atomically(archive, path);
+  }
+
+  /// Restores the training state from `path` before a fit starts (Lightning's ckpt_path). Throws
+  /// CheckpointError for an unreadable, foreign, weights-only or mismatched file, and for any other error while
+  /// reading (e.g. a checkpoint of another configuration).
+  void restore(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
+    try {
+      read(parts, path, device);
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const std::exception& error) {
+      throw CheckpointError("volt: cannot resume from " + path.string() +
+                            " (corrupted, or written by another configuration): " + error.what());
+    }
+  }
+
+ private:
+  void read(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
+    torch::serialize::InputArchive archive;
+    load_archive(archive, path, device);
+    c10::IValue value;
+    if (!archive.try_read("volt/format", value)) {
+      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
+    }
+    torch::serialize::InputArchive model_archive;
+    if (!archive.try_read("model", model_archive)) {
+      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+    }
+    check_model_matches(model_archive, parts.module, path.string());
+    try {
+      parts.module.load(model_archive);
+    } catch (const std::exception& error) {
+      throw CheckpointError("volt: the model in " + path.string() + " does not match the model being fitted: " +
+                            error.what());
+    }
+    archive.read("volt/weights_only", value);
+    if (value.toBool()) {
+      throw CheckpointError("volt: " + path.string() +
+                            " holds weights only (save_weights_only); it cannot resume training. Load it with "
+                            "volt::load_checkpoint_weights instead.");
+    }
+    archive.read("loop/epoch", value);
+    const std::int64_t epoch = value.toInt();
+    archive.read("loop/global_step", value);
+    parts.state.global_step = value.toInt();
+    archive.read("loop/batches_done", value);
+    const std::int64_t batches_done = value.toInt();
+    archive.read("loop/at_epoch_end", value);
+    const bool at_epoch_end = value.toBool();
+    // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
+    c10::IValue steps, intervals;
+    archive.read("schedulers/steps", steps);
+    archive.read("schedulers/intervals", intervals);
+    const auto step_list = steps.toIntList();
+    const auto interval_list = intervals.toIntList();
+    auto& schedulers = parts.optimization.schedulers();
+    for (std::size_t i = 0; i < schedulers.size() && i < step_list.size(); ++i) {
+      for (std::int64_t n = 0; n < step_list.get(i); ++n) schedulers[i].scheduler->step();
+      schedulers[i].steps = step_list.get(i);
+      schedulers[i].intervals = interval_list.get(i);
+    }
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    parts.optimization.optimizer().load(optimizer_archive);
+    torch::serialize::InputArchive precision_archive;
+    archive.read("precision", precision_archive);
+    parts.load_precision(precision_archive);
+    for (const auto& [callback, key] : parts.callbacks.state_keys()) {
+      torch::serialize::InputArchive callback_archive;
+      if (archive.try_read(key, callback_archive)) callback->load_state(callback_archive);
+    }
+    torch::Tensor rng, start_rng;
+    archive.read("rng/cpu", rng, /*is_buffer=*/true);
+    archive.read("rng/cpu_epoch_start", start_rng, /*is_buffer=*/true);
+    rng = rng.to(torch::kCPU);
+    start_rng = start_rng.to(torch::kCPU);
+    parts.state.current_epoch = epoch;
+    if (at_epoch_end) {
+      // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
+      parts.optimization.step_schedulers(SchedulerInterval::epoch);
+      parts.state.current_epoch = epoch + 1;
+      set_cpu_rng_state(rng);
+    } else if (batches_done > 0) {
+      resume = {batches_done, start_rng, rng};
+    } else {
+      set_cpu_rng_state(rng);
+    }
+    resume_point = {parts.state.current_epoch, batches_done, false};
+  }
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/connectors/checkpoint_connector.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+
+/// The Trainer's parts, owned by the Trainer and passed to its loops.
+template <class Strategy, class Precision>
+struct TrainerParts {
+  /// The Strategy policy.
+  using strategy_type = Strategy;
+  /// The Precision policy.
+  using precision_type = Precision;
+
+  explicit TrainerParts(TrainerOptions trainer_options)
+      : options(std::move(trainer_options)), logger(options.default_root_dir) {}
+
+  TrainerOptions options;
+  DeviceSelection selection{};
+  StrategyRuntime<Strategy> strategy{};
+  Precision precision{};
+  CallbackConnector callbacks{};
+  LoggerConnector logger;
+  TrainerState state{};
+  StepContext context{state};
+  Optimization optimization{};
+  CheckpointConnector checkpoint{};
+
+  /// The device the model trains on.
+  torch::Device root_device() const { return strategy.root_device(); }
+
+  /// This rank's share of `data` (the strategy's rule).
+  template <class Data>
+  decltype(auto) distribute(Data& data) {
+    return strategy.distribute_data(data);
+  }
+
+  /// The precision's conversion of `batch`, moved to the root device.
+  template <class Batch>
+  std::remove_cvref_t<Batch> prepare_batch(Batch&& batch) {
+    return batch_to_device(precision.convert_input(std::forward<Batch>(batch)), root_device());
+  }
+
+  /// Converts and places the model, lets the strategy wrap it, and points the state at it.
+  template <class M>
+  void prepare_module(M& module) {
+    precision.convert_module(module);
+    module.to(root_device());
+    strategy.setup_module(module);
+    state.model = &module;
+    state.root_device = root_device();
+    state.default_root_dir = options.default_root_dir;
+    state.metrics_ = &logger.metrics();
+    state.loggers = logger.pointers();
+  }
+
+  /// Sends `values` to the loggers at `step`, with the current epoch.
+  void log_metrics(std::map<std::string, double> values, std::int64_t step) {
+    logger.log_metrics(std::move(values), step, state.current_epoch);
+  }
+
+  /// Combines epoch metrics across ranks (every rank then sees the same monitored values, so checkpointing
+  /// and early stopping decide alike); nothing with one process.
+  std::function<void(std::vector<double>&, Reduce)> ranks_reducer() {
+    if (strategy.world_size() == 1) return {};
+    return [this](std::vector<double>& values, Reduce kind) {
+      torch::Tensor tensor = torch::tensor(values, torch::kDouble).to(root_device());
+      const ReduceOp op = kind == Reduce::sum ? ReduceOp::sum
+                          : kind == Reduce::max ? ReduceOp::max
+                          : kind == Reduce::min ? ReduceOp::min
+                                                : ReduceOp::mean;
+      strategy.all_reduce(tensor, op);
+      tensor = tensor.cpu();
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = tensor[static_cast<std::int64_t>(i)].item<double>();
+    };
+  }
+
+  /// Lightning's reduce_boolean_decision on should_stop: any rank asking to stop stops them all.
+  void agree_on_stop() { state.should_stop = strategy.reduce_boolean_decision(state.should_stop, /*all=*/false); }
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/parts.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace volt::detail {
+
+/// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
+/// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
+class EvalGuard {
+ public:
+  explicit EvalGuard(bool inference) : inference_(inference) {}
+
+ private:
+  c10::InferenceMode inference_;
+  torch::NoGradGuard no_grad_;
+};
+
+/// The hooks, metric phase and limit of one kind of evaluation.
+template <bool Testing>
+struct EvaluationKind {
+  static constexpr Hook start = Hook::on_validation_start;
+  static constexpr Hook epoch_start = Hook::on_validation_epoch_start;
+  static constexpr Hook batch_start = Hook::on_validation_batch_start;
+  static constexpr Hook batch_end = Hook::on_validation_batch_end;
+  static constexpr Hook epoch_end = Hook::on_validation_epoch_end;
+  static constexpr Hook end = Hook::on_validation_end;
+  static constexpr MetricPhase phase = MetricPhase::validation;
+  static constexpr const char* limit_name = "limit_val_batches";
+  static constexpr const char* batch_name = "validation";
+  static const BatchAmount& limit(const TrainerOptions& options) { return options.limit_val_batches; }
+};
+template <>
+struct EvaluationKind<true> {
+  static constexpr Hook start = Hook::on_test_start;
+  static constexpr Hook epoch_start = Hook::on_test_epoch_start;
+  static constexpr Hook batch_start = Hook::on_test_batch_start;
+  static constexpr Hook batch_end = Hook::on_test_batch_end;
+  static constexpr Hook epoch_end = Hook::on_test_epoch_end;
+  static constexpr Hook end = Hook::on_test_end;
+  static constexpr MetricPhase phase = MetricPhase::test;
+  static constexpr const char* limit_name = "limit_test_batches";
+  static constexpr const char* batch_name = "test";
+  static const BatchAmount& limit(const TrainerOptions& options) { return options.limit_test_batches; }
+};
+
+/// Runs evaluations and keeps the epoch values of the last one.
+class EvaluationLoop {
+ public:
+  /// One evaluation of `data` under `stage` (fitting: validation inside fit; sanity_checking; validating;
+  /// testing), over the kind's limit or `limit_override`. Inside fit the epoch values reach the loggers.
+  template <class Parts, class M, class Data>
+  void run(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override = {}) {
+    if (stage == Stage::testing) {
+      run_kind<true>(parts, module, data, stage, limit_override);
+    } else {
+      run_kind<false>(parts, module, data, stage, limit_override);
+    }
+  }
+
+  /// The sanity check before fit's first epoch: num_sanity_val_steps batches, its values then discarded (as
+  /// Lightning does).
+  template <class Parts, class M, class Data>
+  void sanity_check(Parts& parts, M& module, Data& data) {
+    auto& state = parts.state;
+    const Stage previous = state.stage;
+    state.stage = Stage::sanity_checking;
+    parts.callbacks.list().template run<Hook::on_sanity_check_start>(state);
+    const std::int64_t steps = parts.options.num_sanity_val_steps;
+    run(parts, module, data, Stage::sanity_checking,
+        steps < 0 ? std::optional<std::int64_t>{} : std::optional<std::int64_t>{steps});
+    parts.logger.metrics().discard(MetricPhase::validation);
+    parts.callbacks.list().template run<Hook::on_sanity_check_end>(state);
+    state.stage = previous;
+  }
+
+  /// trainer.validate and trainer.test: prepares the model, evaluates, logs the epoch values at the current
+  /// global step and returns them. Throws Lightning's MisconfigurationError when the model has no step for
+  /// the stage.
+  template <class Parts, class Model, class Data>
+  std::map<std::string, double> run_standalone(Parts& parts, Model& model, Data& data, Stage stage) {
+    using M = module_t<Model>;
+    using Batch = batch_t<Data>;
+    if constexpr (!has_test_step<M, Batch>) {
+      if (stage == Stage::testing) throw MisconfigurationError("No `test_step()` method defined to run `Trainer.test`.");
+    }
+    if constexpr (!has_validation_step<M, Batch>) {
+      if (stage != Stage::testing) {
+        throw MisconfigurationError("No `validation_step()` method defined to run `Trainer.validate`.");
+      }
+    }
+    auto module = model_module(model);
+    parts.prepare_module(*module);
+    parts.logger.metrics().clear();
+    parts.state.stage = stage;
+    run(parts, *module, data, stage);
+    parts.log_metrics(last_metrics_, parts.state.global_step);
+    parts.logger.save();
+    parts.state.stage = Stage::none;
+    return last_metrics_;
+  }
+
+  /// The epoch values of the last run.
+  const std::map<std::string, double>& last_metrics() const { return last_metrics_; }
+
+ private:
+  template <bool Testing, class Parts, class M, class Data>
+  void run_kind(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override) {
+    using Kind = EvaluationKind<Testing>;
+    auto& state = parts.state;
+    auto& callbacks = parts.callbacks.list();
+    const auto limit =
+        limit_override ? limit_override : data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
+    const Stage previous = state.stage;
+    state.stage = stage;
+    call_hook<Kind::start>(module, parts.context, callbacks, state);
+    call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
+    evaluate<Kind>(parts, module, data, limit);
+    auto values = parts.logger.metrics().end_epoch(Kind::phase, parts.ranks_reducer());
+    call_hook<Kind::epoch_end>(module, parts.context, callbacks, state);
+    if (stage == Stage::fitting) {
+      parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
+      state.validation_has_run = true;
+    }
+    last_metrics_ = std::move(values);
+    call_hook<Kind::end>(module, parts.context, callbacks, state);
+    state.stage = previous;
+  }
+
+  /// The kind's step over up to `limit` batches, in eval mode, without autograd.
+  template <class Kind, class Parts, class M, class Data>
+  void evaluate(Parts& parts, M& module, Data& data, std::optional<std::int64_t> limit) {
+    auto& state = parts.state;
+    const bool was_training = module.is_training();
+    module.eval();
+    state.phase_ = Kind::phase;
+    EvalGuard guard(parts.options.inference_mode);
+    std::int64_t batch_idx = 0;
+    for (auto&& raw : as_range(data)) {
+      if (limit && batch_idx >= *limit) break;
+      try {
+        auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
+        using Batch = std::remove_cvref_t<decltype(batch)>;
+        state.batch_idx = batch_idx;
+        parts.callbacks.list().template run<Kind::batch_start>(state, batch_idx);
+        {
+          auto context = parts.precision.forward_context();
+          if constexpr (Kind::phase == MetricPhase::test) {
+            if constexpr (has_test_step<M, Batch>) call_test_step(module, batch, batch_idx, parts.context);
+          } else {
+            if constexpr (has_validation_step<M, Batch>) call_validation_step(module, batch, batch_idx, parts.context);
+          }
+        }
+        parts.callbacks.list().template run<Kind::batch_end>(state, batch_idx);
+      } catch (...) {
+        rethrow_with_context("epoch " + std::to_string(state.current_epoch) + ", " + Kind::batch_name + " batch " +
+                             std::to_string(batch_idx));
+      }
+      ++batch_idx;
+    }
+    state.num_val_batches = batch_idx;
+    if (was_training) module.train();
+  }
+
+  std::map<std::string, double> last_metrics_{};
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/evaluation_loop.hpp
+// ---- begin volt/trainer/loops/fit_loop.hpp
+/// \file
+/// The fit loop (Lightning's loops/fit_loop.py): a fit from its setup (optimizers, data sizes, the resume
+/// point) through the hooks around training, the sanity check and the epochs, to the stop — done() names
+/// every reason — including the graceful end after SIGINT or SIGTERM. Each epoch: on_train_epoch_start, the
+/// epoch's batches (volt/trainer/loops/training_epoch_loop.hpp), on_train_epoch_end with the epoch values
+/// logged between the other callbacks and the monitoring ones, epoch-interval schedulers, and the ranks'
+/// agreement on stopping.
+
+// ---- begin volt/trainer/loops/training_epoch_loop.hpp
+/// \file
+/// The training epoch loop (Lightning's loops/training_epoch_loop.py): one epoch's batches — skipping to the
+/// resume point, each batch's step (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization),
+/// validation when val_check_interval says so, the stop checks between batches.
+
+// ---- begin volt/trainer/loops/cuda_graph_step.hpp
+/// \file
+/// The training step with TrainerOptions::cuda_graphs: warm-up, capture and replay around automatic
+/// optimization (detail::CudaGraphStep), over the graph of volt/trainer/loops/train_step_graph.hpp.
+
+// ---- begin volt/trainer/loops/automatic_optimization.hpp
+/// \file
+/// Automatic optimization (Lightning's loops/optimization/automatic.py): one training batch's step — the
+/// forward pass under the precision's context, accumulation over accumulate_grad_batches, the (scaled)
+/// backward pass and the gradient synchronisation, and at the end of an accumulation window unscale ->
+/// on_before_optimizer_step -> clipping -> optimizer step (skipped on inf under fp16) -> update, then the work
+/// after each optimizer step (global_step, step-interval schedulers, the logger flush).
+
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt::detail {
+
+/// Clips the gradients of `optimizer`'s parameters as the options ask, on the device (no host sync, so also
+/// inside a captured step); the coefficient is torch::nn::utils::clip_grad_norm_'s.
+inline void clip_gradients(const TrainerOptions& options, torch::optim::Optimizer& optimizer) {
+  if (!options.gradient_clip_val || *options.gradient_clip_val <= 0.0) return;
+  std::vector<torch::Tensor> gradients;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& parameter : group.params()) gradients.push_back(parameter.grad());
+  }
+  if (options.gradient_clip_algorithm == GradClipAlgorithm::norm) {
+    (void)optim::clip_grad_norm_(gradients, *options.gradient_clip_val);
+  } else {
+    optim::clip_grad_value_(gradients, *options.gradient_clip_val);
+  }
+}
+
+/// Throws when error_on_nonfinite_loss is set and `loss` is NaN or infinite.
+inline void check_finite_loss(const TrainerOptions& options, const TrainerState& state, const torch::Tensor& loss,
+                              std::int64_t batch_idx) {
+  if (!options.error_on_nonfinite_loss || torch::isfinite(loss.detach()).all().item<bool>()) return;
+  const double value = loss.detach().sum().item<double>();
+  throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : std::to_string(value)) +
+                           " at global step " + std::to_string(state.global_step) + " (epoch " +
+                           std::to_string(state.current_epoch) + ", batch " + std::to_string(batch_idx) +
+                           "); stopping because error_on_nonfinite_loss is set.");
+}
+
+/// The training batch's hooks and steps around the optimization.
+struct AutomaticOptimization {
+  /// Before the step: the batch index in the state, on_train_batch_start.
+  template <class Parts>
+  static void start_batch(Parts& parts, std::int64_t batch_idx) {
+    parts.state.batch_idx = batch_idx;
+    parts.callbacks.list().template run<Hook::on_train_batch_start>(parts.state, batch_idx);
+  }
+
+  /// After the step: the resume point moves past the batch, on_train_batch_end.
+  template <class Parts>
+  static void end_batch(Parts& parts, const torch::Tensor& loss, std::int64_t batch_idx) {
+    parts.checkpoint.resume_point = {parts.state.current_epoch, batch_idx + 1, false};
+    parts.callbacks.list().template run<Hook::on_train_batch_end>(parts.state, loss, batch_idx);
+  }
+
+  /// What follows each optimizer step: the step count, step-interval schedulers, the logger flush.
+  template <class Parts>
+  static void after_optimizer_step(Parts& parts) {
+    auto& state = parts.state;
+    ++state.global_step;
+    parts.optimization.step_schedulers(SchedulerInterval::step);
+    const auto every = parts.options.log_every_n_steps;
+    if (every > 0 && state.global_step % every == 0) {
+      parts.log_metrics(parts.logger.metrics().take_step_values_for_logger(), state.global_step - 1);
+    }
+  }
+
+  /// One training batch, eagerly: start_batch (unless `batch_started`), the step, end_batch. `is_last`: the
+  /// epoch's last batch, which ends an accumulation window early.
+  template <class Parts, class M, class Batch>
+  static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last,
+                  bool batch_started = false) {
+    if (!batch_started) start_batch(parts, batch_idx);
+    auto& state = parts.state;
+    auto& callbacks = parts.callbacks.list();
+    const std::int64_t k = parts.options.accumulate_grad_batches;
+    torch::Tensor loss;
+    parts.strategy.sync_buffers(module);
+    {
+      auto context = parts.precision.forward_context();
+      loss = call_training_step(module, batch, batch_idx, parts.context);
+    }
+    TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor at epoch ", state.current_epoch,
+                ", batch ", batch_idx);
+    check_finite_loss(parts.options, state, loss, batch_idx);
+    torch::optim::Optimizer& optimizer = parts.optimization.optimizer();
+    const bool window_start = batch_idx % k == 0;
+    const bool step_now = (batch_idx + 1) % k == 0 || is_last;
+    torch::Tensor to_backward = k > 1 ? loss / static_cast<double>(k) : loss;
+    if (window_start) {
+      callbacks.template run<Hook::on_before_zero_grad>(state);
+      optimizer.zero_grad();
+    }
+    torch::Tensor scaled = parts.precision.pre_backward(to_backward);
+    callbacks.template run<Hook::on_before_backward>(state, scaled);
+    parts.strategy.prepare_for_backward(step_now);
+    scaled.backward();
+    if (step_now) parts.strategy.finish_gradient_sync();
+    callbacks.template run<Hook::on_after_backward>(state);
+    if (step_now) {
+      const bool stepped = parts.precision.optimizer_step(optimizer, [&] {
+        callbacks.template run<Hook::on_before_optimizer_step>(state, optimizer);
+        clip_gradients(parts.options, optimizer);
+      });
+      if (!stepped) report_skipped_step(parts, batch_idx);
+      after_optimizer_step(parts);
+    }
+    end_batch(parts, loss, batch_idx);
+  }
+
+ private:
+  template <class Parts>
+  static void report_skipped_step(Parts& parts, std::int64_t batch_idx) {
+    using Precision = typename Parts::precision_type;
+    if constexpr (requires { parts.precision.scaler()->get_scale(); }) {
+      if (parts.precision.scaler() != nullptr) {
+        const auto& state = parts.state;
+        log::info_rank_zero("volt: global step " + std::to_string(state.global_step) + " (epoch " +
+                            std::to_string(state.current_epoch) + ", batch " + std::to_string(batch_idx) +
+                            "): gradients overflowed under " + std::string(Precision::name) +
+                            "; the grad scaler skipped the optimizer step and lowered its scale to " +
+                            std::to_string(parts.precision.scaler()->get_scale()) + ".");
+      }
+    }
+  }
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/automatic_optimization.hpp
+// ---- begin volt/trainer/loops/train_step_graph.hpp
+/// \file
+/// The CUDA graph of the training step (TrainerOptions::cuda_graphs; the loop part is
+/// volt/trainer/loops/cuda_graph_step.hpp): the step's static inputs, the captured graph and its replays, and
+/// the optimizer step on device-only state that the graph contains. With volt/core/compat.hpp, the only place
+/// that tests for CUDA.
 ///
 /// How a step is captured and replayed (docs/cuda-graphs.md tells users): after the warm-up steps (the last
 /// one on the capture's side stream, so cuBLAS and cuDNN set up their workspaces there), the batch is copied
@@ -10623,16 +12707,6 @@ auto sized(Data& data, std::int64_t size) {
 
 
 #include <torch/torch.h>
-
-#if defined(VOLT_WITH_CUDA) && VOLT_TORCH_VERSION >= 20400
-#include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#define VOLT_DETAIL_HAS_CUDA_GRAPHS 1
-#else
-#define VOLT_DETAIL_HAS_CUDA_GRAPHS 0
-#endif
 
 #include <cstdint>
 #include <memory>
@@ -10824,6 +12898,17 @@ class TrainStepGraph {
     graph_->replay();
     ++replays_;
   }
+#else
+  // A build without CUDA graphs never enables the graph (cuda_graphs_compiled is an obstacle).
+  template <class Step>
+  void on_side_stream(torch::Device /*device*/, Step&& step) {
+    step();
+  }
+  template <class Step>
+  std::string capture(torch::Device /*device*/, MetricStore& /*metrics*/, Step&& /*step*/) {
+    return "this build cannot capture CUDA graphs";
+  }
+  void replay() {}
 #endif
 
   /// Before an eager step between replays: hands the optimizer's state to the host.
@@ -10892,176 +12977,639 @@ class TrainStepGraph {
 };
 
 }  // namespace volt::detail
-// ---- end volt/trainer/cuda_graph.hpp
+// ---- end volt/trainer/loops/train_step_graph.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace volt::detail {
+
+/// The training step with TrainerOptions::cuda_graphs: AutomaticOptimization for the warm-up steps (the last
+/// one on the capture's stream), then one capture, then a replay for each batch of the captured shapes and an
+/// eager step between replays for a batch of other shapes. Without cuda_graphs, or when something in the fit
+/// cannot be captured (the setup warns with every reason), every step is AutomaticOptimization.
+class CudaGraphStep {
+ public:
+  /// At the start of a fit: whether this fit captures its step, with the warning when it asked to and cannot.
+  template <class Parts>
+  void setup(Parts& parts) {
+    graph_.reset();
+    const auto& options = parts.options;
+    if (!options.cuda_graphs) return;
+    const auto obstacles = this->obstacles(parts);
+    if (obstacles.empty()) {
+      graph_.enable();
+      log::info_rank_zero("cuda_graphs: the training step is captured in a CUDA graph after " +
+                          std::to_string(options.cuda_graph_warmup_steps) + " eager step(s) and replayed.");
+      return;
+    }
+    std::string text = "cuda_graphs=true, but the training step cannot be captured: ";
+    for (std::size_t i = 0; i < obstacles.size(); ++i) text += (i == 0 ? "" : "; ") + obstacles[i];
+    log::warn_rank_zero(text + ". Training eagerly.");
+  }
+
+  /// One training batch (see the class comment).
+  template <class Parts, class M, class Batch>
+  void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last) {
+    if (!graph_.enabled()) {
+      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
+      return;
+    }
+    if (graph_.captured()) {
+      const auto leaves = tensor_leaves(batch);
+      if (graph_.matches(leaves)) {
+        replay(parts, leaves, batch_idx);
+        return;
+      }
+      // Other shapes (a short last batch): an eager step between replays.
+      graph_.before_eager_step();
+      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
+      graph_.after_eager_step();
+      return;
+    }
+    const auto warmup = parts.options.cuda_graph_warmup_steps;
+    if (graph_.eager_steps() >= warmup) {
+      capture(parts, module, batch, batch_idx, is_last);
+      return;
+    }
+    if (graph_.eager_steps() + 1 == warmup) {
+      // The last warm-up step runs on the capture's stream (cuBLAS/cuDNN workspaces are per stream).
+      graph_.on_side_stream(parts.root_device(),
+                            [&] { AutomaticOptimization::run(parts, module, batch, batch_idx, is_last); });
+    } else {
+      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
+    }
+    graph_.count_eager_step();
+  }
+
+  /// The graph (replay counts, the optimizer state it holds on the device).
+  TrainStepGraph& graph() { return graph_; }
+  /// The graph, to read.
+  const TrainStepGraph& graph() const { return graph_; }
+
+ private:
+  /// Why this fit's training step cannot be captured; empty when it can.
+  template <class Parts>
+  std::vector<std::string> obstacles(Parts& parts) {
+    std::vector<std::string> found;
+    const auto& options = parts.options;
+    const auto device = parts.root_device();
+    if (!device.is_cuda()) {
+      found.push_back(std::string("the device is ") + c10::DeviceTypeName(device.type(), /*lower_case=*/true) +
+                      ", not cuda");
+    }
+    if (!cuda_graphs_compiled) {
+      found.push_back(std::string("this build cannot capture CUDA graphs (it needs VOLT_WITH_CUDA and LibTorch 2.4 "
+                                  "or later; LibTorch is ") +
+                      compat::torch_version_string + ")");
+    }
+    if (auto why = parts.strategy.cuda_graph_obstacle()) found.push_back(*why);
+    if (options.accumulate_grad_batches > 1) {
+      found.push_back("accumulate_grad_batches is " + std::to_string(options.accumulate_grad_batches) +
+                      " (a captured step is one whole optimizer step)");
+    }
+    if (options.error_on_nonfinite_loss) found.push_back("error_on_nonfinite_loss reads the loss on the host at every step");
+    for (Hook hook : {Hook::on_before_zero_grad, Hook::on_before_backward, Hook::on_after_backward,
+                      Hook::on_before_optimizer_step}) {
+      for (auto* callback : parts.callbacks.list().with(hook)) {
+        found.push_back("the callback " + c10::demangle(std::string(callback->type_name()).c_str()) + " has " +
+                        std::string(hook_name(hook)) + ", which runs inside the step");
+      }
+    }
+    if (auto why = optim::CapturableStep::obstacle(parts.optimization.optimizer(), device.type())) found.push_back(*why);
+    return found;
+  }
+
+  /// Captures the training step on `batch` and runs it once; when the capture fails, the graph stays off for
+  /// this fit and the batch runs eagerly.
+  template <class Parts, class M, class Batch>
+  void capture(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last) {
+    torch::optim::Optimizer& optimizer = parts.optimization.optimizer();
+    GradScaler* scaler = parts.precision.scaler();
+    const bool scaling = scaler != nullptr && scaler->is_enabled();
+    try {
+      graph_.prepare(optimizer, scaling, parts.root_device());
+    } catch (const std::exception& error) {
+      graph_.disable();
+      log::warn_rank_zero(std::string("cuda_graphs: cannot capture the training step (") + error.what() +
+                          "). Training eagerly.");
+      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
+      return;
+    }
+    AutomaticOptimization::start_batch(parts, batch_idx);
+    graph_.set_static_batch(batch);
+    Batch& static_batch = graph_.template static_batch<Batch>();
+    const std::string error = graph_.capture(parts.root_device(), parts.logger.metrics(), [&] {
+      torch::Tensor loss;
+      {
+        auto context = parts.precision.forward_context();
+        loss = call_training_step(module, static_batch, batch_idx, parts.context);
+      }
+      TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor");
+      parts.precision.pre_backward(loss).backward();
+      if (scaling) scaler->unscale_on_device(optimizer, graph_.found_inf());
+      clip_gradients(parts.options, optimizer);
+      if (scaling) {
+        graph_.optimizer_step().step(graph_.found_inf());
+        scaler->update_on_device(graph_.found_inf());
+      } else {
+        graph_.optimizer_step().step();
+      }
+      return loss;
+    });
+    if (!error.empty()) {
+      graph_.disable();
+      log::warn_rank_zero("cuda_graphs: capturing the training step failed (" + error +
+                          "). Training eagerly from this batch on.");
+      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last, /*batch_started=*/true);
+      return;
+    }
+    parts.logger.metrics().replay(graph_.logs());
+    AutomaticOptimization::after_optimizer_step(parts);
+    AutomaticOptimization::end_batch(parts, graph_.loss(), batch_idx);
+  }
+
+  /// A replay of the captured step for a batch of its shapes.
+  template <class Parts>
+  void replay(Parts& parts, const std::vector<torch::Tensor>& leaves, std::int64_t batch_idx) {
+    AutomaticOptimization::start_batch(parts, batch_idx);
+    graph_.load(leaves);
+    graph_.replay();
+    parts.logger.metrics().replay(graph_.logs());
+    AutomaticOptimization::after_optimizer_step(parts);
+    AutomaticOptimization::end_batch(parts, graph_.loss(), batch_idx);
+  }
+
+  TrainStepGraph graph_{};
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/cuda_graph_step.hpp
+
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+namespace volt::detail {
+
+/// Whether max_steps is reached.
+inline bool max_steps_reached(const TrainerOptions& options, const TrainerState& state) {
+  return options.max_steps >= 0 && state.global_step >= options.max_steps;
+}
+
+/// Whether min_epochs and min_steps allow stopping now.
+inline bool min_training_done(const TrainerOptions& options, const TrainerState& state) {
+  const bool epochs_ok = !options.min_epochs || state.current_epoch >= *options.min_epochs;
+  const bool steps_ok = !options.min_steps || state.global_step >= *options.min_steps;
+  return epochs_ok && steps_ok;
+}
+
+/// Runs the batches of one training epoch.
+class TrainingEpochLoop {
+ public:
+  /// Each batch's training step.
+  CudaGraphStep step{};
+  /// The validation inside fit.
+  EvaluationLoop val_loop{};
+  /// The training batches an epoch runs (limit_train_batches; nullopt: all).
+  std::optional<std::int64_t> limit{};
+  /// Set when SIGINT or SIGTERM asked the fit to stop; the epoch then ends at once.
+  bool interrupted = false;
+
+  /// Before a fit's first epoch.
+  void reset(std::optional<std::int64_t> train_limit) {
+    limit = train_limit;
+    interrupted = false;
+    total_batch_idx_ = 0;
+  }
+
+  /// The batches of the current epoch; returns how many ran.
+  template <class Parts, class M, class TrainData, class ValData>
+  std::int64_t run(Parts& parts, M& module, TrainData& train_data, ValData& val_data) {
+    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, NoData>;
+    auto& state = parts.state;
+    const auto& options = parts.options;
+    auto& resume = parts.checkpoint.resume;
+    const bool resuming_mid_epoch = resume.batches_done > 0;
+    auto&& range = as_range(train_data);
+    std::int64_t batch_idx = 0;
+    auto where = [&] {
+      return "epoch " + std::to_string(state.current_epoch) + ", training batch " + std::to_string(batch_idx) +
+             " (global step " + std::to_string(state.global_step) + ")";
+    };
+    auto it = [&] {
+      try {
+        return std::begin(range);
+      } catch (...) {
+        rethrow_with_context(where());
+      }
+    }();
+    const auto end = std::end(range);
+    if (resuming_mid_epoch) {
+      try {
+        for (; batch_idx < resume.batches_done && it != end; ++batch_idx) ++it;
+      } catch (...) {
+        rethrow_with_context(where() + " while skipping to the resume point");
+      }
+      set_cpu_rng_state(resume.rng);
+      resume.batches_done = 0;
+    }
+    const auto val_check_batch = validation_interval(options, state);
+    while (it != end && (!limit || batch_idx < *limit)) {
+      bool is_last = false;
+      try {
+        // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
+        auto batch = parts.prepare_batch(*it);
+        ++it;
+        is_last = it == end || (limit && batch_idx + 1 >= *limit);
+        step.run(parts, module, batch, batch_idx, is_last);
+      } catch (...) {
+        rethrow_with_context(where());
+      }
+      ++total_batch_idx_;
+      if constexpr (has_val_data) {
+        if (should_validate(options, state, batch_idx, is_last, val_check_batch)) {
+          val_loop.run(parts, module, val_data, Stage::fitting);
+          parts.agree_on_stop();
+          state.phase_ = MetricPhase::train;
+          module.train();
+        }
+      }
+      ++batch_idx;
+      if (interrupt_signal != 0) {
+        interrupted = true;
+        return batch_idx;
+      }
+      if (max_steps_reached(options, state) || (state.should_stop && min_training_done(options, state))) break;
+    }
+    if (!state.num_training_batches && !limit) state.num_training_batches = batch_idx;
+    return batch_idx;
+  }
+
+ private:
+  /// val_check_interval in batches, when it can be known.
+  static std::optional<std::int64_t> validation_interval(const TrainerOptions& options, const TrainerState& state) {
+    if (state.num_training_batches) return batches_for(options.val_check_interval, *state.num_training_batches);
+    if (!options.val_check_interval.is_fraction()) return options.val_check_interval.count();
+    return std::nullopt;
+  }
+
+  /// Whether validation runs after the batch `batch_idx` (Lightning's _should_check_val_fx).
+  bool should_validate(const TrainerOptions& options, const TrainerState& state, std::int64_t batch_idx, bool is_last,
+                       std::optional<std::int64_t> val_check_batch) const {
+    if (!state.has_validation) return false;
+    const auto every = options.check_val_every_n_epoch;
+    if (every && (state.current_epoch + 1) % *every != 0) return false;
+    if (state.should_stop && min_training_done(options, state)) return true;
+    if (options.check_val_every_n_epoch && options.val_check_interval.is_whole_epoch()) return is_last;
+    if (val_check_batch) {
+      const auto iteration = options.check_val_every_n_epoch ? batch_idx : total_batch_idx_ - 1;
+      return (iteration + 1) % *val_check_batch == 0;
+    }
+    return is_last;
+  }
+
+  std::int64_t total_batch_idx_ = 0;
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/training_epoch_loop.hpp
 
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cmath>
-#include <csignal>
 #include <cstdint>
-#include <exception>
 #include <filesystem>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
-#include <ranges>
-#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace volt::detail {
+
+/// Runs fit().
+class FitLoop {
+ public:
+  /// The batches of each epoch.
+  TrainingEpochLoop epoch_loop{};
+
+  /// Why the last fit stopped.
+  const std::string& stop_reason() const { return stop_reason_; }
+  /// Whether the last fit returned early because of SIGINT or SIGTERM.
+  bool interrupted() const { return epoch_loop.interrupted; }
+
+  /// Trains `module` (the model's module) on `train_data`, validating on `val_data` (or NoData), resuming from
+  /// `ckpt_path` when it is not empty.
+  template <class Parts, class Model, class TrainData, class ValData>
+  void run(Parts& parts, Model& model, TrainData& train_data, ValData& val_data, const std::filesystem::path& ckpt_path) {
+    using M = module_t<Model>;
+    using Batch = batch_t<TrainData>;
+    check_trainable<M, Batch>();
+    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, NoData>;
+    if constexpr (has_val_data) {
+      static_assert(has_validation_step<M, batch_t<ValData>>,
+                    "volt: fit() was given validation data, but the model has no `validation_step(batch[, "
+                    "batch_idx[, ctx]])` for its batch type");
+    }
+    if constexpr (has_training_step<M, Batch> && has_configure_optimizers<M>) {
+      auto module = model_module(model);
+      TORCH_CHECK(module != nullptr, "volt: fit() was given an empty model pointer");
+      setup(parts, module, train_data, val_data, has_val_data, ckpt_path);
+      // The graph and its memory live for this fit(); the optimizer's state is LibTorch's again afterwards.
+      struct GraphRelease {
+        TrainStepGraph& graph;
+        ~GraphRelease() {
+          try {
+            graph.release();
+          } catch (...) {
+            // a device error here was already reported by the step that caused it
+          }
+        }
+      } graph_release{epoch_loop.step.graph()};
+      ScopedInterruptHandler interrupt_handler(parts.options.handle_signals);
+      auto& state = parts.state;
+      auto& callbacks = parts.callbacks.list();
+      call_and_handle_interrupt(parts.strategy, callbacks, state, parts.logger, [&](bool& finished) {
+        callbacks.template run<Hook::setup>(state);
+        log_hyperparams(parts, *module);
+        call_hook<Hook::on_fit_start>(*module, parts.context, callbacks, state);
+        if constexpr (has_val_data) {
+          if (state.has_validation && parts.options.num_sanity_val_steps != 0) {
+            epoch_loop.val_loop.sanity_check(parts, *module, val_data);
+          }
+        }
+        call_hook<Hook::on_train_start>(*module, parts.context, callbacks, state);
+        while (!done(parts)) {
+          advance(parts, *module, train_data, val_data);
+          if (epoch_loop.interrupted) {
+            end_interrupted(parts, *module);
+            return;
+          }
+        }
+        call_hook<Hook::on_train_end>(*module, parts.context, callbacks, state);
+        call_hook<Hook::on_fit_end>(*module, parts.context, callbacks, state);
+        finished = true;
+        log::info_rank_zero("`Trainer.fit` stopped: " + stop_reason_ + ".");
+        parts.logger.finalize("success");
+        callbacks.template run<Hook::teardown>(state);
+      });
+    }
+  }
+
+  /// Writes a checkpoint of `module` and the training state (global rank zero only); the device-side
+  /// optimizer state of a captured step is handed back first.
+  template <class Parts>
+  void write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path, bool weights_only) {
+    epoch_loop.step.graph().sync_optimizer_state();  // a captured step counts Adam's steps on the device
+    parts.checkpoint.dump(checkpoint_parts(parts, module), path, weights_only);
+  }
+
+ private:
+  template <class Parts>
+  static CheckpointParts checkpoint_parts(Parts& parts, torch::nn::Module& module) {
+    return {module, parts.optimization, parts.callbacks, parts.state,
+            [&parts](torch::serialize::OutputArchive& archive) { parts.precision.save(archive); },
+            [&parts](torch::serialize::InputArchive& archive) { parts.precision.load(archive); }};
+  }
+
+  /// Lightning's fit setup: the state, max_epochs' default, the optimizers, the checkpoint function callbacks
+  /// call, the data sizes and their checks, the resume point, the CUDA graph.
+  template <class Parts, class M, class TrainData, class ValData>
+  void setup(Parts& parts, const std::shared_ptr<M>& module_pointer, TrainData& train_data, ValData& val_data,
+             bool has_val_data, const std::filesystem::path& ckpt_path) {
+    const auto& options = parts.options;
+    auto& state = parts.state;
+    M& module = *module_pointer;
+    parts.prepare_module(module);
+    parts.logger.metrics().clear();
+    state.stage = Stage::fitting;
+    state.should_stop = false;
+    state.validation_has_run = false;
+    state.global_step = 0;
+    state.current_epoch = 0;
+    state.fast_dev_run = options.fast_dev_run > 0;
+    state.max_steps = options.max_steps;
+    state.max_epochs = options.max_epochs;
+    if (!state.max_epochs) {
+      if (options.max_steps == -1) {
+        log::warn_rank_zero("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
+                            "limit, set `max_epochs=-1`.");
+        state.max_epochs = 1000;
+      } else {
+        state.max_epochs = -1;
+      }
+    }
+    state.log_every_n_steps = options.log_every_n_steps;
+    state.has_validation = has_val_data && !(options.limit_val_batches.is_fraction()
+                                                 ? options.limit_val_batches.fraction() == 0.0
+                                                 : options.limit_val_batches.count() == 0);
+    state.validates_at_epoch_end =
+        options.val_check_interval.is_whole_epoch() && options.check_val_every_n_epoch.value_or(0) == 1;
+    state.device_stats = device_stats_probe(parts.selection.accelerator, parts.root_device());
+
+    parts.optimization.configure(configure_optimizers(module));
+    state.optimizers = parts.optimization.optimizers();
+    // Holds the module: trainer.save_checkpoint works after fit() returned.
+    state.save_checkpoint = [this, &parts, module_pointer](const std::filesystem::path& path, bool weights_only) {
+      parts.state.last_checkpoint_saved = false;
+      try {
+        write_checkpoint(parts, *module_pointer, path, weights_only);
+        parts.state.last_checkpoint_saved = true;
+      } catch (const CheckpointError& error) {
+        if (parts.state.stage == Stage::none || parts.options.on_checkpoint_failure == CheckpointFailure::raise) throw;
+        log::warn_rank_zero(std::string(error.what()) + "; training continues (on_checkpoint_failure=warn).");
+      }
+    };
+
+    const auto train_size = size_of(train_data);
+    const auto train_limit = batch_limit(options, options.limit_train_batches, train_size, "limit_train_batches");
+    epoch_loop.reset(train_limit);
+    // Known when the data has a size (or fast_dev_run fixes it); otherwise learned in the first epoch.
+    state.num_training_batches = train_size || options.fast_dev_run > 0 ? train_limit : std::optional<std::int64_t>{};
+    std::optional<std::int64_t> val_size;
+    if constexpr (!std::is_same_v<std::remove_cvref_t<ValData>, NoData>) val_size = size_of(val_data);
+    check_data_sizes(options, state, train_size, val_size);
+
+    parts.checkpoint.reset();
+    if (!ckpt_path.empty()) parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
+    epoch_loop.step.setup(parts);
+  }
+
+  template <class Parts, class M>
+  static void log_hyperparams(Parts& parts, M& module) {
+    if (!parts.state.is_global_zero || parts.logger.loggers().empty()) return;
+    std::map<std::string, std::string> params;
+    if constexpr (requires { module.hparams(); }) params = module.hparams();
+    params["accelerator"] = std::string(to_string(parts.selection.accelerator));
+    params["precision"] = std::string(Parts::precision_type::name);
+    params["strategy"] = std::string(Parts::strategy_type::name);
+    parts.logger.log_hyperparams(params);
+  }
+
+  /// Whether the fit is over, with the reason in stop_reason().
+  template <class Parts>
+  bool done(Parts& parts) {
+    const auto& options = parts.options;
+    const auto& state = parts.state;
+    if (state.max_epochs && *state.max_epochs >= 0 && state.current_epoch >= *state.max_epochs) {
+      stop_reason_ = "`max_epochs=" + std::to_string(*state.max_epochs) + "` reached";
+      return true;
+    }
+    if (max_steps_reached(options, state)) {
+      stop_reason_ = "`max_steps=" + std::to_string(options.max_steps) + "` reached";
+      return true;
+    }
+    if (state.should_stop && min_training_done(options, state)) {
+      stop_reason_ = "stopped by a callback (should_stop)";
+      return true;
+    }
+    return false;
+  }
+
+  /// One epoch.
+  template <class Parts, class M, class TrainData, class ValData>
+  void advance(Parts& parts, M& module, TrainData& train_data, ValData& val_data) {
+    auto& state = parts.state;
+    auto& checkpoint = parts.checkpoint;
+    state.phase_ = MetricPhase::train;
+    module.train();
+    const bool resuming_mid_epoch = checkpoint.resume.batches_done > 0;
+    if (resuming_mid_epoch) {
+      set_cpu_rng_state(checkpoint.resume.epoch_start_rng);
+    } else {
+      call_hook<Hook::on_train_epoch_start>(module, parts.context, parts.callbacks.list(), state);
+    }
+    checkpoint.epoch_start_rng = cpu_rng_state();
+    const std::int64_t batches_done = epoch_loop.run(parts, module, train_data, val_data);
+    if (epoch_loop.interrupted) return;
+    end_epoch(parts, module, batches_done);
+  }
+
+  /// The end of an epoch (Lightning's on_advance_end).
+  template <class Parts, class M>
+  void end_epoch(Parts& parts, M& module, std::int64_t batches_done) {
+    auto& state = parts.state;
+    parts.checkpoint.resume_point = {state.current_epoch, batches_done, true};
+    ModelHook<Hook::on_train_epoch_end>::call(module, parts.context);
+    // Lightning runs the monitoring callbacks (checkpointing, early stopping) after the others.
+    parts.callbacks.run_train_epoch_end(state, /*monitoring=*/false);
+    parts.log_metrics(parts.logger.metrics().end_epoch(MetricPhase::train, parts.ranks_reducer()),
+                      std::max<std::int64_t>(0, state.global_step - 1));
+    parts.callbacks.run_train_epoch_end(state, /*monitoring=*/true);
+    parts.optimization.step_schedulers(SchedulerInterval::epoch);
+    ++state.current_epoch;
+    parts.checkpoint.resume_point = {state.current_epoch, 0, false};
+    parts.agree_on_stop();
+  }
+
+  /// After a SIGINT/SIGTERM between two batches: checkpoint, on_exception, loggers, teardown (Lightning's
+  /// KeyboardInterrupt handling); then fit() returns.
+  template <class Parts>
+  void end_interrupted(Parts& parts, torch::nn::Module& module) {
+    const std::string name = interrupt_signal_name();
+    stop_reason_ = "interrupted by " + name;
+    std::string saved;
+    auto& state = parts.state;
+    if (auto* checkpoint = parts.callbacks.list().template find<ModelCheckpoint>();
+        checkpoint != nullptr && parts.options.fast_dev_run == 0) {
+      const auto folder = !checkpoint->dirpath().empty()
+                              ? checkpoint->dirpath()
+                              : std::filesystem::path(parts.options.default_root_dir) / "checkpoints";
+      const auto path = folder / "interrupted.ckpt";
+      try {
+        write_checkpoint(parts, module, path, false);
+        saved = "; resume with fit(..., \"" + path.string() + "\")";
+      } catch (const CheckpointError& error) {
+        log::warn_rank_zero(error.what());
+      }
+    }
+    log::info_rank_zero("\nDetected " + name + ", attempting graceful shutdown after epoch " +
+                        std::to_string(state.current_epoch) + ", batch " + std::to_string(state.batch_idx) +
+                        " (global step " + std::to_string(state.global_step) + ")" + saved + ".");
+    end_failed_run(parts.callbacks.list(), state, parts.logger,
+                   std::make_exception_ptr(TrainingInterrupted("volt: training " + stop_reason_)));
+    state.stage = Stage::none;
+  }
+
+  std::string stop_reason_{};
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/fit_loop.hpp
+// ---- begin volt/trainer/loops/prediction_loop.hpp
+/// \file
+/// The prediction loop (Lightning's loops/prediction_loop.py): predict_step over the data under inference
+/// mode and the precision's forward context, its results in order.
+
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+/// trainer.predict: prepares the model and returns predict_step's results for at most limit_predict_batches
+/// batches of `data`.
+template <class Parts, class Model, class Data>
+auto run_prediction(Parts& parts, Model& model, Data& data) {
+  using M = module_t<Model>;
+  using Batch = batch_t<Data>;
+  static_assert(has_predict_step<M, Batch>, "volt: trainer.predict needs the model to define `predict_step(batch[, batch_idx])`");
+  auto module = model_module(model);
+  parts.prepare_module(*module);
+  using Result = std::remove_cvref_t<decltype(call_predict_step(*module, std::declval<Batch&>(), std::int64_t{},
+                                                                std::declval<StepContext&>()))>;
+  std::vector<Result> results;
+  auto& state = parts.state;
+  state.stage = Stage::predicting;
+  state.phase_ = MetricPhase::predict;
+  module->eval();
+  const auto limit = data_limit(parts.options, parts.options.limit_predict_batches, data, "limit_predict_batches");
+  std::int64_t batch_idx = 0;
+  for (auto&& raw : as_range(data)) {
+    if (limit && batch_idx >= *limit) break;
+    auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
+    EvalGuard guard(parts.options.inference_mode);
+    auto context = parts.precision.forward_context();
+    results.push_back(call_predict_step(*module, batch, batch_idx, parts.context));
+    ++batch_idx;
+  }
+  state.stage = Stage::none;
+  return results;
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/prediction_loop.hpp
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#if !defined(_WIN32)
-#include <signal.h>
-#endif
-
 namespace volt {
-
-namespace detail {
-
-/// The range to iterate for a data argument: the argument itself, or what it points to
-/// (torch::data::make_data_loader returns a std::unique_ptr to the loader).
-template <class Data>
-decltype(auto) as_range(Data& data) {
-  if constexpr (requires { std::begin(data); }) {
-    return (data);
-  } else {
-    return (*data);
-  }
-}
-
-template <class Data>
-using batch_t = std::remove_cvref_t<decltype(*std::begin(as_range(std::declval<Data&>())))>;
-
-template <class Data>
-std::optional<std::int64_t> size_of(Data& data) {
-  auto&& range = as_range(data);
-  if constexpr (requires { std::size(range); }) {
-    return static_cast<std::int64_t>(std::size(range));
-  } else {
-    return std::nullopt;
-  }
-}
-
-template <class T>
-concept logger_pointer = requires { typename T::element_type; } && std::derived_from<typename T::element_type, Logger>;
-
-/// Marks "no validation data" in fit().
-struct NoData {};
-
-/// Rounds a fraction-of-epoch interval to batches as Lightning does.
-inline std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
-  if (amount.is_fraction()) return std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(total) * amount.fraction()));
-  return amount.count();
-}
-
-inline torch::Tensor cpu_rng_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-inline void set_cpu_rng_state(const torch::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
-}
-
-/// The signal (SIGINT or SIGTERM) that asked the running fit() to stop, 0 when none did. Set by the
-/// handler fit() installs while it runs (TrainerOptions::handle_signals); read between training batches.
-inline volatile std::sig_atomic_t interrupt_signal = 0;
-
-/// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
-/// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
-/// signal during the graceful shutdown ends the process the default way.
-class ScopedInterruptHandler {
- public:
-  explicit ScopedInterruptHandler(bool enabled) : enabled_(enabled) {
-    interrupt_signal = 0;
-    if (!enabled_) return;
-#if !defined(_WIN32)
-    struct sigaction action {};
-    action.sa_handler = [](int signal) { interrupt_signal = signal; };
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &action, &previous_int_);
-    sigaction(SIGTERM, &action, &previous_term_);
-#else
-    previous_int_ = std::signal(SIGINT, [](int signal) { interrupt_signal = signal; });
-    previous_term_ = std::signal(SIGTERM, [](int signal) { interrupt_signal = signal; });
-#endif
-  }
-  ScopedInterruptHandler(const ScopedInterruptHandler&) = delete;
-  ScopedInterruptHandler& operator=(const ScopedInterruptHandler&) = delete;
-  ~ScopedInterruptHandler() {
-    if (!enabled_) return;
-#if !defined(_WIN32)
-    sigaction(SIGINT, &previous_int_, nullptr);
-    sigaction(SIGTERM, &previous_term_, nullptr);
-#else
-    std::signal(SIGINT, previous_int_);
-    std::signal(SIGTERM, previous_term_);
-#endif
-  }
-
- private:
-  bool enabled_;
-#if !defined(_WIN32)
-  struct sigaction previous_int_ {};
-  struct sigaction previous_term_ {};
-#else
-  void (*previous_int_)(int) = nullptr;
-  void (*previous_term_)(int) = nullptr;
-#endif
-};
-
-/// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error
-/// gets it as context and keeps its type; the standard exception types and volt's errors are rethrown as the
-/// same type (std::rethrow_if_nested gives back the original object); anything else is rethrown unchanged.
-[[noreturn]] inline void rethrow_with_context(const std::string& where) {
-  const auto message = [&](const std::exception& error) {
-    return std::string(error.what()) + "\n(volt: raised during " + where + ")";
-  };
-  try {
-    throw;
-  } catch (c10::Error& error) {
-    error.add_context("volt: raised during " + where);
-    throw;
-  } catch (const MisconfigurationError& error) {
-    std::throw_with_nested(MisconfigurationError(message(error)));
-  } catch (const CheckpointError& error) {
-    std::throw_with_nested(CheckpointError(message(error)));
-  } catch (const std::invalid_argument& error) {
-    std::throw_with_nested(std::invalid_argument(message(error)));
-  } catch (const std::out_of_range& error) {
-    std::throw_with_nested(std::out_of_range(message(error)));
-  } catch (const std::logic_error& error) {
-    std::throw_with_nested(std::logic_error(message(error)));
-  } catch (const std::overflow_error& error) {
-    std::throw_with_nested(std::overflow_error(message(error)));
-  } catch (const std::runtime_error& error) {
-    std::throw_with_nested(std::runtime_error(message(error)));
-  } catch (const std::exception& error) {
-    std::throw_with_nested(std::runtime_error(message(error)));
-  }
-}
-
-}  // namespace detail
-
-/// What on_exception callbacks receive when SIGINT or SIGTERM stopped fit() (Lightning's KeyboardInterrupt).
-/// fit() itself does not throw it: it returns, with trainer.interrupted() true.
-class TrainingInterrupted : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 /// Lightning's Trainer (see the file comment): runs fit, validate, test and predict for a model that meets
 /// the contract of volt/trainer/module.hpp. `Accelerator` (Auto, CPU, CUDA, MPS), `Strategy` (SingleDevice,
 /// DDP) and `Precision` (FP32, FP64, FP16True, BF16True, FP16Autocast, BF16Autocast) are policy types;
 /// combinations that cannot work fail to compile with a message naming the rule. Under DDP every process
 /// constructs its own Trainer and calls the same methods in the same order. Not thread-safe.
-template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
+template <AcceleratorChoice Accelerator = Auto, StrategyPolicy Strategy = SingleDevice, PrecisionPolicy Precision = FP32>
 class Trainer {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
   static_assert((check_precision_supported<Accelerator, Precision>(), true));
@@ -11087,113 +13635,85 @@ class Trainer {
   /// enable_progress_bar=false with a ProgressBar given); under DDP also what detect_cluster_environment
   /// throws.
   template <class... Extras>
-  explicit Trainer(TrainerOptions options = {}, Extras&&... extras) : options_(std::move(options)) {
-    detail::validate(options_);
-    if (options_.fast_dev_run > 0) {
-      options_.max_steps = options_.fast_dev_run;
-      options_.max_epochs = 1;
-      options_.num_sanity_val_steps = 0;
-    }
-    if (options_.seed) torch::manual_seed(*options_.seed);
-    if (options_.deterministic) {
-      at::globalContext().setDeterministicAlgorithms(*options_.deterministic, false);
-      if (*options_.deterministic) {
-        at::globalContext().setDeterministicCuDNN(true);
-        at::globalContext().setBenchmarkCuDNN(false);
-      }
-    }
-    // "auto" means every device of the accelerator; a single-device strategy takes the first of them.
-    const DeviceSpec devices = !Strategy::is_distributed && options_.devices.is_auto() ? DeviceSpec{1} : options_.devices;
-    selection_ = select_devices<Accelerator>(devices, Frontend::trainer);
-    if (!Strategy::is_distributed && selection_.parallel_devices.size() != 1) {
-      std::string ids;
-      for (int id : selection_.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-      throw MisconfigurationError("volt::SingleDevice trains on exactly one device, but the device spec selected " +
-                                  std::to_string(selection_.parallel_devices.size()) + " " +
-                                  std::string(to_string(selection_.accelerator)) + " devices: [" + ids +
-                                  "]. Pass {.devices = 1} (or a single id such as volt::devices({1})), or "
-                                  "train with volt::DDP.");
-    }
-    check_strategy_supported_on_machine<Accelerator, Strategy>();
-    strategy_.configure(selection_, options_.num_nodes);
-    state_.global_rank = strategy_.global_rank();
-    state_.world_size = strategy_.world_size();
-    state_.is_global_zero = strategy_.is_global_zero();
-    log_device_info(selection_.accelerator);
+  explicit Trainer(TrainerOptions options = {}, Extras&&... extras) : parts_(std::move(options)) {
+    auto& opts = parts_.options;
+    detail::validate(opts);
+    detail::apply_fast_dev_run(opts);
+    detail::set_torch_flags(opts);
+    parts_.selection = detail::select_trainer_devices<Accelerator, Strategy>(opts);
+    parts_.strategy.configure(parts_.selection, opts.num_nodes);
+    auto& state = parts_.state;
+    state.global_rank = parts_.strategy.global_rank();
+    state.world_size = parts_.strategy.world_size();
+    state.is_global_zero = parts_.strategy.is_global_zero();
+    parts_.logger.set_global_zero(state.is_global_zero);
+    log_device_info(parts_.selection.accelerator);
     (add_extra(std::forward<Extras>(extras)), ...);
-    // As Lightning's _reorder_callbacks: checkpoint callbacks run after the others, so a checkpoint written in
-    // a hook holds the other callbacks' state after that hook (exact resume).
-    for (auto& checkpoint : deferred_checkpoints_) callbacks_.add(std::move(checkpoint));
-    deferred_checkpoints_.clear();
-    precision_.setup(root_device());
-    add_default_callbacks();
-    if (options_.logger && options_.fast_dev_run == 0 && loggers_.empty()) {
-      auto csv = std::make_shared<CSVLogger>();
-      csv->set_default_save_dir(options_.default_root_dir);
-      loggers_.push_back(std::move(csv));
-    }
-    if (!options_.logger || options_.fast_dev_run > 0) loggers_.clear();
+    parts_.callbacks.reorder();
+    parts_.precision.setup(root_device());
+    parts_.callbacks.add_defaults(opts);
+    parts_.logger.configure(opts.logger, opts.fast_dev_run > 0);
   }
 
   // ---- accessors ---------------------------------------------------------------------------------
 
   /// The device the model trains on.
-  torch::Device root_device() const { return strategy_.root_device(); }
+  torch::Device root_device() const { return parts_.strategy.root_device(); }
   /// This process's rank among all processes of the run (0 without DDP).
-  int global_rank() const { return strategy_.global_rank(); }
+  int global_rank() const { return parts_.strategy.global_rank(); }
   /// This process's rank on its node (its index into device_ids()).
-  int local_rank() const { return strategy_.local_rank(); }
+  int local_rank() const { return parts_.strategy.local_rank(); }
   /// The index of this process's node (0 without DDP or with one node).
-  int node_rank() const { return strategy_.node_rank(); }
+  int node_rank() const { return parts_.strategy.node_rank(); }
   /// Number of processes of the run: devices x num_nodes with DDP, 1 without.
-  int world_size() const { return strategy_.world_size(); }
+  int world_size() const { return parts_.strategy.world_size(); }
   /// Whether this process is global rank 0, the one that writes checkpoints and logs.
-  bool is_global_zero() const { return strategy_.is_global_zero(); }
+  bool is_global_zero() const { return parts_.strategy.is_global_zero(); }
   /// The strategy's run-time side: collectives (barrier, all_reduce, broadcast, all_gather,
   /// reduce_boolean_decision) that every rank must call in the same order.
-  detail::StrategyRuntime<Strategy>& strategy() { return strategy_; }
+  detail::StrategyRuntime<Strategy>& strategy() { return parts_.strategy; }
   /// Lightning's trainer.device_ids.
-  const std::vector<int>& device_ids() const { return selection_.device_ids; }
+  const std::vector<int>& device_ids() const { return parts_.selection.device_ids; }
   /// Lightning's trainer.num_devices: the devices selected on each node.
-  std::int64_t num_devices() const { return static_cast<std::int64_t>(selection_.device_ids.size()); }
+  std::int64_t num_devices() const { return static_cast<std::int64_t>(parts_.selection.device_ids.size()); }
   /// The accelerator in use (Auto resolved at construction).
-  AcceleratorKind accelerator() const { return selection_.accelerator; }
+  AcceleratorKind accelerator() const { return parts_.selection.accelerator; }
   /// Optimizer steps taken in the current or last fit (skipped AMP steps included).
-  std::int64_t global_step() const { return state_.global_step; }
+  std::int64_t global_step() const { return parts_.state.global_step; }
   /// The epoch being trained, counted from 0 (it advances as each training epoch ends).
-  std::int64_t current_epoch() const { return state_.current_epoch; }
+  std::int64_t current_epoch() const { return parts_.state.current_epoch; }
   /// Whether a stop was requested (a callback hook returning true, EarlyStopping, or state().should_stop);
   /// under DDP the ranks agree on it (any rank's request stops them all) after validation and at epoch end.
-  bool should_stop() const { return state_.should_stop; }
+  bool should_stop() const { return parts_.state.should_stop; }
   /// The options as validated at construction (fast_dev_run already applied to max_steps, max_epochs and
   /// num_sanity_val_steps).
-  const TrainerOptions& options() const { return options_; }
+  const TrainerOptions& options() const { return parts_.options; }
   /// The state callbacks and model hooks see; writable (e.g. `state().should_stop = true`).
-  TrainerState& state() { return state_; }
+  TrainerState& state() { return parts_.state; }
   /// All logged metrics as numbers (Lightning's trainer.callback_metrics).
-  std::map<std::string, double, std::less<>> callback_metrics() { return metrics_.callback_metrics(); }
+  std::map<std::string, double, std::less<>> callback_metrics() { return parts_.logger.metrics().callback_metrics(); }
   /// The first callback of type C, or nullptr (e.g. trainer.callback<volt::ModelCheckpoint>()).
   template <class C>
   C* callback() {
-    return callbacks_.find<C>();
+    return parts_.callbacks.list().template find<C>();
   }
   /// The first ModelCheckpoint callback (Lightning's trainer.checkpoint_callback), or nullptr.
-  ModelCheckpoint* checkpoint_callback() { return callbacks_.find<ModelCheckpoint>(); }
+  ModelCheckpoint* checkpoint_callback() { return parts_.callbacks.list().template find<ModelCheckpoint>(); }
   /// The loggers (the default CSVLogger when logger is true and none was given; none with fast_dev_run).
-  const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
+  const std::vector<std::shared_ptr<Logger>>& loggers() const { return parts_.logger.loggers(); }
   /// The precision policy object (e.g. to read the GradScaler of FP16Autocast).
-  Precision& precision() { return precision_; }
+  Precision& precision() { return parts_.precision; }
   /// Why the last fit stopped ("max_epochs=5 reached", "max_steps=100 reached", "stopped by a callback",
   /// "interrupted by SIGINT").
-  const std::string& stop_reason() const { return stop_reason_; }
+  const std::string& stop_reason() const { return fit_loop_.stop_reason(); }
   /// Whether the last fit() returned early because of SIGINT or SIGTERM (TrainerOptions::handle_signals).
-  bool interrupted() const { return interrupted_; }
+  bool interrupted() const { return fit_loop_.interrupted(); }
   /// Training steps of the last (or running) fit() that were replays of the captured CUDA graph
   /// (TrainerOptions::cuda_graphs); 0 when nothing was captured.
-  std::int64_t cuda_graph_replays() const noexcept { return graph_.replays(); }
+  std::int64_t cuda_graph_replays() const noexcept { return fit_loop_.epoch_loop.step.graph().replays(); }
   /// Training steps of the last fit() that ran eagerly after the capture because their batch had other
   /// shapes than the captured one (a short last batch).
-  std::int64_t cuda_graph_eager_steps() const noexcept { return graph_.eager_fallbacks(); }
+  std::int64_t cuda_graph_eager_steps() const noexcept { return fit_loop_.epoch_loop.step.graph().eager_fallbacks(); }
 
   // ---- fit ---------------------------------------------------------------------------------------
 
@@ -11217,9 +13737,9 @@ class Trainer {
   template <class Model, class TrainData>
   void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
     detail::NoData none;
-    strategy_.setup_environment();
-    auto&& train = shard(train_data);
-    run_fit(model, train, none, ckpt_path);
+    parts_.strategy.setup_environment();
+    auto&& train = parts_.distribute(train_data);
+    fit_loop_.run(parts_, model, train, none, ckpt_path);
   }
 
   /// fit() with validation on `val_data` (every val_check_interval and check_val_every_n_epoch, after a
@@ -11228,10 +13748,10 @@ class Trainer {
   template <class Model, class TrainData, class ValData>
     requires(!std::convertible_to<ValData, std::filesystem::path>)
   void fit(Model& model, TrainData&& train_data, ValData&& val_data, const std::filesystem::path& ckpt_path = {}) {
-    strategy_.setup_environment();
-    auto&& train = shard(train_data);
-    auto&& val = shard(val_data);
-    run_fit(model, train, val, ckpt_path);
+    parts_.strategy.setup_environment();
+    auto&& train = parts_.distribute(train_data);
+    auto&& val = parts_.distribute(val_data);
+    fit_loop_.run(parts_, model, train, val, ckpt_path);
   }
 
   /// Runs validation_step over `data` (at most limit_val_batches batches) and returns the epoch metrics
@@ -11242,9 +13762,9 @@ class Trainer {
   /// type, and an exception from validation_step with the batch index added.
   template <class Model, class Data>
   std::map<std::string, double> validate(Model& model, Data&& data) {
-    strategy_.setup_environment();
-    auto&& mine = shard(data);
-    return run_standalone_evaluation(model, mine, Stage::validating);
+    parts_.strategy.setup_environment();
+    auto&& mine = parts_.distribute(data);
+    return evaluation_loop_.run_standalone(parts_, model, mine, Stage::validating);
   }
 
   /// Runs test_step over `data` (at most limit_test_batches batches) and returns the epoch metrics
@@ -11253,9 +13773,9 @@ class Trainer {
   /// an exception from test_step with the batch index added.
   template <class Model, class Data>
   std::map<std::string, double> test(Model& model, Data&& data) {
-    strategy_.setup_environment();
-    auto&& mine = shard(data);
-    return run_standalone_evaluation(model, mine, Stage::testing);
+    parts_.strategy.setup_environment();
+    auto&& mine = parts_.distribute(data);
+    return evaluation_loop_.run_standalone(parts_, model, mine, Stage::testing);
   }
 
   /// Runs predict_step over `data` (at most limit_predict_batches batches, under inference mode and the
@@ -11265,32 +13785,10 @@ class Trainer {
   /// (when no earlier call has) and the model setup broadcasts rank 0's weights, so every rank must call it.
   template <class Model, class Data>
   auto predict(Model& model, Data&& data) {
-    using M = detail::module_t<Model>;
-    using Batch = detail::batch_t<Data>;
-    static_assert(detail::has_predict_step<M, Batch>,
+    static_assert(detail::has_predict_step<detail::module_t<Model>, detail::batch_t<Data>>,
                   "volt: trainer.predict needs the model to define `predict_step(batch[, batch_idx])`");
-    strategy_.setup_environment();
-    auto module = detail::model_module(model);
-    prepare_module(*module);
-    using Result = std::remove_cvref_t<decltype(detail::call_predict_step(*module, std::declval<Batch&>(),
-                                                                          std::int64_t{}, std::declval<StepContext&>()))>;
-    std::vector<Result> results;
-    state_.stage = Stage::predicting;
-    state_.phase_ = MetricPhase::predict;
-    module->eval();
-    auto&& range = detail::as_range(data);
-    const auto limit = batch_limit(options_.limit_predict_batches, detail::size_of(data), "limit_predict_batches");
-    std::int64_t batch_idx = 0;
-    for (auto&& raw : range) {
-      if (limit && batch_idx >= *limit) break;
-      auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
-      EvalGuard guard(options_.inference_mode);
-      auto context = precision_.forward_context();
-      results.push_back(detail::call_predict_step(*module, batch, batch_idx, context_));
-      ++batch_idx;
-    }
-    state_.stage = Stage::none;
-    return results;
+    parts_.strategy.setup_environment();
+    return detail::run_prediction(parts_, model, data);
   }
 
   /// Writes a checkpoint of the model passed to the last fit (Lightning's trainer.save_checkpoint): the
@@ -11300,1095 +13798,32 @@ class Trainer {
   /// CheckpointError naming the file when the write fails (the previous file at `path` is kept): under DDP
   /// on every rank (rank 0 its own error, the others one saying rank 0 failed), none left waiting.
   void save_checkpoint(const std::filesystem::path& path, bool weights_only = false) {
-    TORCH_CHECK(state_.save_checkpoint, "volt: save_checkpoint needs a model: call fit() first");
-    std::exception_ptr error;
-    try {
-      state_.save_checkpoint(path, weights_only);
-    } catch (...) {
-      error = std::current_exception();
-    }
+    TORCH_CHECK(parts_.state.save_checkpoint, "volt: save_checkpoint needs a model: call fit() first");
     // The barrier and the failure news in one collective (a single process needs neither).
-    const bool any_failed =
-        strategy_.world_size() > 1 && strategy_.reduce_boolean_decision(error != nullptr, /*all=*/false);
-    if (error) std::rethrow_exception(error);
-    if (any_failed) {
-      throw CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() +
-                            " (its error is in rank 0's output)");
-    }
+    parts_.strategy.run_and_agree([&] { parts_.state.save_checkpoint(path, weights_only); }, [&] {
+      return CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() +
+                             " (its error is in rank 0's output)");
+    });
   }
+
 
  private:
-  /// This rank's share of `data`: the data itself without DDP, or when it is already split (volt::per_rank,
-  /// a loader with volt::DistributedSampler); otherwise a view taking this rank's batch of each group of
-  /// world_size() batches.
-  template <class Data>
-  decltype(auto) shard(Data& data) {
-    using D = std::remove_cvref_t<Data>;
-    if constexpr (!Strategy::is_distributed || detail::is_per_rank<D>::value ||
-                  detail::uses_distributed_sampler<D>::value || std::is_same_v<D, detail::NoData>) {
-      return (data);
-    } else {
-      using Range = std::remove_reference_t<decltype(detail::as_range(data))>;
-      return detail::RankShard<Range>(detail::as_range(data), strategy_.world_size(), strategy_.global_rank());
-    }
-  }
-
-  /// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
-  /// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
-  class EvalGuard {
-   public:
-    explicit EvalGuard(bool inference) : inference_(inference) {}
-
-   private:
-    c10::InferenceMode inference_;
-    torch::NoGradGuard no_grad_;
-  };
-
-  struct SchedulerSlot {
-    std::shared_ptr<torch::optim::LRScheduler> scheduler;
-    SchedulerInterval interval;
-    std::int64_t frequency;
-    std::int64_t intervals = 0;  // intervals seen (steps or epochs)
-    std::int64_t steps = 0;      // scheduler.step() calls, saved in checkpoints
-  };
-
+  /// A constructor extra: the configured precision, a logger, or a callback.
   template <class E>
   void add_extra(E&& extra) {
     using T = std::remove_cvref_t<E>;
     if constexpr (std::same_as<T, Precision>) {
-      precision_ = std::forward<E>(extra);
-    } else if constexpr (std::derived_from<T, Logger>) {
-      auto logger = std::make_shared<T>(std::forward<E>(extra));
-      // A logger without a save_dir writes under default_root_dir, as Lightning's do.
-      if constexpr (requires { logger->set_default_save_dir(options_.default_root_dir); }) {
-        logger->set_default_save_dir(options_.default_root_dir);
-      }
-      loggers_.push_back(std::move(logger));
-    } else if constexpr (detail::logger_pointer<T>) {
-      if constexpr (requires { extra->set_default_save_dir(options_.default_root_dir); }) {
-        extra->set_default_save_dir(options_.default_root_dir);
-      }
-      loggers_.push_back(std::forward<E>(extra));
-    } else if constexpr (std::same_as<T, ModelCheckpoint>) {
-      deferred_checkpoints_.push_back(std::forward<E>(extra));
+      parts_.precision = std::forward<E>(extra);
+    } else if constexpr (std::derived_from<T, Logger> || detail::logger_pointer<T>) {
+      parts_.logger.add(std::forward<E>(extra));
     } else {
-      callbacks_.add(std::forward<E>(extra));
+      parts_.callbacks.add(std::forward<E>(extra));
     }
   }
 
-  void add_default_callbacks() {
-    const auto progress_bars = callbacks_.count<ProgressBar>();
-    if (progress_bars > 1) {
-      throw MisconfigurationError(
-          "You added multiple progress bar callbacks to the Trainer, but currently only one progress bar is supported.");
-    }
-    if (!options_.enable_progress_bar && progress_bars == 1) {
-      throw MisconfigurationError(
-          "Trainer was configured with `enable_progress_bar=False` but found `ProgressBar` in callbacks list.");
-    }
-    if (!options_.enable_checkpointing && callbacks_.count<ModelCheckpoint>() > 0) {
-      throw MisconfigurationError(
-          "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks list.");
-    }
-    if (options_.enable_progress_bar && progress_bars == 0) callbacks_.add(ProgressBar{});
-    if (options_.enable_model_summary && callbacks_.count<ModelSummary>() == 0) callbacks_.add(ModelSummary{});
-    if (options_.enable_checkpointing && callbacks_.count<ModelCheckpoint>() == 0) callbacks_.add(ModelCheckpoint{});
-  }
-
-  template <class M>
-  void prepare_module(M& module) {
-    precision_.convert_module(module);
-    module.to(root_device());
-    strategy_.setup_module(module);
-    state_.model = &module;
-    state_.root_device = root_device();
-    state_.default_root_dir = options_.default_root_dir;
-    state_.metrics_ = &metrics_;
-    state_.loggers.clear();
-    for (const auto& logger : loggers_) state_.loggers.push_back(logger.get());
-  }
-
-  template <class Batch>
-  std::remove_cvref_t<Batch> prepare_batch(Batch&& batch) {
-    return batch_to_device(precision_.convert_input(std::forward<Batch>(batch)), root_device());
-  }
-
-  // Model hooks: `hook(ctx)` or `hook()` when the model defines them.
-#define VOLT_DETAIL_MODEL_HOOK(name)                                      \
-  template <class M>                                                     \
-  void model_##name(M& module) {                                         \
-    if constexpr (requires { module.name(context_); }) {                 \
-      module.name(context_);                                             \
-    } else if constexpr (requires { module.name(); }) {                  \
-      module.name();                                                     \
-    }                                                                    \
-  }
-  VOLT_DETAIL_MODEL_HOOK(on_fit_start)
-  VOLT_DETAIL_MODEL_HOOK(on_fit_end)
-  VOLT_DETAIL_MODEL_HOOK(on_train_start)
-  VOLT_DETAIL_MODEL_HOOK(on_train_end)
-  VOLT_DETAIL_MODEL_HOOK(on_train_epoch_start)
-  VOLT_DETAIL_MODEL_HOOK(on_train_epoch_end)
-  VOLT_DETAIL_MODEL_HOOK(on_validation_epoch_start)
-  VOLT_DETAIL_MODEL_HOOK(on_validation_epoch_end)
-  VOLT_DETAIL_MODEL_HOOK(on_test_epoch_start)
-  VOLT_DETAIL_MODEL_HOOK(on_test_epoch_end)
-#undef VOLT_DETAIL_MODEL_HOOK
-
-  void log_to_loggers(std::map<std::string, double> values, std::int64_t step) {
-    if (values.empty() || !state_.is_global_zero) return;
-    values["epoch"] = static_cast<double>(state_.current_epoch);
-    for (const auto& logger : loggers_) logger->log_metrics(values, step);
-  }
-
-  void finalize_loggers(const std::string& status) {
-    if (!state_.is_global_zero) return;
-    for (const auto& logger : loggers_) logger->finalize(status);
-  }
-
-  // ---- the fit loop ------------------------------------------------------------------------------
-
-  template <class Model, class TrainData, class ValData>
-  void run_fit(Model& model, TrainData& train_data, ValData& val_data, const std::filesystem::path& ckpt_path) {
-    using M = detail::module_t<Model>;
-    using Batch = detail::batch_t<TrainData>;
-    detail::check_trainable<M, Batch>();
-    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, detail::NoData>;
-    if constexpr (has_val_data) {
-      static_assert(detail::has_validation_step<M, detail::batch_t<ValData>>,
-                    "volt: fit() was given validation data, but the model has no `validation_step(batch[, "
-                    "batch_idx[, ctx]])` for its batch type");
-    }
-    if constexpr (detail::has_training_step<M, Batch> && detail::has_configure_optimizers<M>) {
-      auto module = detail::model_module(model);
-      TORCH_CHECK(module != nullptr, "volt: fit() was given an empty model pointer");
-      prepare_module(*module);
-      metrics_.clear();
-      state_.stage = Stage::fitting;
-      state_.should_stop = false;
-      state_.validation_has_run = false;
-      state_.global_step = 0;
-      state_.current_epoch = 0;
-      state_.fast_dev_run = options_.fast_dev_run > 0;
-      state_.max_steps = options_.max_steps;
-      state_.max_epochs = options_.max_epochs;
-      if (!state_.max_epochs) {
-        if (options_.max_steps == -1) {
-          log::warn_rank_zero("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
-                              "limit, set `max_epochs=-1`.");
-          state_.max_epochs = 1000;
-        } else {
-          state_.max_epochs = -1;
-        }
-      }
-      state_.log_every_n_steps = options_.log_every_n_steps;
-      state_.has_validation = has_val_data && !(options_.limit_val_batches.is_fraction()
-                                                    ? options_.limit_val_batches.fraction() == 0.0
-                                                    : options_.limit_val_batches.count() == 0);
-      state_.validates_at_epoch_end = options_.val_check_interval.is_whole_epoch() &&
-                                      options_.check_val_every_n_epoch.value_or(0) == 1;
-      state_.device_stats = [this] {
-        return visit_accelerator(selection_.accelerator,
-                                 [this](auto accelerator) { return decltype(accelerator)::get_device_stats(root_device()); });
-      };
-
-      // Optimizers and schedulers.
-      config_ = detail::configure_optimizers(*module);
-      schedulers_.clear();
-      if (config_.lr_scheduler) {
-        schedulers_.push_back({config_.lr_scheduler, config_.interval, std::max<std::int64_t>(1, config_.frequency)});
-      }
-      state_.optimizers = {config_.optimizer.get()};
-      state_.save_checkpoint = [this, module](const std::filesystem::path& path, bool weights_only) {
-        state_.last_checkpoint_saved = false;
-        try {
-          write_checkpoint(*module, path, weights_only);
-          state_.last_checkpoint_saved = true;
-        } catch (const CheckpointError& error) {
-          if (state_.stage == Stage::none || options_.on_checkpoint_failure == CheckpointFailure::raise) throw;
-          log::warn_rank_zero(std::string(error.what()) + "; training continues (on_checkpoint_failure=warn).");
-        }
-      };
-
-      const auto train_size = detail::size_of(train_data);
-      train_limit_ = batch_limit(options_.limit_train_batches, train_size, "limit_train_batches");
-      // Known when the data has a size (or fast_dev_run fixes it); otherwise learned in the first epoch.
-      state_.num_training_batches =
-          train_size || options_.fast_dev_run > 0 ? train_limit_ : std::optional<std::int64_t>{};
-
-      std::optional<std::int64_t> val_size;
-      if constexpr (has_val_data) val_size = detail::size_of(val_data);
-      check_data_sizes(train_size, val_size);
-
-      resume_ = {};
-      if (!ckpt_path.empty()) {
-        try {
-          read_checkpoint(*module, ckpt_path);
-        } catch (const CheckpointError&) {
-          throw;
-        } catch (const std::exception& error) {
-          throw CheckpointError("volt: cannot resume from " + ckpt_path.string() +
-                                " (corrupted, or written by another configuration): " + error.what());
-        }
-      }
-
-      setup_cuda_graphs();
-      // The graph and its memory live for this fit(); the optimizer's state is LibTorch's again afterwards.
-      struct GraphRelease {
-        detail::TrainStepGraph& graph;
-        ~GraphRelease() {
-          try {
-            graph.release();
-          } catch (...) {
-            // a device error here was already reported by the step that caused it
-          }
-        }
-      } graph_release{graph_};
-
-      bool finished = false;
-      interrupted_ = false;
-      detail::ScopedInterruptHandler interrupt_handler(options_.handle_signals);
-      try {
-        callbacks_.run(detail::Hook::setup, state_);
-        if (state_.is_global_zero && !loggers_.empty()) {
-          std::map<std::string, std::string> params;
-          if constexpr (requires { module->hparams(); }) params = module->hparams();
-          params["accelerator"] = std::string(to_string(selection_.accelerator));
-          params["precision"] = std::string(Precision::name);
-          params["strategy"] = std::string(Strategy::name);
-          for (const auto& logger : loggers_) logger->log_hyperparams(params);
-        }
-        model_on_fit_start(*module);
-        callbacks_.run(detail::Hook::on_fit_start, state_);
-        if constexpr (has_val_data) {
-          if (state_.has_validation && options_.num_sanity_val_steps != 0) sanity_check(*module, val_data);
-        }
-        model_on_train_start(*module);
-        callbacks_.run(detail::Hook::on_train_start, state_);
-        fit_epochs(*module, train_data, val_data);
-        if (interrupted_) {
-          finish_interrupted(*module);
-          return;
-        }
-        model_on_train_end(*module);
-        callbacks_.run(detail::Hook::on_train_end, state_);
-        model_on_fit_end(*module);
-        callbacks_.run(detail::Hook::on_fit_end, state_);
-        finished = true;
-        log::info_rank_zero("`Trainer.fit` stopped: " + stop_reason_ + ".");
-        finalize_loggers("success");
-        callbacks_.run(detail::Hook::teardown, state_);
-      } catch (...) {
-        const auto error = std::current_exception();
-        if constexpr (Strategy::is_distributed) {
-          std::string what = "unknown exception";
-          try {
-            std::rethrow_exception(error);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
-          strategy_.on_failure(what);
-        }
-        for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_exception)) {
-          callback->run_exception(state_, error);
-        }
-        if (!finished) {
-          try {
-            finalize_loggers("failed");
-            callbacks_.run(detail::Hook::teardown, state_);
-          } catch (...) {
-            // the original error is the one to report
-          }
-        }
-        state_.stage = Stage::none;
-        throw;
-      }
-      state_.stage = Stage::none;
-    }
-  }
-
-  /// Checks, before training starts, the limits and intervals that depend on the data sizes (Lightning's
-  /// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch.
-  void check_data_sizes(std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size) const {
-    auto check_fraction = [](const BatchAmount& amount, std::optional<std::int64_t> size, const char* stage) {
-      if (!size || *size == 0 || !amount.is_fraction() || amount.fraction() == 0.0 || amount.of(*size) > 0) return;
-      throw MisconfigurationError("You requested to check " + amount.to_string() + " of the `" + stage +
-                                  "_dataloader` but " + amount.to_string() + " * " + std::to_string(*size) +
-                                  " < 1. Please increase the `limit_" + stage + "_batches` argument. Try at least `limit_" +
-                                  stage + "_batches=" + std::to_string(1.0 / static_cast<double>(*size)) + "`");
-    };
-    check_fraction(options_.limit_train_batches, train_size, "train");
-    if (state_.has_validation) check_fraction(options_.limit_val_batches, val_size, "val");
-    const auto& interval = options_.val_check_interval;
-    if (state_.has_validation && state_.num_training_batches && options_.check_val_every_n_epoch &&
-        !interval.is_fraction() && interval.count() > *state_.num_training_batches) {
-      throw std::invalid_argument(" `val_check_interval` (" + interval.to_string() +
-                                  ") must be less than or equal to the number of the training batches (" +
-                                  std::to_string(*state_.num_training_batches) +
-                                  "). If you want to disable validation set `limit_val_batches` to 0.0 instead. If "
-                                  "you want to validate based on the total training batches, set "
-                                  "`check_val_every_n_epoch=None`.");
-    }
-  }
-
-  /// After a SIGINT/SIGTERM between two batches: checkpoint, on_exception, loggers, teardown (Lightning's
-  /// KeyboardInterrupt handling), then fit() returns.
-  template <class M>
-  void finish_interrupted(M& module) {
-    const int signal = detail::interrupt_signal;
-    const std::string name = signal == SIGTERM ? "SIGTERM" : "SIGINT";
-    stop_reason_ = "interrupted by " + name;
-    std::string saved;
-    if (auto* checkpoint = checkpoint_callback(); checkpoint != nullptr && options_.fast_dev_run == 0) {
-      const auto folder = !checkpoint->dirpath().empty() ? checkpoint->dirpath()
-                                                          : std::filesystem::path(options_.default_root_dir) / "checkpoints";
-      const auto path = folder / "interrupted.ckpt";
-      try {
-        write_checkpoint(module, path, false);
-        saved = "; resume with fit(..., \"" + path.string() + "\")";
-      } catch (const CheckpointError& error) {
-        log::warn_rank_zero(error.what());
-      }
-    }
-    log::info_rank_zero("\nDetected " + name + ", attempting graceful shutdown after epoch " +
-                        std::to_string(state_.current_epoch) + ", batch " + std::to_string(state_.batch_idx) +
-                        " (global step " + std::to_string(state_.global_step) + ")" + saved + ".");
-    const auto error = std::make_exception_ptr(TrainingInterrupted("volt: training " + stop_reason_));
-    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_exception)) {
-      callback->run_exception(state_, error);
-    }
-    finalize_loggers("failed");
-    callbacks_.run(detail::Hook::teardown, state_);
-    state_.stage = Stage::none;
-  }
-
-  /// How many batches of data of `total` batches (nullopt: size unknown) a limit allows; nullopt means all.
-  /// fast_dev_run caps every limit.
-  std::optional<std::int64_t> batch_limit(const BatchAmount& amount, std::optional<std::int64_t> total,
-                                          const char* name) const {
-    std::optional<std::int64_t> limit;
-    if (total) {
-      limit = amount.of(*total);
-    } else if (amount.is_fraction() && !amount.is_whole_epoch()) {
-      throw MisconfigurationError(std::string("A fractional `") + name + "` needs data whose size is known; wrap "
-                                  "the loader with volt::sized(loader, batches) or pass a batch count.");
-    } else if (!amount.is_fraction()) {
-      limit = amount.count();
-    }
-    if (options_.fast_dev_run > 0) limit = limit ? std::min(*limit, options_.fast_dev_run) : options_.fast_dev_run;
-    return limit;
-  }
-
-  bool min_training_done() const {
-    const bool epochs_ok = !options_.min_epochs || state_.current_epoch >= *options_.min_epochs;
-    const bool steps_ok = !options_.min_steps || state_.global_step >= *options_.min_steps;
-    return epochs_ok && steps_ok;
-  }
-  bool max_steps_reached() const { return options_.max_steps >= 0 && state_.global_step >= options_.max_steps; }
-
-  bool should_validate_this_epoch() const {
-    if (!state_.has_validation) return false;
-    const auto every = options_.check_val_every_n_epoch;
-    return !every || (state_.current_epoch + 1) % *every == 0;
-  }
-
-  template <class M, class TrainData, class ValData>
-  void fit_epochs(M& module, TrainData& train_data, ValData& val_data) {
-    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, detail::NoData>;
-    const std::int64_t k = options_.accumulate_grad_batches;
-    std::int64_t total_batch_idx = 0;
-    while (true) {
-      if (state_.max_epochs && *state_.max_epochs >= 0 && state_.current_epoch >= *state_.max_epochs) {
-        stop_reason_ = "`max_epochs=" + std::to_string(*state_.max_epochs) + "` reached";
-        break;
-      }
-      if (max_steps_reached()) {
-        stop_reason_ = "`max_steps=" + std::to_string(options_.max_steps) + "` reached";
-        break;
-      }
-      if (state_.should_stop && min_training_done()) {
-        stop_reason_ = "stopped by a callback (should_stop)";
-        break;
-      }
-      state_.phase_ = MetricPhase::train;
-      module.train();
-      const bool resuming_mid_epoch = resume_.batches_done > 0;
-      if (!resuming_mid_epoch) {
-        model_on_train_epoch_start(module);
-        callbacks_.run(detail::Hook::on_train_epoch_start, state_);
-      }
-      if (resuming_mid_epoch) detail::set_cpu_rng_state(resume_.epoch_start_rng);
-      epoch_start_rng_ = detail::cpu_rng_state();
-
-      auto&& range = detail::as_range(train_data);
-      std::int64_t batch_idx = 0;
-      auto where = [&] {
-        return "epoch " + std::to_string(state_.current_epoch) + ", training batch " + std::to_string(batch_idx) +
-               " (global step " + std::to_string(state_.global_step) + ")";
-      };
-      auto it = [&] {
-        try {
-          return std::begin(range);
-        } catch (...) {
-          detail::rethrow_with_context(where());
-        }
-      }();
-      const auto end = std::end(range);
-      if (resuming_mid_epoch) {
-        try {
-          for (; batch_idx < resume_.batches_done && it != end; ++batch_idx) ++it;
-        } catch (...) {
-          detail::rethrow_with_context(where() + " while skipping to the resume point");
-        }
-        detail::set_cpu_rng_state(resume_.rng);
-        resume_.batches_done = 0;
-      }
-      const auto limit = train_limit_;
-      std::optional<std::int64_t> val_check_batch;
-      if (state_.num_training_batches) val_check_batch = detail::batches_for(options_.val_check_interval, *state_.num_training_batches);
-      else if (!options_.val_check_interval.is_fraction()) val_check_batch = options_.val_check_interval.count();
-
-      while (it != end && (!limit || batch_idx < *limit)) {
-        bool is_last = false;
-        try {
-          // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
-          auto batch = prepare_batch(*it);
-          ++it;
-          is_last = it == end || (limit && batch_idx + 1 >= *limit);
-          train_batch(module, batch, batch_idx, is_last, k);
-        } catch (...) {
-          detail::rethrow_with_context(where());
-        }
-        ++total_batch_idx;
-
-        bool validate_now = false;
-        if constexpr (has_val_data) {
-          if (should_validate_this_epoch()) {
-            if (state_.should_stop && min_training_done()) {
-              validate_now = true;
-            } else if (options_.check_val_every_n_epoch && options_.val_check_interval.is_whole_epoch()) {
-              validate_now = is_last;
-            } else if (val_check_batch) {
-              const auto iteration = options_.check_val_every_n_epoch ? batch_idx : total_batch_idx - 1;
-              validate_now = (iteration + 1) % *val_check_batch == 0;
-            } else {
-              validate_now = is_last;
-            }
-          }
-          if (validate_now) {
-            run_validation(module, val_data, Stage::fitting);
-            agree_on_stop();
-            state_.phase_ = MetricPhase::train;
-            module.train();
-          }
-        }
-        ++batch_idx;
-        if (detail::interrupt_signal != 0) {
-          interrupted_ = true;
-          return;
-        }
-        if (max_steps_reached() || (state_.should_stop && min_training_done())) break;
-      }
-      if (!state_.num_training_batches && !limit) state_.num_training_batches = batch_idx;
-      finish_epoch(module, batch_idx);
-    }
-  }
-
-  template <class M>
-  void finish_epoch(M& module, std::int64_t batches_done) {
-    resume_point_ = {state_.current_epoch, batches_done, true};
-    model_on_train_epoch_end(module);
-    // Lightning runs the monitoring callbacks (checkpointing, early stopping) after the others.
-    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_epoch_end)) {
-      if (!is_monitoring(*callback)) callback->run(detail::Hook::on_train_epoch_end, state_);
-    }
-    log_to_loggers(metrics_.end_epoch(MetricPhase::train, ranks_reducer()),
-                   std::max<std::int64_t>(0, state_.global_step - 1));
-    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_epoch_end)) {
-      if (is_monitoring(*callback)) callback->run(detail::Hook::on_train_epoch_end, state_);
-    }
-    step_schedulers(SchedulerInterval::epoch);
-    ++state_.current_epoch;
-    resume_point_ = {state_.current_epoch, 0, false};
-    agree_on_stop();
-  }
-
-  /// Combines epoch metrics across ranks under DDP (every rank then sees the same monitored values, so
-  /// checkpointing and early stopping decide alike); nothing without it.
-  std::function<void(std::vector<double>&, Reduce)> ranks_reducer() {
-    if constexpr (!Strategy::is_distributed) {
-      return {};
-    } else {
-      if (strategy_.world_size() == 1) return {};
-      return [this](std::vector<double>& values, Reduce kind) {
-        torch::Tensor tensor = torch::tensor(values, torch::kDouble).to(root_device());
-        const ReduceOp op = kind == Reduce::sum ? ReduceOp::sum
-                            : kind == Reduce::max ? ReduceOp::max
-                            : kind == Reduce::min ? ReduceOp::min
-                                                           : ReduceOp::mean;
-        strategy_.all_reduce(tensor, op);
-        tensor = tensor.cpu();
-        for (std::size_t i = 0; i < values.size(); ++i) values[i] = tensor[static_cast<std::int64_t>(i)].item<double>();
-      };
-    }
-  }
-
-  /// Lightning's reduce_boolean_decision on should_stop: any rank asking to stop stops them all.
-  void agree_on_stop() {
-    if constexpr (Strategy::is_distributed) {
-      state_.should_stop = strategy_.reduce_boolean_decision(state_.should_stop, /*all=*/false);
-    }
-  }
-
-  static bool is_monitoring(detail::AnyCallback& callback) {
-    return callback.get(typeid(ModelCheckpoint)) != nullptr || callback.get(typeid(EarlyStopping)) != nullptr;
-  }
-
-  void step_schedulers(SchedulerInterval interval) {
-    for (auto& slot : schedulers_) {
-      if (slot.interval != interval) continue;
-      if (++slot.intervals % slot.frequency == 0) {
-        slot.scheduler->step();
-        ++slot.steps;
-      }
-    }
-  }
-
-  template <class M, class Batch>
-  void train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k) {
-    if (graph_.enabled()) {
-      if (graph_.captured()) {
-        const auto leaves = detail::tensor_leaves(batch);
-        if (graph_.matches(leaves)) {
-          replay_train_batch(leaves, batch_idx);
-          return;
-        }
-        // Other shapes (a short last batch): an eager step between replays.
-        graph_.before_eager_step();
-        eager_train_batch(module, batch, batch_idx, is_last, k);
-        graph_.after_eager_step();
-        return;
-      }
-      if (graph_.eager_steps() >= options_.cuda_graph_warmup_steps) {
-        capture_train_batch(module, batch, batch_idx, is_last, k);
-        return;
-      } else if (graph_.eager_steps() + 1 == options_.cuda_graph_warmup_steps) {
-        // The last warm-up step runs on the capture's stream (cuBLAS/cuDNN workspaces are per stream).
-        run_on_capture_stream([&] { eager_train_batch(module, batch, batch_idx, is_last, k); });
-        graph_.count_eager_step();
-        return;
-      }
-      eager_train_batch(module, batch, batch_idx, is_last, k);
-      graph_.count_eager_step();
-      return;
-    }
-    eager_train_batch(module, batch, batch_idx, is_last, k);
-  }
-
-  template <class M, class Batch>
-  void eager_train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k,
-                         bool batch_started = false) {
-    state_.batch_idx = batch_idx;
-    if (!batch_started) {
-      for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
-        callback->run_batch_start(state_, batch_idx);
-      }
-    }
-    torch::Tensor loss;
-    if constexpr (Strategy::is_distributed) strategy_.sync_buffers(module);
-    {
-      auto context = precision_.forward_context();
-      loss = detail::call_training_step(module, batch, batch_idx, context_);
-    }
-    TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor at epoch ", state_.current_epoch,
-                ", batch ", batch_idx);
-    if (options_.error_on_nonfinite_loss && !torch::isfinite(loss.detach()).all().template item<bool>()) {
-      const double value = loss.detach().sum().template item<double>();
-      throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : std::to_string(value)) +
-                               " at global step " + std::to_string(state_.global_step) + " (epoch " +
-                               std::to_string(state_.current_epoch) + ", batch " + std::to_string(batch_idx) +
-                               "); stopping because error_on_nonfinite_loss is set.");
-    }
-    torch::optim::Optimizer& optimizer = *config_.optimizer;
-    const bool window_start = batch_idx % k == 0;
-    const bool step_now = (batch_idx + 1) % k == 0 || is_last;
-    torch::Tensor to_backward = k > 1 ? loss / static_cast<double>(k) : loss;
-    if (window_start) {
-      callbacks_.run(detail::Hook::on_before_zero_grad, state_);
-      optimizer.zero_grad();
-    }
-    torch::Tensor scaled = precision_.pre_backward(to_backward);
-    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_before_backward)) {
-      callback->run_before_backward(state_, scaled);
-    }
-    strategy_.prepare_for_backward(step_now);
-    scaled.backward();
-    if (step_now) strategy_.finish_gradient_sync();
-    callbacks_.run(detail::Hook::on_after_backward, state_);
-    if (step_now) {
-      const bool stepped = precision_.optimizer_step(optimizer, [&] {
-        for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_before_optimizer_step)) {
-          callback->run_before_optimizer_step(state_, optimizer);
-        }
-        clip_gradients(optimizer);
-      });
-      if (!stepped) {
-        if constexpr (requires { precision_.scaler()->get_scale(); }) {
-          if (precision_.scaler() != nullptr) {
-            log::info_rank_zero("volt: global step " + std::to_string(state_.global_step) + " (epoch " +
-                                std::to_string(state_.current_epoch) + ", batch " + std::to_string(batch_idx) +
-                                "): gradients overflowed under " + std::string(Precision::name) +
-                                "; the grad scaler skipped the optimizer step and lowered its scale to " +
-                                std::to_string(precision_.scaler()->get_scale()) + ".");
-          }
-        }
-      }
-      after_optimizer_step();
-    }
-    end_train_batch(loss, batch_idx);
-  }
-
-  /// What follows each optimizer step: the step count, step-interval schedulers, the logger flush.
-  void after_optimizer_step() {
-    ++state_.global_step;
-    step_schedulers(SchedulerInterval::step);
-    if (options_.log_every_n_steps > 0 && state_.global_step % options_.log_every_n_steps == 0) {
-      log_to_loggers(metrics_.take_step_values_for_logger(), state_.global_step - 1);
-    }
-  }
-
-  void end_train_batch(const torch::Tensor& loss, std::int64_t batch_idx) {
-    resume_point_ = {state_.current_epoch, batch_idx + 1, false};
-    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_end)) {
-      callback->run_batch_end(detail::Hook::on_train_batch_end, state_, loss, batch_idx);
-    }
-  }
-
-  /// Clips the gradients on the device (no host sync, so also inside a captured step); the coefficient is
-  /// torch::nn::utils::clip_grad_norm_'s.
-  void clip_gradients(torch::optim::Optimizer& optimizer) {
-    if (!options_.gradient_clip_val || *options_.gradient_clip_val <= 0.0) return;
-    std::vector<torch::Tensor> gradients;
-    for (const auto& group : optimizer.param_groups()) {
-      for (const auto& parameter : group.params()) gradients.push_back(parameter.grad());
-    }
-    if (options_.gradient_clip_algorithm == GradClipAlgorithm::norm) {
-      (void)optim::clip_grad_norm_(gradients, *options_.gradient_clip_val);
-    } else {
-      optim::clip_grad_value_(gradients, *options_.gradient_clip_val);
-    }
-  }
-
-  // ---- CUDA graph of the training step (TrainerOptions::cuda_graphs; see trainer/cuda_graph.hpp) ---------
-
-  /// Why this fit()'s training step cannot be captured; empty when it can.
-  std::vector<std::string> cuda_graph_obstacles() {
-    std::vector<std::string> obstacles;
-    const auto device = root_device();
-    if (!device.is_cuda()) {
-      obstacles.push_back(std::string("the device is ") + c10::DeviceTypeName(device.type(), /*lower_case=*/true) +
-                          ", not cuda");
-    }
-    if (!detail::cuda_graphs_compiled) {
-      obstacles.push_back(std::string("this build cannot capture CUDA graphs (it needs VOLT_WITH_CUDA and LibTorch 2.4 "
-                                      "or later; LibTorch is ") +
-                          TORCH_VERSION + ")");
-    }
-    if constexpr (Strategy::is_distributed) {
-      obstacles.push_back("the strategy is " + std::string(Strategy::name) +
-                          " (a captured step cannot contain the gradient all-reduce)");
-    }
-    if (options_.accumulate_grad_batches > 1) {
-      obstacles.push_back("accumulate_grad_batches is " + std::to_string(options_.accumulate_grad_batches) +
-                          " (a captured step is one whole optimizer step)");
-    }
-    if (options_.error_on_nonfinite_loss) {
-      obstacles.push_back("error_on_nonfinite_loss reads the loss on the host at every step");
-    }
-    const std::pair<detail::Hook, const char*> inner_hooks[] = {
-        {detail::Hook::on_before_zero_grad, "on_before_zero_grad"},
-        {detail::Hook::on_before_backward, "on_before_backward"},
-        {detail::Hook::on_after_backward, "on_after_backward"},
-        {detail::Hook::on_before_optimizer_step, "on_before_optimizer_step"}};
-    for (const auto& [hook, hook_name] : inner_hooks) {
-      for (detail::AnyCallback* callback : callbacks_.with(hook)) {
-        obstacles.push_back("the callback " + c10::demangle(std::string(callback->type_name()).c_str()) +
-                            " has " + hook_name + ", which runs inside the step");
-      }
-    }
-    if (auto why = optim::CapturableStep::obstacle(*config_.optimizer, device.type())) obstacles.push_back(*why);
-    return obstacles;
-  }
-
-  void setup_cuda_graphs() {
-    graph_.reset();
-    if (!options_.cuda_graphs) return;
-    const auto obstacles = cuda_graph_obstacles();
-    if (obstacles.empty()) {
-      graph_.enable();
-      log::info_rank_zero("cuda_graphs: the training step is captured in a CUDA graph after " +
-                          std::to_string(options_.cuda_graph_warmup_steps) + " eager step(s) and replayed.");
-      return;
-    }
-    std::string text = "cuda_graphs=true, but the training step cannot be captured: ";
-    for (std::size_t i = 0; i < obstacles.size(); ++i) text += (i == 0 ? "" : "; ") + obstacles[i];
-    log::warn_rank_zero(text + ". Training eagerly.");
-  }
-
-  template <class Step>
-  void run_on_capture_stream([[maybe_unused]] Step&& step) {
-#if VOLT_DETAIL_HAS_CUDA_GRAPHS
-    graph_.on_side_stream(root_device(), std::forward<Step>(step));
-#else
-    step();
-#endif
-  }
-
-  /// Captures the training step on `batch` and runs it once; when the capture fails, the graph stays off for
-  /// this fit() and the batch runs eagerly.
-  template <class M, class Batch>
-  void capture_train_batch(M& module, Batch& batch, std::int64_t batch_idx, bool is_last, std::int64_t k) {
-#if VOLT_DETAIL_HAS_CUDA_GRAPHS
-    torch::optim::Optimizer& optimizer = *config_.optimizer;
-    GradScaler* scaler = precision_.scaler();
-    const bool scaling = scaler != nullptr && scaler->is_enabled();
-    try {
-      graph_.prepare(optimizer, scaling, root_device());
-    } catch (const std::exception& error) {
-      graph_.disable();
-      log::warn_rank_zero(std::string("cuda_graphs: cannot capture the training step (") + error.what() +
-                          "). Training eagerly.");
-      eager_train_batch(module, batch, batch_idx, is_last, k);
-      return;
-    }
-    state_.batch_idx = batch_idx;
-    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
-      callback->run_batch_start(state_, batch_idx);
-    }
-    graph_.set_static_batch(batch);
-    Batch& static_batch = graph_.template static_batch<Batch>();
-    const std::string error = graph_.capture(root_device(), metrics_, [&] {
-      torch::Tensor loss;
-      {
-        auto context = precision_.forward_context();
-        loss = detail::call_training_step(module, static_batch, batch_idx, context_);
-      }
-      TORCH_CHECK(loss.defined(), "volt: training_step returned an undefined tensor");
-      precision_.pre_backward(loss).backward();
-      if (scaling) scaler->unscale_on_device(optimizer, graph_.found_inf());
-      clip_gradients(optimizer);
-      if (scaling) {
-        graph_.optimizer_step().step(graph_.found_inf());
-        scaler->update_on_device(graph_.found_inf());
-      } else {
-        graph_.optimizer_step().step();
-      }
-      return loss;
-    });
-    if (!error.empty()) {
-      graph_.disable();
-      log::warn_rank_zero("cuda_graphs: capturing the training step failed (" + error +
-                          "). Training eagerly from this batch on.");
-      eager_train_batch(module, batch, batch_idx, is_last, k, /*batch_started=*/true);
-      return;
-    }
-    metrics_.replay(graph_.logs());
-    after_optimizer_step();
-    end_train_batch(graph_.loss(), batch_idx);
-#else
-    eager_train_batch(module, batch, batch_idx, is_last, k);
-#endif
-  }
-
-  void replay_train_batch([[maybe_unused]] const std::vector<torch::Tensor>& leaves,
-                          [[maybe_unused]] std::int64_t batch_idx) {
-#if VOLT_DETAIL_HAS_CUDA_GRAPHS
-    state_.batch_idx = batch_idx;
-    for (detail::AnyCallback* callback : callbacks_.with(detail::Hook::on_train_batch_start)) {
-      callback->run_batch_start(state_, batch_idx);
-    }
-    graph_.load(leaves);
-    graph_.replay();
-    metrics_.replay(graph_.logs());
-    after_optimizer_step();
-    end_train_batch(graph_.loss(), batch_idx);
-#endif
-  }
-
-  // ---- evaluation --------------------------------------------------------------------------------
-
-  template <class M, class Data>
-  void sanity_check(M& module, Data& val_data) {
-    const Stage previous = state_.stage;
-    state_.stage = Stage::sanity_checking;
-    callbacks_.run(detail::Hook::on_sanity_check_start, state_);
-    const std::int64_t steps = options_.num_sanity_val_steps;
-    run_validation(module, val_data, Stage::sanity_checking,
-                   steps < 0 ? std::optional<std::int64_t>{} : std::optional<std::int64_t>{steps});
-    // Lightning discards what the sanity check logged.
-    metrics_.discard(MetricPhase::validation);
-    callbacks_.run(detail::Hook::on_sanity_check_end, state_);
-    state_.stage = previous;
-  }
-
-  /// One validation run (Lightning's evaluation loop): hooks, the steps, the epoch metrics.
-  template <class M, class Data>
-  void run_validation(M& module, Data& val_data, Stage stage, std::optional<std::int64_t> limit_override = {}) {
-    const auto limit = limit_override ? limit_override
-                                      : batch_limit(options_.limit_val_batches, detail::size_of(val_data),
-                                                    "limit_val_batches");
-    const Stage previous = state_.stage;
-    state_.stage = stage;
-    callbacks_.run(detail::Hook::on_validation_start, state_);
-    model_on_validation_epoch_start(module);
-    callbacks_.run(detail::Hook::on_validation_epoch_start, state_);
-    evaluate(module, val_data, MetricPhase::validation, limit);
-    auto values = metrics_.end_epoch(MetricPhase::validation, ranks_reducer());
-    model_on_validation_epoch_end(module);
-    callbacks_.run(detail::Hook::on_validation_epoch_end, state_);
-    if (stage == Stage::fitting) {
-      log_to_loggers(values, std::max<std::int64_t>(0, state_.global_step - 1));
-      state_.validation_has_run = true;
-    }
-    last_eval_metrics_ = std::move(values);
-    callbacks_.run(detail::Hook::on_validation_end, state_);
-    state_.stage = previous;
-  }
-
-  /// Runs the phase's step over up to `limit` batches, in eval mode, without autograd.
-  template <class M, class Data>
-  void evaluate(M& module, Data& data, MetricPhase phase, std::optional<std::int64_t> limit) {
-    const bool was_training = module.is_training();
-    module.eval();
-    state_.phase_ = phase;
-    EvalGuard guard(options_.inference_mode);
-    std::int64_t batch_idx = 0;
-    for (auto&& raw : detail::as_range(data)) {
-      if (limit && batch_idx >= *limit) break;
-      try {
-        auto batch = prepare_batch(std::forward<decltype(raw)>(raw));
-        state_.batch_idx = batch_idx;
-        {
-          auto context = precision_.forward_context();
-          if (phase == MetricPhase::test) {
-            if constexpr (detail::has_test_step<M, std::remove_cvref_t<decltype(batch)>>) {
-              detail::call_test_step(module, batch, batch_idx, context_);
-            }
-          } else {
-            if constexpr (detail::has_validation_step<M, std::remove_cvref_t<decltype(batch)>>) {
-              detail::call_validation_step(module, batch, batch_idx, context_);
-            }
-          }
-        }
-        const auto hook = phase == MetricPhase::test ? detail::Hook::on_test_batch_end : detail::Hook::on_validation_batch_end;
-        for (detail::AnyCallback* callback : callbacks_.with(hook)) {
-          callback->run_batch_end(hook, state_, torch::Tensor(), batch_idx);
-        }
-      } catch (...) {
-        detail::rethrow_with_context("epoch " + std::to_string(state_.current_epoch) + ", " +
-                                     (phase == MetricPhase::test ? "test" : "validation") + " batch " +
-                                     std::to_string(batch_idx));
-      }
-      ++batch_idx;
-    }
-    state_.num_val_batches = batch_idx;
-    if (was_training) module.train();
-  }
-
-  template <class Model, class Data>
-  std::map<std::string, double> run_standalone_evaluation(Model& model, Data& data, Stage stage) {
-    using M = detail::module_t<Model>;
-    using Batch = detail::batch_t<Data>;
-    const bool testing = stage == Stage::testing;
-    if constexpr (!detail::has_test_step<M, Batch>) {
-      if (testing) throw MisconfigurationError("No `test_step()` method defined to run `Trainer.test`.");
-    }
-    if constexpr (!detail::has_validation_step<M, Batch>) {
-      if (!testing) throw MisconfigurationError("No `validation_step()` method defined to run `Trainer.validate`.");
-    }
-    auto module = detail::model_module(model);
-    prepare_module(*module);
-    metrics_.clear();
-    state_.stage = stage;
-    std::map<std::string, double> values;
-    if (testing) {
-      const auto limit = batch_limit(options_.limit_test_batches, detail::size_of(data), "limit_test_batches");
-      callbacks_.run(detail::Hook::on_test_start, state_);
-      model_on_test_epoch_start(*module);
-      evaluate(*module, data, MetricPhase::test, limit);
-      values = metrics_.end_epoch(MetricPhase::test, ranks_reducer());
-      model_on_test_epoch_end(*module);
-      callbacks_.run(detail::Hook::on_test_epoch_end, state_);
-      callbacks_.run(detail::Hook::on_test_end, state_);
-    } else {
-      run_validation(*module, data, stage);
-      values = last_eval_metrics_;
-    }
-    log_to_loggers(values, state_.global_step);
-    for (const auto& logger : loggers_) logger->save();
-    state_.stage = Stage::none;
-    return values;
-  }
-
-  // ---- checkpoints -------------------------------------------------------------------------------
-
-  struct ResumePoint {
-    std::int64_t epoch = 0;
-    std::int64_t batches_done = 0;
-    bool at_epoch_end = false;
-  };
-  struct ResumeState {
-    std::int64_t batches_done = 0;
-    torch::Tensor epoch_start_rng;
-    torch::Tensor rng;
-  };
-
-  /// Each callback's entry in a checkpoint: its type and its rank among callbacks of that type (as
-  /// Lightning's state_key), so a resume with callbacks added, removed or reordered finds the right state.
-  std::vector<std::pair<detail::AnyCallback*, std::string>> callback_state_keys() {
-    std::vector<std::pair<detail::AnyCallback*, std::string>> keys;
-    std::map<std::string, int, std::less<>> seen;
-    for (const auto& callback : callbacks_.all()) {
-      const std::string type(callback->type_name());
-      keys.emplace_back(&*callback, "callbacks/" + type + "/" + std::to_string(seen[type]++));
-    }
-    return keys;
-  }
-
-  template <class M>
-  void write_checkpoint(M& module, const std::filesystem::path& path, bool weights_only) {
-    graph_.sync_optimizer_state();  // a captured step counts Adam's steps on the device
-    if (!state_.is_global_zero) return;
-    torch::serialize::OutputArchive archive;
-    archive.write("volt/format", c10::IValue(std::int64_t{1}));
-    archive.write("volt/weights_only", c10::IValue(weights_only));
-    torch::serialize::OutputArchive model_archive;
-    module.save(model_archive);
-    archive.write("model", model_archive);
-    if (!weights_only) {
-      archive.write("loop/epoch", c10::IValue(resume_point_.epoch));
-      archive.write("loop/global_step", c10::IValue(state_.global_step));
-      archive.write("loop/batches_done", c10::IValue(resume_point_.batches_done));
-      archive.write("loop/at_epoch_end", c10::IValue(resume_point_.at_epoch_end));
-      torch::serialize::OutputArchive optimizer_archive;
-      config_.optimizer->save(optimizer_archive);
-      archive.write("optimizer", optimizer_archive);
-      std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
-      for (const auto& slot : schedulers_) {
-        scheduler_steps.push_back(slot.steps);
-        scheduler_intervals.push_back(slot.intervals);
-      }
-      archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
-      archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
-      torch::serialize::OutputArchive precision_archive;
-      precision_.save(precision_archive);
-      archive.write("precision", precision_archive);
-      for (const auto& [callback, key] : callback_state_keys()) {
-        torch::serialize::OutputArchive callback_archive;
-        callback->save_state(callback_archive);
-        archive.write(key, callback_archive);
-      }
-      archive.write("rng/cpu", detail::cpu_rng_state(), /*is_buffer=*/true);
-      archive.write("rng/cpu_epoch_start", epoch_start_rng_.defined() ? epoch_start_rng_ : detail::cpu_rng_state(),
-                    /*is_buffer=*/true);
-    }
-    detail::save_archive_atomically(archive, path);
-  }
-
-  template <class M>
-  void read_checkpoint(M& module, const std::filesystem::path& path) {
-    torch::serialize::InputArchive archive;
-    detail::load_archive(archive, path, root_device());
-    c10::IValue value;
-    if (!archive.try_read("volt/format", value)) {
-      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
-    }
-    torch::serialize::InputArchive model_archive;
-    if (!archive.try_read("model", model_archive)) {
-      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
-    }
-    detail::check_model_matches(model_archive, module, path.string());
-    try {
-      module.load(model_archive);
-    } catch (const std::exception& error) {
-      throw CheckpointError("volt: the model in " + path.string() + " does not match the model being fitted: " +
-                            error.what());
-    }
-    archive.read("volt/weights_only", value);
-    if (value.toBool()) {
-      throw CheckpointError("volt: " + path.string() +
-                            " holds weights only (save_weights_only); it cannot resume training. Load it with "
-                            "volt::load_checkpoint_weights instead.");
-    }
-    archive.read("loop/epoch", value);
-    const std::int64_t epoch = value.toInt();
-    archive.read("loop/global_step", value);
-    state_.global_step = value.toInt();
-    archive.read("loop/batches_done", value);
-    const std::int64_t batches_done = value.toInt();
-    archive.read("loop/at_epoch_end", value);
-    const bool at_epoch_end = value.toBool();
-    // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
-    c10::IValue steps, intervals;
-    archive.read("schedulers/steps", steps);
-    archive.read("schedulers/intervals", intervals);
-    const auto step_list = steps.toIntList();
-    const auto interval_list = intervals.toIntList();
-    for (std::size_t i = 0; i < schedulers_.size() && i < step_list.size(); ++i) {
-      for (std::int64_t n = 0; n < step_list.get(i); ++n) schedulers_[i].scheduler->step();
-      schedulers_[i].steps = step_list.get(i);
-      schedulers_[i].intervals = interval_list.get(i);
-    }
-    torch::serialize::InputArchive optimizer_archive;
-    archive.read("optimizer", optimizer_archive);
-    config_.optimizer->load(optimizer_archive);
-    torch::serialize::InputArchive precision_archive;
-    archive.read("precision", precision_archive);
-    precision_.load(precision_archive);
-    for (const auto& [callback, key] : callback_state_keys()) {
-      torch::serialize::InputArchive callback_archive;
-      if (archive.try_read(key, callback_archive)) callback->load_state(callback_archive);
-    }
-    torch::Tensor rng, epoch_start_rng;
-    archive.read("rng/cpu", rng, /*is_buffer=*/true);
-    archive.read("rng/cpu_epoch_start", epoch_start_rng, /*is_buffer=*/true);
-    rng = rng.to(torch::kCPU);
-    epoch_start_rng = epoch_start_rng.to(torch::kCPU);
-    state_.current_epoch = epoch;
-    if (at_epoch_end) {
-      // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
-      step_schedulers(SchedulerInterval::epoch);
-      state_.current_epoch = epoch + 1;
-      detail::set_cpu_rng_state(rng);
-    } else if (batches_done > 0) {
-      resume_ = {batches_done, epoch_start_rng, rng};
-    } else {
-      detail::set_cpu_rng_state(rng);
-    }
-    resume_point_ = {state_.current_epoch, batches_done, false};
-  }
-
-  TrainerOptions options_;
-  DeviceSelection selection_{};
-  detail::StrategyRuntime<Strategy> strategy_{};
-  Precision precision_{};
-  detail::CallbackList callbacks_{};
-  std::vector<std::shared_ptr<Logger>> loggers_{};
-  detail::MetricStore metrics_{};
-  detail::TrainStepGraph graph_{};
-  TrainerState state_{};
-  StepContext context_{state_};
-  OptimizerConfig config_{};
-  std::vector<SchedulerSlot> schedulers_{};
-  std::optional<std::int64_t> train_limit_{};
-  std::map<std::string, double> last_eval_metrics_{};
-  std::string stop_reason_{};
-  ResumePoint resume_point_{};
-  ResumeState resume_{};
-  bool interrupted_ = false;
-  std::vector<ModelCheckpoint> deferred_checkpoints_{};
-  torch::Tensor epoch_start_rng_{};
+  detail::TrainerParts<Strategy, Precision> parts_;
+  detail::FitLoop fit_loop_{};
+  detail::EvaluationLoop evaluation_loop_{};
 };
 
 }  // namespace volt
@@ -12570,33 +14005,18 @@ using FabricState = std::map<std::string, FabricStateEntry>;
 
 namespace volt {
 
-namespace detail {
-
-/// The range behind a data argument: the argument, or what it points to (torch::data::make_data_loader
-/// returns a std::unique_ptr to the loader).
-template <class Data>
-decltype(auto) data_range(Data& data) {
-  if constexpr (requires { std::begin(data); }) {
-    return (data);
-  } else {
-    return (*data);
-  }
-}
-
-}  // namespace detail
-
 /// A view of `Data` (a range of batches, or a pointer to one) that yields each batch moved to `device`
 /// with volt::batch_to_device. Iterating it iterates the underlying loader (so a shuffling loader shuffles
 /// per pass). `Data` must outlive the view. size() is available when the underlying range has one.
 template <class Data>
 class DeviceDataLoader {
-  using Range = std::remove_reference_t<decltype(detail::data_range(std::declval<Data&>()))>;
+  using Range = std::remove_reference_t<decltype(detail::as_range(std::declval<Data&>()))>;
   using BaseIterator = decltype(std::begin(std::declval<Range&>()));
   using BaseSentinel = decltype(std::end(std::declval<Range&>()));
 
  public:
   /// The batch type of the underlying range (what each dereference returns, on the device).
-  using batch_type = std::remove_cvref_t<decltype(*std::declval<BaseIterator&>())>;
+  using batch_type = detail::batch_t<Data>;
 
   /// A view of `data` yielding batches on `device`; Fabric::setup_dataloaders makes it with Fabric's device.
   DeviceDataLoader(Data& data, torch::Device device) : data_(&data), device_(device) {}
@@ -12635,20 +14055,20 @@ class DeviceDataLoader {
   };
 
   /// Starts a pass over the underlying range (a torch::data loader starts a new epoch).
-  iterator begin() { return iterator(std::begin(detail::data_range(*data_)), device_); }
+  iterator begin() { return iterator(std::begin(detail::as_range(*data_)), device_); }
   /// The end: an iterator, or the underlying range's sentinel when its end type differs.
   auto end() {
     if constexpr (std::is_same_v<BaseIterator, BaseSentinel>) {
-      return iterator(std::end(detail::data_range(*data_)), device_);
+      return iterator(std::end(detail::as_range(*data_)), device_);
     } else {
-      return std::end(detail::data_range(*data_));
+      return std::end(detail::as_range(*data_));
     }
   }
   /// The underlying range's number of batches; only when the range has std::size.
   std::size_t size() const
     requires requires(Range& range) { std::size(range); }
   {
-    return static_cast<std::size_t>(std::size(detail::data_range(*data_)));
+    return static_cast<std::size_t>(std::size(detail::as_range(*data_)));
   }
   /// The device batches are moved to.
   torch::Device device() const { return device_; }
@@ -12660,235 +14080,6 @@ class DeviceDataLoader {
 
 }  // namespace volt
 // ---- end volt/fabric/data_loader.hpp
-// ---- begin volt/fabric/strategy_services.hpp
-/// \file
-/// volt::fabric_strategy_services: what volt::Fabric asks of its strategy, and SingleDevice's answer.
-///
-/// Process ranks, collectives, barriers, wrapping the module and skipping gradient synchronisation. This is
-/// the one place Fabric depends on the strategy; a strategy supports Fabric by specializing
-/// volt::fabric_strategy_services for it (volt::DDP does so in volt/distributed/fabric_ddp.hpp).
-
-
-#include <torch/torch.h>
-
-#include <cstdint>
-#include <string>
-#include <utility>
-#include <vector>
-
-namespace volt {
-
-/// The strategy services Fabric calls. The primary template is undefined: a strategy without a
-/// specialization cannot host a Fabric. A specialization provides, as static members or members of an
-/// object Fabric default-constructs and keeps for its lifetime:
-///
-/// ```
-/// void setup_environment(const std::vector<torch::Device>& devices, int num_nodes)  // once, in the constructor
-/// torch::Device root_device(const std::vector<torch::Device>& devices) const        // this process's device
-/// int world_size() const, global_rank() const, local_rank() const, node_rank() const
-/// template <class M> void setup_module(M& module)            // after convert_module and the move to the device
-/// void barrier(const std::string& name)
-/// torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op)   // op: "mean", "sum", ...
-/// torch::Tensor all_gather(const torch::Tensor& tensor)
-/// template <class T> T broadcast(T value, int src)
-/// auto no_backward_sync(torch::nn::Module& module, bool enabled)                 // an RAII guard
-/// optional: void before_backward(), void after_backward()    // around every fabric.backward()
-/// ```
-///
-/// Fabric calls setup_environment and root_device from its constructor, setup_module from setup() and
-/// setup_module(), before_backward and after_backward from backward(), and the others from the Fabric
-/// methods of the same name.
-template <class Strategy>
-struct fabric_strategy_services;
-
-/// One process on one device: every collective is the identity (Lightning's SingleDeviceStrategy).
-template <>
-struct fabric_strategy_services<SingleDevice> {
-  /// A guard that does nothing (SingleDevice has no gradient synchronisation to skip).
-  struct NoSyncGuard {
-    ~NoSyncGuard() {}  // NOLINT(modernize-use-equals-default): keeps -Wunused-variable quiet for the guard
-  };
-
-  /// Nothing to set up: one process, no process group.
-  void setup_environment(const std::vector<torch::Device>& /*devices*/, int /*num_nodes*/) {}
-  /// The one selected device (Fabric checks there is exactly one).
-  torch::Device root_device(const std::vector<torch::Device>& devices) const { return devices.front(); }
-  /// 1.
-  int world_size() const { return 1; }
-  /// 0.
-  int global_rank() const { return 0; }
-  /// 0.
-  int local_rank() const { return 0; }
-  /// 0.
-  int node_rank() const { return 0; }
-  /// Nothing: the module is used as it is.
-  template <class M>
-  void setup_module(M& /*module*/) {}
-  /// Returns at once.
-  void barrier(const std::string& /*name*/) {}
-  /// `tensor` itself, for every op.
-  torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& /*op*/) { return tensor; }
-  /// `tensor` itself, without a new leading dimension.
-  torch::Tensor all_gather(const torch::Tensor& tensor) { return tensor; }
-  /// `value` itself.
-  template <class T>
-  T broadcast(T value, int /*src*/) {
-    return value;
-  }
-  /// A guard that does nothing.
-  NoSyncGuard no_backward_sync(torch::nn::Module& /*module*/, bool /*enabled*/) { return {}; }
-};
-
-}  // namespace volt
-// ---- end volt/fabric/strategy_services.hpp
-// ---- begin volt/distributed/fabric_ddp.hpp
-/// \file
-/// volt::Fabric with volt::DDP: the strategy services Fabric calls, backed by the Trainer's DDP run-time.
-///
-/// The services are those of include/volt/fabric/strategy_services.hpp; the run-time is the Trainer's
-/// (launcher, process group, gradient reducer).
-///
-/// ```
-/// volt::Fabric<volt::CPU, volt::DDP> fabric({.devices = 2});   // launches local rank 1, joins the group
-/// auto [model, optimizer] = fabric.setup(model, optimizer);     // rank 0's weights everywhere, reducer attached
-/// fabric.backward(loss);                                        // gradients averaged across ranks
-/// { auto guard = fabric.no_backward_sync(model); fabric.backward(loss); }   // accumulate locally
-/// ```
-
-
-#include <torch/torch.h>
-
-#include <cstdint>
-#include <cstring>
-#include <stdexcept>
-#include <string>
-#include <type_traits>
-#include <vector>
-
-namespace volt {
-
-/// DDP's services for volt::Fabric: one process per device, gradients averaged across ranks in backward.
-/// Fabric default-constructs it and keeps it for its lifetime; the process group is shared with any other
-/// Trainer or Fabric of the process. Every member that communicates is a collective: every rank must call
-/// it, in the same order, and it throws DistributedError when a peer fails or times out.
-template <>
-struct fabric_strategy_services<DDP> {
-  /// What no_backward_sync returns: while it lives, backward() accumulates gradients locally; its
-  /// destructor restores the previous setting (guards nest).
-  class NoSyncGuard {
-   public:
-    /// Skips gradient synchronisation from now on when `enabled`; remembers the previous setting either way.
-    explicit NoSyncGuard(bool* flag, bool enabled) : flag_(flag), previous_(*flag) {
-      if (enabled) *flag_ = true;
-    }
-    ~NoSyncGuard() { *flag_ = previous_; }
-    NoSyncGuard(const NoSyncGuard&) = delete;
-    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
-
-   private:
-    bool* flag_;
-    bool previous_;
-  };
-
-  /// Reads the cluster environment, launches the other local ranks when this is a volt-launched local rank 0,
-  /// and joins the process group. Called once, by Fabric's constructor, on every rank. Throws what
-  /// detect_cluster_environment throws, MisconfigurationError when LOCAL_RANK is set without MASTER_PORT,
-  /// and DistributedError when the peers do not join within the timeout.
-  void setup_environment(const std::vector<torch::Device>& devices, int num_nodes) {
-    DeviceSelection selection;
-    selection.parallel_devices = devices;
-    for (std::size_t i = 0; i < devices.size(); ++i) selection.device_ids.push_back(static_cast<int>(i));
-    runtime_.configure(selection, num_nodes);
-    runtime_.setup_environment();
-  }
-  /// This process's device: the selected device at index local_rank().
-  torch::Device root_device(const std::vector<torch::Device>& /*devices*/) const { return runtime_.root_device(); }
-  /// The number of processes: devices x num_nodes.
-  int world_size() const { return runtime_.world_size(); }
-  /// This process's rank among all processes.
-  int global_rank() const { return runtime_.global_rank(); }
-  /// This process's rank on its node.
-  int local_rank() const { return runtime_.local_rank(); }
-  /// The index of this process's node.
-  int node_rank() const { return runtime_.node_rank(); }
-
-  /// Broadcasts rank 0's parameters and buffers and attaches the gradient reducer (a collective, from
-  /// Fabric::setup and setup_module).
-  template <class M>
-  void setup_module(M& module) {
-    runtime_.setup_module(module);
-  }
-
-  /// Called by Fabric before the backward pass: arms the reducer, or disarms it inside no_backward_sync.
-  void before_backward() { runtime_.prepare_for_backward(!no_sync_); }
-  /// Called by Fabric after the backward pass: unless inside no_backward_sync, waits for the gradient
-  /// all-reduce and writes the averaged gradients into .grad. Throws DistributedError.
-  void after_backward() {
-    if (!no_sync_) runtime_.finish_gradient_sync();
-  }
-
-  /// Returns when every rank has reached it (`name` is not used).
-  void barrier(const std::string& /*name*/) { runtime_.barrier(); }
-
-  /// Lightning Fabric's all_reduce: "sum", "max", "min", "product", and the mean for "mean" and "avg" (the
-  /// ops Fabric::all_reduce lets through). Returns a new tensor; `tensor` is not changed.
-  torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op) {
-    auto result = tensor.clone();
-    ReduceOp reduce = ReduceOp::mean;
-    if (op == "sum") reduce = ReduceOp::sum;
-    else if (op == "max") reduce = ReduceOp::max;
-    else if (op == "min") reduce = ReduceOp::min;
-    else if (op == "product") reduce = ReduceOp::product;
-    runtime_.all_reduce(result, reduce);
-    return result;
-  }
-
-  /// Every rank's tensor stacked along a new first dimension of size world_size().
-  torch::Tensor all_gather(const torch::Tensor& tensor) { return torch::stack(runtime_.all_gather(tensor)); }
-
-  /// Rank `src`'s value on every rank: tensors (same shape and dtype on every rank), arithmetic values (sent
-  /// as a float64, so integers beyond 2^53 lose precision) and strings; other types do not compile.
-  template <class T>
-  T broadcast(T value, int src) {
-    const auto device = runtime_.root_device();
-    if constexpr (std::is_same_v<std::remove_cvref_t<T>, torch::Tensor>) {
-      auto result = value.to(device).clone();
-      runtime_.broadcast(result, src);
-      return result;
-    } else if constexpr (std::is_arithmetic_v<T>) {
-      auto tensor = torch::tensor({static_cast<double>(value)}, torch::TensorOptions().dtype(torch::kDouble).device(device));
-      runtime_.broadcast(tensor, src);
-      return static_cast<T>(tensor.cpu().template item<double>());
-    } else if constexpr (std::is_same_v<std::remove_cvref_t<T>, std::string>) {
-      auto length = torch::tensor({static_cast<std::int64_t>(value.size())}, torch::TensorOptions().device(device));
-      runtime_.broadcast(length, src);
-      const auto size = length.cpu().template item<std::int64_t>();
-      auto bytes = torch::zeros({size}, torch::TensorOptions().dtype(torch::kUInt8));
-      if (global_rank() == src) {
-        std::memcpy(bytes.data_ptr<std::uint8_t>(), value.data(), static_cast<std::size_t>(size));
-      }
-      bytes = bytes.to(device);
-      runtime_.broadcast(bytes, src);
-      bytes = bytes.cpu();
-      return std::string(reinterpret_cast<const char*>(bytes.data_ptr<std::uint8_t>()), static_cast<std::size_t>(size));
-    } else {
-      static_assert(std::is_same_v<T, torch::Tensor>,
-                    "volt::Fabric::broadcast with DDP supports torch::Tensor, arithmetic values and std::string");
-      return value;
-    }
-  }
-
-  /// A guard under which backward() skips the gradient all-reduce when `enabled` (for every module, not
-  /// only `module`).
-  NoSyncGuard no_backward_sync(torch::nn::Module& /*module*/, bool enabled) { return NoSyncGuard(&no_sync_, enabled); }
-
- private:
-  detail::StrategyRuntime<DDP> runtime_;
-  bool no_sync_ = false;
-};
-
-}  // namespace volt
-// ---- end volt/distributed/fabric_ddp.hpp
 // ---- begin volt/fabric/fabric.hpp
 /// \file
 /// volt::Fabric: Lightning Fabric for LibTorch, for programs that write their own training loop.
@@ -12916,58 +14107,233 @@ struct fabric_strategy_services<DDP> {
 /// Errors are std::invalid_argument where Lightning Fabric raises ValueError (or TypeError) and
 /// std::runtime_error where it raises RuntimeError.
 
+// ---- begin volt/fabric/checkpoint.hpp
+/// \file
+/// The file side of Fabric::save and Fabric::load: a FabricState (and the GradScaler's state) into one
+/// archive and back; implementation of volt::Fabric, no public API.
+
 
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <concepts>
-#include <cstdint>
 #include <exception>
 #include <filesystem>
-#include <memory>
-#include <optional>
-#include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
-namespace volt {
+namespace volt::detail {
 
-/// Options of Fabric::clip_gradients: exactly one of max_norm (clip by the total norm) and clip_val (clip
-/// each gradient element to [-clip_val, clip_val]).
-struct ClipGradientsOptions {
-  /// Scale all gradients together so that their total norm is at most this.
-  std::optional<double> max_norm{};
-  /// Clamp each gradient element to [-clip_val, clip_val].
-  std::optional<double> clip_val{};
-  /// The p of the p-norm for max_norm (2.0: Euclidean; infinity: max-norm).
-  double norm_type = 2.0;
-  /// max_norm: throw when the total norm is inf/NaN (Lightning Fabric's default, True).
-  bool error_if_nonfinite = true;
+/// The key under which Fabric::save stores the GradScaler's state (Fabric::precision_state_key).
+inline constexpr std::string_view fabric_precision_state_key = "volt.precision";
+
+/// Fabric::save's write (on rank zero): every entry of `state` under its name, then `scaler`'s state when
+/// there is a scaler, written atomically to `path`. Throws CheckpointError naming the file.
+inline void write_fabric_checkpoint(const std::filesystem::path& path, const FabricState& state,
+                                    const GradScaler* scaler) {
+  torch::serialize::OutputArchive archive;
+  for (const auto& [name, entry] : state) {
+    torch::serialize::OutputArchive part;
+    entry.save(part);
+    archive.write(name, part);
+  }
+  if (scaler != nullptr) {
+    torch::serialize::OutputArchive part;
+    scaler->save(part);
+    archive.write(std::string(fabric_precision_state_key), part);
+  }
+  save_archive_atomically(archive, path);
+}
+
+/// Fabric::load's read (on every rank): restores every entry of `state` from `path` in place, tensors mapped
+/// to `device`, and `scaler`'s state when there is a scaler and the file has its state. Returns the names in
+/// the file that `state` did not ask for. Throws as Fabric::load documents.
+inline std::vector<std::string> read_fabric_checkpoint(const std::filesystem::path& path, const FabricState& state,
+                                                       bool strict, torch::Device device, GradScaler* scaler) {
+  torch::serialize::InputArchive archive;
+  load_archive(archive, path, device);
+  const std::vector<std::string> keys = archive.keys();
+  auto in_file = [&](const std::string& key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
+  for (const auto& [name, entry] : state) {
+    if (!in_file(name)) {
+      if (strict) {
+        throw std::runtime_error("The requested state contains a key '" + name +
+                                 "' that does not exist in the loaded checkpoint. To disable strict loading, set "
+                                 "`strict=False`. (file " + path.string() + ")");
+      }
+      continue;
+    }
+    torch::serialize::InputArchive part;
+    archive.read(name, part);
+    try {
+      entry.load(part, device);
+    } catch (const std::exception& cause) {
+      throw CheckpointError("volt: the entry '" + name + "' of " + path.string() +
+                            " does not match the object passed to load(): " + cause.what());
+    }
+  }
+  if (scaler != nullptr && in_file(std::string(fabric_precision_state_key))) {
+    torch::serialize::InputArchive part;
+    archive.read(std::string(fabric_precision_state_key), part);
+    scaler->load(part);
+  }
+  std::vector<std::string> remainder;
+  for (const auto& key : keys) {
+    if (state.count(key) == 0 && key != fabric_precision_state_key) remainder.push_back(key);
+  }
+  return remainder;
+}
+
+}  // namespace volt::detail
+// ---- end volt/fabric/checkpoint.hpp
+// ---- begin volt/fabric/collectives.hpp
+/// \file
+/// Fabric's collectives in Lightning Fabric's terms, over any strategy's run time
+/// (volt::StrategyRuntimeInterface); implementation of volt::Fabric, no public API.
+///
+/// Lightning's SingleDeviceStrategy hands a collective's input back as it is (the same tensor, any type for
+/// broadcast); the DDP family returns new tensors (all_gather stacks them along a new first dimension). The
+/// functions below keep that difference, which is one of the Lightning API, not of the strategy's run time.
+
+
+#include <torch/torch.h>
+
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace volt::detail {
+
+/// Whether Fabric's collectives under `Strategy` hand their input back (Lightning's SingleDeviceStrategy)
+/// rather than return what the processes computed together.
+template <class Strategy>
+inline constexpr bool fabric_collectives_return_input = !is_distributed_strategy<Strategy>();
+
+/// The ReduceOp of Lightning Fabric's op name: "sum", "max", "min", "product", and the mean for "mean" and
+/// "avg". Throws std::invalid_argument for any other name.
+inline ReduceOp fabric_reduce_op(const std::string& op) {
+  static const std::set<std::string> ops = {"mean", "avg", "sum", "max", "min", "product"};
+  if (ops.count(op) == 0) {
+    throw std::invalid_argument("volt::Fabric::all_reduce: unsupported reduce op '" + op +
+                                "'; use \"mean\", \"sum\", \"max\", \"min\" or \"product\"");
+  }
+  if (op == "sum") return ReduceOp::sum;
+  if (op == "max") return ReduceOp::max;
+  if (op == "min") return ReduceOp::min;
+  if (op == "product") return ReduceOp::product;
+  return ReduceOp::mean;
+}
+
+/// Fabric::all_reduce of `tensor` (already on the runtime's device): `tensor` itself, or a new tensor reduced
+/// over the processes (`tensor` is not changed).
+template <class Strategy, class Runtime>
+torch::Tensor fabric_all_reduce(Runtime& runtime, const torch::Tensor& tensor, ReduceOp op) {
+  if constexpr (fabric_collectives_return_input<Strategy>) {
+    return tensor;
+  } else {
+    auto result = tensor.clone();
+    runtime.all_reduce(result, op);
+    return result;
+  }
+}
+
+/// Fabric::all_gather of `tensor` (already on the runtime's device): `tensor` itself, or every rank's tensor
+/// stacked along a new first dimension of size world_size().
+template <class Strategy, class Runtime>
+torch::Tensor fabric_all_gather(Runtime& runtime, const torch::Tensor& tensor) {
+  if constexpr (fabric_collectives_return_input<Strategy>) {
+    return tensor;
+  } else {
+    return torch::stack(runtime.all_gather(tensor));
+  }
+}
+
+/// Fabric::broadcast: `value` itself, or rank `src`'s value on every rank, for tensors (same shape and dtype
+/// on every rank; the result is on the runtime's device), arithmetic values (sent as a float64, so integers
+/// beyond 2^53 lose precision) and strings; other types do not compile.
+template <class Strategy, class Runtime, class T>
+T fabric_broadcast(Runtime& runtime, T value, int src) {
+  if constexpr (fabric_collectives_return_input<Strategy>) {
+    return value;
+  } else {
+    const auto device = runtime.root_device();
+    if constexpr (std::is_same_v<std::remove_cvref_t<T>, torch::Tensor>) {
+      auto result = value.to(device).clone();
+      runtime.broadcast(result, src);
+      return result;
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      auto tensor =
+          torch::tensor({static_cast<double>(value)}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+      runtime.broadcast(tensor, src);
+      return static_cast<T>(tensor.cpu().template item<double>());
+    } else if constexpr (std::is_same_v<std::remove_cvref_t<T>, std::string>) {
+      return broadcast_string(runtime, value, src);
+    } else {
+      static_assert(std::is_same_v<T, torch::Tensor>,
+                    "volt::Fabric::broadcast with DDP supports torch::Tensor, arithmetic values and std::string");
+      return value;
+    }
+  }
+}
+
+/// What Fabric::no_backward_sync returns: while it lives, backward() leaves the gradients local (no
+/// all-reduce); its destructor restores the previous setting (guards nest). With one process there is nothing
+/// to skip and the guard changes nothing that can be seen.
+class NoBackwardSyncGuard {
+ public:
+  /// Skips gradient synchronisation from now on when `enabled`; remembers the previous setting either way.
+  NoBackwardSyncGuard(bool* flag, bool enabled) : flag_(flag), previous_(*flag) {
+    if (enabled) *flag_ = true;
+  }
+  ~NoBackwardSyncGuard() { *flag_ = previous_; }
+  NoBackwardSyncGuard(const NoBackwardSyncGuard&) = delete;
+  NoBackwardSyncGuard& operator=(const NoBackwardSyncGuard&) = delete;
+
+ private:
+  bool* flag_;
+  bool previous_;
 };
 
-namespace detail {
+}  // namespace volt::detail
+// ---- end volt/fabric/collectives.hpp
+// ---- begin volt/fabric/module.hpp
+/// \file
+/// What volt::Fabric accepts as a model and an optimizer, and moving an optimizer's state to the device;
+/// implementation of volt::Fabric, no public API.
 
+#include <torch/torch.h>
+
+#include <concepts>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+namespace volt::detail {
+
+/// A std::shared_ptr (or alike) to a torch::nn::Module.
 template <class T>
 concept fabric_module_shared_ptr = requires(const T& pointer) {
   typename T::element_type;
   requires std::derived_from<typename T::element_type, torch::nn::Module>;
   { pointer.get() };
 };
+/// A ModuleHolder (a TORCH_MODULE type such as torch::nn::Linear).
 template <class T>
 concept fabric_module_holder = requires(const T& holder) {
   { holder.ptr() } -> std::convertible_to<std::shared_ptr<torch::nn::Module>>;
 };
+/// A std::shared_ptr (or alike) to a torch::optim::Optimizer.
 template <class T>
 concept fabric_optimizer_shared_ptr = requires {
   typename T::element_type;
   requires std::derived_from<typename T::element_type, torch::optim::Optimizer>;
 };
 
+/// The module behind `model` (a module, a pointer to one, or a ModuleHolder); std::invalid_argument when the
+/// pointer or holder is empty.
 template <class Model>
 torch::nn::Module& fabric_module(const Model& model) {
   if constexpr (std::derived_from<Model, torch::nn::Module>) {
@@ -12999,14 +14365,43 @@ inline void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch:
   optimizer.load(in);
 }
 
-}  // namespace detail
+}  // namespace volt::detail
+// ---- end volt/fabric/module.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// Options of Fabric::clip_gradients: exactly one of max_norm (clip by the total norm) and clip_val (clip
+/// each gradient element to [-clip_val, clip_val]).
+struct ClipGradientsOptions {
+  /// Scale all gradients together so that their total norm is at most this.
+  std::optional<double> max_norm{};
+  /// Clamp each gradient element to [-clip_val, clip_val].
+  std::optional<double> clip_val{};
+  /// The p of the p-norm for max_norm (2.0: Euclidean; infinity: max-norm).
+  double norm_type = 2.0;
+  /// max_norm: throw when the total norm is inf/NaN (Lightning Fabric's default, True).
+  bool error_if_nonfinite = true;
+};
 
 /// Lightning Fabric (see the file comment): device placement, precision, gradient clipping, checkpoints
 /// and collectives for a training loop the user writes. `Accelerator`, `Strategy` (SingleDevice or DDP) and
 /// `Precision` are the Trainer's policy types; unsupported combinations fail to compile. Under DDP every
 /// process constructs its own Fabric and calls the same methods in the same order; the members that
 /// communicate are collectives and throw DistributedError when a peer fails or times out. Not thread-safe.
-template <class Accelerator = Auto, class Strategy = SingleDevice, class Precision = FP32>
+template <AcceleratorChoice Accelerator = Auto, StrategyPolicy Strategy = SingleDevice, PrecisionPolicy Precision = FP32>
 class Fabric {
   static_assert((check_strategy_supported<Accelerator, Strategy>(), true));
   static_assert((check_precision_supported<Accelerator, Precision>(), true));
@@ -13033,24 +14428,11 @@ class Fabric {
   explicit Fabric(FabricOptions options = {}, Precision precision = {})
       : options_(std::move(options)), precision_(std::move(precision)) {
     detail::validate(options_);
-    check_strategy_supported_on_machine<Accelerator, Strategy>();
-    // "auto" means every device of the accelerator; a single-device strategy takes the first of them.
-    const DeviceSpec devices =
-        !detail::is_distributed_strategy<Strategy>() && options_.devices.is_auto() ? DeviceSpec{1} : options_.devices;
-    selection_ = select_devices<Accelerator>(devices, Frontend::fabric);
-    if constexpr (!detail::is_distributed_strategy<Strategy>()) {
-      if (selection_.parallel_devices.size() != 1 || options_.num_nodes != 1) {
-        std::string ids;
-        for (int id : selection_.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-        throw std::invalid_argument(
-            "volt::SingleDevice runs on exactly one device of one node, but the options selected " +
-            std::to_string(selection_.parallel_devices.size()) + " " + std::string(to_string(selection_.accelerator)) +
-            " device(s) [" + ids + "] on num_nodes=" + std::to_string(options_.num_nodes) +
-            ". Pass {.devices = 1} (or a single id such as volt::devices({1})) and num_nodes = 1.");
-      }
-    }
-    strategy_.setup_environment(selection_.parallel_devices, options_.num_nodes);
-    root_device_ = strategy_.root_device(selection_.parallel_devices);
+    selection_ = detail::select_strategy_devices<Accelerator, Strategy>(options_.devices, options_.num_nodes,
+                                                                         Frontend::fabric);
+    strategy_.configure(selection_, options_.num_nodes);
+    strategy_.setup_environment();
+    root_device_ = strategy_.root_device();
     visit_accelerator(selection_.accelerator, [&](auto accelerator) {
       decltype(accelerator)::setup_device(root_device_, Frontend::fabric);
     });
@@ -13149,9 +14531,9 @@ class Fabric {
   /// undefined loss, DistributedError when the gradient all-reduce fails, and what LibTorch's backward throws.
   void backward(const torch::Tensor& loss) {
     if (!loss.defined()) throw std::invalid_argument("volt::Fabric::backward: the loss tensor is undefined");
-    if constexpr (requires { strategy_.before_backward(); }) strategy_.before_backward();
+    strategy_.prepare_for_backward(/*sync=*/!no_backward_sync_);
     precision_.pre_backward(loss).backward();
-    if constexpr (requires { strategy_.after_backward(); }) strategy_.after_backward();
+    if (!no_backward_sync_) strategy_.finish_gradient_sync();
   }
 
   /// Clips the gradients of `model`'s parameters, unscaling `optimizer`'s gradients first under a
@@ -13207,27 +14589,18 @@ class Fabric {
   /// Writes `state` to `path` (Lightning's fabric.save): each entry under its name, plus the GradScaler's
   /// state under "volt.precision" when the precision has one. Atomic (written next to `path`, flushed, then
   /// renamed: a crash never leaves a torn file). Only global rank zero writes. Throws volt::CheckpointError
-  /// (a std::runtime_error) naming the file. Under DDP every rank must call it: rank zero then broadcasts
-  /// whether the write succeeded (a collective, in place of Lightning's barrier), so when it fails every
-  /// rank throws: rank zero its own error, the others a CheckpointError carrying rank zero's message, and
-  /// no rank is left waiting.
+  /// (a std::runtime_error) naming the file. Under DDP every rank must call it: the ranks then agree on
+  /// whether the write succeeded (a collective, in place of Lightning's barrier; the strategy's
+  /// run_and_agree), so when it fails every rank throws: rank zero its own error, the others a
+  /// CheckpointError carrying rank zero's message, and no rank is left waiting.
   void save(const std::filesystem::path& path, const FabricState& state) {
-    std::string failure;  // rank zero's error message; empty when the write succeeded
-    std::exception_ptr error;
-    if (is_global_zero()) {
-      try {
-        write_checkpoint(path, state);
-      } catch (const std::exception& caught) {
-        failure = caught.what();
-        if (failure.empty()) failure = "unknown error";
-        error = std::current_exception();
-      }
-    }
-    if (world_size() > 1) failure = broadcast(std::move(failure), 0);
-    if (error) std::rethrow_exception(error);
-    if (!failure.empty()) {
-      throw CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() + ": " + failure);
-    }
+    strategy_.run_and_agree(
+        [&] {
+          if (is_global_zero()) detail::write_fabric_checkpoint(path, state, precision_.scaler());
+        },
+        [&](const std::string& failure) {
+          return CheckpointError("volt: rank 0 could not write the checkpoint " + path.string() + ": " + failure);
+        });
   }
 
   /// Restores every entry of `state` from `path` in place (modules and optimizers keep their identity),
@@ -13240,42 +14613,12 @@ class Fabric {
   /// Under DDP every rank reads `path` itself (it must be readable on every node) and then waits at a
   /// barrier, so every rank must call it.
   std::vector<std::string> load(const std::filesystem::path& path, const FabricState& state, bool strict = true) {
-    torch::serialize::InputArchive archive;
-    detail::load_archive(archive, path, root_device_);
-    const std::vector<std::string> keys = archive.keys();
-    auto in_file = [&](const std::string& key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
-    for (const auto& [name, entry] : state) {
-      if (!in_file(name)) {
-        if (strict) {
-          throw std::runtime_error("The requested state contains a key '" + name +
-                                   "' that does not exist in the loaded checkpoint. To disable strict loading, set "
-                                   "`strict=False`. (file " + path.string() + ")");
-        }
-        continue;
-      }
-      torch::serialize::InputArchive part;
-      archive.read(name, part);
-      try {
-        entry.load(part, root_device_);
-      } catch (const std::exception& cause) {
-        throw CheckpointError("volt: the entry '" + name + "' of " + path.string() +
-                              " does not match the object passed to load(): " + cause.what());
-      }
-    }
-    if (GradScaler* scaler = precision_.scaler(); scaler != nullptr && in_file(std::string(precision_state_key))) {
-      torch::serialize::InputArchive part;
-      archive.read(std::string(precision_state_key), part);
-      scaler->load(part);
-    }
-    std::vector<std::string> remainder;
-    for (const auto& key : keys) {
-      if (state.count(key) == 0 && key != precision_state_key) remainder.push_back(key);
-    }
+    auto remainder = detail::read_fabric_checkpoint(path, state, strict, root_device_, precision_.scaler());
     barrier("fabric.load");
     return remainder;
   }
 
-  // ---- strategy services (identities for SingleDevice) -------------------------------------------
+  // ---- the strategy's collectives (identities for SingleDevice) ----------------------------------
 
   /// The number of processes of the run: devices x num_nodes with DDP, 1 with SingleDevice.
   int world_size() const { return strategy_.world_size(); }
@@ -13286,36 +14629,36 @@ class Fabric {
   /// The index of this process's node.
   int node_rank() const { return strategy_.node_rank(); }
   /// Whether this process is global rank 0.
-  bool is_global_zero() const { return global_rank() == 0; }
+  bool is_global_zero() const { return strategy_.is_global_zero(); }
 
   /// Waits until every process reaches this call (no-op with one process). A collective; `name` is
   /// Lightning's label for it and does not change what it does.
-  void barrier(const std::string& name = "") { strategy_.barrier(name); }
+  void barrier(const std::string& /*name*/ = "") { strategy_.barrier(); }
 
   /// Reduces `tensor` over processes with `op` ("mean", "sum", "max", "min", "product"; Lightning's
   /// spelling, "avg" is "mean") and returns the result; with one process, `tensor` itself (moved to device()
   /// as Lightning converts inputs). Throws std::invalid_argument for another op. A collective under DDP.
   torch::Tensor all_reduce(const torch::Tensor& tensor, const std::string& op = "mean") {
-    static const std::set<std::string> ops = {"mean", "avg", "sum", "max", "min", "product"};
-    if (ops.count(op) == 0) {
-      throw std::invalid_argument("volt::Fabric::all_reduce: unsupported reduce op '" + op +
-                                  "'; use \"mean\", \"sum\", \"max\", \"min\" or \"product\"");
-    }
-    return strategy_.all_reduce(tensor.to(root_device_), op);
+    const ReduceOp reduce = detail::fabric_reduce_op(op);
+    return detail::fabric_all_reduce<Strategy>(strategy_, tensor.to(root_device_), reduce);
   }
   /// Gathers `tensor` from every process (a leading dimension of world_size() with several processes);
   /// with one process, `tensor` on device(), shape unchanged (as Lightning's single-device strategy).
   /// A collective under DDP.
-  torch::Tensor all_gather(const torch::Tensor& tensor) { return strategy_.all_gather(tensor.to(root_device_)); }
-  /// `value` as held by process `src` (with one process, `value`). A collective under DDP, for tensors,
-  /// arithmetic values and std::string (see fabric_strategy_services<DDP>::broadcast).
+  torch::Tensor all_gather(const torch::Tensor& tensor) {
+    return detail::fabric_all_gather<Strategy>(strategy_, tensor.to(root_device_));
+  }
+  /// `value` as held by process `src` (with one process, `value`). A collective under DDP, for tensors
+  /// (same shape and dtype on every rank), arithmetic values (sent as a float64, so integers beyond 2^53
+  /// lose precision) and std::string; other types do not compile.
   template <class T>
   T broadcast(T value, int src = 0) {
-    return strategy_.broadcast(std::move(value), src);
+    return detail::fabric_broadcast<Strategy>(strategy_, std::move(value), src);
   }
 
   /// A guard under which backward() does not synchronise gradients across processes (for gradient
-  /// accumulation; Lightning's fabric.no_backward_sync). A no-op guard with one process or when
+  /// accumulation; Lightning's fabric.no_backward_sync), for every module of this Fabric, not only `model`;
+  /// its destructor restores the previous setting (guards nest). A no-op guard with one process or when
   /// `enabled` is false. Throws std::invalid_argument when `model` was not set up by this Fabric.
   template <class Model>
   [[nodiscard]] auto no_backward_sync(const Model& model, bool enabled = true) {
@@ -13325,29 +14668,13 @@ class Fabric {
           "You need to set up the model first before you can call `fabric.no_backward_sync()`: "
           "`model = fabric.setup(model, ...)`");
     }
-    return strategy_.no_backward_sync(module, enabled);
+    return detail::NoBackwardSyncGuard(&no_backward_sync_, enabled);
   }
 
   /// The key under which save() stores the GradScaler's state.
-  static constexpr std::string_view precision_state_key = "volt.precision";
+  static constexpr std::string_view precision_state_key = detail::fabric_precision_state_key;
 
  private:
-  /// save()'s write on rank zero: every entry, then the GradScaler's state, written atomically.
-  void write_checkpoint(const std::filesystem::path& path, const FabricState& state) {
-    torch::serialize::OutputArchive archive;
-    for (const auto& [name, entry] : state) {
-      torch::serialize::OutputArchive part;
-      entry.save(part);
-      archive.write(name, part);
-    }
-    if (const GradScaler* scaler = precision_.scaler()) {
-      torch::serialize::OutputArchive part;
-      scaler->save(part);
-      archive.write(std::string(precision_state_key), part);
-    }
-    detail::save_archive_atomically(archive, path);
-  }
-
   void unscale_gradients(torch::optim::Optimizer& optimizer) {
     if (GradScaler* scaler = precision_.scaler()) {
       if (scaler->stage(optimizer) == GradScaler::Stage::ready) scaler->unscale_(optimizer);
@@ -13356,7 +14683,8 @@ class Fabric {
 
   FabricOptions options_;
   Precision precision_;
-  [[no_unique_address]] fabric_strategy_services<Strategy> strategy_;
+  detail::StrategyRuntime<Strategy> strategy_;
+  bool no_backward_sync_ = false;  ///< inside no_backward_sync(): backward() leaves the gradients local
   DeviceSelection selection_;
   torch::Device root_device_{torch::kCPU};
   std::set<const torch::nn::Module*> set_up_modules_;
@@ -13578,39 +14906,21 @@ BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel
 ///   });
 /// ```
 
-// ---- begin volt/cli/args.hpp
+// ---- begin volt/cli/values.hpp
 /// \file
-/// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line, plus a program's own.
-///
-/// The standard flags are `--accelerator`, `--devices`, `--num-nodes`, `--strategy`, `--precision`,
-/// `--max-epochs`, ..., `--cuda-graphs`;
-/// a program adds its own with add_option and add_switch.
-///
-/// ```
-/// volt::cli::Parser parser("fashion_mnist", "Trains an MLP on Fashion-MNIST.");
-/// parser.defaults().max_epochs = 5;
-/// parser.add_option("--data-dir", "DIR", "folder with the IDX files");
-/// parser.add_switch("--no-progress-bar", "print no progress bar");
-/// return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) { ... });
-/// ```
-///
-/// Parsing only checks the text (names, numbers, the device spec's grammar); volt::cli::run (dispatch.hpp)
-/// then checks it against the machine and picks the policy types.
+/// The values volt's command line accepts: the choices of `--accelerator`, `--strategy` and `--precision`,
+/// Lightning's precision aliases (volt::cli::normalize_precision), the number parsing of the flags, and
+/// volt::cli::UsageError for bad input. volt::cli::Parser (volt/cli/args.hpp) uses them.
 
 
 #include <charconv>
-#include <cstdlib>
+#include <cstddef>
 #include <cstdint>
-#include <map>
-#include <optional>
-#include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
-#include <vector>
 
 namespace volt::cli {
 
@@ -13712,6 +15022,43 @@ inline std::string normalize_precision(std::string_view value) {
   throw UsageError("argument --precision: Precision " + detail::quoted(value) +
                    " is invalid. Allowed precision values: " + detail::join(precision_choices) + aliases);
 }
+
+}  // namespace volt::cli
+// ---- end volt/cli/values.hpp
+// ---- begin volt/cli/args.hpp
+/// \file
+/// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line, plus a program's own.
+///
+/// The standard flags are `--accelerator`, `--devices`, `--num-nodes`, `--strategy`, `--precision`,
+/// `--max-epochs`, ..., `--cuda-graphs`;
+/// a program adds its own with add_option and add_switch.
+///
+/// ```
+/// volt::cli::Parser parser("fashion_mnist", "Trains an MLP on Fashion-MNIST.");
+/// parser.defaults().max_epochs = 5;
+/// parser.add_option("--data-dir", "DIR", "folder with the IDX files");
+/// parser.add_switch("--no-progress-bar", "print no progress bar");
+/// return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) { ... });
+/// ```
+///
+/// Parsing only checks the text (names, numbers, the device spec's grammar; the accepted values and the
+/// number parsing are in volt/cli/values.hpp); volt::cli::run (dispatch.hpp) then checks it against the
+/// machine and picks the policy types.
+
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace volt::cli {
 
 /// The parsed command line. The standard fields hold what was given (precision normalised); the fields
 /// under "resolved" are filled by volt::cli::run before it calls the program. A program's own flags are
@@ -14276,7 +15623,7 @@ int dispatch_accelerator(Args& args, Program& program) {
                     if (!compat::autocast_dtype_supported(device_type_of(Accelerator::kind), dtype)) {
                       throw UsageError("argument --precision " + precision + ": mixed precision `" + precision +
                                        "` needs autocast to " + c10::toString(dtype) + " on " +
-                                       std::string(Accelerator::name) + ", which this LibTorch (" + TORCH_VERSION +
+                                       std::string(Accelerator::name) + ", which this LibTorch (" + compat::torch_version_string +
                                        ") does not support. Use --precision 32-true or a newer LibTorch.");
                     }
                   }
