@@ -12199,12 +12199,12 @@ class CheckpointConnector {
   void read(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
     torch::serialize::InputArchive archive;
     load_archive(archive, path, device);
-    c10::IValue value;
-    if (!archive.try_read("volt/format", value)) {
+    const CheckpointReader reader(archive, path.string());
+    if (!reader.contains("volt/format")) {
       throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
     }
     torch::serialize::InputArchive model_archive;
-    if (!archive.try_read("model", model_archive)) {
+    if (!reader.try_read_archive("model", model_archive)) {
       throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
     }
     check_model_matches(model_archive, parts.module, path.string());
@@ -12214,47 +12214,36 @@ class CheckpointConnector {
       throw CheckpointError("volt: the model in " + path.string() + " does not match the model being fitted: " +
                             error.what());
     }
-    archive.read("volt/weights_only", value);
-    if (value.toBool()) {
+    if (reader.read_bool("volt/weights_only")) {
       throw CheckpointError("volt: " + path.string() +
                             " holds weights only (save_weights_only); it cannot resume training. Load it with "
                             "volt::load_checkpoint_weights instead.");
     }
-    archive.read("loop/epoch", value);
-    const std::int64_t epoch = value.toInt();
-    archive.read("loop/global_step", value);
-    parts.state.global_step = value.toInt();
-    archive.read("loop/batches_done", value);
-    const std::int64_t batches_done = value.toInt();
-    archive.read("loop/at_epoch_end", value);
-    const bool at_epoch_end = value.toBool();
+    const std::int64_t epoch = reader.read_int("loop/epoch");
+    parts.state.global_step = reader.read_int("loop/global_step");
+    const std::int64_t batches_done = reader.read_int("loop/batches_done");
+    const bool at_epoch_end = reader.read_bool("loop/at_epoch_end");
     // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
-    c10::IValue steps, intervals;
-    archive.read("schedulers/steps", steps);
-    archive.read("schedulers/intervals", intervals);
-    const auto step_list = steps.toIntList();
-    const auto interval_list = intervals.toIntList();
+    const auto steps = reader.read_int_list("schedulers/steps");
+    const auto intervals = reader.read_int_list("schedulers/intervals");
     auto& schedulers = parts.optimization.schedulers();
-    for (std::size_t i = 0; i < schedulers.size() && i < step_list.size(); ++i) {
-      for (std::int64_t n = 0; n < step_list.get(i); ++n) schedulers[i].scheduler->step();
-      schedulers[i].steps = step_list.get(i);
-      schedulers[i].intervals = interval_list.get(i);
+    for (std::size_t i = 0; i < schedulers.size() && i < steps.size(); ++i) {
+      for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
+      schedulers[i].steps = steps[i];
+      schedulers[i].intervals = intervals[i];
     }
     torch::serialize::InputArchive optimizer_archive;
-    archive.read("optimizer", optimizer_archive);
+    reader.read_archive("optimizer", optimizer_archive);
     parts.optimization.optimizer().load(optimizer_archive);
     torch::serialize::InputArchive precision_archive;
-    archive.read("precision", precision_archive);
+    reader.read_archive("precision", precision_archive);
     parts.load_precision(precision_archive);
     for (const auto& [callback, key] : parts.callbacks.state_keys()) {
       torch::serialize::InputArchive callback_archive;
-      if (archive.try_read(key, callback_archive)) callback->load_state(callback_archive);
+      if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
     }
-    torch::Tensor rng, start_rng;
-    archive.read("rng/cpu", rng, /*is_buffer=*/true);
-    archive.read("rng/cpu_epoch_start", start_rng, /*is_buffer=*/true);
-    rng = rng.to(torch::kCPU);
-    start_rng = start_rng.to(torch::kCPU);
+    const torch::Tensor rng = reader.read_tensor("rng/cpu").to(torch::kCPU);
+    const torch::Tensor start_rng = reader.read_tensor("rng/cpu_epoch_start").to(torch::kCPU);
     parts.state.current_epoch = epoch;
     if (at_epoch_end) {
       // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
