@@ -12373,32 +12373,21 @@ class EvalGuard {
   torch::NoGradGuard no_grad_;
 };
 
-/// The hooks, metric phase and limit of one kind of evaluation.
+/// The hooks, metric phase and limit of one kind of evaluation: validation, or test when `Testing`.
 template <bool Testing>
 struct EvaluationKind {
-  static constexpr Hook start = Hook::on_validation_start;
-  static constexpr Hook epoch_start = Hook::on_validation_epoch_start;
-  static constexpr Hook batch_start = Hook::on_validation_batch_start;
-  static constexpr Hook batch_end = Hook::on_validation_batch_end;
-  static constexpr Hook epoch_end = Hook::on_validation_epoch_end;
-  static constexpr Hook end = Hook::on_validation_end;
-  static constexpr MetricPhase phase = MetricPhase::validation;
-  static constexpr const char* limit_name = "limit_val_batches";
-  static constexpr const char* batch_name = "validation";
-  static const BatchAmount& limit(const TrainerOptions& options) { return options.limit_val_batches; }
-};
-template <>
-struct EvaluationKind<true> {
-  static constexpr Hook start = Hook::on_test_start;
-  static constexpr Hook epoch_start = Hook::on_test_epoch_start;
-  static constexpr Hook batch_start = Hook::on_test_batch_start;
-  static constexpr Hook batch_end = Hook::on_test_batch_end;
-  static constexpr Hook epoch_end = Hook::on_test_epoch_end;
-  static constexpr Hook end = Hook::on_test_end;
-  static constexpr MetricPhase phase = MetricPhase::test;
-  static constexpr const char* limit_name = "limit_test_batches";
-  static constexpr const char* batch_name = "test";
-  static const BatchAmount& limit(const TrainerOptions& options) { return options.limit_test_batches; }
+  static constexpr Hook start = Testing ? Hook::on_test_start : Hook::on_validation_start;
+  static constexpr Hook epoch_start = Testing ? Hook::on_test_epoch_start : Hook::on_validation_epoch_start;
+  static constexpr Hook batch_start = Testing ? Hook::on_test_batch_start : Hook::on_validation_batch_start;
+  static constexpr Hook batch_end = Testing ? Hook::on_test_batch_end : Hook::on_validation_batch_end;
+  static constexpr Hook epoch_end = Testing ? Hook::on_test_epoch_end : Hook::on_validation_epoch_end;
+  static constexpr Hook end = Testing ? Hook::on_test_end : Hook::on_validation_end;
+  static constexpr MetricPhase phase = Testing ? MetricPhase::test : MetricPhase::validation;
+  static constexpr const char* limit_name = Testing ? "limit_test_batches" : "limit_val_batches";
+  static constexpr const char* batch_name = Testing ? "test" : "validation";
+  static const BatchAmount& limit(const TrainerOptions& options) {
+    return Testing ? options.limit_test_batches : options.limit_val_batches;
+  }
 };
 
 /// Runs evaluations and keeps the epoch values of the last one.
