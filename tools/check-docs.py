@@ -41,6 +41,10 @@ troubleshooting document, every quoted message (`> ...` lines). How each is exer
                                  LIBTORCH_MESSAGES list (LibTorch's and PyTorch's own texts, each with where
                                  it comes from). The same holds for the backticked first column of a table
                                  marked `<!-- docs-check: messages in the first column -->`.
+  the benchmark's copy           README.md's first complete program must equal
+                                 benchmarks/compile_time/trainer_program.cpp byte for byte (the compile-time
+                                 benchmark, benchmarks/compile_time/measure.sh, times that file); also checked
+                                 with --static-only.
 
 Exit status 0 when everything passed; 1 with a list of failures otherwise.
 """
@@ -59,6 +63,8 @@ from pathlib import Path
 DOCUMENTS = ["README.md", "examples/README.md", "docs/troubleshooting.md"]
 FRAGMENT_MARKER = "<!-- docs-check: fragment -->"
 MESSAGE_TABLE_MARKER = "<!-- docs-check: messages in the first column -->"
+# The compile-time benchmark times this copy of the README's first complete program (it must stay equal).
+BENCHMARK_COPY = "benchmarks/compile_time/trainer_program.cpp"
 
 # LibTorch's and PyTorch's own messages quoted by the documents (not in volt's headers), with their origin.
 LIBTORCH_MESSAGES = {
@@ -716,6 +722,23 @@ class Checker:
             self.record(f"{relative}:{block['line']}", "T=... line", "used by the next command",
                         failing("no command used the variable"))
 
+    # ---- the compile-time benchmark's copy of the README program ----------------------------------------
+    def check_benchmark_copy(self, fenced):
+        """benchmarks/compile_time/trainer_program.cpp must be the README's first complete program, verbatim."""
+        programs = [b for b in fenced if b["language"] == "cpp" and re.search(r"\bint main\s*\(", b["text"])]
+        copy = self.root / BENCHMARK_COPY
+
+        def check():
+            if not programs:
+                raise Failure("README.md has no complete ```cpp program")
+            if not copy.exists():
+                raise Failure(f"{BENCHMARK_COPY} is missing")
+            if copy.read_text() != programs[0]["text"]:
+                raise Failure(f"{BENCHMARK_COPY} differs from the block: copy the block into it")
+            return None
+        where = f"README.md:{programs[0]['line']}" if programs else "README.md"
+        self.record(where, "complete program", f"equal to {BENCHMARK_COPY}", check)
+
     # ---- everything --------------------------------------------------------------------------------------
     def main(self):
         self.work.mkdir(parents=True, exist_ok=True)
@@ -726,6 +749,8 @@ class Checker:
             except Failure as error:
                 self.record(relative, "document", "parsed", failing(str(error)))
         cpp_blocks = []
+        if "README.md" in documents:
+            self.check_benchmark_copy(documents["README.md"][1])
         for relative, (lines, fenced, indented, quotes, message_tables) in documents.items():
             self.check_links(relative, lines)
             for quote in quotes + message_tables:
