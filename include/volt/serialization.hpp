@@ -4,4 +4,5 @@
 #pragma once
 
 #include <volt/serialization/checkpoint_io.hpp>
+#include <volt/serialization/module_archive.hpp>
 #include <volt/serialization/weights.hpp>

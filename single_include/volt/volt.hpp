@@ -47,6 +47,7 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #if __has_include(<torch/mps.h>)
@@ -58,6 +59,7 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 #define VOLT_DETAIL_HAS_MPS_HOOKS 1
 #endif
 #ifdef VOLT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -225,6 +227,23 @@ inline bool torch_mps_available() {
 
 /// Number of CUDA devices visible to this process (0 for a LibTorch without CUDA).
 inline int torch_cuda_device_count() { return static_cast<int>(torch::cuda::device_count()); }
+
+/// A CUDA device's name and compute capability.
+struct CudaDeviceInfo {
+  std::string name;  ///< e.g. "NVIDIA H200"
+  int major = 0;     ///< compute capability, major (8 and up: tensor cores for TF32)
+  int minor = 0;     ///< compute capability, minor
+};
+/// The name and compute capability of CUDA device `device_index`; nullopt without CUDA or without that device.
+inline std::optional<CudaDeviceInfo> cuda_device_info([[maybe_unused]] int device_index) {
+#ifdef VOLT_WITH_CUDA
+  if (device_index < 0 || device_index >= static_cast<int>(c10::cuda::device_count())) return std::nullopt;
+  const auto* properties = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device_index));
+  return CudaDeviceInfo{properties->name, properties->major, properties->minor};
+#else
+  return std::nullopt;
+#endif
+}
 
 /// Whether this LibTorch was built with CUDA and volt compiled its CUDA code paths.
 inline constexpr bool built_with_cuda =
@@ -1705,19 +1724,245 @@ struct CPU {
 /// \file
 /// volt::CUDA: Lightning's CUDAAccelerator.
 
+// ---- begin volt/core/math_modes.hpp
+/// \file
+/// The math modes of a run: float32 matmul precision (TF32 on tensor cores), cuDNN's benchmark mode and
+/// deterministic algorithms, as TrainerOptions and FabricOptions take them.
+///
+/// Lightning's Trainer sets `benchmark` and `deterministic` when it is constructed
+/// (`_set_torch_flags` in its accelerator connector) and never restores them; volt does the same, and treats
+/// `float32_matmul_precision` (which Lightning leaves to `torch.set_float32_matmul_precision`) the same way.
+/// These are process-wide LibTorch settings: the last Trainer or Fabric constructed with a value wins.
+///
+/// A string literal given to Float32MatmulPrecision or Deterministic is checked at compile time
+/// (`.float32_matmul_precision = "hihg"` does not compile); text known only at run time (a command line)
+/// goes through their `parse` functions, which throw MisconfigurationError.
+
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace volt {
+
+namespace detail {
+// Reached only for a bad value. Not constexpr on purpose: in constant evaluation (a string literal given to
+// a consteval constructor) the call is the compile error, and its name says what is wrong.
+[[noreturn]] inline void float32_matmul_precision_must_be_highest_high_or_medium(std::string_view given) {
+  throw MisconfigurationError("`float32_matmul_precision` must be \"highest\", \"high\" or \"medium\", got \"" +
+                              std::string(given) + "\".");
+}
+[[noreturn]] inline void deterministic_must_be_true_false_or_warn(std::string_view given) {
+  throw MisconfigurationError("`deterministic` must be true, false or \"warn\", got \"" + std::string(given) + "\".");
+}
+}  // namespace detail
+
+/// How float32 matrix multiplications may run (torch.set_float32_matmul_precision): "highest" (full
+/// float32), "high" (TF32 tensor cores where the GPU has them, or bfloat16x3), "medium" (bfloat16 allowed).
+/// Default-constructed: unset, LibTorch's setting is left as it is ("highest" unless changed).
+///
+/// On CUDA GPUs with tensor cores (compute capability 8.0 and up) "high" and "medium" run float32 matmuls
+/// in TF32; cuDNN convolutions use TF32 by default whatever it says (LibTorch's allow_tf32 for cuDNN, which
+/// volt leaves alone). On the CPU, LibTorch 2.x may use oneDNN's bfloat16 matmul at "medium" on processors
+/// with native bfloat16; otherwise the CPU computes in float32. docs/math-modes.md has the details.
+class Float32MatmulPrecision {
+ public:
+  /// The three levels, in torch's order.
+  enum class Level : unsigned char { unset, highest, high, medium };
+
+  /// Unset: LibTorch's setting is left alone.
+  constexpr Float32MatmulPrecision() = default;
+  /// "highest", "high" or "medium"; any other literal does not compile.
+  template <std::size_t N>
+  consteval Float32MatmulPrecision(const char (&name)[N])  // NOLINT(google-explicit-constructor)
+      : level_(level_of(std::string_view(name, N - 1))) {}
+  /// A level.
+  constexpr Float32MatmulPrecision(Level level) : level_(level) {}  // NOLINT(google-explicit-constructor)
+
+  /// The value of run-time text ("highest", "high", "medium"); throws MisconfigurationError naming what
+  /// was given and what is allowed.
+  static Float32MatmulPrecision parse(std::string_view name) { return Float32MatmulPrecision(level_of(name)); }
+
+  /// Whether a level was given.
+  constexpr bool is_set() const { return level_ != Level::unset; }
+  /// The level (Level::unset when none was given).
+  constexpr Level level() const { return level_; }
+  /// torch's name of the level ("highest", "high", "medium"), or "" when unset.
+  constexpr std::string_view name() const {
+    switch (level_) {
+      case Level::highest: return "highest";
+      case Level::high: return "high";
+      case Level::medium: return "medium";
+      case Level::unset: break;
+    }
+    return "";
+  }
+  friend constexpr bool operator==(Float32MatmulPrecision, Float32MatmulPrecision) = default;
+
+ private:
+  static constexpr Level level_of(std::string_view name) {
+    if (name == "highest") return Level::highest;
+    if (name == "high") return Level::high;
+    if (name == "medium") return Level::medium;
+    detail::float32_matmul_precision_must_be_highest_high_or_medium(name);
+  }
+  Level level_ = Level::unset;
+};
+
+/// Lightning's `deterministic` flag: true (LibTorch's deterministic algorithms only: an operation without
+/// one throws), false (any algorithm), "warn" (deterministic where possible, a warning for the operations
+/// that have none). Default-constructed: unset, LibTorch's setting is left as it is.
+///
+/// Set (true or "warn"), it also turns cuDNN's benchmark mode off unless `benchmark` is given, and sets
+/// `CUBLAS_WORKSPACE_CONFIG=:4096:8` in the environment (cuBLAS needs it for reproducible results), as
+/// Lightning does. Any other value, such as the integer 1, does not compile.
+class Deterministic {
+ public:
+  /// The three settings.
+  enum class Mode : unsigned char { unset, off, on, warn };
+
+  /// Unset: LibTorch's setting is left alone.
+  constexpr Deterministic() = default;
+  /// true or false.
+  constexpr Deterministic(bool on) : mode_(on ? Mode::on : Mode::off) {}  // NOLINT(google-explicit-constructor)
+  /// "warn"; any other literal does not compile.
+  template <std::size_t N>
+  consteval Deterministic(const char (&name)[N])  // NOLINT(google-explicit-constructor)
+      : mode_(mode_of(std::string_view(name, N - 1), false)) {}
+  /// Deleted, so that an integer or a pointer is not taken as true.
+  template <class T>
+  Deterministic(T) = delete;
+
+  /// The value of run-time text ("true", "false" or "warn", as a command line gives it); throws
+  /// MisconfigurationError naming what was given and what is allowed.
+  static Deterministic parse(std::string_view text) {
+    Deterministic value;
+    value.mode_ = mode_of(text, true);
+    return value;
+  }
+
+  /// Whether a value was given.
+  constexpr bool is_set() const { return mode_ != Mode::unset; }
+  /// true or "warn" (Lightning's `if deterministic:`).
+  constexpr bool is_on() const { return mode_ == Mode::on || mode_ == Mode::warn; }
+  /// The setting.
+  constexpr Mode mode() const { return mode_; }
+  /// "true", "false", "warn", or "" when unset.
+  constexpr std::string_view name() const {
+    switch (mode_) {
+      case Mode::on: return "true";
+      case Mode::off: return "false";
+      case Mode::warn: return "warn";
+      case Mode::unset: break;
+    }
+    return "";
+  }
+  friend constexpr bool operator==(Deterministic, Deterministic) = default;
+
+ private:
+  static constexpr Mode mode_of(std::string_view text, bool booleans) {
+    if (text == "warn") return Mode::warn;
+    if (booleans && text == "true") return Mode::on;
+    if (booleans && text == "false") return Mode::off;
+    detail::deterministic_must_be_true_false_or_warn(text);
+  }
+  Mode mode_ = Mode::unset;
+};
+
+namespace detail {
+
+/// The text of Lightning's warning for deterministic with benchmark on.
+inline constexpr std::string_view deterministic_with_benchmark_warning =
+    "You passed `deterministic=True` and `benchmark=True`. Note that PyTorch ignores "
+    "torch.backends.cudnn.deterministic=True when torch.backends.cudnn.benchmark=True.";
+
+/// Sets LibTorch's process-wide math modes as Lightning's `_set_torch_flags` does (deterministic first decides
+/// benchmark's default; benchmark is set only when known; deterministic algorithms are switched only when
+/// `deterministic` is set), and the float32 matmul precision when given.
+inline void set_math_modes(Float32MatmulPrecision matmul_precision, std::optional<bool> benchmark,
+                           Deterministic deterministic) {
+  if (deterministic.is_on()) {
+    if (!benchmark) {
+      benchmark = false;
+    } else if (*benchmark) {
+      log::warn_rank_zero(deterministic_with_benchmark_warning);
+    }
+  }
+  if (benchmark) at::globalContext().setBenchmarkCuDNN(*benchmark);
+  switch (deterministic.mode()) {
+    case Deterministic::Mode::warn: at::globalContext().setDeterministicAlgorithms(true, true); break;
+    case Deterministic::Mode::on: at::globalContext().setDeterministicAlgorithms(true, false); break;
+    case Deterministic::Mode::off: at::globalContext().setDeterministicAlgorithms(false, false); break;
+    case Deterministic::Mode::unset: break;
+  }
+  if (deterministic.is_on()) ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
+  if (matmul_precision.is_set()) at::globalContext().setFloat32MatmulPrecision(std::string(matmul_precision.name()));
+}
+
+/// LibTorch's current float32 matmul precision.
+inline Float32MatmulPrecision current_float32_matmul_precision() {
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGH: return Float32MatmulPrecision::Level::high;
+    case at::Float32MatmulPrecision::MEDIUM: return Float32MatmulPrecision::Level::medium;
+    default: return Float32MatmulPrecision::Level::highest;
+  }
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/core/math_modes.hpp
 
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace volt {
+
+namespace detail {
+
+/// Lightning's hint for a CUDA device with tensor cores (compute capability 8.0 or more) when float32 matmuls
+/// run at "highest", word for word (in volt the setting is TrainerOptions::float32_matmul_precision); nullopt
+/// when there is nothing to say.
+inline std::optional<std::string> tensor_core_hint(const compat::CudaDeviceInfo& device,
+                                                   Float32MatmulPrecision precision) {
+  if (device.major < 8 || precision.level() != Float32MatmulPrecision::Level::highest) return std::nullopt;
+  return "You are using a CUDA device ('" + device.name +
+         "') that has Tensor Cores. To properly utilize them, you should set "
+         "`torch.set_float32_matmul_precision('medium' | 'high')` which will trade-off precision for performance. "
+         "For more details, read https://pytorch.org/docs/stable/generated/torch.set_float32_matmul_precision.html"
+         "#torch.set_float32_matmul_precision";
+}
+
+/// Prints tensor_core_hint() for CUDA device `index` on rank zero, once per device and process (Lightning's
+/// `_check_cuda_matmul_precision`, cached per device).
+inline void check_cuda_matmul_precision(int index) {
+  const auto device = compat::cuda_device_info(index);
+  if (!device) return;
+  const auto hint = tensor_core_hint(*device, current_float32_matmul_precision());
+  if (!hint) return;
+  static std::mutex mutex;
+  static std::set<int> hinted;
+  {
+    std::lock_guard lock(mutex);
+    if (!hinted.insert(index).second) return;
+  }
+  log::info_rank_zero(*hint);
+}
+
+}  // namespace detail
 
 /// Accelerator policy: NVIDIA GPUs through LibTorch's CUDA backend.
 struct CUDA {
@@ -1758,7 +2003,7 @@ struct CUDA {
   /// Makes `device` the current CUDA device. Throws MisconfigurationError "Device should be GPU, got cpu
   /// instead" (Lightning's PL text: "GPU", no final period) for a non-CUDA device; Fabric:
   /// std::invalid_argument "Device should be CUDA, got cpu instead.". LibTorch's c10::Error if the device
-  /// does not exist.
+  /// does not exist. Then prints Lightning's tensor-core hint (detail::tensor_core_hint) once per device.
   static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
     if (frontend == Frontend::fabric) {
       detail::check_device_type(device, torch::kCUDA, "CUDA", true, frontend);
@@ -1768,6 +2013,7 @@ struct CUDA {
 #ifdef VOLT_WITH_CUDA
     if (device.has_index()) c10::cuda::set_device(device.index());
 #endif
+    detail::check_cuda_matmul_precision(device_index(device));
   }
 
   /// The caching allocator's statistics for the device (Lightning: torch.cuda.memory_stats), under
@@ -2410,7 +2656,8 @@ auto with_cpu_fallback(Op&& op, Args&&... args) -> std::decay_t<std::invoke_resu
 // ---- end volt/accelerators.hpp
 // ---- begin volt/transfer.hpp
 /// \file
-/// volt/transfer: moving batches to a device (Lightning's move_data_to_device / Strategy.batch_to_device).
+/// volt/transfer: moving batches to a device (Lightning's move_data_to_device / Strategy.batch_to_device), and
+/// the channels-last memory format.
 
 // ---- begin volt/core/apply.hpp
 /// \file
@@ -3400,6 +3647,100 @@ std::remove_cvref_t<Batch> batch_to_device(Batch&& batch, torch::Device device) 
 
 }  // namespace volt
 // ---- end volt/transfer/batch_to_device.hpp
+// ---- begin volt/transfer/memory_format.hpp
+/// \file
+/// volt::MemoryFormat: the layout of a model's 4-D tensors and of the batches it is given (contiguous NCHW or
+/// channels-last NHWC), as TrainerOptions::memory_format and FabricOptions::memory_format choose it.
+///
+/// Channels-last is the layout cuDNN's fastest convolution, batch-norm and pooling kernels run in on tensor-core
+/// GPUs (Python users get it with `model.to(memory_format=torch.channels_last)` and the same for each batch;
+/// torch.compile's Inductor picks it by itself for models with convolutions). Only the layout changes: values,
+/// shapes and state dict keys stay as they are.
+
+
+#include <torch/torch.h>
+
+#include <string_view>
+#include <utility>
+
+namespace volt {
+
+/// The memory format of a run's 4-D tensors.
+enum class MemoryFormat {
+  contiguous,     ///< LibTorch's default layout (NCHW); nothing is converted.
+  channels_last,  ///< every 4-D floating parameter, buffer and batch tensor in channels-last (NHWC) strides.
+  automatic,      ///< channels_last on CUDA for a model with a 2-D convolution, else contiguous.
+};
+
+/// The option's name ("contiguous", "channels_last", "automatic").
+constexpr std::string_view to_string(MemoryFormat format) {
+  switch (format) {
+    case MemoryFormat::channels_last: return "channels_last";
+    case MemoryFormat::automatic: return "automatic";
+    case MemoryFormat::contiguous: break;
+  }
+  return "contiguous";
+}
+
+namespace detail {
+
+/// Whether `tensor` is one that channels-last applies to: defined, floating point, 4-D.
+inline bool takes_channels_last(const torch::Tensor& tensor) {
+  return tensor.defined() && tensor.dim() == 4 && tensor.is_floating_point();
+}
+
+/// `tensor` in channels-last strides when takes_channels_last(), else `tensor` itself (no copy when it already is).
+inline torch::Tensor to_channels_last(const torch::Tensor& tensor) {
+  if (!takes_channels_last(tensor)) return tensor;
+  return tensor.contiguous(torch::MemoryFormat::ChannelsLast);
+}
+
+/// `batch` with every 4-D floating tensor in channels-last strides (any collection apply_to_collection walks).
+template <class Batch>
+std::remove_cvref_t<Batch> batch_to_channels_last(Batch&& batch) {
+  return apply_to_collection(std::forward<Batch>(batch),
+                             [](const torch::Tensor& tensor) -> torch::Tensor { return to_channels_last(tensor); });
+}
+
+/// Whether `module` or one of its submodules is a 2-D convolution (Inductor's reason to pick channels-last).
+inline bool has_conv2d(torch::nn::Module& module) {
+  auto is_conv2d = [](torch::nn::Module& candidate) {
+    return candidate.as<torch::nn::Conv2d>() != nullptr || candidate.as<torch::nn::ConvTranspose2d>() != nullptr;
+  };
+  if (is_conv2d(module)) return true;
+  // modules(false): the module itself need not be held by a shared_ptr.
+  for (const auto& child : module.modules(/*include_self=*/false)) {
+    if (is_conv2d(*child)) return true;
+  }
+  return false;
+}
+
+/// Whether `format` means channels-last for `module` on `device` (automatic: CUDA and a 2-D convolution).
+inline bool uses_channels_last(MemoryFormat format, torch::Device device, torch::nn::Module& module) {
+  if (format == MemoryFormat::channels_last) return true;
+  return format == MemoryFormat::automatic && device.is_cuda() && has_conv2d(module);
+}
+
+/// Puts every 4-D floating parameter and buffer of `module` in channels-last strides, in place (the tensors
+/// keep their identity, so optimizers and hooks holding them see the change; as Python's
+/// `module.to(memory_format=torch.channels_last)`).
+inline void module_to_channels_last(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& parameter : module.parameters()) {
+    if (takes_channels_last(parameter) && !parameter.is_contiguous(torch::MemoryFormat::ChannelsLast)) {
+      parameter.set_data(parameter.contiguous(torch::MemoryFormat::ChannelsLast));
+    }
+  }
+  for (auto& buffer : module.buffers()) {
+    if (takes_channels_last(buffer) && !buffer.is_contiguous(torch::MemoryFormat::ChannelsLast)) {
+      buffer.set_data(buffer.contiguous(torch::MemoryFormat::ChannelsLast));
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/transfer/memory_format.hpp
 // ---- end volt/transfer.hpp
 // ---- begin volt/precision.hpp
 /// \file
@@ -5286,8 +5627,11 @@ class StrategyRuntime<SingleDevice> : public StrategyRuntimeBase<StrategyRuntime
  public:
   /// Takes the selection's one device (the hosts check there is exactly one).
   void configure(const DeviceSelection& selection, int /*num_nodes*/) { root_device_ = selection.root_device(); }
-  /// Nothing to set up: one process, no process group.
-  void setup_environment() {}
+  /// One process, no process group: sets the device up (a CUDA device becomes the current one and may print
+  /// the tensor-core hint, as Lightning's accelerator.setup_device).
+  void setup_environment() {
+    if (root_device_.is_cuda()) CUDA::setup_device(root_device_);
+  }
   /// The selected device.
   torch::Device root_device() const { return root_device_; }
   /// 0.
@@ -9874,6 +10218,42 @@ class ScopedCheckpointWriteFault {
 }  // namespace testing
 }  // namespace volt
 // ---- end volt/serialization/checkpoint_io.hpp
+// ---- begin volt/serialization/module_archive.hpp
+/// \file
+/// Writing a module into a LibTorch archive with every tensor contiguous (what a checkpoint of a
+/// channels-last run holds).
+
+#include <torch/torch.h>
+
+namespace volt::detail {
+
+/// Writes `module` into `archive` with the entries and nesting torch::nn::Module::save writes (its own
+/// parameters, then its buffers, then one archive per serializable child), each tensor in contiguous strides,
+/// so that a model trained in channels-last is saved in the layout users expect and loads the same way.
+inline void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive) {
+  torch::NoGradGuard no_grad;
+  auto contiguous = [](const torch::Tensor& tensor) {
+    if (!tensor.defined() || tensor.is_contiguous()) return tensor;
+    auto copy = tensor.detach().contiguous();
+    copy.set_requires_grad(tensor.requires_grad());
+    return copy;
+  };
+  for (const auto& parameter : module.named_parameters(/*recurse=*/false)) {
+    archive.write(parameter.key(), contiguous(parameter.value()));
+  }
+  for (const auto& buffer : module.named_buffers(/*recurse=*/false)) {
+    archive.write(buffer.key(), contiguous(buffer.value()), /*is_buffer=*/true);
+  }
+  for (const auto& child : module.named_children()) {
+    if (!child.value()->is_serializable()) continue;
+    torch::serialize::OutputArchive child_archive(archive.compilation_unit());
+    save_module_contiguous(*child.value(), child_archive);
+    archive.write(child.key(), child_archive);
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/serialization/module_archive.hpp
 // ---- begin volt/serialization/weights.hpp
 /// \file
 /// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
@@ -10736,8 +11116,24 @@ struct TrainerOptions {
   std::int64_t log_every_n_steps = 50;
   /// Run N batches of train/val/test (0: off; 1 is Lightning's `fast_dev_run=True`), no logging or checkpoints.
   std::int64_t fast_dev_run = 0;
-  /// torch deterministic algorithms on (true) or off (false); nullopt leaves LibTorch's setting alone.
-  std::optional<bool> deterministic{};
+  /// LibTorch's deterministic algorithms: true, false or "warn" (see volt::Deterministic: true and "warn" also
+  /// turn cuDNN's benchmark off unless `benchmark` is given, and set CUBLAS_WORKSPACE_CONFIG); unset leaves
+  /// LibTorch's setting alone. Set when the Trainer is constructed and not restored, as in Lightning.
+  Deterministic deterministic{};
+  /// cuDNN's benchmark mode (torch.backends.cudnn.benchmark: try the convolution algorithms for each new input
+  /// shape and keep the fastest); nullopt leaves LibTorch's setting alone (off unless changed), except that
+  /// `deterministic` turns it off. Only CUDA convolutions use it.
+  std::optional<bool> benchmark{};
+  /// torch.set_float32_matmul_precision: "highest", "high" (TF32 tensor cores on CUDA GPUs that have them) or
+  /// "medium"; unset leaves LibTorch's setting alone ("highest" unless changed). Set when the Trainer is
+  /// constructed and not restored. On a CUDA GPU with tensor cores, fit() prints Lightning's hint when float32
+  /// matmuls run at "highest". See volt::Float32MatmulPrecision.
+  Float32MatmulPrecision float32_matmul_precision{};
+  /// The layout of the model's 4-D parameters and buffers and of every 4-D floating tensor of each batch:
+  /// contiguous (NCHW, nothing converted), channels_last (NHWC: the layout of cuDNN's fastest convolution
+  /// kernels), or automatic (channels_last on CUDA when the model has a 2-D convolution). Checkpoints hold the
+  /// weights contiguous. See volt::MemoryFormat and docs/math-modes.md.
+  MemoryFormat memory_format = MemoryFormat::contiguous;
   /// Seeds LibTorch's generators (CPU and CUDA) at construction when set (Lightning's seed_everything).
   std::optional<std::uint64_t> seed{};
   /// Root of logs and checkpoints; empty: the current directory.
@@ -10848,6 +11244,11 @@ inline void validate(const TrainerOptions& options) {
       options.gradient_clip_algorithm != GradClipAlgorithm::value) {
     fail("`gradient_clip_algorithm` " + std::to_string(static_cast<int>(options.gradient_clip_algorithm)) +
          " is invalid. Allowed algorithms: ['value', 'norm'].");
+  }
+  if (options.memory_format != MemoryFormat::contiguous && options.memory_format != MemoryFormat::channels_last &&
+      options.memory_format != MemoryFormat::automatic) {
+    fail("`memory_format` " + std::to_string(static_cast<int>(options.memory_format)) +
+         " is invalid. Allowed: volt::MemoryFormat::contiguous, channels_last, automatic.");
   }
   if (options.cuda_graph_warmup_steps < 1) {
     fail("`cuda_graph_warmup_steps` must be >= 1. Got " + std::to_string(options.cuda_graph_warmup_steps) + ".");
@@ -11612,7 +12013,7 @@ auto sized(Data& data, std::int64_t size) {
 // ---- begin volt/trainer/connectors/accelerator_connector.hpp
 /// \file
 /// The accelerator connector (Lightning's trainer/connectors/accelerator_connector.py): the torch flags the
-/// options set (seed, deterministic algorithms), the devices the strategy trains on, and the device lines.
+/// options set (seed, math modes), the devices the strategy trains on, and the device lines.
 
 
 #include <torch/torch.h>
@@ -11623,16 +12024,11 @@ auto sized(Data& data, std::int64_t size) {
 
 namespace volt::detail {
 
-/// Seeds (TrainerOptions::seed) and sets the deterministic mode, as the options ask.
+/// Seeds (TrainerOptions::seed) and sets the math modes (float32 matmul precision, cuDNN benchmark,
+/// deterministic algorithms), as the options ask.
 inline void set_torch_flags(const TrainerOptions& options) {
   if (options.seed) torch::manual_seed(*options.seed);
-  if (options.deterministic) {
-    at::globalContext().setDeterministicAlgorithms(*options.deterministic, false);
-    if (*options.deterministic) {
-      at::globalContext().setDeterministicCuDNN(true);
-      at::globalContext().setBenchmarkCuDNN(false);
-    }
-  }
+  set_math_modes(options.float32_matmul_precision, options.benchmark, options.deterministic);
 }
 
 /// The devices the Trainer trains on: the options' device spec for the accelerator, with the strategy's
@@ -12126,6 +12522,8 @@ struct CheckpointParts {
   TrainerState& state;
   std::function<void(torch::serialize::OutputArchive&)> save_precision;
   std::function<void(torch::serialize::InputArchive&)> load_precision;
+  /// Write the weights contiguous (a channels-last run): they are saved as Module::save saves them otherwise.
+  bool contiguous_weights = false;
 };
 
 /// Writes and reads checkpoints of a fit, and keeps the loop's position for them.
@@ -12149,7 +12547,11 @@ class CheckpointConnector {
     archive.write("volt/format", c10::IValue(std::int64_t{1}));
     archive.write("volt/weights_only", c10::IValue(weights_only));
     torch::serialize::OutputArchive model_archive;
-    parts.module.save(model_archive);
+    if (parts.contiguous_weights) {
+      save_module_contiguous(parts.module, model_archive);
+    } else {
+      parts.module.save(model_archive);
+    }
     archive.write("model", model_archive);
     if (!weights_only) {
       archive.write("loop/epoch", c10::IValue(resume_point.epoch));
@@ -12294,6 +12696,9 @@ struct TrainerParts {
   StepContext context{state};
   Optimization optimization{};
   CheckpointConnector checkpoint{};
+  /// Whether the model and the batches are in channels-last strides (TrainerOptions::memory_format, resolved
+  /// for the model and the device by prepare_module).
+  bool channels_last = false;
 
   /// The device the model trains on.
   torch::Device root_device() const { return strategy.root_device(); }
@@ -12304,10 +12709,18 @@ struct TrainerParts {
     return strategy.distribute_data(data);
   }
 
-  /// The precision's conversion of `batch`, moved to the root device.
+  /// The precision's conversion of `batch`, moved to the root device (in channels-last strides when the
+  /// run uses them).
   template <class Batch>
   std::remove_cvref_t<Batch> prepare_batch(Batch&& batch) {
-    return batch_to_device(precision.convert_input(std::forward<Batch>(batch)), root_device());
+    auto moved = batch_to_device(precision.convert_input(std::forward<Batch>(batch)), root_device());
+    if (channels_last) return batch_to_channels_last(std::move(moved));
+    return moved;
+  }
+
+  /// Puts the model's 4-D tensors in the run's memory format (again after a checkpoint was loaded into it).
+  void apply_memory_format(torch::nn::Module& module) {
+    if (channels_last) module_to_channels_last(module);
   }
 
   /// Converts and places the model, lets the strategy wrap it, and points the state at it.
@@ -12315,6 +12728,8 @@ struct TrainerParts {
   void prepare_module(M& module) {
     precision.convert_module(module);
     module.to(root_device());
+    channels_last = uses_channels_last(options.memory_format, root_device(), module);
+    apply_memory_format(module);
     strategy.setup_module(module);
     state.model = &module;
     state.root_device = root_device();
@@ -13354,7 +13769,8 @@ class FitLoop {
   static CheckpointParts checkpoint_parts(Parts& parts, torch::nn::Module& module) {
     return {module, parts.optimization, parts.callbacks, parts.state,
             [&parts](torch::serialize::OutputArchive& archive) { parts.precision.save(archive); },
-            [&parts](torch::serialize::InputArchive& archive) { parts.precision.load(archive); }};
+            [&parts](torch::serialize::InputArchive& archive) { parts.precision.load(archive); },
+            parts.channels_last};
   }
 
   /// Lightning's fit setup: the state, max_epochs' default, the optimizers, the checkpoint function callbacks
@@ -13416,7 +13832,10 @@ class FitLoop {
     check_data_sizes(options, state, train_size, val_size);
 
     parts.checkpoint.reset();
-    if (!ckpt_path.empty()) parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
+    if (!ckpt_path.empty()) {
+      parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
+      parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
+    }
     epoch_loop.step.setup(parts);
   }
 
@@ -13833,6 +14252,18 @@ struct FabricOptions {
   int num_nodes = 1;
   /// When set, the constructor seeds LibTorch's generators (Lightning's fabric.seed_everything(seed)).
   std::optional<std::uint64_t> seed{};
+  /// LibTorch's deterministic algorithms (true, false, "warn"), as TrainerOptions::deterministic; set by the
+  /// constructor.
+  Deterministic deterministic{};
+  /// cuDNN's benchmark mode, as TrainerOptions::benchmark; set by the constructor.
+  std::optional<bool> benchmark{};
+  /// torch.set_float32_matmul_precision ("highest", "high", "medium"), as
+  /// TrainerOptions::float32_matmul_precision; set by the constructor.
+  Float32MatmulPrecision float32_matmul_precision{};
+  /// The layout of set-up models' 4-D tensors and of the batches to_device() and setup_dataloaders() move, as
+  /// TrainerOptions::memory_format (automatic: channels-last once a model with a 2-D convolution is set up on
+  /// CUDA).
+  MemoryFormat memory_format = MemoryFormat::contiguous;
 };
 
 namespace detail {
@@ -13977,6 +14408,7 @@ using FabricState = std::map<std::string, FabricStateEntry>;
 
 #include <cstddef>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -13997,7 +14429,10 @@ class DeviceDataLoader {
   using batch_type = detail::batch_t<Data>;
 
   /// A view of `data` yielding batches on `device`; Fabric::setup_dataloaders makes it with Fabric's device.
-  DeviceDataLoader(Data& data, torch::Device device) : data_(&data), device_(device) {}
+  /// `channels_last`, when given and true at the time a batch is read, puts its 4-D floating tensors in
+  /// channels-last strides (Fabric's memory_format).
+  DeviceDataLoader(Data& data, torch::Device device, std::shared_ptr<const bool> channels_last = nullptr)
+      : data_(&data), device_(device), channels_last_(std::move(channels_last)) {}
 
   /// A single-pass input iterator over the underlying range that moves each batch to the device when
   /// dereferenced.
@@ -14012,9 +14447,13 @@ class DeviceDataLoader {
     /// A singular iterator (only for the iterator concepts; do not dereference it).
     iterator() = default;
     /// Wraps an iterator of the underlying range.
-    iterator(BaseIterator base, torch::Device device) : base_(std::move(base)), device_(device) {}
+    iterator(BaseIterator base, torch::Device device, std::shared_ptr<const bool> channels_last = nullptr)
+        : base_(std::move(base)), device_(device), channels_last_(std::move(channels_last)) {}
     /// The current batch on the device (a new copy per dereference).
-    batch_type operator*() const { return batch_to_device(*base_, device_); }
+    batch_type operator*() const {
+      if (channels_last_ && *channels_last_) return detail::batch_to_channels_last(batch_to_device(*base_, device_));
+      return batch_to_device(*base_, device_);
+    }
     /// Advances the underlying iterator.
     iterator& operator++() {
       ++base_;
@@ -14030,14 +14469,15 @@ class DeviceDataLoader {
    private:
     mutable BaseIterator base_{};
     torch::Device device_{torch::kCPU};
+    std::shared_ptr<const bool> channels_last_{};
   };
 
   /// Starts a pass over the underlying range (a torch::data loader starts a new epoch).
-  iterator begin() { return iterator(std::begin(detail::as_range(*data_)), device_); }
+  iterator begin() { return iterator(std::begin(detail::as_range(*data_)), device_, channels_last_); }
   /// The end: an iterator, or the underlying range's sentinel when its end type differs.
   auto end() {
     if constexpr (std::is_same_v<BaseIterator, BaseSentinel>) {
-      return iterator(std::end(detail::as_range(*data_)), device_);
+      return iterator(std::end(detail::as_range(*data_)), device_, channels_last_);
     } else {
       return std::end(detail::as_range(*data_));
     }
@@ -14054,6 +14494,7 @@ class DeviceDataLoader {
  private:
   Data* data_;
   torch::Device device_;
+  std::shared_ptr<const bool> channels_last_;
 };
 
 }  // namespace volt
@@ -14395,9 +14836,10 @@ class Fabric {
   /// The Precision policy.
   using precision_type = Precision;
 
-  /// Validates the options, selects the devices (the Trainer's connector, Fabric's error types), sets up the
-  /// strategy's environment and the precision on the root device, and seeds when asked. Prints no device
-  /// lines (Lightning Fabric does not). `precision` configures the policy (e.g. FP16Autocast({.init_scale = 1024})).
+  /// Validates the options, sets the math modes, selects the devices (the Trainer's connector, Fabric's error
+  /// types), sets up the strategy's environment and the precision on the root device, and seeds when asked.
+  /// Prints no device lines (Lightning Fabric does not). `precision` configures the policy (e.g.
+  /// FP16Autocast({.init_scale = 1024})).
   /// Throws std::invalid_argument for invalid options or device specs (no device, num_nodes < 1, more than
   /// one device with SingleDevice), std::runtime_error for an unavailable accelerator, and what the
   /// precision's setup throws. Under DDP the constructor is where the processes start and meet: local rank 0
@@ -14406,6 +14848,7 @@ class Fabric {
   explicit Fabric(FabricOptions options = {}, Precision precision = {})
       : options_(std::move(options)), precision_(std::move(precision)) {
     detail::validate(options_);
+    detail::set_math_modes(options_.float32_matmul_precision, options_.benchmark, options_.deterministic);
     selection_ = detail::select_strategy_devices<Accelerator, Strategy>(options_.devices, options_.num_nodes,
                                                                          Frontend::fabric);
     strategy_.configure(selection_, options_.num_nodes);
@@ -14472,6 +14915,10 @@ class Fabric {
     }
     precision_.convert_module(module);
     module.to(root_device_);
+    if (detail::uses_channels_last(options_.memory_format, root_device_, module)) {
+      *channels_last_ = true;
+      detail::module_to_channels_last(module);
+    }
     strategy_.setup_module(module);
     set_up_modules_.insert(&module);
     return model;
@@ -14481,12 +14928,14 @@ class Fabric {
   /// arrive on device() (Lightning's setup_dataloaders with move_to_device=True). `data` must outlive it.
   template <class Data>
   DeviceDataLoader<Data> setup_dataloaders(Data& data) const {
-    return DeviceDataLoader<Data>(data, root_device_);
+    return DeviceDataLoader<Data>(data, root_device_, channels_last_);
   }
 
-  /// `batch` (any collection volt::batch_to_device understands) with its tensors on device().
+  /// `batch` (any collection volt::batch_to_device understands) with its tensors on device() (4-D floating ones
+  /// in channels-last strides when memory_format says so).
   template <class Batch>
   std::remove_cvref_t<Batch> to_device(Batch&& batch) const {
+    if (*channels_last_) return detail::batch_to_channels_last(batch_to_device(std::forward<Batch>(batch), root_device_));
     return batch_to_device(std::forward<Batch>(batch), root_device_);
   }
 
@@ -14592,6 +15041,9 @@ class Fabric {
   /// barrier, so every rank must call it.
   std::vector<std::string> load(const std::filesystem::path& path, const FabricState& state, bool strict = true) {
     auto remainder = detail::read_fabric_checkpoint(path, state, strict, root_device_, precision_.scaler());
+    if (*channels_last_) {
+      for (auto* module : set_up_modules_) detail::module_to_channels_last(*const_cast<torch::nn::Module*>(module));
+    }
     barrier("fabric.load");
     return remainder;
   }
@@ -14665,6 +15117,8 @@ class Fabric {
   bool no_backward_sync_ = false;  ///< inside no_backward_sync(): backward() leaves the gradients local
   DeviceSelection selection_;
   torch::Device root_device_{torch::kCPU};
+  /// Whether batches go channels-last (memory_format; shared with the data loaders made before a model).
+  std::shared_ptr<bool> channels_last_ = std::make_shared<bool>(false);
   std::set<const torch::nn::Module*> set_up_modules_;
   std::set<const torch::optim::Optimizer*> set_up_optimizers_;
 };
@@ -15071,6 +15525,12 @@ struct Args {
   /// `--cuda-graphs` (a switch): TrainerOptions::cuda_graphs, one CUDA graph per training step where the run
   /// allows it (fit says why not and trains eagerly otherwise).
   bool cuda_graphs = false;
+  /// `--deterministic {true,false,warn}`: TrainerOptions::deterministic; unset: LibTorch's setting.
+  Deterministic deterministic{};
+  /// `--benchmark {true,false}`: TrainerOptions::benchmark (cuDNN's benchmark mode); nullopt: Lightning's rule.
+  std::optional<bool> benchmark{};
+  /// `--float32-matmul-precision {highest,high,medium}`: TrainerOptions::float32_matmul_precision.
+  Float32MatmulPrecision float32_matmul_precision{};
   /// Whether `--help` or `-h` was given (parsing stopped there; run() prints the help and returns 0).
   bool help = false;
 
@@ -15087,7 +15547,8 @@ struct Args {
   DeviceSpec device_spec() const { return devices == "auto" ? DeviceSpec{} : DeviceSpec{std::string_view(devices)}; }
 
   /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, accumulate_grad_batches, default_root_dir,
-  /// seed and cuda_graphs from the command line; everything else at its default, for the program to adjust.
+  /// seed, cuda_graphs and the math modes (deterministic, benchmark, float32_matmul_precision) from the command
+  /// line; everything else at its default, for the program to adjust.
   TrainerOptions trainer_options() const {
     TrainerOptions options;
     options.devices = device_spec();
@@ -15098,6 +15559,9 @@ struct Args {
     options.default_root_dir = default_root_dir;
     options.seed = seed;
     options.cuda_graphs = cuda_graphs;
+    options.deterministic = deterministic;
+    options.benchmark = benchmark;
+    options.float32_matmul_precision = float32_matmul_precision;
     return options;
   }
 
@@ -15224,6 +15688,20 @@ class Parser {
     line("--seed N", defaults_.seed ? "default " + std::to_string(*defaults_.seed) : std::string("default: not seeded"));
     line("--cuda-graphs", std::string(defaults_.cuda_graphs ? "on by default" : "off by default") +
                               "; each training step replayed as one CUDA graph (one CUDA device)");
+    auto or_default = [](bool given, std::string_view value, std::string otherwise) {
+      return "default: " + (given ? std::string(value) : std::move(otherwise));
+    };
+    line("--deterministic {true,false,warn}",
+         or_default(defaults_.deterministic.is_set(), defaults_.deterministic.name(), "LibTorch's setting") +
+             " (deterministic algorithms only; warn: a warning where there is none)");
+    line("--benchmark {true,false}",
+         or_default(defaults_.benchmark.has_value(), defaults_.benchmark.value_or(false) ? "true" : "false",
+                    "off, or as --deterministic decides") +
+             " (cuDNN times the convolution algorithms for each input shape)");
+    line("--float32-matmul-precision {highest,high,medium}",
+         or_default(defaults_.float32_matmul_precision.is_set(), defaults_.float32_matmul_precision.name(),
+                    "LibTorch's setting (highest)") +
+             "; high: TF32 tensor cores on CUDA GPUs that have them");
     line("-h, --help", "show this help and exit");
     if (!extras_.empty()) {
       out << "\n" << program_ << " options:\n";
@@ -15246,7 +15724,8 @@ class Parser {
     constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
                                           "--precision", "--max-epochs", "--max-steps", "--batch-size",
                                           "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
-                                          "--seed", "--cuda-graphs", "--help", "-h"};
+                                          "--seed", "--cuda-graphs", "--deterministic", "--benchmark",
+                                          "--float32-matmul-precision", "--help", "-h"};
     return detail::one_of(flag, names);
   }
 
@@ -15321,6 +15800,25 @@ class Parser {
       args.ckpt_path = value();
     } else if (flag == "--seed") {
       args.seed = parse_number<std::uint64_t>(flag, value(), "a non-negative integer");
+    } else if (flag == "--deterministic") {
+      const std::string text = value();
+      if (text != "true" && text != "false" && text != "warn") {
+        throw UsageError("argument --deterministic: expected true, false or warn, got " + detail::quoted(text));
+      }
+      args.deterministic = Deterministic::parse(text);
+    } else if (flag == "--benchmark") {
+      const std::string text = value();
+      if (text != "true" && text != "false") {
+        throw UsageError("argument --benchmark: expected true or false, got " + detail::quoted(text));
+      }
+      args.benchmark = text == "true";
+    } else if (flag == "--float32-matmul-precision") {
+      const std::string text = value();
+      if (text != "highest" && text != "high" && text != "medium") {
+        throw UsageError("argument --float32-matmul-precision: expected highest, high or medium, got " +
+                         detail::quoted(text));
+      }
+      args.float32_matmul_precision = Float32MatmulPrecision::parse(text);
     } else {
       return false;
     }

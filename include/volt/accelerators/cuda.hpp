@@ -7,19 +7,56 @@
 #include <volt/accelerators/device_spec.hpp>
 #include <volt/accelerators/machine.hpp>
 #include <volt/core/compat.hpp>
+#include <volt/core/log.hpp>
+#include <volt/core/math_modes.hpp>
 
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace volt {
+
+namespace detail {
+
+/// Lightning's hint for a CUDA device with tensor cores (compute capability 8.0 or more) when float32 matmuls
+/// run at "highest", word for word (in volt the setting is TrainerOptions::float32_matmul_precision); nullopt
+/// when there is nothing to say.
+inline std::optional<std::string> tensor_core_hint(const compat::CudaDeviceInfo& device,
+                                                   Float32MatmulPrecision precision) {
+  if (device.major < 8 || precision.level() != Float32MatmulPrecision::Level::highest) return std::nullopt;
+  return "You are using a CUDA device ('" + device.name +
+         "') that has Tensor Cores. To properly utilize them, you should set "
+         "`torch.set_float32_matmul_precision('medium' | 'high')` which will trade-off precision for performance. "
+         "For more details, read https://pytorch.org/docs/stable/generated/torch.set_float32_matmul_precision.html"
+         "#torch.set_float32_matmul_precision";
+}
+
+/// Prints tensor_core_hint() for CUDA device `index` on rank zero, once per device and process (Lightning's
+/// `_check_cuda_matmul_precision`, cached per device).
+inline void check_cuda_matmul_precision(int index) {
+  const auto device = compat::cuda_device_info(index);
+  if (!device) return;
+  const auto hint = tensor_core_hint(*device, current_float32_matmul_precision());
+  if (!hint) return;
+  static std::mutex mutex;
+  static std::set<int> hinted;
+  {
+    std::lock_guard lock(mutex);
+    if (!hinted.insert(index).second) return;
+  }
+  log::info_rank_zero(*hint);
+}
+
+}  // namespace detail
 
 /// Accelerator policy: NVIDIA GPUs through LibTorch's CUDA backend.
 struct CUDA {
@@ -60,7 +97,7 @@ struct CUDA {
   /// Makes `device` the current CUDA device. Throws MisconfigurationError "Device should be GPU, got cpu
   /// instead" (Lightning's PL text: "GPU", no final period) for a non-CUDA device; Fabric:
   /// std::invalid_argument "Device should be CUDA, got cpu instead.". LibTorch's c10::Error if the device
-  /// does not exist.
+  /// does not exist. Then prints Lightning's tensor-core hint (detail::tensor_core_hint) once per device.
   static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
     if (frontend == Frontend::fabric) {
       detail::check_device_type(device, torch::kCUDA, "CUDA", true, frontend);
@@ -70,6 +107,7 @@ struct CUDA {
 #ifdef VOLT_WITH_CUDA
     if (device.has_index()) c10::cuda::set_device(device.index());
 #endif
+    detail::check_cuda_matmul_precision(device_index(device));
   }
 
   /// The caching allocator's statistics for the device (Lightning: torch.cuda.memory_stats), under

@@ -70,6 +70,12 @@ struct Args {
   /// `--cuda-graphs` (a switch): TrainerOptions::cuda_graphs, one CUDA graph per training step where the run
   /// allows it (fit says why not and trains eagerly otherwise).
   bool cuda_graphs = false;
+  /// `--deterministic {true,false,warn}`: TrainerOptions::deterministic; unset: LibTorch's setting.
+  Deterministic deterministic{};
+  /// `--benchmark {true,false}`: TrainerOptions::benchmark (cuDNN's benchmark mode); nullopt: Lightning's rule.
+  std::optional<bool> benchmark{};
+  /// `--float32-matmul-precision {highest,high,medium}`: TrainerOptions::float32_matmul_precision.
+  Float32MatmulPrecision float32_matmul_precision{};
   /// Whether `--help` or `-h` was given (parsing stopped there; run() prints the help and returns 0).
   bool help = false;
 
@@ -86,7 +92,8 @@ struct Args {
   DeviceSpec device_spec() const { return devices == "auto" ? DeviceSpec{} : DeviceSpec{std::string_view(devices)}; }
 
   /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, accumulate_grad_batches, default_root_dir,
-  /// seed and cuda_graphs from the command line; everything else at its default, for the program to adjust.
+  /// seed, cuda_graphs and the math modes (deterministic, benchmark, float32_matmul_precision) from the command
+  /// line; everything else at its default, for the program to adjust.
   TrainerOptions trainer_options() const {
     TrainerOptions options;
     options.devices = device_spec();
@@ -97,6 +104,9 @@ struct Args {
     options.default_root_dir = default_root_dir;
     options.seed = seed;
     options.cuda_graphs = cuda_graphs;
+    options.deterministic = deterministic;
+    options.benchmark = benchmark;
+    options.float32_matmul_precision = float32_matmul_precision;
     return options;
   }
 
@@ -223,6 +233,20 @@ class Parser {
     line("--seed N", defaults_.seed ? "default " + std::to_string(*defaults_.seed) : std::string("default: not seeded"));
     line("--cuda-graphs", std::string(defaults_.cuda_graphs ? "on by default" : "off by default") +
                               "; each training step replayed as one CUDA graph (one CUDA device)");
+    auto or_default = [](bool given, std::string_view value, std::string otherwise) {
+      return "default: " + (given ? std::string(value) : std::move(otherwise));
+    };
+    line("--deterministic {true,false,warn}",
+         or_default(defaults_.deterministic.is_set(), defaults_.deterministic.name(), "LibTorch's setting") +
+             " (deterministic algorithms only; warn: a warning where there is none)");
+    line("--benchmark {true,false}",
+         or_default(defaults_.benchmark.has_value(), defaults_.benchmark.value_or(false) ? "true" : "false",
+                    "off, or as --deterministic decides") +
+             " (cuDNN times the convolution algorithms for each input shape)");
+    line("--float32-matmul-precision {highest,high,medium}",
+         or_default(defaults_.float32_matmul_precision.is_set(), defaults_.float32_matmul_precision.name(),
+                    "LibTorch's setting (highest)") +
+             "; high: TF32 tensor cores on CUDA GPUs that have them");
     line("-h, --help", "show this help and exit");
     if (!extras_.empty()) {
       out << "\n" << program_ << " options:\n";
@@ -245,7 +269,8 @@ class Parser {
     constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
                                           "--precision", "--max-epochs", "--max-steps", "--batch-size",
                                           "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
-                                          "--seed", "--cuda-graphs", "--help", "-h"};
+                                          "--seed", "--cuda-graphs", "--deterministic", "--benchmark",
+                                          "--float32-matmul-precision", "--help", "-h"};
     return detail::one_of(flag, names);
   }
 
@@ -320,6 +345,25 @@ class Parser {
       args.ckpt_path = value();
     } else if (flag == "--seed") {
       args.seed = parse_number<std::uint64_t>(flag, value(), "a non-negative integer");
+    } else if (flag == "--deterministic") {
+      const std::string text = value();
+      if (text != "true" && text != "false" && text != "warn") {
+        throw UsageError("argument --deterministic: expected true, false or warn, got " + detail::quoted(text));
+      }
+      args.deterministic = Deterministic::parse(text);
+    } else if (flag == "--benchmark") {
+      const std::string text = value();
+      if (text != "true" && text != "false") {
+        throw UsageError("argument --benchmark: expected true or false, got " + detail::quoted(text));
+      }
+      args.benchmark = text == "true";
+    } else if (flag == "--float32-matmul-precision") {
+      const std::string text = value();
+      if (text != "highest" && text != "high" && text != "medium") {
+        throw UsageError("argument --float32-matmul-precision: expected highest, high or medium, got " +
+                         detail::quoted(text));
+      }
+      args.float32_matmul_precision = Float32MatmulPrecision::parse(text);
     } else {
       return false;
     }

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #if __has_include(<torch/mps.h>)
@@ -29,6 +30,7 @@
 #define VOLT_DETAIL_HAS_MPS_HOOKS 1
 #endif
 #ifdef VOLT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -196,6 +198,23 @@ inline bool torch_mps_available() {
 
 /// Number of CUDA devices visible to this process (0 for a LibTorch without CUDA).
 inline int torch_cuda_device_count() { return static_cast<int>(torch::cuda::device_count()); }
+
+/// A CUDA device's name and compute capability.
+struct CudaDeviceInfo {
+  std::string name;  ///< e.g. "NVIDIA H200"
+  int major = 0;     ///< compute capability, major (8 and up: tensor cores for TF32)
+  int minor = 0;     ///< compute capability, minor
+};
+/// The name and compute capability of CUDA device `device_index`; nullopt without CUDA or without that device.
+inline std::optional<CudaDeviceInfo> cuda_device_info([[maybe_unused]] int device_index) {
+#ifdef VOLT_WITH_CUDA
+  if (device_index < 0 || device_index >= static_cast<int>(c10::cuda::device_count())) return std::nullopt;
+  const auto* properties = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device_index));
+  return CudaDeviceInfo{properties->name, properties->major, properties->minor};
+#else
+  return std::nullopt;
+#endif
+}
 
 /// Whether this LibTorch was built with CUDA and volt compiled its CUDA code paths.
 inline constexpr bool built_with_cuda =

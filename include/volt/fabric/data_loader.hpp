@@ -7,11 +7,13 @@
 
 #include <volt/core/range.hpp>
 #include <volt/transfer/batch_to_device.hpp>
+#include <volt/transfer/memory_format.hpp>
 
 #include <torch/torch.h>
 
 #include <cstddef>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -32,7 +34,10 @@ class DeviceDataLoader {
   using batch_type = detail::batch_t<Data>;
 
   /// A view of `data` yielding batches on `device`; Fabric::setup_dataloaders makes it with Fabric's device.
-  DeviceDataLoader(Data& data, torch::Device device) : data_(&data), device_(device) {}
+  /// `channels_last`, when given and true at the time a batch is read, puts its 4-D floating tensors in
+  /// channels-last strides (Fabric's memory_format).
+  DeviceDataLoader(Data& data, torch::Device device, std::shared_ptr<const bool> channels_last = nullptr)
+      : data_(&data), device_(device), channels_last_(std::move(channels_last)) {}
 
   /// A single-pass input iterator over the underlying range that moves each batch to the device when
   /// dereferenced.
@@ -47,9 +52,13 @@ class DeviceDataLoader {
     /// A singular iterator (only for the iterator concepts; do not dereference it).
     iterator() = default;
     /// Wraps an iterator of the underlying range.
-    iterator(BaseIterator base, torch::Device device) : base_(std::move(base)), device_(device) {}
+    iterator(BaseIterator base, torch::Device device, std::shared_ptr<const bool> channels_last = nullptr)
+        : base_(std::move(base)), device_(device), channels_last_(std::move(channels_last)) {}
     /// The current batch on the device (a new copy per dereference).
-    batch_type operator*() const { return batch_to_device(*base_, device_); }
+    batch_type operator*() const {
+      if (channels_last_ && *channels_last_) return detail::batch_to_channels_last(batch_to_device(*base_, device_));
+      return batch_to_device(*base_, device_);
+    }
     /// Advances the underlying iterator.
     iterator& operator++() {
       ++base_;
@@ -65,14 +74,15 @@ class DeviceDataLoader {
    private:
     mutable BaseIterator base_{};
     torch::Device device_{torch::kCPU};
+    std::shared_ptr<const bool> channels_last_{};
   };
 
   /// Starts a pass over the underlying range (a torch::data loader starts a new epoch).
-  iterator begin() { return iterator(std::begin(detail::as_range(*data_)), device_); }
+  iterator begin() { return iterator(std::begin(detail::as_range(*data_)), device_, channels_last_); }
   /// The end: an iterator, or the underlying range's sentinel when its end type differs.
   auto end() {
     if constexpr (std::is_same_v<BaseIterator, BaseSentinel>) {
-      return iterator(std::end(detail::as_range(*data_)), device_);
+      return iterator(std::end(detail::as_range(*data_)), device_, channels_last_);
     } else {
       return std::end(detail::as_range(*data_));
     }
@@ -89,6 +99,7 @@ class DeviceDataLoader {
  private:
   Data* data_;
   torch::Device device_;
+  std::shared_ptr<const bool> channels_last_;
 };
 
 }  // namespace volt

@@ -87,9 +87,10 @@ class Fabric {
   /// The Precision policy.
   using precision_type = Precision;
 
-  /// Validates the options, selects the devices (the Trainer's connector, Fabric's error types), sets up the
-  /// strategy's environment and the precision on the root device, and seeds when asked. Prints no device
-  /// lines (Lightning Fabric does not). `precision` configures the policy (e.g. FP16Autocast({.init_scale = 1024})).
+  /// Validates the options, sets the math modes, selects the devices (the Trainer's connector, Fabric's error
+  /// types), sets up the strategy's environment and the precision on the root device, and seeds when asked.
+  /// Prints no device lines (Lightning Fabric does not). `precision` configures the policy (e.g.
+  /// FP16Autocast({.init_scale = 1024})).
   /// Throws std::invalid_argument for invalid options or device specs (no device, num_nodes < 1, more than
   /// one device with SingleDevice), std::runtime_error for an unavailable accelerator, and what the
   /// precision's setup throws. Under DDP the constructor is where the processes start and meet: local rank 0
@@ -98,6 +99,7 @@ class Fabric {
   explicit Fabric(FabricOptions options = {}, Precision precision = {})
       : options_(std::move(options)), precision_(std::move(precision)) {
     detail::validate(options_);
+    detail::set_math_modes(options_.float32_matmul_precision, options_.benchmark, options_.deterministic);
     selection_ = detail::select_strategy_devices<Accelerator, Strategy>(options_.devices, options_.num_nodes,
                                                                          Frontend::fabric);
     strategy_.configure(selection_, options_.num_nodes);
@@ -164,6 +166,10 @@ class Fabric {
     }
     precision_.convert_module(module);
     module.to(root_device_);
+    if (detail::uses_channels_last(options_.memory_format, root_device_, module)) {
+      *channels_last_ = true;
+      detail::module_to_channels_last(module);
+    }
     strategy_.setup_module(module);
     set_up_modules_.insert(&module);
     return model;
@@ -173,12 +179,14 @@ class Fabric {
   /// arrive on device() (Lightning's setup_dataloaders with move_to_device=True). `data` must outlive it.
   template <class Data>
   DeviceDataLoader<Data> setup_dataloaders(Data& data) const {
-    return DeviceDataLoader<Data>(data, root_device_);
+    return DeviceDataLoader<Data>(data, root_device_, channels_last_);
   }
 
-  /// `batch` (any collection volt::batch_to_device understands) with its tensors on device().
+  /// `batch` (any collection volt::batch_to_device understands) with its tensors on device() (4-D floating ones
+  /// in channels-last strides when memory_format says so).
   template <class Batch>
   std::remove_cvref_t<Batch> to_device(Batch&& batch) const {
+    if (*channels_last_) return detail::batch_to_channels_last(batch_to_device(std::forward<Batch>(batch), root_device_));
     return batch_to_device(std::forward<Batch>(batch), root_device_);
   }
 
@@ -284,6 +292,9 @@ class Fabric {
   /// barrier, so every rank must call it.
   std::vector<std::string> load(const std::filesystem::path& path, const FabricState& state, bool strict = true) {
     auto remainder = detail::read_fabric_checkpoint(path, state, strict, root_device_, precision_.scaler());
+    if (*channels_last_) {
+      for (auto* module : set_up_modules_) detail::module_to_channels_last(*const_cast<torch::nn::Module*>(module));
+    }
     barrier("fabric.load");
     return remainder;
   }
@@ -357,6 +368,8 @@ class Fabric {
   bool no_backward_sync_ = false;  ///< inside no_backward_sync(): backward() leaves the gradients local
   DeviceSelection selection_;
   torch::Device root_device_{torch::kCPU};
+  /// Whether batches go channels-last (memory_format; shared with the data loaders made before a model).
+  std::shared_ptr<bool> channels_last_ = std::make_shared<bool>(false);
   std::set<const torch::nn::Module*> set_up_modules_;
   std::set<const torch::optim::Optimizer*> set_up_optimizers_;
 };

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <volt/accelerators/device_spec.hpp>
+#include <volt/core/math_modes.hpp>
+#include <volt/transfer/memory_format.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -21,6 +23,18 @@ struct FabricOptions {
   int num_nodes = 1;
   /// When set, the constructor seeds LibTorch's generators (Lightning's fabric.seed_everything(seed)).
   std::optional<std::uint64_t> seed{};
+  /// LibTorch's deterministic algorithms (true, false, "warn"), as TrainerOptions::deterministic; set by the
+  /// constructor.
+  Deterministic deterministic{};
+  /// cuDNN's benchmark mode, as TrainerOptions::benchmark; set by the constructor.
+  std::optional<bool> benchmark{};
+  /// torch.set_float32_matmul_precision ("highest", "high", "medium"), as
+  /// TrainerOptions::float32_matmul_precision; set by the constructor.
+  Float32MatmulPrecision float32_matmul_precision{};
+  /// The layout of set-up models' 4-D tensors and of the batches to_device() and setup_dataloaders() move, as
+  /// TrainerOptions::memory_format (automatic: channels-last once a model with a 2-D convolution is set up on
+  /// CUDA).
+  MemoryFormat memory_format = MemoryFormat::contiguous;
 };
 
 namespace detail {

@@ -33,8 +33,11 @@ class StrategyRuntime<SingleDevice> : public StrategyRuntimeBase<StrategyRuntime
  public:
   /// Takes the selection's one device (the hosts check there is exactly one).
   void configure(const DeviceSelection& selection, int /*num_nodes*/) { root_device_ = selection.root_device(); }
-  /// Nothing to set up: one process, no process group.
-  void setup_environment() {}
+  /// One process, no process group: sets the device up (a CUDA device becomes the current one and may print
+  /// the tensor-core hint, as Lightning's accelerator.setup_device).
+  void setup_environment() {
+    if (root_device_.is_cuda()) CUDA::setup_device(root_device_);
+  }
   /// The selected device.
   torch::Device root_device() const { return root_device_; }
   /// 0.

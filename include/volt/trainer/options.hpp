@@ -4,6 +4,8 @@
 
 #include <volt/accelerators/device_spec.hpp>
 #include <volt/core/errors.hpp>
+#include <volt/core/math_modes.hpp>
+#include <volt/transfer/memory_format.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -118,8 +120,24 @@ struct TrainerOptions {
   std::int64_t log_every_n_steps = 50;
   /// Run N batches of train/val/test (0: off; 1 is Lightning's `fast_dev_run=True`), no logging or checkpoints.
   std::int64_t fast_dev_run = 0;
-  /// torch deterministic algorithms on (true) or off (false); nullopt leaves LibTorch's setting alone.
-  std::optional<bool> deterministic{};
+  /// LibTorch's deterministic algorithms: true, false or "warn" (see volt::Deterministic: true and "warn" also
+  /// turn cuDNN's benchmark off unless `benchmark` is given, and set CUBLAS_WORKSPACE_CONFIG); unset leaves
+  /// LibTorch's setting alone. Set when the Trainer is constructed and not restored, as in Lightning.
+  Deterministic deterministic{};
+  /// cuDNN's benchmark mode (torch.backends.cudnn.benchmark: try the convolution algorithms for each new input
+  /// shape and keep the fastest); nullopt leaves LibTorch's setting alone (off unless changed), except that
+  /// `deterministic` turns it off. Only CUDA convolutions use it.
+  std::optional<bool> benchmark{};
+  /// torch.set_float32_matmul_precision: "highest", "high" (TF32 tensor cores on CUDA GPUs that have them) or
+  /// "medium"; unset leaves LibTorch's setting alone ("highest" unless changed). Set when the Trainer is
+  /// constructed and not restored. On a CUDA GPU with tensor cores, fit() prints Lightning's hint when float32
+  /// matmuls run at "highest". See volt::Float32MatmulPrecision.
+  Float32MatmulPrecision float32_matmul_precision{};
+  /// The layout of the model's 4-D parameters and buffers and of every 4-D floating tensor of each batch:
+  /// contiguous (NCHW, nothing converted), channels_last (NHWC: the layout of cuDNN's fastest convolution
+  /// kernels), or automatic (channels_last on CUDA when the model has a 2-D convolution). Checkpoints hold the
+  /// weights contiguous. See volt::MemoryFormat and docs/math-modes.md.
+  MemoryFormat memory_format = MemoryFormat::contiguous;
   /// Seeds LibTorch's generators (CPU and CUDA) at construction when set (Lightning's seed_everything).
   std::optional<std::uint64_t> seed{};
   /// Root of logs and checkpoints; empty: the current directory.
@@ -230,6 +248,11 @@ inline void validate(const TrainerOptions& options) {
       options.gradient_clip_algorithm != GradClipAlgorithm::value) {
     fail("`gradient_clip_algorithm` " + std::to_string(static_cast<int>(options.gradient_clip_algorithm)) +
          " is invalid. Allowed algorithms: ['value', 'norm'].");
+  }
+  if (options.memory_format != MemoryFormat::contiguous && options.memory_format != MemoryFormat::channels_last &&
+      options.memory_format != MemoryFormat::automatic) {
+    fail("`memory_format` " + std::to_string(static_cast<int>(options.memory_format)) +
+         " is invalid. Allowed: volt::MemoryFormat::contiguous, channels_last, automatic.");
   }
   if (options.cuda_graph_warmup_steps < 1) {
     fail("`cuda_graph_warmup_steps` must be >= 1. Got " + std::to_string(options.cuda_graph_warmup_steps) + ".");

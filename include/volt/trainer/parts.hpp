@@ -48,6 +48,9 @@ struct TrainerParts {
   StepContext context{state};
   Optimization optimization{};
   CheckpointConnector checkpoint{};
+  /// Whether the model and the batches are in channels-last strides (TrainerOptions::memory_format, resolved
+  /// for the model and the device by prepare_module).
+  bool channels_last = false;
 
   /// The device the model trains on.
   torch::Device root_device() const { return strategy.root_device(); }
@@ -58,10 +61,18 @@ struct TrainerParts {
     return strategy.distribute_data(data);
   }
 
-  /// The precision's conversion of `batch`, moved to the root device.
+  /// The precision's conversion of `batch`, moved to the root device (in channels-last strides when the
+  /// run uses them).
   template <class Batch>
   std::remove_cvref_t<Batch> prepare_batch(Batch&& batch) {
-    return batch_to_device(precision.convert_input(std::forward<Batch>(batch)), root_device());
+    auto moved = batch_to_device(precision.convert_input(std::forward<Batch>(batch)), root_device());
+    if (channels_last) return batch_to_channels_last(std::move(moved));
+    return moved;
+  }
+
+  /// Puts the model's 4-D tensors in the run's memory format (again after a checkpoint was loaded into it).
+  void apply_memory_format(torch::nn::Module& module) {
+    if (channels_last) module_to_channels_last(module);
   }
 
   /// Converts and places the model, lets the strategy wrap it, and points the state at it.
@@ -69,6 +80,8 @@ struct TrainerParts {
   void prepare_module(M& module) {
     precision.convert_module(module);
     module.to(root_device());
+    channels_last = uses_channels_last(options.memory_format, root_device(), module);
+    apply_memory_format(module);
     strategy.setup_module(module);
     state.model = &module;
     state.root_device = root_device();

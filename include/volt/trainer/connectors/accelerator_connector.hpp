@@ -1,6 +1,6 @@
 /// \file
 /// The accelerator connector (Lightning's trainer/connectors/accelerator_connector.py): the torch flags the
-/// options set (seed, deterministic algorithms), the devices the strategy trains on, and the device lines.
+/// options set (seed, math modes), the devices the strategy trains on, and the device lines.
 #pragma once
 
 #include <volt/accelerators.hpp>
@@ -16,16 +16,11 @@
 
 namespace volt::detail {
 
-/// Seeds (TrainerOptions::seed) and sets the deterministic mode, as the options ask.
+/// Seeds (TrainerOptions::seed) and sets the math modes (float32 matmul precision, cuDNN benchmark,
+/// deterministic algorithms), as the options ask.
 inline void set_torch_flags(const TrainerOptions& options) {
   if (options.seed) torch::manual_seed(*options.seed);
-  if (options.deterministic) {
-    at::globalContext().setDeterministicAlgorithms(*options.deterministic, false);
-    if (*options.deterministic) {
-      at::globalContext().setDeterministicCuDNN(true);
-      at::globalContext().setBenchmarkCuDNN(false);
-    }
-  }
+  set_math_modes(options.float32_matmul_precision, options.benchmark, options.deterministic);
 }
 
 /// The devices the Trainer trains on: the options' device spec for the accelerator, with the strategy's

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <volt/serialization/checkpoint_io.hpp>
+#include <volt/serialization/module_archive.hpp>
 #include <volt/trainer/connectors/callback_connector.hpp>
 #include <volt/trainer/optimizers.hpp>
 #include <volt/trainer/state.hpp>
@@ -41,6 +42,8 @@ struct CheckpointParts {
   TrainerState& state;
   std::function<void(torch::serialize::OutputArchive&)> save_precision;
   std::function<void(torch::serialize::InputArchive&)> load_precision;
+  /// Write the weights contiguous (a channels-last run): they are saved as Module::save saves them otherwise.
+  bool contiguous_weights = false;
 };
 
 /// Writes and reads checkpoints of a fit, and keeps the loop's position for them.
@@ -64,7 +67,11 @@ class CheckpointConnector {
     archive.write("volt/format", c10::IValue(std::int64_t{1}));
     archive.write("volt/weights_only", c10::IValue(weights_only));
     torch::serialize::OutputArchive model_archive;
-    parts.module.save(model_archive);
+    if (parts.contiguous_weights) {
+      save_module_contiguous(parts.module, model_archive);
+    } else {
+      parts.module.save(model_archive);
+    }
     archive.write("model", model_archive);
     if (!weights_only) {
       archive.write("loop/epoch", c10::IValue(resume_point.epoch));

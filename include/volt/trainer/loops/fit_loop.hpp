@@ -113,7 +113,8 @@ class FitLoop {
   static CheckpointParts checkpoint_parts(Parts& parts, torch::nn::Module& module) {
     return {module, parts.optimization, parts.callbacks, parts.state,
             [&parts](torch::serialize::OutputArchive& archive) { parts.precision.save(archive); },
-            [&parts](torch::serialize::InputArchive& archive) { parts.precision.load(archive); }};
+            [&parts](torch::serialize::InputArchive& archive) { parts.precision.load(archive); },
+            parts.channels_last};
   }
 
   /// Lightning's fit setup: the state, max_epochs' default, the optimizers, the checkpoint function callbacks
@@ -175,7 +176,10 @@ class FitLoop {
     check_data_sizes(options, state, train_size, val_size);
 
     parts.checkpoint.reset();
-    if (!ckpt_path.empty()) parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
+    if (!ckpt_path.empty()) {
+      parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
+      parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
+    }
     epoch_loop.step.setup(parts);
   }
 
