@@ -7,7 +7,7 @@
 #   tools/gpu-check.sh [RESULTS_DIR]     (default: build/gpu-results)
 # SKIP="tests examples bench ddp" leaves out any of those parts (a later call reuses build/gpu); TESTS="volt_test_a
 # volt_test_b" runs only those test binaries (and not the other ctest tests).
-# Writes summary.md and one log per part to RESULTS_DIR. BENCH_STEPS, BENCH_WIDE_STEPS, BENCH_REPEATS and
+# Writes summary.md and one log per part to RESULTS_DIR. BENCH_STEPS, BENCH_WIDE_STEPS, BENCH_REPEATS, MATH_MODES_ROUNDS and
 # DDP_REPEATS size the benchmarks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -110,6 +110,11 @@ note "## Per-step profile (bench_step_profile --device cuda)"
 note ""
 build/gpu/benchmarks/bench_step_profile --device cuda > "$results/step_profile.md" 2> "$results/step_profile.log"
 cat "$results/step_profile.md" | tee -a "$summary"
+note ""
+note "## Memory format and float32 matmul precision (bench_math_modes)"
+note ""
+build/gpu/benchmarks/bench_math_modes --rounds ${MATH_MODES_ROUNDS:-3} > "$results/math_modes.md" 2> "$results/math_modes.log"
+cat "$results/math_modes.md" | tee -a "$summary"
 fi
 if [[ "$skip" != *" ddp "* ]] && [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ]; then
 note ""
