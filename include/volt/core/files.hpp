@@ -14,6 +14,8 @@
 #include <ios>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #if !defined(_WIN32)
 #include <fcntl.h>
@@ -45,6 +47,27 @@ struct FileWriteFault {
   std::int64_t after_bytes = -1;
   int error = 0;
 };
+
+/// The name of a temporary file for writing `path` atomically: `.<name>.tmp<random>` in the same folder.
+inline bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target) {
+  const std::string prefix = "." + target.filename().string() + ".tmp";
+  const std::string name = candidate.filename().string();
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// Removes the temporary files `.<name>.tmp<digits>` that an earlier write of `target` left when its process
+/// was killed before the rename (only one process writes a given target; best effort, errors are ignored).
+inline void remove_stale_temporaries(const std::filesystem::path& target) {
+  const auto folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::vector<std::filesystem::path> stale;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    if (is_temporary_of(entry.path(), target)) stale.push_back(entry.path());
+  }
+  for (const auto& path : stale) std::filesystem::remove(path, error);
+}
 
 #if !defined(_WIN32)
 

@@ -82,7 +82,8 @@ inline void write_file_synced(const std::filesystem::path& path, const std::stri
 
 /// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
 /// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
-/// and the system error (e.g. "No space left on device").
+/// and the system error (e.g. "No space left on device"). Temporary files of `path` left by a killed
+/// earlier write are removed first.
 inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
   const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code error;
@@ -97,6 +98,7 @@ inline void save_archive_atomically(torch::serialize::OutputArchive& archive, co
     throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
   }
   const std::string bytes = std::move(buffer).str();
+  remove_stale_temporaries(path);  // left by a write that was killed before its rename
   std::random_device entropy;
   const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
   try {

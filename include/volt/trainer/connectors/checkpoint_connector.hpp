@@ -15,8 +15,10 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace volt::detail {
 
@@ -52,9 +54,16 @@ class CheckpointConnector {
   ResumeState resume{};
   /// The CPU generator's state when the current epoch started (its loader shuffled with it).
   torch::Tensor epoch_start_rng{};
+  /// The callback metrics a restored checkpoint held (the last validation's values among them), put back into
+  /// the metric store once the sanity check (which clears it) is over: a resumed run's top-k and every-n-steps
+  /// saves then see what the uninterrupted run saw.
+  std::map<std::string, double, std::less<>> restored_metrics{};
 
   /// A new fit: no resume pending (the position is the loops' to update).
-  void reset() { resume = {}; }
+  void reset() {
+    resume = {};
+    restored_metrics.clear();
+  }
 
   /// Writes the checkpoint at `path` (atomically; on global rank zero only): the weights, and unless
   /// `weights_only` the training state.
@@ -89,6 +98,16 @@ class CheckpointConnector {
         callback->save_state(callback_archive);
         archive.write(key, callback_archive);
       }
+      std::vector<std::string> metric_names;
+      std::vector<double> metric_values;
+      if (parts.state.metrics_ != nullptr) {
+        for (const auto& [name, value] : parts.state.callback_metrics()) {
+          metric_names.push_back(name);
+          metric_values.push_back(value);
+        }
+      }
+      archive.write("metrics/names", c10::IValue(c10::List<std::string>(metric_names)));
+      archive.write("metrics/values", c10::IValue(c10::List<double>(metric_values)));
       archive.write("rng/cpu", cpu_rng_state(), /*is_buffer=*/true);
       archive.write("rng/cpu_epoch_start", epoch_start_rng.defined() ? epoch_start_rng : cpu_rng_state(),
                     /*is_buffer=*/true);
@@ -156,6 +175,18 @@ class CheckpointConnector {
     for (const auto& [callback, key] : parts.callbacks.state_keys()) {
       torch::serialize::InputArchive callback_archive;
       if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
+    }
+    restored_metrics.clear();
+    if (c10::IValue names, values; reader.archive().try_read("metrics/names", names) &&
+                                   reader.archive().try_read("metrics/values", values)) {  // absent in older checkpoints
+      if (!names.isList() || !values.isDoubleList() || names.toList().size() != values.toDoubleList().size()) {
+        throw CheckpointError("volt: " + path.string() + " is corrupted: its metrics/names and metrics/values differ");
+      }
+      const auto name_list = names.toList();
+      const auto value_list = values.toDoubleList();
+      for (std::size_t i = 0; i < name_list.size(); ++i) {
+        restored_metrics[name_list.get(i).toStringRef()] = value_list.get(i);
+      }
     }
     const torch::Tensor rng = reader.read_tensor("rng/cpu").to(torch::kCPU);
     const torch::Tensor start_rng = reader.read_tensor("rng/cpu_epoch_start").to(torch::kCPU);
