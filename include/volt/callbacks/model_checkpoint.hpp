@@ -366,8 +366,7 @@ class ModelCheckpoint {
     last_model_path_ = path;
   }
 
-  /// Lightning's load_state_dict, once the folder is known: the same folder restores everything (and notes the
-  /// files an interrupted attempt wrote after the checkpoint); another folder restores best_model_path only.
+  /// Lightning's load_state_dict once the folder is known (another folder: only best_model_path is restored).
   void apply_restored() {
     auto restored = std::move(*restored_);
     restored_.reset();

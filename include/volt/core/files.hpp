@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <ios>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -71,6 +72,28 @@ inline void remove_stale_temporaries(const std::filesystem::path& target) {
 
 #if !defined(_WIN32)
 
+/// Reads the whole file at `path` into `out`. Returns 0, or the system error (errno) of the open or read that
+/// failed. Never throws (except std::bad_alloc).
+inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
+  out.clear();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  char buffer[1 << 16];
+  for (;;) {
+    const ::ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      return error;
+    }
+    if (got == 0) break;
+    out.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(fd);
+  return 0;
+}
+
 /// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
 /// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
 inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
@@ -119,6 +142,14 @@ inline void fsync_folder(const std::filesystem::path& folder) {
 }
 
 #else
+
+/// Reads the whole file at `path` into `out`; returns 0, or EIO when the stream failed.
+inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return errno != 0 ? errno : EIO;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return in.bad() ? EIO : 0;
+}
 
 /// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
 /// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is

@@ -22,7 +22,9 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -134,7 +136,9 @@ inline std::uint32_t crc32(const char* data, std::size_t size) {
 /// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
 /// in the TorchScript code of an archive crashes LibTorch 1.13). Archives in zip64 form or with compressed
 /// entries are left to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
-inline void check_zip_integrity(const std::string& bytes, const std::string& shown) {
+/// `names`, when given, receives the names of the entries checked.
+inline void check_zip_integrity(const std::string& bytes, const std::string& shown,
+                                std::vector<std::string>* names = nullptr) {
   const auto u16 = [&](std::size_t at) {
     return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
            static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
@@ -172,6 +176,7 @@ inline void check_zip_integrity(const std::string& bytes, const std::string& sho
     const std::uint32_t local = u32(at + 42);
     if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
     const std::string name = bytes.substr(at + 46, name_size);
+    if (names != nullptr) names->push_back(name);
     at += 46 + name_size + header_extra;
     if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
     if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
@@ -195,7 +200,19 @@ inline void load_archive_bytes(torch::serialize::InputArchive& archive, const st
                           "so it is not a LibTorch archive (a foreign or corrupted file, " +
                           std::to_string(bytes.size()) + " bytes)");
   }
-  check_zip_integrity(bytes, shown);
+  std::vector<std::string> names;
+  check_zip_integrity(bytes, shown, &names);
+  // A LibTorch archive holds `<name>/constants.pkl`; torch.save's format (volt::save_weights) a data.pkl only.
+  const auto has = [&](const std::string& suffix) {
+    return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
+  };
+  if (has("/data.pkl") && !has("/constants.pkl")) {
+    throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
+                          "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
+                          "checkpoint: load it with volt::load_weights(model, path)");
+  }
   try {
     archive.load_from(bytes.data(), bytes.size(), device);
   } catch (const std::exception& cause) {
@@ -211,11 +228,12 @@ inline void load_archive(torch::serialize::InputArchive& archive, const std::fil
   if (!std::filesystem::is_regular_file(path, error)) {
     throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
   }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (!in && !in.eof()) throw CheckpointError("volt: cannot read the checkpoint file " + path.string());
-  load_archive_bytes(archive, std::move(content).str(), path.string(), device);
+  std::string content;
+  if (const int failure = read_file_bytes(path, content); failure != 0) {
+    throw CheckpointError("volt: cannot read the checkpoint file " + path.string() + ": " +
+                          system_error_text(failure));
+  }
+  load_archive_bytes(archive, content, path.string(), device);
 }
 
 /// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
@@ -313,6 +331,38 @@ inline void compare_module_keys(torch::serialize::InputArchive& archive, const t
   for (const auto& key : archive.keys()) {
     if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
   }
+}
+
+/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
+/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
+/// reports that).
+struct DtypeMismatch {
+  std::string name;
+  c10::ScalarType stored;
+  c10::ScalarType expected;
+};
+inline std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                         const torch::nn::Module& module,
+                                                         const std::string& prefix = "") {
+  const auto check = [&](const std::string& name, const torch::Tensor& tensor,
+                         bool is_buffer) -> std::optional<DtypeMismatch> {
+    torch::Tensor stored;
+    if (!tensor.defined() || !tensor.is_floating_point() || !archive.try_read(name, stored, is_buffer)) return {};
+    if (!stored.defined() || stored.scalar_type() == tensor.scalar_type()) return {};
+    return DtypeMismatch{prefix + name, stored.scalar_type(), tensor.scalar_type()};
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), false)) return found;
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), true)) return found;
+  }
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) continue;
+    if (auto found = first_dtype_mismatch(child_archive, *child.value(), prefix + child.key() + ".")) return found;
+  }
+  return std::nullopt;
 }
 
 /// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold

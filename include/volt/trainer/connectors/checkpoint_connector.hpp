@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace volt::detail {
@@ -43,6 +44,8 @@ struct CheckpointParts {
   TrainerState& state;
   std::function<void(torch::serialize::OutputArchive&)> save_precision;
   std::function<void(torch::serialize::InputArchive&)> load_precision;
+  /// The precision's name ("32-true", "bf16-mixed"...), recorded in the checkpoint and named in errors.
+  std::string_view precision_name{};
 };
 
 /// Writes and reads checkpoints of a fit, and keeps the loop's position for them.
@@ -72,6 +75,7 @@ class CheckpointConnector {
     torch::serialize::OutputArchive archive;
     archive.write("volt/format", c10::IValue(std::int64_t{1}));
     archive.write("volt/weights_only", c10::IValue(weights_only));
+    archive.write("volt/precision", c10::IValue(std::string(parts.precision_name)));
     torch::serialize::OutputArchive model_archive;
     parts.module.save(model_archive);
     archive.write("model", model_archive);
@@ -130,6 +134,23 @@ class CheckpointConnector {
   }
 
  private:
+  /// A checkpoint whose weights are of another dtype than the model's (64-true resumed at 32-true or bf16):
+  /// refused before anything is loaded, naming both precisions.
+  static void check_precision_matches(const CheckpointReader& reader, torch::serialize::InputArchive& model_archive,
+                                      const CheckpointParts& parts) {
+    const auto mismatch = first_dtype_mismatch(model_archive, parts.module);
+    if (!mismatch) return;
+    c10::IValue written;
+    const std::string written_at = reader.archive().try_read("volt/precision", written) && written.isString()
+                                       ? "precision '" + written.toStringRef() + "'"
+                                       : std::string("an unrecorded precision");
+    throw CheckpointError("volt: cannot resume from " + reader.shown() + " at precision '" +
+                          std::string(parts.precision_name) + "': it was written at " + written_at + " ('" +
+                          mismatch->name + "' is " + c10::toString(mismatch->stored) + " there, " +
+                          c10::toString(mismatch->expected) + " here); resume at the precision it was written "
+                          "with");
+  }
+
   void read(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
     torch::serialize::InputArchive archive;
     load_archive(archive, path, device);
@@ -141,6 +162,7 @@ class CheckpointConnector {
     if (!reader.try_read_archive("model", model_archive)) {
       throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
     }
+    check_precision_matches(reader, model_archive, parts);
     check_model_matches(model_archive, parts.module, path.string());
     try {
       parts.module.load(model_archive);

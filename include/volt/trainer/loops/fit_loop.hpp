@@ -115,7 +115,8 @@ class FitLoop {
   static CheckpointParts checkpoint_parts(Parts& parts, torch::nn::Module& module) {
     return {module, parts.optimization, parts.callbacks, parts.state,
             [&parts](torch::serialize::OutputArchive& archive) { parts.precision.save(archive); },
-            [&parts](torch::serialize::InputArchive& archive) { parts.precision.load(archive); }};
+            [&parts](torch::serialize::InputArchive& archive) { parts.precision.load(archive); },
+            Parts::precision_type::name};
   }
 
   /// Lightning's fit setup: the state, max_epochs' default, the optimizers, the checkpoint function callbacks
