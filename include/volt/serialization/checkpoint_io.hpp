@@ -390,21 +390,35 @@ inline void check_model_matches(torch::serialize::InputArchive& model_archive, c
 /// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
 /// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
 inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
-                                    torch::Device device = torch::kCPU) {
-  torch::serialize::InputArchive archive;
-  detail::load_archive(archive, path, device);
-  const detail::CheckpointReader reader(archive, path.string());
+                                    torch::Device device = torch::kCPU);
+
+namespace detail {
+
+/// load_checkpoint_weights on the bytes of the file `shown` (loaded into `archive`, which the caller may read
+/// further). Throws CheckpointError only.
+inline void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                                      const std::string& shown) {
+  const CheckpointReader reader(archive, shown);
   reader.read_int("volt/format");
   torch::serialize::InputArchive model_archive;
   if (!reader.try_read_archive("model", model_archive)) {
-    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: it has no model");
   }
-  detail::check_model_matches(model_archive, module, path.string());
+  check_model_matches(model_archive, module, shown);
   try {
     module.load(model_archive);
   } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + path.string() + " cannot be loaded: " + cause.what());
+    throw CheckpointError("volt: the model in " + shown + " cannot be loaded: " + cause.what());
   }
+}
+
+}  // namespace detail
+
+inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                    torch::Device device) {
+  torch::serialize::InputArchive archive;
+  detail::load_archive(archive, path, device);
+  detail::load_weights_from_archive(module, archive, path.string());
 }
 
 namespace testing {
