@@ -27,7 +27,9 @@ struct TinyNet : torch::nn::Module {
 template <class Precision>
 void check_true_precision_conversions(c10::ScalarType dtype) {
   Precision precision;
-  precision.setup(torch::kCPU);
+  // 16-true's setup() on a CPU refuses a LibTorch without float16 matrix multiplication (checked in
+  // tests/reliability/bad_files_test.cpp); the conversions below do not depend on it.
+  if constexpr (!std::is_same_v<Precision, volt::FP16True>) precision.setup(torch::kCPU);
   TinyNet net;
   precision.convert_module(net);
   for (const auto& parameter : net.parameters()) CHECK((parameter.scalar_type() == dtype));

@@ -78,7 +78,9 @@ c10::intrusive_ptr<c10d::TCPStore> join_rendezvous(const ClusterEnvironment& env
     options.timeout = timeout;
     store = c10::make_intrusive<c10d::TCPStore>(environment.main_address, options);
   } else {
-    // Connect in slices of `interval`, reporting between them, until rank 0's store answers.
+    // Connect in slices of at most `interval` (a refused connection returns at once: then retry after 100 ms),
+    // reporting every `interval`, until rank 0's store answers.
+    auto next_report = start + interval;
     for (;;) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -92,7 +94,11 @@ c10::intrusive_ptr<c10d::TCPStore> join_rendezvous(const ClusterEnvironment& env
           fail("rank 0, which hosts the rendezvous, never answered (" +
                         std::string(c10_error ? c10_error->what_without_backtrace() : error.what()) + ")");
         }
-        log::warn(self + " is waiting for rank 0 to host the rendezvous at " + where + until);
+        if (std::chrono::steady_clock::now() >= next_report) {
+          log::warn(self + " is waiting for rank 0 to host the rendezvous at " + where + until);
+          next_report += interval;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
     store->setTimeout(timeout);
@@ -101,7 +107,7 @@ c10::intrusive_ptr<c10d::TCPStore> join_rendezvous(const ClusterEnvironment& env
   // by whichever backend call happens to time out first.
   store->set("volt/joined/" + std::to_string(rank), std::vector<std::uint8_t>{1});
   store->add("volt/joined", 1);
-  auto next_report = start + interval;
+  auto next_report = std::chrono::steady_clock::now() + interval;
   for (std::int64_t joined = store->add("volt/joined", 0); joined < size; joined = store->add("volt/joined", 0)) {
     const auto now = std::chrono::steady_clock::now();
     if (now > deadline) {

@@ -63,25 +63,7 @@ class TruePrecision {
   /// What init_context() and forward_context() return.
   using ContextGuard = std::conditional_t<converts, DefaultDtypeGuard, NoOpGuard>;
 
-  /// Float16 on a CPU: checks that this LibTorch multiplies float16 matrices on the CPU (LibTorch 1.13 does
-  /// not) and throws MisconfigurationError naming the precision and what to use instead, so the run is refused
-  /// here rather than at its first forward. Other dtypes and devices: nothing to check.
-  void setup([[maybe_unused]] torch::Device root_device) noexcept(Dtype != c10::ScalarType::Half) {
-    if constexpr (Dtype == c10::ScalarType::Half) {
-      if (!root_device.is_cpu()) return;
-      try {
-        const auto probe = torch::ones({2, 2}, torch::TensorOptions().dtype(torch::kHalf));
-        (void)torch::addmm(probe, probe, probe);
-      } catch (const std::exception& error) {
-        std::string reason = error.what();
-        reason = reason.substr(0, reason.find('\n'));
-        throw MisconfigurationError("volt: precision '16-true' on the CPU needs float16 matrix multiplication, "
-                                    "which this LibTorch (" + std::string(compat::torch_version_string) +
-                                    ") does not have on the CPU (" + reason +
-                                    "); use 'bf16-true', 'bf16-mixed' or '32-true' on the CPU, or train on a GPU");
-      }
-    }
-  }
+  void setup(torch::Device /*root_device*/) noexcept {}
 
   /// Casts every floating parameter and buffer (and existing gradient) of `module` and its children to
   /// `Dtype`, leaving integer buffers such as BatchNorm's num_batches_tracked alone, as PyTorch's
@@ -304,6 +286,24 @@ struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
 struct FP16True : detail::TruePrecision<c10::ScalarType::Half> {
   /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "16-true";
+
+  /// On a CPU: checks that this LibTorch multiplies float16 matrices there (LibTorch 1.13 does not) and throws
+  /// MisconfigurationError naming the precision and what to use instead, so the run is refused at set-up
+  /// rather than at its first forward. Other devices: nothing to check.
+  void setup(torch::Device root_device) {
+    if (!root_device.is_cpu()) return;
+    try {
+      const auto probe = torch::ones({2, 2}, torch::TensorOptions().dtype(torch::kHalf));
+      (void)torch::addmm(probe, probe, probe);
+    } catch (const std::exception& error) {
+      std::string reason = error.what();
+      reason = reason.substr(0, reason.find('\n'));
+      throw MisconfigurationError("volt: precision '16-true' on the CPU needs float16 matrix multiplication, "
+                                  "which this LibTorch (" + std::string(compat::torch_version_string) +
+                                  ") does not have on the CPU (" + reason +
+                                  "); use 'bf16-true', 'bf16-mixed' or '32-true' on the CPU, or train on a GPU");
+    }
+  }
 };
 
 /// "bf16-true": model, floating inputs and new tensors in bfloat16 (Lightning's HalfPrecision).
