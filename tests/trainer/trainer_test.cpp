@@ -616,13 +616,15 @@ TEST_CASE("callbacks: a callback's state round-trips through a checkpoint") {
   const auto path = dir.path / "state.ckpt";
   {
     volt::Trainer<volt::CPU> trainer(options, BatchCounter{});
-    trainer.fit(std::make_shared<Regressor>(), volt_test::make_batches(3));
+    auto model = std::make_shared<Regressor>();
+    trainer.fit(model, volt_test::make_batches(3));
     REQUIRE(trainer.callback<BatchCounter>()->batches == 3);
     trainer.save_checkpoint(path);
   }
   options.max_epochs = 2;
   volt::Trainer<volt::CPU> resumed(options, BatchCounter{});
-  resumed.fit(std::make_shared<Regressor>(), volt_test::make_batches(3), path);
+  auto model = std::make_shared<Regressor>();
+  resumed.fit(model, volt_test::make_batches(3), path);
   const auto* counter = resumed.callback<BatchCounter>();
   REQUIRE(counter != nullptr);
   CHECK(*counter->loaded == 3);  // load_state got what save_state wrote
