@@ -1,6 +1,7 @@
 # Short libFuzzer runs as CTest tests (label "fuzz"), added when clang++ with libFuzzer's runtime is installed.
 # Included from tests/reliability/extra.cmake. The long runs are recorded in benchmarks/results/
-# (fuzz_checkpoint.md: fuzz/run_checkpoint_fuzzer.sh 1000000; fuzz_cli.md: fuzz/run_cli_fuzzer.sh 10000000).
+# (fuzz_checkpoint.md: fuzz/run_checkpoint_fuzzer.sh 1000000; fuzz_cli.md: fuzz/run_cli_fuzzer.sh 10000000;
+# fuzz_device_spec.md: fuzz/run_device_spec_fuzzer.sh 10000000).
 
 # Whether `compiler` has libFuzzer's runtime; sets `result` to TRUE or FALSE.
 function(volt_fuzz_has_runtime compiler result)
@@ -29,6 +30,11 @@ if(VOLT_FUZZ_CLANGXX AND UNIX)
              COMMAND sh ${PROJECT_SOURCE_DIR}/fuzz/run_checkpoint_fuzzer.sh 3000 -seed=1)
     set_tests_properties(volt.fuzz.checkpoint_short PROPERTIES LABELS "fuzz" TIMEOUT 900
                          ENVIRONMENT "VOLT_FUZZ_OUT=${CMAKE_BINARY_DIR}/fuzz;${volt_fuzz_env}")
+    # The device-spec parser (headers without LibTorch): a short run, 20000 inputs (a few seconds).
+    add_test(NAME volt.fuzz.device_spec_short
+             COMMAND sh ${PROJECT_SOURCE_DIR}/fuzz/run_device_spec_fuzzer.sh 20000 -seed=1)
+    set_tests_properties(volt.fuzz.device_spec_short PROPERTIES LABELS "fuzz" TIMEOUT 600
+                         ENVIRONMENT "VOLT_FUZZ_OUT=${CMAKE_BINARY_DIR}/fuzz-device-spec;${volt_fuzz_env}")
   else()
     message(STATUS "volt: clang++ without libFuzzer's runtime; the checkpoint fuzz test is not added")
   endif()

@@ -5,10 +5,13 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -93,21 +96,66 @@ struct FashionMnistSplits {
   InMemoryImages test;
 };
 
+/// Reads the IDX file `folder/name` (magic 2051: N x rows x columns images, scaled to [0, 1]; 2049: N labels,
+/// int64), checking the magic, the sizes against `expected_count` and the file's length against its header.
+/// Throws std::runtime_error naming the file and what is wrong (empty, gzipped, truncated, another kind).
+inline torch::Tensor read_idx(const fs::path& folder, const char* name, std::int64_t expected_count) {
+  const fs::path path = folder / name;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open the IDX file " + path.string());
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const auto fail = [&](const std::string& what) {
+    throw std::runtime_error("the IDX file " + path.string() + " (" + std::to_string(bytes.size()) + " bytes) " + what);
+  };
+  if (bytes.empty()) fail("is empty");
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b) {
+    fail("is gzip-compressed: unpack it first (gunzip " + path.string() + ")");
+  }
+  const auto u32 = [&](std::size_t at) {
+    std::uint32_t value = 0;
+    for (std::size_t i = 0; i < 4; ++i) value = value << 8 | static_cast<unsigned char>(bytes[at + i]);
+    return static_cast<std::int64_t>(value);
+  };
+  if (bytes.size() < 8) fail("is too short for an IDX header");
+  const std::int64_t magic = u32(0);
+  const bool images = magic == 2051;
+  if (!images && magic != 2049) fail("is not an IDX file of images (magic 2051) or labels (2049): magic " + std::to_string(magic));
+  const std::size_t header = images ? 16 : 8;
+  if (bytes.size() < header) fail("is too short for an IDX header");
+  const std::int64_t count = u32(4);
+  const std::int64_t rows = images ? u32(8) : 1;
+  const std::int64_t columns = images ? u32(12) : 1;
+  if (count != expected_count || (images && (rows != 28 || columns != 28))) {
+    fail("holds " + std::to_string(count) + (images ? " images of " + std::to_string(rows) + "x" + std::to_string(columns) : " labels") +
+         ", expected " + std::to_string(expected_count) + (images ? " images of 28x28" : " labels"));
+  }
+  const auto expected_size = static_cast<std::uint64_t>(header) + static_cast<std::uint64_t>(count * rows * columns);
+  if (bytes.size() != expected_size) {
+    fail(std::string(bytes.size() < expected_size ? "is truncated" : "is longer than its header says") + ": expected " +
+         std::to_string(expected_size) + " bytes");
+  }
+  auto data = torch::from_blob(const_cast<char*>(bytes.data()) + header, {count * rows * columns}, torch::kUInt8).clone();
+  if (!images) {
+    if (data.max().item<int>() > 9) fail("holds a label above 9");
+    return data.to(torch::kLong);
+  }
+  return data.reshape({count, 1, rows, columns}).to(torch::kFloat).div_(255);
+}
+
 /// The 60000 training images split into train (first 55000) and validation (last 5000), plus the 10000
 /// test images, normalised with Fashion-MNIST's mean and standard deviation.
 inline FashionMnistSplits load_fashion_mnist(const std::string& requested_folder) {
-  const auto folder = fashion_mnist_folder(requested_folder).string();
-  using Mode = torch::data::datasets::MNIST::Mode;
-  torch::data::datasets::MNIST train(folder, Mode::kTrain);
-  torch::data::datasets::MNIST test(folder, Mode::kTest);
+  const auto folder = fashion_mnist_folder(requested_folder);
   auto normalise = [](const torch::Tensor& images) { return (images - 0.2860) / 0.3530; };
-  auto train_images = normalise(train.images());
-  auto train_labels = train.targets();
+  auto train_images = normalise(read_idx(folder, idx_files[0], 60000));
+  auto train_labels = read_idx(folder, idx_files[1], 60000);
+  auto test_images = read_idx(folder, idx_files[2], 10000);
+  auto test_labels = read_idx(folder, idx_files[3], 10000);
   constexpr std::int64_t val_size = 5000;
   const auto n = train_images.size(0) - val_size;
   return {InMemoryImages(train_images.slice(0, 0, n), train_labels.slice(0, 0, n)),
           InMemoryImages(train_images.slice(0, n), train_labels.slice(0, n)),
-          InMemoryImages(normalise(test.images()), test.targets())};
+          InMemoryImages(normalise(test_images), test_labels)};
 }
 
 inline std::int64_t batches_per_epoch(const InMemoryImages& data, std::int64_t batch_size) {

@@ -7,7 +7,9 @@
 #include "fashion_mnist_data.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace examples {
@@ -23,11 +25,47 @@ inline void add_fashion_mnist_flags(volt::cli::Parser& parser) {
       .add_switch("--no-progress-bar", "print no progress bar");
 }
 
-/// Trains `model` with Trainer<Accelerator, Strategy, Precision> as the command line says, prints the run's
-/// figures and the test accuracy, and returns the program's exit status (3 when the accuracy is below
-/// --expect-test-acc). Throws what the data loader and the Trainer throw.
-template <class Accelerator, class Strategy, class Precision, class Model>
-int fit_and_test(const volt::cli::Args& args, std::shared_ptr<Model> model) {
+/// The examples' own flags, read and checked before anything runs: a bad value is a usage error naming the
+/// flag (exit status 2), not a failure after training.
+struct FashionMnistFlags {
+  double expect_test_acc = 0.0;
+  std::int64_t patience = 2;
+  std::optional<std::int64_t> limit_train_batches;
+  std::optional<std::int64_t> limit_val_batches;
+};
+
+inline FashionMnistFlags read_fashion_mnist_flags(const volt::cli::Args& args) {
+  FashionMnistFlags flags;
+  flags.expect_test_acc = args.get_double("--expect-test-acc");
+  if (!std::isfinite(flags.expect_test_acc) || flags.expect_test_acc < 0.0 || flags.expect_test_acc > 1.0) {
+    throw volt::cli::UsageError("argument --expect-test-acc: expected an accuracy between 0 and 1, got '" +
+                                args.get("--expect-test-acc") + "'");
+  }
+  const auto non_negative = [&](const char* flag) {
+    const std::int64_t value = args.get_int(flag);
+    if (value < 0) {
+      throw volt::cli::UsageError("argument " + std::string(flag) + ": expected a non-negative integer, got " +
+                                  std::to_string(value));
+    }
+    return value;
+  };
+  flags.patience = non_negative("--patience");
+  if (args.is_set("--limit-train-batches")) flags.limit_train_batches = non_negative("--limit-train-batches");
+  if (args.is_set("--limit-val-batches")) flags.limit_val_batches = non_negative("--limit-val-batches");
+  return flags;
+}
+
+/// Exit status after Ctrl+C or SIGTERM stopped the fit (the shell's 128 + SIGINT).
+inline constexpr int interrupted_status = 130;
+
+/// Trains the model `make_model()` builds with Trainer<Accelerator, Strategy, Precision> as the command line
+/// says, prints the run's figures and the test accuracy, and returns the program's exit status (3 when the
+/// accuracy is below --expect-test-acc, 130 when a signal stopped the fit: the test set is then not run).
+/// The model is built after the Trainer has seeded (--seed), so a seed reproduces the whole run. Throws what
+/// the data loader and the Trainer throw.
+template <class Accelerator, class Strategy, class Precision, class MakeModel>
+int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
+  const auto flags = read_fashion_mnist_flags(args);
   const auto start = std::chrono::steady_clock::now();
   auto splits = load_fashion_mnist(args.get("--data-dir"));
   const auto train_batches = batches_per_epoch(splits.train, args.batch_size);
@@ -43,18 +81,24 @@ int fit_and_test(const volt::cli::Args& args, std::shared_ptr<Model> model) {
 
   volt::TrainerOptions options = args.trainer_options();
   options.enable_progress_bar = !args.get_switch("--no-progress-bar");
-  if (args.is_set("--limit-train-batches")) options.limit_train_batches = args.get_int("--limit-train-batches");
-  if (args.is_set("--limit-val-batches")) options.limit_val_batches = args.get_int("--limit-val-batches");
+  if (flags.limit_train_batches) options.limit_train_batches = *flags.limit_train_batches;
+  if (flags.limit_val_batches) options.limit_val_batches = *flags.limit_val_batches;
   // Not strict: a short run (--max-steps below one epoch) ends before the first validation, and Lightning's
   // strict EarlyStopping would then stop the program for the missing val_acc.
   volt::Trainer<Accelerator, Strategy, Precision> trainer(
       options, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}},
       volt::EarlyStopping{
-          {.monitor = "val_acc", .mode = "max", .patience = args.get_int("--patience"), .strict = false}});
+          {.monitor = "val_acc", .mode = "max", .patience = flags.patience, .strict = false}});
+  auto model = make_model();  // after the Trainer seeded: the initial weights follow --seed
 
   const auto fit_start = std::chrono::steady_clock::now();
   trainer.fit(model, volt::sized(train_loader, train_batches), volt::sized(val_loader, val_batches),
               args.ckpt_path);
+  if (trainer.interrupted()) {
+    std::fprintf(stderr, "interrupted: %s; the test set was not run (resume with --ckpt-path)\n",
+                 trainer.stop_reason().c_str());
+    return interrupted_status;
+  }
   const double fit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - fit_start).count();
   const auto results = trainer.test(model, volt::sized(test_loader, test_batches));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -69,7 +113,7 @@ int fit_and_test(const volt::cli::Args& args, std::shared_ptr<Model> model) {
   }
   const double accuracy = results.at("test_acc");
   std::printf("test accuracy: %.4f\n", accuracy);
-  const double expected = args.get_double("--expect-test-acc");
+  const double expected = flags.expect_test_acc;
   if (accuracy < expected) {
     std::fprintf(stderr, "error: test accuracy %.4f is below the expected %.4f\n", accuracy, expected);
     return 3;

@@ -43,6 +43,6 @@ int main(int argc, char** argv) {
   parser.defaults().seed = 42;
   examples::add_fashion_mnist_flags(parser);
   return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
-    return examples::fit_and_test<A, S, P>(args, std::make_shared<FashionMLP>());
+    return examples::fit_and_test<A, S, P>(args, [] { return std::make_shared<FashionMLP>(); });
   });
 }

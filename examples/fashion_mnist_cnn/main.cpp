@@ -45,6 +45,6 @@ int main(int argc, char** argv) {
   parser.defaults().seed = 42;
   examples::add_fashion_mnist_flags(parser);
   return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) {
-    return examples::fit_and_test<A, S, P>(args, std::make_shared<SimpleCNN>());
+    return examples::fit_and_test<A, S, P>(args, [] { return std::make_shared<SimpleCNN>(); });
   });
 }

@@ -5345,6 +5345,24 @@ struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
 struct FP16True : detail::TruePrecision<c10::ScalarType::Half> {
   /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "16-true";
+
+  /// On a CPU: checks that this LibTorch multiplies float16 matrices there (LibTorch 1.13 does not) and throws
+  /// MisconfigurationError naming the precision and what to use instead, so the run is refused at set-up
+  /// rather than at its first forward. Other devices: nothing to check.
+  void setup(torch::Device root_device) {
+    if (!root_device.is_cpu()) return;
+    try {
+      const auto probe = torch::ones({2, 2}, torch::TensorOptions().dtype(torch::kHalf));
+      (void)torch::addmm(probe, probe, probe);
+    } catch (const std::exception& error) {
+      std::string reason = error.what();
+      reason = reason.substr(0, reason.find('\n'));
+      throw MisconfigurationError("volt: precision '16-true' on the CPU needs float16 matrix multiplication, "
+                                  "which this LibTorch (" + std::string(compat::torch_version_string) +
+                                  ") does not have on the CPU (" + reason +
+                                  "); use 'bf16-true', 'bf16-mixed' or '32-true' on the CPU, or train on a GPU");
+    }
+  }
 };
 
 /// "bf16-true": model, floating inputs and new tensors in bfloat16 (Lightning's HalfPrecision).
@@ -6332,6 +6350,133 @@ class SubprocessLauncher {
 /// the include path at a copy), NCCL needs VOLT_WITH_CUDA and nccl.h. What is missing gives a clear error at run
 /// time, when a distributed run asks for it, and never breaks the single-device build.
 
+// ---- begin volt/distributed/rendezvous.hpp
+/// \file
+/// The rendezvous of a distributed run: every rank connects to the TCPStore that global rank 0 hosts and checks
+/// in; while it waits, each rank says whom it waits for, where, and until when, repeated, so a rank that never
+/// comes is seen at once rather than after the whole timeout.
+
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifdef VOLT_DETAIL_HAS_C10D
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
+
+namespace volt::detail {
+
+/// How often a rank waiting at the rendezvous repeats whom it waits for: a fifth of the timeout, between 1 s
+/// and 30 s.
+inline std::chrono::milliseconds rendezvous_report_interval(std::chrono::milliseconds timeout) {
+  return std::clamp(timeout / 5, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000));
+}
+
+/// "2026-12-01 21:55:03 UTC".
+inline std::string utc_time_text(std::chrono::system_clock::time_point when) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  std::tm parts{};
+#if defined(_WIN32)
+  gmtime_s(&parts, &seconds);
+#else
+  gmtime_r(&seconds, &parts);
+#endif
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &parts);
+  return text;
+}
+
+#ifdef VOLT_DETAIL_HAS_C10D
+
+/// "rank 1", "ranks 1, 3" (at most 16 listed): the ranks that have not checked in at the rendezvous.
+inline std::string missing_ranks(c10d::Store& store, int size) {
+  std::vector<int> missing;
+  for (int rank = 0; rank < size; ++rank) {
+    if (!store.check({"volt/joined/" + std::to_string(rank)})) missing.push_back(rank);
+  }
+  if (missing.empty()) return "no rank";
+  std::string text = missing.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < missing.size() && i < 16; ++i) text += (i ? ", " : "") + std::to_string(missing[i]);
+  if (missing.size() > 16) text += " and " + std::to_string(missing.size() - 16) + " more";
+  return text;
+}
+
+/// Connects to (rank 0: hosts) the store of `environment` with `options` and waits until every rank checked
+/// in, warning every rendezvous_report_interval(timeout) whom it waits for, where and until when. Calls
+/// `fail(why)`, which throws, when `timeout` passes first; other errors propagate.
+template <class Fail>
+c10::intrusive_ptr<c10d::TCPStore> join_rendezvous(const ClusterEnvironment& environment, c10d::TCPStoreOptions options,
+                                                   std::chrono::milliseconds timeout, Fail&& fail) {
+  const int rank = environment.global_rank;
+  const int size = environment.world_size;
+  const std::string where = environment.main_address + ":" + std::to_string(environment.main_port);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout;
+  const auto interval = rendezvous_report_interval(timeout);
+  const std::string until = ", until " + utc_time_text(std::chrono::system_clock::now() + timeout) + " (timeout " +
+                            std::to_string(timeout.count() / 1000) + " s)";
+  const std::string self = "volt: rank " + std::to_string(rank) + " of " + std::to_string(size);
+  options.waitWorkers = false;  // the loop below waits, saying whom it waits for
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  if (options.isServer) {
+    options.timeout = timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(environment.main_address, options);
+  } else {
+    // Connect in slices of at most `interval` (a refused connection returns at once: then retry after 100 ms),
+    // reporting every `interval`, until rank 0's store answers.
+    auto next_report = start + interval;
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      options.timeout = std::max(std::chrono::milliseconds(1), std::min(interval, left));
+      try {
+        store = c10::make_intrusive<c10d::TCPStore>(environment.main_address, options);
+        break;
+      } catch (const std::exception& error) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+          fail("rank 0, which hosts the rendezvous, never answered (" +
+                        std::string(c10_error ? c10_error->what_without_backtrace() : error.what()) + ")");
+        }
+        if (std::chrono::steady_clock::now() >= next_report) {
+          log::warn(self + " is waiting for rank 0 to host the rendezvous at " + where + until);
+          next_report += interval;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+    store->setTimeout(timeout);
+  }
+  // Every rank checks in and waits for the others, so a missing rank is reported here, by name, rather than
+  // by whichever backend call happens to time out first.
+  store->set("volt/joined/" + std::to_string(rank), std::vector<std::uint8_t>{1});
+  store->add("volt/joined", 1);
+  auto next_report = std::chrono::steady_clock::now() + interval;
+  for (std::int64_t joined = store->add("volt/joined", 0); joined < size; joined = store->add("volt/joined", 0)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) {
+      fail(std::to_string(joined) + " of " + std::to_string(size) + " processes joined; missing: " +
+                    missing_ranks(*store, size));
+    }
+    if (now >= next_report) {
+      log::warn(self + " is waiting at " + where + " for " + missing_ranks(*store, size) + " (" +
+                std::to_string(joined) + " of " + std::to_string(size) + " joined)" + until);
+      next_report += interval;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return store;
+}
+
+#endif
+
+}  // namespace volt::detail
+// ---- end volt/distributed/rendezvous.hpp
 
 #include <torch/torch.h>
 
@@ -6409,7 +6554,6 @@ class ProcessGroup {
     options.port = static_cast<std::uint16_t>(environment.main_port);
     options.isServer = environment.global_rank == 0;
     options.numWorkers = static_cast<std::size_t>(environment.world_size);
-    options.waitWorkers = true;
     options.timeout = timeout;
     const std::string where = environment.main_address + ":" + std::to_string(environment.main_port);
     const auto rendezvous_error = [&](const std::string& why) {
@@ -6419,18 +6563,8 @@ class ProcessGroup {
                               " processes started, and is the address reachable?): " + why);
     };
     try {
-      store_ = c10::make_intrusive<c10d::TCPStore>(environment.main_address, options);
-      // Every rank checks in and waits for the others, so a missing rank is reported here, by name of the
-      // rendezvous, rather than by whichever backend call happens to time out first.
-      store_->add("volt/joined", 1);
-      const auto deadline = std::chrono::steady_clock::now() + timeout;
-      while (store_->add("volt/joined", 0) < size_) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          throw rendezvous_error(std::to_string(store_->add("volt/joined", 0)) + " of " + std::to_string(size_) +
-                                 " processes joined");
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
+      store_ = detail::join_rendezvous(environment, options, timeout,
+                                       [&](const std::string& why) { throw rendezvous_error(why); });
     } catch (const DistributedError&) {
       throw;
     } catch (const std::exception& error) {
@@ -8190,6 +8324,114 @@ class CallbackList {
 /// volt::ModelCheckpoint: save checkpoints periodically and keep the best k by a monitored metric
 /// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
 
+// ---- begin volt/callbacks/detail/checkpoint_resume.hpp
+/// \file
+/// What volt::ModelCheckpoint needs when a fit resumes from a checkpoint: the bookkeeping read from it (kept
+/// until the folder is known), whether the folder changed (Lightning's rule), and the files an interrupted
+/// attempt of the same run wrote after that checkpoint.
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <system_error>
+
+namespace volt::detail {
+
+/// ModelCheckpoint's bookkeeping as read from a checkpoint.
+struct CheckpointCallbackState {
+  std::filesystem::path best_model_path{};
+  std::filesystem::path last_model_path{};
+  std::optional<double> best_model_score{};
+  std::map<std::filesystem::path, double> best_k_models{};
+  std::int64_t last_global_step_saved = -1;
+  /// The folder the checkpoint's callback saved to (empty: an older checkpoint that did not record it).
+  std::filesystem::path dirpath{};
+  /// When the checkpoint's state was taken (file clock ticks; nullopt: not recorded).
+  std::optional<std::int64_t> saved_at{};
+};
+
+/// Reads what ModelCheckpoint::save_state wrote. Throws what LibTorch's archive throws when a key is missing.
+inline CheckpointCallbackState read_checkpoint_callback_state(torch::serialize::InputArchive& archive) {
+    detail::CheckpointCallbackState restored;
+    c10::IValue value;
+    archive.read("best_model_path", value);
+    restored.best_model_path = value.toStringRef();
+    archive.read("last_model_path", value);
+    restored.last_model_path = value.toStringRef();
+    archive.read("best_model_score", value);
+    const double score = value.toDouble();
+    restored.best_model_score = std::isnan(score) ? std::nullopt : std::optional<double>(score);
+    c10::IValue paths;
+    c10::IValue scores;
+    archive.read("best_k_paths", paths);
+    archive.read("best_k_scores", scores);
+    const auto path_list = paths.toList();
+    const auto score_list = scores.toDoubleList();
+    for (std::size_t i = 0; i < path_list.size(); ++i) {
+      restored.best_k_models[path_list.get(i).toStringRef()] = score_list.get(i);
+    }
+    archive.read("last_global_step_saved", value);
+    restored.last_global_step_saved = value.toInt();
+    if (archive.try_read("dirpath", value) && value.isString()) restored.dirpath = value.toStringRef();
+    if (archive.try_read("saved_at", value) && value.isInt()) restored.saved_at = value.toInt();
+    return restored;
+}
+
+/// The current time in std::filesystem's file clock ticks (what last_write_time compares with).
+inline std::int64_t file_clock_now() {
+  return static_cast<std::int64_t>(std::filesystem::file_time_type::clock::now().time_since_epoch().count());
+}
+
+/// Whether two checkpoint folders are the same (compared as absolute, normalized paths, as Lightning compares
+/// its realpath'ed dirpath).
+inline bool same_checkpoint_folder(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code error;
+  const auto absolute_a = std::filesystem::absolute(a, error).lexically_normal();
+  const auto absolute_b = std::filesystem::absolute(b, error).lexically_normal();
+  const auto trim = [](std::filesystem::path p) {
+    auto text = p.string();
+    while (text.size() > 1 && text.back() == '/') text.pop_back();
+    return text;
+  };
+  return trim(absolute_a) == trim(absolute_b);
+}
+
+/// Lightning's warning when the checkpoint folder changed between the run saved and the run resuming.
+inline std::string dirpath_changed_warning(const std::filesystem::path& from, const std::filesystem::path& to) {
+  return "The dirpath has changed from '" + from.string() + "' to '" + to.string() +
+         "', therefore `best_model_score`, `kth_best_model_path`, `kth_value`, `last_model_path` and "
+         "`best_k_models` won't be reloaded. Only `best_model_path` will be reloaded.";
+}
+
+/// The `.ckpt` files in `folder` that `state` does not track and that were written after its checkpoint was
+/// taken: files of an interrupted attempt of the same run (killed between writing a checkpoint and writing
+/// the one resumed from). The resumed run rewrites them under the same names instead of adding `-vN`
+/// copies; files that existed before the run started are older and not listed.
+inline std::set<std::filesystem::path> files_written_after(const std::filesystem::path& folder,
+                                                           const CheckpointCallbackState& state) {
+  std::set<std::filesystem::path> out;
+  if (!state.saved_at) return out;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    const auto& path = entry.path();
+    if (path.extension() != ".ckpt" || !entry.is_regular_file(error)) continue;
+    if (state.best_k_models.count(path) || path == state.best_model_path || path == state.last_model_path) continue;
+    const auto written = std::filesystem::last_write_time(path, error);
+    if (error) continue;
+    if (static_cast<std::int64_t>(written.time_since_epoch().count()) > *state.saved_at) out.insert(path);
+  }
+  return out;
+}
+
+}  // namespace volt::detail
+// ---- end volt/callbacks/detail/checkpoint_resume.hpp
 
 #include <algorithm>
 #include <cmath>
@@ -8199,6 +8441,7 @@ class CallbackList {
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -8243,7 +8486,8 @@ struct ModelCheckpointOptions {
 /// monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on every rank and calls
 /// the Trainer's save on each; only global rank zero deletes the files it replaces. Nothing is saved while
 /// not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping (best paths and
-/// scores) is saved in checkpoints.
+/// scores, its folder) is saved in checkpoints; a fit resumed into another folder restores only
+/// best_model_path and warns (Lightning's rule), so nothing of the earlier run's folder is deleted.
 class ModelCheckpoint {
  public:
   /// Extension of every checkpoint file.
@@ -8331,12 +8575,14 @@ class ModelCheckpoint {
 
   // ---- hooks -------------------------------------------------------------------------------------
 
-  /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`).
+  /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`), then
+  /// applies the state a resumed checkpoint brought (load_state runs before the folder is known).
   template <class State>
   void setup(State& state) {
     if (dirpath_.empty()) {
       dirpath_ = !options_.dirpath.empty() ? options_.dirpath : state.log_dir() / "checkpoints";
     }
+    if (restored_) apply_restored();
   }
 
   /// Hook after each training batch: saves when every_n_train_steps divides the global step.
@@ -8376,31 +8622,15 @@ class ModelCheckpoint {
     archive.write("best_k_paths", c10::IValue(c10::List<std::string>(paths)));
     archive.write("best_k_scores", c10::IValue(c10::List<double>(scores)));
     archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
+    archive.write("dirpath", c10::IValue(dirpath_.string()));
+    archive.write("saved_at", c10::IValue(detail::file_clock_now()));
   }
 
-  /// Restores what save_state wrote. Throws what LibTorch's archive throws when a key is missing.
+  /// Reads what save_state wrote; it takes effect once the folder is known (at once when it is, else in
+  /// setup()). Throws what LibTorch's archive throws when a key is missing.
   void load_state(torch::serialize::InputArchive& archive) {
-    c10::IValue value;
-    archive.read("best_model_path", value);
-    best_model_path_ = value.toStringRef();
-    archive.read("last_model_path", value);
-    last_model_path_ = value.toStringRef();
-    archive.read("best_model_score", value);
-    const double score = value.toDouble();
-    best_model_score_ = std::isnan(score) ? std::nullopt : std::optional<double>(score);
-    c10::IValue paths;
-    c10::IValue scores;
-    archive.read("best_k_paths", paths);
-    archive.read("best_k_scores", scores);
-    best_k_models_.clear();
-    const auto path_list = paths.toList();
-    const auto score_list = scores.toDoubleList();
-    for (std::size_t i = 0; i < path_list.size(); ++i) {
-      best_k_models_[path_list.get(i).toStringRef()] = score_list.get(i);
-    }
-    update_kth();
-    archive.read("last_global_step_saved", value);
-    last_global_step_saved_ = value.toInt();
+    restored_ = detail::read_checkpoint_callback_state(archive);
+    if (!dirpath_.empty()) apply_restored();
   }
 
  private:
@@ -8447,7 +8677,7 @@ class ModelCheckpoint {
   std::filesystem::path unique_path(const std::string& name, const std::filesystem::path& keep) const {
     auto path = dirpath_ / (name + file_extension);
     if (!options_.enable_version_counter) return path;
-    for (int version = 1; std::filesystem::exists(path) && path != keep; ++version) {
+    for (int version = 1; std::filesystem::exists(path) && path != keep && !rewritable_.count(path); ++version) {
       path = dirpath_ / (name + "-v" + std::to_string(version) + file_extension);
     }
     return path;
@@ -8459,6 +8689,7 @@ class ModelCheckpoint {
     if (!state.save_checkpoint) return true;  // no Trainer behind the state (unit tests): bookkeeping only
     state.save_checkpoint(path, options_.save_weights_only);
     if (!state.last_checkpoint_saved) return false;
+    rewritable_.erase(path);
     last_global_step_saved_ = state.global_step;
     if (options_.verbose && state.is_global_zero) log::info("Epoch " + std::to_string(state.current_epoch) +
                                                             ", global step " + std::to_string(state.global_step) +
@@ -8561,6 +8792,23 @@ class ModelCheckpoint {
     last_model_path_ = path;
   }
 
+  /// Lightning's load_state_dict once the folder is known (another folder: only best_model_path is restored).
+  void apply_restored() {
+    auto restored = std::move(*restored_);
+    restored_.reset();
+    if (restored.dirpath.empty() || detail::same_checkpoint_folder(restored.dirpath, dirpath_)) {
+      best_model_score_ = restored.best_model_score;
+      last_model_path_ = restored.last_model_path;
+      best_k_models_ = restored.best_k_models;
+      last_global_step_saved_ = restored.last_global_step_saved;
+      update_kth();
+      rewritable_ = detail::files_written_after(dirpath_, restored);
+    } else {
+      log::warn(detail::dirpath_changed_warning(restored.dirpath, dirpath_));
+    }
+    best_model_path_ = restored.best_model_path;
+  }
+
   ModelCheckpointOptions options_;
   std::int64_t every_n_train_steps_ = 0;
   std::int64_t every_n_epochs_ = 1;
@@ -8571,6 +8819,8 @@ class ModelCheckpoint {
   std::map<std::filesystem::path, double> best_k_models_{};
   double kth_value_ = 0;
   std::int64_t last_global_step_saved_ = -1;
+  std::optional<detail::CheckpointCallbackState> restored_{};
+  std::set<std::filesystem::path> rewritable_{};  // written after the resumed checkpoint by an interrupted attempt
 };
 
 }  // namespace volt
@@ -9191,10 +9441,190 @@ class DeviceStatsMonitor {
 /// \file
 /// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
 
+// ---- begin volt/core/files.hpp
+/// \file
+/// Durable file writes: write a file and flush it to disk, flush a folder's entries to disk. The one place
+/// with the platform code for it (POSIX open/write/fsync; on Windows a plain stream write without flushes).
+/// Checkpoints (volt/serialization/checkpoint_io.hpp) and weights files (volt/serialization/weights.hpp)
+/// write a temporary file with these, then rename it over the target.
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <ios>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+
+namespace volt::detail {
+
+/// The step of write_file_durably() that failed.
+enum class FileWriteStage {
+  create,  ///< the file could not be created or opened (POSIX open)
+  write,   ///< a write failed part-way (FileWriteFailure::written says how far it got)
+  flush,   ///< the data could not be flushed to disk (fsync)
+  close,   ///< closing the file failed
+  stream,  ///< the stream write of the Windows fallback failed (no system error is known)
+};
+
+/// Why write_file_durably() failed: the step, the system error (errno; 0 for FileWriteStage::stream) and the
+/// bytes written before the failure.
+struct FileWriteFailure {
+  FileWriteStage stage = FileWriteStage::create;
+  int error = 0;
+  std::size_t written = 0;
+};
+
+/// A failure to inject in tests: the write fails with `error` once `after_bytes` bytes are written; a
+/// negative `after_bytes` (the default) injects nothing. Honoured by the POSIX path only.
+struct FileWriteFault {
+  std::int64_t after_bytes = -1;
+  int error = 0;
+};
+
+/// The name of a temporary file for writing `path` atomically: `.<name>.tmp<random>` in the same folder.
+inline bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target) {
+  const std::string prefix = "." + target.filename().string() + ".tmp";
+  const std::string name = candidate.filename().string();
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// Removes the temporary files `.<name>.tmp<digits>` that an earlier write of `target` left when its process
+/// was killed before the rename (only one process writes a given target; best effort, errors are ignored).
+inline void remove_stale_temporaries(const std::filesystem::path& target) {
+  const auto folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::vector<std::filesystem::path> stale;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    if (is_temporary_of(entry.path(), target)) stale.push_back(entry.path());
+  }
+  for (const auto& path : stale) std::filesystem::remove(path, error);
+}
+
+#if !defined(_WIN32)
+
+/// Reads the whole file at `path` into `out`. Returns 0, or the system error (errno) of the open or read that
+/// failed. Never throws (except std::bad_alloc).
+inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
+  out.clear();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  char buffer[1 << 16];
+  for (;;) {
+    const ::ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      return error;
+    }
+    if (got == 0) break;
+    out.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(fd);
+  return 0;
+}
+
+/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
+/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+                                                          FileWriteFault fault = {}) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return FileWriteFailure{FileWriteStage::create, errno, 0};
+  const auto fail = [fd](FileWriteStage stage, int error, std::size_t written) {
+    ::close(fd);
+    return FileWriteFailure{stage, error, written};
+  };
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    std::size_t chunk = std::min<std::size_t>(bytes.size() - written, std::size_t{1} << 20);
+    if (fault.after_bytes >= 0) {
+      if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
+      chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
+    }
+    const ::ssize_t result = ::write(fd, bytes.data() + written, chunk);
+    if (result < 0) {
+      if (errno == EINTR) continue;
+      return fail(FileWriteStage::write, errno, written);
+    }
+    written += static_cast<std::size_t>(result);
+  }
+  if (::fsync(fd) != 0) return fail(FileWriteStage::flush, errno, written);
+  if (::close(fd) != 0) return FileWriteFailure{FileWriteStage::close, errno, written};
+  return std::nullopt;
+}
+
+/// Flushes the file at `path` (already written and closed) to disk. Best effort: a file that cannot be
+/// opened or flushed is left as it is, silently.
+inline void fsync_file(const std::filesystem::path& path) {
+  if (const int fd = ::open(path.c_str(), O_RDONLY); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+/// Flushes the entries of `folder` (a rename just done in it) to disk. Best effort: some file systems refuse
+/// fsync on folders, and the rename itself is already done.
+inline void fsync_folder(const std::filesystem::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+#else
+
+/// Reads the whole file at `path` into `out`; returns 0, or EIO when the stream failed.
+inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return errno != 0 ? errno : EIO;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return in.bad() ? EIO : 0;
+}
+
+/// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
+/// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is
+/// not honoured here.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+                                                          FileWriteFault /*fault*/ = {}) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
+  return std::nullopt;
+}
+
+/// Does nothing on this platform.
+inline void fsync_file(const std::filesystem::path& /*path*/) {}
+
+/// Does nothing on this platform.
+inline void fsync_folder(const std::filesystem::path& /*folder*/) {}
+
+#endif
+
+}  // namespace volt::detail
+// ---- end volt/core/files.hpp
+
+#include <cerrno>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <random>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 
@@ -9220,6 +9650,51 @@ class Logger {
 };
 
 namespace detail {
+
+/// "<what> <path>: <reason>" for a failed log write; `error` is the errno seen (0: unknown).
+inline std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail = {}) {
+  return "volt: could not write the log file " + path.string() + ": " +
+         (error != 0 ? std::generic_category().message(error) : std::string("the write failed")) + detail +
+         "; logs would be lost, so the run stops";
+}
+
+/// Writes `text` as the whole content of `path` atomically (temporary file in the same folder, flushed, then
+/// renamed over `path`): a full disk leaves the previous file as it was. Throws std::runtime_error naming the
+/// file and the system error.
+inline void write_log_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  remove_stale_temporaries(path);
+  const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp" +
+                                               std::to_string(std::random_device{}()));
+  std::error_code ignored;
+  if (const auto failure = write_file_durably(temporary, text)) {
+    std::filesystem::remove(temporary, ignored);
+    throw std::runtime_error(log_write_error(path, failure->error, " (after " + std::to_string(failure->written) +
+                                                                       " of " + std::to_string(text.size()) + " bytes)"));
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, ignored);
+    throw std::runtime_error(log_write_error(path, error.value()));
+  }
+}
+
+/// Appends `text` to `path`. On failure the file is cut back to its previous size (no torn row) and
+/// std::runtime_error names the file and the system error.
+inline void append_log_file(const std::filesystem::path& path, const std::string& text) {
+  std::error_code error;
+  const auto previous = std::filesystem::exists(path, error) ? std::filesystem::file_size(path, error) : 0;
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  errno = 0;
+  if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (out) out.flush();
+  int seen = errno;
+  out.close();
+  if (out) return;
+  if (seen == 0) seen = errno;
+  std::filesystem::resize_file(path, previous, error);
+  throw std::runtime_error(log_write_error(path, seen));
+}
 
 /// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
 inline int next_version(const std::filesystem::path& root) {
@@ -9324,20 +9799,21 @@ class CSVLogger : public Logger {
   /// std::runtime_error when the file cannot be written.
   void log_hyperparams(const std::map<std::string, std::string>& params) override {
     ensure_dir();
-    std::ofstream out(log_dir() / "hparams.yaml");
+    std::ostringstream out;
     for (const auto& [key, value] : params) out << key << ": " << value << '\n';
     if (params.empty()) out << "{}\n";
-    if (!out) throw std::runtime_error("volt: cannot write " + (log_dir() / "hparams.yaml").string());
+    detail::write_log_file_atomically(log_dir() / "hparams.yaml", out.str());
   }
 
-  /// Writes the rows not yet on disk (the whole file when the header grew).
+  /// Writes the rows not yet on disk (the whole file, atomically, when the header grew). Throws
+  /// std::runtime_error naming the file and the system error when the write fails (e.g. a full disk); the file
+  /// then holds the rows written before, and the rows stay buffered.
   void save() override {
     if (rows_.size() == written_rows_ && !header_changed_) return;
     ensure_dir();
     const auto path = log_dir() / "metrics.csv";
     const bool rewrite = header_changed_ || written_rows_ == 0;
-    std::ofstream out(path, rewrite ? std::ios::trunc : std::ios::app);
-    if (!out) throw std::runtime_error("volt: cannot write " + path.string());
+    std::ostringstream out;
     out << std::setprecision(std::numeric_limits<double>::max_digits10);
     if (rewrite) {
       out << "step";
@@ -9353,6 +9829,11 @@ class CSVLogger : public Logger {
         if (cell) out << *cell;
       }
       out << '\n';
+    }
+    if (rewrite) {
+      detail::write_log_file_atomically(path, out.str());
+    } else {
+      detail::append_log_file(path, out.str());
     }
     written_rows_ = rows_.size();
     header_changed_ = false;
@@ -9395,6 +9876,7 @@ class CSVLogger : public Logger {
 
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -9403,6 +9885,7 @@ class CSVLogger : public Logger {
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -9642,10 +10125,10 @@ class TensorBoardLogger : public Logger {
     std::filesystem::create_directories(log_dir());
     const auto yaml = log_dir() / "hparams.yaml";
     {
-      std::ofstream out(yaml);
+      std::ostringstream out;
       for (const auto& [key, value] : params) out << key << ": " << value << '\n';
       if (params.empty()) out << "{}\n";
-      if (!out) throw std::runtime_error("volt: cannot write " + yaml.string());
+      detail::write_log_file_atomically(yaml, out.str());
     }
     if (options_.default_hp_metric) log_metrics({{"hp_metric", -1.0}}, 0);
     detail::tensorboard::ProtoWriter summary;
@@ -9657,15 +10140,19 @@ class TensorBoardLogger : public Logger {
   /// Flushes the event file to the operating system.
   void save() override {
     if (!out_.is_open()) return;
+    errno = 0;
     out_.flush();
-    if (!out_) throw std::runtime_error("volt: cannot write the TensorBoard event file " + event_file_.string());
+    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
   }
 
   /// Flushes and closes the event file (the status is not recorded). Throws std::runtime_error when the flush
   /// fails.
   void finalize(const std::string& /*status*/) override {
     save();
-    if (out_.is_open()) out_.close();
+    if (!out_.is_open()) return;
+    errno = 0;
+    out_.close();
+    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
   }
 
  private:
@@ -9697,8 +10184,9 @@ class TensorBoardLogger : public Logger {
 
   void write_record(const std::string& payload) {
     const std::string record = detail::tensorboard::tfrecord(payload);
+    errno = 0;
     out_.write(record.data(), static_cast<std::streamsize>(record.size()));
-    if (!out_) throw std::runtime_error("volt: cannot write the TensorBoard event file " + event_file_.string());
+    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
   }
 
   TensorBoardLoggerOptions options_;
@@ -9729,144 +10217,17 @@ class TensorBoardLogger : public Logger {
 /// the keys and shapes.
 /// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
 
-// ---- begin volt/core/files.hpp
+// ---- begin volt/serialization/detail/model_match.hpp
 /// \file
-/// Durable file writes: write a file and flush it to disk, flush a folder's entries to disk. The one place
-/// with the platform code for it (POSIX open/write/fsync; on Windows a plain stream write without flushes).
-/// Checkpoints (volt/serialization/checkpoint_io.hpp) and weights files (volt/serialization/weights.hpp)
-/// write a temporary file with these, then rename it over the target.
-
-#include <algorithm>
-#include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <ios>
-#include <optional>
-#include <string>
-
-#if !defined(_WIN32)
-#include <fcntl.h>
-#include <unistd.h>
-#endif
-
-namespace volt::detail {
-
-/// The step of write_file_durably() that failed.
-enum class FileWriteStage {
-  create,  ///< the file could not be created or opened (POSIX open)
-  write,   ///< a write failed part-way (FileWriteFailure::written says how far it got)
-  flush,   ///< the data could not be flushed to disk (fsync)
-  close,   ///< closing the file failed
-  stream,  ///< the stream write of the Windows fallback failed (no system error is known)
-};
-
-/// Why write_file_durably() failed: the step, the system error (errno; 0 for FileWriteStage::stream) and the
-/// bytes written before the failure.
-struct FileWriteFailure {
-  FileWriteStage stage = FileWriteStage::create;
-  int error = 0;
-  std::size_t written = 0;
-};
-
-/// A failure to inject in tests: the write fails with `error` once `after_bytes` bytes are written; a
-/// negative `after_bytes` (the default) injects nothing. Honoured by the POSIX path only.
-struct FileWriteFault {
-  std::int64_t after_bytes = -1;
-  int error = 0;
-};
-
-#if !defined(_WIN32)
-
-/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
-/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
-inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
-                                                          FileWriteFault fault = {}) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return FileWriteFailure{FileWriteStage::create, errno, 0};
-  const auto fail = [fd](FileWriteStage stage, int error, std::size_t written) {
-    ::close(fd);
-    return FileWriteFailure{stage, error, written};
-  };
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    std::size_t chunk = std::min<std::size_t>(bytes.size() - written, std::size_t{1} << 20);
-    if (fault.after_bytes >= 0) {
-      if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
-      chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
-    }
-    const ::ssize_t result = ::write(fd, bytes.data() + written, chunk);
-    if (result < 0) {
-      if (errno == EINTR) continue;
-      return fail(FileWriteStage::write, errno, written);
-    }
-    written += static_cast<std::size_t>(result);
-  }
-  if (::fsync(fd) != 0) return fail(FileWriteStage::flush, errno, written);
-  if (::close(fd) != 0) return FileWriteFailure{FileWriteStage::close, errno, written};
-  return std::nullopt;
-}
-
-/// Flushes the file at `path` (already written and closed) to disk. Best effort: a file that cannot be
-/// opened or flushed is left as it is, silently.
-inline void fsync_file(const std::filesystem::path& path) {
-  if (const int fd = ::open(path.c_str(), O_RDONLY); fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-/// Flushes the entries of `folder` (a rename just done in it) to disk. Best effort: some file systems refuse
-/// fsync on folders, and the rename itself is already done.
-inline void fsync_folder(const std::filesystem::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-#else
-
-/// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
-/// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is
-/// not honoured here.
-inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
-                                                          FileWriteFault /*fault*/ = {}) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
-  return std::nullopt;
-}
-
-/// Does nothing on this platform.
-inline void fsync_file(const std::filesystem::path& /*path*/) {}
-
-/// Does nothing on this platform.
-inline void fsync_folder(const std::filesystem::path& /*folder*/) {}
-
-#endif
-
-}  // namespace volt::detail
-// ---- end volt/core/files.hpp
+/// volt::CheckpointError, and the comparison of a checkpoint's model entry with a module (keys, shapes,
+/// dtypes) that volt's checkpoint loaders run before LibTorch's Module::load.
 
 #include <torch/torch.h>
 
-#include <array>
-#include <atomic>
-#include <cerrno>
-#include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <random>
+#include <optional>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
-#include <system_error>
-#include <utility>
 #include <vector>
 
 namespace volt {
@@ -9879,6 +10240,121 @@ class CheckpointError : public std::runtime_error {
 
 namespace detail {
 
+inline std::string shape_text(c10::IntArrayRef sizes) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
+
+inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                const std::string& prefix, std::vector<std::string>& problems) {
+  std::set<std::string> expected;
+  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
+    expected.insert(name);
+    torch::Tensor stored;
+    if (!archive.try_read(name, stored, is_buffer)) {
+      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
+    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
+      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
+                         ", model " + shape_text(tensor.sizes()));
+    }
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
+  for (const auto& child : module.named_children()) {
+    expected.insert(child.key());
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      problems.push_back("missing submodule '" + prefix + child.key() + "'");
+      continue;
+    }
+    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
+  }
+  for (const auto& key : archive.keys()) {
+    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
+  }
+}
+
+/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
+/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
+/// reports that).
+struct DtypeMismatch {
+  std::string name;
+  c10::ScalarType stored;
+  c10::ScalarType expected;
+};
+inline std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                         const torch::nn::Module& module,
+                                                         const std::string& prefix = "") {
+  const auto check = [&](const std::string& name, const torch::Tensor& tensor,
+                         bool is_buffer) -> std::optional<DtypeMismatch> {
+    torch::Tensor stored;
+    if (!tensor.defined() || !tensor.is_floating_point() || !archive.try_read(name, stored, is_buffer)) return {};
+    if (!stored.defined() || stored.scalar_type() == tensor.scalar_type()) return {};
+    return DtypeMismatch{prefix + name, stored.scalar_type(), tensor.scalar_type()};
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), false)) return found;
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), true)) return found;
+  }
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) continue;
+    if (auto found = first_dtype_mismatch(child_archive, *child.value(), prefix + child.key() + ".")) return found;
+  }
+  return std::nullopt;
+}
+
+/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
+/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
+/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
+inline void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                const std::string& shown) {
+  std::vector<std::string> problems;
+  try {
+    compare_module_keys(model_archive, module, "", problems);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
+  }
+  if (problems.empty()) return;
+  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
+                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
+  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
+  if (problems.size() > 20) message += "; ...";
+  throw CheckpointError(message);
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/serialization/detail/model_match.hpp
+
+#include <torch/torch.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <algorithm>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+
+namespace detail {
+
 /// Test probe: a checkpoint write fails with `checkpoint_write_fault_errno` once this many bytes of the
 /// temporary file were written; -1 (the default) means never. Set through testing::ScopedCheckpointWriteFault.
 inline std::atomic<std::int64_t> checkpoint_write_fault_after_bytes{-1};
@@ -9886,11 +10362,6 @@ inline std::atomic<int> checkpoint_write_fault_errno{0};
 
 inline std::string system_error_text(int error) { return std::generic_category().message(error); }
 
-inline std::string shape_text(c10::IntArrayRef sizes) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
 
 /// Writes `bytes` to a new file at `path` and flushes it to disk (detail::write_file_durably, with the test
 /// fault of ScopedCheckpointWriteFault). Throws CheckpointError (naming `shown` and the system error) on any
@@ -9919,7 +10390,8 @@ inline void write_file_synced(const std::filesystem::path& path, const std::stri
 
 /// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
 /// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
-/// and the system error (e.g. "No space left on device").
+/// and the system error (e.g. "No space left on device"). Temporary files of `path` left by a killed
+/// earlier write are removed first.
 inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
   const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code error;
@@ -9934,6 +10406,7 @@ inline void save_archive_atomically(torch::serialize::OutputArchive& archive, co
     throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
   }
   const std::string bytes = std::move(buffer).str();
+  remove_stale_temporaries(path);  // left by a write that was killed before its rename
   std::random_device entropy;
   const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
   try {
@@ -9969,7 +10442,9 @@ inline std::uint32_t crc32(const char* data, std::size_t size) {
 /// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
 /// in the TorchScript code of an archive crashes LibTorch 1.13). Archives in zip64 form or with compressed
 /// entries are left to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
-inline void check_zip_integrity(const std::string& bytes, const std::string& shown) {
+/// `names`, when given, receives the names of the entries checked.
+inline void check_zip_integrity(const std::string& bytes, const std::string& shown,
+                                std::vector<std::string>* names = nullptr) {
   const auto u16 = [&](std::size_t at) {
     return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
            static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
@@ -10007,6 +10482,7 @@ inline void check_zip_integrity(const std::string& bytes, const std::string& sho
     const std::uint32_t local = u32(at + 42);
     if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
     const std::string name = bytes.substr(at + 46, name_size);
+    if (names != nullptr) names->push_back(name);
     at += 46 + name_size + header_extra;
     if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
     if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
@@ -10030,7 +10506,19 @@ inline void load_archive_bytes(torch::serialize::InputArchive& archive, const st
                           "so it is not a LibTorch archive (a foreign or corrupted file, " +
                           std::to_string(bytes.size()) + " bytes)");
   }
-  check_zip_integrity(bytes, shown);
+  std::vector<std::string> names;
+  check_zip_integrity(bytes, shown, &names);
+  // A LibTorch archive holds `<name>/constants.pkl`; torch.save's format (volt::save_weights) a data.pkl only.
+  const auto has = [&](const std::string& suffix) {
+    return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
+  };
+  if (has("/data.pkl") && !has("/constants.pkl")) {
+    throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
+                          "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
+                          "checkpoint: load it with volt::load_weights(model, path)");
+  }
   try {
     archive.load_from(bytes.data(), bytes.size(), device);
   } catch (const std::exception& cause) {
@@ -10046,11 +10534,12 @@ inline void load_archive(torch::serialize::InputArchive& archive, const std::fil
   if (!std::filesystem::is_regular_file(path, error)) {
     throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
   }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (!in && !in.eof()) throw CheckpointError("volt: cannot read the checkpoint file " + path.string());
-  load_archive_bytes(archive, std::move(content).str(), path.string(), device);
+  std::string content;
+  if (const int failure = read_file_bytes(path, content); failure != 0) {
+    throw CheckpointError("volt: cannot read the checkpoint file " + path.string() + ": " +
+                          system_error_text(failure));
+  }
+  load_archive_bytes(archive, content, path.string(), device);
 }
 
 /// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
@@ -10121,75 +10610,41 @@ class CheckpointReader {
   std::string shown_;
 };
 
-inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                const std::string& prefix, std::vector<std::string>& problems) {
-  std::set<std::string> expected;
-  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
-    expected.insert(name);
-    torch::Tensor stored;
-    if (!archive.try_read(name, stored, is_buffer)) {
-      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
-    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
-      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
-                         ", model " + shape_text(tensor.sizes()));
-    }
-  };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
-  for (const auto& child : module.named_children()) {
-    expected.insert(child.key());
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) {
-      problems.push_back("missing submodule '" + prefix + child.key() + "'");
-      continue;
-    }
-    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
-  }
-  for (const auto& key : archive.keys()) {
-    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
-  }
-}
-
-/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
-/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
-/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
-inline void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                const std::string& shown) {
-  std::vector<std::string> problems;
-  try {
-    compare_module_keys(model_archive, module, "", problems);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
-  }
-  if (problems.empty()) return;
-  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
-                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
-  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
-  if (problems.size() > 20) message += "; ...";
-  throw CheckpointError(message);
-}
-
 }  // namespace detail
 
 /// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
 /// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
 /// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
 inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
-                                    torch::Device device = torch::kCPU) {
-  torch::serialize::InputArchive archive;
-  detail::load_archive(archive, path, device);
-  const detail::CheckpointReader reader(archive, path.string());
+                                    torch::Device device = torch::kCPU);
+
+namespace detail {
+
+/// load_checkpoint_weights on the bytes of the file `shown` (loaded into `archive`, which the caller may read
+/// further). Throws CheckpointError only.
+inline void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                                      const std::string& shown) {
+  const CheckpointReader reader(archive, shown);
   reader.read_int("volt/format");
   torch::serialize::InputArchive model_archive;
   if (!reader.try_read_archive("model", model_archive)) {
-    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: it has no model");
   }
-  detail::check_model_matches(model_archive, module, path.string());
+  check_model_matches(model_archive, module, shown);
   try {
     module.load(model_archive);
   } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + path.string() + " cannot be loaded: " + cause.what());
+    throw CheckpointError("volt: the model in " + shown + " cannot be loaded: " + cause.what());
   }
+}
+
+}  // namespace detail
+
+inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                    torch::Device device) {
+  torch::serialize::InputArchive archive;
+  detail::load_archive(archive, path, device);
+  detail::load_weights_from_archive(module, archive, path.string());
 }
 
 namespace testing {
@@ -10855,6 +11310,7 @@ inline void save_weights(const StateDict& weights, const std::filesystem::path& 
   const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code error;
   std::filesystem::create_directories(folder, error);
+  detail::remove_stale_temporaries(path);  // left by a write that was killed before its rename
   std::random_device entropy;
   const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
   try {
@@ -11503,6 +11959,12 @@ class MetricStore {
       }
     }
     return out;
+  }
+
+  /// Puts `metrics` (from a checkpoint) into the callback metrics, as they were when it was written; values
+  /// logged since are kept.
+  void restore_callback_metrics(const std::map<std::string, double, std::less<>>& metrics) {
+    for (const auto& [name, value] : metrics) callback_metrics_.try_emplace(name, value);
   }
 
   /// Forgets the values of one phase (e.g. after the sanity check, whose metrics Lightning discards).
@@ -12496,8 +12958,11 @@ class Optimization {
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace volt::detail {
 
@@ -12522,6 +12987,8 @@ struct CheckpointParts {
   TrainerState& state;
   std::function<void(torch::serialize::OutputArchive&)> save_precision;
   std::function<void(torch::serialize::InputArchive&)> load_precision;
+  /// The precision's name ("32-true", "bf16-mixed"...), recorded in the checkpoint and named in errors.
+  std::string_view precision_name{};
   /// Write the weights contiguous (a channels-last run): they are saved as Module::save saves them otherwise.
   bool contiguous_weights = false;
 };
@@ -12535,9 +13002,16 @@ class CheckpointConnector {
   ResumeState resume{};
   /// The CPU generator's state when the current epoch started (its loader shuffled with it).
   torch::Tensor epoch_start_rng{};
+  /// The callback metrics a restored checkpoint held (the last validation's values among them), put back into
+  /// the metric store once the sanity check (which clears it) is over: a resumed run's top-k and every-n-steps
+  /// saves then see what the uninterrupted run saw.
+  std::map<std::string, double, std::less<>> restored_metrics{};
 
   /// A new fit: no resume pending (the position is the loops' to update).
-  void reset() { resume = {}; }
+  void reset() {
+    resume = {};
+    restored_metrics.clear();
+  }
 
   /// Writes the checkpoint at `path` (atomically; on global rank zero only): the weights, and unless
   /// `weights_only` the training state.
@@ -12546,6 +13020,7 @@ class CheckpointConnector {
     torch::serialize::OutputArchive archive;
     archive.write("volt/format", c10::IValue(std::int64_t{1}));
     archive.write("volt/weights_only", c10::IValue(weights_only));
+    archive.write("volt/precision", c10::IValue(std::string(parts.precision_name)));
     torch::serialize::OutputArchive model_archive;
     if (parts.contiguous_weights) {
       save_module_contiguous(parts.module, model_archive);
@@ -12576,6 +13051,16 @@ class CheckpointConnector {
         callback->save_state(callback_archive);
         archive.write(key, callback_archive);
       }
+      std::vector<std::string> metric_names;
+      std::vector<double> metric_values;
+      if (parts.state.metrics_ != nullptr) {
+        for (const auto& [name, value] : parts.state.callback_metrics()) {
+          metric_names.push_back(name);
+          metric_values.push_back(value);
+        }
+      }
+      archive.write("metrics/names", c10::IValue(c10::List<std::string>(metric_names)));
+      archive.write("metrics/values", c10::IValue(c10::List<double>(metric_values)));
       archive.write("rng/cpu", cpu_rng_state(), /*is_buffer=*/true);
       archive.write("rng/cpu_epoch_start", epoch_start_rng.defined() ? epoch_start_rng : cpu_rng_state(),
                     /*is_buffer=*/true);
@@ -12598,6 +13083,23 @@ class CheckpointConnector {
   }
 
  private:
+  /// A checkpoint whose weights are of another dtype than the model's (64-true resumed at 32-true or bf16):
+  /// refused before anything is loaded, naming both precisions.
+  static void check_precision_matches(const CheckpointReader& reader, torch::serialize::InputArchive& model_archive,
+                                      const CheckpointParts& parts) {
+    const auto mismatch = first_dtype_mismatch(model_archive, parts.module);
+    if (!mismatch) return;
+    c10::IValue written;
+    const std::string written_at = reader.archive().try_read("volt/precision", written) && written.isString()
+                                       ? "precision '" + written.toStringRef() + "'"
+                                       : std::string("an unrecorded precision");
+    throw CheckpointError("volt: cannot resume from " + reader.shown() + " at precision '" +
+                          std::string(parts.precision_name) + "': it was written at " + written_at + " ('" +
+                          mismatch->name + "' is " + c10::toString(mismatch->stored) + " there, " +
+                          c10::toString(mismatch->expected) + " here); resume at the precision it was written "
+                          "with");
+  }
+
   void read(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
     torch::serialize::InputArchive archive;
     load_archive(archive, path, device);
@@ -12609,6 +13111,7 @@ class CheckpointConnector {
     if (!reader.try_read_archive("model", model_archive)) {
       throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
     }
+    check_precision_matches(reader, model_archive, parts);
     check_model_matches(model_archive, parts.module, path.string());
     try {
       parts.module.load(model_archive);
@@ -12643,6 +13146,18 @@ class CheckpointConnector {
     for (const auto& [callback, key] : parts.callbacks.state_keys()) {
       torch::serialize::InputArchive callback_archive;
       if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
+    }
+    restored_metrics.clear();
+    if (c10::IValue names, values; reader.archive().try_read("metrics/names", names) &&
+                                   reader.archive().try_read("metrics/values", values)) {  // absent in older checkpoints
+      if (!names.isList() || !values.isDoubleList() || names.toList().size() != values.toDoubleList().size()) {
+        throw CheckpointError("volt: " + path.string() + " is corrupted: its metrics/names and metrics/values differ");
+      }
+      const auto name_list = names.toList();
+      const auto value_list = values.toDoubleList();
+      for (std::size_t i = 0; i < name_list.size(); ++i) {
+        restored_metrics[name_list.get(i).toStringRef()] = value_list.get(i);
+      }
     }
     const torch::Tensor rng = reader.read_tensor("rng/cpu").to(torch::kCPU);
     const torch::Tensor start_rng = reader.read_tensor("rng/cpu_epoch_start").to(torch::kCPU);
@@ -13684,6 +14199,7 @@ class TrainingEpochLoop {
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace volt::detail {
 
@@ -13738,6 +14254,7 @@ class FitLoop {
             epoch_loop.val_loop.sanity_check(parts, *module, val_data);
           }
         }
+        parts.logger.metrics().restore_callback_metrics(std::exchange(parts.checkpoint.restored_metrics, {}));
         call_hook<Hook::on_train_start>(*module, parts.context, callbacks, state);
         while (!done(parts)) {
           advance(parts, *module, train_data, val_data);
@@ -13770,7 +14287,7 @@ class FitLoop {
     return {module, parts.optimization, parts.callbacks, parts.state,
             [&parts](torch::serialize::OutputArchive& archive) { parts.precision.save(archive); },
             [&parts](torch::serialize::InputArchive& archive) { parts.precision.load(archive); },
-            parts.channels_last};
+            Parts::precision_type::name, parts.channels_last};
   }
 
   /// Lightning's fit setup: the state, max_epochs' default, the optimizers, the checkpoint function callbacks

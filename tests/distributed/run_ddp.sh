@@ -2,7 +2,7 @@
 # Multi-process DDP checks on the CPU (Gloo over loopback), one scenario per call:
 #   run_ddp.sh WORKER SCENARIO
 # Scenarios: launcher-{plain,accumulate,clip}, cuda-{plain,accumulate,clip} (NCCL, 2 GPUs), torchrun-{plain,accumulate,clip}, launcher-kill, launcher-throw,
-# launcher-exit, torchrun-kill, torchrun-throw, missing-rank, predict-first, fabric-save-fail, trainer-save,
+# launcher-exit, torchrun-kill, torchrun-throw, missing-rank, missing-host, predict-first, fabric-save-fail, trainer-save,
 # torchrun-buffers. Exits 0 when the scenario behaved as required.
 set -uo pipefail
 worker=$1
@@ -136,8 +136,27 @@ case "$scenario" in
     rc=$?; elapsed=$(( SECONDS - start ))
     [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "exit status $rc"
     grep -q "could not complete the rendezvous at 127.0.0.1:$port within 5 s" "$out" || fail "no rendezvous error"
+    grep -q "1 of 2 processes joined; missing: rank 1" "$out" || fail "the error does not name the missing rank"
+    # While it waits, rank 0 says whom it waits for, where and until when, repeated (every second here).
+    reports=$(grep -c "volt: rank 0 of 2 is waiting at 127.0.0.1:$port for rank 1 (1 of 2 joined), until .* UTC (timeout 5 s)" "$out")
+    [ "$reports" -ge 2 ] && [ "$reports" -le 6 ] || fail "$reports waiting reports, expected 2 to 6"
     [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s"
-    echo "ended with status $rc after ${elapsed}s"; grep error "$out"
+    echo "ended with status $rc after ${elapsed}s, $reports waiting reports"; grep error "$out"
+    ;;
+  missing-host)
+    # Rank 1 alone: rank 0, which hosts the rendezvous, never comes.
+    port=$(free_port)
+    start=$SECONDS
+    clean_env TORCHELASTIC_RUN_ID=volt-test RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      VOLT_DDP_TIMEOUT_S=5 timeout 120 "$worker" equivalence plain > "$out" 2>&1
+    rc=$?; elapsed=$(( SECONDS - start ))
+    [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "exit status $rc"
+    grep -q "rank 0, which hosts the rendezvous, never answered" "$out" || fail "no error naming rank 0"
+    reports=$(grep -c "volt: rank 1 of 2 is waiting for rank 0 to host the rendezvous at 127.0.0.1:$port, until .* UTC (timeout 5 s)" "$out")
+    # Once a second over 5 s, not once per connection attempt.
+    [ "$reports" -ge 2 ] && [ "$reports" -le 6 ] || fail "$reports waiting reports, expected 2 to 6"
+    [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s"
+    echo "ended with status $rc after ${elapsed}s, $reports waiting reports"; grep error "$out"
     ;;
   *) echo "unknown scenario $scenario"; exit 2 ;;
 esac

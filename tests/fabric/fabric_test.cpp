@@ -62,7 +62,8 @@ TEST_CASE("Fabric construction: devices through the Trainer's connector, Fabric'
                              "`num_nodes` must be a positive integer, but got 0.");
   VOLT_CHECK_THROWS_CONTAINS(volt::Fabric<volt::CPU>({.devices = 1, .num_nodes = 2}), std::invalid_argument,
                              "num_nodes=2");
-  VOLT_CHECK_THROWS_CONTAINS(volt::Fabric<volt::CPU>({.devices = -2}), std::invalid_argument, "");
+  VOLT_CHECK_THROWS_CONTAINS(volt::Fabric<volt::CPU>({.devices = -2}), std::invalid_argument,
+                             "`devices` selected with `CPUAccelerator` should be an int > 0.");
   {
     volt::testing::ScopedMachine machine{{.cuda_device_count = 0}};
     VOLT_CHECK_THROWS_CONTAINS(volt::Fabric<volt::CUDA>({.devices = 1}), std::runtime_error,

@@ -25,7 +25,9 @@ void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
 struct SignalModel : volt_test::Regressor {
   std::int64_t signal_at_batch = -1;
   int signal = SIGINT;
+  std::vector<std::int64_t> trained_batches;  // batch_idx of every training step, in order
   torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t batch_idx) {
+    trained_batches.push_back(batch_idx);
     if (batch_idx == signal_at_batch) std::raise(signal);
     return torch::mse_loss(forward(batch.data), batch.target);
   }
@@ -154,11 +156,15 @@ TEST_CASE("SIGINT during fit finishes the step, saves interrupted.ckpt, tears do
     uninterrupted.fit(straight, data);
     CHECK(!uninterrupted.interrupted());
   }
-  torch::manual_seed(11);
+  // Another seed for the resumed model: only the checkpoint can give it the interrupted run's weights.
+  torch::manual_seed(12345);
   auto resumed = std::make_shared<SignalModel>();
+  CHECK_FALSE(parameters_equal(*straight, *resumed));
   volt::Trainer<volt::CPU> again(options, volt::ModelCheckpoint{{.dirpath = dir.path / "b"}});
   again.fit(resumed, data, dir.path / "ckpt" / "interrupted.ckpt");
   CHECK(again.global_step() == 12);
+  // It trained the 8 steps after the interrupted one (epoch 0 from batch 4 on, then epoch 1), not all 12.
+  CHECK(resumed->trained_batches == std::vector<std::int64_t>{4, 5, 0, 1, 2, 3, 4, 5});
   CHECK(parameters_equal(*straight, *resumed));
 }
 

@@ -573,7 +573,7 @@ TEST_CASE("ModelSummary prints Lightning's table and counts") {
                   "Total params") != std::string::npos);
 }
 
-TEST_CASE("callbacks: hooks run in Lightning's order, a bool hook can stop training, state round-trips") {
+TEST_CASE("callbacks: hooks run in Lightning's order, a bool hook can stop training") {
   TempDir dir;
   auto model = std::make_shared<Regressor>();
   auto options = quiet_options(dir);
@@ -591,6 +591,44 @@ TEST_CASE("callbacks: hooks run in Lightning's order, a bool hook can stop train
   CHECK(std::vector<std::string>(order.events->begin(), order.events->begin() + expected_start.size()) ==
         expected_start);
   CHECK(order.events->back() == "teardown");
+}
+
+namespace {
+/// Counts training batches; the count travels through checkpoints.
+struct BatchCounter {
+  std::int64_t batches = 0;
+  std::shared_ptr<std::int64_t> loaded = std::make_shared<std::int64_t>(-1);
+  void on_train_batch_end(volt::TrainerState&, const torch::Tensor&, std::int64_t) { ++batches; }
+  void save_state(torch::serialize::OutputArchive& archive) const { archive.write("batches", c10::IValue(batches)); }
+  void load_state(torch::serialize::InputArchive& archive) {
+    c10::IValue value;
+    archive.read("batches", value);
+    batches = value.toInt();
+    *loaded = batches;
+  }
+};
+}  // namespace
+
+TEST_CASE("callbacks: a callback's state round-trips through a checkpoint") {
+  TempDir dir;
+  auto options = quiet_options(dir);
+  options.max_epochs = 1;
+  const auto path = dir.path / "state.ckpt";
+  {
+    volt::Trainer<volt::CPU> trainer(options, BatchCounter{});
+    auto model = std::make_shared<Regressor>();
+    trainer.fit(model, volt_test::make_batches(3));
+    REQUIRE(trainer.callback<BatchCounter>()->batches == 3);
+    trainer.save_checkpoint(path);
+  }
+  options.max_epochs = 2;
+  volt::Trainer<volt::CPU> resumed(options, BatchCounter{});
+  auto model = std::make_shared<Regressor>();
+  resumed.fit(model, volt_test::make_batches(3), path);
+  const auto* counter = resumed.callback<BatchCounter>();
+  REQUIRE(counter != nullptr);
+  CHECK(*counter->loaded == 3);  // load_state got what save_state wrote
+  CHECK(counter->batches == 6);  // and counted on from there
 }
 
 namespace {

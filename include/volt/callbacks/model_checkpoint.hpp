@@ -3,6 +3,7 @@
 /// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
 #pragma once
 
+#include <volt/callbacks/detail/checkpoint_resume.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 
@@ -14,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -58,7 +60,8 @@ struct ModelCheckpointOptions {
 /// monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on every rank and calls
 /// the Trainer's save on each; only global rank zero deletes the files it replaces. Nothing is saved while
 /// not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping (best paths and
-/// scores) is saved in checkpoints.
+/// scores, its folder) is saved in checkpoints; a fit resumed into another folder restores only
+/// best_model_path and warns (Lightning's rule), so nothing of the earlier run's folder is deleted.
 class ModelCheckpoint {
  public:
   /// Extension of every checkpoint file.
@@ -146,12 +149,14 @@ class ModelCheckpoint {
 
   // ---- hooks -------------------------------------------------------------------------------------
 
-  /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`).
+  /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`), then
+  /// applies the state a resumed checkpoint brought (load_state runs before the folder is known).
   template <class State>
   void setup(State& state) {
     if (dirpath_.empty()) {
       dirpath_ = !options_.dirpath.empty() ? options_.dirpath : state.log_dir() / "checkpoints";
     }
+    if (restored_) apply_restored();
   }
 
   /// Hook after each training batch: saves when every_n_train_steps divides the global step.
@@ -191,31 +196,15 @@ class ModelCheckpoint {
     archive.write("best_k_paths", c10::IValue(c10::List<std::string>(paths)));
     archive.write("best_k_scores", c10::IValue(c10::List<double>(scores)));
     archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
+    archive.write("dirpath", c10::IValue(dirpath_.string()));
+    archive.write("saved_at", c10::IValue(detail::file_clock_now()));
   }
 
-  /// Restores what save_state wrote. Throws what LibTorch's archive throws when a key is missing.
+  /// Reads what save_state wrote; it takes effect once the folder is known (at once when it is, else in
+  /// setup()). Throws what LibTorch's archive throws when a key is missing.
   void load_state(torch::serialize::InputArchive& archive) {
-    c10::IValue value;
-    archive.read("best_model_path", value);
-    best_model_path_ = value.toStringRef();
-    archive.read("last_model_path", value);
-    last_model_path_ = value.toStringRef();
-    archive.read("best_model_score", value);
-    const double score = value.toDouble();
-    best_model_score_ = std::isnan(score) ? std::nullopt : std::optional<double>(score);
-    c10::IValue paths;
-    c10::IValue scores;
-    archive.read("best_k_paths", paths);
-    archive.read("best_k_scores", scores);
-    best_k_models_.clear();
-    const auto path_list = paths.toList();
-    const auto score_list = scores.toDoubleList();
-    for (std::size_t i = 0; i < path_list.size(); ++i) {
-      best_k_models_[path_list.get(i).toStringRef()] = score_list.get(i);
-    }
-    update_kth();
-    archive.read("last_global_step_saved", value);
-    last_global_step_saved_ = value.toInt();
+    restored_ = detail::read_checkpoint_callback_state(archive);
+    if (!dirpath_.empty()) apply_restored();
   }
 
  private:
@@ -262,7 +251,7 @@ class ModelCheckpoint {
   std::filesystem::path unique_path(const std::string& name, const std::filesystem::path& keep) const {
     auto path = dirpath_ / (name + file_extension);
     if (!options_.enable_version_counter) return path;
-    for (int version = 1; std::filesystem::exists(path) && path != keep; ++version) {
+    for (int version = 1; std::filesystem::exists(path) && path != keep && !rewritable_.count(path); ++version) {
       path = dirpath_ / (name + "-v" + std::to_string(version) + file_extension);
     }
     return path;
@@ -274,6 +263,7 @@ class ModelCheckpoint {
     if (!state.save_checkpoint) return true;  // no Trainer behind the state (unit tests): bookkeeping only
     state.save_checkpoint(path, options_.save_weights_only);
     if (!state.last_checkpoint_saved) return false;
+    rewritable_.erase(path);
     last_global_step_saved_ = state.global_step;
     if (options_.verbose && state.is_global_zero) log::info("Epoch " + std::to_string(state.current_epoch) +
                                                             ", global step " + std::to_string(state.global_step) +
@@ -376,6 +366,23 @@ class ModelCheckpoint {
     last_model_path_ = path;
   }
 
+  /// Lightning's load_state_dict once the folder is known (another folder: only best_model_path is restored).
+  void apply_restored() {
+    auto restored = std::move(*restored_);
+    restored_.reset();
+    if (restored.dirpath.empty() || detail::same_checkpoint_folder(restored.dirpath, dirpath_)) {
+      best_model_score_ = restored.best_model_score;
+      last_model_path_ = restored.last_model_path;
+      best_k_models_ = restored.best_k_models;
+      last_global_step_saved_ = restored.last_global_step_saved;
+      update_kth();
+      rewritable_ = detail::files_written_after(dirpath_, restored);
+    } else {
+      log::warn(detail::dirpath_changed_warning(restored.dirpath, dirpath_));
+    }
+    best_model_path_ = restored.best_model_path;
+  }
+
   ModelCheckpointOptions options_;
   std::int64_t every_n_train_steps_ = 0;
   std::int64_t every_n_epochs_ = 1;
@@ -386,6 +393,8 @@ class ModelCheckpoint {
   std::map<std::filesystem::path, double> best_k_models_{};
   double kth_value_ = 0;
   std::int64_t last_global_step_saved_ = -1;
+  std::optional<detail::CheckpointCallbackState> restored_{};
+  std::set<std::filesystem::path> rewritable_{};  // written after the resumed checkpoint by an interrupted attempt
 };
 
 }  // namespace volt

@@ -12,8 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <ios>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #if !defined(_WIN32)
 #include <fcntl.h>
@@ -46,7 +49,50 @@ struct FileWriteFault {
   int error = 0;
 };
 
+/// The name of a temporary file for writing `path` atomically: `.<name>.tmp<random>` in the same folder.
+inline bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target) {
+  const std::string prefix = "." + target.filename().string() + ".tmp";
+  const std::string name = candidate.filename().string();
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// Removes the temporary files `.<name>.tmp<digits>` that an earlier write of `target` left when its process
+/// was killed before the rename (only one process writes a given target; best effort, errors are ignored).
+inline void remove_stale_temporaries(const std::filesystem::path& target) {
+  const auto folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::vector<std::filesystem::path> stale;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    if (is_temporary_of(entry.path(), target)) stale.push_back(entry.path());
+  }
+  for (const auto& path : stale) std::filesystem::remove(path, error);
+}
+
 #if !defined(_WIN32)
+
+/// Reads the whole file at `path` into `out`. Returns 0, or the system error (errno) of the open or read that
+/// failed. Never throws (except std::bad_alloc).
+inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
+  out.clear();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  char buffer[1 << 16];
+  for (;;) {
+    const ::ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      return error;
+    }
+    if (got == 0) break;
+    out.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(fd);
+  return 0;
+}
 
 /// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
 /// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
@@ -96,6 +142,14 @@ inline void fsync_folder(const std::filesystem::path& folder) {
 }
 
 #else
+
+/// Reads the whole file at `path` into `out`; returns 0, or EIO when the stream failed.
+inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return errno != 0 ? errno : EIO;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return in.bad() ? EIO : 0;
+}
 
 /// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
 /// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is

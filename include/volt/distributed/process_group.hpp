@@ -14,6 +14,7 @@
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 #include <volt/distributed/environment.hpp>
+#include <volt/distributed/rendezvous.hpp>
 #include <volt/strategies/strategy.hpp>
 
 #include <torch/torch.h>
@@ -92,7 +93,6 @@ class ProcessGroup {
     options.port = static_cast<std::uint16_t>(environment.main_port);
     options.isServer = environment.global_rank == 0;
     options.numWorkers = static_cast<std::size_t>(environment.world_size);
-    options.waitWorkers = true;
     options.timeout = timeout;
     const std::string where = environment.main_address + ":" + std::to_string(environment.main_port);
     const auto rendezvous_error = [&](const std::string& why) {
@@ -102,18 +102,8 @@ class ProcessGroup {
                               " processes started, and is the address reachable?): " + why);
     };
     try {
-      store_ = c10::make_intrusive<c10d::TCPStore>(environment.main_address, options);
-      // Every rank checks in and waits for the others, so a missing rank is reported here, by name of the
-      // rendezvous, rather than by whichever backend call happens to time out first.
-      store_->add("volt/joined", 1);
-      const auto deadline = std::chrono::steady_clock::now() + timeout;
-      while (store_->add("volt/joined", 0) < size_) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          throw rendezvous_error(std::to_string(store_->add("volt/joined", 0)) + " of " + std::to_string(size_) +
-                                 " processes joined");
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
+      store_ = detail::join_rendezvous(environment, options, timeout,
+                                       [&](const std::string& why) { throw rendezvous_error(why); });
     } catch (const DistributedError&) {
       throw;
     } catch (const std::exception& error) {

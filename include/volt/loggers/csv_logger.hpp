@@ -65,20 +65,21 @@ class CSVLogger : public Logger {
   /// std::runtime_error when the file cannot be written.
   void log_hyperparams(const std::map<std::string, std::string>& params) override {
     ensure_dir();
-    std::ofstream out(log_dir() / "hparams.yaml");
+    std::ostringstream out;
     for (const auto& [key, value] : params) out << key << ": " << value << '\n';
     if (params.empty()) out << "{}\n";
-    if (!out) throw std::runtime_error("volt: cannot write " + (log_dir() / "hparams.yaml").string());
+    detail::write_log_file_atomically(log_dir() / "hparams.yaml", out.str());
   }
 
-  /// Writes the rows not yet on disk (the whole file when the header grew).
+  /// Writes the rows not yet on disk (the whole file, atomically, when the header grew). Throws
+  /// std::runtime_error naming the file and the system error when the write fails (e.g. a full disk); the file
+  /// then holds the rows written before, and the rows stay buffered.
   void save() override {
     if (rows_.size() == written_rows_ && !header_changed_) return;
     ensure_dir();
     const auto path = log_dir() / "metrics.csv";
     const bool rewrite = header_changed_ || written_rows_ == 0;
-    std::ofstream out(path, rewrite ? std::ios::trunc : std::ios::app);
-    if (!out) throw std::runtime_error("volt: cannot write " + path.string());
+    std::ostringstream out;
     out << std::setprecision(std::numeric_limits<double>::max_digits10);
     if (rewrite) {
       out << "step";
@@ -94,6 +95,11 @@ class CSVLogger : public Logger {
         if (cell) out << *cell;
       }
       out << '\n';
+    }
+    if (rewrite) {
+      detail::write_log_file_atomically(path, out.str());
+    } else {
+      detail::append_log_file(path, out.str());
     }
     written_rows_ = rows_.size();
     header_changed_ = false;

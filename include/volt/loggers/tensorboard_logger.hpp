@@ -14,6 +14,7 @@
 #include <volt/loggers/logger.hpp>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -261,10 +263,10 @@ class TensorBoardLogger : public Logger {
     std::filesystem::create_directories(log_dir());
     const auto yaml = log_dir() / "hparams.yaml";
     {
-      std::ofstream out(yaml);
+      std::ostringstream out;
       for (const auto& [key, value] : params) out << key << ": " << value << '\n';
       if (params.empty()) out << "{}\n";
-      if (!out) throw std::runtime_error("volt: cannot write " + yaml.string());
+      detail::write_log_file_atomically(yaml, out.str());
     }
     if (options_.default_hp_metric) log_metrics({{"hp_metric", -1.0}}, 0);
     detail::tensorboard::ProtoWriter summary;
@@ -276,15 +278,19 @@ class TensorBoardLogger : public Logger {
   /// Flushes the event file to the operating system.
   void save() override {
     if (!out_.is_open()) return;
+    errno = 0;
     out_.flush();
-    if (!out_) throw std::runtime_error("volt: cannot write the TensorBoard event file " + event_file_.string());
+    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
   }
 
   /// Flushes and closes the event file (the status is not recorded). Throws std::runtime_error when the flush
   /// fails.
   void finalize(const std::string& /*status*/) override {
     save();
-    if (out_.is_open()) out_.close();
+    if (!out_.is_open()) return;
+    errno = 0;
+    out_.close();
+    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
   }
 
  private:
@@ -316,8 +322,9 @@ class TensorBoardLogger : public Logger {
 
   void write_record(const std::string& payload) {
     const std::string record = detail::tensorboard::tfrecord(payload);
+    errno = 0;
     out_.write(record.data(), static_cast<std::streamsize>(record.size()));
-    if (!out_) throw std::runtime_error("volt: cannot write the TensorBoard event file " + event_file_.string());
+    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
   }
 
   TensorBoardLoggerOptions options_;

@@ -286,6 +286,24 @@ struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
 struct FP16True : detail::TruePrecision<c10::ScalarType::Half> {
   /// Lightning's precision name, used in messages and by the command line.
   static constexpr std::string_view name = "16-true";
+
+  /// On a CPU: checks that this LibTorch multiplies float16 matrices there (LibTorch 1.13 does not) and throws
+  /// MisconfigurationError naming the precision and what to use instead, so the run is refused at set-up
+  /// rather than at its first forward. Other devices: nothing to check.
+  void setup(torch::Device root_device) {
+    if (!root_device.is_cpu()) return;
+    try {
+      const auto probe = torch::ones({2, 2}, torch::TensorOptions().dtype(torch::kHalf));
+      (void)torch::addmm(probe, probe, probe);
+    } catch (const std::exception& error) {
+      std::string reason = error.what();
+      reason = reason.substr(0, reason.find('\n'));
+      throw MisconfigurationError("volt: precision '16-true' on the CPU needs float16 matrix multiplication, "
+                                  "which this LibTorch (" + std::string(compat::torch_version_string) +
+                                  ") does not have on the CPU (" + reason +
+                                  "); use 'bf16-true', 'bf16-mixed' or '32-true' on the CPU, or train on a GPU");
+    }
+  }
 };
 
 /// "bf16-true": model, floating inputs and new tensors in bfloat16 (Lightning's HalfPrecision).

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <volt/core/files.hpp>
+#include <volt/serialization/detail/model_match.hpp>
 
 #include <torch/torch.h>
 
@@ -22,7 +23,9 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -34,11 +37,6 @@
 
 namespace volt {
 
-/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
-class CheckpointError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 namespace detail {
 
@@ -49,11 +47,6 @@ inline std::atomic<int> checkpoint_write_fault_errno{0};
 
 inline std::string system_error_text(int error) { return std::generic_category().message(error); }
 
-inline std::string shape_text(c10::IntArrayRef sizes) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
 
 /// Writes `bytes` to a new file at `path` and flushes it to disk (detail::write_file_durably, with the test
 /// fault of ScopedCheckpointWriteFault). Throws CheckpointError (naming `shown` and the system error) on any
@@ -82,7 +75,8 @@ inline void write_file_synced(const std::filesystem::path& path, const std::stri
 
 /// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
 /// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
-/// and the system error (e.g. "No space left on device").
+/// and the system error (e.g. "No space left on device"). Temporary files of `path` left by a killed
+/// earlier write are removed first.
 inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
   const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code error;
@@ -97,6 +91,7 @@ inline void save_archive_atomically(torch::serialize::OutputArchive& archive, co
     throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
   }
   const std::string bytes = std::move(buffer).str();
+  remove_stale_temporaries(path);  // left by a write that was killed before its rename
   std::random_device entropy;
   const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
   try {
@@ -132,7 +127,9 @@ inline std::uint32_t crc32(const char* data, std::size_t size) {
 /// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
 /// in the TorchScript code of an archive crashes LibTorch 1.13). Archives in zip64 form or with compressed
 /// entries are left to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
-inline void check_zip_integrity(const std::string& bytes, const std::string& shown) {
+/// `names`, when given, receives the names of the entries checked.
+inline void check_zip_integrity(const std::string& bytes, const std::string& shown,
+                                std::vector<std::string>* names = nullptr) {
   const auto u16 = [&](std::size_t at) {
     return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
            static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
@@ -170,6 +167,7 @@ inline void check_zip_integrity(const std::string& bytes, const std::string& sho
     const std::uint32_t local = u32(at + 42);
     if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
     const std::string name = bytes.substr(at + 46, name_size);
+    if (names != nullptr) names->push_back(name);
     at += 46 + name_size + header_extra;
     if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
     if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
@@ -193,7 +191,19 @@ inline void load_archive_bytes(torch::serialize::InputArchive& archive, const st
                           "so it is not a LibTorch archive (a foreign or corrupted file, " +
                           std::to_string(bytes.size()) + " bytes)");
   }
-  check_zip_integrity(bytes, shown);
+  std::vector<std::string> names;
+  check_zip_integrity(bytes, shown, &names);
+  // A LibTorch archive holds `<name>/constants.pkl`; torch.save's format (volt::save_weights) a data.pkl only.
+  const auto has = [&](const std::string& suffix) {
+    return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
+  };
+  if (has("/data.pkl") && !has("/constants.pkl")) {
+    throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
+                          "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
+                          "checkpoint: load it with volt::load_weights(model, path)");
+  }
   try {
     archive.load_from(bytes.data(), bytes.size(), device);
   } catch (const std::exception& cause) {
@@ -209,11 +219,12 @@ inline void load_archive(torch::serialize::InputArchive& archive, const std::fil
   if (!std::filesystem::is_regular_file(path, error)) {
     throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
   }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (!in && !in.eof()) throw CheckpointError("volt: cannot read the checkpoint file " + path.string());
-  load_archive_bytes(archive, std::move(content).str(), path.string(), device);
+  std::string content;
+  if (const int failure = read_file_bytes(path, content); failure != 0) {
+    throw CheckpointError("volt: cannot read the checkpoint file " + path.string() + ": " +
+                          system_error_text(failure));
+  }
+  load_archive_bytes(archive, content, path.string(), device);
 }
 
 /// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
@@ -284,75 +295,41 @@ class CheckpointReader {
   std::string shown_;
 };
 
-inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                const std::string& prefix, std::vector<std::string>& problems) {
-  std::set<std::string> expected;
-  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
-    expected.insert(name);
-    torch::Tensor stored;
-    if (!archive.try_read(name, stored, is_buffer)) {
-      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
-    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
-      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
-                         ", model " + shape_text(tensor.sizes()));
-    }
-  };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
-  for (const auto& child : module.named_children()) {
-    expected.insert(child.key());
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) {
-      problems.push_back("missing submodule '" + prefix + child.key() + "'");
-      continue;
-    }
-    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
-  }
-  for (const auto& key : archive.keys()) {
-    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
-  }
-}
-
-/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
-/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
-/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
-inline void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                const std::string& shown) {
-  std::vector<std::string> problems;
-  try {
-    compare_module_keys(model_archive, module, "", problems);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
-  }
-  if (problems.empty()) return;
-  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
-                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
-  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
-  if (problems.size() > 20) message += "; ...";
-  throw CheckpointError(message);
-}
-
 }  // namespace detail
 
 /// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
 /// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
 /// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
 inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
-                                    torch::Device device = torch::kCPU) {
-  torch::serialize::InputArchive archive;
-  detail::load_archive(archive, path, device);
-  const detail::CheckpointReader reader(archive, path.string());
+                                    torch::Device device = torch::kCPU);
+
+namespace detail {
+
+/// load_checkpoint_weights on the bytes of the file `shown` (loaded into `archive`, which the caller may read
+/// further). Throws CheckpointError only.
+inline void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                                      const std::string& shown) {
+  const CheckpointReader reader(archive, shown);
   reader.read_int("volt/format");
   torch::serialize::InputArchive model_archive;
   if (!reader.try_read_archive("model", model_archive)) {
-    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: it has no model");
   }
-  detail::check_model_matches(model_archive, module, path.string());
+  check_model_matches(model_archive, module, shown);
   try {
     module.load(model_archive);
   } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + path.string() + " cannot be loaded: " + cause.what());
+    throw CheckpointError("volt: the model in " + shown + " cannot be loaded: " + cause.what());
   }
+}
+
+}  // namespace detail
+
+inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                    torch::Device device) {
+  torch::serialize::InputArchive archive;
+  detail::load_archive(archive, path, device);
+  detail::load_weights_from_archive(module, archive, path.string());
 }
 
 namespace testing {

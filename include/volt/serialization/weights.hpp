@@ -119,6 +119,7 @@ inline void save_weights(const StateDict& weights, const std::filesystem::path& 
   const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code error;
   std::filesystem::create_directories(folder, error);
+  detail::remove_stale_temporaries(path);  // left by a write that was killed before its rename
   std::random_device entropy;
   const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
   try {

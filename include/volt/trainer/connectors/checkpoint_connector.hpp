@@ -16,8 +16,11 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace volt::detail {
 
@@ -42,6 +45,8 @@ struct CheckpointParts {
   TrainerState& state;
   std::function<void(torch::serialize::OutputArchive&)> save_precision;
   std::function<void(torch::serialize::InputArchive&)> load_precision;
+  /// The precision's name ("32-true", "bf16-mixed"...), recorded in the checkpoint and named in errors.
+  std::string_view precision_name{};
   /// Write the weights contiguous (a channels-last run): they are saved as Module::save saves them otherwise.
   bool contiguous_weights = false;
 };
@@ -55,9 +60,16 @@ class CheckpointConnector {
   ResumeState resume{};
   /// The CPU generator's state when the current epoch started (its loader shuffled with it).
   torch::Tensor epoch_start_rng{};
+  /// The callback metrics a restored checkpoint held (the last validation's values among them), put back into
+  /// the metric store once the sanity check (which clears it) is over: a resumed run's top-k and every-n-steps
+  /// saves then see what the uninterrupted run saw.
+  std::map<std::string, double, std::less<>> restored_metrics{};
 
   /// A new fit: no resume pending (the position is the loops' to update).
-  void reset() { resume = {}; }
+  void reset() {
+    resume = {};
+    restored_metrics.clear();
+  }
 
   /// Writes the checkpoint at `path` (atomically; on global rank zero only): the weights, and unless
   /// `weights_only` the training state.
@@ -66,6 +78,7 @@ class CheckpointConnector {
     torch::serialize::OutputArchive archive;
     archive.write("volt/format", c10::IValue(std::int64_t{1}));
     archive.write("volt/weights_only", c10::IValue(weights_only));
+    archive.write("volt/precision", c10::IValue(std::string(parts.precision_name)));
     torch::serialize::OutputArchive model_archive;
     if (parts.contiguous_weights) {
       save_module_contiguous(parts.module, model_archive);
@@ -96,6 +109,16 @@ class CheckpointConnector {
         callback->save_state(callback_archive);
         archive.write(key, callback_archive);
       }
+      std::vector<std::string> metric_names;
+      std::vector<double> metric_values;
+      if (parts.state.metrics_ != nullptr) {
+        for (const auto& [name, value] : parts.state.callback_metrics()) {
+          metric_names.push_back(name);
+          metric_values.push_back(value);
+        }
+      }
+      archive.write("metrics/names", c10::IValue(c10::List<std::string>(metric_names)));
+      archive.write("metrics/values", c10::IValue(c10::List<double>(metric_values)));
       archive.write("rng/cpu", cpu_rng_state(), /*is_buffer=*/true);
       archive.write("rng/cpu_epoch_start", epoch_start_rng.defined() ? epoch_start_rng : cpu_rng_state(),
                     /*is_buffer=*/true);
@@ -118,6 +141,23 @@ class CheckpointConnector {
   }
 
  private:
+  /// A checkpoint whose weights are of another dtype than the model's (64-true resumed at 32-true or bf16):
+  /// refused before anything is loaded, naming both precisions.
+  static void check_precision_matches(const CheckpointReader& reader, torch::serialize::InputArchive& model_archive,
+                                      const CheckpointParts& parts) {
+    const auto mismatch = first_dtype_mismatch(model_archive, parts.module);
+    if (!mismatch) return;
+    c10::IValue written;
+    const std::string written_at = reader.archive().try_read("volt/precision", written) && written.isString()
+                                       ? "precision '" + written.toStringRef() + "'"
+                                       : std::string("an unrecorded precision");
+    throw CheckpointError("volt: cannot resume from " + reader.shown() + " at precision '" +
+                          std::string(parts.precision_name) + "': it was written at " + written_at + " ('" +
+                          mismatch->name + "' is " + c10::toString(mismatch->stored) + " there, " +
+                          c10::toString(mismatch->expected) + " here); resume at the precision it was written "
+                          "with");
+  }
+
   void read(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
     torch::serialize::InputArchive archive;
     load_archive(archive, path, device);
@@ -129,6 +169,7 @@ class CheckpointConnector {
     if (!reader.try_read_archive("model", model_archive)) {
       throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
     }
+    check_precision_matches(reader, model_archive, parts);
     check_model_matches(model_archive, parts.module, path.string());
     try {
       parts.module.load(model_archive);
@@ -163,6 +204,18 @@ class CheckpointConnector {
     for (const auto& [callback, key] : parts.callbacks.state_keys()) {
       torch::serialize::InputArchive callback_archive;
       if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
+    }
+    restored_metrics.clear();
+    if (c10::IValue names, values; reader.archive().try_read("metrics/names", names) &&
+                                   reader.archive().try_read("metrics/values", values)) {  // absent in older checkpoints
+      if (!names.isList() || !values.isDoubleList() || names.toList().size() != values.toDoubleList().size()) {
+        throw CheckpointError("volt: " + path.string() + " is corrupted: its metrics/names and metrics/values differ");
+      }
+      const auto name_list = names.toList();
+      const auto value_list = values.toDoubleList();
+      for (std::size_t i = 0; i < name_list.size(); ++i) {
+        restored_metrics[name_list.get(i).toStringRef()] = value_list.get(i);
+      }
     }
     const torch::Tensor rng = reader.read_tensor("rng/cpu").to(torch::kCPU);
     const torch::Tensor start_rng = reader.read_tensor("rng/cpu_epoch_start").to(torch::kCPU);

@@ -226,6 +226,12 @@ class MetricStore {
     return out;
   }
 
+  /// Puts `metrics` (from a checkpoint) into the callback metrics, as they were when it was written; values
+  /// logged since are kept.
+  void restore_callback_metrics(const std::map<std::string, double, std::less<>>& metrics) {
+    for (const auto& [name, value] : metrics) callback_metrics_.try_emplace(name, value);
+  }
+
   /// Forgets the values of one phase (e.g. after the sanity check, whose metrics Lightning discards).
   void discard(MetricPhase phase) {
     std::erase_if(entries_, [phase](const MetricEntry& entry) { return entry.phase == phase; });

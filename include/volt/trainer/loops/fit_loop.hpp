@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace volt::detail {
 
@@ -82,6 +83,7 @@ class FitLoop {
             epoch_loop.val_loop.sanity_check(parts, *module, val_data);
           }
         }
+        parts.logger.metrics().restore_callback_metrics(std::exchange(parts.checkpoint.restored_metrics, {}));
         call_hook<Hook::on_train_start>(*module, parts.context, callbacks, state);
         while (!done(parts)) {
           advance(parts, *module, train_data, val_data);
@@ -114,7 +116,7 @@ class FitLoop {
     return {module, parts.optimization, parts.callbacks, parts.state,
             [&parts](torch::serialize::OutputArchive& archive) { parts.precision.save(archive); },
             [&parts](torch::serialize::InputArchive& archive) { parts.precision.load(archive); },
-            parts.channels_last};
+            Parts::precision_type::name, parts.channels_last};
   }
 
   /// Lightning's fit setup: the state, max_epochs' default, the optimizers, the checkpoint function callbacks
