@@ -47,7 +47,10 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #if __has_include(<torch/mps.h>)
 #include <torch/mps.h>
@@ -323,6 +326,40 @@ inline void mps_empty_cache() {
 
 /// True where LibTorch has ReduceLROnPlateauScheduler (LibTorch 2.0 and later).
 inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
+
+// ---------------------------------------------------------------------------------------------------
+// Tensor dtypes: the float8 types came in LibTorch 2.1 (e5m2, e4m3fn) and 2.2 (the fnuz pair), the unsigned
+// 16/32/64-bit integers in 2.3, float8_e8m0fnu in 2.7, float4_e2m1fn_x2 in 2.8.
+
+/// The ScalarType named `name` (c10's spelling: "Float", "BFloat16", "Float8_e4m3fn", "UInt16", ...), or
+/// nullopt where this LibTorch has no such type. Covers the types file formats exchange (volt/serialization).
+inline std::optional<c10::ScalarType> scalar_type_named(std::string_view name) {
+  using S = c10::ScalarType;
+  static const std::pair<std::string_view, S> known[] = {
+      {"Bool", S::Bool},     {"Byte", S::Byte},         {"Char", S::Char},     {"Short", S::Short},
+      {"Int", S::Int},       {"Long", S::Long},         {"Half", S::Half},     {"BFloat16", S::BFloat16},
+      {"Float", S::Float},   {"Double", S::Double},     {"ComplexFloat", S::ComplexFloat},
+#if VOLT_TORCH_VERSION >= 20100
+      {"Float8_e5m2", S::Float8_e5m2},                  {"Float8_e4m3fn", S::Float8_e4m3fn},
+#endif
+#if VOLT_TORCH_VERSION >= 20200
+      {"Float8_e5m2fnuz", S::Float8_e5m2fnuz},          {"Float8_e4m3fnuz", S::Float8_e4m3fnuz},
+#endif
+#if VOLT_TORCH_VERSION >= 20300
+      {"UInt16", S::UInt16}, {"UInt32", S::UInt32},     {"UInt64", S::UInt64},
+#endif
+#if VOLT_TORCH_VERSION >= 20700
+      {"Float8_e8m0fnu", S::Float8_e8m0fnu},
+#endif
+#if VOLT_TORCH_VERSION >= 20800
+      {"Float4_e2m1fn_x2", S::Float4_e2m1fn_x2},
+#endif
+  };
+  for (const auto& [known_name, type] : known) {
+    if (known_name == name) return type;
+  }
+  return std::nullopt;
+}
 
 }  // namespace volt::compat
 
@@ -7846,12 +7883,1848 @@ class CallbackList {
 /// volt::ModelCheckpoint: save checkpoints periodically and keep the best k by a monitored metric
 /// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
 
+// ---- begin volt/serialization/safetensors.hpp
+/// \file
+/// volt::save_safetensors / volt::load_safetensors: weights in the safetensors format (Hugging Face's), read
+/// and written by Python's `safetensors` package (`safetensors.torch.save_file` / `load_file`).
+///
+/// ```
+/// volt::save_safetensors(model, "model.safetensors", {{"format", "pt"}});
+/// volt::load_safetensors(model, "model.safetensors");              // strict: every key, every shape
+/// auto file = volt::load_safetensors("model.safetensors");        // tensors + metadata, memory-mapped
+/// ```
+///
+/// The file: 8 bytes holding the header's length N (unsigned, little-endian), N bytes of a JSON object (each
+/// tensor's `dtype`, `shape` and `data_offsets` [begin, end) into the data; an optional `__metadata__` map of
+/// strings to strings; spaces pad it to a multiple of 8 bytes), then the tensors' bytes, row-major and
+/// little-endian, one after the other. volt writes the same bytes as Python's package for the same tensors
+/// (tensors ordered by dtype, then name; `__metadata__` keys sorted, where Python's order varies from run to
+/// run). The header is untrusted input: every length and offset is checked before any tensor is built
+/// (volt/serialization/detail/safetensors_header.hpp says what the JSON reader accepts).
+
+// ---- begin volt/core/files.hpp
+/// \file
+/// Durable file writes: write a file (from one buffer or several pieces) and flush it to disk, flush a
+/// folder's entries to disk. The one place with the platform code for it (POSIX open/write/fsync; on Windows a plain stream write without flushes).
+/// Checkpoints (volt/serialization/checkpoint_io.hpp) and weights files (volt/serialization/weights.hpp)
+/// write a temporary file with these, then rename it over the target.
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <ios>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+
+namespace volt::detail {
+
+/// The step of write_file_durably() that failed.
+enum class FileWriteStage {
+  create,  ///< the file could not be created or opened (POSIX open)
+  write,   ///< a write failed part-way (FileWriteFailure::written says how far it got)
+  flush,   ///< the data could not be flushed to disk (fsync)
+  close,   ///< closing the file failed
+  stream,  ///< the stream write of the Windows fallback failed (no system error is known)
+};
+
+/// Why write_file_durably() failed: the step, the system error (errno; 0 for FileWriteStage::stream) and the
+/// bytes written before the failure.
+struct FileWriteFailure {
+  FileWriteStage stage = FileWriteStage::create;
+  int error = 0;
+  std::size_t written = 0;
+};
+
+/// A failure to inject in tests: the write fails with `error` once `after_bytes` bytes are written; a
+/// negative `after_bytes` (the default) injects nothing. Honoured by the POSIX path only.
+struct FileWriteFault {
+  std::int64_t after_bytes = -1;
+  int error = 0;
+};
+
+#if !defined(_WIN32)
+
+/// Writes the concatenation of `pieces` to a new file at `path` (created or truncated, mode 0644) and flushes
+/// it to disk; a file too large to assemble in memory is written piece by piece. Returns std::nullopt on
+/// success, else what failed (FileWriteFailure::written counts bytes over all pieces); the caller removes the
+/// partial file. Never throws.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path,
+                                                          const std::vector<std::string_view>& pieces,
+                                                          FileWriteFault fault = {}) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return FileWriteFailure{FileWriteStage::create, errno, 0};
+  const auto fail = [fd](FileWriteStage stage, int error, std::size_t written) {
+    ::close(fd);
+    return FileWriteFailure{stage, error, written};
+  };
+  std::size_t written = 0;
+  for (const std::string_view bytes : pieces) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      std::size_t chunk = std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 20);
+      if (fault.after_bytes >= 0) {
+        if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
+        chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
+      }
+      const ::ssize_t result = ::write(fd, bytes.data() + done, chunk);
+      if (result < 0) {
+        if (errno == EINTR) continue;
+        return fail(FileWriteStage::write, errno, written);
+      }
+      done += static_cast<std::size_t>(result);
+      written += static_cast<std::size_t>(result);
+    }
+  }
+  if (::fsync(fd) != 0) return fail(FileWriteStage::flush, errno, written);
+  if (::close(fd) != 0) return FileWriteFailure{FileWriteStage::close, errno, written};
+  return std::nullopt;
+}
+
+/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
+/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+                                                          FileWriteFault fault = {}) {
+  const std::string_view piece(bytes);
+  return write_file_durably(path, std::vector<std::string_view>{piece}, fault);
+}
+
+/// Flushes the file at `path` (already written and closed) to disk. Best effort: a file that cannot be
+/// opened or flushed is left as it is, silently.
+inline void fsync_file(const std::filesystem::path& path) {
+  if (const int fd = ::open(path.c_str(), O_RDONLY); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+/// Flushes the entries of `folder` (a rename just done in it) to disk. Best effort: some file systems refuse
+/// fsync on folders, and the rename itself is already done.
+inline void fsync_folder(const std::filesystem::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+#else
+
+/// Writes the concatenation of `pieces` to a new file at `path` with a stream (no flush to disk on this
+/// platform). Returns std::nullopt on success, else FileWriteStage::stream; the caller removes the partial
+/// file. The fault is not honoured here.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path,
+                                                          const std::vector<std::string_view>& pieces,
+                                                          FileWriteFault /*fault*/ = {}) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (const std::string_view bytes : pieces) out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
+  return std::nullopt;
+}
+
+/// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
+/// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is
+/// not honoured here.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+                                                          FileWriteFault fault = {}) {
+  const std::string_view piece(bytes);
+  return write_file_durably(path, std::vector<std::string_view>{piece}, fault);
+}
+
+/// Does nothing on this platform.
+inline void fsync_file(const std::filesystem::path& /*path*/) {}
+
+/// Does nothing on this platform.
+inline void fsync_folder(const std::filesystem::path& /*folder*/) {}
+
+#endif
+
+}  // namespace volt::detail
+// ---- end volt/core/files.hpp
+// ---- begin volt/core/mapped_file.hpp
+/// \file
+/// A whole file in memory for reading: memory-mapped where the platform allows it (POSIX mmap, private
+/// copy-on-write pages: writes through the mapping change memory, never the file), else read into a buffer.
+/// The one place with the platform code for it. safetensors loading (volt/serialization/safetensors.hpp)
+/// builds tensors over it without copying.
+
+#include <cerrno>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <ios>
+#include <iterator>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
+
+namespace volt::detail {
+
+/// The bytes of one file, read-only to its owner and kept alive by std::shared_ptr (tensors built over it
+/// hold one). Not copyable.
+class MappedFile {
+ public:
+  /// Maps `path` (or, with `map` false or where mmap is not available, reads it into memory). Throws
+  /// std::runtime_error naming the file and the system error when it cannot be opened, examined or mapped.
+  static std::shared_ptr<MappedFile> open(const std::filesystem::path& path, bool map = true) {
+    auto file = std::shared_ptr<MappedFile>(new MappedFile());
+#if !defined(_WIN32)
+    if (map) {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) throw failure("cannot open", path, errno);
+      struct ::stat info {};
+      if (::fstat(fd, &info) != 0) {
+        const int error = errno;
+        ::close(fd);
+        throw failure("cannot examine", path, error);
+      }
+      if (!S_ISREG(info.st_mode)) {
+        ::close(fd);
+        throw std::runtime_error(path.string() + " is not a regular file");
+      }
+      file->size_ = static_cast<std::size_t>(info.st_size);
+      if (file->size_ > 0) {
+        void* address = ::mmap(nullptr, file->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        if (address == MAP_FAILED) {
+          const int error = errno;
+          ::close(fd);
+          throw failure("cannot memory-map", path, error);
+        }
+        file->mapping_ = address;
+        file->data_ = static_cast<char*>(address);
+      }
+      ::close(fd);  // the mapping stays valid without the descriptor
+      return file;
+    }
+#else
+    (void)map;
+#endif
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw failure("cannot open", path, errno);
+    file->buffer_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) throw failure("cannot read", path, errno);
+    file->data_ = file->buffer_.data();
+    file->size_ = file->buffer_.size();
+    return file;
+  }
+
+  /// Holds a copy of `bytes` (for tests and fuzzing: the same code path without a file).
+  static std::shared_ptr<MappedFile> from_bytes(std::string bytes) {
+    auto file = std::shared_ptr<MappedFile>(new MappedFile());
+    file->buffer_ = std::move(bytes);
+    file->data_ = file->buffer_.data();
+    file->size_ = file->buffer_.size();
+    return file;
+  }
+
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile() {
+#if !defined(_WIN32)
+    if (mapping_ != nullptr) ::munmap(mapping_, size_);
+#endif
+  }
+
+  /// The first byte (nullptr for an empty file). Writable: mapped pages are private copies on write.
+  char* data() const { return data_; }
+  /// The file's size in bytes.
+  std::size_t size() const { return size_; }
+  /// Whether the bytes are memory-mapped (false: read into memory).
+  bool mapped() const { return mapping_ != nullptr; }
+
+ private:
+  MappedFile() = default;
+
+  static std::runtime_error failure(const char* what, const std::filesystem::path& path, int error) {
+    return std::runtime_error(std::string(what) + " " + path.string() + ": " + std::generic_category().message(error));
+  }
+
+  void* mapping_ = nullptr;
+  char* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::string buffer_{};
+};
+
+}  // namespace volt::detail
+// ---- end volt/core/mapped_file.hpp
+// ---- begin volt/serialization/detail/safetensors_header.hpp
+/// \file
+/// The safetensors header: its dtype names, the checks of every length and offset, and the writer of the
+/// header Python's `safetensors` package writes. The JSON itself: volt/serialization/detail/safetensors_json.hpp.
+///
+/// What the checks accept beyond the JSON reader: a top-level object starting with '{', a null
+/// `__metadata__` (string values only), unknown members of a tensor entry skipped; refused: duplicate keys,
+/// text after the object other than whitespace, unknown dtypes, byte counts that do not match dtype and shape,
+/// offsets with gaps, overlaps or past the end of the data.
+
+// ---- begin volt/serialization/detail/safetensors_json.hpp
+/// \file
+/// The JSON of safetensors headers: a reader for the subset the format uses and the string escaping Python's
+/// package writes. Used by volt/serialization/detail/safetensors_header.hpp.
+///
+/// The reader is hand-written rather than a JSON library: volt's core depends on LibTorch alone, and the
+/// header needs a fraction of JSON (one object of objects holding strings, non-negative integers and arrays
+/// of them). It accepts what a conforming JSON parser accepts for that subset (any whitespace, escapes with
+/// \\uXXXX and surrogate pairs, unknown members skipped) and rejects, with a message, everything else:
+/// invalid UTF-8, control characters in strings, negative or fractional numbers where integers belong,
+/// numbers over 64 bits, nesting deeper than 64, a truncated text.
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace volt {
+
+/// A safetensors file could not be written or read, is malformed, or does not fit the model. Says which file
+/// and what is wrong.
+class SafetensorsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail::safetensors {
+
+/// The deepest nesting of arrays and objects the reader follows (skipped members included).
+inline constexpr int max_depth = 64;
+
+/// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
+inline bool valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t length = 0;
+    std::uint32_t point = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      length = 2, point = c & 0x1FU;
+    } else if ((c & 0xF0) == 0xE0) {
+      length = 3, point = c & 0x0FU;
+    } else if ((c & 0xF8) == 0xF0) {
+      length = 4, point = c & 0x07U;
+    } else {
+      return false;
+    }
+    if (text.size() - i < length) return false;
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return false;
+      point = point << 6 | (next & 0x3FU);
+    }
+    const std::uint32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (point < smallest[length] || point > 0x10FFFF || (point >= 0xD800 && point <= 0xDFFF)) return false;
+    i += length;
+  }
+  return true;
+}
+
+/// A reader of the JSON subset of the header. Every method throws SafetensorsError saying what was expected
+/// at which byte of the header.
+class JsonReader {
+ public:
+  explicit JsonReader(std::string_view text) : text_(text) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw SafetensorsError("the JSON header is malformed at byte " + std::to_string(pos_) + ": " + what);
+  }
+
+  void skip_whitespace() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  bool at_end() {
+    skip_whitespace();
+    return pos_ == text_.size();
+  }
+  char peek() {
+    skip_whitespace();
+    if (pos_ == text_.size()) fail("the header ends early");
+    return text_[pos_];
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "', found " + shown(text_[pos_]));
+    ++pos_;
+  }
+  /// Consumes `c` if it comes next.
+  bool consume(char c) {
+    if (peek() != c) return false;
+    ++pos_;
+    return true;
+  }
+
+  std::string read_string() {
+    expect('"');
+    std::string out;
+    while (true) {
+      if (pos_ == text_.size()) fail("a string is not closed");
+      const char c = text_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) fail("a control character inside a string");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ == text_.size()) fail("a string is not closed");
+      const char escape = text_[pos_++];
+      switch (escape) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': append_code_point(out); break;
+        default: --pos_, fail(std::string("an unknown escape \\") + shown(escape));
+      }
+    }
+  }
+
+  /// A non-negative integer of at most 64 bits.
+  std::uint64_t read_uint() {
+    const char first = peek();
+    if (first < '0' || first > '9') fail("expected a non-negative integer, found " + shown(first));
+    std::uint64_t value = 0;
+    const std::size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      const auto digit = static_cast<std::uint64_t>(text_[pos_] - '0');
+      if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) fail("an integer over 64 bits");
+      value = value * 10 + digit;
+      ++pos_;
+    }
+    if (text_[start] == '0' && pos_ - start > 1) fail("an integer with a leading zero");
+    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      fail("expected an integer, found a fraction or exponent");
+    }
+    return value;
+  }
+
+  std::vector<std::uint64_t> read_uint_array() {
+    std::vector<std::uint64_t> values;
+    expect('[');
+    if (consume(']')) return values;
+    do {
+      values.push_back(read_uint());
+    } while (consume(','));
+    expect(']');
+    return values;
+  }
+
+  /// Skips one value of any JSON type (a member the format does not define).
+  void skip_value(int depth) {
+    if (depth > max_depth) fail("nesting deeper than " + std::to_string(max_depth));
+    const char c = peek();
+    if (c == '"') {
+      read_string();
+    } else if (c == '{' || c == '[') {
+      const char close = c == '{' ? '}' : ']';
+      ++pos_;
+      if (consume(close)) return;
+      do {
+        if (c == '{') {
+          read_string();
+          expect(':');
+        }
+        skip_value(depth + 1);
+      } while (consume(','));
+      expect(close);
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      skip_number();
+    } else if (!literal("true") && !literal("false") && !literal("null")) {
+      fail("expected a JSON value, found " + shown(c));
+    }
+  }
+
+  /// Consumes `word` if it comes next.
+  bool literal(std::string_view word) {
+    if (peek() != word.front() || text_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+
+ private:
+  static std::string shown(char c) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7F) return std::string("'") + c + "'";
+    return "byte " + std::to_string(u);
+  }
+
+  unsigned read_hex4() {
+    if (text_.size() - pos_ < 4) fail("a \\u escape is cut short");
+    unsigned value = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char h = text_[pos_++];
+      value <<= 4;
+      if (h >= '0' && h <= '9') value |= static_cast<unsigned>(h - '0');
+      else if (h >= 'a' && h <= 'f') value |= static_cast<unsigned>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F') value |= static_cast<unsigned>(h - 'A' + 10);
+      else --pos_, fail("a \\u escape with a non-hexadecimal digit " + shown(h));
+    }
+    return value;
+  }
+
+  void append_code_point(std::string& out) {
+    std::uint32_t point = read_hex4();
+    if (point >= 0xDC00 && point <= 0xDFFF) fail("a \\u escape of a lone low surrogate");
+    if (point >= 0xD800 && point <= 0xDBFF) {
+      if (text_.substr(pos_, 2) != "\\u") fail("a high surrogate without its low surrogate");
+      pos_ += 2;
+      const std::uint32_t low = read_hex4();
+      if (low < 0xDC00 || low > 0xDFFF) fail("a high surrogate without its low surrogate");
+      point = 0x10000 + ((point - 0xD800) << 10) + (low - 0xDC00);
+    }
+    if (point < 0x80) {
+      out += static_cast<char>(point);
+    } else if (point < 0x800) {
+      out += static_cast<char>(0xC0 | (point >> 6));
+      out += static_cast<char>(0x80 | (point & 0x3F));
+    } else if (point < 0x10000) {
+      out += static_cast<char>(0xE0 | (point >> 12));
+      out += static_cast<char>(0x80 | ((point >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (point & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (point >> 18));
+      out += static_cast<char>(0x80 | ((point >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((point >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (point & 0x3F));
+    }
+  }
+
+  void skip_number() {
+    const auto digits = [this] {
+      const std::size_t start = pos_;
+      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
+      if (pos_ == start) fail("a number without digits");
+    };
+    if (text_[pos_] == '-') ++pos_;
+    digits();
+    if (pos_ < text_.size() && text_[pos_] == '.') ++pos_, digits();
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      ++pos_;
+      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+      digits();
+    }
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+/// Appends `text` as a JSON string, escaped as Python's package (serde_json) writes it: \" \\ \b \f \n \r \t,
+/// other control characters as \u00xx, everything else (UTF-8 included) as it is.
+inline void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          const char* hex = "0123456789abcdef";
+          out += "\\u00";
+          out += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
+          out += hex[static_cast<unsigned char>(c) & 0xF];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace detail::safetensors
+}  // namespace volt
+// ---- end volt/serialization/detail/safetensors_json.hpp
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace volt::detail::safetensors {
+
+/// A dtype of the format: its name in the header, the element size in bits, its rank in the data order
+/// Python's package writes (higher first), and the c10 name of the LibTorch type ("" where LibTorch has none).
+struct DType {
+  std::string_view name;
+  int bits;
+  int rank;
+  std::string_view torch_name;
+};
+
+/// Every dtype the format names (safetensors 0.8), ranked as the Rust crate's Dtype enum declares them.
+inline constexpr DType dtypes[] = {
+    {"BOOL", 8, 0, "Bool"},
+    {"F4", 4, 1, "Float4_e2m1fn_x2"},
+    {"F6_E2M3", 6, 2, ""},
+    {"F6_E3M2", 6, 3, ""},
+    {"U8", 8, 4, "Byte"},
+    {"I8", 8, 5, "Char"},
+    {"F8_E5M2", 8, 6, "Float8_e5m2"},
+    {"F8_E4M3", 8, 7, "Float8_e4m3fn"},
+    {"F8_E8M0", 8, 8, "Float8_e8m0fnu"},
+    {"F8_E4M3FNUZ", 8, 9, "Float8_e4m3fnuz"},
+    {"F8_E5M2FNUZ", 8, 10, "Float8_e5m2fnuz"},
+    {"I16", 16, 11, "Short"},
+    {"U16", 16, 12, "UInt16"},
+    {"F16", 16, 13, "Half"},
+    {"BF16", 16, 14, "BFloat16"},
+    {"I32", 32, 15, "Int"},
+    {"U32", 32, 16, "UInt32"},
+    {"F32", 32, 17, "Float"},
+    {"C64", 64, 18, "ComplexFloat"},
+    {"F64", 64, 19, "Double"},
+    {"I64", 64, 20, "Long"},
+    {"U64", 64, 21, "UInt64"},
+};
+
+inline const DType* find_dtype(std::string_view name) {
+  for (const auto& dtype : dtypes) {
+    if (dtype.name == name) return &dtype;
+  }
+  return nullptr;
+}
+
+/// The format's dtype names, for messages ("BOOL, F4, ...").
+inline std::string dtype_names() {
+  std::string text;
+  for (const auto& dtype : dtypes) text += (text.empty() ? "" : ", ") + std::string(dtype.name);
+  return text;
+}
+
+/// The largest header the reader accepts (the Rust crate's limit).
+inline constexpr std::uint64_t max_header_size = 100'000'000;
+/// One tensor of the header: name, dtype, shape and its byte range in the data that follows the header.
+struct Entry {
+  std::string name;
+  const DType* dtype = nullptr;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+};
+
+/// The header of a file: its tensors in data order and its `__metadata__` (empty when absent or null).
+struct Header {
+  std::vector<Entry> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+/// Reads one tensor entry ({"dtype": ..., "shape": [...], "data_offsets": [begin, end]}, other members skipped).
+inline Entry read_entry(JsonReader& json, std::string name) {
+  Entry entry;
+  entry.name = std::move(name);
+  const std::string who = "the tensor \"" + entry.name + "\"";
+  bool has_dtype = false, has_shape = false, has_offsets = false;
+  json.expect('{');
+  if (!json.consume('}')) {
+    do {
+      const std::string key = json.read_string();
+      json.expect(':');
+      const auto once = [&](bool& seen) {
+        if (seen) throw SafetensorsError(who + " has \"" + key + "\" twice");
+        seen = true;
+      };
+      if (key == "dtype") {
+        once(has_dtype);
+        const std::string dtype = json.read_string();
+        entry.dtype = find_dtype(dtype);
+        if (entry.dtype == nullptr) {
+          throw SafetensorsError(who + " has the unknown dtype \"" + dtype + "\" (the format's dtypes: " +
+                                 dtype_names() + ")");
+        }
+      } else if (key == "shape") {
+        once(has_shape);
+        for (const std::uint64_t size : json.read_uint_array()) {
+          if (size > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+            throw SafetensorsError(who + " has a dimension of " + std::to_string(size) + ", over 2^63 - 1");
+          }
+          entry.shape.push_back(static_cast<std::int64_t>(size));
+        }
+      } else if (key == "data_offsets") {
+        once(has_offsets);
+        const auto offsets = json.read_uint_array();
+        if (offsets.size() != 2) {
+          throw SafetensorsError(who + " has " + std::to_string(offsets.size()) +
+                                 " data_offsets; expected 2 ([begin, end])");
+        }
+        entry.begin = offsets[0];
+        entry.end = offsets[1];
+      } else {
+        json.skip_value(2);
+      }
+    } while (json.consume(','));
+    json.expect('}');
+  }
+  if (!has_dtype || !has_shape || !has_offsets) {
+    throw SafetensorsError(who + " lacks \"" + std::string(!has_dtype ? "dtype" : !has_shape ? "shape" : "data_offsets") +
+                           "\"");
+  }
+  return entry;
+}
+
+/// The bytes a tensor of `entry`'s dtype and shape takes; throws when the count overflows 64 bits or is not
+/// a whole number of bytes.
+inline std::uint64_t byte_size(const Entry& entry) {
+  std::uint64_t elements = 1;
+  for (const std::int64_t size : entry.shape) {
+    const auto dim = static_cast<std::uint64_t>(size);
+    if (dim != 0 && elements > std::numeric_limits<std::uint64_t>::max() / dim) {
+      throw SafetensorsError("the tensor \"" + entry.name + "\" has more elements than 64 bits count");
+    }
+    elements *= dim;
+  }
+  const auto bits = static_cast<std::uint64_t>(entry.dtype->bits);
+  if (elements > std::numeric_limits<std::uint64_t>::max() / bits) {
+    throw SafetensorsError("the tensor \"" + entry.name + "\" has more bytes than 64 bits count");
+  }
+  if (elements * bits % 8 != 0) {
+    throw SafetensorsError("the tensor \"" + entry.name + "\" (" + std::string(entry.dtype->name) + ", " +
+                           std::to_string(elements) + " elements) does not fill a whole number of bytes");
+  }
+  return elements * bits / 8;
+}
+
+/// Parses and checks the header text `json` of a file whose data (after the header) holds `data_size` bytes:
+/// a JSON object starting with '{', every tensor's byte count matching dtype and shape, the tensors' ranges
+/// following each other from 0 without gap or overlap and ending at `data_size`. Throws SafetensorsError
+/// saying what is wrong (without the file's name, which the caller adds).
+inline Header parse_header(std::string_view json, std::uint64_t data_size) {
+  if (!valid_utf8(json)) throw SafetensorsError("the JSON header is not valid UTF-8");
+  if (json.empty() || json.front() != '{') throw SafetensorsError("the JSON header does not start with '{'");
+  JsonReader reader(json);
+  Header header;
+  bool has_metadata = false;
+  std::map<std::string, bool> names;
+  reader.expect('{');
+  if (!reader.consume('}')) {
+    do {
+      std::string key = reader.read_string();
+      reader.expect(':');
+      if (key == "__metadata__") {
+        if (has_metadata) throw SafetensorsError("the header has \"__metadata__\" twice");
+        has_metadata = true;
+        if (reader.literal("null")) continue;
+        reader.expect('{');
+        if (reader.consume('}')) continue;
+        do {
+          std::string name = reader.read_string();
+          reader.expect(':');
+          if (reader.peek() != '"') {
+            throw SafetensorsError("the __metadata__ value of \"" + name + "\" is not a string (the format "
+                                   "allows string values only)");
+          }
+          if (!header.metadata.emplace(name, reader.read_string()).second) {
+            throw SafetensorsError("the __metadata__ has the key \"" + name + "\" twice");
+          }
+        } while (reader.consume(','));
+        reader.expect('}');
+        continue;
+      }
+      if (!names.emplace(key, true).second) throw SafetensorsError("the header has the tensor \"" + key + "\" twice");
+      header.tensors.push_back(read_entry(reader, std::move(key)));
+    } while (reader.consume(','));
+    reader.expect('}');
+  }
+  if (!reader.at_end()) reader.fail("text after the header's closing '}'");
+
+  std::sort(header.tensors.begin(), header.tensors.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::uint64_t expected = 0;
+  for (const auto& entry : header.tensors) {
+    const std::string who = "the tensor \"" + entry.name + "\"";
+    const auto range = "[" + std::to_string(entry.begin) + ", " + std::to_string(entry.end) + "]";
+    if (entry.end < entry.begin) throw SafetensorsError(who + " has data_offsets " + range + " that end before they begin");
+    if (entry.begin != expected) {
+      throw SafetensorsError(who + " has data_offsets " + range + " but the previous tensor ends at " +
+                             std::to_string(expected) + " (the data must follow without gaps or overlaps)");
+    }
+    const std::uint64_t size = byte_size(entry);
+    if (entry.end - entry.begin != size) {
+      throw SafetensorsError(who + " has data_offsets " + range + " (" + std::to_string(entry.end - entry.begin) +
+                             " bytes) but its dtype " + std::string(entry.dtype->name) + " and shape need " +
+                             std::to_string(size) + " bytes");
+    }
+    if (entry.end > data_size) {
+      throw SafetensorsError(who + " has data_offsets " + range + " past the end of the data (" +
+                             std::to_string(data_size) + " bytes)");
+    }
+    expected = entry.end;
+  }
+  if (expected != data_size) {
+    throw SafetensorsError("the tensors cover " + std::to_string(expected) + " bytes of data but the file holds " +
+                           std::to_string(data_size) + " bytes after the header");
+  }
+  return header;
+}
+
+/// The header bytes for `entries` (in data order, offsets set) and `metadata`: the 8-byte little-endian
+/// length, then compact JSON padded with spaces to a multiple of 8 bytes, as Python's package writes it
+/// (`__metadata__` first and only when not empty).
+inline std::string write_header(const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata) {
+  std::string json = "{";
+  if (!metadata.empty()) {
+    json += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [key, value] : metadata) {
+      if (!first) json += ',';
+      first = false;
+      append_json_string(json, key);
+      json += ':';
+      append_json_string(json, value);
+    }
+    json += '}';
+  }
+  for (const auto& entry : entries) {
+    if (json.size() > 1) json += ',';
+    append_json_string(json, entry.name);
+    json += ":{\"dtype\":\"" + std::string(entry.dtype->name) + "\",\"shape\":[";
+    for (std::size_t i = 0; i < entry.shape.size(); ++i) json += (i ? "," : "") + std::to_string(entry.shape[i]);
+    json += "],\"data_offsets\":[" + std::to_string(entry.begin) + "," + std::to_string(entry.end) + "]}";
+  }
+  json += '}';
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  auto length = static_cast<std::uint64_t>(json.size());
+  for (int i = 0; i < 8; ++i, length >>= 8) out[static_cast<std::size_t>(i)] = static_cast<char>(length & 0xFF);
+  return out + json;
+}
+
+}  // namespace volt::detail::safetensors
+// ---- end volt/serialization/detail/safetensors_header.hpp
+// ---- begin volt/serialization/weights.hpp
+/// \file
+/// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
+///
+/// ```
+/// volt::save_weights(model, "model.pt");          // Python: sd = torch.load("model.pt")  (weights_only too)
+/// volt::load_weights(model, "from_python.pt");    // Python: torch.save(model.state_dict(), "from_python.pt")
+/// ```
+///
+/// The file is what torch.save writes: a zip archive (LibTorch's PyTorchStreamWriter) holding data.pkl, a
+/// protocol-2 pickle of a collections.OrderedDict whose values are tensors rebuilt by
+/// torch._utils._rebuild_tensor_v2, the storages as records `data/<n>`, and byteorder. Names use Python's
+/// dotted style ("net.0.weight", "bn.running_mean"), parameters then buffers of each module in the order of
+/// Python's Module.state_dict().
+
+// ---- begin volt/serialization/pickle.hpp
+/// \file
+/// The subset of Python's pickle format that torch.save uses for a state_dict; implementation, no public API.
+///
+/// Written and read by hand: an OrderedDict (or dict) from names to tensors rebuilt by
+/// torch._utils._rebuild_tensor_v2 from storages kept as records `data/<key>` of the zip archive.
+/// Implementation detail of volt/serialization/weights.hpp.
+///
+/// Written by hand rather than with LibTorch's torch::pickle_save/pickle_load because those tag typed dicts
+/// with torch.jit._pickle.restore_type_tag (refused by torch.load(weights_only=True), the default since
+/// torch 2.6), and LibTorch 1.13's reader returns None for the OrderedDict with `_metadata` that
+/// torch.save(model.state_dict()) writes.
+///
+/// The writer is in detail/pickle_writer.hpp, the reader in detail/pickle_reader.hpp, the storage class names
+/// both use in detail/pickle_storage.hpp.
+
+// ---- begin volt/serialization/detail/pickle_reader.hpp
+/// \file
+/// Reading the pickle of a state_dict that torch.save wrote (the subset it uses for dicts of tensors);
+/// implementation of volt/serialization/pickle.hpp, no public API.
+
+// ---- begin volt/serialization/detail/pickle_storage.hpp
+/// \file
+/// The storage class names of torch.save's pickles ("FloatStorage", ...) and their dtypes; implementation of
+/// volt/serialization/pickle.hpp, no public API.
+
+#include <torch/torch.h>
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace volt::detail::pickle {
+
+/// The storage class name torch.save writes for a dtype ("FloatStorage" for float32, ...).
+inline std::string storage_class(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return "FloatStorage";
+    case c10::ScalarType::Double: return "DoubleStorage";
+    case c10::ScalarType::Half: return "HalfStorage";
+    case c10::ScalarType::BFloat16: return "BFloat16Storage";
+    case c10::ScalarType::Long: return "LongStorage";
+    case c10::ScalarType::Int: return "IntStorage";
+    case c10::ScalarType::Short: return "ShortStorage";
+    case c10::ScalarType::Char: return "CharStorage";
+    case c10::ScalarType::Byte: return "ByteStorage";
+    case c10::ScalarType::Bool: return "BoolStorage";
+    case c10::ScalarType::ComplexFloat: return "ComplexFloatStorage";
+    case c10::ScalarType::ComplexDouble: return "ComplexDoubleStorage";
+    default: break;
+  }
+  throw std::invalid_argument(std::string("volt: tensors of dtype ") + c10::toString(dtype) +
+                              " cannot be saved in a weights file (supported: float32, float64, float16, bfloat16, "
+                              "int64, int32, int16, int8, uint8, bool, complex64, complex128)");
+}
+
+/// The dtype of a storage class name ("FloatStorage" -> float32); std::nullopt for a name torch.save does
+/// not write.
+inline std::optional<c10::ScalarType> storage_dtype(std::string_view name) {
+  static const std::map<std::string_view, c10::ScalarType> dtypes = {
+      {"FloatStorage", c10::ScalarType::Float},      {"DoubleStorage", c10::ScalarType::Double},
+      {"HalfStorage", c10::ScalarType::Half},        {"BFloat16Storage", c10::ScalarType::BFloat16},
+      {"LongStorage", c10::ScalarType::Long},        {"IntStorage", c10::ScalarType::Int},
+      {"ShortStorage", c10::ScalarType::Short},      {"CharStorage", c10::ScalarType::Char},
+      {"ByteStorage", c10::ScalarType::Byte},        {"BoolStorage", c10::ScalarType::Bool},
+      {"ComplexFloatStorage", c10::ScalarType::ComplexFloat},
+      {"ComplexDoubleStorage", c10::ScalarType::ComplexDouble}};
+  const auto found = dtypes.find(name);
+  if (found == dtypes.end()) return std::nullopt;
+  return found->second;
+}
+
+}  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/pickle_storage.hpp
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace volt::detail::pickle {
+
+struct Value;
+using ValuePtr = std::shared_ptr<Value>;
+
+struct Global {
+  std::string module;
+  std::string name;
+};
+struct Mark {};
+struct None {};
+struct Tuple {
+  std::vector<ValuePtr> items;
+};
+struct List {
+  std::vector<ValuePtr> items;
+};
+struct Dict {
+  std::vector<std::pair<ValuePtr, ValuePtr>> items;
+};
+/// A storage reached through a persistent id: dtype, record key and element count.
+struct Storage {
+  c10::ScalarType dtype;
+  std::string key;
+  std::int64_t numel;
+};
+
+struct Value {
+  std::variant<None, Mark, bool, std::int64_t, double, std::string, Global, Tuple, List, Dict, Storage, torch::Tensor>
+      data;
+};
+
+/// Reads the pickle of a state_dict. `load_storage(key, dtype, numel)` returns the flat CPU tensor of a
+/// storage record (called once per key). Throws std::runtime_error for anything outside the subset
+/// torch.save writes for dicts of tensors (the message names the opcode or the Python callable).
+class Reader {
+ public:
+  using StorageLoader = std::function<torch::Tensor(const std::string&, c10::ScalarType, std::int64_t)>;
+
+  Reader(std::string_view bytes, StorageLoader load_storage) : bytes_(bytes), load_storage_(std::move(load_storage)) {}
+
+  ValuePtr read() {
+    while (true) {
+      const auto opcode = static_cast<unsigned char>(take(1)[0]);
+      switch (opcode) {
+        case 0x80: take(1); break;             // PROTO
+        case 0x95: take(8); break;             // FRAME
+        case '(': marks_.push_back(stack_.size()); break;
+        case '.': {                            // STOP
+          if (stack_.empty()) fail("STOP with an empty stack");
+          return stack_.back();
+        }
+        case 'N': push(None{}); break;
+        case 0x88: push(true); break;
+        case 0x89: push(false); break;
+        case 'J': push(static_cast<std::int64_t>(static_cast<std::int32_t>(little_endian(take(4))))); break;
+        case 'K': push(static_cast<std::int64_t>(little_endian(take(1)))); break;
+        case 'M': push(static_cast<std::int64_t>(little_endian(take(2)))); break;
+        case 0x8a: {                           // LONG1
+          const auto size = little_endian(take(1));
+          if (size > 8) fail("integer wider than 64 bits");
+          std::uint64_t raw = size == 0 ? 0 : little_endian(take(size));
+          if (size > 0 && size < 8 && (raw >> (8 * size - 1)) != 0) raw |= ~std::uint64_t{0} << (8 * size);
+          push(static_cast<std::int64_t>(raw));
+          break;
+        }
+        case 'G': {                            // BINFLOAT, big endian
+          const auto raw = take(8);
+          std::uint64_t bits = 0;
+          for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
+          double value = 0;
+          std::memcpy(&value, &bits, sizeof value);
+          push(value);
+          break;
+        }
+        case 'X': push(std::string(take(little_endian(take(4))))); break;
+        case 0x8c: push(std::string(take(little_endian(take(1))))); break;
+        case 0x8d: push(std::string(take(little_endian(take(8))))); break;
+        case 'c': {
+          Global global;
+          global.module = line();
+          global.name = line();
+          push(std::move(global));
+          break;
+        }
+        case 0x93: {                           // STACK_GLOBAL
+          auto name = pop_as<std::string>("STACK_GLOBAL");
+          auto module = pop_as<std::string>("STACK_GLOBAL");
+          push(Global{std::move(module), std::move(name)});
+          break;
+        }
+        case 'q': memo_[little_endian(take(1))] = top(); break;
+        case 'r': memo_[little_endian(take(4))] = top(); break;
+        case 0x94: memo_[memo_.size()] = top(); break;
+        case 'h': stack_.push_back(memo_at(little_endian(take(1)))); break;
+        case 'j': stack_.push_back(memo_at(little_endian(take(4)))); break;
+        case ')': push(Tuple{}); break;
+        case ']': push(List{}); break;
+        case '}': push(Dict{}); break;
+        case 't': push(Tuple{pop_mark()}); break;
+        case 'l': push(List{pop_mark()}); break;
+        case 0x85: case 0x86: case 0x87: {     // TUPLE1..3
+          const std::size_t count = opcode - 0x84U;
+          if (stack_.size() < count) fail("TUPLE with too few items");
+          Tuple tuple{std::vector<ValuePtr>(stack_.end() - static_cast<std::ptrdiff_t>(count), stack_.end())};
+          stack_.resize(stack_.size() - count);
+          push(std::move(tuple));
+          break;
+        }
+        case 'a': {
+          auto item = pop();
+          as<List>(top(), "APPEND").items.push_back(std::move(item));
+          break;
+        }
+        case 'e': {
+          auto items = pop_mark();
+          auto& list = as<List>(top(), "APPENDS").items;
+          list.insert(list.end(), items.begin(), items.end());
+          break;
+        }
+        case 's': {
+          auto value = pop();
+          auto key = pop();
+          as<Dict>(top(), "SETITEM").items.emplace_back(std::move(key), std::move(value));
+          break;
+        }
+        case 'u': case 'd': {
+          auto items = pop_mark();
+          if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
+          if (opcode == 'd') push(Dict{});
+          auto& dict = as<Dict>(top(), "SETITEMS").items;
+          for (std::size_t i = 0; i < items.size(); i += 2) dict.emplace_back(items[i], items[i + 1]);
+          break;
+        }
+        case 'b': {                            // BUILD: state of an OrderedDict (`_metadata`) is not needed
+          pop();
+          if (!std::holds_alternative<Dict>(top()->data)) fail("BUILD on an object other than a dict");
+          break;
+        }
+        case 'Q': push(persistent_load(pop())); break;
+        case 'R': {
+          auto arguments = pop();
+          auto callable = pop();
+          push(call(as<Global>(callable, "REDUCE"), as<Tuple>(arguments, "REDUCE").items));
+          break;
+        }
+        default: {
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "0x%02x", opcode);
+          fail(std::string("unsupported pickle opcode ") + hex);
+        }
+      }
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error("the pickle (data.pkl) is not a state_dict volt can read: " + what + " at byte " +
+                             std::to_string(position_));
+  }
+
+  std::string_view take(std::size_t count) {
+    if (position_ + count > bytes_.size()) fail("truncated data");
+    const auto result = bytes_.substr(position_, count);
+    position_ += count;
+    return result;
+  }
+  std::string line() {
+    const auto end = bytes_.find('\n', position_);
+    if (end == std::string_view::npos) fail("unterminated GLOBAL");
+    std::string result(bytes_.substr(position_, end - position_));
+    position_ = end + 1;
+    return result;
+  }
+  static std::uint64_t little_endian(std::string_view raw) {
+    std::uint64_t value = 0;
+    for (std::size_t i = 0; i < raw.size(); ++i) value |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
+    return value;
+  }
+
+  void push(ValuePtr value) { stack_.push_back(std::move(value)); }
+  template <class T>
+  void push(T value) {
+    stack_.push_back(std::make_shared<Value>(Value{std::move(value)}));
+  }
+  ValuePtr pop() {
+    if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) fail("stack underflow");
+    auto value = std::move(stack_.back());
+    stack_.pop_back();
+    return value;
+  }
+  const ValuePtr& top() {
+    if (stack_.empty()) fail("stack underflow");
+    return stack_.back();
+  }
+  std::vector<ValuePtr> pop_mark() {
+    if (marks_.empty()) fail("no MARK");
+    const std::size_t start = marks_.back();
+    marks_.pop_back();
+    std::vector<ValuePtr> items(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
+    stack_.resize(start);
+    return items;
+  }
+  ValuePtr memo_at(std::uint64_t index) {
+    const auto found = memo_.find(index);
+    if (found == memo_.end()) fail("unknown memo entry " + std::to_string(index));
+    return found->second;
+  }
+  template <class T>
+  T& as(const ValuePtr& value, const char* where) {
+    if (auto* result = std::get_if<T>(&value->data)) return *result;
+    fail(std::string("unexpected value type in ") + where);
+  }
+  template <class T>
+  T pop_as(const char* where) {
+    auto value = pop();
+    return as<T>(value, where);
+  }
+
+  ValuePtr persistent_load(const ValuePtr& id) {
+    const auto& items = as<Tuple>(id, "a persistent id").items;
+    if (items.size() != 5 || as<std::string>(items[0], "a persistent id") != "storage") {
+      fail("a persistent id other than ('storage', type, key, location, numel)");
+    }
+    const auto& type = as<Global>(items[1], "a persistent id");
+    const auto dtype = storage_dtype(type.name);
+    if (type.module != "torch" || !dtype) fail("unsupported storage type " + type.module + "." + type.name);
+    Storage storage{*dtype, as<std::string>(items[2], "a persistent id"), as<std::int64_t>(items[4], "a persistent id")};
+    return std::make_shared<Value>(Value{storage});
+  }
+
+  torch::Tensor storage_tensor(const Storage& storage) {
+    auto found = storages_.find(storage.key);
+    if (found == storages_.end()) {
+      found = storages_.emplace(storage.key, load_storage_(storage.key, storage.dtype, storage.numel)).first;
+    }
+    return found->second;
+  }
+
+  static std::vector<std::int64_t> int_list(Reader& reader, const ValuePtr& value) {
+    std::vector<std::int64_t> result;
+    for (const auto& item : reader.as<Tuple>(value, "a tensor's size or stride").items) {
+      result.push_back(reader.as<std::int64_t>(item, "a tensor's size or stride"));
+    }
+    return result;
+  }
+
+  ValuePtr call(const Global& callable, const std::vector<ValuePtr>& arguments) {
+    const std::string name = callable.module + "." + callable.name;
+    if (name == "collections.OrderedDict" && arguments.empty()) return std::make_shared<Value>(Value{Dict{}});
+    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
+      if (arguments.size() < 4) fail(name + " with fewer than 4 arguments");
+      const auto& storage = as<Storage>(arguments[0], name.c_str());
+      const auto offset = as<std::int64_t>(arguments[1], name.c_str());
+      const auto sizes = int_list(*this, arguments[2]);
+      const auto strides = int_list(*this, arguments[3]);
+      auto flat = storage_tensor(storage);
+      if (sizes.size() != strides.size()) fail(name + ": size and stride of different lengths");
+      if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
+        std::int64_t last = offset;
+        for (std::size_t i = 0; i < sizes.size(); ++i) last += (sizes[i] - 1) * strides[i];
+        if (offset < 0 || last >= flat.numel()) fail(name + ": the tensor reaches past its storage");
+      }
+      return std::make_shared<Value>(Value{flat.as_strided(sizes, strides, offset)});
+    }
+    if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
+      if (arguments.empty()) fail(name + " without arguments");
+      return std::make_shared<Value>(Value{as<torch::Tensor>(arguments[0], name.c_str())});
+    }
+    fail("unsupported callable " + name + " (volt reads dicts of tensors only)");
+  }
+
+  std::string_view bytes_;
+  StorageLoader load_storage_;
+  std::size_t position_ = 0;
+  std::vector<ValuePtr> stack_;
+  std::vector<std::size_t> marks_;
+  std::map<std::uint64_t, ValuePtr> memo_;
+  std::map<std::string, torch::Tensor> storages_;
+};
+
+}  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/pickle_reader.hpp
+// ---- begin volt/serialization/detail/pickle_writer.hpp
+/// \file
+/// Writing the protocol-2 pickle of a state_dict as torch.save does; implementation of
+/// volt/serialization/pickle.hpp, no public API.
+
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace volt::detail::pickle {
+
+/// Writes protocol-2 pickle opcodes.
+class Writer {
+ public:
+  Writer() { bytes_ += "\x80\x02"; }  // PROTO 2
+  void mark() { bytes_ += '('; }
+  void global(std::string_view module, std::string_view name) {
+    bytes_ += 'c';
+    bytes_.append(module);
+    bytes_ += '\n';
+    bytes_.append(name);
+    bytes_ += '\n';
+  }
+  void string(std::string_view text) {
+    bytes_ += 'X';
+    append_u32(static_cast<std::uint32_t>(text.size()));
+    bytes_.append(text);
+  }
+  void integer(std::int64_t value) {
+    if (value >= INT32_MIN && value <= INT32_MAX) {
+      bytes_ += 'J';  // BININT
+      append_u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(value)));
+    } else {
+      bytes_ += "\x8a\x08";  // LONG1, 8 bytes two's complement
+      for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFFU);
+    }
+  }
+  void int_tuple(c10::IntArrayRef values) {
+    mark();
+    for (const auto value : values) integer(value);
+    tuple();
+  }
+  void tuple() { bytes_ += 't'; }
+  void empty_tuple() { bytes_ += ')'; }
+  void false_() { bytes_ += '\x89'; }
+  void reduce() { bytes_ += 'R'; }
+  void persistent_id() { bytes_ += 'Q'; }
+  void setitems() { bytes_ += 'u'; }
+  void stop() { bytes_ += '.'; }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  void append_u32(std::uint32_t value) {
+    for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((value >> (8 * i)) & 0xFFU);
+  }
+  std::string bytes_;
+};
+
+/// The pickle of an OrderedDict name -> tensor as torch.save writes it; tensor i refers to storage record
+/// data/<i> (its contiguous CPU bytes, which the caller writes). `tensors` must be contiguous CPU tensors.
+inline std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  Writer out;
+  out.global("collections", "OrderedDict");
+  out.empty_tuple();
+  out.reduce();
+  out.mark();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, tensor] = tensors[i];
+    out.string(name);
+    out.global("torch._utils", "_rebuild_tensor_v2");
+    out.mark();
+    {
+      out.mark();
+      out.string("storage");
+      out.global("torch", storage_class(tensor.scalar_type()));
+      out.string(std::to_string(i));
+      out.string("cpu");
+      out.integer(tensor.numel());
+      out.tuple();
+      out.persistent_id();
+    }
+    out.integer(0);  // storage offset
+    out.int_tuple(tensor.sizes());
+    out.int_tuple(tensor.strides());
+    out.false_();  // requires_grad
+    out.global("collections", "OrderedDict");  // backward hooks
+    out.empty_tuple();
+    out.reduce();
+    out.tuple();
+    out.reduce();
+  }
+  out.setitems();
+  out.stop();
+  return out.bytes();
+}
+
+}  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/pickle_writer.hpp
+// ---- end volt/serialization/pickle.hpp
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// A state_dict: names in Python's dotted style, in insertion order.
+using StateDict = torch::OrderedDict<std::string, torch::Tensor>;
+
+/// What load_weights(module, path, {.strict = false}) could not match (PyTorch's _IncompatibleKeys).
+/// Both lists are empty after a strict load, which throws instead.
+struct LoadWeightsResult {
+  std::vector<std::string> missing_keys;     ///< In the module, not in the file (left unchanged).
+  std::vector<std::string> unexpected_keys;  ///< In the file, not in the module (ignored).
+};
+
+/// Options of load_weights and load_state_dict (PyTorch's load_state_dict arguments).
+struct LoadWeightsOptions {
+  /// Every key of the module must be in the file and every key of the file in the module (PyTorch's
+  /// load_state_dict(strict=True)). Shapes must match either way.
+  bool strict = true;
+};
+
+namespace detail {
+
+template <class T>
+concept weights_module_pointer = requires(const T& pointer) {
+  { *pointer } -> std::convertible_to<const torch::nn::Module&>;
+};
+
+inline const torch::nn::Module& weights_module(const torch::nn::Module& module) { return module; }
+/// A std::shared_ptr to a module or a ModuleHolder (torch::nn::Linear, a TORCH_MODULE type).
+template <weights_module_pointer Pointer>
+const torch::nn::Module& weights_module(const Pointer& pointer) {
+  if constexpr (requires { pointer.is_empty(); }) {
+    if (pointer.is_empty()) throw std::invalid_argument("volt: save_weights/load_weights got an empty module holder");
+  } else {
+    if (!pointer) throw std::invalid_argument("volt: save_weights/load_weights got an empty module pointer");
+  }
+  return *pointer;
+}
+
+/// Python's Module.state_dict() order: each module (pre-order), its parameters then its buffers.
+inline void collect_state(const torch::nn::Module& module, const std::string& prefix, StateDict& out) {
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
+  for (const auto& child : module.named_children()) collect_state(*child.value(), prefix + child.key() + ".", out);
+}
+
+inline std::string python_shape(c10::IntArrayRef sizes) {
+  std::string text = "torch.Size([";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "])";
+}
+
+inline std::string quoted_list(const std::vector<std::string>& keys) {
+  std::string text;
+  for (std::size_t i = 0; i < keys.size(); ++i) text += (i ? ", \"" : "\"") + keys[i] + "\"";
+  return text;
+}
+
+}  // namespace detail
+
+/// The state_dict of `module` (a torch::nn::Module, a std::shared_ptr to one, or a ModuleHolder such as
+/// torch::nn::Linear): its parameters and buffers under Python's dotted names, sharing storage with the
+/// module (no copy). Throws std::invalid_argument for an empty pointer.
+template <class Module>
+StateDict state_dict(const Module& module) {
+  StateDict result;
+  detail::collect_state(detail::weights_module(module), "", result);
+  return result;
+}
+
+/// Writes `weights` to `path` as torch.save(OrderedDict) does, readable by Python's torch.load(path) (with
+/// weights_only=True as well) and by load_weights. Tensors are saved detached, contiguous and on the CPU
+/// (Python loads them on the CPU). Atomic: the file is written next to `path` and renamed over it, so an
+/// existing file is never left torn. Throws std::runtime_error naming `path` when the file cannot be
+/// written, std::invalid_argument for an undefined tensor or a dtype torch.save has no storage class for.
+/// No rank check: under DDP every rank that calls it writes the file, so call it on global rank 0 only.
+inline void save_weights(const StateDict& weights, const std::filesystem::path& path) {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  tensors.reserve(weights.size());
+  for (const auto& item : weights) {
+    if (!item.value().defined()) {
+      throw std::invalid_argument("volt: save_weights: the tensor \"" + item.key() + "\" is undefined");
+    }
+    tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU).contiguous());
+  }
+  const std::string pickle = detail::pickle::state_dict_pickle(tensors);
+
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  std::random_device entropy;
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
+  try {
+    {
+      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+      if (!out) throw std::runtime_error("cannot create " + temporary.string());
+      caffe2::serialize::PyTorchStreamWriter writer([&out](const void* data, std::size_t size) -> std::size_t {
+        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+        return out ? size : 0;
+      });
+      writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+      writer.writeRecord("byteorder", "little", 6);
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const auto& tensor = tensors[i].second;
+        writer.writeRecord("data/" + std::to_string(i), tensor.data_ptr(), tensor.numel() * tensor.element_size());
+      }
+      writer.writeEndOfFile();
+      out.flush();
+      if (!out) throw std::runtime_error("write error");
+    }
+    detail::fsync_file(temporary);
+    std::filesystem::rename(temporary, path);
+  } catch (const std::exception& cause) {
+    std::filesystem::remove(temporary, error);
+    throw std::runtime_error("volt: could not write the weights file " + path.string() + ": " + cause.what());
+  }
+}
+
+/// Writes the state_dict of `module` (see state_dict()) to `path`; see save_weights(StateDict, path).
+template <class Module>
+  requires(!std::is_same_v<Module, StateDict>)
+void save_weights(const Module& module, const std::filesystem::path& path) {
+  save_weights(state_dict(module), path);
+}
+
+/// Reads a weights file written by torch.save(state_dict) in Python (a dict or OrderedDict of tensors,
+/// zip format, the default since torch 1.6) or by save_weights, with every tensor on `map_location`.
+/// Throws std::runtime_error naming `path` when the file is missing, not a zip archive of torch.save, or
+/// holds something other than a dict of tensors (e.g. a whole pickled model).
+inline StateDict load_weights(const std::filesystem::path& path, torch::Device map_location = torch::kCPU) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw std::runtime_error("volt: weights file " + path.string() + " does not exist or is not a file");
+  }
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path.string());
+    if (!reader.hasRecord("data.pkl")) throw std::runtime_error("no data.pkl record");
+    const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
+    const std::string_view pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
+    auto load_storage = [&reader, &path](const std::string& key, c10::ScalarType dtype, std::int64_t numel) {
+      const std::string record = "data/" + key;
+      if (!reader.hasRecord(record)) throw std::runtime_error("missing storage record " + record);
+      auto [data, size] = reader.getRecord(record);
+      auto storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+      const auto expected = static_cast<std::size_t>(numel) * storage.element_size();
+      if (size < expected) {
+        throw std::runtime_error("storage record " + record + " of " + path.filename().string() + " holds " +
+                                 std::to_string(size) + " bytes, expected " + std::to_string(expected));
+      }
+      if (expected > 0) std::memcpy(storage.data_ptr(), data.get(), expected);
+      return storage;
+    };
+    detail::pickle::Reader unpickler(pickle, load_storage);
+    const auto root = unpickler.read();
+    const auto* dict = std::get_if<detail::pickle::Dict>(&root->data);
+    if (dict == nullptr) throw std::runtime_error("the file holds something other than a dict of tensors");
+    StateDict result;
+    for (const auto& [key, value] : dict->items) {
+      const auto* name = std::get_if<std::string>(&key->data);
+      const auto* tensor = std::get_if<torch::Tensor>(&value->data);
+      if (name == nullptr || tensor == nullptr) {
+        throw std::runtime_error("the dict holds an entry that is not a string -> tensor pair" +
+                                 (name ? " (key \"" + *name + "\")" : std::string()));
+      }
+      // Views of one storage become separate tensors, as after load_state_dict copies them.
+      result.insert(*name, tensor->to(map_location).clone(at::MemoryFormat::Contiguous));
+    }
+    return result;
+  } catch (const std::exception& cause) {
+    throw std::runtime_error("volt: could not read the weights file " + path.string() +
+                             " (a torch.save'd state_dict): " + cause.what());
+  }
+}
+
+/// Copies `weights` into `module`'s parameters and buffers (on their devices and dtypes), as PyTorch's
+/// load_state_dict. Throws std::runtime_error listing every missing key (strict), unexpected key (strict)
+/// and shape mismatch, in PyTorch's words ("Error(s) in loading state_dict: Missing key(s) in
+/// state_dict: \"fc.bias\". size mismatch for fc.weight: copying a param with shape torch.Size([2, 3])
+/// from checkpoint, the shape in current model is torch.Size([3, 3])."); the module is not modified then.
+template <class Module>
+LoadWeightsResult load_state_dict(const Module& module, const StateDict& weights, LoadWeightsOptions options = {}) {
+  auto own = state_dict(module);
+  LoadWeightsResult result;
+  std::vector<std::string> mismatches;
+  for (const auto& item : own) {
+    const auto* loaded = weights.find(item.key());
+    if (loaded == nullptr) {
+      result.missing_keys.push_back(item.key());
+    } else if (loaded->sizes() != item.value().sizes()) {
+      mismatches.push_back("size mismatch for " + item.key() + ": copying a param with shape " +
+                           detail::python_shape(loaded->sizes()) + " from checkpoint, the shape in current model is " +
+                           detail::python_shape(item.value().sizes()) + ".");
+    }
+  }
+  for (const auto& item : weights) {
+    if (own.find(item.key()) == nullptr) result.unexpected_keys.push_back(item.key());
+  }
+  std::string errors;
+  if (options.strict && !result.unexpected_keys.empty()) {
+    errors += "\n\tUnexpected key(s) in state_dict: " + detail::quoted_list(result.unexpected_keys) + ". ";
+  }
+  if (options.strict && !result.missing_keys.empty()) {
+    errors += "\n\tMissing key(s) in state_dict: " + detail::quoted_list(result.missing_keys) + ". ";
+  }
+  for (const auto& mismatch : mismatches) errors += "\n\t" + mismatch;
+  if (!errors.empty()) throw std::runtime_error("Error(s) in loading state_dict:" + errors);
+  torch::NoGradGuard no_grad;
+  for (auto& item : own) {
+    if (const auto* loaded = weights.find(item.key())) item.value().copy_(*loaded);
+  }
+  return result;
+}
+
+/// Reads `path` (see load_weights(path)) and copies it into `module` (see load_state_dict). The file's
+/// tensors are read on the CPU and copied to each parameter's device. Errors also name the file.
+template <class Module>
+  requires(!std::is_convertible_v<Module, std::filesystem::path>)
+LoadWeightsResult load_weights(const Module& module, const std::filesystem::path& path, LoadWeightsOptions options = {}) {
+  const auto weights = load_weights(path);
+  try {
+    return load_state_dict(module, weights, options);
+  } catch (const std::runtime_error& cause) {
+    throw std::runtime_error(std::string(cause.what()) + " (weights file " + path.string() + ")");
+  }
+}
+
+}  // namespace volt
+// ---- end volt/serialization/weights.hpp
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// The `__metadata__` of a safetensors file: free-form string keys and values (Python: `metadata={...}`).
+using SafetensorsMetadata = std::map<std::string, std::string>;
+
+/// What load_safetensors(path) returns: the tensors, in the order of their data in the file, and the metadata.
+struct SafetensorsFile {
+  StateDict tensors;             ///< Name -> tensor.
+  SafetensorsMetadata metadata;  ///< The file's `__metadata__` (empty when it has none).
+};
+
+/// Options of load_safetensors(path, options).
+struct SafetensorsLoadOptions {
+  /// Where the tensors go. On the CPU with `mmap` they are views of the mapped file; elsewhere copies.
+  torch::Device device = torch::kCPU;
+  /// Memory-map the file (POSIX): CPU tensors share its pages, which are read from disk when first touched,
+  /// and keep the mapping alive. The pages are private: writing to a tensor never changes the file. A tensor
+  /// whose offset is not a multiple of its element size is copied instead. false: the file is read into
+  /// memory first. Either way, the file must not be truncated by another program while mapped tensors live
+  /// (the system then ends the process with SIGBUS on access).
+  bool mmap = true;
+};
+
+namespace detail::safetensors {
+
+inline const DType& dtype_of(const torch::Tensor& tensor, const std::string& name) {
+  for (const auto& dtype : dtypes) {
+    if (dtype.torch_name.empty()) continue;
+    if (const auto type = compat::scalar_type_named(dtype.torch_name); type && *type == tensor.scalar_type()) return dtype;
+  }
+  std::string allowed;
+  for (const auto& dtype : dtypes) {
+    if (!dtype.torch_name.empty() && compat::scalar_type_named(dtype.torch_name)) {
+      allowed += (allowed.empty() ? "" : ", ") + std::string(dtype.torch_name);
+    }
+  }
+  throw std::invalid_argument("volt: save_safetensors: the tensor \"" + name + "\" has the dtype " +
+                              std::string(c10::toString(tensor.scalar_type())) +
+                              ", which the safetensors format has no name for (allowed: " + allowed + ")");
+}
+
+inline void check_little_endian() {
+  if constexpr (std::endian::native != std::endian::little) {
+    throw SafetensorsError("volt: safetensors files are little-endian; this machine is not, and volt does not "
+                           "convert byte order");
+  }
+}
+
+/// Builds the tensors of a file's bytes (`file`), checked as parse_header does. `shown` names the file in
+/// errors; `zero_copy` makes CPU tensors views of `file` (aligned ones).
+inline SafetensorsFile read(const std::shared_ptr<MappedFile>& file, const std::string& shown,
+                            const SafetensorsLoadOptions& options) {
+  check_little_endian();
+  const auto bad = [&shown](const std::string& what) {
+    return SafetensorsError("volt: " + shown + " is not a valid safetensors file: " + what);
+  };
+  const std::uint64_t size = file->size();
+  if (size < 8) throw bad("it holds " + std::to_string(size) + " bytes, fewer than the 8 of the header length");
+  std::uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | static_cast<unsigned char>(file->data()[i]);
+  if (header_size > max_header_size) {
+    throw bad("the header length " + std::to_string(header_size) + " is over the limit of " +
+              std::to_string(max_header_size) + " bytes");
+  }
+  if (header_size > size - 8) {
+    throw bad("the header length " + std::to_string(header_size) + " is more than the " + std::to_string(size - 8) +
+              " bytes after it (truncated file?)");
+  }
+  Header header;
+  try {
+    header = parse_header(std::string_view(file->data() + 8, header_size), size - 8 - header_size);
+  } catch (const SafetensorsError& error) {
+    throw bad(error.what());
+  }
+  char* const data = file->data() + 8 + header_size;
+  SafetensorsFile result;
+  result.metadata = std::move(header.metadata);
+  const bool views = options.mmap && options.device.is_cpu();
+  for (const auto& entry : header.tensors) {
+    const auto type = entry.dtype->torch_name.empty() ? std::nullopt : compat::scalar_type_named(entry.dtype->torch_name);
+    if (!type) {
+      throw SafetensorsError("volt: " + shown + ": the tensor \"" + entry.name + "\" has the dtype " +
+                             std::string(entry.dtype->name) + ", which this LibTorch (" + compat::torch_version_string +
+                             ") has no type for" +
+                             (entry.dtype->torch_name.empty() ? "" : " (" + std::string(entry.dtype->torch_name) +
+                                                                         " is in newer LibTorch versions)"));
+    }
+    auto shape = entry.shape;
+    if (entry.dtype->bits == 4) {  // F4: two elements per byte, LibTorch's Float4_e2m1fn_x2 counts bytes
+      if (shape.empty() || shape.back() % 2 != 0) {
+        throw SafetensorsError("volt: " + shown + ": the F4 tensor \"" + entry.name +
+                               "\" has an odd last dimension (or none); LibTorch packs two F4 values per element");
+      }
+      shape.back() /= 2;
+    }
+    const auto tensor_options = torch::TensorOptions().dtype(*type);
+    const std::int64_t element_size = static_cast<std::int64_t>(c10::elementSize(*type));
+    torch::Tensor tensor;
+    if (entry.end == entry.begin) {
+      tensor = torch::empty(shape, tensor_options);
+    } else if (views && (reinterpret_cast<std::uintptr_t>(data + entry.begin) % element_size) == 0) {
+      tensor = torch::from_blob(data + entry.begin, shape, [keep = file](void*) mutable { keep.reset(); }, tensor_options);
+    } else {
+      tensor = torch::empty(shape, tensor_options);
+      std::memcpy(tensor.data_ptr(), data + entry.begin, entry.end - entry.begin);
+    }
+    if (!options.device.is_cpu()) tensor = tensor.to(options.device);
+    result.tensors.insert(entry.name, std::move(tensor));
+  }
+  return result;
+}
+
+}  // namespace detail::safetensors
+
+/// Writes `weights` to `path` in the safetensors format with `metadata` as its `__metadata__` (left out when
+/// empty), readable by Python's `safetensors.torch.load_file` and by load_safetensors. Tensors are written
+/// detached, contiguous and from the CPU, in every dtype the format names that this LibTorch has (bool, the
+/// 8/16/32/64-bit integers, float16, bfloat16, float32, float64, complex64, and on newer LibTorch the float8
+/// types, float4_e2m1fn_x2 and the unsigned 16/32/64-bit integers). Atomic: a temporary file next to `path`
+/// is written, flushed to disk and renamed over it, so an existing file is never left torn. Throws
+/// std::invalid_argument for an undefined tensor, a dtype the format has no name for, or a name or metadata
+/// text that is not UTF-8 (or the name "__metadata__"); SafetensorsError naming `path` and the system error
+/// when the file cannot be written. No rank check: under DDP call it on global rank 0 only.
+inline void save_safetensors(const StateDict& weights, const std::filesystem::path& path,
+                             const SafetensorsMetadata& metadata = {}) {
+  namespace st = detail::safetensors;
+  st::check_little_endian();
+  for (const auto& [key, value] : metadata) {
+    if (!st::valid_utf8(key) || !st::valid_utf8(value)) {
+      throw std::invalid_argument("volt: save_safetensors: the metadata entry \"" + key + "\" is not valid UTF-8");
+    }
+  }
+  std::vector<std::pair<st::Entry, torch::Tensor>> tensors;
+  for (const auto& item : weights) {
+    const std::string& name = item.key();
+    if (!item.value().defined()) throw std::invalid_argument("volt: save_safetensors: the tensor \"" + name + "\" is undefined");
+    if (name == "__metadata__" || !st::valid_utf8(name)) {
+      throw std::invalid_argument("volt: save_safetensors: the tensor name \"" + name +
+                                  "\" is not allowed (it must be UTF-8 and not \"__metadata__\")");
+    }
+    st::Entry entry;
+    entry.name = name;
+    entry.dtype = &st::dtype_of(item.value(), name);
+    entry.shape = item.value().sizes().vec();
+    if (entry.dtype->bits == 4) {
+      if (entry.shape.empty()) {
+        throw std::invalid_argument("volt: save_safetensors: the float4 tensor \"" + name + "\" has no dimensions");
+      }
+      entry.shape.back() *= 2;  // the format counts F4 values, LibTorch pairs of them
+    }
+    tensors.emplace_back(std::move(entry), item.value().detach().to(torch::kCPU).contiguous());
+  }
+  std::stable_sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) {
+    return a.first.dtype->rank != b.first.dtype->rank ? a.first.dtype->rank > b.first.dtype->rank
+                                                      : a.first.name < b.first.name;
+  });
+  std::vector<st::Entry> entries;
+  std::uint64_t offset = 0;
+  for (auto& [entry, tensor] : tensors) {
+    entry.begin = offset;
+    offset += static_cast<std::uint64_t>(tensor.numel()) * tensor.element_size();
+    entry.end = offset;
+    entries.push_back(entry);
+  }
+  const std::string header = st::write_header(entries, metadata);
+  std::vector<std::string_view> pieces{header};
+  for (const auto& [entry, tensor] : tensors) {
+    if (entry.end > entry.begin) pieces.emplace_back(static_cast<const char*>(tensor.data_ptr()), entry.end - entry.begin);
+  }
+
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) throw SafetensorsError("volt: cannot create the folder " + folder.string() + ": " + error.message());
+  std::random_device entropy;
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
+  if (const auto failure = detail::write_file_durably(temporary, pieces)) {
+    std::filesystem::remove(temporary, error);
+    throw SafetensorsError("volt: could not write the safetensors file " + path.string() + ": " +
+                           std::generic_category().message(failure->error) + " (after " +
+                           std::to_string(failure->written) + " of " + std::to_string(header.size() + offset) +
+                           " bytes; an existing file is kept)");
+  }
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, error);
+    throw SafetensorsError("volt: could not rename the new safetensors file over " + path.string() + ": " +
+                           error.message());
+  }
+  detail::fsync_folder(folder);
+}
+
+/// Writes the state_dict of `module` (see state_dict(): parameters and buffers under Python's dotted names)
+/// to `path`; see save_safetensors(StateDict, path, metadata).
+template <class Module>
+  requires(!std::is_same_v<Module, StateDict>)
+void save_safetensors(const Module& module, const std::filesystem::path& path, const SafetensorsMetadata& metadata = {}) {
+  save_safetensors(state_dict(module), path, metadata);
+}
+
+/// Reads the safetensors file at `path`: its tensors (memory-mapped on the CPU by default, see
+/// SafetensorsLoadOptions) and metadata. Throws SafetensorsError naming the file and what is wrong when it is
+/// missing, unreadable, shorter than its header says, has a malformed header (bad JSON, unknown dtype, a
+/// byte count that does not match dtype and shape, offsets with gaps, overlaps or past the end), or holds a
+/// dtype this LibTorch lacks.
+inline SafetensorsFile load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options = {}) {
+  std::shared_ptr<detail::MappedFile> file;
+  try {
+    file = detail::MappedFile::open(path, options.mmap);
+  } catch (const std::exception& error) {
+    throw SafetensorsError("volt: could not read the safetensors file " + path.string() + ": " + error.what());
+  }
+  return detail::safetensors::read(file, path.string(), options);
+}
+
+/// Reads `path` (see load_safetensors(path)) and copies its tensors into `module`'s parameters and buffers
+/// (on their devices and dtypes), as load_state_dict does: strict by default (every key of the module in the
+/// file and every key of the file in the module), shapes checked either way. Throws SafetensorsError listing
+/// every missing key, unexpected key and shape mismatch, naming the file; the module is then unchanged.
+/// Returns the keys a non-strict load left out.
+template <class Module>
+  requires(!std::is_convertible_v<Module, std::filesystem::path>)
+LoadWeightsResult load_safetensors(const Module& module, const std::filesystem::path& path,
+                                   LoadWeightsOptions options = {}) {
+  const auto file = load_safetensors(path);
+  try {
+    return load_state_dict(module, file.tensors, options);
+  } catch (const std::runtime_error& cause) {
+    throw SafetensorsError(std::string(cause.what()) + " (safetensors file " + path.string() + ")");
+  }
+}
+
+}  // namespace volt
+// ---- end volt/serialization/safetensors.hpp
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <iomanip>
 #include <limits>
 #include <map>
 #include <optional>
@@ -7893,6 +9766,10 @@ struct ModelCheckpointOptions {
   std::optional<bool> save_on_train_epoch_end{};
   /// Add `-v1`, `-v2`... instead of overwriting an existing file of the same name.
   bool enable_version_counter = true;
+  /// Also write the model's weights to `<dirpath>/best.safetensors` whenever the best checkpoint changes (rank
+  /// zero; metadata "format" "pt", "checkpoint", "epoch", "step", and "monitor", "score" with a monitor). A
+  /// failed export is a warning; training goes on. Not in Lightning.
+  bool export_safetensors = false;
 };
 
 /// Callback: saves checkpoints while fitting, every N steps or epochs, keeps the best `save_top_k` by the
@@ -7906,6 +9783,8 @@ class ModelCheckpoint {
   static constexpr const char* file_extension = ".ckpt";
   /// File name (without extension) of the last checkpoint, when save_last is on.
   static constexpr const char* name_last = "last";
+  /// File name of the best weights, when export_safetensors is on.
+  static constexpr const char* name_best_safetensors = "best.safetensors";
 
   /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
   /// interval, both intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
@@ -8137,6 +10016,31 @@ class ModelCheckpoint {
 
   template <class State>
   void save_topk(State& state) {
+    const auto best_before = best_model_path_;
+    save_topk_files(state);
+    if (options_.export_safetensors && best_model_path_ != best_before) export_best_weights(state);
+  }
+
+  template <class State>
+  void export_best_weights(State& state) const {  // the model was just saved as the new best checkpoint
+    if (!state.is_global_zero || state.model == nullptr || best_model_path_.empty()) return;
+    SafetensorsMetadata metadata{{"format", "pt"}, {"checkpoint", best_model_path_.filename().string()},
+                                 {"epoch", std::to_string(state.current_epoch)}, {"step", std::to_string(state.global_step)}};
+    if (!options_.monitor.empty() && best_model_score_) {
+      std::ostringstream score;
+      score << std::setprecision(17) << *best_model_score_;
+      metadata["monitor"] = options_.monitor;
+      metadata["score"] = score.str();
+    }
+    try {
+      save_safetensors(*state.model, dirpath_ / name_best_safetensors, metadata);
+    } catch (const std::exception& error) {
+      log::warn_rank_zero(std::string(error.what()) + "; training continues (ModelCheckpoint export_safetensors).");
+    }
+  }
+
+  template <class State>
+  void save_topk_files(State& state) {
     if (options_.save_top_k == 0) return;
     auto metrics = monitor_candidates(state);
     if (options_.monitor.empty()) {
@@ -9368,8 +11272,9 @@ class TensorBoardLogger : public Logger {
 // ---- end volt/loggers.hpp
 // ---- begin volt/serialization.hpp
 /// \file
-/// volt/serialization: the file formats. Weights files exchanged with Python (torch.save / torch.load) and
-/// volt's crash-safe checkpoint files (written by the Trainer and Fabric, read by load_checkpoint_weights).
+/// volt/serialization: the file formats. Weights files exchanged with Python (torch.save / torch.load, and
+/// safetensors) and volt's crash-safe checkpoint files (written by the Trainer and Fabric, read by
+/// load_checkpoint_weights).
 
 // ---- begin volt/serialization/checkpoint_io.hpp
 /// \file
@@ -9385,127 +11290,6 @@ class TensorBoardLogger : public Logger {
 /// the keys and shapes.
 /// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
 
-// ---- begin volt/core/files.hpp
-/// \file
-/// Durable file writes: write a file and flush it to disk, flush a folder's entries to disk. The one place
-/// with the platform code for it (POSIX open/write/fsync; on Windows a plain stream write without flushes).
-/// Checkpoints (volt/serialization/checkpoint_io.hpp) and weights files (volt/serialization/weights.hpp)
-/// write a temporary file with these, then rename it over the target.
-
-#include <algorithm>
-#include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <ios>
-#include <optional>
-#include <string>
-
-#if !defined(_WIN32)
-#include <fcntl.h>
-#include <unistd.h>
-#endif
-
-namespace volt::detail {
-
-/// The step of write_file_durably() that failed.
-enum class FileWriteStage {
-  create,  ///< the file could not be created or opened (POSIX open)
-  write,   ///< a write failed part-way (FileWriteFailure::written says how far it got)
-  flush,   ///< the data could not be flushed to disk (fsync)
-  close,   ///< closing the file failed
-  stream,  ///< the stream write of the Windows fallback failed (no system error is known)
-};
-
-/// Why write_file_durably() failed: the step, the system error (errno; 0 for FileWriteStage::stream) and the
-/// bytes written before the failure.
-struct FileWriteFailure {
-  FileWriteStage stage = FileWriteStage::create;
-  int error = 0;
-  std::size_t written = 0;
-};
-
-/// A failure to inject in tests: the write fails with `error` once `after_bytes` bytes are written; a
-/// negative `after_bytes` (the default) injects nothing. Honoured by the POSIX path only.
-struct FileWriteFault {
-  std::int64_t after_bytes = -1;
-  int error = 0;
-};
-
-#if !defined(_WIN32)
-
-/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
-/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
-inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
-                                                          FileWriteFault fault = {}) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return FileWriteFailure{FileWriteStage::create, errno, 0};
-  const auto fail = [fd](FileWriteStage stage, int error, std::size_t written) {
-    ::close(fd);
-    return FileWriteFailure{stage, error, written};
-  };
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    std::size_t chunk = std::min<std::size_t>(bytes.size() - written, std::size_t{1} << 20);
-    if (fault.after_bytes >= 0) {
-      if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
-      chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
-    }
-    const ::ssize_t result = ::write(fd, bytes.data() + written, chunk);
-    if (result < 0) {
-      if (errno == EINTR) continue;
-      return fail(FileWriteStage::write, errno, written);
-    }
-    written += static_cast<std::size_t>(result);
-  }
-  if (::fsync(fd) != 0) return fail(FileWriteStage::flush, errno, written);
-  if (::close(fd) != 0) return FileWriteFailure{FileWriteStage::close, errno, written};
-  return std::nullopt;
-}
-
-/// Flushes the file at `path` (already written and closed) to disk. Best effort: a file that cannot be
-/// opened or flushed is left as it is, silently.
-inline void fsync_file(const std::filesystem::path& path) {
-  if (const int fd = ::open(path.c_str(), O_RDONLY); fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-/// Flushes the entries of `folder` (a rename just done in it) to disk. Best effort: some file systems refuse
-/// fsync on folders, and the rename itself is already done.
-inline void fsync_folder(const std::filesystem::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-#else
-
-/// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
-/// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is
-/// not honoured here.
-inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
-                                                          FileWriteFault /*fault*/ = {}) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
-  return std::nullopt;
-}
-
-/// Does nothing on this platform.
-inline void fsync_file(const std::filesystem::path& /*path*/) {}
-
-/// Does nothing on this platform.
-inline void fsync_folder(const std::filesystem::path& /*folder*/) {}
-
-#endif
-
-}  // namespace volt::detail
-// ---- end volt/core/files.hpp
 
 #include <torch/torch.h>
 
@@ -9874,745 +11658,6 @@ class ScopedCheckpointWriteFault {
 }  // namespace testing
 }  // namespace volt
 // ---- end volt/serialization/checkpoint_io.hpp
-// ---- begin volt/serialization/weights.hpp
-/// \file
-/// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
-///
-/// ```
-/// volt::save_weights(model, "model.pt");          // Python: sd = torch.load("model.pt")  (weights_only too)
-/// volt::load_weights(model, "from_python.pt");    // Python: torch.save(model.state_dict(), "from_python.pt")
-/// ```
-///
-/// The file is what torch.save writes: a zip archive (LibTorch's PyTorchStreamWriter) holding data.pkl, a
-/// protocol-2 pickle of a collections.OrderedDict whose values are tensors rebuilt by
-/// torch._utils._rebuild_tensor_v2, the storages as records `data/<n>`, and byteorder. Names use Python's
-/// dotted style ("net.0.weight", "bn.running_mean"), parameters then buffers of each module in the order of
-/// Python's Module.state_dict().
-
-// ---- begin volt/serialization/pickle.hpp
-/// \file
-/// The subset of Python's pickle format that torch.save uses for a state_dict; implementation, no public API.
-///
-/// Written and read by hand: an OrderedDict (or dict) from names to tensors rebuilt by
-/// torch._utils._rebuild_tensor_v2 from storages kept as records `data/<key>` of the zip archive.
-/// Implementation detail of volt/serialization/weights.hpp.
-///
-/// Written by hand rather than with LibTorch's torch::pickle_save/pickle_load because those tag typed dicts
-/// with torch.jit._pickle.restore_type_tag (refused by torch.load(weights_only=True), the default since
-/// torch 2.6), and LibTorch 1.13's reader returns None for the OrderedDict with `_metadata` that
-/// torch.save(model.state_dict()) writes.
-///
-/// The writer is in detail/pickle_writer.hpp, the reader in detail/pickle_reader.hpp, the storage class names
-/// both use in detail/pickle_storage.hpp.
-
-// ---- begin volt/serialization/detail/pickle_reader.hpp
-/// \file
-/// Reading the pickle of a state_dict that torch.save wrote (the subset it uses for dicts of tensors);
-/// implementation of volt/serialization/pickle.hpp, no public API.
-
-// ---- begin volt/serialization/detail/pickle_storage.hpp
-/// \file
-/// The storage class names of torch.save's pickles ("FloatStorage", ...) and their dtypes; implementation of
-/// volt/serialization/pickle.hpp, no public API.
-
-#include <torch/torch.h>
-
-#include <map>
-#include <optional>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-
-namespace volt::detail::pickle {
-
-/// The storage class name torch.save writes for a dtype ("FloatStorage" for float32, ...).
-inline std::string storage_class(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float: return "FloatStorage";
-    case c10::ScalarType::Double: return "DoubleStorage";
-    case c10::ScalarType::Half: return "HalfStorage";
-    case c10::ScalarType::BFloat16: return "BFloat16Storage";
-    case c10::ScalarType::Long: return "LongStorage";
-    case c10::ScalarType::Int: return "IntStorage";
-    case c10::ScalarType::Short: return "ShortStorage";
-    case c10::ScalarType::Char: return "CharStorage";
-    case c10::ScalarType::Byte: return "ByteStorage";
-    case c10::ScalarType::Bool: return "BoolStorage";
-    case c10::ScalarType::ComplexFloat: return "ComplexFloatStorage";
-    case c10::ScalarType::ComplexDouble: return "ComplexDoubleStorage";
-    default: break;
-  }
-  throw std::invalid_argument(std::string("volt: tensors of dtype ") + c10::toString(dtype) +
-                              " cannot be saved in a weights file (supported: float32, float64, float16, bfloat16, "
-                              "int64, int32, int16, int8, uint8, bool, complex64, complex128)");
-}
-
-/// The dtype of a storage class name ("FloatStorage" -> float32); std::nullopt for a name torch.save does
-/// not write.
-inline std::optional<c10::ScalarType> storage_dtype(std::string_view name) {
-  static const std::map<std::string_view, c10::ScalarType> dtypes = {
-      {"FloatStorage", c10::ScalarType::Float},      {"DoubleStorage", c10::ScalarType::Double},
-      {"HalfStorage", c10::ScalarType::Half},        {"BFloat16Storage", c10::ScalarType::BFloat16},
-      {"LongStorage", c10::ScalarType::Long},        {"IntStorage", c10::ScalarType::Int},
-      {"ShortStorage", c10::ScalarType::Short},      {"CharStorage", c10::ScalarType::Char},
-      {"ByteStorage", c10::ScalarType::Byte},        {"BoolStorage", c10::ScalarType::Bool},
-      {"ComplexFloatStorage", c10::ScalarType::ComplexFloat},
-      {"ComplexDoubleStorage", c10::ScalarType::ComplexDouble}};
-  const auto found = dtypes.find(name);
-  if (found == dtypes.end()) return std::nullopt;
-  return found->second;
-}
-
-}  // namespace volt::detail::pickle
-// ---- end volt/serialization/detail/pickle_storage.hpp
-
-#include <torch/torch.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <map>
-#include <memory>
-#include <optional>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <variant>
-#include <vector>
-
-namespace volt::detail::pickle {
-
-struct Value;
-using ValuePtr = std::shared_ptr<Value>;
-
-struct Global {
-  std::string module;
-  std::string name;
-};
-struct Mark {};
-struct None {};
-struct Tuple {
-  std::vector<ValuePtr> items;
-};
-struct List {
-  std::vector<ValuePtr> items;
-};
-struct Dict {
-  std::vector<std::pair<ValuePtr, ValuePtr>> items;
-};
-/// A storage reached through a persistent id: dtype, record key and element count.
-struct Storage {
-  c10::ScalarType dtype;
-  std::string key;
-  std::int64_t numel;
-};
-
-struct Value {
-  std::variant<None, Mark, bool, std::int64_t, double, std::string, Global, Tuple, List, Dict, Storage, torch::Tensor>
-      data;
-};
-
-/// Reads the pickle of a state_dict. `load_storage(key, dtype, numel)` returns the flat CPU tensor of a
-/// storage record (called once per key). Throws std::runtime_error for anything outside the subset
-/// torch.save writes for dicts of tensors (the message names the opcode or the Python callable).
-class Reader {
- public:
-  using StorageLoader = std::function<torch::Tensor(const std::string&, c10::ScalarType, std::int64_t)>;
-
-  Reader(std::string_view bytes, StorageLoader load_storage) : bytes_(bytes), load_storage_(std::move(load_storage)) {}
-
-  ValuePtr read() {
-    while (true) {
-      const auto opcode = static_cast<unsigned char>(take(1)[0]);
-      switch (opcode) {
-        case 0x80: take(1); break;             // PROTO
-        case 0x95: take(8); break;             // FRAME
-        case '(': marks_.push_back(stack_.size()); break;
-        case '.': {                            // STOP
-          if (stack_.empty()) fail("STOP with an empty stack");
-          return stack_.back();
-        }
-        case 'N': push(None{}); break;
-        case 0x88: push(true); break;
-        case 0x89: push(false); break;
-        case 'J': push(static_cast<std::int64_t>(static_cast<std::int32_t>(little_endian(take(4))))); break;
-        case 'K': push(static_cast<std::int64_t>(little_endian(take(1)))); break;
-        case 'M': push(static_cast<std::int64_t>(little_endian(take(2)))); break;
-        case 0x8a: {                           // LONG1
-          const auto size = little_endian(take(1));
-          if (size > 8) fail("integer wider than 64 bits");
-          std::uint64_t raw = size == 0 ? 0 : little_endian(take(size));
-          if (size > 0 && size < 8 && (raw >> (8 * size - 1)) != 0) raw |= ~std::uint64_t{0} << (8 * size);
-          push(static_cast<std::int64_t>(raw));
-          break;
-        }
-        case 'G': {                            // BINFLOAT, big endian
-          const auto raw = take(8);
-          std::uint64_t bits = 0;
-          for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
-          double value = 0;
-          std::memcpy(&value, &bits, sizeof value);
-          push(value);
-          break;
-        }
-        case 'X': push(std::string(take(little_endian(take(4))))); break;
-        case 0x8c: push(std::string(take(little_endian(take(1))))); break;
-        case 0x8d: push(std::string(take(little_endian(take(8))))); break;
-        case 'c': {
-          Global global;
-          global.module = line();
-          global.name = line();
-          push(std::move(global));
-          break;
-        }
-        case 0x93: {                           // STACK_GLOBAL
-          auto name = pop_as<std::string>("STACK_GLOBAL");
-          auto module = pop_as<std::string>("STACK_GLOBAL");
-          push(Global{std::move(module), std::move(name)});
-          break;
-        }
-        case 'q': memo_[little_endian(take(1))] = top(); break;
-        case 'r': memo_[little_endian(take(4))] = top(); break;
-        case 0x94: memo_[memo_.size()] = top(); break;
-        case 'h': stack_.push_back(memo_at(little_endian(take(1)))); break;
-        case 'j': stack_.push_back(memo_at(little_endian(take(4)))); break;
-        case ')': push(Tuple{}); break;
-        case ']': push(List{}); break;
-        case '}': push(Dict{}); break;
-        case 't': push(Tuple{pop_mark()}); break;
-        case 'l': push(List{pop_mark()}); break;
-        case 0x85: case 0x86: case 0x87: {     // TUPLE1..3
-          const std::size_t count = opcode - 0x84U;
-          if (stack_.size() < count) fail("TUPLE with too few items");
-          Tuple tuple{std::vector<ValuePtr>(stack_.end() - static_cast<std::ptrdiff_t>(count), stack_.end())};
-          stack_.resize(stack_.size() - count);
-          push(std::move(tuple));
-          break;
-        }
-        case 'a': {
-          auto item = pop();
-          as<List>(top(), "APPEND").items.push_back(std::move(item));
-          break;
-        }
-        case 'e': {
-          auto items = pop_mark();
-          auto& list = as<List>(top(), "APPENDS").items;
-          list.insert(list.end(), items.begin(), items.end());
-          break;
-        }
-        case 's': {
-          auto value = pop();
-          auto key = pop();
-          as<Dict>(top(), "SETITEM").items.emplace_back(std::move(key), std::move(value));
-          break;
-        }
-        case 'u': case 'd': {
-          auto items = pop_mark();
-          if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
-          if (opcode == 'd') push(Dict{});
-          auto& dict = as<Dict>(top(), "SETITEMS").items;
-          for (std::size_t i = 0; i < items.size(); i += 2) dict.emplace_back(items[i], items[i + 1]);
-          break;
-        }
-        case 'b': {                            // BUILD: state of an OrderedDict (`_metadata`) is not needed
-          pop();
-          if (!std::holds_alternative<Dict>(top()->data)) fail("BUILD on an object other than a dict");
-          break;
-        }
-        case 'Q': push(persistent_load(pop())); break;
-        case 'R': {
-          auto arguments = pop();
-          auto callable = pop();
-          push(call(as<Global>(callable, "REDUCE"), as<Tuple>(arguments, "REDUCE").items));
-          break;
-        }
-        default: {
-          char hex[8];
-          std::snprintf(hex, sizeof hex, "0x%02x", opcode);
-          fail(std::string("unsupported pickle opcode ") + hex);
-        }
-      }
-    }
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::runtime_error("the pickle (data.pkl) is not a state_dict volt can read: " + what + " at byte " +
-                             std::to_string(position_));
-  }
-
-  std::string_view take(std::size_t count) {
-    if (position_ + count > bytes_.size()) fail("truncated data");
-    const auto result = bytes_.substr(position_, count);
-    position_ += count;
-    return result;
-  }
-  std::string line() {
-    const auto end = bytes_.find('\n', position_);
-    if (end == std::string_view::npos) fail("unterminated GLOBAL");
-    std::string result(bytes_.substr(position_, end - position_));
-    position_ = end + 1;
-    return result;
-  }
-  static std::uint64_t little_endian(std::string_view raw) {
-    std::uint64_t value = 0;
-    for (std::size_t i = 0; i < raw.size(); ++i) value |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
-    return value;
-  }
-
-  void push(ValuePtr value) { stack_.push_back(std::move(value)); }
-  template <class T>
-  void push(T value) {
-    stack_.push_back(std::make_shared<Value>(Value{std::move(value)}));
-  }
-  ValuePtr pop() {
-    if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) fail("stack underflow");
-    auto value = std::move(stack_.back());
-    stack_.pop_back();
-    return value;
-  }
-  const ValuePtr& top() {
-    if (stack_.empty()) fail("stack underflow");
-    return stack_.back();
-  }
-  std::vector<ValuePtr> pop_mark() {
-    if (marks_.empty()) fail("no MARK");
-    const std::size_t start = marks_.back();
-    marks_.pop_back();
-    std::vector<ValuePtr> items(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
-    stack_.resize(start);
-    return items;
-  }
-  ValuePtr memo_at(std::uint64_t index) {
-    const auto found = memo_.find(index);
-    if (found == memo_.end()) fail("unknown memo entry " + std::to_string(index));
-    return found->second;
-  }
-  template <class T>
-  T& as(const ValuePtr& value, const char* where) {
-    if (auto* result = std::get_if<T>(&value->data)) return *result;
-    fail(std::string("unexpected value type in ") + where);
-  }
-  template <class T>
-  T pop_as(const char* where) {
-    auto value = pop();
-    return as<T>(value, where);
-  }
-
-  ValuePtr persistent_load(const ValuePtr& id) {
-    const auto& items = as<Tuple>(id, "a persistent id").items;
-    if (items.size() != 5 || as<std::string>(items[0], "a persistent id") != "storage") {
-      fail("a persistent id other than ('storage', type, key, location, numel)");
-    }
-    const auto& type = as<Global>(items[1], "a persistent id");
-    const auto dtype = storage_dtype(type.name);
-    if (type.module != "torch" || !dtype) fail("unsupported storage type " + type.module + "." + type.name);
-    Storage storage{*dtype, as<std::string>(items[2], "a persistent id"), as<std::int64_t>(items[4], "a persistent id")};
-    return std::make_shared<Value>(Value{storage});
-  }
-
-  torch::Tensor storage_tensor(const Storage& storage) {
-    auto found = storages_.find(storage.key);
-    if (found == storages_.end()) {
-      found = storages_.emplace(storage.key, load_storage_(storage.key, storage.dtype, storage.numel)).first;
-    }
-    return found->second;
-  }
-
-  static std::vector<std::int64_t> int_list(Reader& reader, const ValuePtr& value) {
-    std::vector<std::int64_t> result;
-    for (const auto& item : reader.as<Tuple>(value, "a tensor's size or stride").items) {
-      result.push_back(reader.as<std::int64_t>(item, "a tensor's size or stride"));
-    }
-    return result;
-  }
-
-  ValuePtr call(const Global& callable, const std::vector<ValuePtr>& arguments) {
-    const std::string name = callable.module + "." + callable.name;
-    if (name == "collections.OrderedDict" && arguments.empty()) return std::make_shared<Value>(Value{Dict{}});
-    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
-      if (arguments.size() < 4) fail(name + " with fewer than 4 arguments");
-      const auto& storage = as<Storage>(arguments[0], name.c_str());
-      const auto offset = as<std::int64_t>(arguments[1], name.c_str());
-      const auto sizes = int_list(*this, arguments[2]);
-      const auto strides = int_list(*this, arguments[3]);
-      auto flat = storage_tensor(storage);
-      if (sizes.size() != strides.size()) fail(name + ": size and stride of different lengths");
-      if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
-        std::int64_t last = offset;
-        for (std::size_t i = 0; i < sizes.size(); ++i) last += (sizes[i] - 1) * strides[i];
-        if (offset < 0 || last >= flat.numel()) fail(name + ": the tensor reaches past its storage");
-      }
-      return std::make_shared<Value>(Value{flat.as_strided(sizes, strides, offset)});
-    }
-    if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
-      if (arguments.empty()) fail(name + " without arguments");
-      return std::make_shared<Value>(Value{as<torch::Tensor>(arguments[0], name.c_str())});
-    }
-    fail("unsupported callable " + name + " (volt reads dicts of tensors only)");
-  }
-
-  std::string_view bytes_;
-  StorageLoader load_storage_;
-  std::size_t position_ = 0;
-  std::vector<ValuePtr> stack_;
-  std::vector<std::size_t> marks_;
-  std::map<std::uint64_t, ValuePtr> memo_;
-  std::map<std::string, torch::Tensor> storages_;
-};
-
-}  // namespace volt::detail::pickle
-// ---- end volt/serialization/detail/pickle_reader.hpp
-// ---- begin volt/serialization/detail/pickle_writer.hpp
-/// \file
-/// Writing the protocol-2 pickle of a state_dict as torch.save does; implementation of
-/// volt/serialization/pickle.hpp, no public API.
-
-
-#include <torch/torch.h>
-
-#include <cstddef>
-#include <cstdint>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-namespace volt::detail::pickle {
-
-/// Writes protocol-2 pickle opcodes.
-class Writer {
- public:
-  Writer() { bytes_ += "\x80\x02"; }  // PROTO 2
-  void mark() { bytes_ += '('; }
-  void global(std::string_view module, std::string_view name) {
-    bytes_ += 'c';
-    bytes_.append(module);
-    bytes_ += '\n';
-    bytes_.append(name);
-    bytes_ += '\n';
-  }
-  void string(std::string_view text) {
-    bytes_ += 'X';
-    append_u32(static_cast<std::uint32_t>(text.size()));
-    bytes_.append(text);
-  }
-  void integer(std::int64_t value) {
-    if (value >= INT32_MIN && value <= INT32_MAX) {
-      bytes_ += 'J';  // BININT
-      append_u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(value)));
-    } else {
-      bytes_ += "\x8a\x08";  // LONG1, 8 bytes two's complement
-      for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFFU);
-    }
-  }
-  void int_tuple(c10::IntArrayRef values) {
-    mark();
-    for (const auto value : values) integer(value);
-    tuple();
-  }
-  void tuple() { bytes_ += 't'; }
-  void empty_tuple() { bytes_ += ')'; }
-  void false_() { bytes_ += '\x89'; }
-  void reduce() { bytes_ += 'R'; }
-  void persistent_id() { bytes_ += 'Q'; }
-  void setitems() { bytes_ += 'u'; }
-  void stop() { bytes_ += '.'; }
-  const std::string& bytes() const { return bytes_; }
-
- private:
-  void append_u32(std::uint32_t value) {
-    for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((value >> (8 * i)) & 0xFFU);
-  }
-  std::string bytes_;
-};
-
-/// The pickle of an OrderedDict name -> tensor as torch.save writes it; tensor i refers to storage record
-/// data/<i> (its contiguous CPU bytes, which the caller writes). `tensors` must be contiguous CPU tensors.
-inline std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
-  Writer out;
-  out.global("collections", "OrderedDict");
-  out.empty_tuple();
-  out.reduce();
-  out.mark();
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const auto& [name, tensor] = tensors[i];
-    out.string(name);
-    out.global("torch._utils", "_rebuild_tensor_v2");
-    out.mark();
-    {
-      out.mark();
-      out.string("storage");
-      out.global("torch", storage_class(tensor.scalar_type()));
-      out.string(std::to_string(i));
-      out.string("cpu");
-      out.integer(tensor.numel());
-      out.tuple();
-      out.persistent_id();
-    }
-    out.integer(0);  // storage offset
-    out.int_tuple(tensor.sizes());
-    out.int_tuple(tensor.strides());
-    out.false_();  // requires_grad
-    out.global("collections", "OrderedDict");  // backward hooks
-    out.empty_tuple();
-    out.reduce();
-    out.tuple();
-    out.reduce();
-  }
-  out.setitems();
-  out.stop();
-  return out.bytes();
-}
-
-}  // namespace volt::detail::pickle
-// ---- end volt/serialization/detail/pickle_writer.hpp
-// ---- end volt/serialization/pickle.hpp
-
-#include <caffe2/serialize/inline_container.h>
-#include <torch/torch.h>
-
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <memory>
-#include <random>
-#include <stdexcept>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
-namespace volt {
-
-/// A state_dict: names in Python's dotted style, in insertion order.
-using StateDict = torch::OrderedDict<std::string, torch::Tensor>;
-
-/// What load_weights(module, path, {.strict = false}) could not match (PyTorch's _IncompatibleKeys).
-/// Both lists are empty after a strict load, which throws instead.
-struct LoadWeightsResult {
-  std::vector<std::string> missing_keys;     ///< In the module, not in the file (left unchanged).
-  std::vector<std::string> unexpected_keys;  ///< In the file, not in the module (ignored).
-};
-
-/// Options of load_weights and load_state_dict (PyTorch's load_state_dict arguments).
-struct LoadWeightsOptions {
-  /// Every key of the module must be in the file and every key of the file in the module (PyTorch's
-  /// load_state_dict(strict=True)). Shapes must match either way.
-  bool strict = true;
-};
-
-namespace detail {
-
-template <class T>
-concept weights_module_pointer = requires(const T& pointer) {
-  { *pointer } -> std::convertible_to<const torch::nn::Module&>;
-};
-
-inline const torch::nn::Module& weights_module(const torch::nn::Module& module) { return module; }
-/// A std::shared_ptr to a module or a ModuleHolder (torch::nn::Linear, a TORCH_MODULE type).
-template <weights_module_pointer Pointer>
-const torch::nn::Module& weights_module(const Pointer& pointer) {
-  if constexpr (requires { pointer.is_empty(); }) {
-    if (pointer.is_empty()) throw std::invalid_argument("volt: save_weights/load_weights got an empty module holder");
-  } else {
-    if (!pointer) throw std::invalid_argument("volt: save_weights/load_weights got an empty module pointer");
-  }
-  return *pointer;
-}
-
-/// Python's Module.state_dict() order: each module (pre-order), its parameters then its buffers.
-inline void collect_state(const torch::nn::Module& module, const std::string& prefix, StateDict& out) {
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
-  for (const auto& child : module.named_children()) collect_state(*child.value(), prefix + child.key() + ".", out);
-}
-
-inline std::string python_shape(c10::IntArrayRef sizes) {
-  std::string text = "torch.Size([";
-  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "])";
-}
-
-inline std::string quoted_list(const std::vector<std::string>& keys) {
-  std::string text;
-  for (std::size_t i = 0; i < keys.size(); ++i) text += (i ? ", \"" : "\"") + keys[i] + "\"";
-  return text;
-}
-
-}  // namespace detail
-
-/// The state_dict of `module` (a torch::nn::Module, a std::shared_ptr to one, or a ModuleHolder such as
-/// torch::nn::Linear): its parameters and buffers under Python's dotted names, sharing storage with the
-/// module (no copy). Throws std::invalid_argument for an empty pointer.
-template <class Module>
-StateDict state_dict(const Module& module) {
-  StateDict result;
-  detail::collect_state(detail::weights_module(module), "", result);
-  return result;
-}
-
-/// Writes `weights` to `path` as torch.save(OrderedDict) does, readable by Python's torch.load(path) (with
-/// weights_only=True as well) and by load_weights. Tensors are saved detached, contiguous and on the CPU
-/// (Python loads them on the CPU). Atomic: the file is written next to `path` and renamed over it, so an
-/// existing file is never left torn. Throws std::runtime_error naming `path` when the file cannot be
-/// written, std::invalid_argument for an undefined tensor or a dtype torch.save has no storage class for.
-/// No rank check: under DDP every rank that calls it writes the file, so call it on global rank 0 only.
-inline void save_weights(const StateDict& weights, const std::filesystem::path& path) {
-  std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  tensors.reserve(weights.size());
-  for (const auto& item : weights) {
-    if (!item.value().defined()) {
-      throw std::invalid_argument("volt: save_weights: the tensor \"" + item.key() + "\" is undefined");
-    }
-    tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU).contiguous());
-  }
-  const std::string pickle = detail::pickle::state_dict_pickle(tensors);
-
-  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::error_code error;
-  std::filesystem::create_directories(folder, error);
-  std::random_device entropy;
-  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
-  try {
-    {
-      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-      if (!out) throw std::runtime_error("cannot create " + temporary.string());
-      caffe2::serialize::PyTorchStreamWriter writer([&out](const void* data, std::size_t size) -> std::size_t {
-        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-        return out ? size : 0;
-      });
-      writer.writeRecord("data.pkl", pickle.data(), pickle.size());
-      writer.writeRecord("byteorder", "little", 6);
-      for (std::size_t i = 0; i < tensors.size(); ++i) {
-        const auto& tensor = tensors[i].second;
-        writer.writeRecord("data/" + std::to_string(i), tensor.data_ptr(), tensor.numel() * tensor.element_size());
-      }
-      writer.writeEndOfFile();
-      out.flush();
-      if (!out) throw std::runtime_error("write error");
-    }
-    detail::fsync_file(temporary);
-    std::filesystem::rename(temporary, path);
-  } catch (const std::exception& cause) {
-    std::filesystem::remove(temporary, error);
-    throw std::runtime_error("volt: could not write the weights file " + path.string() + ": " + cause.what());
-  }
-}
-
-/// Writes the state_dict of `module` (see state_dict()) to `path`; see save_weights(StateDict, path).
-template <class Module>
-  requires(!std::is_same_v<Module, StateDict>)
-void save_weights(const Module& module, const std::filesystem::path& path) {
-  save_weights(state_dict(module), path);
-}
-
-/// Reads a weights file written by torch.save(state_dict) in Python (a dict or OrderedDict of tensors,
-/// zip format, the default since torch 1.6) or by save_weights, with every tensor on `map_location`.
-/// Throws std::runtime_error naming `path` when the file is missing, not a zip archive of torch.save, or
-/// holds something other than a dict of tensors (e.g. a whole pickled model).
-inline StateDict load_weights(const std::filesystem::path& path, torch::Device map_location = torch::kCPU) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    throw std::runtime_error("volt: weights file " + path.string() + " does not exist or is not a file");
-  }
-  try {
-    caffe2::serialize::PyTorchStreamReader reader(path.string());
-    if (!reader.hasRecord("data.pkl")) throw std::runtime_error("no data.pkl record");
-    const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
-    const std::string_view pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
-    auto load_storage = [&reader, &path](const std::string& key, c10::ScalarType dtype, std::int64_t numel) {
-      const std::string record = "data/" + key;
-      if (!reader.hasRecord(record)) throw std::runtime_error("missing storage record " + record);
-      auto [data, size] = reader.getRecord(record);
-      auto storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
-      const auto expected = static_cast<std::size_t>(numel) * storage.element_size();
-      if (size < expected) {
-        throw std::runtime_error("storage record " + record + " of " + path.filename().string() + " holds " +
-                                 std::to_string(size) + " bytes, expected " + std::to_string(expected));
-      }
-      if (expected > 0) std::memcpy(storage.data_ptr(), data.get(), expected);
-      return storage;
-    };
-    detail::pickle::Reader unpickler(pickle, load_storage);
-    const auto root = unpickler.read();
-    const auto* dict = std::get_if<detail::pickle::Dict>(&root->data);
-    if (dict == nullptr) throw std::runtime_error("the file holds something other than a dict of tensors");
-    StateDict result;
-    for (const auto& [key, value] : dict->items) {
-      const auto* name = std::get_if<std::string>(&key->data);
-      const auto* tensor = std::get_if<torch::Tensor>(&value->data);
-      if (name == nullptr || tensor == nullptr) {
-        throw std::runtime_error("the dict holds an entry that is not a string -> tensor pair" +
-                                 (name ? " (key \"" + *name + "\")" : std::string()));
-      }
-      // Views of one storage become separate tensors, as after load_state_dict copies them.
-      result.insert(*name, tensor->to(map_location).clone(at::MemoryFormat::Contiguous));
-    }
-    return result;
-  } catch (const std::exception& cause) {
-    throw std::runtime_error("volt: could not read the weights file " + path.string() +
-                             " (a torch.save'd state_dict): " + cause.what());
-  }
-}
-
-/// Copies `weights` into `module`'s parameters and buffers (on their devices and dtypes), as PyTorch's
-/// load_state_dict. Throws std::runtime_error listing every missing key (strict), unexpected key (strict)
-/// and shape mismatch, in PyTorch's words ("Error(s) in loading state_dict: Missing key(s) in
-/// state_dict: \"fc.bias\". size mismatch for fc.weight: copying a param with shape torch.Size([2, 3])
-/// from checkpoint, the shape in current model is torch.Size([3, 3])."); the module is not modified then.
-template <class Module>
-LoadWeightsResult load_state_dict(const Module& module, const StateDict& weights, LoadWeightsOptions options = {}) {
-  auto own = state_dict(module);
-  LoadWeightsResult result;
-  std::vector<std::string> mismatches;
-  for (const auto& item : own) {
-    const auto* loaded = weights.find(item.key());
-    if (loaded == nullptr) {
-      result.missing_keys.push_back(item.key());
-    } else if (loaded->sizes() != item.value().sizes()) {
-      mismatches.push_back("size mismatch for " + item.key() + ": copying a param with shape " +
-                           detail::python_shape(loaded->sizes()) + " from checkpoint, the shape in current model is " +
-                           detail::python_shape(item.value().sizes()) + ".");
-    }
-  }
-  for (const auto& item : weights) {
-    if (own.find(item.key()) == nullptr) result.unexpected_keys.push_back(item.key());
-  }
-  std::string errors;
-  if (options.strict && !result.unexpected_keys.empty()) {
-    errors += "\n\tUnexpected key(s) in state_dict: " + detail::quoted_list(result.unexpected_keys) + ". ";
-  }
-  if (options.strict && !result.missing_keys.empty()) {
-    errors += "\n\tMissing key(s) in state_dict: " + detail::quoted_list(result.missing_keys) + ". ";
-  }
-  for (const auto& mismatch : mismatches) errors += "\n\t" + mismatch;
-  if (!errors.empty()) throw std::runtime_error("Error(s) in loading state_dict:" + errors);
-  torch::NoGradGuard no_grad;
-  for (auto& item : own) {
-    if (const auto* loaded = weights.find(item.key())) item.value().copy_(*loaded);
-  }
-  return result;
-}
-
-/// Reads `path` (see load_weights(path)) and copies it into `module` (see load_state_dict). The file's
-/// tensors are read on the CPU and copied to each parameter's device. Errors also name the file.
-template <class Module>
-  requires(!std::is_convertible_v<Module, std::filesystem::path>)
-LoadWeightsResult load_weights(const Module& module, const std::filesystem::path& path, LoadWeightsOptions options = {}) {
-  const auto weights = load_weights(path);
-  try {
-    return load_state_dict(module, weights, options);
-  } catch (const std::runtime_error& cause) {
-    throw std::runtime_error(std::string(cause.what()) + " (weights file " + path.string() + ")");
-  }
-}
-
-}  // namespace volt
-// ---- end volt/serialization/weights.hpp
 // ---- end volt/serialization.hpp
 // ---- begin volt/trainer.hpp
 /// \file

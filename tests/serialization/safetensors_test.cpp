@@ -288,3 +288,32 @@ TEST_CASE("save_safetensors: clear errors for what the format cannot hold; a fai
   CHECK_THROWS_WITH_AS(volt::load_safetensors(dir.path / "missing.safetensors"),
                        doctest::Contains("could not read the safetensors file"), volt::SafetensorsError);
 }
+
+TEST_CASE("ModelCheckpoint export_safetensors writes the best checkpoint's weights to best.safetensors") {
+  volt_test::TempDir dir;
+  auto model = std::make_shared<volt_test::CountingModel>();
+  model->val_metric_by_epoch = {1.0, 3.0, 2.0};  // the best is epoch 1, then the model keeps training
+  auto options = volt_test::quiet_options(dir);
+  options.max_epochs = 3;
+  options.num_sanity_val_steps = 0;
+  options.enable_checkpointing = true;
+  volt::Trainer<volt::CPU> trainer(options, volt::ModelCheckpoint{{.dirpath = dir.path / "ckpt", .monitor = "val_score",
+                                                                   .mode = "max", .export_safetensors = true}});
+  trainer.fit(model, volt_test::make_batches(5), volt_test::make_batches(1));
+  const auto file = volt::load_safetensors(dir.path / "ckpt" / volt::ModelCheckpoint::name_best_safetensors);
+  CHECK(file.metadata == volt::SafetensorsMetadata{{"format", "pt"}, {"checkpoint", "epoch=1-step=10.ckpt"},
+                                                   {"epoch", "1"}, {"step", "10"}, {"monitor", "val_score"},
+                                                   {"score", "3"}});
+  // The weights are those of the best checkpoint, not of the model at the end of training.
+  auto from_checkpoint = std::make_shared<volt_test::CountingModel>();
+  volt::load_checkpoint_weights(*from_checkpoint, dir.path / "ckpt" / "epoch=1-step=10.ckpt");
+  const auto expected = volt::state_dict(from_checkpoint);
+  REQUIRE(file.tensors.size() == expected.size());
+  bool differs_from_final = false;
+  for (const auto& item : expected) {
+    CAPTURE(item.key());
+    CHECK(torch::equal(file.tensors[item.key()], item.value()));
+    differs_from_final |= !torch::equal(file.tensors[item.key()], volt::state_dict(model)[item.key()]);
+  }
+  CHECK(differs_from_final);
+}
