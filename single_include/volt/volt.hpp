@@ -10742,204 +10742,11 @@ class DeviceStatsMonitor {
 
 }  // namespace volt
 // ---- end volt/callbacks/device_stats_monitor.hpp
-// ---- end volt/callbacks.hpp
-// ---- begin volt/loggers.hpp
+// ---- begin volt/callbacks/histogram_monitor.hpp
 /// \file
-/// volt/loggers: where logged metrics are written.
+/// volt::HistogramMonitor: histograms of the model's parameters and gradients in TensorBoard, every n steps
+/// (what Lightning users write by hand with `logger.experiment.add_histogram` in a hook).
 
-// ---- begin volt/loggers/logger.hpp
-/// \file
-/// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
-
-#include <cstdint>
-#include <filesystem>
-#include <map>
-#include <optional>
-#include <string>
-#include <system_error>
-
-namespace volt {
-
-/// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
-/// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
-/// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
-class Logger {
- public:
-  virtual ~Logger() = default;
-  /// Records `metrics` at optimizer step `step`. May buffer; may throw std::runtime_error when a file cannot
-  /// be written.
-  virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
-  /// Records the run's hyperparameters, once, at fit start.
-  virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
-  /// Writes what is buffered. The default does nothing.
-  virtual void save() {}
-  /// Called once when the run ends, with "success", "failed" or "interrupted"; the default calls save().
-  virtual void finalize(const std::string& /*status*/) { save(); }
-  /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
-  virtual std::filesystem::path log_dir() const = 0;
-};
-
-namespace detail {
-
-/// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
-inline int next_version(const std::filesystem::path& root) {
-  std::error_code error;
-  int next = 0;
-  if (!std::filesystem::is_directory(root, error)) return 0;
-  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
-    try {
-      std::size_t used = 0;
-      const int number = std::stoi(name.substr(8), &used);
-      if (used == name.size() - 8) next = std::max(next, number + 1);
-    } catch (const std::exception&) {
-      // not a version folder of ours
-    }
-  }
-  return next;
-}
-
-/// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
-/// options' version or else the next free one, chosen once (`version` caches it).
-template <class Options>
-std::filesystem::path versioned_log_dir(const Options& options, std::optional<int>& version) {
-  const auto root = (options.save_dir.empty() ? std::filesystem::path(".") : options.save_dir) / options.name;
-  if (!version) version = options.version ? *options.version : next_version(root);
-  return root / ("version_" + std::to_string(*version));
-}
-
-/// The Trainer's default_root_dir as the save_dir of a file logger that was given none ("." when empty too).
-template <class Options>
-void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) {
-  if (options.save_dir.empty()) options.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
-}
-
-}  // namespace detail
-}  // namespace volt
-// ---- end volt/loggers/logger.hpp
-// ---- begin volt/loggers/csv_logger.hpp
-/// \file
-/// volt::CSVLogger: metrics.csv and hparams.yaml in Lightning's layout,
-/// `<save_dir>/<name>/version_<N>/{metrics.csv,hparams.yaml}`.
-
-
-#include <cmath>
-#include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <iomanip>
-#include <limits>
-#include <map>
-#include <optional>
-#include <sstream>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-namespace volt {
-
-/// The options of volt::CSVLogger (Lightning's CSVLogger arguments).
-struct CSVLoggerOptions {
-  /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
-  std::filesystem::path save_dir{};
-  /// Experiment folder under save_dir.
-  std::string name = "lightning_logs";
-  /// Fixed version number; nullopt: the next free version_N.
-  std::optional<int> version{};
-  /// Rows kept in memory before they are written (Lightning's flush_logs_every_n_steps).
-  std::int64_t flush_logs_every_n_steps = 100;
-};
-
-/// Writes every logged metric as a row of metrics.csv: columns "step", "epoch" (when logged) and one per
-/// metric name in first-seen order; a row leaves the columns of metrics it lacks empty. A new metric name
-/// rewrites the file with the wider header.
-class CSVLogger : public Logger {
- public:
-  /// Keeps the options; creates no file until the first write.
-  explicit CSVLogger(CSVLoggerOptions options = {}) : options_(std::move(options)) {}
-
-  /// Sets the folder used when save_dir was left empty. Called by the Trainer before the first write.
-  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
-
-  std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
-
-  /// Buffers one row at `step`; writes the buffer (save()) once flush_logs_every_n_steps rows are waiting.
-  /// Throws std::runtime_error when metrics.csv cannot be written.
-  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
-    Row row;
-    row.step = step;
-    for (const auto& [key, value] : metrics) {
-      if (column_index_.emplace(key, columns_.size()).second) {
-        columns_.push_back(key);
-        header_changed_ = true;
-      }
-      row.values.emplace_back(column_index_.at(key), value);
-    }
-    rows_.push_back(std::move(row));
-    if (static_cast<std::int64_t>(rows_.size() - written_rows_) >= options_.flush_logs_every_n_steps) save();
-  }
-
-  /// Writes hparams.yaml (`key: value` per line, `{}` when empty) in log_dir(), creating the folder. Throws
-  /// std::runtime_error when the file cannot be written.
-  void log_hyperparams(const std::map<std::string, std::string>& params) override {
-    ensure_dir();
-    std::ofstream out(log_dir() / "hparams.yaml");
-    for (const auto& [key, value] : params) out << key << ": " << value << '\n';
-    if (params.empty()) out << "{}\n";
-    if (!out) throw std::runtime_error("volt: cannot write " + (log_dir() / "hparams.yaml").string());
-  }
-
-  /// Writes the rows not yet on disk (the whole file when the header grew).
-  void save() override {
-    if (rows_.size() == written_rows_ && !header_changed_) return;
-    ensure_dir();
-    const auto path = log_dir() / "metrics.csv";
-    const bool rewrite = header_changed_ || written_rows_ == 0;
-    std::ofstream out(path, rewrite ? std::ios::trunc : std::ios::app);
-    if (!out) throw std::runtime_error("volt: cannot write " + path.string());
-    out << std::setprecision(std::numeric_limits<double>::max_digits10);
-    if (rewrite) {
-      out << "step";
-      for (const auto& column : columns_) out << ',' << column;
-      out << '\n';
-    }
-    for (std::size_t i = rewrite ? 0 : written_rows_; i < rows_.size(); ++i) {
-      std::vector<std::optional<double>> cells(columns_.size());
-      for (const auto& [index, value] : rows_[i].values) cells[index] = value;
-      out << rows_[i].step;
-      for (const auto& cell : cells) {
-        out << ',';
-        if (cell) out << *cell;
-      }
-      out << '\n';
-    }
-    written_rows_ = rows_.size();
-    header_changed_ = false;
-  }
-
-  /// The metric columns seen so far, in first-seen order (without "step").
-  const std::vector<std::string>& columns() const { return columns_; }
-
- private:
-  struct Row {
-    std::int64_t step = 0;
-    std::vector<std::pair<std::size_t, double>> values;
-  };
-
-  void ensure_dir() const { std::filesystem::create_directories(log_dir()); }
-
-  CSVLoggerOptions options_;
-  mutable std::optional<int> version_;
-  std::vector<std::string> columns_;
-  std::map<std::string, std::size_t> column_index_;
-  std::vector<Row> rows_;
-  std::size_t written_rows_ = 0;
-  bool header_changed_ = false;
-};
-
-}  // namespace volt
-// ---- end volt/loggers/csv_logger.hpp
 // ---- begin volt/loggers/tensorboard_logger.hpp
 /// \file
 /// volt::TensorBoardLogger: TensorBoard event files in Lightning's layout.
@@ -10948,22 +10755,23 @@ class CSVLogger : public Logger {
 /// hparams.yaml beside it.
 ///
 /// The files are TFRecord streams (length, masked CRC32C of the length, payload, masked CRC32C of the payload)
-/// of `tensorflow.Event` protocol buffers, encoded here by hand so that volt needs no protobuf library:
-/// a file_version event first ("brain.Event:2"), then one event per log_metrics call with a `simple_value`
-/// per metric (what torch.utils.tensorboard's add_scalar writes), and for log_hyperparams the hparams
-/// plugin's session_start_info summary (what torch.utils.tensorboard.summary.hparams writes).
+/// of `tensorflow.Event` protocol buffers, encoded by hand (volt/loggers/detail/tensorboard_encoding.hpp) so
+/// that volt needs no protobuf library: a file_version event first ("brain.Event:2"), then one event per
+/// log_metrics call with a `simple_value` per metric (what torch.utils.tensorboard's add_scalar writes), and
+/// what add_image, add_histogram, add_text and the hparams summaries write for log_image / log_images,
+/// log_histogram, log_text and log_hyperparams (Lightning users reach these through `logger.experiment`).
 
+// ---- begin volt/loggers/detail/tensorboard_encoding.hpp
+/// \file
+/// The encoding of TensorBoard event files, by hand so that volt needs no protobuf library: CRC-32C and
+/// TFRecord framing, a protocol-buffer writer, and the Summary values volt::TensorBoardLogger writes (scalars,
+/// images, histograms, text, the hparams plugin's experiment, session start and session end).
 
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
-#include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11151,7 +10959,395 @@ inline int next_file_uid() {
   return uid++;
 }
 
+
+// Field numbers for images, histograms, text and the rest of the hparams plugin (summary.proto, tensor.proto,
+// tensor_shape.proto, tensorboard/plugins/hparams/api.proto and plugin_data.proto).
+inline constexpr int value_image = 4, value_histo = 5, value_tensor = 8;
+inline constexpr int image_height = 1, image_width = 2, image_colorspace = 3, image_encoded = 4;
+inline constexpr int histo_min = 1, histo_max = 2, histo_num = 3, histo_sum = 4, histo_sum_squares = 5,
+                     histo_bucket_limit = 6, histo_bucket = 7;
+inline constexpr int tensor_dtype = 1, tensor_shape = 2, tensor_string_val = 8, shape_dim = 2, dim_size = 1;
+inline constexpr int dt_string = 7;
+inline constexpr int hparams_experiment = 2, hparams_session_end_info = 4;
+inline constexpr int experiment_hparam_infos = 4, experiment_metric_infos = 5;
+inline constexpr int hparam_info_name = 1, hparam_info_type = 4, metric_info_name = 1, metric_name_tag = 2;
+inline constexpr int data_type_string = 1, data_type_bool = 2, data_type_float64 = 3;
+inline constexpr int session_end_status = 1, status_success = 1;
+
+/// A Summary.Value with `tag` and plugin metadata naming `plugin` with `content`, plus the serialized
+/// `payload_fields` (a value's data: image, histo, tensor).
+inline std::string plugin_value(std::string_view tag, std::string_view plugin, std::string_view content,
+                                const std::string& payload_fields = {}) {
+  ProtoWriter plugin_data;
+  plugin_data.bytes_field(plugin_name, plugin);
+  if (!content.empty()) plugin_data.bytes_field(plugin_content, content);
+  ProtoWriter metadata;
+  metadata.bytes_field(metadata_plugin_data, plugin_data.bytes());
+  ProtoWriter value;
+  value.bytes_field(value_tag, tag);
+  value.bytes_field(value_metadata, metadata.bytes());
+  return value.bytes() + payload_fields;
+}
+
+/// An hparams plugin value: HParamsPluginData{version 0, `field` = `message`} under `tag`.
+inline std::string hparams_value(std::string_view tag, int field, const std::string& message) {
+  ProtoWriter data;
+  data.varint_field(hparams_version, 0);
+  data.bytes_field(field, message);
+  return plugin_value(tag, "hparams", data.bytes());
+}
+
+/// "_hparams_/experiment": the names and types of the hyperparameters and the metric tags (what
+/// torch.utils.tensorboard.summary.hparams writes), which TensorBoard's HPARAMS tab shows as columns.
+inline std::string experiment_value(const std::map<std::string, std::string>& params,
+                                    const std::map<std::string, double>& metrics) {
+  ProtoWriter experiment;
+  for (const auto& [key, text] : params) {
+    const std::string encoded = hparam_value(text);
+    const int kind = static_cast<unsigned char>(encoded.front()) >> 3;  // the google.protobuf.Value field
+    ProtoWriter info;
+    info.bytes_field(hparam_info_name, key);
+    info.varint_field(hparam_info_type, kind == struct_number_value ? data_type_float64
+                                        : kind == struct_bool_value ? data_type_bool : data_type_string);
+    experiment.bytes_field(experiment_hparam_infos, info.bytes());
+  }
+  for (const auto& [key, value] : metrics) {
+    ProtoWriter name;
+    name.bytes_field(metric_name_tag, key);
+    ProtoWriter info;
+    info.bytes_field(metric_info_name, name.bytes());
+    experiment.bytes_field(experiment_metric_infos, info.bytes());
+  }
+  return hparams_value("_hparams_/experiment", hparams_experiment, experiment.bytes());
+}
+
+/// "_hparams_/session_end_info" with STATUS_SUCCESS.
+inline std::string session_end_info_value() {
+  ProtoWriter end;
+  end.varint_field(session_end_status, status_success);
+  return hparams_value("_hparams_/session_end_info", hparams_session_end_info, end.bytes());
+}
+
+/// A Summary.Value holding a PNG image (Summary.Image: height, width, colorspace = channels, the PNG bytes).
+inline std::string image_value(std::string_view tag, std::int64_t height, std::int64_t width, int channels,
+                               const std::string& png) {
+  ProtoWriter image;
+  image.varint_field(image_height, static_cast<std::uint64_t>(height));
+  image.varint_field(image_width, static_cast<std::uint64_t>(width));
+  image.varint_field(image_colorspace, static_cast<std::uint64_t>(channels));
+  image.bytes_field(image_encoded, png);
+  ProtoWriter value;
+  value.bytes_field(value_tag, tag);
+  value.bytes_field(value_image, image.bytes());
+  return value.bytes();
+}
+
+/// A Summary.Value holding a HistogramProto: min, max, count, sum, sum of squares, then the buckets' right
+/// edges and counts as packed doubles.
+inline std::string histogram_value(std::string_view tag, double min, double max, double num, double sum,
+                                   double sum_squares, const std::vector<double>& limits,
+                                   const std::vector<double>& counts) {
+  const auto packed = [](const std::vector<double>& values) {
+    std::string bytes;
+    for (const double value : values) {
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, &value, sizeof bits);
+      append_little_endian(bytes, bits, 8);
+    }
+    return bytes;
+  };
+  ProtoWriter histo;
+  histo.double_field(histo_min, min);
+  histo.double_field(histo_max, max);
+  histo.double_field(histo_num, num);
+  histo.double_field(histo_sum, sum);
+  histo.double_field(histo_sum_squares, sum_squares);
+  histo.bytes_field(histo_bucket_limit, packed(limits));
+  histo.bytes_field(histo_bucket, packed(counts));
+  ProtoWriter value;
+  value.bytes_field(value_tag, tag);
+  value.bytes_field(value_histo, histo.bytes());
+  return value.bytes();
+}
+
+/// A Summary.Value of the text plugin: a one-element DT_STRING TensorProto (what torch's add_text writes).
+inline std::string text_value(std::string_view tag, std::string_view text) {
+  ProtoWriter dim;
+  dim.varint_field(dim_size, 1);
+  ProtoWriter shape;
+  shape.bytes_field(shape_dim, dim.bytes());
+  ProtoWriter tensor;
+  tensor.varint_field(tensor_dtype, dt_string);
+  tensor.bytes_field(tensor_shape, shape.bytes());
+  tensor.bytes_field(tensor_string_val, text);
+  ProtoWriter payload;
+  payload.bytes_field(value_tensor, tensor.bytes());
+  return plugin_value(tag, "text", "", payload.bytes());
+}
+
 }  // namespace detail::tensorboard
+
+}  // namespace volt
+// ---- end volt/loggers/detail/tensorboard_encoding.hpp
+// ---- begin volt/loggers/images.hpp
+/// \file
+/// Images for loggers: volt::make_image_grid (torchvision's make_grid) and volt::encode_png, a PNG encoder
+/// without zlib. LibTorch does not expose a compressor, so the PNG holds its pixels in stored (uncompressed)
+/// deflate blocks: about 3 bytes per RGB pixel, which TensorBoard and every PNG reader decode.
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace volt {
+
+/// The options of make_image_grid (torchvision.utils.make_grid's arguments, without normalize).
+struct ImageGridOptions {
+  /// Images per row.
+  std::int64_t nrow = 8;
+  /// Pixels between images and around the grid.
+  std::int64_t padding = 2;
+  /// The value of the padding pixels.
+  double pad_value = 0.0;
+};
+
+/// Lays out a batch of images (N, C, H, W) as one image (C, H', W') of `nrow` images per row, as
+/// torchvision.utils.make_grid does: single-channel images become three-channel, a batch of one is returned
+/// as that image, values are kept as they are (no normalization). A (C, H, W) image is returned unchanged.
+/// Throws std::invalid_argument for other shapes, nrow < 1 or a negative padding.
+inline torch::Tensor make_image_grid(const torch::Tensor& images, const ImageGridOptions& options = {}) {
+  if (!images.defined() || (images.dim() != 3 && images.dim() != 4)) {
+    throw std::invalid_argument("volt: make_image_grid expects images of shape (N, C, H, W) or (C, H, W), got " +
+                                (images.defined() ? std::to_string(images.dim()) + " dimensions" : std::string("undefined")));
+  }
+  if (options.nrow < 1 || options.padding < 0) {
+    throw std::invalid_argument("volt: make_image_grid: nrow must be >= 1 and padding >= 0 (got nrow=" +
+                                std::to_string(options.nrow) + ", padding=" + std::to_string(options.padding) + ")");
+  }
+  if (images.dim() == 3) return images;
+  auto batch = images.size(1) == 1 ? torch::cat({images, images, images}, 1) : images;
+  if (batch.size(0) == 1) return batch[0];
+  const std::int64_t count = batch.size(0);
+  const std::int64_t columns = std::min(options.nrow, count);
+  const std::int64_t rows = (count + columns - 1) / columns;
+  const std::int64_t height = batch.size(2) + options.padding, width = batch.size(3) + options.padding;
+  auto grid = torch::full({batch.size(1), rows * height + options.padding, columns * width + options.padding},
+                          options.pad_value, batch.options());
+  for (std::int64_t k = 0; k < count; ++k) {
+    const std::int64_t y = k / columns, x = k % columns;
+    grid.narrow(1, y * height + options.padding, height - options.padding)
+        .narrow(2, x * width + options.padding, width - options.padding)
+        .copy_(batch[k]);
+  }
+  return grid;
+}
+
+namespace detail::png {
+
+/// CRC-32 (reflected polynomial 0xEDB88320), as PNG chunks use.
+inline std::uint32_t crc32(std::string_view bytes) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> entries{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+      entries[n] = c;
+    }
+    return entries;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+inline void append_big_endian(std::string& out, std::uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xFFU));
+}
+
+inline void append_chunk(std::string& out, std::string_view type, std::string_view data) {
+  append_big_endian(out, static_cast<std::uint32_t>(data.size()));
+  std::string body(type);
+  body.append(data);
+  out += body;
+  append_big_endian(out, crc32(body));
+}
+
+/// A zlib stream of `raw` in stored deflate blocks (at most 65,535 bytes each) with its Adler-32.
+inline std::string zlib_stored(std::string_view raw) {
+  std::string out("\x78\x01", 2);
+  std::size_t at = 0;
+  do {
+    const std::size_t size = std::min<std::size_t>(raw.size() - at, 65535);
+    const bool last = at + size == raw.size();
+    out.push_back(static_cast<char>(last ? 1 : 0));
+    out.push_back(static_cast<char>(size & 0xFFU));
+    out.push_back(static_cast<char>(size >> 8));
+    out.push_back(static_cast<char>(~size & 0xFFU));
+    out.push_back(static_cast<char>((~size >> 8) & 0xFFU));
+    out.append(raw.substr(at, size));
+    at += size;
+  } while (at < raw.size());
+  std::uint32_t a = 1, b = 0;
+  for (const char byte : raw) {
+    a = (a + static_cast<unsigned char>(byte)) % 65521U;
+    b = (b + a) % 65521U;
+  }
+  append_big_endian(out, b << 16 | a);
+  return out;
+}
+
+}  // namespace detail::png
+
+/// `image` as (H, W, C) uint8 on the CPU, C in {1, 3, 4}: from (C, H, W) or (H, W); floating-point values are
+/// scaled by 255 and clipped to [0, 255] (then truncated, as torch.utils.tensorboard does), uint8 is kept.
+/// Throws std::invalid_argument for another shape, channel count or dtype.
+inline torch::Tensor image_to_hwc_uint8(const torch::Tensor& image) {
+  if (!image.defined() || (image.dim() != 2 && image.dim() != 3)) {
+    throw std::invalid_argument("volt: an image must have shape (C, H, W) or (H, W), got " +
+                                (image.defined() ? std::to_string(image.dim()) + " dimensions" : std::string("undefined")));
+  }
+  auto chw = image.dim() == 2 ? image.unsqueeze(0) : image;
+  const auto channels = chw.size(0);
+  if (channels != 1 && channels != 3 && channels != 4) {
+    throw std::invalid_argument("volt: an image must have 1, 3 or 4 channels (gray, RGB, RGBA), got " +
+                                std::to_string(channels));
+  }
+  auto pixels = chw.detach().to(torch::kCPU);
+  if (pixels.is_floating_point()) {
+    pixels = (pixels.to(torch::kFloat) * 255.0F).clamp(0.0, 255.0).to(torch::kByte);
+  } else if (pixels.scalar_type() != torch::kByte) {
+    throw std::invalid_argument("volt: an image must be floating point (values in [0, 1]) or uint8, got " +
+                                std::string(c10::toString(pixels.scalar_type())));
+  }
+  return pixels.permute({1, 2, 0}).contiguous();
+}
+
+/// The PNG file of `image` ((C, H, W) or (H, W); see image_to_hwc_uint8): 8 bits per channel, gray, RGB or
+/// RGBA, no filtering, stored deflate blocks.
+inline std::string encode_png(const torch::Tensor& image) {
+  const auto hwc = image_to_hwc_uint8(image);
+  const auto height = hwc.size(0), width = hwc.size(1), channels = hwc.size(2);
+  if (height < 1 || width < 1) throw std::invalid_argument("volt: encode_png: the image is empty");
+  const auto row_bytes = static_cast<std::size_t>(width * channels);
+  const auto* pixels = static_cast<const char*>(hwc.data_ptr());
+  std::string raw;
+  raw.reserve(static_cast<std::size_t>(height) * (row_bytes + 1));
+  for (std::int64_t y = 0; y < height; ++y) {
+    raw.push_back('\0');  // filter type None
+    raw.append(pixels + static_cast<std::size_t>(y) * row_bytes, row_bytes);
+  }
+  std::string header;
+  detail::png::append_big_endian(header, static_cast<std::uint32_t>(width));
+  detail::png::append_big_endian(header, static_cast<std::uint32_t>(height));
+  const char color_type = channels == 1 ? 0 : channels == 3 ? 2 : 6;
+  header += std::string{'\x08', color_type, '\0', '\0', '\0'};
+  std::string png("\x89PNG\r\n\x1a\n", 8);
+  detail::png::append_chunk(png, "IHDR", header);
+  detail::png::append_chunk(png, "IDAT", detail::png::zlib_stored(raw));
+  detail::png::append_chunk(png, "IEND", "");
+  return png;
+}
+
+}  // namespace volt
+// ---- end volt/loggers/images.hpp
+// ---- begin volt/loggers/logger.hpp
+/// \file
+/// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <system_error>
+
+namespace volt {
+
+/// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
+/// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
+/// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
+class Logger {
+ public:
+  virtual ~Logger() = default;
+  /// Records `metrics` at optimizer step `step`. May buffer; may throw std::runtime_error when a file cannot
+  /// be written.
+  virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
+  /// Records the run's hyperparameters, once, at fit start.
+  virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
+  /// Writes what is buffered. The default does nothing.
+  virtual void save() {}
+  /// Called once when the run ends, with "success", "failed" or "interrupted"; the default calls save().
+  virtual void finalize(const std::string& /*status*/) { save(); }
+  /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
+  virtual std::filesystem::path log_dir() const = 0;
+};
+
+namespace detail {
+
+/// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
+inline int next_version(const std::filesystem::path& root) {
+  std::error_code error;
+  int next = 0;
+  if (!std::filesystem::is_directory(root, error)) return 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
+    try {
+      std::size_t used = 0;
+      const int number = std::stoi(name.substr(8), &used);
+      if (used == name.size() - 8) next = std::max(next, number + 1);
+    } catch (const std::exception&) {
+      // not a version folder of ours
+    }
+  }
+  return next;
+}
+
+/// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
+/// options' version or else the next free one, chosen once (`version` caches it).
+template <class Options>
+std::filesystem::path versioned_log_dir(const Options& options, std::optional<int>& version) {
+  const auto root = (options.save_dir.empty() ? std::filesystem::path(".") : options.save_dir) / options.name;
+  if (!version) version = options.version ? *options.version : next_version(root);
+  return root / ("version_" + std::to_string(*version));
+}
+
+/// The Trainer's default_root_dir as the save_dir of a file logger that was given none ("." when empty too).
+template <class Options>
+void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) {
+  if (options.save_dir.empty()) options.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/loggers/logger.hpp
+
+#include <torch/torch.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if !defined(_WIN32)
+#include <unistd.h>
+#endif
+
+namespace volt {
 
 /// The options of volt::TensorBoardLogger (Lightning's TensorBoardLogger arguments).
 struct TensorBoardLoggerOptions {
@@ -11168,7 +11364,8 @@ struct TensorBoardLoggerOptions {
   std::string prefix{};
 };
 
-/// Writes logged metrics as TensorBoard scalars and the hyperparameters for TensorBoard's hparams tab.
+/// Writes logged metrics as TensorBoard scalars, the hyperparameters for TensorBoard's hparams tab, and images,
+/// histograms and text logged through its own methods.
 /// The event file is created on the first write (with tensorboard's name pattern) and flushed on save()
 /// and finalize(). Not thread-safe; the Trainer calls it on global rank zero only.
 /// Throws std::runtime_error naming the file when it cannot be created or written.
@@ -11190,15 +11387,26 @@ class TensorBoardLogger : public Logger {
     if (metrics.empty()) return;
     detail::tensorboard::ProtoWriter summary;
     for (const auto& [key, value] : metrics) {
-      const std::string tag = options_.prefix.empty() ? key : options_.prefix + "-" + key;
-      summary.bytes_field(detail::tensorboard::summary_value, detail::tensorboard::scalar_value(tag, value));
+      summary.bytes_field(detail::tensorboard::summary_value, detail::tensorboard::scalar_value(prefixed(key), value));
     }
     write_summary(step, summary);
   }
 
   /// Writes hparams.yaml, the hparams plugin's session_start_info summary and, with default_hp_metric,
-  /// "hp_metric" = -1 at step 0 (Lightning's TensorBoardLogger.log_hyperparams).
+  /// "hp_metric" = -1 at step 0 with the experiment and session_end_info summaries that make TensorBoard's
+  /// HPARAMS tab show it (Lightning's TensorBoardLogger.log_hyperparams).
   void log_hyperparams(const std::map<std::string, std::string>& params) override {
+    std::map<std::string, double> metrics;
+    if (options_.default_hp_metric) metrics["hp_metric"] = -1.0;
+    log_hyperparams(params, metrics);
+  }
+
+  /// log_hyperparams(params) with `metrics` as the HPARAMS tab's metric columns (Lightning's
+  /// log_hyperparams(params, metrics)): the metrics are logged at step 0, and the experiment summary names
+  /// them (with the prefix, as log_metrics writes them). Later log_metrics calls with the same names fill the
+  /// columns.
+  void log_hyperparams(const std::map<std::string, std::string>& params, const std::map<std::string, double>& metrics) {
+    namespace tb = detail::tensorboard;
     std::filesystem::create_directories(log_dir());
     const auto yaml = log_dir() / "hparams.yaml";
     {
@@ -11207,11 +11415,55 @@ class TensorBoardLogger : public Logger {
       if (params.empty()) out << "{}\n";
       if (!out) throw std::runtime_error("volt: cannot write " + yaml.string());
     }
-    if (options_.default_hp_metric) log_metrics({{"hp_metric", -1.0}}, 0);
-    detail::tensorboard::ProtoWriter summary;
-    summary.bytes_field(detail::tensorboard::summary_value,
-                        detail::tensorboard::session_start_info_value(params, detail::tensorboard::now_seconds()));
-    write_summary(0, summary);
+    log_metrics(metrics, 0);
+    std::map<std::string, double> columns;  // the names log_metrics wrote (with the prefix)
+    for (const auto& [key, value] : metrics) columns[prefixed(key)] = value;
+    if (!metrics.empty()) write_value(0, tb::experiment_value(params, columns));
+    write_value(0, tb::session_start_info_value(params, tb::now_seconds()));
+    if (!metrics.empty()) write_value(0, tb::session_end_info_value());
+  }
+
+  /// One image at `step` (TensorBoard's IMAGES tab; torch's add_image): (C, H, W) with 1, 3 or 4 channels,
+  /// or (H, W); floating point in [0, 1] (scaled by 255, clipped) or uint8. PNG-encoded (volt::encode_png).
+  /// Throws std::invalid_argument for another shape or dtype.
+  void log_image(const std::string& tag, const torch::Tensor& image, std::int64_t step) {
+    const auto hwc = image_to_hwc_uint8(image);
+    write_value(step, detail::tensorboard::image_value(prefixed(tag), hwc.size(0), hwc.size(1),
+                                                       static_cast<int>(hwc.size(2)), encode_png(hwc.permute({2, 0, 1}))));
+  }
+
+  /// A batch of images (N, C, H, W) as one grid image at `step` (make_image_grid, then log_image; torch's
+  /// add_images after torchvision's make_grid).
+  void log_images(const std::string& tag, const torch::Tensor& images, std::int64_t step, const ImageGridOptions& grid = {}) {
+    log_image(tag, make_image_grid(images, grid), step);
+  }
+
+  /// A histogram of `values` at `step` (TensorBoard's HISTOGRAMS and DISTRIBUTIONS tabs; torch's
+  /// add_histogram): `bins` equal-width buckets between the smallest and largest finite value, with count,
+  /// sum and sum of squares. Non-finite values are left out. Throws std::invalid_argument when no finite value
+  /// remains or bins < 1.
+  void log_histogram(const std::string& tag, const torch::Tensor& values, std::int64_t step, int bins = 64) {
+    if (bins < 1) throw std::invalid_argument("volt: log_histogram: bins must be >= 1, got " + std::to_string(bins));
+    auto flat = values.detach().to(torch::kCPU, torch::kDouble).flatten();
+    flat = flat.masked_select(torch::isfinite(flat));
+    if (flat.numel() == 0) {
+      throw std::invalid_argument("volt: log_histogram: \"" + tag + "\" has no finite value to show");
+    }
+    const double min = flat.min().item<double>(), max = flat.max().item<double>();
+    const auto counts = torch::histc(flat, bins, min, max);
+    std::vector<double> limits, buckets;
+    for (int i = 0; i < bins; ++i) {
+      limits.push_back(i + 1 == bins ? max : min + (max - min) * (i + 1) / bins);
+      buckets.push_back(counts[i].item<double>());
+    }
+    write_value(step, detail::tensorboard::histogram_value(prefixed(tag), min, max, static_cast<double>(flat.numel()),
+                                                           flat.sum().item<double>(), flat.square().sum().item<double>(),
+                                                           limits, buckets));
+  }
+
+  /// Text (Markdown) at `step` under `<tag>/text_summary` (TensorBoard's TEXT tab; torch's add_text).
+  void log_text(const std::string& tag, const std::string& text, std::int64_t step) {
+    write_value(step, detail::tensorboard::text_value(prefixed(tag) + "/text_summary", text));
   }
 
   /// Flushes the event file to the operating system.
@@ -11248,6 +11500,14 @@ class TensorBoardLogger : public Logger {
     write_record(detail::tensorboard::event(now, 0, version));
   }
 
+  std::string prefixed(const std::string& tag) const { return options_.prefix.empty() ? tag : options_.prefix + "-" + tag; }
+
+  void write_value(std::int64_t step, const std::string& value) {
+    detail::tensorboard::ProtoWriter summary;
+    summary.bytes_field(detail::tensorboard::summary_value, value);
+    write_summary(step, summary);
+  }
+
   void write_summary(std::int64_t step, const detail::tensorboard::ProtoWriter& summary) {
     open();
     detail::tensorboard::ProtoWriter body;
@@ -11269,6 +11529,206 @@ class TensorBoardLogger : public Logger {
 
 }  // namespace volt
 // ---- end volt/loggers/tensorboard_logger.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+namespace volt {
+
+/// The options of volt::HistogramMonitor.
+struct HistogramMonitorOptions {
+  /// Log at optimizer steps 0, n, 2n, ... (the global step before the step is taken).
+  std::int64_t every_n_steps = 100;
+  /// Log each parameter's values as `parameters/<name>`.
+  bool parameters = true;
+  /// Log each parameter's gradient as `gradients/<name>` (parameters without a gradient are left out).
+  bool gradients = true;
+  /// Buckets per histogram.
+  int bins = 64;
+};
+
+/// Callback: before the optimizer steps at every `every_n_steps`-th global step, writes a histogram of every
+/// parameter and of its gradient (after backward, before clipping and the step) to each TensorBoardLogger of
+/// the Trainer, on global rank zero. Names are the parameters' dotted names ("net.0.weight"). Several
+/// optimizers: logged once per step.
+class HistogramMonitor {
+ public:
+  /// Throws MisconfigurationError for every_n_steps < 1 or bins < 1.
+  explicit HistogramMonitor(HistogramMonitorOptions options = {}) : options_(options) {
+    if (options_.every_n_steps < 1 || options_.bins < 1) {
+      throw MisconfigurationError("HistogramMonitor: every_n_steps and bins must be >= 1 (got every_n_steps=" +
+                                  std::to_string(options_.every_n_steps) + ", bins=" + std::to_string(options_.bins) + ")");
+    }
+  }
+
+  /// Runs at fit start. Throws MisconfigurationError when the Trainer has no TensorBoardLogger.
+  template <class State>
+  void on_fit_start(State& state) {
+    for (Logger* logger : state.loggers) {
+      if (dynamic_cast<TensorBoardLogger*>(logger) != nullptr) return;
+    }
+    throw MisconfigurationError("Cannot use `HistogramMonitor` callback with `Trainer` that has no TensorBoardLogger.");
+  }
+
+  /// Before each optimizer step: logs the histograms when the step is due.
+  template <class State>
+  void on_before_optimizer_step(State& state, torch::optim::Optimizer& /*optimizer*/) {
+    if (!state.is_global_zero || state.model == nullptr || state.global_step % options_.every_n_steps != 0 ||
+        state.global_step == last_logged_step_) {
+      return;
+    }
+    last_logged_step_ = state.global_step;
+    for (Logger* logger : state.loggers) {
+      auto* tensorboard = dynamic_cast<TensorBoardLogger*>(logger);
+      if (tensorboard == nullptr) continue;
+      for (const auto& item : state.model->named_parameters()) {
+        const auto& parameter = item.value();
+        if (options_.parameters) {
+          tensorboard->log_histogram("parameters/" + item.key(), parameter, state.global_step, options_.bins);
+        }
+        if (options_.gradients && parameter.grad().defined()) {
+          tensorboard->log_histogram("gradients/" + item.key(), parameter.grad(), state.global_step, options_.bins);
+        }
+      }
+    }
+  }
+
+ private:
+  HistogramMonitorOptions options_;
+  std::int64_t last_logged_step_ = -1;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/histogram_monitor.hpp
+// ---- end volt/callbacks.hpp
+// ---- begin volt/loggers.hpp
+/// \file
+/// volt/loggers: where logged metrics are written.
+
+// ---- begin volt/loggers/csv_logger.hpp
+/// \file
+/// volt::CSVLogger: metrics.csv and hparams.yaml in Lightning's layout,
+/// `<save_dir>/<name>/version_<N>/{metrics.csv,hparams.yaml}`.
+
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+/// The options of volt::CSVLogger (Lightning's CSVLogger arguments).
+struct CSVLoggerOptions {
+  /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
+  std::filesystem::path save_dir{};
+  /// Experiment folder under save_dir.
+  std::string name = "lightning_logs";
+  /// Fixed version number; nullopt: the next free version_N.
+  std::optional<int> version{};
+  /// Rows kept in memory before they are written (Lightning's flush_logs_every_n_steps).
+  std::int64_t flush_logs_every_n_steps = 100;
+};
+
+/// Writes every logged metric as a row of metrics.csv: columns "step", "epoch" (when logged) and one per
+/// metric name in first-seen order; a row leaves the columns of metrics it lacks empty. A new metric name
+/// rewrites the file with the wider header.
+class CSVLogger : public Logger {
+ public:
+  /// Keeps the options; creates no file until the first write.
+  explicit CSVLogger(CSVLoggerOptions options = {}) : options_(std::move(options)) {}
+
+  /// Sets the folder used when save_dir was left empty. Called by the Trainer before the first write.
+  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
+
+  std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
+
+  /// Buffers one row at `step`; writes the buffer (save()) once flush_logs_every_n_steps rows are waiting.
+  /// Throws std::runtime_error when metrics.csv cannot be written.
+  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
+    Row row;
+    row.step = step;
+    for (const auto& [key, value] : metrics) {
+      if (column_index_.emplace(key, columns_.size()).second) {
+        columns_.push_back(key);
+        header_changed_ = true;
+      }
+      row.values.emplace_back(column_index_.at(key), value);
+    }
+    rows_.push_back(std::move(row));
+    if (static_cast<std::int64_t>(rows_.size() - written_rows_) >= options_.flush_logs_every_n_steps) save();
+  }
+
+  /// Writes hparams.yaml (`key: value` per line, `{}` when empty) in log_dir(), creating the folder. Throws
+  /// std::runtime_error when the file cannot be written.
+  void log_hyperparams(const std::map<std::string, std::string>& params) override {
+    ensure_dir();
+    std::ofstream out(log_dir() / "hparams.yaml");
+    for (const auto& [key, value] : params) out << key << ": " << value << '\n';
+    if (params.empty()) out << "{}\n";
+    if (!out) throw std::runtime_error("volt: cannot write " + (log_dir() / "hparams.yaml").string());
+  }
+
+  /// Writes the rows not yet on disk (the whole file when the header grew).
+  void save() override {
+    if (rows_.size() == written_rows_ && !header_changed_) return;
+    ensure_dir();
+    const auto path = log_dir() / "metrics.csv";
+    const bool rewrite = header_changed_ || written_rows_ == 0;
+    std::ofstream out(path, rewrite ? std::ios::trunc : std::ios::app);
+    if (!out) throw std::runtime_error("volt: cannot write " + path.string());
+    out << std::setprecision(std::numeric_limits<double>::max_digits10);
+    if (rewrite) {
+      out << "step";
+      for (const auto& column : columns_) out << ',' << column;
+      out << '\n';
+    }
+    for (std::size_t i = rewrite ? 0 : written_rows_; i < rows_.size(); ++i) {
+      std::vector<std::optional<double>> cells(columns_.size());
+      for (const auto& [index, value] : rows_[i].values) cells[index] = value;
+      out << rows_[i].step;
+      for (const auto& cell : cells) {
+        out << ',';
+        if (cell) out << *cell;
+      }
+      out << '\n';
+    }
+    written_rows_ = rows_.size();
+    header_changed_ = false;
+  }
+
+  /// The metric columns seen so far, in first-seen order (without "step").
+  const std::vector<std::string>& columns() const { return columns_; }
+
+ private:
+  struct Row {
+    std::int64_t step = 0;
+    std::vector<std::pair<std::size_t, double>> values;
+  };
+
+  void ensure_dir() const { std::filesystem::create_directories(log_dir()); }
+
+  CSVLoggerOptions options_;
+  mutable std::optional<int> version_;
+  std::vector<std::string> columns_;
+  std::map<std::string, std::size_t> column_index_;
+  std::vector<Row> rows_;
+  std::size_t written_rows_ = 0;
+  bool header_changed_ = false;
+};
+
+}  // namespace volt
+// ---- end volt/loggers/csv_logger.hpp
 // ---- end volt/loggers.hpp
 // ---- begin volt/serialization.hpp
 /// \file
