@@ -2,9 +2,8 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
-#include <volt/serialization/safetensors.hpp>
-
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
