@@ -1,7 +1,8 @@
 # Short libFuzzer runs as CTest tests (label "fuzz"), added when clang++ with libFuzzer's runtime is installed.
 # Included from tests/reliability/extra.cmake. The long runs are recorded in benchmarks/results/
 # (fuzz_checkpoint.md: fuzz/run_checkpoint_fuzzer.sh 1000000; fuzz_cli.md: fuzz/run_cli_fuzzer.sh 10000000;
-# fuzz_device_spec.md: fuzz/run_device_spec_fuzzer.sh 10000000).
+# fuzz_device_spec.md: fuzz/run_device_spec_fuzzer.sh 10000000;
+# safetensors-fuzz.md: fuzz/run_safetensors_fuzzer.sh 1000000).
 
 # Whether `compiler` has libFuzzer's runtime; sets `result` to TRUE or FALSE.
 function(volt_fuzz_has_runtime compiler result)
@@ -53,9 +54,13 @@ if(VOLT_FUZZ_CLANGXX_CXX20 AND UNIX AND volt_fuzz_venv_torch)
     add_test(NAME volt.fuzz.cli_short COMMAND sh ${PROJECT_SOURCE_DIR}/fuzz/run_cli_fuzzer.sh 20000 -seed=1)
     set_tests_properties(volt.fuzz.cli_short PROPERTIES LABELS "fuzz" TIMEOUT 900
                          ENVIRONMENT "VOLT_FUZZ_OUT=${CMAKE_BINARY_DIR}/fuzz;VOLT_FUZZ_CXX=${VOLT_FUZZ_CLANGXX_CXX20};${volt_fuzz_env}")
+    # The safetensors reader (volt/serialization/safetensors.hpp), same compiler and LibTorch.
+    add_test(NAME volt.fuzz.safetensors_short COMMAND sh ${PROJECT_SOURCE_DIR}/fuzz/run_safetensors_fuzzer.sh 20000 -seed=1)
+    set_tests_properties(volt.fuzz.safetensors_short PROPERTIES LABELS "fuzz" TIMEOUT 900
+                         ENVIRONMENT "VOLT_FUZZ_OUT=${CMAKE_BINARY_DIR}/fuzz;VOLT_FUZZ_CXX=${VOLT_FUZZ_CLANGXX_CXX20};${volt_fuzz_env}")
   else()
-    message(STATUS "volt: no clang++ >= 15 with libFuzzer's runtime; the command-line fuzz test is not added")
+    message(STATUS "volt: no clang++ >= 15 with libFuzzer's runtime; the command-line and safetensors fuzz tests are not added")
   endif()
 elseif(UNIX)
-  message(STATUS "volt: the command-line fuzz test needs clang++ >= 15 and a LibTorch outside /usr; not added")
+  message(STATUS "volt: the command-line and safetensors fuzz tests need clang++ >= 15 and a LibTorch outside /usr; not added")
 endif()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Python that volt's second LibTorch and its reference tests come from: PyPI's torch (a CUDA
-# build whose wheel holds a full LibTorch) and Lightning, pinned, in a virtual environment.
+# build whose wheel holds a full LibTorch), Lightning, and the packages the interop tests read volt's files with
+# (safetensors, tensorboard), pinned, in a virtual environment.
 # Idempotent: an environment that already holds the pinned versions is reused without touching the network.
 #   tools/install-python.sh            creates or completes $VOLT_VENV, prints nothing else on success
 # Environment: VOLT_VENV (default /opt/volt-venv), PIP_CACHE_DIR (default ~/.cache/pip; keep it between runs:
@@ -10,9 +11,11 @@ set -euo pipefail
 venv=${VOLT_VENV:-/opt/volt-venv}
 torch_version=2.11.0
 lightning_version=2.6.6
+safetensors_version=0.8.0
+tensorboard_version=2.21.0
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/pip}
 
-installed() {  # prints "<torch version> <lightning version>" of the environment, or nothing
+installed() {  # prints "<torch> <lightning> <safetensors> <tensorboard>" versions of the environment, or nothing
   [ -x "$venv/bin/python" ] || return 0
   "$venv/bin/python" - <<'EOF' 2>/dev/null || true
 from importlib import metadata
@@ -21,11 +24,11 @@ def version(name):
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return "none"
-print(version("torch").split("+")[0], version("lightning"))
+print(version("torch").split("+")[0], version("lightning"), version("safetensors"), version("tensorboard"))
 EOF
 }
 
-if [ "$(installed)" = "$torch_version $lightning_version" ]; then
+if [ "$(installed)" = "$torch_version $lightning_version $safetensors_version $tensorboard_version" ]; then
   exit 0
 fi
 
@@ -43,13 +46,16 @@ if [ ! -x "$venv/bin/python" ]; then
   fi
 fi
 
-echo "install-python: installing torch==$torch_version lightning==$lightning_version into $venv" \
+echo "install-python: installing torch==$torch_version lightning==$lightning_version" \
+     "safetensors==$safetensors_version tensorboard==$tensorboard_version into $venv" \
      "(pip cache: $PIP_CACHE_DIR)"
 start=$(date +%s)
 "$venv/bin/python" -m pip install --quiet --progress-bar off \
-  "torch==$torch_version" "lightning==$lightning_version"
+  "torch==$torch_version" "lightning==$lightning_version" "safetensors==$safetensors_version" \
+  "tensorboard==$tensorboard_version"
 echo "install-python: done in $(( $(date +%s) - start )) s: $(installed)"
-[ "$(installed)" = "$torch_version $lightning_version" ] || {
-  echo "install-python: $venv holds '$(installed)', expected '$torch_version $lightning_version'" >&2
+[ "$(installed)" = "$torch_version $lightning_version $safetensors_version $tensorboard_version" ] || {
+  echo "install-python: $venv holds '$(installed)'," \
+       "expected '$torch_version $lightning_version $safetensors_version $tensorboard_version'" >&2
   exit 1
 }

@@ -10,3 +10,4 @@
 #include <volt/callbacks/model_summary.hpp>
 #include <volt/callbacks/learning_rate_monitor.hpp>
 #include <volt/callbacks/device_stats_monitor.hpp>
+#include <volt/callbacks/histogram_monitor.hpp>

@@ -49,6 +49,8 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #if __has_include(<torch/mps.h>)
 #include <torch/mps.h>
@@ -342,6 +344,40 @@ inline void mps_empty_cache() {
 
 /// True where LibTorch has ReduceLROnPlateauScheduler (LibTorch 2.0 and later).
 inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
+
+// ---------------------------------------------------------------------------------------------------
+// Tensor dtypes: the float8 types came in LibTorch 2.1 (e5m2, e4m3fn) and 2.2 (the fnuz pair), the unsigned
+// 16/32/64-bit integers in 2.3, float8_e8m0fnu in 2.7, float4_e2m1fn_x2 in 2.8.
+
+/// The ScalarType named `name` (c10's spelling: "Float", "BFloat16", "Float8_e4m3fn", "UInt16", ...), or
+/// nullopt where this LibTorch has no such type. Covers the types file formats exchange (volt/serialization).
+inline std::optional<c10::ScalarType> scalar_type_named(std::string_view name) {
+  using S = c10::ScalarType;
+  static const std::pair<std::string_view, S> known[] = {
+      {"Bool", S::Bool},     {"Byte", S::Byte},         {"Char", S::Char},     {"Short", S::Short},
+      {"Int", S::Int},       {"Long", S::Long},         {"Half", S::Half},     {"BFloat16", S::BFloat16},
+      {"Float", S::Float},   {"Double", S::Double},     {"ComplexFloat", S::ComplexFloat},
+#if VOLT_TORCH_VERSION >= 20100
+      {"Float8_e5m2", S::Float8_e5m2},                  {"Float8_e4m3fn", S::Float8_e4m3fn},
+#endif
+#if VOLT_TORCH_VERSION >= 20200
+      {"Float8_e5m2fnuz", S::Float8_e5m2fnuz},          {"Float8_e4m3fnuz", S::Float8_e4m3fnuz},
+#endif
+#if VOLT_TORCH_VERSION >= 20300
+      {"UInt16", S::UInt16}, {"UInt32", S::UInt32},     {"UInt64", S::UInt64},
+#endif
+#if VOLT_TORCH_VERSION >= 20700
+      {"Float8_e8m0fnu", S::Float8_e8m0fnu},
+#endif
+#if VOLT_TORCH_VERSION >= 20800
+      {"Float4_e2m1fn_x2", S::Float4_e2m1fn_x2},
+#endif
+  };
+  for (const auto& [known_name, type] : known) {
+    if (known_name == name) return type;
+  }
+  return std::nullopt;
+}
 
 }  // namespace volt::compat
 
@@ -8432,1019 +8468,30 @@ inline std::set<std::filesystem::path> files_written_after(const std::filesystem
 
 }  // namespace volt::detail
 // ---- end volt/callbacks/detail/checkpoint_resume.hpp
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <filesystem>
-#include <limits>
-#include <map>
-#include <optional>
-#include <set>
-#include <sstream>
-#include <string>
-#include <system_error>
-#include <vector>
-
-namespace volt {
-
-// Field order lets the common options read naturally with designated initializers:
-// `volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max", .save_top_k = 3}}`.
-/// The options of volt::ModelCheckpoint (Lightning's ModelCheckpoint arguments).
-struct ModelCheckpointOptions {
-  /// Folder of the checkpoints; empty: `<logger log_dir>/checkpoints`, or `<default_root_dir>/checkpoints`.
-  std::filesystem::path dirpath{};
-  /// File name pattern without extension; `{epoch}`, `{step}` and logged metric names, with an optional
-  /// printf-style format after a colon (`{val_loss:.2f}`). Empty: "{epoch}-{step}".
-  std::string filename{};
-  /// Metric to rank checkpoints by; empty: keep the latest.
-  std::string monitor{};
-  /// "min": lower monitored values are better; "max": higher. Anything else makes the constructor throw.
-  std::string mode = "min";
-  /// Keep the best k checkpoints (-1: all, 0: none).
-  int save_top_k = 1;
-  /// Also write `last.ckpt` whenever a checkpoint is saved.
-  bool save_last = false;
-  /// Save every N optimizer steps (0: off).
-  std::optional<std::int64_t> every_n_train_steps{};
-  /// Save every N epochs (default 1 when neither interval is given).
-  std::optional<std::int64_t> every_n_epochs{};
-  /// Save only the model's weights, not the optimizer, callbacks and loop state.
-  bool save_weights_only = false;
-  /// Log each save on global rank zero ("Epoch 0, global step 100: saving model to ...").
-  bool verbose = false;
-  /// Write `{epoch}` as `epoch=3`.
-  bool auto_insert_metric_name = true;
-  /// Save at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning does.
-  std::optional<bool> save_on_train_epoch_end{};
-  /// Add `-v1`, `-v2`... instead of overwriting an existing file of the same name.
-  bool enable_version_counter = true;
-};
-
-/// Callback: saves checkpoints while fitting, every N steps or epochs, keeps the best `save_top_k` by the
-/// monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on every rank and calls
-/// the Trainer's save on each; only global rank zero deletes the files it replaces. Nothing is saved while
-/// not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping (best paths and
-/// scores, its folder) is saved in checkpoints; a fit resumed into another folder restores only
-/// best_model_path and warns (Lightning's rule), so nothing of the earlier run's folder is deleted.
-class ModelCheckpoint {
- public:
-  /// Extension of every checkpoint file.
-  static constexpr const char* file_extension = ".ckpt";
-  /// File name (without extension) of the last checkpoint, when save_last is on.
-  static constexpr const char* name_last = "last";
-
-  /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
-  /// interval, both intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
-  explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
-    const auto& o = options_;
-    if (o.save_top_k < -1) {
-      throw MisconfigurationError("Invalid value for save_top_k=" + std::to_string(o.save_top_k) + ". Must be >= -1");
-    }
-    if (o.every_n_train_steps && *o.every_n_train_steps < 0) {
-      throw MisconfigurationError("Invalid value for every_n_train_steps=" + std::to_string(*o.every_n_train_steps) +
-                                  ". Must be >= 0");
-    }
-    if (o.every_n_epochs && *o.every_n_epochs < 0) {
-      throw MisconfigurationError("Invalid value for every_n_epochs=" + std::to_string(*o.every_n_epochs) +
-                                  ". Must be >= 0");
-    }
-    const bool steps_set = o.every_n_train_steps.value_or(0) > 0;
-    const bool epochs_set = o.every_n_epochs.value_or(0) > 0;
-    if (steps_set && epochs_set) {
-      throw MisconfigurationError("Combination of parameters every_n_train_steps=" +
-                                  std::to_string(*o.every_n_train_steps) +
-                                  ", every_n_epochs=" + std::to_string(*o.every_n_epochs) +
-                                  " and train_time_interval=None should be mutually exclusive.");
-    }
-    every_n_train_steps_ = o.every_n_train_steps.value_or(0);
-    every_n_epochs_ = o.every_n_epochs.value_or(!o.every_n_train_steps ? 1 : 0);
-    if (o.mode != "min" && o.mode != "max") {
-      throw MisconfigurationError("`mode` can be min, max but got " + o.mode);
-    }
-    if (o.monitor.empty() && o.save_top_k != -1 && o.save_top_k != 0 && o.save_top_k != 1) {
-      throw MisconfigurationError("ModelCheckpoint(save_top_k=" + std::to_string(o.save_top_k) +
-                                  ", monitor=None) is not a valid configuration. No quantity for top_k to track.");
-    }
-    kth_value_ = worst_value();
-    best_model_score_ = std::nullopt;
-  }
-
-  /// The options as given.
-  const ModelCheckpointOptions& options() const { return options_; }
-  /// The best checkpoint saved so far (empty before the first save).
-  const std::filesystem::path& best_model_path() const { return best_model_path_; }
-  /// The monitored value of best_model_path(); nullopt without a monitor or before the first save.
-  std::optional<double> best_model_score() const { return best_model_score_; }
-  /// The last checkpoint written (`last.ckpt` when save_last is on); empty before the first.
-  const std::filesystem::path& last_model_path() const { return last_model_path_; }
-  /// The kept top-k checkpoints and their monitored values.
-  const std::map<std::filesystem::path, double>& best_k_models() const { return best_k_models_; }
-  /// The folder checkpoints go to; empty until setup() resolves it.
-  const std::filesystem::path& dirpath() const { return dirpath_; }
-
-  /// Lightning's name formatting: `{epoch}` -> `epoch=3` (with auto_insert_metric_name), metric values with
-  /// an optional printf format (`{val_loss:.2f}`); unknown names are left as written.
-  std::string format_checkpoint_name(const std::map<std::string, double, std::less<>>& metrics) const {
-    const std::string pattern = options_.filename.empty() ? "{epoch}-{step}" : options_.filename;
-    std::string out;
-    std::size_t pos = 0;
-    while (pos < pattern.size()) {
-      const auto open = pattern.find('{', pos);
-      const auto close = open == std::string::npos ? std::string::npos : pattern.find('}', open);
-      if (close == std::string::npos) {
-        out += pattern.substr(pos);
-        break;
-      }
-      out += pattern.substr(pos, open - pos);
-      const std::string field = pattern.substr(open + 1, close - open - 1);
-      const auto colon = field.find(':');
-      const std::string name = field.substr(0, colon);
-      const std::string format = colon == std::string::npos ? "" : field.substr(colon + 1);
-      if (auto it = metrics.find(name); it != metrics.end()) {
-        if (options_.auto_insert_metric_name) out += name + "=";
-        out += format_value(name, it->second, format);
-      } else {
-        out += "{" + field + "}";
-      }
-      pos = close + 1;
-    }
-    return out;
-  }
-
-  // ---- hooks -------------------------------------------------------------------------------------
-
-  /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`), then
-  /// applies the state a resumed checkpoint brought (load_state runs before the folder is known).
-  template <class State>
-  void setup(State& state) {
-    if (dirpath_.empty()) {
-      dirpath_ = !options_.dirpath.empty() ? options_.dirpath : state.log_dir() / "checkpoints";
-    }
-    if (restored_) apply_restored();
-  }
-
-  /// Hook after each training batch: saves when every_n_train_steps divides the global step.
-  template <class State>
-  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
-    if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
-    save_topk_and_last(state);
-  }
-
-  /// Hook at the end of each training epoch: saves (every_n_epochs) when saving happens at the epoch end.
-  template <class State>
-  void on_train_epoch_end(State& state) {
-    if (should_skip(state) || !save_on_train_epoch_end(state)) return;
-    if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
-    save_last(state);
-  }
-
-  /// Hook at the end of each validation run: saves (every_n_epochs) when saving does not happen at the epoch end.
-  template <class State>
-  void on_validation_end(State& state) {
-    if (should_skip(state) || save_on_train_epoch_end(state)) return;
-    if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
-    save_last(state);
-  }
-
-  /// Writes the best and last paths, the best score, the kept top-k and the last saved step into a checkpoint.
-  void save_state(torch::serialize::OutputArchive& archive) const {
-    archive.write("best_model_path", c10::IValue(best_model_path_.string()));
-    archive.write("last_model_path", c10::IValue(last_model_path_.string()));
-    archive.write("best_model_score", c10::IValue(best_model_score_.value_or(std::nan(""))));
-    std::vector<std::string> paths;
-    std::vector<double> scores;
-    for (const auto& [path, score] : best_k_models_) {
-      paths.push_back(path.string());
-      scores.push_back(score);
-    }
-    archive.write("best_k_paths", c10::IValue(c10::List<std::string>(paths)));
-    archive.write("best_k_scores", c10::IValue(c10::List<double>(scores)));
-    archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
-    archive.write("dirpath", c10::IValue(dirpath_.string()));
-    archive.write("saved_at", c10::IValue(detail::file_clock_now()));
-  }
-
-  /// Reads what save_state wrote; it takes effect once the folder is known (at once when it is, else in
-  /// setup()). Throws what LibTorch's archive throws when a key is missing.
-  void load_state(torch::serialize::InputArchive& archive) {
-    restored_ = detail::read_checkpoint_callback_state(archive);
-    if (!dirpath_.empty()) apply_restored();
-  }
-
- private:
-  double worst_value() const {
-    return options_.mode == "min" ? std::numeric_limits<double>::infinity()
-                                  : -std::numeric_limits<double>::infinity();
-  }
-  bool better(double current, double reference) const {
-    return options_.mode == "min" ? current < reference : current > reference;
-  }
-
-  static std::string format_value(const std::string& name, double value, const std::string& format) {
-    char buffer[64];
-    if (!format.empty()) {
-      std::snprintf(buffer, sizeof buffer, ("%" + format).c_str(), value);
-    } else if ((name == "epoch" || name == "step") && value == std::floor(value)) {
-      std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(value));
-    } else {
-      std::snprintf(buffer, sizeof buffer, "%.4g", value);
-    }
-    return buffer;
-  }
-
-  template <class State>
-  bool should_skip(const State& state) const {
-    return state.stage != State::Stage::fitting || state.fast_dev_run || state.global_step == last_global_step_saved_;
-  }
-
-  template <class State>
-  bool save_on_train_epoch_end(const State& state) const {
-    if (options_.save_on_train_epoch_end) return *options_.save_on_train_epoch_end;
-    if (!state.has_validation) return true;
-    return state.validates_at_epoch_end;
-  }
-
-  template <class State>
-  std::map<std::string, double, std::less<>> monitor_candidates(State& state) const {
-    auto metrics = state.callback_metrics();
-    metrics["epoch"] = static_cast<double>(state.current_epoch);
-    metrics["step"] = static_cast<double>(state.global_step);
-    return metrics;
-  }
-
-  std::filesystem::path unique_path(const std::string& name, const std::filesystem::path& keep) const {
-    auto path = dirpath_ / (name + file_extension);
-    if (!options_.enable_version_counter) return path;
-    for (int version = 1; std::filesystem::exists(path) && path != keep && !rewritable_.count(path); ++version) {
-      path = dirpath_ / (name + "-v" + std::to_string(version) + file_extension);
-    }
-    return path;
-  }
-
-  /// Saves to `path`; false when the save failed and the Trainer only logged it (on_checkpoint_failure=warn).
-  template <class State>
-  bool write(State& state, const std::filesystem::path& path) {
-    if (!state.save_checkpoint) return true;  // no Trainer behind the state (unit tests): bookkeeping only
-    state.save_checkpoint(path, options_.save_weights_only);
-    if (!state.last_checkpoint_saved) return false;
-    rewritable_.erase(path);
-    last_global_step_saved_ = state.global_step;
-    if (options_.verbose && state.is_global_zero) log::info("Epoch " + std::to_string(state.current_epoch) +
-                                                            ", global step " + std::to_string(state.global_step) +
-                                                            ": saving model to " + path.string());
-    return true;
-  }
-
-  template <class State>
-  void remove(const State& state, const std::filesystem::path& path) const {
-    if (!state.is_global_zero || path.empty()) return;
-    std::error_code ignored;
-    std::filesystem::remove(path, ignored);
-  }
-
-  template <class State>
-  void save_topk_and_last(State& state) {
-    save_topk(state);
-    save_last(state);
-  }
-
-  template <class State>
-  void save_topk(State& state) {
-    if (options_.save_top_k == 0) return;
-    auto metrics = monitor_candidates(state);
-    if (options_.monitor.empty()) {
-      const auto previous = best_model_path_;
-      const auto path = unique_path(format_checkpoint_name(metrics), previous);
-      // The new file first: a failed save keeps the previous one.
-      if (!write(state, path)) return;
-      if (options_.save_top_k == 1 && !previous.empty() && previous != path) remove(state, previous);
-      best_model_path_ = path;
-      return;
-    }
-    auto it = metrics.find(options_.monitor);
-    if (it == metrics.end()) {
-      std::string available;
-      for (const auto& [key, value] : metrics) available += (available.empty() ? "'" : ", '") + key + "'";
-      const std::string message = "`ModelCheckpoint(monitor='" + options_.monitor +
-                                  "')` could not find the monitored key in the returned metrics: [" + available +
-                                  "]. HINT: Did you call `log(\"" + options_.monitor + "\", value)` in your model?";
-      // As Lightning: an error once validation has run (the key will never come), else a warning (training
-      // stopped before the first validation, e.g. by max_steps).
-      if (state.validation_has_run) throw MisconfigurationError(message);
-      log::warn_once(message);
-      return;
-    }
-    double current = it->second;
-    if (std::isnan(current)) current = worst_value();  // NaN ranks last
-    const bool keep = options_.save_top_k == -1 || static_cast<int>(best_k_models_.size()) < options_.save_top_k ||
-                      better(current, kth_value_);
-    if (!keep) {
-      if (options_.verbose && state.is_global_zero) {
-        log::info("Epoch " + std::to_string(state.current_epoch) + ", global step " +
-                  std::to_string(state.global_step) + ": '" + options_.monitor + "' was not in top " +
-                  std::to_string(options_.save_top_k));
-      }
-      return;
-    }
-    const auto path = unique_path(format_checkpoint_name(metrics), {});
-    // The new file first, then the one it displaces: a failed save keeps the previous best.
-    if (!write(state, path)) return;
-    best_k_models_[path] = current;
-    if (options_.save_top_k != -1 && static_cast<int>(best_k_models_.size()) > options_.save_top_k) {
-      const auto worst = worst_path();
-      best_k_models_.erase(worst);
-      if (worst != path) remove(state, worst);
-    }
-    update_kth();
-  }
-
-  std::filesystem::path worst_path() const {
-    auto worst = best_k_models_.begin();
-    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
-      if (better(worst->second, it->second)) worst = it;
-    }
-    return worst->first;
-  }
-
-  void update_kth() {
-    if (best_k_models_.empty()) {
-      kth_value_ = worst_value();
-      return;
-    }
-    kth_value_ = best_k_models_.at(worst_path());
-    auto best = best_k_models_.begin();
-    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
-      if (better(it->second, best->second)) best = it;
-    }
-    best_model_path_ = best->first;
-    best_model_score_ = best->second;
-  }
-
-  template <class State>
-  void save_last(State& state) {
-    if (!options_.save_last) return;
-    const auto path = dirpath_ / (std::string(name_last) + file_extension);
-    // The same step may already be saved under a top-k name; last.ckpt is still refreshed.
-    if (state.save_checkpoint) state.save_checkpoint(path, options_.save_weights_only);
-    last_global_step_saved_ = state.global_step;
-    last_model_path_ = path;
-  }
-
-  /// Lightning's load_state_dict once the folder is known (another folder: only best_model_path is restored).
-  void apply_restored() {
-    auto restored = std::move(*restored_);
-    restored_.reset();
-    if (restored.dirpath.empty() || detail::same_checkpoint_folder(restored.dirpath, dirpath_)) {
-      best_model_score_ = restored.best_model_score;
-      last_model_path_ = restored.last_model_path;
-      best_k_models_ = restored.best_k_models;
-      last_global_step_saved_ = restored.last_global_step_saved;
-      update_kth();
-      rewritable_ = detail::files_written_after(dirpath_, restored);
-    } else {
-      log::warn(detail::dirpath_changed_warning(restored.dirpath, dirpath_));
-    }
-    best_model_path_ = restored.best_model_path;
-  }
-
-  ModelCheckpointOptions options_;
-  std::int64_t every_n_train_steps_ = 0;
-  std::int64_t every_n_epochs_ = 1;
-  std::filesystem::path dirpath_{};
-  std::filesystem::path best_model_path_{};
-  std::optional<double> best_model_score_{};
-  std::filesystem::path last_model_path_{};
-  std::map<std::filesystem::path, double> best_k_models_{};
-  double kth_value_ = 0;
-  std::int64_t last_global_step_saved_ = -1;
-  std::optional<detail::CheckpointCallbackState> restored_{};
-  std::set<std::filesystem::path> rewritable_{};  // written after the resumed checkpoint by an interrupted attempt
-};
-
-}  // namespace volt
-// ---- end volt/callbacks/model_checkpoint.hpp
-// ---- begin volt/callbacks/early_stopping.hpp
+// ---- begin volt/serialization/safetensors.hpp
 /// \file
-/// volt::EarlyStopping: stop training when a monitored metric stops improving (Lightning's EarlyStopping).
-
-
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <limits>
-#include <optional>
-#include <stdexcept>
-#include <string>
-
-namespace volt {
-
-// Field order lets the common options read naturally with designated initializers:
-// `volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = 2}}`.
-/// The options of volt::EarlyStopping (Lightning's EarlyStopping arguments).
-struct EarlyStoppingOptions {
-  /// Name of the logged metric to watch; required (the constructor throws when it is empty).
-  std::string monitor{};
-  /// "min": lower is better; "max": higher is better. Anything else makes the constructor throw.
-  std::string mode = "min";
-  /// Checks without improvement before stopping (checks, not epochs: one per validation run).
-  std::int64_t patience = 3;
-  /// Smallest change that counts as an improvement.
-  double min_delta = 0.0;
-  /// Log every check's result (on global rank zero); without it only the stop itself is logged.
-  bool verbose = false;
-  /// Throw when the monitored metric is missing (else warn and skip the check).
-  bool strict = true;
-  /// Stop when the monitored metric becomes NaN or infinite.
-  bool check_finite = true;
-  /// Stop as soon as the metric is better than this.
-  std::optional<double> stopping_threshold{};
-  /// Stop as soon as the metric is worse than this.
-  std::optional<double> divergence_threshold{};
-  /// Check at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning.
-  std::optional<bool> check_on_train_epoch_end{};
-};
-
-/// Callback: stops training when the monitored metric has not improved for `patience` checks, becomes
-/// non-finite, or crosses a threshold (Lightning's EarlyStopping). A check runs at the end of the training
-/// epoch or of validation (see check_on_train_epoch_end), only while fitting and never under fast_dev_run; it
-/// runs on every rank and sets `state.should_stop`.
-/// Its counters are saved in checkpoints (save_state/load_state).
-class EarlyStopping {
- public:
-  /// Checks the options. Throws MisconfigurationError for a mode other than "min"/"max", an empty monitor or a
-  /// negative patience.
-  explicit EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
-    if (options_.mode != "min" && options_.mode != "max") {
-      throw MisconfigurationError("`mode` can be min, max, got " + options_.mode);
-    }
-    if (options_.monitor.empty()) {
-      throw MisconfigurationError("EarlyStopping needs a `monitor`: the name of a logged metric.");
-    }
-    if (options_.patience < 0) {
-      throw MisconfigurationError("EarlyStopping(patience=" + std::to_string(options_.patience) +
-                                  ") must be >= 0.");
-    }
-    // Lightning flips min_delta's sign for "min" so that `current - min_delta` beats the best by min_delta.
-    min_delta_ = options_.mode == "min" ? -std::abs(options_.min_delta) : std::abs(options_.min_delta);
-    best_score_ = options_.mode == "min" ? std::numeric_limits<double>::infinity()
-                                         : -std::numeric_limits<double>::infinity();
-  }
-
-  /// The options as given.
-  const EarlyStoppingOptions& options() const { return options_; }
-  /// Checks since the last improvement (Lightning's wait_count).
-  std::int64_t wait_count() const { return wait_count_; }
-  /// The best monitored value so far; +inf ("min") or -inf ("max") before the first check.
-  double best_score() const { return best_score_; }
-  /// Epoch at which this callback stopped training (0 if it did not).
-  std::int64_t stopped_epoch() const { return stopped_epoch_; }
-  /// Why the last check stopped training (empty if it did not).
-  const std::string& stopping_reason() const { return stopping_reason_; }
-
-  /// Hook: runs the check at the end of each training epoch, when checks run there.
-  template <class State>
-  void on_train_epoch_end(State& state) {
-    if (!check_on_train_epoch_end(state) || skip(state)) return;
-    run_check(state);
-  }
-  /// Hook: runs the check at the end of each validation run, when checks do not run at the training epoch end.
-  template <class State>
-  void on_validation_end(State& state) {
-    if (check_on_train_epoch_end(state) || skip(state)) return;
-    run_check(state);
-  }
-
-  /// Writes wait_count, stopped_epoch, best_score and patience into the callback's part of a checkpoint.
-  void save_state(torch::serialize::OutputArchive& archive) const {
-    archive.write("wait_count", c10::IValue(wait_count_));
-    archive.write("stopped_epoch", c10::IValue(stopped_epoch_));
-    archive.write("best_score", c10::IValue(best_score_));
-    archive.write("patience", c10::IValue(options_.patience));
-  }
-  /// Restores wait_count, stopped_epoch and best_score from a checkpoint (patience stays as constructed).
-  /// Throws what LibTorch's archive throws when a key is missing.
-  void load_state(torch::serialize::InputArchive& archive) {
-    c10::IValue value;
-    archive.read("wait_count", value);
-    wait_count_ = value.toInt();
-    archive.read("stopped_epoch", value);
-    stopped_epoch_ = value.toInt();
-    archive.read("best_score", value);
-    best_score_ = value.toDouble();
-  }
-
- private:
-  template <class State>
-  bool check_on_train_epoch_end(const State& state) const {
-    if (options_.check_on_train_epoch_end) return *options_.check_on_train_epoch_end;
-    return state.validates_at_epoch_end;
-  }
-  template <class State>
-  static bool skip(const State& state) { return state.stage != State::Stage::fitting || state.fast_dev_run; }
-
-  bool improves(double current, double reference) const {
-    return options_.mode == "min" ? current < reference : current > reference;
-  }
-
-  static std::string number(double value) {
-    char buffer[48];
-    std::snprintf(buffer, sizeof buffer, "%.3f", value);
-    return buffer;
-  }
-
-  template <class State>
-  void run_check(State& state) {
-    const auto current = state.metric(options_.monitor);
-    if (!current) {
-      std::string available;
-      for (const auto& [key, value] : state.callback_metrics()) available += (available.empty() ? "`" : "`, `") + key;
-      if (!available.empty()) available += "`";
-      const std::string message = "Early stopping conditioned on metric `" + options_.monitor +
-                                  "` which is not available. Pass in or modify your `EarlyStopping` callback to use "
-                                  "any of the following: " + available;
-      if (options_.strict) throw std::runtime_error(message);
-      if (options_.verbose) log::warn_rank_zero(message);
-      return;
-    }
-    bool should_stop = false;
-    std::string reason;
-    const double value = *current;
-    if (options_.check_finite && !std::isfinite(value)) {
-      should_stop = true;
-      reason = "Monitored metric " + options_.monitor + " = " + number(value) +
-               " is not finite. Previous best value was " + number(best_score_) + ". Signaling Trainer to stop.";
-    } else if (options_.stopping_threshold && improves(value, *options_.stopping_threshold)) {
-      should_stop = true;
-      reason = "Stopping threshold reached: " + options_.monitor + " = " + number(value) +
-               (options_.mode == "min" ? " < " : " > ") + number(*options_.stopping_threshold) +
-               ". Signaling Trainer to stop.";
-    } else if (options_.divergence_threshold && improves(-value, -*options_.divergence_threshold)) {
-      should_stop = true;
-      reason = "Divergence threshold reached: " + options_.monitor + " = " + number(value) +
-               (options_.mode == "min" ? " > " : " < ") + number(*options_.divergence_threshold) +
-               ". Signaling Trainer to stop.";
-    } else if (improves(value - min_delta_, best_score_)) {
-      if (options_.verbose) {
-        reason = std::isfinite(best_score_)
-                     ? "Metric " + options_.monitor + " improved by " + number(std::abs(best_score_ - value)) +
-                           " >= min_delta = " + number(std::abs(min_delta_)) + ". New best score: " + number(value)
-                     : "Metric " + options_.monitor + " improved. New best score: " + number(value);
-      }
-      best_score_ = value;
-      wait_count_ = 0;
-    } else {
-      ++wait_count_;
-      if (wait_count_ >= options_.patience) {
-        should_stop = true;
-        reason = "Monitored metric " + options_.monitor + " did not improve in the last " +
-                 std::to_string(wait_count_) + " records. Best score: " + number(best_score_) +
-                 ". Signaling Trainer to stop.";
-      }
-    }
-    if (should_stop) {
-      state.should_stop = true;
-      stopped_epoch_ = state.current_epoch;
-      stopping_reason_ = reason;
-    }
-    if (!reason.empty() && (options_.verbose || should_stop)) log::info_rank_zero(reason);
-  }
-
-  EarlyStoppingOptions options_;
-  double min_delta_ = 0.0;
-  double best_score_ = 0.0;
-  std::int64_t wait_count_ = 0;
-  std::int64_t stopped_epoch_ = 0;
-  std::string stopping_reason_{};
-};
-
-}  // namespace volt
-// ---- end volt/callbacks/early_stopping.hpp
-// ---- begin volt/callbacks/progress_bar.hpp
-/// \file
-/// volt::ProgressBar: epoch, batch/total, it/s, ETA and the prog_bar metrics, on global rank zero.
+/// volt::save_safetensors / volt::load_safetensors: weights in the safetensors format (Hugging Face's), read
+/// and written by Python's `safetensors` package (`safetensors.torch.save_file` / `load_file`).
 ///
-/// On a terminal the line is redrawn in place (at most every refresh_interval seconds, so reading the
-/// metrics, which syncs with the device, stays rare); when stderr is not a terminal (CI logs, files) it
-/// prints one line per epoch.
-
-
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <iostream>
-#include <optional>
-#include <ostream>
-#include <sstream>
-#include <string>
-
-#if defined(_WIN32)
-#include <io.h>
-#else
-#include <unistd.h>
-#endif
-
-namespace volt {
-
-/// The options of volt::ProgressBar.
-struct ProgressBarOptions {
-  /// Seconds between redraws on a terminal.
-  double refresh_interval = 0.1;
-  /// Where to draw; nullptr: std::cerr.
-  std::ostream* stream = nullptr;
-  /// Force terminal (in-place) or line mode; nullopt: detect whether stderr is a terminal.
-  std::optional<bool> terminal{};
-};
-
-/// Callback: draws the training progress on global rank zero; other ranks do nothing.
-class ProgressBar {
- public:
-  /// Keeps the options; draws nothing until training starts.
-  explicit ProgressBar(ProgressBarOptions options = {}) : options_(options) {}
-
-  /// Hook at each training epoch start: restarts the epoch's clock and batch count.
-  template <class State>
-  void on_train_epoch_start(State& state) {
-    if (!state.is_global_zero) return;
-    epoch_start_ = last_draw_ = Clock::now();
-    batches_ = 0;
-  }
-
-  /// Hook after each training batch: on a terminal, redraws the line at most every refresh_interval seconds.
-  template <class State>
-  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t batch_idx) {
-    if (!state.is_global_zero) return;
-    batches_ = batch_idx + 1;
-    if (!terminal()) return;
-    const auto now = Clock::now();
-    if (std::chrono::duration<double>(now - last_draw_).count() < options_.refresh_interval) return;
-    last_draw_ = now;
-    draw(state, false);
-  }
-
-  /// Hook at each training epoch end: draws the epoch's final line (in line mode, its only line).
-  template <class State>
-  void on_train_epoch_end(State& state) {
-    if (!state.is_global_zero || batches_ == 0) return;
-    draw(state, true);
-  }
-
-  /// The text of the bar for the current state (exposed for tests).
-  template <class State>
-  std::string render(State& state) const {
-    const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
-    const double rate = elapsed > 0 ? static_cast<double>(batches_) / elapsed : 0.0;
-    std::ostringstream line;
-    line << "Epoch " << state.current_epoch;
-    if (state.max_epochs && *state.max_epochs > 0) line << '/' << *state.max_epochs - 1;
-    line << ": ";
-    const auto total = state.num_training_batches;
-    if (total && *total > 0) {
-      const double done = std::min(1.0, static_cast<double>(batches_) / static_cast<double>(*total));
-      constexpr int width = 20;
-      const int filled = static_cast<int>(done * width);
-      char percent[8];
-      std::snprintf(percent, sizeof percent, "%3d%%", static_cast<int>(done * 100));
-      line << percent << '|' << std::string(static_cast<std::size_t>(filled), '#')
-           << std::string(static_cast<std::size_t>(width - filled), ' ') << "| " << batches_ << '/' << *total;
-      const double remaining = rate > 0 ? static_cast<double>(*total - batches_) / rate : 0.0;
-      line << " [" << clock_text(elapsed) << '<' << clock_text(remaining);
-    } else {
-      line << batches_ << " batches [" << clock_text(elapsed);
-    }
-    char rate_text[32];
-    std::snprintf(rate_text, sizeof rate_text, ", %.2fit/s", rate);
-    line << rate_text;
-    for (const auto& [key, value] : state.progress_bar_metrics()) {
-      char number[48];
-      std::snprintf(number, sizeof number, "%.3g", value);
-      line << ", " << key << '=' << number;
-    }
-    line << ']';
-    return line.str();
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-
-  static std::string clock_text(double seconds) {
-    const auto total = static_cast<long long>(seconds + 0.5);
-    char buffer[32];
-    if (total >= 3600) {
-      std::snprintf(buffer, sizeof buffer, "%lld:%02lld:%02lld", total / 3600, total / 60 % 60, total % 60);
-    } else {
-      std::snprintf(buffer, sizeof buffer, "%02lld:%02lld", total / 60, total % 60);
-    }
-    return buffer;
-  }
-
-  bool terminal() const {
-    if (options_.terminal) return *options_.terminal;
-    if (options_.stream != nullptr) return false;
-#if defined(_WIN32)
-    return _isatty(2) != 0;
-#else
-    return ::isatty(2) != 0;
-#endif
-  }
-
-  template <class State>
-  void draw(State& state, bool final) {
-    std::ostream& out = options_.stream != nullptr ? *options_.stream : std::cerr;
-    const std::string text = render(state);
-    if (terminal()) {
-      out << '\r' << text << "\033[K";
-      if (final) out << '\n';
-    } else if (final) {
-      out << text << '\n';
-    }
-    out.flush();
-  }
-
-  ProgressBarOptions options_;
-  Clock::time_point epoch_start_{};
-  Clock::time_point last_draw_{};
-  std::int64_t batches_ = 0;
-};
-
-}  // namespace volt
-// ---- end volt/callbacks/progress_bar.hpp
-// ---- begin volt/callbacks/model_summary.hpp
-/// \file
-/// volt::ModelSummary: the table of a model's submodules and parameter counts printed at fit start.
-
-
-#include <torch/torch.h>
-
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <sstream>
-#include <string>
-#include <vector>
-
-namespace volt {
-
-/// Lightning's short parameter counts: 235146 -> "235 K", 1234 -> "1.2 K", 12 -> "12  ".
-inline std::string human_readable_count(std::int64_t number) {
-  static const char* labels[] = {" ", "K", "M", "B", "T"};
-  const int digits = number > 0 ? static_cast<int>(std::floor(std::log10(static_cast<double>(number)))) + 1 : 1;
-  int groups = (digits + 2) / 3;
-  groups = std::min(groups, 5);
-  const double scaled = static_cast<double>(number) * std::pow(10.0, -3.0 * (groups - 1));
-  char buffer[48];
-  if (groups - 1 < 1 || scaled >= 100) {
-    std::snprintf(buffer, sizeof buffer, "%lld %s", static_cast<long long>(scaled), labels[groups - 1]);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.1f %s", scaled, labels[groups - 1]);
-  }
-  return buffer;
-}
-
-/// The module's C++ class name without namespaces and LibTorch's `Impl` suffix ("Sequential", "Linear").
-inline std::string module_type_name(const torch::nn::Module& module) {
-  std::string name = module.name();
-  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
-  if (name.size() > 4 && name.ends_with("Impl")) name.resize(name.size() - 4);
-  return name;
-}
-
-/// Callback: logs a table of the model's submodules (name, type, parameter count, mode) and the parameter totals
-/// at fit start, on global rank zero (Lightning's ModelSummary).
-class ModelSummary {
- public:
-  /// max_depth 1 lists the model's direct submodules; -1 lists all, 0 prints only the totals.
-  explicit ModelSummary(int max_depth = 1) : max_depth_(max_depth) {}
-
-  /// Hook at fit start: logs summarize(model) through volt::log on global rank zero.
-  template <class State>
-  void on_fit_start(State& state) {
-    if (state.is_global_zero && state.model != nullptr) log::info(summarize(*state.model));
-  }
-
-  /// The table as text, for `model` up to the depth given at construction. Does not print.
-  std::string summarize(const torch::nn::Module& model) const {
-    struct Row {
-      std::string name, type, params, mode;
-    };
-    std::vector<Row> rows;
-    if (max_depth_ != 0) {
-      for (const auto& item : model.named_modules("", /*include_self=*/false)) {
-        const auto depth = 1 + std::count(item.key().begin(), item.key().end(), '.');
-        if (max_depth_ > 0 && depth > max_depth_) continue;
-        std::int64_t count = 0;
-        for (const auto& p : item.value()->parameters()) count += p.numel();
-        rows.push_back({item.key(), module_type_name(*item.value()), human_readable_count(count),
-                        item.value()->is_training() ? "train" : "eval"});
-      }
-    }
-    std::int64_t trainable = 0, frozen = 0, bytes = 0;
-    for (const auto& p : model.parameters()) {
-      (p.requires_grad() ? trainable : frozen) += p.numel();
-      bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
-    }
-    std::size_t w_index = std::to_string(rows.size()).size(), w_name = 4, w_type = 4, w_params = 6, w_mode = 5;
-    for (const auto& row : rows) {
-      w_name = std::max(w_name, row.name.size());
-      w_type = std::max(w_type, row.type.size());
-      w_params = std::max(w_params, row.params.size());
-    }
-    std::ostringstream out;
-    auto cell = [&out](const std::string& text, std::size_t width) { out << text << std::string(width - text.size(), ' '); };
-    if (!rows.empty()) {
-      out << std::string(w_index, ' ') << " | ";
-      cell("Name", w_name), out << " | ", cell("Type", w_type), out << " | ", cell("Params", w_params),
-          out << " | ", cell("Mode", w_mode), out << '\n';
-      const std::size_t width = w_index + w_name + w_type + w_params + w_mode + 12;
-      out << std::string(width, '-') << '\n';
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        cell(std::to_string(i), w_index), out << " | ", cell(rows[i].name, w_name), out << " | ",
-            cell(rows[i].type, w_type), out << " | ", cell(rows[i].params, w_params), out << " | ",
-            cell(rows[i].mode, w_mode), out << '\n';
-      }
-      out << std::string(width, '-') << '\n';
-    }
-    char size[32];
-    std::snprintf(size, sizeof size, "%.3f", static_cast<double>(bytes) / 1e6);
-    auto total_line = [&out](const std::string& value, const char* label) {
-      out << value << std::string(value.size() < 10 ? 10 - value.size() : 1, ' ') << label << '\n';
-    };
-    total_line(human_readable_count(trainable), "Trainable params");
-    total_line(human_readable_count(frozen), "Non-trainable params");
-    total_line(human_readable_count(trainable + frozen), "Total params");
-    total_line(size, "Total estimated model params size (MB)");
-    std::string text = out.str();
-    text.pop_back();
-    return text;
-  }
-
- private:
-  int max_depth_;
-};
-
-}  // namespace volt
-// ---- end volt/callbacks/model_summary.hpp
-// ---- begin volt/callbacks/learning_rate_monitor.hpp
-/// \file
-/// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
-
-
-#include <torch/torch.h>
-
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <string>
-#include <typeinfo>
-
-#if __has_include(<cxxabi.h>)
-#include <cxxabi.h>
-#include <cstdlib>
-#endif
-
-namespace volt {
-
-namespace detail {
-/// The optimizer's class name without namespaces ("Adam", "SGD").
-inline std::string optimizer_name(const torch::optim::Optimizer& optimizer) {
-  std::string name = typeid(optimizer).name();
-#if __has_include(<cxxabi.h>)
-  int status = 0;
-  if (char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status); status == 0) {
-    name = demangled;
-    std::free(demangled);
-  }
-#endif
-  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
-  return name;
-}
-}  // namespace detail
-
-/// The options of volt::LearningRateMonitor.
-struct LearningRateMonitorOptions {
-  /// "step", "epoch", or empty: log at every step (volt's schedulers are stepped per epoch or per step,
-  /// and logging per step shows both).
-  std::string logging_interval{};
-  /// Prefix of every logged key, before the optimizer's class name.
-  std::string log_key_prefix = "lr-";
-};
-
-/// Callback: writes each optimizer's learning rate (per parameter group) to the loggers, on global rank zero,
-/// as Lightning's LearningRateMonitor does.
-class LearningRateMonitor {
- public:
-  /// Throws MisconfigurationError when logging_interval is not "step", "epoch" or empty.
-  explicit LearningRateMonitor(LearningRateMonitorOptions options = {}) : options_(std::move(options)) {
-    if (!options_.logging_interval.empty() && options_.logging_interval != "step" &&
-        options_.logging_interval != "epoch") {
-      throw MisconfigurationError("logging_interval should be `step` or `epoch` or `None`.");
-    }
-  }
-
-  /// Runs at fit start. Throws MisconfigurationError when the Trainer has no logger.
-  template <class State>
-  void on_fit_start(State& state) {
-    if (state.loggers.empty()) {
-      throw MisconfigurationError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
-    }
-  }
-
-  /// Before each training batch whose step is logged (log_every_n_steps): logs the rates, unless the interval is
-  /// "epoch".
-  template <class State>
-  void on_train_batch_start(State& state, std::int64_t) {
-    if (options_.logging_interval == "epoch") return;
-    if (state.log_every_n_steps == 0 || (state.global_step + 1) % state.log_every_n_steps != 0) return;
-    state.log_to_loggers(values(state));
-  }
-  /// At each training epoch start: logs the rates when the interval is "epoch".
-  template <class State>
-  void on_train_epoch_start(State& state) {
-    if (options_.logging_interval == "epoch") state.log_to_loggers(values(state));
-  }
-
-  /// "lr-Adam" (or "lr-Adam/pg1"... for several parameter groups; "lr-Adam-1" for a second Adam).
-  template <class State>
-  std::map<std::string, double> values(const State& state) const {
-    std::map<std::string, double> out;
-    std::map<std::string, int> seen;
-    for (torch::optim::Optimizer* optimizer : state.optimizers) {
-      std::string key = options_.log_key_prefix + detail::optimizer_name(*optimizer);
-      if (const int n = seen[key]++; n > 0) key += "-" + std::to_string(n);
-      const auto& groups = optimizer->param_groups();
-      for (std::size_t g = 0; g < groups.size(); ++g) {
-        out[groups.size() == 1 ? key : key + "/pg" + std::to_string(g + 1)] = groups[g].options().get_lr();
-      }
-    }
-    return out;
-  }
-
- private:
-  LearningRateMonitorOptions options_;
-};
-
-}  // namespace volt
-// ---- end volt/callbacks/learning_rate_monitor.hpp
-// ---- begin volt/callbacks/device_stats_monitor.hpp
-/// \file
-/// volt::DeviceStatsMonitor: logs the accelerator's device statistics around training batches.
-
-
-#include <cstdint>
-#include <map>
-#include <string>
-
-namespace volt {
-
-/// Logs `accelerator.get_device_stats(root_device)` at the start and end of training batches whose step
-/// is logged, under `DeviceStatsMonitor.on_train_batch_start/<key>` and `.../on_train_batch_end/<key>`.
-class DeviceStatsMonitor {
- public:
-  /// Runs at fit start on every rank. Throws MisconfigurationError when the Trainer has no logger.
-  template <class State>
-  void on_fit_start(State& state) {
-    if (state.loggers.empty()) {
-      throw MisconfigurationError("Cannot use `DeviceStatsMonitor` callback with `Trainer(logger=False)`.");
-    }
-  }
-  /// Before each training batch: logs the device statistics when this step is logged (global rank zero writes).
-  template <class State>
-  void on_train_batch_start(State& state, std::int64_t) { record(state, "on_train_batch_start"); }
-  /// After each training batch: logs the device statistics when this step is logged (global rank zero writes).
-  template <class State>
-  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
-    record(state, "on_train_batch_end");
-  }
-
- private:
-  template <class State>
-  static void record(State& state, const std::string& hook) {
-    if (!state.device_stats || state.log_every_n_steps == 0 ||
-        (state.global_step + 1) % state.log_every_n_steps != 0) {
-      return;
-    }
-    std::map<std::string, double> prefixed;
-    for (const auto& [key, value] : state.device_stats()) prefixed["DeviceStatsMonitor." + hook + "/" + key] = value;
-    state.log_to_loggers(prefixed);
-  }
-};
-
-}  // namespace volt
-// ---- end volt/callbacks/device_stats_monitor.hpp
-// ---- end volt/callbacks.hpp
-// ---- begin volt/loggers.hpp
-/// \file
-/// volt/loggers: where logged metrics are written.
-
-// ---- begin volt/loggers/logger.hpp
-/// \file
-/// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
+/// ```
+/// volt::save_safetensors(model, "model.safetensors", {{"format", "pt"}});
+/// volt::load_safetensors(model, "model.safetensors");              // strict: every key, every shape
+/// auto file = volt::load_safetensors("model.safetensors");        // tensors + metadata, memory-mapped
+/// ```
+///
+/// The file: 8 bytes holding the header's length N (unsigned, little-endian), N bytes of a JSON object (each
+/// tensor's `dtype`, `shape` and `data_offsets` [begin, end) into the data; an optional `__metadata__` map of
+/// strings to strings; spaces pad it to a multiple of 8 bytes), then the tensors' bytes, row-major and
+/// little-endian, one after the other. volt writes the same bytes as Python's package for the same tensors
+/// (tensors ordered by dtype, then name; `__metadata__` keys sorted, where Python's order varies from run to
+/// run). The header is untrusted input: every length and offset is checked before any tensor is built
+/// (volt/serialization/detail/safetensors_header.hpp says what the JSON reader accepts).
 
 // ---- begin volt/core/files.hpp
 /// \file
-/// Durable file writes: write a file and flush it to disk, flush a folder's entries to disk. The one place
-/// with the platform code for it (POSIX open/write/fsync; on Windows a plain stream write without flushes).
+/// Durable file writes: write a file (from one buffer or several pieces) and flush it to disk, flush a
+/// folder's entries to disk. The one place with the platform code for it (POSIX open/write/fsync; on Windows a
+/// plain stream write without flushes).
 /// Checkpoints (volt/serialization/checkpoint_io.hpp) and weights files (volt/serialization/weights.hpp)
 /// write a temporary file with these, then rename it over the target.
 
@@ -9458,6 +8505,7 @@ class DeviceStatsMonitor {
 #include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -9537,9 +8585,12 @@ inline int read_file_bytes(const std::filesystem::path& path, std::string& out) 
   return 0;
 }
 
-/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
-/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
-inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+/// Writes the concatenation of `pieces` to a new file at `path` (created or truncated, mode 0644) and flushes
+/// it to disk; a file too large to assemble in memory is written piece by piece. Returns std::nullopt on
+/// success, else what failed (FileWriteFailure::written counts bytes over all pieces); the caller removes the
+/// partial file. Never throws.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path,
+                                                          const std::vector<std::string_view>& pieces,
                                                           FileWriteFault fault = {}) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return FileWriteFailure{FileWriteStage::create, errno, 0};
@@ -9548,22 +8599,34 @@ inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem:
     return FileWriteFailure{stage, error, written};
   };
   std::size_t written = 0;
-  while (written < bytes.size()) {
-    std::size_t chunk = std::min<std::size_t>(bytes.size() - written, std::size_t{1} << 20);
-    if (fault.after_bytes >= 0) {
-      if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
-      chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
+  for (const std::string_view bytes : pieces) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      std::size_t chunk = std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 20);
+      if (fault.after_bytes >= 0) {
+        if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
+        chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
+      }
+      const ::ssize_t result = ::write(fd, bytes.data() + done, chunk);
+      if (result < 0) {
+        if (errno == EINTR) continue;
+        return fail(FileWriteStage::write, errno, written);
+      }
+      done += static_cast<std::size_t>(result);
+      written += static_cast<std::size_t>(result);
     }
-    const ::ssize_t result = ::write(fd, bytes.data() + written, chunk);
-    if (result < 0) {
-      if (errno == EINTR) continue;
-      return fail(FileWriteStage::write, errno, written);
-    }
-    written += static_cast<std::size_t>(result);
   }
   if (::fsync(fd) != 0) return fail(FileWriteStage::flush, errno, written);
   if (::close(fd) != 0) return FileWriteFailure{FileWriteStage::close, errno, written};
   return std::nullopt;
+}
+
+/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
+/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+                                                          FileWriteFault fault = {}) {
+  const std::string_view piece(bytes);
+  return write_file_durably(path, std::vector<std::string_view>{piece}, fault);
 }
 
 /// Flushes the file at `path` (already written and closed) to disk. Best effort: a file that cannot be
@@ -9586,24 +8649,26 @@ inline void fsync_folder(const std::filesystem::path& folder) {
 
 #else
 
-/// Reads the whole file at `path` into `out`; returns 0, or EIO when the stream failed.
-inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return errno != 0 ? errno : EIO;
-  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return in.bad() ? EIO : 0;
+/// Writes the concatenation of `pieces` to a new file at `path` with a stream (no flush to disk on this
+/// platform). Returns std::nullopt on success, else FileWriteStage::stream; the caller removes the partial
+/// file. The fault is not honoured here.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path,
+                                                          const std::vector<std::string_view>& pieces,
+                                                          FileWriteFault /*fault*/ = {}) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (const std::string_view bytes : pieces) out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
+  return std::nullopt;
 }
 
 /// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
 /// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is
 /// not honoured here.
 inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
-                                                          FileWriteFault /*fault*/ = {}) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
-  return std::nullopt;
+                                                          FileWriteFault fault = {}) {
+  const std::string_view piece(bytes);
+  return write_file_durably(path, std::vector<std::string_view>{piece}, fault);
 }
 
 /// Does nothing on this platform.
@@ -9612,1103 +8677,694 @@ inline void fsync_file(const std::filesystem::path& /*path*/) {}
 /// Does nothing on this platform.
 inline void fsync_folder(const std::filesystem::path& /*folder*/) {}
 
+/// Reads the whole file at `path` into `out`; returns 0, or EIO when the stream failed.
+inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return errno != 0 ? errno : EIO;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return in.bad() ? EIO : 0;
+}
+
 #endif
 
 }  // namespace volt::detail
 // ---- end volt/core/files.hpp
+// ---- begin volt/core/mapped_file.hpp
+/// \file
+/// A whole file in memory for reading: memory-mapped where the platform allows it (POSIX mmap, private
+/// copy-on-write pages: writes through the mapping change memory, never the file), else read into a buffer.
+/// The one place with the platform code for it. safetensors loading (volt/serialization/safetensors.hpp)
+/// builds tensors over it without copying.
 
 #include <cerrno>
-#include <cstdint>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <optional>
-#include <random>
-#include <stdexcept>
-#include <string>
-#include <system_error>
-
-namespace volt {
-
-/// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
-/// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
-/// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
-class Logger {
- public:
-  virtual ~Logger() = default;
-  /// Records `metrics` at optimizer step `step`. May buffer; may throw std::runtime_error when a file cannot
-  /// be written.
-  virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
-  /// Records the run's hyperparameters, once, at fit start.
-  virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
-  /// Writes what is buffered. The default does nothing.
-  virtual void save() {}
-  /// Called once when the run ends, with "success", "failed" or "interrupted"; the default calls save().
-  virtual void finalize(const std::string& /*status*/) { save(); }
-  /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
-  virtual std::filesystem::path log_dir() const = 0;
-};
-
-namespace detail {
-
-/// "<what> <path>: <reason>" for a failed log write; `error` is the errno seen (0: unknown).
-inline std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail = {}) {
-  return "volt: could not write the log file " + path.string() + ": " +
-         (error != 0 ? std::generic_category().message(error) : std::string("the write failed")) + detail +
-         "; logs would be lost, so the run stops";
-}
-
-/// Writes `text` as the whole content of `path` atomically (temporary file in the same folder, flushed, then
-/// renamed over `path`): a full disk leaves the previous file as it was. Throws std::runtime_error naming the
-/// file and the system error.
-inline void write_log_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  remove_stale_temporaries(path);
-  const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp" +
-                                               std::to_string(std::random_device{}()));
-  std::error_code ignored;
-  if (const auto failure = write_file_durably(temporary, text)) {
-    std::filesystem::remove(temporary, ignored);
-    throw std::runtime_error(log_write_error(path, failure->error, " (after " + std::to_string(failure->written) +
-                                                                       " of " + std::to_string(text.size()) + " bytes)"));
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, ignored);
-    throw std::runtime_error(log_write_error(path, error.value()));
-  }
-}
-
-/// Appends `text` to `path`. On failure the file is cut back to its previous size (no torn row) and
-/// std::runtime_error names the file and the system error.
-inline void append_log_file(const std::filesystem::path& path, const std::string& text) {
-  std::error_code error;
-  const auto previous = std::filesystem::exists(path, error) ? std::filesystem::file_size(path, error) : 0;
-  std::ofstream out(path, std::ios::binary | std::ios::app);
-  errno = 0;
-  if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  if (out) out.flush();
-  int seen = errno;
-  out.close();
-  if (out) return;
-  if (seen == 0) seen = errno;
-  std::filesystem::resize_file(path, previous, error);
-  throw std::runtime_error(log_write_error(path, seen));
-}
-
-/// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
-inline int next_version(const std::filesystem::path& root) {
-  std::error_code error;
-  int next = 0;
-  if (!std::filesystem::is_directory(root, error)) return 0;
-  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
-    try {
-      std::size_t used = 0;
-      const int number = std::stoi(name.substr(8), &used);
-      if (used == name.size() - 8) next = std::max(next, number + 1);
-    } catch (const std::exception&) {
-      // not a version folder of ours
-    }
-  }
-  return next;
-}
-
-/// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
-/// options' version or else the next free one, chosen once (`version` caches it).
-template <class Options>
-std::filesystem::path versioned_log_dir(const Options& options, std::optional<int>& version) {
-  const auto root = (options.save_dir.empty() ? std::filesystem::path(".") : options.save_dir) / options.name;
-  if (!version) version = options.version ? *options.version : next_version(root);
-  return root / ("version_" + std::to_string(*version));
-}
-
-/// The Trainer's default_root_dir as the save_dir of a file logger that was given none ("." when empty too).
-template <class Options>
-void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) {
-  if (options.save_dir.empty()) options.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
-}
-
-}  // namespace detail
-}  // namespace volt
-// ---- end volt/loggers/logger.hpp
-// ---- begin volt/loggers/csv_logger.hpp
-/// \file
-/// volt::CSVLogger: metrics.csv and hparams.yaml in Lightning's layout,
-/// `<save_dir>/<name>/version_<N>/{metrics.csv,hparams.yaml}`.
-
-
-#include <cmath>
-#include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <iomanip>
-#include <limits>
-#include <map>
-#include <optional>
-#include <sstream>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-namespace volt {
-
-/// The options of volt::CSVLogger (Lightning's CSVLogger arguments).
-struct CSVLoggerOptions {
-  /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
-  std::filesystem::path save_dir{};
-  /// Experiment folder under save_dir.
-  std::string name = "lightning_logs";
-  /// Fixed version number; nullopt: the next free version_N.
-  std::optional<int> version{};
-  /// Rows kept in memory before they are written (Lightning's flush_logs_every_n_steps).
-  std::int64_t flush_logs_every_n_steps = 100;
-};
-
-/// Writes every logged metric as a row of metrics.csv: columns "step", "epoch" (when logged) and one per
-/// metric name in first-seen order; a row leaves the columns of metrics it lacks empty. A new metric name
-/// rewrites the file with the wider header.
-class CSVLogger : public Logger {
- public:
-  /// Keeps the options; creates no file until the first write.
-  explicit CSVLogger(CSVLoggerOptions options = {}) : options_(std::move(options)) {}
-
-  /// Sets the folder used when save_dir was left empty. Called by the Trainer before the first write.
-  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
-
-  std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
-
-  /// Buffers one row at `step`; writes the buffer (save()) once flush_logs_every_n_steps rows are waiting.
-  /// Throws std::runtime_error when metrics.csv cannot be written.
-  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
-    Row row;
-    row.step = step;
-    for (const auto& [key, value] : metrics) {
-      if (column_index_.emplace(key, columns_.size()).second) {
-        columns_.push_back(key);
-        header_changed_ = true;
-      }
-      row.values.emplace_back(column_index_.at(key), value);
-    }
-    rows_.push_back(std::move(row));
-    if (static_cast<std::int64_t>(rows_.size() - written_rows_) >= options_.flush_logs_every_n_steps) save();
-  }
-
-  /// Writes hparams.yaml (`key: value` per line, `{}` when empty) in log_dir(), creating the folder. Throws
-  /// std::runtime_error when the file cannot be written.
-  void log_hyperparams(const std::map<std::string, std::string>& params) override {
-    ensure_dir();
-    std::ostringstream out;
-    for (const auto& [key, value] : params) out << key << ": " << value << '\n';
-    if (params.empty()) out << "{}\n";
-    detail::write_log_file_atomically(log_dir() / "hparams.yaml", out.str());
-  }
-
-  /// Writes the rows not yet on disk (the whole file, atomically, when the header grew). Throws
-  /// std::runtime_error naming the file and the system error when the write fails (e.g. a full disk); the file
-  /// then holds the rows written before, and the rows stay buffered.
-  void save() override {
-    if (rows_.size() == written_rows_ && !header_changed_) return;
-    ensure_dir();
-    const auto path = log_dir() / "metrics.csv";
-    const bool rewrite = header_changed_ || written_rows_ == 0;
-    std::ostringstream out;
-    out << std::setprecision(std::numeric_limits<double>::max_digits10);
-    if (rewrite) {
-      out << "step";
-      for (const auto& column : columns_) out << ',' << column;
-      out << '\n';
-    }
-    for (std::size_t i = rewrite ? 0 : written_rows_; i < rows_.size(); ++i) {
-      std::vector<std::optional<double>> cells(columns_.size());
-      for (const auto& [index, value] : rows_[i].values) cells[index] = value;
-      out << rows_[i].step;
-      for (const auto& cell : cells) {
-        out << ',';
-        if (cell) out << *cell;
-      }
-      out << '\n';
-    }
-    if (rewrite) {
-      detail::write_log_file_atomically(path, out.str());
-    } else {
-      detail::append_log_file(path, out.str());
-    }
-    written_rows_ = rows_.size();
-    header_changed_ = false;
-  }
-
-  /// The metric columns seen so far, in first-seen order (without "step").
-  const std::vector<std::string>& columns() const { return columns_; }
-
- private:
-  struct Row {
-    std::int64_t step = 0;
-    std::vector<std::pair<std::size_t, double>> values;
-  };
-
-  void ensure_dir() const { std::filesystem::create_directories(log_dir()); }
-
-  CSVLoggerOptions options_;
-  mutable std::optional<int> version_;
-  std::vector<std::string> columns_;
-  std::map<std::string, std::size_t> column_index_;
-  std::vector<Row> rows_;
-  std::size_t written_rows_ = 0;
-  bool header_changed_ = false;
-};
-
-}  // namespace volt
-// ---- end volt/loggers/csv_logger.hpp
-// ---- begin volt/loggers/tensorboard_logger.hpp
-/// \file
-/// volt::TensorBoardLogger: TensorBoard event files in Lightning's layout.
-///
-/// The event file is `<save_dir>/<name>/version_<N>/events.out.tfevents.<time>.<host>.<pid>.<n>`, with
-/// hparams.yaml beside it.
-///
-/// The files are TFRecord streams (length, masked CRC32C of the length, payload, masked CRC32C of the payload)
-/// of `tensorflow.Event` protocol buffers, encoded here by hand so that volt needs no protobuf library:
-/// a file_version event first ("brain.Event:2"), then one event per log_metrics call with a `simple_value`
-/// per metric (what torch.utils.tensorboard's add_scalar writes), and for log_hyperparams the hparams
-/// plugin's session_start_info summary (what torch.utils.tensorboard.summary.hparams writes).
-
-
-#include <array>
-#include <cerrno>
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <optional>
-#include <sstream>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <vector>
-
-#if !defined(_WIN32)
-#include <unistd.h>
-#endif
-
-namespace volt {
-
-namespace detail::tensorboard {
-
-/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord uses.
-inline std::uint32_t crc32c(std::string_view bytes) {
-  static const std::array<std::uint32_t, 256> table = [] {
-    std::array<std::uint32_t, 256> result{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t crc = i;
-      for (int bit = 0; bit < 8; ++bit) crc = (crc & 1U) != 0 ? (crc >> 1) ^ 0x82F63B78U : crc >> 1;
-      result[i] = crc;
-    }
-    return result;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFU;
-  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFU;
-}
-
-/// TFRecord's masked CRC: rotate right by 15 bits and add a constant.
-inline std::uint32_t masked_crc32c(std::string_view bytes) {
-  const std::uint32_t crc = crc32c(bytes);
-  return ((crc >> 15) | (crc << 17)) + 0xA282EAD8U;
-}
-
-inline void append_little_endian(std::string& out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFU));
-}
-
-/// One TFRecord: length (u64 LE), masked CRC of the length bytes, payload, masked CRC of the payload.
-inline std::string tfrecord(std::string_view payload) {
-  std::string length;
-  append_little_endian(length, payload.size(), 8);
-  std::string record = length;
-  append_little_endian(record, masked_crc32c(length), 4);
-  record.append(payload);
-  append_little_endian(record, masked_crc32c(payload), 4);
-  return record;
-}
-
-/// Protocol-buffer wire format writer (varint, 64-bit, length-delimited and 32-bit fields).
-class ProtoWriter {
- public:
-  void varint_field(int field, std::uint64_t value) {
-    key(field, 0);
-    varint(value);
-  }
-  void double_field(int field, double value) {
-    key(field, 1);
-    std::uint64_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    append_little_endian(bytes_, bits, 8);
-  }
-  void float_field(int field, float value) {
-    key(field, 5);
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    append_little_endian(bytes_, bits, 4);
-  }
-  void bytes_field(int field, std::string_view value) {
-    key(field, 2);
-    varint(value.size());
-    bytes_.append(value);
-  }
-  const std::string& bytes() const { return bytes_; }
-
- private:
-  void key(int field, int wire_type) { varint((static_cast<std::uint64_t>(field) << 3) | static_cast<std::uint64_t>(wire_type)); }
-  void varint(std::uint64_t value) {
-    while (value >= 0x80U) {
-      bytes_.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-      value >>= 7;
-    }
-    bytes_.push_back(static_cast<char>(value));
-  }
-  std::string bytes_;
-};
-
-// Field numbers of tensorflow/core/util/event.proto, tensorflow/core/framework/summary.proto,
-// tensorboard/plugins/hparams/plugin_data.proto and google/protobuf/struct.proto.
-inline constexpr int event_wall_time = 1, event_step = 2, event_file_version = 3, event_summary = 5;
-inline constexpr int summary_value = 1;
-inline constexpr int value_tag = 1, value_simple_value = 2, value_metadata = 9;
-inline constexpr int metadata_plugin_data = 1;
-inline constexpr int plugin_name = 1, plugin_content = 2;
-inline constexpr int hparams_version = 1, hparams_session_start_info = 3;
-inline constexpr int session_hparams = 1, session_group_name = 4, session_start_time_secs = 5;
-inline constexpr int map_key = 1, map_value = 2;
-inline constexpr int struct_number_value = 2, struct_string_value = 3, struct_bool_value = 4;
-
-/// An Event: wall time, step, then the already serialized fields of `body_fields`.
-inline std::string event(double wall_time, std::int64_t step, const ProtoWriter& body_fields) {
-  ProtoWriter event;
-  event.double_field(event_wall_time, wall_time);
-  event.varint_field(event_step, static_cast<std::uint64_t>(step));
-  return event.bytes() + body_fields.bytes();
-}
-
-inline std::string scalar_value(std::string_view tag, double value) {
-  ProtoWriter entry;
-  entry.bytes_field(value_tag, tag);
-  entry.float_field(value_simple_value, static_cast<float>(value));
-  return entry.bytes();
-}
-
-/// A google.protobuf.Value for a hyperparameter: a number when the whole text parses as a finite number,
-/// a bool for "true"/"false"/"True"/"False", else a string (what torch's hparams() does for Python values).
-inline std::string hparam_value(const std::string& text) {
-  ProtoWriter value;
-  if (text == "true" || text == "True" || text == "false" || text == "False") {
-    value.varint_field(struct_bool_value, text == "true" || text == "True" ? 1 : 0);
-    return value.bytes();
-  }
-  try {
-    std::size_t used = 0;
-    const double number = std::stod(text, &used);
-    if (used == text.size() && number == number && number - number == 0.0) {
-      value.double_field(struct_number_value, number);
-      return value.bytes();
-    }
-  } catch (const std::exception&) {
-    // not a number
-  }
-  value.bytes_field(struct_string_value, text);
-  return value.bytes();
-}
-
-/// The hparams plugin's Summary.Value "_hparams_/session_start_info" (metadata only, as torch writes it).
-inline std::string session_start_info_value(const std::map<std::string, std::string>& params, double start_time) {
-  ProtoWriter session;
-  for (const auto& [key, text] : params) {
-    ProtoWriter entry;
-    entry.bytes_field(map_key, key);
-    entry.bytes_field(map_value, hparam_value(text));
-    session.bytes_field(session_hparams, entry.bytes());
-  }
-  session.bytes_field(session_group_name, "");
-  session.double_field(session_start_time_secs, start_time);
-  ProtoWriter plugin_data;
-  plugin_data.varint_field(hparams_version, 0);
-  plugin_data.bytes_field(hparams_session_start_info, session.bytes());
-  ProtoWriter plugin;
-  plugin.bytes_field(plugin_name, "hparams");
-  plugin.bytes_field(plugin_content, plugin_data.bytes());
-  ProtoWriter metadata;
-  metadata.bytes_field(metadata_plugin_data, plugin.bytes());
-  ProtoWriter value;
-  value.bytes_field(value_tag, "_hparams_/session_start_info");
-  value.bytes_field(value_metadata, metadata.bytes());
-  return value.bytes();
-}
-
-inline double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-inline std::string host_name() {
-#if !defined(_WIN32)
-  std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) == 0) return std::string(name.data());
-#endif
-  return "localhost";
-}
-
-inline long process_id() {
-#if !defined(_WIN32)
-  return static_cast<long>(::getpid());
-#else
-  return 0;
-#endif
-}
-
-/// tensorboard's per-process counter of event files (the last part of the file name).
-inline int next_file_uid() {
-  static int uid = 0;
-  return uid++;
-}
-
-}  // namespace detail::tensorboard
-
-/// The options of volt::TensorBoardLogger (Lightning's TensorBoardLogger arguments).
-struct TensorBoardLoggerOptions {
-  /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
-  std::filesystem::path save_dir{};
-  /// Experiment folder under save_dir.
-  std::string name = "lightning_logs";
-  /// Fixed version number; nullopt: the next free version_N.
-  std::optional<int> version{};
-  /// Lightning's default_hp_metric: log_hyperparams also logs "hp_metric" = -1 at step 0, so that
-  /// TensorBoard's hparams tab has a metric column.
-  bool default_hp_metric = true;
-  /// Prepended to every metric name with "-" (Lightning's prefix).
-  std::string prefix{};
-};
-
-/// Writes logged metrics as TensorBoard scalars and the hyperparameters for TensorBoard's hparams tab.
-/// The event file is created on the first write (with tensorboard's name pattern) and flushed on save()
-/// and finalize(). Not thread-safe; the Trainer calls it on global rank zero only.
-/// Throws std::runtime_error naming the file when it cannot be created or written.
-class TensorBoardLogger : public Logger {
- public:
-  /// Keeps the options; creates no file until the first write.
-  explicit TensorBoardLogger(TensorBoardLoggerOptions options = {}) : options_(std::move(options)) {}
-
-  /// Sets the folder used when save_dir was left empty. Called before the first write.
-  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
-
-  std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
-
-  /// The event file (empty until the first write).
-  const std::filesystem::path& event_file() const { return event_file_; }
-
-  /// One event at `step` holding a simple_value per metric (float32, as TensorBoard stores scalars).
-  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
-    if (metrics.empty()) return;
-    detail::tensorboard::ProtoWriter summary;
-    for (const auto& [key, value] : metrics) {
-      const std::string tag = options_.prefix.empty() ? key : options_.prefix + "-" + key;
-      summary.bytes_field(detail::tensorboard::summary_value, detail::tensorboard::scalar_value(tag, value));
-    }
-    write_summary(step, summary);
-  }
-
-  /// Writes hparams.yaml, the hparams plugin's session_start_info summary and, with default_hp_metric,
-  /// "hp_metric" = -1 at step 0 (Lightning's TensorBoardLogger.log_hyperparams).
-  void log_hyperparams(const std::map<std::string, std::string>& params) override {
-    std::filesystem::create_directories(log_dir());
-    const auto yaml = log_dir() / "hparams.yaml";
-    {
-      std::ostringstream out;
-      for (const auto& [key, value] : params) out << key << ": " << value << '\n';
-      if (params.empty()) out << "{}\n";
-      detail::write_log_file_atomically(yaml, out.str());
-    }
-    if (options_.default_hp_metric) log_metrics({{"hp_metric", -1.0}}, 0);
-    detail::tensorboard::ProtoWriter summary;
-    summary.bytes_field(detail::tensorboard::summary_value,
-                        detail::tensorboard::session_start_info_value(params, detail::tensorboard::now_seconds()));
-    write_summary(0, summary);
-  }
-
-  /// Flushes the event file to the operating system.
-  void save() override {
-    if (!out_.is_open()) return;
-    errno = 0;
-    out_.flush();
-    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
-  }
-
-  /// Flushes and closes the event file (the status is not recorded). Throws std::runtime_error when the flush
-  /// fails.
-  void finalize(const std::string& /*status*/) override {
-    save();
-    if (!out_.is_open()) return;
-    errno = 0;
-    out_.close();
-    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
-  }
-
- private:
-  void open() {
-    if (out_.is_open()) return;
-    const auto dir = log_dir();
-    std::error_code error;
-    std::filesystem::create_directories(dir, error);
-    if (error) throw std::runtime_error("volt: cannot create the TensorBoard log folder " + dir.string() + ": " + error.message());
-    const double now = detail::tensorboard::now_seconds();
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%010lld", static_cast<long long>(now));
-    event_file_ = dir / ("events.out.tfevents." + std::string(seconds) + "." + detail::tensorboard::host_name() + "." +
-                         std::to_string(detail::tensorboard::process_id()) + "." +
-                         std::to_string(detail::tensorboard::next_file_uid()));
-    out_.open(event_file_, std::ios::binary | std::ios::trunc);
-    if (!out_) throw std::runtime_error("volt: cannot create the TensorBoard event file " + event_file_.string());
-    detail::tensorboard::ProtoWriter version;
-    version.bytes_field(detail::tensorboard::event_file_version, "brain.Event:2");
-    write_record(detail::tensorboard::event(now, 0, version));
-  }
-
-  void write_summary(std::int64_t step, const detail::tensorboard::ProtoWriter& summary) {
-    open();
-    detail::tensorboard::ProtoWriter body;
-    body.bytes_field(detail::tensorboard::event_summary, summary.bytes());
-    write_record(detail::tensorboard::event(detail::tensorboard::now_seconds(), step, body));
-  }
-
-  void write_record(const std::string& payload) {
-    const std::string record = detail::tensorboard::tfrecord(payload);
-    errno = 0;
-    out_.write(record.data(), static_cast<std::streamsize>(record.size()));
-    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
-  }
-
-  TensorBoardLoggerOptions options_;
-  mutable std::optional<int> version_;
-  std::filesystem::path event_file_;
-  std::ofstream out_;
-};
-
-}  // namespace volt
-// ---- end volt/loggers/tensorboard_logger.hpp
-// ---- end volt/loggers.hpp
-// ---- begin volt/serialization.hpp
-/// \file
-/// volt/serialization: the file formats. Weights files exchanged with Python (torch.save / torch.load) and
-/// volt's crash-safe checkpoint files (written by the Trainer and Fabric, read by load_checkpoint_weights).
-
-// ---- begin volt/serialization/checkpoint_io.hpp
-/// \file
-/// Checkpoint files that survive crashes and report bad input clearly (volt::CheckpointError).
-///
-/// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
-/// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
-/// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
-/// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
-/// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
-/// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
-/// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
-/// the keys and shapes.
-/// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
-
-// ---- begin volt/serialization/detail/model_match.hpp
-/// \file
-/// volt::CheckpointError, and the comparison of a checkpoint's model entry with a module (keys, shapes,
-/// dtypes) that volt's checkpoint loaders run before LibTorch's Module::load.
-
-#include <torch/torch.h>
-
-#include <optional>
-#include <set>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-namespace volt {
-
-/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
-class CheckpointError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-namespace detail {
-
-inline std::string shape_text(c10::IntArrayRef sizes) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
-
-inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                const std::string& prefix, std::vector<std::string>& problems) {
-  std::set<std::string> expected;
-  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
-    expected.insert(name);
-    torch::Tensor stored;
-    if (!archive.try_read(name, stored, is_buffer)) {
-      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
-    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
-      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
-                         ", model " + shape_text(tensor.sizes()));
-    }
-  };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
-  for (const auto& child : module.named_children()) {
-    expected.insert(child.key());
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) {
-      problems.push_back("missing submodule '" + prefix + child.key() + "'");
-      continue;
-    }
-    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
-  }
-  for (const auto& key : archive.keys()) {
-    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
-  }
-}
-
-/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
-/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
-/// reports that).
-struct DtypeMismatch {
-  std::string name;
-  c10::ScalarType stored;
-  c10::ScalarType expected;
-};
-inline std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
-                                                         const torch::nn::Module& module,
-                                                         const std::string& prefix = "") {
-  const auto check = [&](const std::string& name, const torch::Tensor& tensor,
-                         bool is_buffer) -> std::optional<DtypeMismatch> {
-    torch::Tensor stored;
-    if (!tensor.defined() || !tensor.is_floating_point() || !archive.try_read(name, stored, is_buffer)) return {};
-    if (!stored.defined() || stored.scalar_type() == tensor.scalar_type()) return {};
-    return DtypeMismatch{prefix + name, stored.scalar_type(), tensor.scalar_type()};
-  };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
-    if (auto found = check(item.key(), item.value(), false)) return found;
-  }
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
-    if (auto found = check(item.key(), item.value(), true)) return found;
-  }
-  for (const auto& child : module.named_children()) {
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) continue;
-    if (auto found = first_dtype_mismatch(child_archive, *child.value(), prefix + child.key() + ".")) return found;
-  }
-  return std::nullopt;
-}
-
-/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
-/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
-/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
-inline void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                const std::string& shown) {
-  std::vector<std::string> problems;
-  try {
-    compare_module_keys(model_archive, module, "", problems);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
-  }
-  if (problems.empty()) return;
-  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
-                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
-  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
-  if (problems.size() > 20) message += "; ...";
-  throw CheckpointError(message);
-}
-
-}  // namespace detail
-}  // namespace volt
-// ---- end volt/serialization/detail/model_match.hpp
-
-#include <torch/torch.h>
-
-#include <array>
-#include <atomic>
-#include <cerrno>
-#include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <algorithm>
-#include <fstream>
-#include <optional>
-#include <random>
-#include <set>
-#include <sstream>
+#include <ios>
+#include <iterator>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <utility>
-#include <vector>
 
-namespace volt {
-
-
-namespace detail {
-
-/// Test probe: a checkpoint write fails with `checkpoint_write_fault_errno` once this many bytes of the
-/// temporary file were written; -1 (the default) means never. Set through testing::ScopedCheckpointWriteFault.
-inline std::atomic<std::int64_t> checkpoint_write_fault_after_bytes{-1};
-inline std::atomic<int> checkpoint_write_fault_errno{0};
-
-inline std::string system_error_text(int error) { return std::generic_category().message(error); }
-
-
-/// Writes `bytes` to a new file at `path` and flushes it to disk (detail::write_file_durably, with the test
-/// fault of ScopedCheckpointWriteFault). Throws CheckpointError (naming `shown` and the system error) on any
-/// failure; the caller removes the partial file.
-inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
-  const FileWriteFault fault{checkpoint_write_fault_after_bytes.load(), checkpoint_write_fault_errno.load()};
-  const auto failure = write_file_durably(path, bytes, fault);
-  if (!failure) return;
-  const std::string prefix = "volt: could not write the checkpoint " + shown + ": ";
-  const std::string kept = " (the previous checkpoint, if any, is kept)";
-  switch (failure->stage) {
-    case FileWriteStage::create:
-      throw CheckpointError(prefix + "cannot create " + path.string() + ": " + system_error_text(failure->error));
-    case FileWriteStage::write:
-      throw CheckpointError(prefix + "write failed after " + std::to_string(failure->written) + " of " +
-                            std::to_string(bytes.size()) + " bytes: " + system_error_text(failure->error) + kept);
-    case FileWriteStage::flush:
-      throw CheckpointError(prefix + "could not flush it to disk: " + system_error_text(failure->error) + kept);
-    case FileWriteStage::close:
-      throw CheckpointError(prefix + "closing " + path.string() + " failed: " + system_error_text(failure->error));
-    case FileWriteStage::stream:
-      break;
-  }
-  throw CheckpointError(prefix + "writing " + path.string() + " failed");
-}
-
-/// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
-/// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
-/// and the system error (e.g. "No space left on device"). Temporary files of `path` left by a killed
-/// earlier write are removed first.
-inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
-  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::error_code error;
-  std::filesystem::create_directories(folder, error);
-  if (error) {
-    throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
-  }
-  std::ostringstream buffer(std::ios::binary);
-  try {
-    archive.save_to(buffer);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
-  }
-  const std::string bytes = std::move(buffer).str();
-  remove_stale_temporaries(path);  // left by a write that was killed before its rename
-  std::random_device entropy;
-  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
-  try {
-    write_file_synced(temporary, bytes, path.string());
-    std::filesystem::rename(temporary, path);
-  } catch (const CheckpointError&) {
-    std::filesystem::remove(temporary, error);
-    throw;
-  } catch (const std::exception& cause) {
-    std::filesystem::remove(temporary, error);
-    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what() +
-                          " (the previous checkpoint, if any, is kept)");
-  }
-  fsync_folder(folder);
-}
-
-inline std::uint32_t crc32(const char* data, std::size_t size) {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> entries{};
-    for (std::uint32_t n = 0; n < 256; ++n) {
-      std::uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-      entries[n] = c;
-    }
-    return entries;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFU;
-  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ static_cast<unsigned char>(data[i])) & 0xFFU] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFU;
-}
-
-/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
-/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
-/// in the TorchScript code of an archive crashes LibTorch 1.13). Archives in zip64 form or with compressed
-/// entries are left to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
-/// `names`, when given, receives the names of the entries checked.
-inline void check_zip_integrity(const std::string& bytes, const std::string& shown,
-                                std::vector<std::string>* names = nullptr) {
-  const auto u16 = [&](std::size_t at) {
-    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
-           static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
-  };
-  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
-  const auto damaged = [&](const std::string& what) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
-                          std::to_string(bytes.size()) + " bytes): " + what);
-  };
-  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
-  std::size_t end_record = std::string::npos;
-  for (std::size_t back = 22; back <= bytes.size() && back <= 22 + 65535; ++back) {
-    const std::size_t at = bytes.size() - back;
-    if (u32(at) == 0x06054b50U) {
-      end_record = at;
-      break;
-    }
-  }
-  if (end_record == std::string::npos) damaged("no zip end-of-archive record (the end of the file is missing)");
-  const std::uint32_t entries = u16(end_record + 10);
-  const std::uint32_t directory_size = u32(end_record + 12);
-  const std::uint32_t directory_offset = u32(end_record + 16);
-  if (entries == 0xFFFFU || directory_offset == 0xFFFFFFFFU) return;  // zip64: left to LibTorch
-  if (static_cast<std::uint64_t>(directory_offset) + directory_size > end_record) {
-    damaged("the zip directory lies outside the file");
-  }
-  std::size_t at = directory_offset;
-  for (std::uint32_t entry = 0; entry < entries; ++entry) {
-    if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
-    const std::uint32_t method = u16(at + 10);
-    const std::uint32_t crc = u32(at + 16);
-    const std::uint32_t stored_size = u32(at + 20);
-    const std::uint32_t name_size = u16(at + 28);
-    const std::uint32_t header_extra = u16(at + 30) + u16(at + 32);
-    const std::uint32_t local = u32(at + 42);
-    if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
-    const std::string name = bytes.substr(at + 46, name_size);
-    if (names != nullptr) names->push_back(name);
-    at += 46 + name_size + header_extra;
-    if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
-    if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
-      damaged("the entry '" + name + "' has no valid local header");
-    }
-    const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
-    if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
-    if (method != 0) continue;  // compressed: LibTorch checks it while inflating
-    if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
-  }
-}
-
-/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
-/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
-inline void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
-                               const std::string& shown, torch::Device device) {
-  if (bytes.empty()) throw CheckpointError("volt: checkpoint file " + shown + " is empty");
-  // LibTorch archives are zip files: they start with a local file header "PK\3\4".
-  if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint: it does not start with a zip header, "
-                          "so it is not a LibTorch archive (a foreign or corrupted file, " +
-                          std::to_string(bytes.size()) + " bytes)");
-  }
-  std::vector<std::string> names;
-  check_zip_integrity(bytes, shown, &names);
-  // A LibTorch archive holds `<name>/constants.pkl`; torch.save's format (volt::save_weights) a data.pkl only.
-  const auto has = [&](const std::string& suffix) {
-    return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
-      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    });
-  };
-  if (has("/data.pkl") && !has("/constants.pkl")) {
-    throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
-                          "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
-                          "checkpoint: load it with volt::load_weights(model, path)");
-  }
-  try {
-    archive.load_from(bytes.data(), bytes.size(), device);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
-                          std::to_string(bytes.size()) + " bytes): " + cause.what());
-  }
-}
-
-/// Loads an archive, mapping every tensor to `device`. Names the file in any error (see load_archive_bytes).
-inline void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
-                         torch::Device device) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
-  }
-  std::string content;
-  if (const int failure = read_file_bytes(path, content); failure != 0) {
-    throw CheckpointError("volt: cannot read the checkpoint file " + path.string() + ": " +
-                          system_error_text(failure));
-  }
-  load_archive_bytes(archive, content, path.string(), device);
-}
-
-/// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
-/// CheckpointError naming the file and the entry when it is missing or of another type:
-/// "volt: <file> is not a volt checkpoint or is corrupted: entry '<key>' is missing or not <a type>".
-/// Holds a reference to the archive, which must outlive it.
-class CheckpointReader {
- public:
-  /// Reads from `archive`, naming the file `shown` in errors.
-  CheckpointReader(torch::serialize::InputArchive& archive, std::string shown)
-      : archive_(archive), shown_(std::move(shown)) {}
-
-  /// Whether the checkpoint has an entry `key`, of any type.
-  bool contains(const std::string& key) const {
-    c10::IValue value;
-    return archive_.try_read(key, value);
-  }
-
-  /// The int entry `key`.
-  std::int64_t read_int(const std::string& key) const { return read_value(key, &c10::IValue::isInt, "an integer").toInt(); }
-
-  /// The bool entry `key`.
-  bool read_bool(const std::string& key) const { return read_value(key, &c10::IValue::isBool, "a bool").toBool(); }
-
-  /// The int list entry `key` (written as a c10::List<std::int64_t>).
-  std::vector<std::int64_t> read_int_list(const std::string& key) const {
-    return read_value(key, &c10::IValue::isIntList, "a list of integers").toIntVector();
-  }
-
-  /// The tensor entry `key`, written as a buffer (`archive.write(key, tensor, /*is_buffer=*/true)`), on the
-  /// device the archive was loaded to.
-  torch::Tensor read_tensor(const std::string& key) const {
-    torch::Tensor tensor;
-    if (!archive_.try_read(key, tensor, /*is_buffer=*/true)) throw entry_error(key, "a tensor");
-    return tensor;
-  }
-
-  /// The nested archive `key` (an OutputArchive written into the checkpoint) into `into`.
-  void read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
-    if (!archive_.try_read(key, into)) throw entry_error(key, "an archive");
-  }
-
-  /// The nested archive `key` into `into` if the checkpoint has one: false (and `into` untouched) when the
-  /// entry is missing or is not an archive, as InputArchive::try_read. For optional entries; never throws
-  /// CheckpointError.
-  bool try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
-    return archive_.try_read(key, into);
-  }
-
-  /// The archive read from.
-  torch::serialize::InputArchive& archive() const noexcept { return archive_; }
-  /// The file name shown in errors.
-  const std::string& shown() const noexcept { return shown_; }
-
- private:
-  c10::IValue read_value(const std::string& key, bool (c10::IValue::*has_type)() const, const char* type) const {
-    c10::IValue value;
-    if (!archive_.try_read(key, value) || !(value.*has_type)()) throw entry_error(key, type);
-    return value;
-  }
-
-  CheckpointError entry_error(const std::string& key, const char* type) const {
-    return CheckpointError("volt: " + shown_ + " is not a volt checkpoint or is corrupted: entry '" + key +
-                           "' is missing or not " + type);
-  }
-
-  torch::serialize::InputArchive& archive_;
-  std::string shown_;
-};
-
-}  // namespace detail
-
-/// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
-/// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
-/// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
-inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
-                                    torch::Device device = torch::kCPU);
-
-namespace detail {
-
-/// load_checkpoint_weights on the bytes of the file `shown` (loaded into `archive`, which the caller may read
-/// further). Throws CheckpointError only.
-inline void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                                      const std::string& shown) {
-  const CheckpointReader reader(archive, shown);
-  reader.read_int("volt/format");
-  torch::serialize::InputArchive model_archive;
-  if (!reader.try_read_archive("model", model_archive)) {
-    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: it has no model");
-  }
-  check_model_matches(model_archive, module, shown);
-  try {
-    module.load(model_archive);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + shown + " cannot be loaded: " + cause.what());
-  }
-}
-
-}  // namespace detail
-
-inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
-                                    torch::Device device) {
-  torch::serialize::InputArchive archive;
-  detail::load_archive(archive, path, device);
-  detail::load_weights_from_archive(module, archive, path.string());
-}
-
-namespace testing {
-
-/// Makes every checkpoint write in this process fail once `after_bytes` bytes of the file are written, with
-/// the system error `error` (default ENOSPC, "No space left on device"), while alive. For tests of the
-/// disk-full path; not thread-safe against concurrent instances.
-class ScopedCheckpointWriteFault {
- public:
-  /// Installs the fault; the destructor restores the previous setting (so instances nest).
-  explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
-      : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
-        previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
-  ~ScopedCheckpointWriteFault() {
-    detail::checkpoint_write_fault_after_bytes = previous_after_;
-    detail::checkpoint_write_fault_errno = previous_errno_;
-  }
-  ScopedCheckpointWriteFault(const ScopedCheckpointWriteFault&) = delete;
-  ScopedCheckpointWriteFault& operator=(const ScopedCheckpointWriteFault&) = delete;
-
- private:
-  std::int64_t previous_after_;
-  int previous_errno_;
-};
-
-}  // namespace testing
-}  // namespace volt
-// ---- end volt/serialization/checkpoint_io.hpp
-// ---- begin volt/serialization/module_archive.hpp
-/// \file
-/// Writing a module into a LibTorch archive with every tensor contiguous (what a checkpoint of a
-/// channels-last run holds).
-
-#include <torch/torch.h>
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
 
 namespace volt::detail {
 
-/// Writes `module` into `archive` with the entries and nesting torch::nn::Module::save writes (its own
-/// parameters, then its buffers, then one archive per serializable child), each tensor in contiguous strides,
-/// so that a model trained in channels-last is saved in the layout users expect and loads the same way.
-inline void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive) {
-  torch::NoGradGuard no_grad;
-  auto contiguous = [](const torch::Tensor& tensor) {
-    if (!tensor.defined() || tensor.is_contiguous()) return tensor;
-    auto copy = tensor.detach().contiguous();
-    copy.set_requires_grad(tensor.requires_grad());
-    return copy;
-  };
-  for (const auto& parameter : module.named_parameters(/*recurse=*/false)) {
-    archive.write(parameter.key(), contiguous(parameter.value()));
+/// The bytes of one file, read-only to its owner and kept alive by std::shared_ptr (tensors built over it
+/// hold one). Not copyable.
+class MappedFile {
+ public:
+  /// Maps `path` (or, with `map` false or where mmap is not available, reads it into memory). Throws
+  /// std::runtime_error naming the file and the system error when it cannot be opened, examined or mapped.
+  static std::shared_ptr<MappedFile> open(const std::filesystem::path& path, bool map = true) {
+    auto file = std::shared_ptr<MappedFile>(new MappedFile());
+#if !defined(_WIN32)
+    if (map) {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) throw failure("cannot open", path, errno);
+      struct ::stat info {};
+      if (::fstat(fd, &info) != 0) {
+        const int error = errno;
+        ::close(fd);
+        throw failure("cannot examine", path, error);
+      }
+      if (!S_ISREG(info.st_mode)) {
+        ::close(fd);
+        throw std::runtime_error(path.string() + " is not a regular file");
+      }
+      file->size_ = static_cast<std::size_t>(info.st_size);
+      if (file->size_ > 0) {
+        void* address = ::mmap(nullptr, file->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        if (address == MAP_FAILED) {
+          const int error = errno;
+          ::close(fd);
+          throw failure("cannot memory-map", path, error);
+        }
+        file->mapping_ = address;
+        file->data_ = static_cast<char*>(address);
+      }
+      ::close(fd);  // the mapping stays valid without the descriptor
+      return file;
+    }
+#else
+    (void)map;
+#endif
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw failure("cannot open", path, errno);
+    file->buffer_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) throw failure("cannot read", path, errno);
+    file->data_ = file->buffer_.data();
+    file->size_ = file->buffer_.size();
+    return file;
   }
-  for (const auto& buffer : module.named_buffers(/*recurse=*/false)) {
-    archive.write(buffer.key(), contiguous(buffer.value()), /*is_buffer=*/true);
+
+  /// Holds a copy of `bytes` (for tests and fuzzing: the same code path without a file).
+  static std::shared_ptr<MappedFile> from_bytes(std::string bytes) {
+    auto file = std::shared_ptr<MappedFile>(new MappedFile());
+    file->buffer_ = std::move(bytes);
+    file->data_ = file->buffer_.data();
+    file->size_ = file->buffer_.size();
+    return file;
   }
-  for (const auto& child : module.named_children()) {
-    if (!child.value()->is_serializable()) continue;
-    torch::serialize::OutputArchive child_archive(archive.compilation_unit());
-    save_module_contiguous(*child.value(), child_archive);
-    archive.write(child.key(), child_archive);
+
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile() {
+#if !defined(_WIN32)
+    if (mapping_ != nullptr) ::munmap(mapping_, size_);
+#endif
   }
-}
+
+  /// The first byte (nullptr for an empty file). Writable: mapped pages are private copies on write.
+  char* data() const { return data_; }
+  /// The file's size in bytes.
+  std::size_t size() const { return size_; }
+  /// Whether the bytes are memory-mapped (false: read into memory).
+  bool mapped() const { return mapping_ != nullptr; }
+
+ private:
+  MappedFile() = default;
+
+  static std::runtime_error failure(const char* what, const std::filesystem::path& path, int error) {
+    return std::runtime_error(std::string(what) + " " + path.string() + ": " + std::generic_category().message(error));
+  }
+
+  void* mapping_ = nullptr;
+  char* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::string buffer_{};
+};
 
 }  // namespace volt::detail
-// ---- end volt/serialization/module_archive.hpp
+// ---- end volt/core/mapped_file.hpp
+// ---- begin volt/serialization/detail/safetensors_header.hpp
+/// \file
+/// The safetensors header: its dtype names, the checks of every length and offset, and the writer of the
+/// header Python's `safetensors` package writes. The JSON itself: volt/serialization/detail/safetensors_json.hpp.
+///
+/// What the checks accept beyond the JSON reader: a top-level object starting with '{', a null
+/// `__metadata__` (string values only), unknown members of a tensor entry skipped; refused: duplicate keys,
+/// text after the object other than whitespace, unknown dtypes, byte counts that do not match dtype and shape,
+/// offsets with gaps, overlaps or past the end of the data.
+
+// ---- begin volt/serialization/detail/safetensors_json.hpp
+/// \file
+/// The JSON of safetensors headers: a reader for the subset the format uses and the string escaping Python's
+/// package writes. Used by volt/serialization/detail/safetensors_header.hpp.
+///
+/// The reader is hand-written rather than a JSON library: volt's core depends on LibTorch alone, and the
+/// header needs a fraction of JSON (one object of objects holding strings, non-negative integers and arrays
+/// of them). It accepts what a conforming JSON parser accepts for that subset (any whitespace, escapes with
+/// \\uXXXX and surrogate pairs, unknown members skipped) and rejects, with a message, everything else:
+/// invalid UTF-8, control characters in strings, negative or fractional numbers where integers belong,
+/// numbers over 64 bits, nesting deeper than 64, a truncated text.
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace volt {
+
+/// A safetensors file could not be written or read, is malformed, or does not fit the model. Says which file
+/// and what is wrong.
+class SafetensorsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail::safetensors {
+
+/// The deepest nesting of arrays and objects the reader follows (skipped members included).
+inline constexpr int max_depth = 64;
+
+/// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
+inline bool valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t length = 0;
+    std::uint32_t point = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      length = 2, point = c & 0x1FU;
+    } else if ((c & 0xF0) == 0xE0) {
+      length = 3, point = c & 0x0FU;
+    } else if ((c & 0xF8) == 0xF0) {
+      length = 4, point = c & 0x07U;
+    } else {
+      return false;
+    }
+    if (text.size() - i < length) return false;
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return false;
+      point = point << 6 | (next & 0x3FU);
+    }
+    const std::uint32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (point < smallest[length] || point > 0x10FFFF || (point >= 0xD800 && point <= 0xDFFF)) return false;
+    i += length;
+  }
+  return true;
+}
+
+/// A reader of the JSON subset of the header. Every method throws SafetensorsError saying what was expected
+/// at which byte of the header.
+class JsonReader {
+ public:
+  explicit JsonReader(std::string_view text) : text_(text) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw SafetensorsError("the JSON header is malformed at byte " + std::to_string(pos_) + ": " + what);
+  }
+
+  void skip_whitespace() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  bool at_end() {
+    skip_whitespace();
+    return pos_ == text_.size();
+  }
+  char peek() {
+    skip_whitespace();
+    if (pos_ == text_.size()) fail("the header ends early");
+    return text_[pos_];
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "', found " + shown(text_[pos_]));
+    ++pos_;
+  }
+  /// Consumes `c` if it comes next.
+  bool consume(char c) {
+    if (peek() != c) return false;
+    ++pos_;
+    return true;
+  }
+
+  std::string read_string() {
+    expect('"');
+    std::string out;
+    while (true) {
+      if (pos_ == text_.size()) fail("a string is not closed");
+      const char c = text_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) fail("a control character inside a string");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ == text_.size()) fail("a string is not closed");
+      const char escape = text_[pos_++];
+      switch (escape) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': append_code_point(out); break;
+        default: --pos_, fail(std::string("an unknown escape \\") + shown(escape));
+      }
+    }
+  }
+
+  /// A non-negative integer of at most 64 bits.
+  std::uint64_t read_uint() {
+    const char first = peek();
+    if (first < '0' || first > '9') fail("expected a non-negative integer, found " + shown(first));
+    std::uint64_t value = 0;
+    const std::size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      const auto digit = static_cast<std::uint64_t>(text_[pos_] - '0');
+      if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) fail("an integer over 64 bits");
+      value = value * 10 + digit;
+      ++pos_;
+    }
+    if (text_[start] == '0' && pos_ - start > 1) fail("an integer with a leading zero");
+    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      fail("expected an integer, found a fraction or exponent");
+    }
+    return value;
+  }
+
+  std::vector<std::uint64_t> read_uint_array() {
+    std::vector<std::uint64_t> values;
+    expect('[');
+    if (consume(']')) return values;
+    do {
+      values.push_back(read_uint());
+    } while (consume(','));
+    expect(']');
+    return values;
+  }
+
+  /// Skips one value of any JSON type (a member the format does not define).
+  void skip_value(int depth) {
+    if (depth > max_depth) fail("nesting deeper than " + std::to_string(max_depth));
+    const char c = peek();
+    if (c == '"') {
+      read_string();
+    } else if (c == '{' || c == '[') {
+      const char close = c == '{' ? '}' : ']';
+      ++pos_;
+      if (consume(close)) return;
+      do {
+        if (c == '{') {
+          read_string();
+          expect(':');
+        }
+        skip_value(depth + 1);
+      } while (consume(','));
+      expect(close);
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      skip_number();
+    } else if (!literal("true") && !literal("false") && !literal("null")) {
+      fail("expected a JSON value, found " + shown(c));
+    }
+  }
+
+  /// Consumes `word` if it comes next.
+  bool literal(std::string_view word) {
+    if (peek() != word.front() || text_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+
+ private:
+  static std::string shown(char c) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7F) return std::string("'") + c + "'";
+    return "byte " + std::to_string(u);
+  }
+
+  unsigned read_hex4() {
+    if (text_.size() - pos_ < 4) fail("a \\u escape is cut short");
+    unsigned value = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char h = text_[pos_++];
+      value <<= 4;
+      if (h >= '0' && h <= '9') value |= static_cast<unsigned>(h - '0');
+      else if (h >= 'a' && h <= 'f') value |= static_cast<unsigned>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F') value |= static_cast<unsigned>(h - 'A' + 10);
+      else --pos_, fail("a \\u escape with a non-hexadecimal digit " + shown(h));
+    }
+    return value;
+  }
+
+  void append_code_point(std::string& out) {
+    std::uint32_t point = read_hex4();
+    if (point >= 0xDC00 && point <= 0xDFFF) fail("a \\u escape of a lone low surrogate");
+    if (point >= 0xD800 && point <= 0xDBFF) {
+      if (text_.substr(pos_, 2) != "\\u") fail("a high surrogate without its low surrogate");
+      pos_ += 2;
+      const std::uint32_t low = read_hex4();
+      if (low < 0xDC00 || low > 0xDFFF) fail("a high surrogate without its low surrogate");
+      point = 0x10000 + ((point - 0xD800) << 10) + (low - 0xDC00);
+    }
+    if (point < 0x80) {
+      out += static_cast<char>(point);
+    } else if (point < 0x800) {
+      out += static_cast<char>(0xC0 | (point >> 6));
+      out += static_cast<char>(0x80 | (point & 0x3F));
+    } else if (point < 0x10000) {
+      out += static_cast<char>(0xE0 | (point >> 12));
+      out += static_cast<char>(0x80 | ((point >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (point & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (point >> 18));
+      out += static_cast<char>(0x80 | ((point >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((point >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (point & 0x3F));
+    }
+  }
+
+  void skip_number() {
+    const auto digits = [this] {
+      const std::size_t start = pos_;
+      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
+      if (pos_ == start) fail("a number without digits");
+    };
+    if (text_[pos_] == '-') ++pos_;
+    digits();
+    if (pos_ < text_.size() && text_[pos_] == '.') ++pos_, digits();
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      ++pos_;
+      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+      digits();
+    }
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+/// Appends `text` as a JSON string, escaped as Python's package (serde_json) writes it: \" \\ \b \f \n \r \t,
+/// other control characters as \u00xx, everything else (UTF-8 included) as it is.
+inline void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          const char* hex = "0123456789abcdef";
+          out += "\\u00";
+          out += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
+          out += hex[static_cast<unsigned char>(c) & 0xF];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace detail::safetensors
+}  // namespace volt
+// ---- end volt/serialization/detail/safetensors_json.hpp
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace volt::detail::safetensors {
+
+/// A dtype of the format: its name in the header, the element size in bits, its rank in the data order
+/// Python's package writes (higher first), and the c10 name of the LibTorch type ("" where LibTorch has none).
+struct DType {
+  std::string_view name;
+  int bits;
+  int rank;
+  std::string_view torch_name;
+};
+
+/// Every dtype the format names (safetensors 0.8), ranked as the Rust crate's Dtype enum declares them.
+inline constexpr DType dtypes[] = {
+    {"BOOL", 8, 0, "Bool"},
+    {"F4", 4, 1, "Float4_e2m1fn_x2"},
+    {"F6_E2M3", 6, 2, ""},
+    {"F6_E3M2", 6, 3, ""},
+    {"U8", 8, 4, "Byte"},
+    {"I8", 8, 5, "Char"},
+    {"F8_E5M2", 8, 6, "Float8_e5m2"},
+    {"F8_E4M3", 8, 7, "Float8_e4m3fn"},
+    {"F8_E8M0", 8, 8, "Float8_e8m0fnu"},
+    {"F8_E4M3FNUZ", 8, 9, "Float8_e4m3fnuz"},
+    {"F8_E5M2FNUZ", 8, 10, "Float8_e5m2fnuz"},
+    {"I16", 16, 11, "Short"},
+    {"U16", 16, 12, "UInt16"},
+    {"F16", 16, 13, "Half"},
+    {"BF16", 16, 14, "BFloat16"},
+    {"I32", 32, 15, "Int"},
+    {"U32", 32, 16, "UInt32"},
+    {"F32", 32, 17, "Float"},
+    {"C64", 64, 18, "ComplexFloat"},
+    {"F64", 64, 19, "Double"},
+    {"I64", 64, 20, "Long"},
+    {"U64", 64, 21, "UInt64"},
+};
+
+inline const DType* find_dtype(std::string_view name) {
+  for (const auto& dtype : dtypes) {
+    if (dtype.name == name) return &dtype;
+  }
+  return nullptr;
+}
+
+/// The format's dtype names, for messages ("BOOL, F4, ...").
+inline std::string dtype_names() {
+  std::string text;
+  for (const auto& dtype : dtypes) text += (text.empty() ? "" : ", ") + std::string(dtype.name);
+  return text;
+}
+
+/// The largest header the reader accepts (the Rust crate's limit).
+inline constexpr std::uint64_t max_header_size = 100'000'000;
+/// One tensor of the header: name, dtype, shape and its byte range in the data that follows the header.
+struct Entry {
+  std::string name;
+  const DType* dtype = nullptr;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+};
+
+/// The header of a file: its tensors in data order and its `__metadata__` (empty when absent or null).
+struct Header {
+  std::vector<Entry> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+/// Reads one tensor entry ({"dtype": ..., "shape": [...], "data_offsets": [begin, end]}, other members skipped).
+inline Entry read_entry(JsonReader& json, std::string name) {
+  Entry entry;
+  entry.name = std::move(name);
+  const std::string who = "the tensor \"" + entry.name + "\"";
+  bool has_dtype = false, has_shape = false, has_offsets = false;
+  json.expect('{');
+  if (!json.consume('}')) {
+    do {
+      const std::string key = json.read_string();
+      json.expect(':');
+      const auto once = [&](bool& seen) {
+        if (seen) throw SafetensorsError(who + " has \"" + key + "\" twice");
+        seen = true;
+      };
+      if (key == "dtype") {
+        once(has_dtype);
+        const std::string dtype = json.read_string();
+        entry.dtype = find_dtype(dtype);
+        if (entry.dtype == nullptr) {
+          throw SafetensorsError(who + " has the unknown dtype \"" + dtype + "\" (the format's dtypes: " +
+                                 dtype_names() + ")");
+        }
+      } else if (key == "shape") {
+        once(has_shape);
+        for (const std::uint64_t size : json.read_uint_array()) {
+          if (size > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+            throw SafetensorsError(who + " has a dimension of " + std::to_string(size) + ", over 2^63 - 1");
+          }
+          entry.shape.push_back(static_cast<std::int64_t>(size));
+        }
+      } else if (key == "data_offsets") {
+        once(has_offsets);
+        const auto offsets = json.read_uint_array();
+        if (offsets.size() != 2) {
+          throw SafetensorsError(who + " has " + std::to_string(offsets.size()) +
+                                 " data_offsets; expected 2 ([begin, end])");
+        }
+        entry.begin = offsets[0];
+        entry.end = offsets[1];
+      } else {
+        json.skip_value(2);
+      }
+    } while (json.consume(','));
+    json.expect('}');
+  }
+  if (!has_dtype || !has_shape || !has_offsets) {
+    throw SafetensorsError(who + " lacks \"" + std::string(!has_dtype ? "dtype" : !has_shape ? "shape" : "data_offsets") +
+                           "\"");
+  }
+  return entry;
+}
+
+/// The bytes a tensor of `entry`'s dtype and shape takes; throws when the count overflows 64 bits or is not
+/// a whole number of bytes.
+inline std::uint64_t byte_size(const Entry& entry) {
+  std::uint64_t elements = 1;
+  for (const std::int64_t size : entry.shape) {
+    const auto dim = static_cast<std::uint64_t>(size);
+    if (dim != 0 && elements > std::numeric_limits<std::uint64_t>::max() / dim) {
+      throw SafetensorsError("the tensor \"" + entry.name + "\" has more elements than 64 bits count");
+    }
+    elements *= dim;
+  }
+  const auto bits = static_cast<std::uint64_t>(entry.dtype->bits);
+  if (elements > std::numeric_limits<std::uint64_t>::max() / bits) {
+    throw SafetensorsError("the tensor \"" + entry.name + "\" has more bytes than 64 bits count");
+  }
+  if (elements * bits % 8 != 0) {
+    throw SafetensorsError("the tensor \"" + entry.name + "\" (" + std::string(entry.dtype->name) + ", " +
+                           std::to_string(elements) + " elements) does not fill a whole number of bytes");
+  }
+  return elements * bits / 8;
+}
+
+/// Parses and checks the header text `json` of a file whose data (after the header) holds `data_size` bytes:
+/// a JSON object starting with '{', every tensor's byte count matching dtype and shape, the tensors' ranges
+/// following each other from 0 without gap or overlap and ending at `data_size`. Throws SafetensorsError
+/// saying what is wrong (without the file's name, which the caller adds).
+inline Header parse_header(std::string_view json, std::uint64_t data_size) {
+  if (!valid_utf8(json)) throw SafetensorsError("the JSON header is not valid UTF-8");
+  if (json.empty() || json.front() != '{') throw SafetensorsError("the JSON header does not start with '{'");
+  JsonReader reader(json);
+  Header header;
+  bool has_metadata = false;
+  std::map<std::string, bool> names;
+  reader.expect('{');
+  if (!reader.consume('}')) {
+    do {
+      std::string key = reader.read_string();
+      reader.expect(':');
+      if (key == "__metadata__") {
+        if (has_metadata) throw SafetensorsError("the header has \"__metadata__\" twice");
+        has_metadata = true;
+        if (reader.literal("null")) continue;
+        reader.expect('{');
+        if (reader.consume('}')) continue;
+        do {
+          std::string name = reader.read_string();
+          reader.expect(':');
+          if (reader.peek() != '"') {
+            throw SafetensorsError("the __metadata__ value of \"" + name + "\" is not a string (the format "
+                                   "allows string values only)");
+          }
+          if (!header.metadata.emplace(name, reader.read_string()).second) {
+            throw SafetensorsError("the __metadata__ has the key \"" + name + "\" twice");
+          }
+        } while (reader.consume(','));
+        reader.expect('}');
+        continue;
+      }
+      if (!names.emplace(key, true).second) throw SafetensorsError("the header has the tensor \"" + key + "\" twice");
+      header.tensors.push_back(read_entry(reader, std::move(key)));
+    } while (reader.consume(','));
+    reader.expect('}');
+  }
+  if (!reader.at_end()) reader.fail("text after the header's closing '}'");
+
+  std::sort(header.tensors.begin(), header.tensors.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::uint64_t expected = 0;
+  for (const auto& entry : header.tensors) {
+    const std::string who = "the tensor \"" + entry.name + "\"";
+    const auto range = "[" + std::to_string(entry.begin) + ", " + std::to_string(entry.end) + "]";
+    if (entry.end < entry.begin) throw SafetensorsError(who + " has data_offsets " + range + " that end before they begin");
+    if (entry.begin != expected) {
+      throw SafetensorsError(who + " has data_offsets " + range + " but the previous tensor ends at " +
+                             std::to_string(expected) + " (the data must follow without gaps or overlaps)");
+    }
+    const std::uint64_t size = byte_size(entry);
+    if (entry.end - entry.begin != size) {
+      throw SafetensorsError(who + " has data_offsets " + range + " (" + std::to_string(entry.end - entry.begin) +
+                             " bytes) but its dtype " + std::string(entry.dtype->name) + " and shape need " +
+                             std::to_string(size) + " bytes");
+    }
+    if (entry.end > data_size) {
+      throw SafetensorsError(who + " has data_offsets " + range + " past the end of the data (" +
+                             std::to_string(data_size) + " bytes)");
+    }
+    expected = entry.end;
+  }
+  if (expected != data_size) {
+    throw SafetensorsError("the tensors cover " + std::to_string(expected) + " bytes of data but the file holds " +
+                           std::to_string(data_size) + " bytes after the header");
+  }
+  return header;
+}
+
+/// The header bytes for `entries` (in data order, offsets set) and `metadata`: the 8-byte little-endian
+/// length, then compact JSON padded with spaces to a multiple of 8 bytes, as Python's package writes it
+/// (`__metadata__` first and only when not empty).
+inline std::string write_header(const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata) {
+  std::string json = "{";
+  if (!metadata.empty()) {
+    json += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [key, value] : metadata) {
+      if (!first) json += ',';
+      first = false;
+      append_json_string(json, key);
+      json += ':';
+      append_json_string(json, value);
+    }
+    json += '}';
+  }
+  for (const auto& entry : entries) {
+    if (json.size() > 1) json += ',';
+    append_json_string(json, entry.name);
+    json += ":{\"dtype\":\"" + std::string(entry.dtype->name) + "\",\"shape\":[";
+    for (std::size_t i = 0; i < entry.shape.size(); ++i) json += (i ? "," : "") + std::to_string(entry.shape[i]);
+    json += "],\"data_offsets\":[" + std::to_string(entry.begin) + "," + std::to_string(entry.end) + "]}";
+  }
+  json += '}';
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  auto length = static_cast<std::uint64_t>(json.size());
+  for (int i = 0; i < 8; ++i, length >>= 8) out[static_cast<std::size_t>(i)] = static_cast<char>(length & 0xFF);
+  return out + json;
+}
+
+}  // namespace volt::detail::safetensors
+// ---- end volt/serialization/detail/safetensors_header.hpp
 // ---- begin volt/serialization/weights.hpp
 /// \file
 /// volt::save_weights / volt::load_weights: a plain state_dict (name -> tensor) exchanged with Python.
@@ -11449,6 +10105,2854 @@ LoadWeightsResult load_weights(const Module& module, const std::filesystem::path
 
 }  // namespace volt
 // ---- end volt/serialization/weights.hpp
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// The `__metadata__` of a safetensors file: free-form string keys and values (Python: `metadata={...}`).
+using SafetensorsMetadata = std::map<std::string, std::string>;
+
+/// What load_safetensors(path) returns: the tensors, in the order of their data in the file, and the metadata.
+struct SafetensorsFile {
+  StateDict tensors;             ///< Name -> tensor.
+  SafetensorsMetadata metadata;  ///< The file's `__metadata__` (empty when it has none).
+};
+
+/// Options of load_safetensors(path, options).
+struct SafetensorsLoadOptions {
+  /// Where the tensors go. On the CPU with `mmap` they are views of the mapped file; elsewhere copies.
+  torch::Device device = torch::kCPU;
+  /// Memory-map the file (POSIX): CPU tensors share its pages, which are read from disk when first touched,
+  /// and keep the mapping alive. The pages are private: writing to a tensor never changes the file. A tensor
+  /// whose offset is not a multiple of its element size is copied instead. false: the file is read into
+  /// memory first. Either way, the file must not be truncated by another program while mapped tensors live
+  /// (the system then ends the process with SIGBUS on access).
+  bool mmap = true;
+};
+
+namespace detail::safetensors {
+
+inline const DType& dtype_of(const torch::Tensor& tensor, const std::string& name) {
+  for (const auto& dtype : dtypes) {
+    if (dtype.torch_name.empty()) continue;
+    if (const auto type = compat::scalar_type_named(dtype.torch_name); type && *type == tensor.scalar_type()) return dtype;
+  }
+  std::string allowed;
+  for (const auto& dtype : dtypes) {
+    if (!dtype.torch_name.empty() && compat::scalar_type_named(dtype.torch_name)) {
+      allowed += (allowed.empty() ? "" : ", ") + std::string(dtype.torch_name);
+    }
+  }
+  throw std::invalid_argument("volt: save_safetensors: the tensor \"" + name + "\" has the dtype " +
+                              std::string(c10::toString(tensor.scalar_type())) +
+                              ", which the safetensors format has no name for (allowed: " + allowed + ")");
+}
+
+inline void check_little_endian() {
+  if constexpr (std::endian::native != std::endian::little) {
+    throw SafetensorsError("volt: safetensors files are little-endian; this machine is not, and volt does not "
+                           "convert byte order");
+  }
+}
+
+/// Builds the tensors of a file's bytes (`file`), checked as parse_header does. `shown` names the file in
+/// errors; `zero_copy` makes CPU tensors views of `file` (aligned ones).
+inline SafetensorsFile read(const std::shared_ptr<MappedFile>& file, const std::string& shown,
+                            const SafetensorsLoadOptions& options) {
+  check_little_endian();
+  const auto bad = [&shown](const std::string& what) {
+    return SafetensorsError("volt: " + shown + " is not a valid safetensors file: " + what);
+  };
+  const std::uint64_t size = file->size();
+  if (size < 8) throw bad("it holds " + std::to_string(size) + " bytes, fewer than the 8 of the header length");
+  std::uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | static_cast<unsigned char>(file->data()[i]);
+  if (header_size > max_header_size) {
+    throw bad("the header length " + std::to_string(header_size) + " is over the limit of " +
+              std::to_string(max_header_size) + " bytes");
+  }
+  if (header_size > size - 8) {
+    throw bad("the header length " + std::to_string(header_size) + " is more than the " + std::to_string(size - 8) +
+              " bytes after it (truncated file?)");
+  }
+  Header header;
+  try {
+    header = parse_header(std::string_view(file->data() + 8, header_size), size - 8 - header_size);
+  } catch (const SafetensorsError& error) {
+    throw bad(error.what());
+  }
+  char* const data = file->data() + 8 + header_size;
+  SafetensorsFile result;
+  result.metadata = std::move(header.metadata);
+  const bool views = options.mmap && options.device.is_cpu();
+  for (const auto& entry : header.tensors) {
+    const auto type = entry.dtype->torch_name.empty() ? std::nullopt : compat::scalar_type_named(entry.dtype->torch_name);
+    if (!type) {
+      throw SafetensorsError("volt: " + shown + ": the tensor \"" + entry.name + "\" has the dtype " +
+                             std::string(entry.dtype->name) + ", which this LibTorch (" + compat::torch_version_string +
+                             ") has no type for" +
+                             (entry.dtype->torch_name.empty() ? "" : " (" + std::string(entry.dtype->torch_name) +
+                                                                         " is in newer LibTorch versions)"));
+    }
+    auto shape = entry.shape;
+    if (entry.dtype->bits == 4) {  // F4: two elements per byte, LibTorch's Float4_e2m1fn_x2 counts bytes
+      if (shape.empty() || shape.back() % 2 != 0) {
+        throw SafetensorsError("volt: " + shown + ": the F4 tensor \"" + entry.name +
+                               "\" has an odd last dimension (or none); LibTorch packs two F4 values per element");
+      }
+      shape.back() /= 2;
+    }
+    const auto tensor_options = torch::TensorOptions().dtype(*type);
+    const std::int64_t element_size = static_cast<std::int64_t>(c10::elementSize(*type));
+    torch::Tensor tensor;
+    if (entry.end == entry.begin) {
+      tensor = torch::empty(shape, tensor_options);
+    } else if (views && (reinterpret_cast<std::uintptr_t>(data + entry.begin) % element_size) == 0) {
+      tensor = torch::from_blob(data + entry.begin, shape, [keep = file](void*) mutable { keep.reset(); }, tensor_options);
+    } else {
+      tensor = torch::empty(shape, tensor_options);
+      std::memcpy(tensor.data_ptr(), data + entry.begin, entry.end - entry.begin);
+    }
+    if (!options.device.is_cpu()) tensor = tensor.to(options.device);
+    result.tensors.insert(entry.name, std::move(tensor));
+  }
+  return result;
+}
+
+}  // namespace detail::safetensors
+
+/// Writes `weights` to `path` in the safetensors format with `metadata` as its `__metadata__` (left out when
+/// empty), readable by Python's `safetensors.torch.load_file` and by load_safetensors. Tensors are written
+/// detached, contiguous and from the CPU, in every dtype the format names that this LibTorch has (bool, the
+/// 8/16/32/64-bit integers, float16, bfloat16, float32, float64, complex64, and on newer LibTorch the float8
+/// types, float4_e2m1fn_x2 and the unsigned 16/32/64-bit integers). Atomic: a temporary file next to `path`
+/// is written, flushed to disk and renamed over it, so an existing file is never left torn. Throws
+/// std::invalid_argument for an undefined tensor, a dtype the format has no name for, or a name or metadata
+/// text that is not UTF-8 (or the name "__metadata__"); SafetensorsError naming `path` and the system error
+/// when the file cannot be written. No rank check: under DDP call it on global rank 0 only.
+inline void save_safetensors(const StateDict& weights, const std::filesystem::path& path,
+                             const SafetensorsMetadata& metadata = {}) {
+  namespace st = detail::safetensors;
+  st::check_little_endian();
+  for (const auto& [key, value] : metadata) {
+    if (!st::valid_utf8(key) || !st::valid_utf8(value)) {
+      throw std::invalid_argument("volt: save_safetensors: the metadata entry \"" + key + "\" is not valid UTF-8");
+    }
+  }
+  std::vector<std::pair<st::Entry, torch::Tensor>> tensors;
+  for (const auto& item : weights) {
+    const std::string& name = item.key();
+    if (!item.value().defined()) throw std::invalid_argument("volt: save_safetensors: the tensor \"" + name + "\" is undefined");
+    if (name == "__metadata__" || !st::valid_utf8(name)) {
+      throw std::invalid_argument("volt: save_safetensors: the tensor name \"" + name +
+                                  "\" is not allowed (it must be UTF-8 and not \"__metadata__\")");
+    }
+    st::Entry entry;
+    entry.name = name;
+    entry.dtype = &st::dtype_of(item.value(), name);
+    entry.shape = item.value().sizes().vec();
+    if (entry.dtype->bits == 4) {
+      if (entry.shape.empty()) {
+        throw std::invalid_argument("volt: save_safetensors: the float4 tensor \"" + name + "\" has no dimensions");
+      }
+      entry.shape.back() *= 2;  // the format counts F4 values, LibTorch pairs of them
+    }
+    tensors.emplace_back(std::move(entry), item.value().detach().to(torch::kCPU).contiguous());
+  }
+  std::stable_sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) {
+    return a.first.dtype->rank != b.first.dtype->rank ? a.first.dtype->rank > b.first.dtype->rank
+                                                      : a.first.name < b.first.name;
+  });
+  std::vector<st::Entry> entries;
+  std::uint64_t offset = 0;
+  for (auto& [entry, tensor] : tensors) {
+    entry.begin = offset;
+    offset += static_cast<std::uint64_t>(tensor.numel()) * tensor.element_size();
+    entry.end = offset;
+    entries.push_back(entry);
+  }
+  const std::string header = st::write_header(entries, metadata);
+  std::vector<std::string_view> pieces{header};
+  for (const auto& [entry, tensor] : tensors) {
+    if (entry.end > entry.begin) pieces.emplace_back(static_cast<const char*>(tensor.data_ptr()), entry.end - entry.begin);
+  }
+
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) throw SafetensorsError("volt: cannot create the folder " + folder.string() + ": " + error.message());
+  std::random_device entropy;
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
+  if (const auto failure = detail::write_file_durably(temporary, pieces)) {
+    std::filesystem::remove(temporary, error);
+    throw SafetensorsError("volt: could not write the safetensors file " + path.string() + ": " +
+                           std::generic_category().message(failure->error) + " (after " +
+                           std::to_string(failure->written) + " of " + std::to_string(header.size() + offset) +
+                           " bytes; an existing file is kept)");
+  }
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, error);
+    throw SafetensorsError("volt: could not rename the new safetensors file over " + path.string() + ": " +
+                           error.message());
+  }
+  detail::fsync_folder(folder);
+}
+
+/// Writes the state_dict of `module` (see state_dict(): parameters and buffers under Python's dotted names)
+/// to `path`; see save_safetensors(StateDict, path, metadata).
+template <class Module>
+  requires(!std::is_same_v<Module, StateDict>)
+void save_safetensors(const Module& module, const std::filesystem::path& path, const SafetensorsMetadata& metadata = {}) {
+  save_safetensors(state_dict(module), path, metadata);
+}
+
+/// Reads the safetensors file at `path`: its tensors (memory-mapped on the CPU by default, see
+/// SafetensorsLoadOptions) and metadata. Throws SafetensorsError naming the file and what is wrong when it is
+/// missing, unreadable, shorter than its header says, has a malformed header (bad JSON, unknown dtype, a
+/// byte count that does not match dtype and shape, offsets with gaps, overlaps or past the end), or holds a
+/// dtype this LibTorch lacks.
+inline SafetensorsFile load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options = {}) {
+  std::shared_ptr<detail::MappedFile> file;
+  try {
+    file = detail::MappedFile::open(path, options.mmap);
+  } catch (const std::exception& error) {
+    throw SafetensorsError("volt: could not read the safetensors file " + path.string() + ": " + error.what());
+  }
+  return detail::safetensors::read(file, path.string(), options);
+}
+
+/// Reads `path` (see load_safetensors(path)) and copies its tensors into `module`'s parameters and buffers
+/// (on their devices and dtypes), as load_state_dict does: strict by default (every key of the module in the
+/// file and every key of the file in the module), shapes checked either way. Throws SafetensorsError listing
+/// every missing key, unexpected key and shape mismatch, naming the file; the module is then unchanged.
+/// Returns the keys a non-strict load left out.
+template <class Module>
+  requires(!std::is_convertible_v<Module, std::filesystem::path>)
+LoadWeightsResult load_safetensors(const Module& module, const std::filesystem::path& path,
+                                   LoadWeightsOptions options = {}) {
+  const auto file = load_safetensors(path);
+  try {
+    return load_state_dict(module, file.tensors, options);
+  } catch (const std::runtime_error& cause) {
+    throw SafetensorsError(std::string(cause.what()) + " (safetensors file " + path.string() + ")");
+  }
+}
+
+}  // namespace volt
+// ---- end volt/serialization/safetensors.hpp
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace volt {
+
+// Field order lets the common options read naturally with designated initializers:
+// `volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max", .save_top_k = 3}}`.
+/// The options of volt::ModelCheckpoint (Lightning's ModelCheckpoint arguments).
+struct ModelCheckpointOptions {
+  /// Folder of the checkpoints; empty: `<logger log_dir>/checkpoints`, or `<default_root_dir>/checkpoints`.
+  std::filesystem::path dirpath{};
+  /// File name pattern without extension; `{epoch}`, `{step}` and logged metric names, with an optional
+  /// printf-style format after a colon (`{val_loss:.2f}`). Empty: "{epoch}-{step}".
+  std::string filename{};
+  /// Metric to rank checkpoints by; empty: keep the latest.
+  std::string monitor{};
+  /// "min": lower monitored values are better; "max": higher. Anything else makes the constructor throw.
+  std::string mode = "min";
+  /// Keep the best k checkpoints (-1: all, 0: none).
+  int save_top_k = 1;
+  /// Also write `last.ckpt` whenever a checkpoint is saved.
+  bool save_last = false;
+  /// Save every N optimizer steps (0: off).
+  std::optional<std::int64_t> every_n_train_steps{};
+  /// Save every N epochs (default 1 when neither interval is given).
+  std::optional<std::int64_t> every_n_epochs{};
+  /// Save only the model's weights, not the optimizer, callbacks and loop state.
+  bool save_weights_only = false;
+  /// Log each save on global rank zero ("Epoch 0, global step 100: saving model to ...").
+  bool verbose = false;
+  /// Write `{epoch}` as `epoch=3`.
+  bool auto_insert_metric_name = true;
+  /// Save at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning does.
+  std::optional<bool> save_on_train_epoch_end{};
+  /// Add `-v1`, `-v2`... instead of overwriting an existing file of the same name.
+  bool enable_version_counter = true;
+  /// Also write the model's weights to `<dirpath>/best.safetensors` whenever the best checkpoint changes (rank
+  /// zero; metadata "format" "pt", "checkpoint", "epoch", "step", and "monitor", "score" with a monitor). A
+  /// failed export is a warning; training goes on. Not in Lightning.
+  bool export_safetensors = false;
+};
+
+/// Callback: saves checkpoints while fitting, every N steps or epochs, keeps the best `save_top_k` by the
+/// monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on every rank and calls
+/// the Trainer's save on each; only global rank zero deletes the files it replaces. Nothing is saved while
+/// not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping (best paths and
+/// scores, its folder) is saved in checkpoints; a fit resumed into another folder restores only
+/// best_model_path and warns (Lightning's rule), so nothing of the earlier run's folder is deleted.
+class ModelCheckpoint {
+ public:
+  /// Extension of every checkpoint file.
+  static constexpr const char* file_extension = ".ckpt";
+  /// File name (without extension) of the last checkpoint, when save_last is on.
+  static constexpr const char* name_last = "last";
+  /// File name of the best weights, when export_safetensors is on.
+  static constexpr const char* name_best_safetensors = "best.safetensors";
+
+  /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
+  /// interval, both intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
+  explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
+    const auto& o = options_;
+    if (o.save_top_k < -1) {
+      throw MisconfigurationError("Invalid value for save_top_k=" + std::to_string(o.save_top_k) + ". Must be >= -1");
+    }
+    if (o.every_n_train_steps && *o.every_n_train_steps < 0) {
+      throw MisconfigurationError("Invalid value for every_n_train_steps=" + std::to_string(*o.every_n_train_steps) +
+                                  ". Must be >= 0");
+    }
+    if (o.every_n_epochs && *o.every_n_epochs < 0) {
+      throw MisconfigurationError("Invalid value for every_n_epochs=" + std::to_string(*o.every_n_epochs) +
+                                  ". Must be >= 0");
+    }
+    const bool steps_set = o.every_n_train_steps.value_or(0) > 0;
+    const bool epochs_set = o.every_n_epochs.value_or(0) > 0;
+    if (steps_set && epochs_set) {
+      throw MisconfigurationError("Combination of parameters every_n_train_steps=" +
+                                  std::to_string(*o.every_n_train_steps) +
+                                  ", every_n_epochs=" + std::to_string(*o.every_n_epochs) +
+                                  " and train_time_interval=None should be mutually exclusive.");
+    }
+    every_n_train_steps_ = o.every_n_train_steps.value_or(0);
+    every_n_epochs_ = o.every_n_epochs.value_or(!o.every_n_train_steps ? 1 : 0);
+    if (o.mode != "min" && o.mode != "max") {
+      throw MisconfigurationError("`mode` can be min, max but got " + o.mode);
+    }
+    if (o.monitor.empty() && o.save_top_k != -1 && o.save_top_k != 0 && o.save_top_k != 1) {
+      throw MisconfigurationError("ModelCheckpoint(save_top_k=" + std::to_string(o.save_top_k) +
+                                  ", monitor=None) is not a valid configuration. No quantity for top_k to track.");
+    }
+    kth_value_ = worst_value();
+    best_model_score_ = std::nullopt;
+  }
+
+  /// The options as given.
+  const ModelCheckpointOptions& options() const { return options_; }
+  /// The best checkpoint saved so far (empty before the first save).
+  const std::filesystem::path& best_model_path() const { return best_model_path_; }
+  /// The monitored value of best_model_path(); nullopt without a monitor or before the first save.
+  std::optional<double> best_model_score() const { return best_model_score_; }
+  /// The last checkpoint written (`last.ckpt` when save_last is on); empty before the first.
+  const std::filesystem::path& last_model_path() const { return last_model_path_; }
+  /// The kept top-k checkpoints and their monitored values.
+  const std::map<std::filesystem::path, double>& best_k_models() const { return best_k_models_; }
+  /// The folder checkpoints go to; empty until setup() resolves it.
+  const std::filesystem::path& dirpath() const { return dirpath_; }
+
+  /// Lightning's name formatting: `{epoch}` -> `epoch=3` (with auto_insert_metric_name), metric values with
+  /// an optional printf format (`{val_loss:.2f}`); unknown names are left as written.
+  std::string format_checkpoint_name(const std::map<std::string, double, std::less<>>& metrics) const {
+    const std::string pattern = options_.filename.empty() ? "{epoch}-{step}" : options_.filename;
+    std::string out;
+    std::size_t pos = 0;
+    while (pos < pattern.size()) {
+      const auto open = pattern.find('{', pos);
+      const auto close = open == std::string::npos ? std::string::npos : pattern.find('}', open);
+      if (close == std::string::npos) {
+        out += pattern.substr(pos);
+        break;
+      }
+      out += pattern.substr(pos, open - pos);
+      const std::string field = pattern.substr(open + 1, close - open - 1);
+      const auto colon = field.find(':');
+      const std::string name = field.substr(0, colon);
+      const std::string format = colon == std::string::npos ? "" : field.substr(colon + 1);
+      if (auto it = metrics.find(name); it != metrics.end()) {
+        if (options_.auto_insert_metric_name) out += name + "=";
+        out += format_value(name, it->second, format);
+      } else {
+        out += "{" + field + "}";
+      }
+      pos = close + 1;
+    }
+    return out;
+  }
+
+  // ---- hooks -------------------------------------------------------------------------------------
+
+  /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`), then
+  /// applies the state a resumed checkpoint brought (load_state runs before the folder is known).
+  template <class State>
+  void setup(State& state) {
+    if (dirpath_.empty()) {
+      dirpath_ = !options_.dirpath.empty() ? options_.dirpath : state.log_dir() / "checkpoints";
+    }
+    if (restored_) apply_restored();
+  }
+
+  /// Hook after each training batch: saves when every_n_train_steps divides the global step.
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
+    if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
+    save_topk_and_last(state);
+  }
+
+  /// Hook at the end of each training epoch: saves (every_n_epochs) when saving happens at the epoch end.
+  template <class State>
+  void on_train_epoch_end(State& state) {
+    if (should_skip(state) || !save_on_train_epoch_end(state)) return;
+    if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
+    save_last(state);
+  }
+
+  /// Hook at the end of each validation run: saves (every_n_epochs) when saving does not happen at the epoch end.
+  template <class State>
+  void on_validation_end(State& state) {
+    if (should_skip(state) || save_on_train_epoch_end(state)) return;
+    if (every_n_epochs_ >= 1 && (state.current_epoch + 1) % every_n_epochs_ == 0) save_topk(state);
+    save_last(state);
+  }
+
+  /// Writes the best and last paths, the best score, the kept top-k and the last saved step into a checkpoint.
+  void save_state(torch::serialize::OutputArchive& archive) const {
+    archive.write("best_model_path", c10::IValue(best_model_path_.string()));
+    archive.write("last_model_path", c10::IValue(last_model_path_.string()));
+    archive.write("best_model_score", c10::IValue(best_model_score_.value_or(std::nan(""))));
+    std::vector<std::string> paths;
+    std::vector<double> scores;
+    for (const auto& [path, score] : best_k_models_) {
+      paths.push_back(path.string());
+      scores.push_back(score);
+    }
+    archive.write("best_k_paths", c10::IValue(c10::List<std::string>(paths)));
+    archive.write("best_k_scores", c10::IValue(c10::List<double>(scores)));
+    archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
+    archive.write("dirpath", c10::IValue(dirpath_.string()));
+    archive.write("saved_at", c10::IValue(detail::file_clock_now()));
+  }
+
+  /// Reads what save_state wrote; it takes effect once the folder is known (at once when it is, else in
+  /// setup()). Throws what LibTorch's archive throws when a key is missing.
+  void load_state(torch::serialize::InputArchive& archive) {
+    restored_ = detail::read_checkpoint_callback_state(archive);
+    if (!dirpath_.empty()) apply_restored();
+  }
+
+ private:
+  double worst_value() const {
+    return options_.mode == "min" ? std::numeric_limits<double>::infinity()
+                                  : -std::numeric_limits<double>::infinity();
+  }
+  bool better(double current, double reference) const {
+    return options_.mode == "min" ? current < reference : current > reference;
+  }
+
+  static std::string format_value(const std::string& name, double value, const std::string& format) {
+    char buffer[64];
+    if (!format.empty()) {
+      std::snprintf(buffer, sizeof buffer, ("%" + format).c_str(), value);
+    } else if ((name == "epoch" || name == "step") && value == std::floor(value)) {
+      std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(value));
+    } else {
+      std::snprintf(buffer, sizeof buffer, "%.4g", value);
+    }
+    return buffer;
+  }
+
+  template <class State>
+  bool should_skip(const State& state) const {
+    return state.stage != State::Stage::fitting || state.fast_dev_run || state.global_step == last_global_step_saved_;
+  }
+
+  template <class State>
+  bool save_on_train_epoch_end(const State& state) const {
+    if (options_.save_on_train_epoch_end) return *options_.save_on_train_epoch_end;
+    if (!state.has_validation) return true;
+    return state.validates_at_epoch_end;
+  }
+
+  template <class State>
+  std::map<std::string, double, std::less<>> monitor_candidates(State& state) const {
+    auto metrics = state.callback_metrics();
+    metrics["epoch"] = static_cast<double>(state.current_epoch);
+    metrics["step"] = static_cast<double>(state.global_step);
+    return metrics;
+  }
+
+  std::filesystem::path unique_path(const std::string& name, const std::filesystem::path& keep) const {
+    auto path = dirpath_ / (name + file_extension);
+    if (!options_.enable_version_counter) return path;
+    for (int version = 1; std::filesystem::exists(path) && path != keep && !rewritable_.count(path); ++version) {
+      path = dirpath_ / (name + "-v" + std::to_string(version) + file_extension);
+    }
+    return path;
+  }
+
+  /// Saves to `path`; false when the save failed and the Trainer only logged it (on_checkpoint_failure=warn).
+  template <class State>
+  bool write(State& state, const std::filesystem::path& path) {
+    if (!state.save_checkpoint) return true;  // no Trainer behind the state (unit tests): bookkeeping only
+    state.save_checkpoint(path, options_.save_weights_only);
+    if (!state.last_checkpoint_saved) return false;
+    rewritable_.erase(path);
+    last_global_step_saved_ = state.global_step;
+    if (options_.verbose && state.is_global_zero) log::info("Epoch " + std::to_string(state.current_epoch) +
+                                                            ", global step " + std::to_string(state.global_step) +
+                                                            ": saving model to " + path.string());
+    return true;
+  }
+
+  template <class State>
+  void remove(const State& state, const std::filesystem::path& path) const {
+    if (!state.is_global_zero || path.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+
+  template <class State>
+  void save_topk_and_last(State& state) {
+    save_topk(state);
+    save_last(state);
+  }
+
+  template <class State>
+  void save_topk(State& state) {
+    const auto best_before = best_model_path_;
+    save_topk_files(state);
+    if (options_.export_safetensors && best_model_path_ != best_before) export_best_weights(state);
+  }
+
+  template <class State>
+  void export_best_weights(State& state) const {  // the model was just saved as the new best checkpoint
+    if (!state.is_global_zero || state.model == nullptr || best_model_path_.empty()) return;
+    SafetensorsMetadata metadata{{"format", "pt"}, {"checkpoint", best_model_path_.filename().string()},
+                                 {"epoch", std::to_string(state.current_epoch)}, {"step", std::to_string(state.global_step)}};
+    if (!options_.monitor.empty() && best_model_score_) {
+      std::ostringstream score;
+      score << std::setprecision(17) << *best_model_score_;
+      metadata["monitor"] = options_.monitor;
+      metadata["score"] = score.str();
+    }
+    try {
+      save_safetensors(*state.model, dirpath_ / name_best_safetensors, metadata);
+    } catch (const std::exception& error) {
+      log::warn_rank_zero(std::string(error.what()) + "; training continues (ModelCheckpoint export_safetensors).");
+    }
+  }
+
+  template <class State>
+  void save_topk_files(State& state) {
+    if (options_.save_top_k == 0) return;
+    auto metrics = monitor_candidates(state);
+    if (options_.monitor.empty()) {
+      const auto previous = best_model_path_;
+      const auto path = unique_path(format_checkpoint_name(metrics), previous);
+      // The new file first: a failed save keeps the previous one.
+      if (!write(state, path)) return;
+      if (options_.save_top_k == 1 && !previous.empty() && previous != path) remove(state, previous);
+      best_model_path_ = path;
+      return;
+    }
+    auto it = metrics.find(options_.monitor);
+    if (it == metrics.end()) {
+      std::string available;
+      for (const auto& [key, value] : metrics) available += (available.empty() ? "'" : ", '") + key + "'";
+      const std::string message = "`ModelCheckpoint(monitor='" + options_.monitor +
+                                  "')` could not find the monitored key in the returned metrics: [" + available +
+                                  "]. HINT: Did you call `log(\"" + options_.monitor + "\", value)` in your model?";
+      // As Lightning: an error once validation has run (the key will never come), else a warning (training
+      // stopped before the first validation, e.g. by max_steps).
+      if (state.validation_has_run) throw MisconfigurationError(message);
+      log::warn_once(message);
+      return;
+    }
+    double current = it->second;
+    if (std::isnan(current)) current = worst_value();  // NaN ranks last
+    const bool keep = options_.save_top_k == -1 || static_cast<int>(best_k_models_.size()) < options_.save_top_k ||
+                      better(current, kth_value_);
+    if (!keep) {
+      if (options_.verbose && state.is_global_zero) {
+        log::info("Epoch " + std::to_string(state.current_epoch) + ", global step " +
+                  std::to_string(state.global_step) + ": '" + options_.monitor + "' was not in top " +
+                  std::to_string(options_.save_top_k));
+      }
+      return;
+    }
+    const auto path = unique_path(format_checkpoint_name(metrics), {});
+    // The new file first, then the one it displaces: a failed save keeps the previous best.
+    if (!write(state, path)) return;
+    best_k_models_[path] = current;
+    if (options_.save_top_k != -1 && static_cast<int>(best_k_models_.size()) > options_.save_top_k) {
+      const auto worst = worst_path();
+      best_k_models_.erase(worst);
+      if (worst != path) remove(state, worst);
+    }
+    update_kth();
+  }
+
+  std::filesystem::path worst_path() const {
+    auto worst = best_k_models_.begin();
+    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
+      if (better(worst->second, it->second)) worst = it;
+    }
+    return worst->first;
+  }
+
+  void update_kth() {
+    if (best_k_models_.empty()) {
+      kth_value_ = worst_value();
+      return;
+    }
+    kth_value_ = best_k_models_.at(worst_path());
+    auto best = best_k_models_.begin();
+    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
+      if (better(it->second, best->second)) best = it;
+    }
+    best_model_path_ = best->first;
+    best_model_score_ = best->second;
+  }
+
+  template <class State>
+  void save_last(State& state) {
+    if (!options_.save_last) return;
+    const auto path = dirpath_ / (std::string(name_last) + file_extension);
+    // The same step may already be saved under a top-k name; last.ckpt is still refreshed.
+    if (state.save_checkpoint) state.save_checkpoint(path, options_.save_weights_only);
+    last_global_step_saved_ = state.global_step;
+    last_model_path_ = path;
+  }
+
+  /// Lightning's load_state_dict once the folder is known (another folder: only best_model_path is restored).
+  void apply_restored() {
+    auto restored = std::move(*restored_);
+    restored_.reset();
+    if (restored.dirpath.empty() || detail::same_checkpoint_folder(restored.dirpath, dirpath_)) {
+      best_model_score_ = restored.best_model_score;
+      last_model_path_ = restored.last_model_path;
+      best_k_models_ = restored.best_k_models;
+      last_global_step_saved_ = restored.last_global_step_saved;
+      update_kth();
+      rewritable_ = detail::files_written_after(dirpath_, restored);
+    } else {
+      log::warn(detail::dirpath_changed_warning(restored.dirpath, dirpath_));
+    }
+    best_model_path_ = restored.best_model_path;
+  }
+
+  ModelCheckpointOptions options_;
+  std::int64_t every_n_train_steps_ = 0;
+  std::int64_t every_n_epochs_ = 1;
+  std::filesystem::path dirpath_{};
+  std::filesystem::path best_model_path_{};
+  std::optional<double> best_model_score_{};
+  std::filesystem::path last_model_path_{};
+  std::map<std::filesystem::path, double> best_k_models_{};
+  double kth_value_ = 0;
+  std::int64_t last_global_step_saved_ = -1;
+  std::optional<detail::CheckpointCallbackState> restored_{};
+  std::set<std::filesystem::path> rewritable_{};  // written after the resumed checkpoint by an interrupted attempt
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/model_checkpoint.hpp
+// ---- begin volt/callbacks/early_stopping.hpp
+/// \file
+/// volt::EarlyStopping: stop training when a monitored metric stops improving (Lightning's EarlyStopping).
+
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace volt {
+
+// Field order lets the common options read naturally with designated initializers:
+// `volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = 2}}`.
+/// The options of volt::EarlyStopping (Lightning's EarlyStopping arguments).
+struct EarlyStoppingOptions {
+  /// Name of the logged metric to watch; required (the constructor throws when it is empty).
+  std::string monitor{};
+  /// "min": lower is better; "max": higher is better. Anything else makes the constructor throw.
+  std::string mode = "min";
+  /// Checks without improvement before stopping (checks, not epochs: one per validation run).
+  std::int64_t patience = 3;
+  /// Smallest change that counts as an improvement.
+  double min_delta = 0.0;
+  /// Log every check's result (on global rank zero); without it only the stop itself is logged.
+  bool verbose = false;
+  /// Throw when the monitored metric is missing (else warn and skip the check).
+  bool strict = true;
+  /// Stop when the monitored metric becomes NaN or infinite.
+  bool check_finite = true;
+  /// Stop as soon as the metric is better than this.
+  std::optional<double> stopping_threshold{};
+  /// Stop as soon as the metric is worse than this.
+  std::optional<double> divergence_threshold{};
+  /// Check at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning.
+  std::optional<bool> check_on_train_epoch_end{};
+};
+
+/// Callback: stops training when the monitored metric has not improved for `patience` checks, becomes
+/// non-finite, or crosses a threshold (Lightning's EarlyStopping). A check runs at the end of the training
+/// epoch or of validation (see check_on_train_epoch_end), only while fitting and never under fast_dev_run; it
+/// runs on every rank and sets `state.should_stop`.
+/// Its counters are saved in checkpoints (save_state/load_state).
+class EarlyStopping {
+ public:
+  /// Checks the options. Throws MisconfigurationError for a mode other than "min"/"max", an empty monitor or a
+  /// negative patience.
+  explicit EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
+    if (options_.mode != "min" && options_.mode != "max") {
+      throw MisconfigurationError("`mode` can be min, max, got " + options_.mode);
+    }
+    if (options_.monitor.empty()) {
+      throw MisconfigurationError("EarlyStopping needs a `monitor`: the name of a logged metric.");
+    }
+    if (options_.patience < 0) {
+      throw MisconfigurationError("EarlyStopping(patience=" + std::to_string(options_.patience) +
+                                  ") must be >= 0.");
+    }
+    // Lightning flips min_delta's sign for "min" so that `current - min_delta` beats the best by min_delta.
+    min_delta_ = options_.mode == "min" ? -std::abs(options_.min_delta) : std::abs(options_.min_delta);
+    best_score_ = options_.mode == "min" ? std::numeric_limits<double>::infinity()
+                                         : -std::numeric_limits<double>::infinity();
+  }
+
+  /// The options as given.
+  const EarlyStoppingOptions& options() const { return options_; }
+  /// Checks since the last improvement (Lightning's wait_count).
+  std::int64_t wait_count() const { return wait_count_; }
+  /// The best monitored value so far; +inf ("min") or -inf ("max") before the first check.
+  double best_score() const { return best_score_; }
+  /// Epoch at which this callback stopped training (0 if it did not).
+  std::int64_t stopped_epoch() const { return stopped_epoch_; }
+  /// Why the last check stopped training (empty if it did not).
+  const std::string& stopping_reason() const { return stopping_reason_; }
+
+  /// Hook: runs the check at the end of each training epoch, when checks run there.
+  template <class State>
+  void on_train_epoch_end(State& state) {
+    if (!check_on_train_epoch_end(state) || skip(state)) return;
+    run_check(state);
+  }
+  /// Hook: runs the check at the end of each validation run, when checks do not run at the training epoch end.
+  template <class State>
+  void on_validation_end(State& state) {
+    if (check_on_train_epoch_end(state) || skip(state)) return;
+    run_check(state);
+  }
+
+  /// Writes wait_count, stopped_epoch, best_score and patience into the callback's part of a checkpoint.
+  void save_state(torch::serialize::OutputArchive& archive) const {
+    archive.write("wait_count", c10::IValue(wait_count_));
+    archive.write("stopped_epoch", c10::IValue(stopped_epoch_));
+    archive.write("best_score", c10::IValue(best_score_));
+    archive.write("patience", c10::IValue(options_.patience));
+  }
+  /// Restores wait_count, stopped_epoch and best_score from a checkpoint (patience stays as constructed).
+  /// Throws what LibTorch's archive throws when a key is missing.
+  void load_state(torch::serialize::InputArchive& archive) {
+    c10::IValue value;
+    archive.read("wait_count", value);
+    wait_count_ = value.toInt();
+    archive.read("stopped_epoch", value);
+    stopped_epoch_ = value.toInt();
+    archive.read("best_score", value);
+    best_score_ = value.toDouble();
+  }
+
+ private:
+  template <class State>
+  bool check_on_train_epoch_end(const State& state) const {
+    if (options_.check_on_train_epoch_end) return *options_.check_on_train_epoch_end;
+    return state.validates_at_epoch_end;
+  }
+  template <class State>
+  static bool skip(const State& state) { return state.stage != State::Stage::fitting || state.fast_dev_run; }
+
+  bool improves(double current, double reference) const {
+    return options_.mode == "min" ? current < reference : current > reference;
+  }
+
+  static std::string number(double value) {
+    char buffer[48];
+    std::snprintf(buffer, sizeof buffer, "%.3f", value);
+    return buffer;
+  }
+
+  template <class State>
+  void run_check(State& state) {
+    const auto current = state.metric(options_.monitor);
+    if (!current) {
+      std::string available;
+      for (const auto& [key, value] : state.callback_metrics()) available += (available.empty() ? "`" : "`, `") + key;
+      if (!available.empty()) available += "`";
+      const std::string message = "Early stopping conditioned on metric `" + options_.monitor +
+                                  "` which is not available. Pass in or modify your `EarlyStopping` callback to use "
+                                  "any of the following: " + available;
+      if (options_.strict) throw std::runtime_error(message);
+      if (options_.verbose) log::warn_rank_zero(message);
+      return;
+    }
+    bool should_stop = false;
+    std::string reason;
+    const double value = *current;
+    if (options_.check_finite && !std::isfinite(value)) {
+      should_stop = true;
+      reason = "Monitored metric " + options_.monitor + " = " + number(value) +
+               " is not finite. Previous best value was " + number(best_score_) + ". Signaling Trainer to stop.";
+    } else if (options_.stopping_threshold && improves(value, *options_.stopping_threshold)) {
+      should_stop = true;
+      reason = "Stopping threshold reached: " + options_.monitor + " = " + number(value) +
+               (options_.mode == "min" ? " < " : " > ") + number(*options_.stopping_threshold) +
+               ". Signaling Trainer to stop.";
+    } else if (options_.divergence_threshold && improves(-value, -*options_.divergence_threshold)) {
+      should_stop = true;
+      reason = "Divergence threshold reached: " + options_.monitor + " = " + number(value) +
+               (options_.mode == "min" ? " > " : " < ") + number(*options_.divergence_threshold) +
+               ". Signaling Trainer to stop.";
+    } else if (improves(value - min_delta_, best_score_)) {
+      if (options_.verbose) {
+        reason = std::isfinite(best_score_)
+                     ? "Metric " + options_.monitor + " improved by " + number(std::abs(best_score_ - value)) +
+                           " >= min_delta = " + number(std::abs(min_delta_)) + ". New best score: " + number(value)
+                     : "Metric " + options_.monitor + " improved. New best score: " + number(value);
+      }
+      best_score_ = value;
+      wait_count_ = 0;
+    } else {
+      ++wait_count_;
+      if (wait_count_ >= options_.patience) {
+        should_stop = true;
+        reason = "Monitored metric " + options_.monitor + " did not improve in the last " +
+                 std::to_string(wait_count_) + " records. Best score: " + number(best_score_) +
+                 ". Signaling Trainer to stop.";
+      }
+    }
+    if (should_stop) {
+      state.should_stop = true;
+      stopped_epoch_ = state.current_epoch;
+      stopping_reason_ = reason;
+    }
+    if (!reason.empty() && (options_.verbose || should_stop)) log::info_rank_zero(reason);
+  }
+
+  EarlyStoppingOptions options_;
+  double min_delta_ = 0.0;
+  double best_score_ = 0.0;
+  std::int64_t wait_count_ = 0;
+  std::int64_t stopped_epoch_ = 0;
+  std::string stopping_reason_{};
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/early_stopping.hpp
+// ---- begin volt/callbacks/progress_bar.hpp
+/// \file
+/// volt::ProgressBar: epoch, batch/total, it/s, ETA and the prog_bar metrics, on global rank zero.
+///
+/// On a terminal the line is redrawn in place (at most every refresh_interval seconds, so reading the
+/// metrics, which syncs with the device, stays rare); when stderr is not a terminal (CI logs, files) it
+/// prints one line per epoch.
+
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+
+#if defined(_WIN32)
+#include <io.h>
+#else
+#include <unistd.h>
+#endif
+
+namespace volt {
+
+/// The options of volt::ProgressBar.
+struct ProgressBarOptions {
+  /// Seconds between redraws on a terminal.
+  double refresh_interval = 0.1;
+  /// Where to draw; nullptr: std::cerr.
+  std::ostream* stream = nullptr;
+  /// Force terminal (in-place) or line mode; nullopt: detect whether stderr is a terminal.
+  std::optional<bool> terminal{};
+};
+
+/// Callback: draws the training progress on global rank zero; other ranks do nothing.
+class ProgressBar {
+ public:
+  /// Keeps the options; draws nothing until training starts.
+  explicit ProgressBar(ProgressBarOptions options = {}) : options_(options) {}
+
+  /// Hook at each training epoch start: restarts the epoch's clock and batch count.
+  template <class State>
+  void on_train_epoch_start(State& state) {
+    if (!state.is_global_zero) return;
+    epoch_start_ = last_draw_ = Clock::now();
+    batches_ = 0;
+  }
+
+  /// Hook after each training batch: on a terminal, redraws the line at most every refresh_interval seconds.
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t batch_idx) {
+    if (!state.is_global_zero) return;
+    batches_ = batch_idx + 1;
+    if (!terminal()) return;
+    const auto now = Clock::now();
+    if (std::chrono::duration<double>(now - last_draw_).count() < options_.refresh_interval) return;
+    last_draw_ = now;
+    draw(state, false);
+  }
+
+  /// Hook at each training epoch end: draws the epoch's final line (in line mode, its only line).
+  template <class State>
+  void on_train_epoch_end(State& state) {
+    if (!state.is_global_zero || batches_ == 0) return;
+    draw(state, true);
+  }
+
+  /// The text of the bar for the current state (exposed for tests).
+  template <class State>
+  std::string render(State& state) const {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
+    const double rate = elapsed > 0 ? static_cast<double>(batches_) / elapsed : 0.0;
+    std::ostringstream line;
+    line << "Epoch " << state.current_epoch;
+    if (state.max_epochs && *state.max_epochs > 0) line << '/' << *state.max_epochs - 1;
+    line << ": ";
+    const auto total = state.num_training_batches;
+    if (total && *total > 0) {
+      const double done = std::min(1.0, static_cast<double>(batches_) / static_cast<double>(*total));
+      constexpr int width = 20;
+      const int filled = static_cast<int>(done * width);
+      char percent[8];
+      std::snprintf(percent, sizeof percent, "%3d%%", static_cast<int>(done * 100));
+      line << percent << '|' << std::string(static_cast<std::size_t>(filled), '#')
+           << std::string(static_cast<std::size_t>(width - filled), ' ') << "| " << batches_ << '/' << *total;
+      const double remaining = rate > 0 ? static_cast<double>(*total - batches_) / rate : 0.0;
+      line << " [" << clock_text(elapsed) << '<' << clock_text(remaining);
+    } else {
+      line << batches_ << " batches [" << clock_text(elapsed);
+    }
+    char rate_text[32];
+    std::snprintf(rate_text, sizeof rate_text, ", %.2fit/s", rate);
+    line << rate_text;
+    for (const auto& [key, value] : state.progress_bar_metrics()) {
+      char number[48];
+      std::snprintf(number, sizeof number, "%.3g", value);
+      line << ", " << key << '=' << number;
+    }
+    line << ']';
+    return line.str();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  static std::string clock_text(double seconds) {
+    const auto total = static_cast<long long>(seconds + 0.5);
+    char buffer[32];
+    if (total >= 3600) {
+      std::snprintf(buffer, sizeof buffer, "%lld:%02lld:%02lld", total / 3600, total / 60 % 60, total % 60);
+    } else {
+      std::snprintf(buffer, sizeof buffer, "%02lld:%02lld", total / 60, total % 60);
+    }
+    return buffer;
+  }
+
+  bool terminal() const {
+    if (options_.terminal) return *options_.terminal;
+    if (options_.stream != nullptr) return false;
+#if defined(_WIN32)
+    return _isatty(2) != 0;
+#else
+    return ::isatty(2) != 0;
+#endif
+  }
+
+  template <class State>
+  void draw(State& state, bool final) {
+    std::ostream& out = options_.stream != nullptr ? *options_.stream : std::cerr;
+    const std::string text = render(state);
+    if (terminal()) {
+      out << '\r' << text << "\033[K";
+      if (final) out << '\n';
+    } else if (final) {
+      out << text << '\n';
+    }
+    out.flush();
+  }
+
+  ProgressBarOptions options_;
+  Clock::time_point epoch_start_{};
+  Clock::time_point last_draw_{};
+  std::int64_t batches_ = 0;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/progress_bar.hpp
+// ---- begin volt/callbacks/model_summary.hpp
+/// \file
+/// volt::ModelSummary: the table of a model's submodules and parameter counts printed at fit start.
+
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+/// Lightning's short parameter counts: 235146 -> "235 K", 1234 -> "1.2 K", 12 -> "12  ".
+inline std::string human_readable_count(std::int64_t number) {
+  static const char* labels[] = {" ", "K", "M", "B", "T"};
+  const int digits = number > 0 ? static_cast<int>(std::floor(std::log10(static_cast<double>(number)))) + 1 : 1;
+  int groups = (digits + 2) / 3;
+  groups = std::min(groups, 5);
+  const double scaled = static_cast<double>(number) * std::pow(10.0, -3.0 * (groups - 1));
+  char buffer[48];
+  if (groups - 1 < 1 || scaled >= 100) {
+    std::snprintf(buffer, sizeof buffer, "%lld %s", static_cast<long long>(scaled), labels[groups - 1]);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f %s", scaled, labels[groups - 1]);
+  }
+  return buffer;
+}
+
+/// The module's C++ class name without namespaces and LibTorch's `Impl` suffix ("Sequential", "Linear").
+inline std::string module_type_name(const torch::nn::Module& module) {
+  std::string name = module.name();
+  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  if (name.size() > 4 && name.ends_with("Impl")) name.resize(name.size() - 4);
+  return name;
+}
+
+/// Callback: logs a table of the model's submodules (name, type, parameter count, mode) and the parameter totals
+/// at fit start, on global rank zero (Lightning's ModelSummary).
+class ModelSummary {
+ public:
+  /// max_depth 1 lists the model's direct submodules; -1 lists all, 0 prints only the totals.
+  explicit ModelSummary(int max_depth = 1) : max_depth_(max_depth) {}
+
+  /// Hook at fit start: logs summarize(model) through volt::log on global rank zero.
+  template <class State>
+  void on_fit_start(State& state) {
+    if (state.is_global_zero && state.model != nullptr) log::info(summarize(*state.model));
+  }
+
+  /// The table as text, for `model` up to the depth given at construction. Does not print.
+  std::string summarize(const torch::nn::Module& model) const {
+    struct Row {
+      std::string name, type, params, mode;
+    };
+    std::vector<Row> rows;
+    if (max_depth_ != 0) {
+      for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+        const auto depth = 1 + std::count(item.key().begin(), item.key().end(), '.');
+        if (max_depth_ > 0 && depth > max_depth_) continue;
+        std::int64_t count = 0;
+        for (const auto& p : item.value()->parameters()) count += p.numel();
+        rows.push_back({item.key(), module_type_name(*item.value()), human_readable_count(count),
+                        item.value()->is_training() ? "train" : "eval"});
+      }
+    }
+    std::int64_t trainable = 0, frozen = 0, bytes = 0;
+    for (const auto& p : model.parameters()) {
+      (p.requires_grad() ? trainable : frozen) += p.numel();
+      bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
+    }
+    std::size_t w_index = std::to_string(rows.size()).size(), w_name = 4, w_type = 4, w_params = 6, w_mode = 5;
+    for (const auto& row : rows) {
+      w_name = std::max(w_name, row.name.size());
+      w_type = std::max(w_type, row.type.size());
+      w_params = std::max(w_params, row.params.size());
+    }
+    std::ostringstream out;
+    auto cell = [&out](const std::string& text, std::size_t width) { out << text << std::string(width - text.size(), ' '); };
+    if (!rows.empty()) {
+      out << std::string(w_index, ' ') << " | ";
+      cell("Name", w_name), out << " | ", cell("Type", w_type), out << " | ", cell("Params", w_params),
+          out << " | ", cell("Mode", w_mode), out << '\n';
+      const std::size_t width = w_index + w_name + w_type + w_params + w_mode + 12;
+      out << std::string(width, '-') << '\n';
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        cell(std::to_string(i), w_index), out << " | ", cell(rows[i].name, w_name), out << " | ",
+            cell(rows[i].type, w_type), out << " | ", cell(rows[i].params, w_params), out << " | ",
+            cell(rows[i].mode, w_mode), out << '\n';
+      }
+      out << std::string(width, '-') << '\n';
+    }
+    char size[32];
+    std::snprintf(size, sizeof size, "%.3f", static_cast<double>(bytes) / 1e6);
+    auto total_line = [&out](const std::string& value, const char* label) {
+      out << value << std::string(value.size() < 10 ? 10 - value.size() : 1, ' ') << label << '\n';
+    };
+    total_line(human_readable_count(trainable), "Trainable params");
+    total_line(human_readable_count(frozen), "Non-trainable params");
+    total_line(human_readable_count(trainable + frozen), "Total params");
+    total_line(size, "Total estimated model params size (MB)");
+    std::string text = out.str();
+    text.pop_back();
+    return text;
+  }
+
+ private:
+  int max_depth_;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/model_summary.hpp
+// ---- begin volt/callbacks/learning_rate_monitor.hpp
+/// \file
+/// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <typeinfo>
+
+#if __has_include(<cxxabi.h>)
+#include <cxxabi.h>
+#include <cstdlib>
+#endif
+
+namespace volt {
+
+namespace detail {
+/// The optimizer's class name without namespaces ("Adam", "SGD").
+inline std::string optimizer_name(const torch::optim::Optimizer& optimizer) {
+  std::string name = typeid(optimizer).name();
+#if __has_include(<cxxabi.h>)
+  int status = 0;
+  if (char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status); status == 0) {
+    name = demangled;
+    std::free(demangled);
+  }
+#endif
+  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  return name;
+}
+}  // namespace detail
+
+/// The options of volt::LearningRateMonitor.
+struct LearningRateMonitorOptions {
+  /// "step", "epoch", or empty: log at every step (volt's schedulers are stepped per epoch or per step,
+  /// and logging per step shows both).
+  std::string logging_interval{};
+  /// Prefix of every logged key, before the optimizer's class name.
+  std::string log_key_prefix = "lr-";
+};
+
+/// Callback: writes each optimizer's learning rate (per parameter group) to the loggers, on global rank zero,
+/// as Lightning's LearningRateMonitor does.
+class LearningRateMonitor {
+ public:
+  /// Throws MisconfigurationError when logging_interval is not "step", "epoch" or empty.
+  explicit LearningRateMonitor(LearningRateMonitorOptions options = {}) : options_(std::move(options)) {
+    if (!options_.logging_interval.empty() && options_.logging_interval != "step" &&
+        options_.logging_interval != "epoch") {
+      throw MisconfigurationError("logging_interval should be `step` or `epoch` or `None`.");
+    }
+  }
+
+  /// Runs at fit start. Throws MisconfigurationError when the Trainer has no logger.
+  template <class State>
+  void on_fit_start(State& state) {
+    if (state.loggers.empty()) {
+      throw MisconfigurationError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
+    }
+  }
+
+  /// Before each training batch whose step is logged (log_every_n_steps): logs the rates, unless the interval is
+  /// "epoch".
+  template <class State>
+  void on_train_batch_start(State& state, std::int64_t) {
+    if (options_.logging_interval == "epoch") return;
+    if (state.log_every_n_steps == 0 || (state.global_step + 1) % state.log_every_n_steps != 0) return;
+    state.log_to_loggers(values(state));
+  }
+  /// At each training epoch start: logs the rates when the interval is "epoch".
+  template <class State>
+  void on_train_epoch_start(State& state) {
+    if (options_.logging_interval == "epoch") state.log_to_loggers(values(state));
+  }
+
+  /// "lr-Adam" (or "lr-Adam/pg1"... for several parameter groups; "lr-Adam-1" for a second Adam).
+  template <class State>
+  std::map<std::string, double> values(const State& state) const {
+    std::map<std::string, double> out;
+    std::map<std::string, int> seen;
+    for (torch::optim::Optimizer* optimizer : state.optimizers) {
+      std::string key = options_.log_key_prefix + detail::optimizer_name(*optimizer);
+      if (const int n = seen[key]++; n > 0) key += "-" + std::to_string(n);
+      const auto& groups = optimizer->param_groups();
+      for (std::size_t g = 0; g < groups.size(); ++g) {
+        out[groups.size() == 1 ? key : key + "/pg" + std::to_string(g + 1)] = groups[g].options().get_lr();
+      }
+    }
+    return out;
+  }
+
+ private:
+  LearningRateMonitorOptions options_;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/learning_rate_monitor.hpp
+// ---- begin volt/callbacks/device_stats_monitor.hpp
+/// \file
+/// volt::DeviceStatsMonitor: logs the accelerator's device statistics around training batches.
+
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace volt {
+
+/// Logs `accelerator.get_device_stats(root_device)` at the start and end of training batches whose step
+/// is logged, under `DeviceStatsMonitor.on_train_batch_start/<key>` and `.../on_train_batch_end/<key>`.
+class DeviceStatsMonitor {
+ public:
+  /// Runs at fit start on every rank. Throws MisconfigurationError when the Trainer has no logger.
+  template <class State>
+  void on_fit_start(State& state) {
+    if (state.loggers.empty()) {
+      throw MisconfigurationError("Cannot use `DeviceStatsMonitor` callback with `Trainer(logger=False)`.");
+    }
+  }
+  /// Before each training batch: logs the device statistics when this step is logged (global rank zero writes).
+  template <class State>
+  void on_train_batch_start(State& state, std::int64_t) { record(state, "on_train_batch_start"); }
+  /// After each training batch: logs the device statistics when this step is logged (global rank zero writes).
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
+    record(state, "on_train_batch_end");
+  }
+
+ private:
+  template <class State>
+  static void record(State& state, const std::string& hook) {
+    if (!state.device_stats || state.log_every_n_steps == 0 ||
+        (state.global_step + 1) % state.log_every_n_steps != 0) {
+      return;
+    }
+    std::map<std::string, double> prefixed;
+    for (const auto& [key, value] : state.device_stats()) prefixed["DeviceStatsMonitor." + hook + "/" + key] = value;
+    state.log_to_loggers(prefixed);
+  }
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/device_stats_monitor.hpp
+// ---- begin volt/callbacks/histogram_monitor.hpp
+/// \file
+/// volt::HistogramMonitor: histograms of the model's parameters and gradients in TensorBoard, every n steps
+/// (what Lightning users write by hand with `logger.experiment.add_histogram` in a hook).
+
+// ---- begin volt/loggers/tensorboard_logger.hpp
+/// \file
+/// volt::TensorBoardLogger: TensorBoard event files in Lightning's layout.
+///
+/// The event file is `<save_dir>/<name>/version_<N>/events.out.tfevents.<time>.<host>.<pid>.<n>`, with
+/// hparams.yaml beside it.
+///
+/// The files are TFRecord streams (length, masked CRC32C of the length, payload, masked CRC32C of the payload)
+/// of `tensorflow.Event` protocol buffers, encoded by hand (volt/loggers/detail/tensorboard_encoding.hpp) so
+/// that volt needs no protobuf library: a file_version event first ("brain.Event:2"), then one event per
+/// log_metrics call with a `simple_value` per metric (what torch.utils.tensorboard's add_scalar writes), and
+/// what add_image, add_histogram, add_text and the hparams summaries write for log_image / log_images,
+/// log_histogram, log_text and log_hyperparams (Lightning users reach these through `logger.experiment`).
+
+// ---- begin volt/loggers/detail/tensorboard_encoding.hpp
+/// \file
+/// The encoding of TensorBoard event files, by hand so that volt needs no protobuf library: CRC-32C and
+/// TFRecord framing, a protocol-buffer writer, and the Summary values volt::TensorBoardLogger writes (scalars,
+/// images, histograms, text, the hparams plugin's experiment, session start and session end).
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if !defined(_WIN32)
+#include <unistd.h>
+#endif
+
+namespace volt {
+
+namespace detail::tensorboard {
+
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord uses.
+inline std::uint32_t crc32c(std::string_view bytes) {
+  static const std::array<std::uint32_t, 256> table = [] {
+    std::array<std::uint32_t, 256> result{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t crc = i;
+      for (int bit = 0; bit < 8; ++bit) crc = (crc & 1U) != 0 ? (crc >> 1) ^ 0x82F63B78U : crc >> 1;
+      result[i] = crc;
+    }
+    return result;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+/// TFRecord's masked CRC: rotate right by 15 bits and add a constant.
+inline std::uint32_t masked_crc32c(std::string_view bytes) {
+  const std::uint32_t crc = crc32c(bytes);
+  return ((crc >> 15) | (crc << 17)) + 0xA282EAD8U;
+}
+
+inline void append_little_endian(std::string& out, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFU));
+}
+
+/// One TFRecord: length (u64 LE), masked CRC of the length bytes, payload, masked CRC of the payload.
+inline std::string tfrecord(std::string_view payload) {
+  std::string length;
+  append_little_endian(length, payload.size(), 8);
+  std::string record = length;
+  append_little_endian(record, masked_crc32c(length), 4);
+  record.append(payload);
+  append_little_endian(record, masked_crc32c(payload), 4);
+  return record;
+}
+
+/// Protocol-buffer wire format writer (varint, 64-bit, length-delimited and 32-bit fields).
+class ProtoWriter {
+ public:
+  void varint_field(int field, std::uint64_t value) {
+    key(field, 0);
+    varint(value);
+  }
+  void double_field(int field, double value) {
+    key(field, 1);
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    append_little_endian(bytes_, bits, 8);
+  }
+  void float_field(int field, float value) {
+    key(field, 5);
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    append_little_endian(bytes_, bits, 4);
+  }
+  void bytes_field(int field, std::string_view value) {
+    key(field, 2);
+    varint(value.size());
+    bytes_.append(value);
+  }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  void key(int field, int wire_type) { varint((static_cast<std::uint64_t>(field) << 3) | static_cast<std::uint64_t>(wire_type)); }
+  void varint(std::uint64_t value) {
+    while (value >= 0x80U) {
+      bytes_.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
+      value >>= 7;
+    }
+    bytes_.push_back(static_cast<char>(value));
+  }
+  std::string bytes_;
+};
+
+// Field numbers of tensorflow/core/util/event.proto, tensorflow/core/framework/summary.proto,
+// tensorboard/plugins/hparams/plugin_data.proto and google/protobuf/struct.proto.
+inline constexpr int event_wall_time = 1, event_step = 2, event_file_version = 3, event_summary = 5;
+inline constexpr int summary_value = 1;
+inline constexpr int value_tag = 1, value_simple_value = 2, value_metadata = 9;
+inline constexpr int metadata_plugin_data = 1;
+inline constexpr int plugin_name = 1, plugin_content = 2;
+inline constexpr int hparams_version = 1, hparams_session_start_info = 3;
+inline constexpr int session_hparams = 1, session_group_name = 4, session_start_time_secs = 5;
+inline constexpr int map_key = 1, map_value = 2;
+inline constexpr int struct_number_value = 2, struct_string_value = 3, struct_bool_value = 4;
+
+/// An Event: wall time, step, then the already serialized fields of `body_fields`.
+inline std::string event(double wall_time, std::int64_t step, const ProtoWriter& body_fields) {
+  ProtoWriter event;
+  event.double_field(event_wall_time, wall_time);
+  event.varint_field(event_step, static_cast<std::uint64_t>(step));
+  return event.bytes() + body_fields.bytes();
+}
+
+inline std::string scalar_value(std::string_view tag, double value) {
+  ProtoWriter entry;
+  entry.bytes_field(value_tag, tag);
+  entry.float_field(value_simple_value, static_cast<float>(value));
+  return entry.bytes();
+}
+
+/// A google.protobuf.Value for a hyperparameter: a number when the whole text parses as a finite number,
+/// a bool for "true"/"false"/"True"/"False", else a string (what torch's hparams() does for Python values).
+inline std::string hparam_value(const std::string& text) {
+  ProtoWriter value;
+  if (text == "true" || text == "True" || text == "false" || text == "False") {
+    value.varint_field(struct_bool_value, text == "true" || text == "True" ? 1 : 0);
+    return value.bytes();
+  }
+  try {
+    std::size_t used = 0;
+    const double number = std::stod(text, &used);
+    if (used == text.size() && number == number && number - number == 0.0) {
+      value.double_field(struct_number_value, number);
+      return value.bytes();
+    }
+  } catch (const std::exception&) {
+    // not a number
+  }
+  value.bytes_field(struct_string_value, text);
+  return value.bytes();
+}
+
+/// The hparams plugin's Summary.Value "_hparams_/session_start_info" (metadata only, as torch writes it).
+inline std::string session_start_info_value(const std::map<std::string, std::string>& params, double start_time) {
+  ProtoWriter session;
+  for (const auto& [key, text] : params) {
+    ProtoWriter entry;
+    entry.bytes_field(map_key, key);
+    entry.bytes_field(map_value, hparam_value(text));
+    session.bytes_field(session_hparams, entry.bytes());
+  }
+  session.bytes_field(session_group_name, "");
+  session.double_field(session_start_time_secs, start_time);
+  ProtoWriter plugin_data;
+  plugin_data.varint_field(hparams_version, 0);
+  plugin_data.bytes_field(hparams_session_start_info, session.bytes());
+  ProtoWriter plugin;
+  plugin.bytes_field(plugin_name, "hparams");
+  plugin.bytes_field(plugin_content, plugin_data.bytes());
+  ProtoWriter metadata;
+  metadata.bytes_field(metadata_plugin_data, plugin.bytes());
+  ProtoWriter value;
+  value.bytes_field(value_tag, "_hparams_/session_start_info");
+  value.bytes_field(value_metadata, metadata.bytes());
+  return value.bytes();
+}
+
+inline double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+inline std::string host_name() {
+#if !defined(_WIN32)
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) == 0) return std::string(name.data());
+#endif
+  return "localhost";
+}
+
+inline long process_id() {
+#if !defined(_WIN32)
+  return static_cast<long>(::getpid());
+#else
+  return 0;
+#endif
+}
+
+/// tensorboard's per-process counter of event files (the last part of the file name).
+inline int next_file_uid() {
+  static int uid = 0;
+  return uid++;
+}
+
+
+// Field numbers for images, histograms, text and the rest of the hparams plugin (summary.proto, tensor.proto,
+// tensor_shape.proto, tensorboard/plugins/hparams/api.proto and plugin_data.proto).
+inline constexpr int value_image = 4, value_histo = 5, value_tensor = 8;
+inline constexpr int image_height = 1, image_width = 2, image_colorspace = 3, image_encoded = 4;
+inline constexpr int histo_min = 1, histo_max = 2, histo_num = 3, histo_sum = 4, histo_sum_squares = 5,
+                     histo_bucket_limit = 6, histo_bucket = 7;
+inline constexpr int tensor_dtype = 1, tensor_shape = 2, tensor_string_val = 8, shape_dim = 2, dim_size = 1;
+inline constexpr int dt_string = 7;
+inline constexpr int hparams_experiment = 2, hparams_session_end_info = 4;
+inline constexpr int experiment_hparam_infos = 4, experiment_metric_infos = 5;
+inline constexpr int hparam_info_name = 1, hparam_info_type = 4, metric_info_name = 1, metric_name_tag = 2;
+inline constexpr int data_type_string = 1, data_type_bool = 2, data_type_float64 = 3;
+inline constexpr int session_end_status = 1, status_success = 1;
+
+/// A Summary.Value with `tag` and plugin metadata naming `plugin` with `content`, plus the serialized
+/// `payload_fields` (a value's data: image, histo, tensor).
+inline std::string plugin_value(std::string_view tag, std::string_view plugin, std::string_view content,
+                                const std::string& payload_fields = {}) {
+  ProtoWriter plugin_data;
+  plugin_data.bytes_field(plugin_name, plugin);
+  if (!content.empty()) plugin_data.bytes_field(plugin_content, content);
+  ProtoWriter metadata;
+  metadata.bytes_field(metadata_plugin_data, plugin_data.bytes());
+  ProtoWriter value;
+  value.bytes_field(value_tag, tag);
+  value.bytes_field(value_metadata, metadata.bytes());
+  return value.bytes() + payload_fields;
+}
+
+/// An hparams plugin value: HParamsPluginData{version 0, `field` = `message`} under `tag`.
+inline std::string hparams_value(std::string_view tag, int field, const std::string& message) {
+  ProtoWriter data;
+  data.varint_field(hparams_version, 0);
+  data.bytes_field(field, message);
+  return plugin_value(tag, "hparams", data.bytes());
+}
+
+/// "_hparams_/experiment": the names and types of the hyperparameters and the metric tags (what
+/// torch.utils.tensorboard.summary.hparams writes), which TensorBoard's HPARAMS tab shows as columns.
+inline std::string experiment_value(const std::map<std::string, std::string>& params,
+                                    const std::map<std::string, double>& metrics) {
+  ProtoWriter experiment;
+  for (const auto& [key, text] : params) {
+    const std::string encoded = hparam_value(text);
+    const int kind = static_cast<unsigned char>(encoded.front()) >> 3;  // the google.protobuf.Value field
+    ProtoWriter info;
+    info.bytes_field(hparam_info_name, key);
+    info.varint_field(hparam_info_type, kind == struct_number_value ? data_type_float64
+                                        : kind == struct_bool_value ? data_type_bool : data_type_string);
+    experiment.bytes_field(experiment_hparam_infos, info.bytes());
+  }
+  for (const auto& [key, value] : metrics) {
+    ProtoWriter name;
+    name.bytes_field(metric_name_tag, key);
+    ProtoWriter info;
+    info.bytes_field(metric_info_name, name.bytes());
+    experiment.bytes_field(experiment_metric_infos, info.bytes());
+  }
+  return hparams_value("_hparams_/experiment", hparams_experiment, experiment.bytes());
+}
+
+/// "_hparams_/session_end_info" with STATUS_SUCCESS.
+inline std::string session_end_info_value() {
+  ProtoWriter end;
+  end.varint_field(session_end_status, status_success);
+  return hparams_value("_hparams_/session_end_info", hparams_session_end_info, end.bytes());
+}
+
+/// A Summary.Value holding a PNG image (Summary.Image: height, width, colorspace = channels, the PNG bytes).
+inline std::string image_value(std::string_view tag, std::int64_t height, std::int64_t width, int channels,
+                               const std::string& png) {
+  ProtoWriter image;
+  image.varint_field(image_height, static_cast<std::uint64_t>(height));
+  image.varint_field(image_width, static_cast<std::uint64_t>(width));
+  image.varint_field(image_colorspace, static_cast<std::uint64_t>(channels));
+  image.bytes_field(image_encoded, png);
+  ProtoWriter value;
+  value.bytes_field(value_tag, tag);
+  value.bytes_field(value_image, image.bytes());
+  return value.bytes();
+}
+
+/// A Summary.Value holding a HistogramProto: min, max, count, sum, sum of squares, then the buckets' right
+/// edges and counts as packed doubles.
+inline std::string histogram_value(std::string_view tag, double min, double max, double num, double sum,
+                                   double sum_squares, const std::vector<double>& limits,
+                                   const std::vector<double>& counts) {
+  const auto packed = [](const std::vector<double>& values) {
+    std::string bytes;
+    for (const double value : values) {
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, &value, sizeof bits);
+      append_little_endian(bytes, bits, 8);
+    }
+    return bytes;
+  };
+  ProtoWriter histo;
+  histo.double_field(histo_min, min);
+  histo.double_field(histo_max, max);
+  histo.double_field(histo_num, num);
+  histo.double_field(histo_sum, sum);
+  histo.double_field(histo_sum_squares, sum_squares);
+  histo.bytes_field(histo_bucket_limit, packed(limits));
+  histo.bytes_field(histo_bucket, packed(counts));
+  ProtoWriter value;
+  value.bytes_field(value_tag, tag);
+  value.bytes_field(value_histo, histo.bytes());
+  return value.bytes();
+}
+
+/// A Summary.Value of the text plugin: a one-element DT_STRING TensorProto (what torch's add_text writes).
+inline std::string text_value(std::string_view tag, std::string_view text) {
+  ProtoWriter dim;
+  dim.varint_field(dim_size, 1);
+  ProtoWriter shape;
+  shape.bytes_field(shape_dim, dim.bytes());
+  ProtoWriter tensor;
+  tensor.varint_field(tensor_dtype, dt_string);
+  tensor.bytes_field(tensor_shape, shape.bytes());
+  tensor.bytes_field(tensor_string_val, text);
+  ProtoWriter payload;
+  payload.bytes_field(value_tensor, tensor.bytes());
+  return plugin_value(tag, "text", "", payload.bytes());
+}
+
+}  // namespace detail::tensorboard
+
+}  // namespace volt
+// ---- end volt/loggers/detail/tensorboard_encoding.hpp
+// ---- begin volt/loggers/images.hpp
+/// \file
+/// Images for loggers: volt::make_image_grid (torchvision's make_grid) and volt::encode_png, a PNG encoder
+/// without zlib. LibTorch does not expose a compressor, so the PNG holds its pixels in stored (uncompressed)
+/// deflate blocks: about 3 bytes per RGB pixel, which TensorBoard and every PNG reader decode.
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace volt {
+
+/// The options of make_image_grid (torchvision.utils.make_grid's arguments, without normalize).
+struct ImageGridOptions {
+  /// Images per row.
+  std::int64_t nrow = 8;
+  /// Pixels between images and around the grid.
+  std::int64_t padding = 2;
+  /// The value of the padding pixels.
+  double pad_value = 0.0;
+};
+
+/// Lays out a batch of images (N, C, H, W) as one image (C, H', W') of `nrow` images per row, as
+/// torchvision.utils.make_grid does: single-channel images become three-channel, a batch of one is returned
+/// as that image, values are kept as they are (no normalization). A (C, H, W) image is returned unchanged.
+/// Throws std::invalid_argument for other shapes, nrow < 1 or a negative padding.
+inline torch::Tensor make_image_grid(const torch::Tensor& images, const ImageGridOptions& options = {}) {
+  if (!images.defined() || (images.dim() != 3 && images.dim() != 4)) {
+    throw std::invalid_argument("volt: make_image_grid expects images of shape (N, C, H, W) or (C, H, W), got " +
+                                (images.defined() ? std::to_string(images.dim()) + " dimensions" : std::string("undefined")));
+  }
+  if (options.nrow < 1 || options.padding < 0) {
+    throw std::invalid_argument("volt: make_image_grid: nrow must be >= 1 and padding >= 0 (got nrow=" +
+                                std::to_string(options.nrow) + ", padding=" + std::to_string(options.padding) + ")");
+  }
+  if (images.dim() == 3) return images;
+  auto batch = images.size(1) == 1 ? torch::cat({images, images, images}, 1) : images;
+  if (batch.size(0) == 1) return batch[0];
+  const std::int64_t count = batch.size(0);
+  const std::int64_t columns = std::min(options.nrow, count);
+  const std::int64_t rows = (count + columns - 1) / columns;
+  const std::int64_t height = batch.size(2) + options.padding, width = batch.size(3) + options.padding;
+  auto grid = torch::full({batch.size(1), rows * height + options.padding, columns * width + options.padding},
+                          options.pad_value, batch.options());
+  for (std::int64_t k = 0; k < count; ++k) {
+    const std::int64_t y = k / columns, x = k % columns;
+    grid.narrow(1, y * height + options.padding, height - options.padding)
+        .narrow(2, x * width + options.padding, width - options.padding)
+        .copy_(batch[k]);
+  }
+  return grid;
+}
+
+namespace detail::png {
+
+/// CRC-32 (reflected polynomial 0xEDB88320), as PNG chunks use.
+inline std::uint32_t crc32(std::string_view bytes) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> entries{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+      entries[n] = c;
+    }
+    return entries;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+inline void append_big_endian(std::string& out, std::uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xFFU));
+}
+
+inline void append_chunk(std::string& out, std::string_view type, std::string_view data) {
+  append_big_endian(out, static_cast<std::uint32_t>(data.size()));
+  std::string body(type);
+  body.append(data);
+  out += body;
+  append_big_endian(out, crc32(body));
+}
+
+/// A zlib stream of `raw` in stored deflate blocks (at most 65,535 bytes each) with its Adler-32.
+inline std::string zlib_stored(std::string_view raw) {
+  std::string out("\x78\x01", 2);
+  std::size_t at = 0;
+  do {
+    const std::size_t size = std::min<std::size_t>(raw.size() - at, 65535);
+    const bool last = at + size == raw.size();
+    out.push_back(static_cast<char>(last ? 1 : 0));
+    out.push_back(static_cast<char>(size & 0xFFU));
+    out.push_back(static_cast<char>(size >> 8));
+    out.push_back(static_cast<char>(~size & 0xFFU));
+    out.push_back(static_cast<char>((~size >> 8) & 0xFFU));
+    out.append(raw.substr(at, size));
+    at += size;
+  } while (at < raw.size());
+  std::uint32_t a = 1, b = 0;
+  for (const char byte : raw) {
+    a = (a + static_cast<unsigned char>(byte)) % 65521U;
+    b = (b + a) % 65521U;
+  }
+  append_big_endian(out, b << 16 | a);
+  return out;
+}
+
+}  // namespace detail::png
+
+/// `image` as (H, W, C) uint8 on the CPU, C in {1, 3, 4}: from (C, H, W) or (H, W); floating-point values are
+/// scaled by 255 and clipped to [0, 255] (then truncated, as torch.utils.tensorboard does), uint8 is kept.
+/// Throws std::invalid_argument for another shape, channel count or dtype.
+inline torch::Tensor image_to_hwc_uint8(const torch::Tensor& image) {
+  if (!image.defined() || (image.dim() != 2 && image.dim() != 3)) {
+    throw std::invalid_argument("volt: an image must have shape (C, H, W) or (H, W), got " +
+                                (image.defined() ? std::to_string(image.dim()) + " dimensions" : std::string("undefined")));
+  }
+  auto chw = image.dim() == 2 ? image.unsqueeze(0) : image;
+  const auto channels = chw.size(0);
+  if (channels != 1 && channels != 3 && channels != 4) {
+    throw std::invalid_argument("volt: an image must have 1, 3 or 4 channels (gray, RGB, RGBA), got " +
+                                std::to_string(channels));
+  }
+  auto pixels = chw.detach().to(torch::kCPU);
+  if (pixels.is_floating_point()) {
+    pixels = (pixels.to(torch::kFloat) * 255.0F).clamp(0.0, 255.0).to(torch::kByte);
+  } else if (pixels.scalar_type() != torch::kByte) {
+    throw std::invalid_argument("volt: an image must be floating point (values in [0, 1]) or uint8, got " +
+                                std::string(c10::toString(pixels.scalar_type())));
+  }
+  return pixels.permute({1, 2, 0}).contiguous();
+}
+
+/// The PNG file of `image` ((C, H, W) or (H, W); see image_to_hwc_uint8): 8 bits per channel, gray, RGB or
+/// RGBA, no filtering, stored deflate blocks.
+inline std::string encode_png(const torch::Tensor& image) {
+  const auto hwc = image_to_hwc_uint8(image);
+  const auto height = hwc.size(0), width = hwc.size(1), channels = hwc.size(2);
+  if (height < 1 || width < 1) throw std::invalid_argument("volt: encode_png: the image is empty");
+  const auto row_bytes = static_cast<std::size_t>(width * channels);
+  const auto* pixels = static_cast<const char*>(hwc.data_ptr());
+  std::string raw;
+  raw.reserve(static_cast<std::size_t>(height) * (row_bytes + 1));
+  for (std::int64_t y = 0; y < height; ++y) {
+    raw.push_back('\0');  // filter type None
+    raw.append(pixels + static_cast<std::size_t>(y) * row_bytes, row_bytes);
+  }
+  std::string header;
+  detail::png::append_big_endian(header, static_cast<std::uint32_t>(width));
+  detail::png::append_big_endian(header, static_cast<std::uint32_t>(height));
+  const char color_type = channels == 1 ? 0 : channels == 3 ? 2 : 6;
+  header += std::string{'\x08', color_type, '\0', '\0', '\0'};
+  std::string png("\x89PNG\r\n\x1a\n", 8);
+  detail::png::append_chunk(png, "IHDR", header);
+  detail::png::append_chunk(png, "IDAT", detail::png::zlib_stored(raw));
+  detail::png::append_chunk(png, "IEND", "");
+  return png;
+}
+
+}  // namespace volt
+// ---- end volt/loggers/images.hpp
+// ---- begin volt/loggers/logger.hpp
+/// \file
+/// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
+
+
+#include <cerrno>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace volt {
+
+/// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
+/// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
+/// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
+class Logger {
+ public:
+  virtual ~Logger() = default;
+  /// Records `metrics` at optimizer step `step`. May buffer; may throw std::runtime_error when a file cannot
+  /// be written.
+  virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
+  /// Records the run's hyperparameters, once, at fit start.
+  virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
+  /// Writes what is buffered. The default does nothing.
+  virtual void save() {}
+  /// Called once when the run ends, with "success", "failed" or "interrupted"; the default calls save().
+  virtual void finalize(const std::string& /*status*/) { save(); }
+  /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
+  virtual std::filesystem::path log_dir() const = 0;
+};
+
+namespace detail {
+
+/// "<what> <path>: <reason>" for a failed log write; `error` is the errno seen (0: unknown).
+inline std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail = {}) {
+  return "volt: could not write the log file " + path.string() + ": " +
+         (error != 0 ? std::generic_category().message(error) : std::string("the write failed")) + detail +
+         "; logs would be lost, so the run stops";
+}
+
+/// Writes `text` as the whole content of `path` atomically (temporary file in the same folder, flushed, then
+/// renamed over `path`): a full disk leaves the previous file as it was. Throws std::runtime_error naming the
+/// file and the system error.
+inline void write_log_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  remove_stale_temporaries(path);
+  const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp" +
+                                               std::to_string(std::random_device{}()));
+  std::error_code ignored;
+  if (const auto failure = write_file_durably(temporary, text)) {
+    std::filesystem::remove(temporary, ignored);
+    throw std::runtime_error(log_write_error(path, failure->error, " (after " + std::to_string(failure->written) +
+                                                                       " of " + std::to_string(text.size()) + " bytes)"));
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, ignored);
+    throw std::runtime_error(log_write_error(path, error.value()));
+  }
+}
+
+/// Appends `text` to `path`. On failure the file is cut back to its previous size (no torn row) and
+/// std::runtime_error names the file and the system error.
+inline void append_log_file(const std::filesystem::path& path, const std::string& text) {
+  std::error_code error;
+  const auto previous = std::filesystem::exists(path, error) ? std::filesystem::file_size(path, error) : 0;
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  errno = 0;
+  if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (out) out.flush();
+  int seen = errno;
+  out.close();
+  if (out) return;
+  if (seen == 0) seen = errno;
+  std::filesystem::resize_file(path, previous, error);
+  throw std::runtime_error(log_write_error(path, seen));
+}
+
+/// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
+inline int next_version(const std::filesystem::path& root) {
+  std::error_code error;
+  int next = 0;
+  if (!std::filesystem::is_directory(root, error)) return 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
+    try {
+      std::size_t used = 0;
+      const int number = std::stoi(name.substr(8), &used);
+      if (used == name.size() - 8) next = std::max(next, number + 1);
+    } catch (const std::exception&) {
+      // not a version folder of ours
+    }
+  }
+  return next;
+}
+
+/// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
+/// options' version or else the next free one, chosen once (`version` caches it).
+template <class Options>
+std::filesystem::path versioned_log_dir(const Options& options, std::optional<int>& version) {
+  const auto root = (options.save_dir.empty() ? std::filesystem::path(".") : options.save_dir) / options.name;
+  if (!version) version = options.version ? *options.version : next_version(root);
+  return root / ("version_" + std::to_string(*version));
+}
+
+/// The Trainer's default_root_dir as the save_dir of a file logger that was given none ("." when empty too).
+template <class Options>
+void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) {
+  if (options.save_dir.empty()) options.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/loggers/logger.hpp
+
+#include <torch/torch.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if !defined(_WIN32)
+#include <unistd.h>
+#endif
+
+namespace volt {
+
+/// The options of volt::TensorBoardLogger (Lightning's TensorBoardLogger arguments).
+struct TensorBoardLoggerOptions {
+  /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
+  std::filesystem::path save_dir{};
+  /// Experiment folder under save_dir.
+  std::string name = "lightning_logs";
+  /// Fixed version number; nullopt: the next free version_N.
+  std::optional<int> version{};
+  /// Lightning's default_hp_metric: log_hyperparams also logs "hp_metric" = -1 at step 0, so that
+  /// TensorBoard's hparams tab has a metric column.
+  bool default_hp_metric = true;
+  /// Prepended to every metric name with "-" (Lightning's prefix).
+  std::string prefix{};
+};
+
+/// Writes logged metrics as TensorBoard scalars, the hyperparameters for TensorBoard's hparams tab, and images,
+/// histograms and text logged through its own methods.
+/// The event file is created on the first write (with tensorboard's name pattern) and flushed on save()
+/// and finalize(). Not thread-safe; the Trainer calls it on global rank zero only.
+/// Throws std::runtime_error naming the file when it cannot be created or written.
+class TensorBoardLogger : public Logger {
+ public:
+  /// Keeps the options; creates no file until the first write.
+  explicit TensorBoardLogger(TensorBoardLoggerOptions options = {}) : options_(std::move(options)) {}
+
+  /// Sets the folder used when save_dir was left empty. Called before the first write.
+  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
+
+  std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
+
+  /// The event file (empty until the first write).
+  const std::filesystem::path& event_file() const { return event_file_; }
+
+  /// One event at `step` holding a simple_value per metric (float32, as TensorBoard stores scalars).
+  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
+    if (metrics.empty()) return;
+    detail::tensorboard::ProtoWriter summary;
+    for (const auto& [key, value] : metrics) {
+      summary.bytes_field(detail::tensorboard::summary_value, detail::tensorboard::scalar_value(prefixed(key), value));
+    }
+    write_summary(step, summary);
+  }
+
+  /// Writes hparams.yaml, the hparams plugin's session_start_info summary and, with default_hp_metric,
+  /// "hp_metric" = -1 at step 0 with the experiment and session_end_info summaries that make TensorBoard's
+  /// HPARAMS tab show it (Lightning's TensorBoardLogger.log_hyperparams).
+  void log_hyperparams(const std::map<std::string, std::string>& params) override {
+    std::map<std::string, double> metrics;
+    if (options_.default_hp_metric) metrics["hp_metric"] = -1.0;
+    log_hyperparams(params, metrics);
+  }
+
+  /// log_hyperparams(params) with `metrics` as the HPARAMS tab's metric columns (Lightning's
+  /// log_hyperparams(params, metrics)): the metrics are logged at step 0, and the experiment summary names
+  /// them (with the prefix, as log_metrics writes them). Later log_metrics calls with the same names fill the
+  /// columns.
+  void log_hyperparams(const std::map<std::string, std::string>& params, const std::map<std::string, double>& metrics) {
+    namespace tb = detail::tensorboard;
+    std::filesystem::create_directories(log_dir());
+    const auto yaml = log_dir() / "hparams.yaml";
+    {
+      std::ostringstream out;
+      for (const auto& [key, value] : params) out << key << ": " << value << '\n';
+      if (params.empty()) out << "{}\n";
+      detail::write_log_file_atomically(yaml, out.str());
+    }
+    log_metrics(metrics, 0);
+    std::map<std::string, double> columns;  // the names log_metrics wrote (with the prefix)
+    for (const auto& [key, value] : metrics) columns[prefixed(key)] = value;
+    if (!metrics.empty()) write_value(0, tb::experiment_value(params, columns));
+    write_value(0, tb::session_start_info_value(params, tb::now_seconds()));
+    if (!metrics.empty()) write_value(0, tb::session_end_info_value());
+  }
+
+  /// One image at `step` (TensorBoard's IMAGES tab; torch's add_image): (C, H, W) with 1, 3 or 4 channels,
+  /// or (H, W); floating point in [0, 1] (scaled by 255, clipped) or uint8. PNG-encoded (volt::encode_png).
+  /// Throws std::invalid_argument for another shape or dtype.
+  void log_image(const std::string& tag, const torch::Tensor& image, std::int64_t step) {
+    const auto hwc = image_to_hwc_uint8(image);
+    write_value(step, detail::tensorboard::image_value(prefixed(tag), hwc.size(0), hwc.size(1),
+                                                       static_cast<int>(hwc.size(2)), encode_png(hwc.permute({2, 0, 1}))));
+  }
+
+  /// A batch of images (N, C, H, W) as one grid image at `step` (make_image_grid, then log_image; torch's
+  /// add_images after torchvision's make_grid).
+  void log_images(const std::string& tag, const torch::Tensor& images, std::int64_t step, const ImageGridOptions& grid = {}) {
+    log_image(tag, make_image_grid(images, grid), step);
+  }
+
+  /// A histogram of `values` at `step` (TensorBoard's HISTOGRAMS and DISTRIBUTIONS tabs; torch's
+  /// add_histogram): `bins` equal-width buckets between the smallest and largest finite value, with count,
+  /// sum and sum of squares. Non-finite values are left out. Throws std::invalid_argument when no finite value
+  /// remains or bins < 1.
+  void log_histogram(const std::string& tag, const torch::Tensor& values, std::int64_t step, int bins = 64) {
+    if (bins < 1) throw std::invalid_argument("volt: log_histogram: bins must be >= 1, got " + std::to_string(bins));
+    auto flat = values.detach().to(torch::kCPU, torch::kDouble).flatten();
+    flat = flat.masked_select(torch::isfinite(flat));
+    if (flat.numel() == 0) {
+      throw std::invalid_argument("volt: log_histogram: \"" + tag + "\" has no finite value to show");
+    }
+    const double min = flat.min().item<double>(), max = flat.max().item<double>();
+    const auto counts = torch::histc(flat, bins, min, max);
+    std::vector<double> limits, buckets;
+    for (int i = 0; i < bins; ++i) {
+      limits.push_back(i + 1 == bins ? max : min + (max - min) * (i + 1) / bins);
+      buckets.push_back(counts[i].item<double>());
+    }
+    write_value(step, detail::tensorboard::histogram_value(prefixed(tag), min, max, static_cast<double>(flat.numel()),
+                                                           flat.sum().item<double>(), flat.square().sum().item<double>(),
+                                                           limits, buckets));
+  }
+
+  /// Text (Markdown) at `step` under `<tag>/text_summary` (TensorBoard's TEXT tab; torch's add_text).
+  void log_text(const std::string& tag, const std::string& text, std::int64_t step) {
+    write_value(step, detail::tensorboard::text_value(prefixed(tag) + "/text_summary", text));
+  }
+
+  /// Flushes the event file to the operating system.
+  void save() override {
+    if (!out_.is_open()) return;
+    errno = 0;
+    out_.flush();
+    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
+  }
+
+  /// Flushes and closes the event file (the status is not recorded). Throws std::runtime_error when the flush
+  /// fails.
+  void finalize(const std::string& /*status*/) override {
+    save();
+    if (!out_.is_open()) return;
+    errno = 0;
+    out_.close();
+    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
+  }
+
+ private:
+  void open() {
+    if (out_.is_open()) return;
+    const auto dir = log_dir();
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) throw std::runtime_error("volt: cannot create the TensorBoard log folder " + dir.string() + ": " + error.message());
+    const double now = detail::tensorboard::now_seconds();
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%010lld", static_cast<long long>(now));
+    event_file_ = dir / ("events.out.tfevents." + std::string(seconds) + "." + detail::tensorboard::host_name() + "." +
+                         std::to_string(detail::tensorboard::process_id()) + "." +
+                         std::to_string(detail::tensorboard::next_file_uid()));
+    out_.open(event_file_, std::ios::binary | std::ios::trunc);
+    if (!out_) throw std::runtime_error("volt: cannot create the TensorBoard event file " + event_file_.string());
+    detail::tensorboard::ProtoWriter version;
+    version.bytes_field(detail::tensorboard::event_file_version, "brain.Event:2");
+    write_record(detail::tensorboard::event(now, 0, version));
+  }
+
+  std::string prefixed(const std::string& tag) const { return options_.prefix.empty() ? tag : options_.prefix + "-" + tag; }
+
+  void write_value(std::int64_t step, const std::string& value) {
+    detail::tensorboard::ProtoWriter summary;
+    summary.bytes_field(detail::tensorboard::summary_value, value);
+    write_summary(step, summary);
+  }
+
+  void write_summary(std::int64_t step, const detail::tensorboard::ProtoWriter& summary) {
+    open();
+    detail::tensorboard::ProtoWriter body;
+    body.bytes_field(detail::tensorboard::event_summary, summary.bytes());
+    write_record(detail::tensorboard::event(detail::tensorboard::now_seconds(), step, body));
+  }
+
+  void write_record(const std::string& payload) {
+    const std::string record = detail::tensorboard::tfrecord(payload);
+    errno = 0;
+    out_.write(record.data(), static_cast<std::streamsize>(record.size()));
+    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
+  }
+
+  TensorBoardLoggerOptions options_;
+  mutable std::optional<int> version_;
+  std::filesystem::path event_file_;
+  std::ofstream out_;
+};
+
+}  // namespace volt
+// ---- end volt/loggers/tensorboard_logger.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+namespace volt {
+
+/// The options of volt::HistogramMonitor.
+struct HistogramMonitorOptions {
+  /// Log at optimizer steps 0, n, 2n, ... (the global step before the step is taken).
+  std::int64_t every_n_steps = 100;
+  /// Log each parameter's values as `parameters/<name>`.
+  bool parameters = true;
+  /// Log each parameter's gradient as `gradients/<name>` (parameters without a gradient are left out).
+  bool gradients = true;
+  /// Buckets per histogram.
+  int bins = 64;
+};
+
+/// Callback: before the optimizer steps at every `every_n_steps`-th global step, writes a histogram of every
+/// parameter and of its gradient (after backward, before clipping and the step) to each TensorBoardLogger of
+/// the Trainer, on global rank zero. Names are the parameters' dotted names ("net.0.weight"). Several
+/// optimizers: logged once per step.
+class HistogramMonitor {
+ public:
+  /// Throws MisconfigurationError for every_n_steps < 1 or bins < 1.
+  explicit HistogramMonitor(HistogramMonitorOptions options = {}) : options_(options) {
+    if (options_.every_n_steps < 1 || options_.bins < 1) {
+      throw MisconfigurationError("HistogramMonitor: every_n_steps and bins must be >= 1 (got every_n_steps=" +
+                                  std::to_string(options_.every_n_steps) + ", bins=" + std::to_string(options_.bins) + ")");
+    }
+  }
+
+  /// Runs at fit start. Throws MisconfigurationError when the Trainer has no TensorBoardLogger.
+  template <class State>
+  void on_fit_start(State& state) {
+    for (Logger* logger : state.loggers) {
+      if (dynamic_cast<TensorBoardLogger*>(logger) != nullptr) return;
+    }
+    throw MisconfigurationError("Cannot use `HistogramMonitor` callback with `Trainer` that has no TensorBoardLogger.");
+  }
+
+  /// Before each optimizer step: logs the histograms when the step is due.
+  template <class State>
+  void on_before_optimizer_step(State& state, torch::optim::Optimizer& /*optimizer*/) {
+    if (!state.is_global_zero || state.model == nullptr || state.global_step % options_.every_n_steps != 0 ||
+        state.global_step == last_logged_step_) {
+      return;
+    }
+    last_logged_step_ = state.global_step;
+    for (Logger* logger : state.loggers) {
+      auto* tensorboard = dynamic_cast<TensorBoardLogger*>(logger);
+      if (tensorboard == nullptr) continue;
+      for (const auto& item : state.model->named_parameters()) {
+        const auto& parameter = item.value();
+        if (options_.parameters) {
+          tensorboard->log_histogram("parameters/" + item.key(), parameter, state.global_step, options_.bins);
+        }
+        if (options_.gradients && parameter.grad().defined()) {
+          tensorboard->log_histogram("gradients/" + item.key(), parameter.grad(), state.global_step, options_.bins);
+        }
+      }
+    }
+  }
+
+ private:
+  HistogramMonitorOptions options_;
+  std::int64_t last_logged_step_ = -1;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/histogram_monitor.hpp
+// ---- end volt/callbacks.hpp
+// ---- begin volt/loggers.hpp
+/// \file
+/// volt/loggers: where logged metrics are written.
+
+// ---- begin volt/loggers/csv_logger.hpp
+/// \file
+/// volt::CSVLogger: metrics.csv and hparams.yaml in Lightning's layout,
+/// `<save_dir>/<name>/version_<N>/{metrics.csv,hparams.yaml}`.
+
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+/// The options of volt::CSVLogger (Lightning's CSVLogger arguments).
+struct CSVLoggerOptions {
+  /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
+  std::filesystem::path save_dir{};
+  /// Experiment folder under save_dir.
+  std::string name = "lightning_logs";
+  /// Fixed version number; nullopt: the next free version_N.
+  std::optional<int> version{};
+  /// Rows kept in memory before they are written (Lightning's flush_logs_every_n_steps).
+  std::int64_t flush_logs_every_n_steps = 100;
+};
+
+/// Writes every logged metric as a row of metrics.csv: columns "step", "epoch" (when logged) and one per
+/// metric name in first-seen order; a row leaves the columns of metrics it lacks empty. A new metric name
+/// rewrites the file with the wider header.
+class CSVLogger : public Logger {
+ public:
+  /// Keeps the options; creates no file until the first write.
+  explicit CSVLogger(CSVLoggerOptions options = {}) : options_(std::move(options)) {}
+
+  /// Sets the folder used when save_dir was left empty. Called by the Trainer before the first write.
+  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
+
+  std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
+
+  /// Buffers one row at `step`; writes the buffer (save()) once flush_logs_every_n_steps rows are waiting.
+  /// Throws std::runtime_error when metrics.csv cannot be written.
+  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
+    Row row;
+    row.step = step;
+    for (const auto& [key, value] : metrics) {
+      if (column_index_.emplace(key, columns_.size()).second) {
+        columns_.push_back(key);
+        header_changed_ = true;
+      }
+      row.values.emplace_back(column_index_.at(key), value);
+    }
+    rows_.push_back(std::move(row));
+    if (static_cast<std::int64_t>(rows_.size() - written_rows_) >= options_.flush_logs_every_n_steps) save();
+  }
+
+  /// Writes hparams.yaml (`key: value` per line, `{}` when empty) in log_dir(), creating the folder. Throws
+  /// std::runtime_error when the file cannot be written.
+  void log_hyperparams(const std::map<std::string, std::string>& params) override {
+    ensure_dir();
+    std::ostringstream out;
+    for (const auto& [key, value] : params) out << key << ": " << value << '\n';
+    if (params.empty()) out << "{}\n";
+    detail::write_log_file_atomically(log_dir() / "hparams.yaml", out.str());
+  }
+
+  /// Writes the rows not yet on disk (the whole file, atomically, when the header grew). Throws
+  /// std::runtime_error naming the file and the system error when the write fails (e.g. a full disk); the file
+  /// then holds the rows written before, and the rows stay buffered.
+  void save() override {
+    if (rows_.size() == written_rows_ && !header_changed_) return;
+    ensure_dir();
+    const auto path = log_dir() / "metrics.csv";
+    const bool rewrite = header_changed_ || written_rows_ == 0;
+    std::ostringstream out;
+    out << std::setprecision(std::numeric_limits<double>::max_digits10);
+    if (rewrite) {
+      out << "step";
+      for (const auto& column : columns_) out << ',' << column;
+      out << '\n';
+    }
+    for (std::size_t i = rewrite ? 0 : written_rows_; i < rows_.size(); ++i) {
+      std::vector<std::optional<double>> cells(columns_.size());
+      for (const auto& [index, value] : rows_[i].values) cells[index] = value;
+      out << rows_[i].step;
+      for (const auto& cell : cells) {
+        out << ',';
+        if (cell) out << *cell;
+      }
+      out << '\n';
+    }
+    if (rewrite) {
+      detail::write_log_file_atomically(path, out.str());
+    } else {
+      detail::append_log_file(path, out.str());
+    }
+    written_rows_ = rows_.size();
+    header_changed_ = false;
+  }
+
+  /// The metric columns seen so far, in first-seen order (without "step").
+  const std::vector<std::string>& columns() const { return columns_; }
+
+ private:
+  struct Row {
+    std::int64_t step = 0;
+    std::vector<std::pair<std::size_t, double>> values;
+  };
+
+  void ensure_dir() const { std::filesystem::create_directories(log_dir()); }
+
+  CSVLoggerOptions options_;
+  mutable std::optional<int> version_;
+  std::vector<std::string> columns_;
+  std::map<std::string, std::size_t> column_index_;
+  std::vector<Row> rows_;
+  std::size_t written_rows_ = 0;
+  bool header_changed_ = false;
+};
+
+}  // namespace volt
+// ---- end volt/loggers/csv_logger.hpp
+// ---- end volt/loggers.hpp
+// ---- begin volt/serialization.hpp
+/// \file
+/// volt/serialization: the file formats. Weights files exchanged with Python (torch.save / torch.load, and
+/// safetensors) and volt's crash-safe checkpoint files (written by the Trainer and Fabric, read by
+/// load_checkpoint_weights).
+
+// ---- begin volt/serialization/checkpoint_io.hpp
+/// \file
+/// Checkpoint files that survive crashes and report bad input clearly (volt::CheckpointError).
+///
+/// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
+/// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
+/// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
+/// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
+/// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
+/// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
+/// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
+/// the keys and shapes.
+/// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
+
+// ---- begin volt/serialization/detail/model_match.hpp
+/// \file
+/// volt::CheckpointError, and the comparison of a checkpoint's model entry with a module (keys, shapes,
+/// dtypes) that volt's checkpoint loaders run before LibTorch's Module::load.
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+inline std::string shape_text(c10::IntArrayRef sizes) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
+
+inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                const std::string& prefix, std::vector<std::string>& problems) {
+  std::set<std::string> expected;
+  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
+    expected.insert(name);
+    torch::Tensor stored;
+    if (!archive.try_read(name, stored, is_buffer)) {
+      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
+    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
+      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
+                         ", model " + shape_text(tensor.sizes()));
+    }
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
+  for (const auto& child : module.named_children()) {
+    expected.insert(child.key());
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      problems.push_back("missing submodule '" + prefix + child.key() + "'");
+      continue;
+    }
+    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
+  }
+  for (const auto& key : archive.keys()) {
+    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
+  }
+}
+
+/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
+/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
+/// reports that).
+struct DtypeMismatch {
+  std::string name;
+  c10::ScalarType stored;
+  c10::ScalarType expected;
+};
+inline std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                         const torch::nn::Module& module,
+                                                         const std::string& prefix = "") {
+  const auto check = [&](const std::string& name, const torch::Tensor& tensor,
+                         bool is_buffer) -> std::optional<DtypeMismatch> {
+    torch::Tensor stored;
+    if (!tensor.defined() || !tensor.is_floating_point() || !archive.try_read(name, stored, is_buffer)) return {};
+    if (!stored.defined() || stored.scalar_type() == tensor.scalar_type()) return {};
+    return DtypeMismatch{prefix + name, stored.scalar_type(), tensor.scalar_type()};
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), false)) return found;
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), true)) return found;
+  }
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) continue;
+    if (auto found = first_dtype_mismatch(child_archive, *child.value(), prefix + child.key() + ".")) return found;
+  }
+  return std::nullopt;
+}
+
+/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
+/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
+/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
+inline void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                const std::string& shown) {
+  std::vector<std::string> problems;
+  try {
+    compare_module_keys(model_archive, module, "", problems);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
+  }
+  if (problems.empty()) return;
+  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
+                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
+  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
+  if (problems.size() > 20) message += "; ...";
+  throw CheckpointError(message);
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/serialization/detail/model_match.hpp
+
+#include <torch/torch.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <algorithm>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+
+namespace detail {
+
+/// Test probe: a checkpoint write fails with `checkpoint_write_fault_errno` once this many bytes of the
+/// temporary file were written; -1 (the default) means never. Set through testing::ScopedCheckpointWriteFault.
+inline std::atomic<std::int64_t> checkpoint_write_fault_after_bytes{-1};
+inline std::atomic<int> checkpoint_write_fault_errno{0};
+
+inline std::string system_error_text(int error) { return std::generic_category().message(error); }
+
+
+/// Writes `bytes` to a new file at `path` and flushes it to disk (detail::write_file_durably, with the test
+/// fault of ScopedCheckpointWriteFault). Throws CheckpointError (naming `shown` and the system error) on any
+/// failure; the caller removes the partial file.
+inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
+  const FileWriteFault fault{checkpoint_write_fault_after_bytes.load(), checkpoint_write_fault_errno.load()};
+  const auto failure = write_file_durably(path, bytes, fault);
+  if (!failure) return;
+  const std::string prefix = "volt: could not write the checkpoint " + shown + ": ";
+  const std::string kept = " (the previous checkpoint, if any, is kept)";
+  switch (failure->stage) {
+    case FileWriteStage::create:
+      throw CheckpointError(prefix + "cannot create " + path.string() + ": " + system_error_text(failure->error));
+    case FileWriteStage::write:
+      throw CheckpointError(prefix + "write failed after " + std::to_string(failure->written) + " of " +
+                            std::to_string(bytes.size()) + " bytes: " + system_error_text(failure->error) + kept);
+    case FileWriteStage::flush:
+      throw CheckpointError(prefix + "could not flush it to disk: " + system_error_text(failure->error) + kept);
+    case FileWriteStage::close:
+      throw CheckpointError(prefix + "closing " + path.string() + " failed: " + system_error_text(failure->error));
+    case FileWriteStage::stream:
+      break;
+  }
+  throw CheckpointError(prefix + "writing " + path.string() + " failed");
+}
+
+/// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
+/// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
+/// and the system error (e.g. "No space left on device"). Temporary files of `path` left by a killed
+/// earlier write are removed first.
+inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) {
+    throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
+  }
+  std::ostringstream buffer(std::ios::binary);
+  try {
+    archive.save_to(buffer);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
+  }
+  const std::string bytes = std::move(buffer).str();
+  remove_stale_temporaries(path);  // left by a write that was killed before its rename
+  std::random_device entropy;
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
+  try {
+    write_file_synced(temporary, bytes, path.string());
+    std::filesystem::rename(temporary, path);
+  } catch (const CheckpointError&) {
+    std::filesystem::remove(temporary, error);
+    throw;
+  } catch (const std::exception& cause) {
+    std::filesystem::remove(temporary, error);
+    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what() +
+                          " (the previous checkpoint, if any, is kept)");
+  }
+  fsync_folder(folder);
+}
+
+inline std::uint32_t crc32(const char* data, std::size_t size) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> entries{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+      entries[n] = c;
+    }
+    return entries;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ static_cast<unsigned char>(data[i])) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
+/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
+/// in the TorchScript code of an archive crashes LibTorch 1.13). Archives in zip64 form or with compressed
+/// entries are left to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
+/// `names`, when given, receives the names of the entries checked.
+inline void check_zip_integrity(const std::string& bytes, const std::string& shown,
+                                std::vector<std::string>* names = nullptr) {
+  const auto u16 = [&](std::size_t at) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
+           static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
+  };
+  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
+  const auto damaged = [&](const std::string& what) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
+                          std::to_string(bytes.size()) + " bytes): " + what);
+  };
+  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
+  std::size_t end_record = std::string::npos;
+  for (std::size_t back = 22; back <= bytes.size() && back <= 22 + 65535; ++back) {
+    const std::size_t at = bytes.size() - back;
+    if (u32(at) == 0x06054b50U) {
+      end_record = at;
+      break;
+    }
+  }
+  if (end_record == std::string::npos) damaged("no zip end-of-archive record (the end of the file is missing)");
+  const std::uint32_t entries = u16(end_record + 10);
+  const std::uint32_t directory_size = u32(end_record + 12);
+  const std::uint32_t directory_offset = u32(end_record + 16);
+  if (entries == 0xFFFFU || directory_offset == 0xFFFFFFFFU) return;  // zip64: left to LibTorch
+  if (static_cast<std::uint64_t>(directory_offset) + directory_size > end_record) {
+    damaged("the zip directory lies outside the file");
+  }
+  std::size_t at = directory_offset;
+  for (std::uint32_t entry = 0; entry < entries; ++entry) {
+    if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
+    const std::uint32_t method = u16(at + 10);
+    const std::uint32_t crc = u32(at + 16);
+    const std::uint32_t stored_size = u32(at + 20);
+    const std::uint32_t name_size = u16(at + 28);
+    const std::uint32_t header_extra = u16(at + 30) + u16(at + 32);
+    const std::uint32_t local = u32(at + 42);
+    if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
+    const std::string name = bytes.substr(at + 46, name_size);
+    if (names != nullptr) names->push_back(name);
+    at += 46 + name_size + header_extra;
+    if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
+    if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
+      damaged("the entry '" + name + "' has no valid local header");
+    }
+    const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
+    if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
+    if (method != 0) continue;  // compressed: LibTorch checks it while inflating
+    if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
+  }
+}
+
+/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
+/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
+inline void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
+                               const std::string& shown, torch::Device device) {
+  if (bytes.empty()) throw CheckpointError("volt: checkpoint file " + shown + " is empty");
+  // LibTorch archives are zip files: they start with a local file header "PK\3\4".
+  if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint: it does not start with a zip header, "
+                          "so it is not a LibTorch archive (a foreign or corrupted file, " +
+                          std::to_string(bytes.size()) + " bytes)");
+  }
+  std::vector<std::string> names;
+  check_zip_integrity(bytes, shown, &names);
+  // A LibTorch archive holds `<name>/constants.pkl`; torch.save's format (volt::save_weights) a data.pkl only.
+  const auto has = [&](const std::string& suffix) {
+    return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
+  };
+  if (has("/data.pkl") && !has("/constants.pkl")) {
+    throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
+                          "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
+                          "checkpoint: load it with volt::load_weights(model, path)");
+  }
+  try {
+    archive.load_from(bytes.data(), bytes.size(), device);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
+                          std::to_string(bytes.size()) + " bytes): " + cause.what());
+  }
+}
+
+/// Loads an archive, mapping every tensor to `device`. Names the file in any error (see load_archive_bytes).
+inline void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
+                         torch::Device device) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
+  }
+  std::string content;
+  if (const int failure = read_file_bytes(path, content); failure != 0) {
+    throw CheckpointError("volt: cannot read the checkpoint file " + path.string() + ": " +
+                          system_error_text(failure));
+  }
+  load_archive_bytes(archive, content, path.string(), device);
+}
+
+/// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
+/// CheckpointError naming the file and the entry when it is missing or of another type:
+/// "volt: <file> is not a volt checkpoint or is corrupted: entry '<key>' is missing or not <a type>".
+/// Holds a reference to the archive, which must outlive it.
+class CheckpointReader {
+ public:
+  /// Reads from `archive`, naming the file `shown` in errors.
+  CheckpointReader(torch::serialize::InputArchive& archive, std::string shown)
+      : archive_(archive), shown_(std::move(shown)) {}
+
+  /// Whether the checkpoint has an entry `key`, of any type.
+  bool contains(const std::string& key) const {
+    c10::IValue value;
+    return archive_.try_read(key, value);
+  }
+
+  /// The int entry `key`.
+  std::int64_t read_int(const std::string& key) const { return read_value(key, &c10::IValue::isInt, "an integer").toInt(); }
+
+  /// The bool entry `key`.
+  bool read_bool(const std::string& key) const { return read_value(key, &c10::IValue::isBool, "a bool").toBool(); }
+
+  /// The int list entry `key` (written as a c10::List<std::int64_t>).
+  std::vector<std::int64_t> read_int_list(const std::string& key) const {
+    return read_value(key, &c10::IValue::isIntList, "a list of integers").toIntVector();
+  }
+
+  /// The tensor entry `key`, written as a buffer (`archive.write(key, tensor, /*is_buffer=*/true)`), on the
+  /// device the archive was loaded to.
+  torch::Tensor read_tensor(const std::string& key) const {
+    torch::Tensor tensor;
+    if (!archive_.try_read(key, tensor, /*is_buffer=*/true)) throw entry_error(key, "a tensor");
+    return tensor;
+  }
+
+  /// The nested archive `key` (an OutputArchive written into the checkpoint) into `into`.
+  void read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
+    if (!archive_.try_read(key, into)) throw entry_error(key, "an archive");
+  }
+
+  /// The nested archive `key` into `into` if the checkpoint has one: false (and `into` untouched) when the
+  /// entry is missing or is not an archive, as InputArchive::try_read. For optional entries; never throws
+  /// CheckpointError.
+  bool try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
+    return archive_.try_read(key, into);
+  }
+
+  /// The archive read from.
+  torch::serialize::InputArchive& archive() const noexcept { return archive_; }
+  /// The file name shown in errors.
+  const std::string& shown() const noexcept { return shown_; }
+
+ private:
+  c10::IValue read_value(const std::string& key, bool (c10::IValue::*has_type)() const, const char* type) const {
+    c10::IValue value;
+    if (!archive_.try_read(key, value) || !(value.*has_type)()) throw entry_error(key, type);
+    return value;
+  }
+
+  CheckpointError entry_error(const std::string& key, const char* type) const {
+    return CheckpointError("volt: " + shown_ + " is not a volt checkpoint or is corrupted: entry '" + key +
+                           "' is missing or not " + type);
+  }
+
+  torch::serialize::InputArchive& archive_;
+  std::string shown_;
+};
+
+}  // namespace detail
+
+/// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
+/// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
+/// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
+inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                    torch::Device device = torch::kCPU);
+
+namespace detail {
+
+/// load_checkpoint_weights on the bytes of the file `shown` (loaded into `archive`, which the caller may read
+/// further). Throws CheckpointError only.
+inline void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                                      const std::string& shown) {
+  const CheckpointReader reader(archive, shown);
+  reader.read_int("volt/format");
+  torch::serialize::InputArchive model_archive;
+  if (!reader.try_read_archive("model", model_archive)) {
+    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: it has no model");
+  }
+  check_model_matches(model_archive, module, shown);
+  try {
+    module.load(model_archive);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + shown + " cannot be loaded: " + cause.what());
+  }
+}
+
+}  // namespace detail
+
+inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                    torch::Device device) {
+  torch::serialize::InputArchive archive;
+  detail::load_archive(archive, path, device);
+  detail::load_weights_from_archive(module, archive, path.string());
+}
+
+namespace testing {
+
+/// Makes every checkpoint write in this process fail once `after_bytes` bytes of the file are written, with
+/// the system error `error` (default ENOSPC, "No space left on device"), while alive. For tests of the
+/// disk-full path; not thread-safe against concurrent instances.
+class ScopedCheckpointWriteFault {
+ public:
+  /// Installs the fault; the destructor restores the previous setting (so instances nest).
+  explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
+      : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
+        previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
+  ~ScopedCheckpointWriteFault() {
+    detail::checkpoint_write_fault_after_bytes = previous_after_;
+    detail::checkpoint_write_fault_errno = previous_errno_;
+  }
+  ScopedCheckpointWriteFault(const ScopedCheckpointWriteFault&) = delete;
+  ScopedCheckpointWriteFault& operator=(const ScopedCheckpointWriteFault&) = delete;
+
+ private:
+  std::int64_t previous_after_;
+  int previous_errno_;
+};
+
+}  // namespace testing
+}  // namespace volt
+// ---- end volt/serialization/checkpoint_io.hpp
+// ---- begin volt/serialization/module_archive.hpp
+/// \file
+/// Writing a module into a LibTorch archive with every tensor contiguous (what a checkpoint of a
+/// channels-last run holds).
+
+#include <torch/torch.h>
+
+namespace volt::detail {
+
+/// Writes `module` into `archive` with the entries and nesting torch::nn::Module::save writes (its own
+/// parameters, then its buffers, then one archive per serializable child), each tensor in contiguous strides,
+/// so that a model trained in channels-last is saved in the layout users expect and loads the same way.
+inline void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive) {
+  torch::NoGradGuard no_grad;
+  auto contiguous = [](const torch::Tensor& tensor) {
+    if (!tensor.defined() || tensor.is_contiguous()) return tensor;
+    auto copy = tensor.detach().contiguous();
+    copy.set_requires_grad(tensor.requires_grad());
+    return copy;
+  };
+  for (const auto& parameter : module.named_parameters(/*recurse=*/false)) {
+    archive.write(parameter.key(), contiguous(parameter.value()));
+  }
+  for (const auto& buffer : module.named_buffers(/*recurse=*/false)) {
+    archive.write(buffer.key(), contiguous(buffer.value()), /*is_buffer=*/true);
+  }
+  for (const auto& child : module.named_children()) {
+    if (!child.value()->is_serializable()) continue;
+    torch::serialize::OutputArchive child_archive(archive.compilation_unit());
+    save_module_contiguous(*child.value(), child_archive);
+    archive.write(child.key(), child_archive);
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/serialization/module_archive.hpp
 // ---- end volt/serialization.hpp
 // ---- begin volt/trainer.hpp
 /// \file

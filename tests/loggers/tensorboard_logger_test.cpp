@@ -2,10 +2,14 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
+#include <map>
 #include <optional>
+#include <set>
 
 // TensorBoardLogger: the event file is decoded back here with an independent reader (bitwise CRC-32C,
 // a minimal protobuf parser) and checked record by record.
@@ -123,6 +127,8 @@ struct DecodedFile {
   std::string file_version;
   std::vector<Scalar> scalars;
   std::vector<std::string> session_start_infos;  // HParamsPluginData bytes
+  std::vector<std::string> plugin_tags;          // "<plugin>:<tag>" of every value with plugin metadata
+  std::vector<Scalar> histograms;                // step and tag of every histogram value
   std::vector<double> wall_times;
 };
 
@@ -149,10 +155,10 @@ DecodedFile decode(const std::filesystem::path& path) {
         }
         if (const auto metadata = field(value, 9)) {
           const auto plugin = parse_proto(field(parse_proto(metadata->bytes), 1)->bytes);
-          CHECK(field(plugin, 1)->bytes == "hparams");
-          CHECK(tag->bytes == "_hparams_/session_start_info");
-          decoded.session_start_infos.push_back(field(plugin, 2)->bytes);
+          decoded.plugin_tags.push_back(field(plugin, 1)->bytes + ":" + tag->bytes);
+          if (tag->bytes == "_hparams_/session_start_info") decoded.session_start_infos.push_back(field(plugin, 2)->bytes);
         }
+        if (field(value, 5)) decoded.histograms.push_back({step_value, tag->bytes, 0.0F});
       }
     }
   }
@@ -277,4 +283,113 @@ TEST_CASE("TensorBoardLogger names the file it cannot create") {
   }
   volt::TensorBoardLogger logger({.save_dir = dir.path / "not_a_folder"});
   VOLT_CHECK_THROWS_CONTAINS(logger.log_metrics({{"a", 1.0}}, 0), std::runtime_error, "not_a_folder");
+}
+
+TEST_CASE("encode_png: signature, IHDR, stored deflate blocks holding the rows, CRC-32 and Adler-32") {
+  // 2 rows x 3 columns, RGB, uint8: pixel (y, x, c) = 100 y + 10 x + c.
+  const auto image = (torch::arange(2).view({1, 2, 1}) * 100 + torch::arange(3).view({1, 1, 3}) * 10 +
+                      torch::arange(3).view({3, 1, 1})).to(torch::kByte);
+  const std::string png = volt::encode_png(image);
+  REQUIRE(png.size() > 8 + 25 + 12 + 12);
+  CHECK(png.substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8));
+  const auto u32 = [&](std::size_t at) {
+    std::uint32_t value = 0;
+    for (int i = 0; i < 4; ++i) value = value << 8 | static_cast<unsigned char>(png[at + static_cast<std::size_t>(i)]);
+    return value;
+  };
+  CHECK(u32(8) == 13);
+  CHECK(png.substr(12, 4) == "IHDR");
+  CHECK(u32(16) == 3);  // width
+  CHECK(u32(20) == 2);  // height
+  CHECK(png.substr(24, 5) == std::string("\x08\x02\x00\x00\x00", 5));  // 8 bits, RGB, deflate, no filter, no interlace
+  CHECK(u32(29) == volt::detail::png::crc32(png.substr(12, 17)));
+  const std::size_t idat = 33;
+  CHECK(png.substr(idat + 4, 4) == "IDAT");
+  const std::string zlib = png.substr(idat + 8, u32(idat));
+  // zlib header, one final stored block of 2 x (1 + 9) bytes, the rows with filter byte 0, Adler-32.
+  CHECK(zlib.substr(0, 2) == "\x78\x01");
+  CHECK(zlib.substr(2, 5) == std::string("\x01\x14\x00\xeb\xff", 5));
+  std::string expected;
+  for (int y = 0; y < 2; ++y) {
+    expected += '\0';
+    for (int x = 0; x < 3; ++x) {
+      for (int c = 0; c < 3; ++c) expected += static_cast<char>(100 * y + 10 * x + c);
+    }
+  }
+  CHECK(zlib.substr(7, 20) == expected);
+  std::uint32_t a = 1, b = 0;
+  for (const char byte : expected) a = (a + static_cast<unsigned char>(byte)) % 65521, b = (b + a) % 65521;
+  CHECK(u32(idat + 8 + 27) == (b << 16 | a));
+  CHECK(png.substr(png.size() - 12) == std::string("\x00\x00\x00\x00IEND\xae\x42\x60\x82", 12));
+  // Floats are scaled by 255 and clipped; other shapes and dtypes are refused.
+  const auto scaled = volt::image_to_hwc_uint8(torch::tensor({{-1.0F, 0.5F, 2.0F}}));
+  CHECK(scaled.sizes() == c10::IntArrayRef{1, 3, 1});
+  CHECK(scaled[0][0][0].item<int>() == 0);
+  CHECK(scaled[0][1][0].item<int>() == 127);
+  CHECK(scaled[0][2][0].item<int>() == 255);
+  CHECK_THROWS_WITH_AS(volt::encode_png(torch::zeros({2, 3, 3})), doctest::Contains("1, 3 or 4 channels"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(volt::encode_png(torch::zeros({3, 3}, torch::kInt)), doctest::Contains("or uint8, got Int"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("make_image_grid lays out a batch as torchvision's make_grid") {
+  const auto batch = torch::arange(5 * 16, torch::kFloat).reshape({5, 1, 4, 4});
+  const auto grid = volt::make_image_grid(batch, {.nrow = 2, .padding = 2, .pad_value = -1.0});
+  CHECK(grid.sizes() == c10::IntArrayRef{3, 3 * 6 + 2, 2 * 6 + 2});
+  CHECK(torch::equal(grid.narrow(1, 2, 4).narrow(2, 8, 4), batch[1].expand({3, 4, 4})));  // row 0, column 1
+  CHECK(torch::equal(grid.narrow(1, 14, 4).narrow(2, 2, 4), batch[4].expand({3, 4, 4})));  // row 2, column 0
+  CHECK(grid[0][0][0].item<float>() == -1.0F);
+  CHECK(grid[0][15][10].item<float>() == -1.0F);  // the empty sixth cell
+  CHECK(torch::equal(volt::make_image_grid(batch.narrow(0, 0, 1)), batch[0].expand({3, 4, 4})));
+  CHECK_THROWS_AS(volt::make_image_grid(batch, {.nrow = 0}), std::invalid_argument);
+}
+
+TEST_CASE("TensorBoardLogger writes images, histograms, text and the hparams experiment with its metrics") {
+  volt_test::TempDir dir;
+  volt::TensorBoardLogger logger({.save_dir = dir.path, .version = 0, .prefix = "p"});
+  logger.log_hyperparams({{"lr", "0.1"}}, {{"val_acc", 0.5}});
+  logger.log_image("img", torch::rand({3, 4, 4}), 1);
+  logger.log_images("grid", torch::rand({4, 1, 2, 2}), 2);
+  logger.log_histogram("h", torch::tensor({1.0, std::numeric_limits<double>::infinity(), 2.0}), 3, 4);
+  logger.log_text("t", "hello", 4);
+  logger.save();
+  const auto decoded = decode(logger.event_file());
+  CHECK(decoded.plugin_tags == std::vector<std::string>{"hparams:_hparams_/experiment", "hparams:_hparams_/session_start_info",
+                                                        "hparams:_hparams_/session_end_info", "text:p-t/text_summary"});
+  REQUIRE(decoded.scalars.size() == 1);
+  CHECK(decoded.scalars[0].tag == "p-val_acc");
+  REQUIRE(decoded.histograms.size() == 1);
+  CHECK(decoded.histograms[0].tag == "p-h");
+  CHECK(decoded.histograms[0].step == 3);
+  CHECK_THROWS_WITH_AS(logger.log_histogram("nan", torch::full({2}, std::nan("")), 5),
+                       doctest::Contains("\"nan\" has no finite value"), std::invalid_argument);
+}
+
+TEST_CASE("HistogramMonitor logs parameters and gradients every n steps to the TensorBoardLogger") {
+  volt_test::TempDir dir;
+  auto model = std::make_shared<volt_test::Classifier>();
+  auto options = volt_test::quiet_options(dir);
+  options.logger = true;
+  options.max_epochs = 2;
+  volt::Trainer<volt::CPU> trainer(options, volt::TensorBoardLogger({.save_dir = dir.path}),
+                                   volt::HistogramMonitor({.every_n_steps = 3, .bins = 8}));
+  trainer.fit(model, volt_test::make_classification_batches(4, 8));  // 8 steps: logged before steps 0, 3, 6
+  const auto decoded = decode(event_files(dir.path / "lightning_logs" / "version_0")[0]);
+  const auto parameters = model->named_parameters();
+  std::map<std::int64_t, int> per_step;
+  std::set<std::string> tags;
+  for (const auto& histogram : decoded.histograms) {
+    ++per_step[histogram.step];
+    tags.insert(histogram.tag);
+  }
+  const int per_log = 2 * static_cast<int>(parameters.size());
+  CHECK(per_step == std::map<std::int64_t, int>{{0, per_log}, {3, per_log}, {6, per_log}});
+  CHECK(tags.count("parameters/" + parameters.keys()[0]) == 1);
+  CHECK(tags.count("gradients/" + parameters.keys()[0]) == 1);
+
+  volt::Trainer<volt::CPU> without_tensorboard(volt_test::quiet_options(dir), volt::HistogramMonitor());
+  CHECK_THROWS_WITH_AS(without_tensorboard.fit(model, volt_test::make_classification_batches(1, 8)),
+                       doctest::Contains("has no TensorBoardLogger"), volt::MisconfigurationError);
+  CHECK_THROWS_AS(volt::HistogramMonitor({.every_n_steps = 0}), volt::MisconfigurationError);
 }

@@ -12,8 +12,10 @@ import argparse
 import math
 import os
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 
 try:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -27,6 +29,26 @@ def expect(condition, message):
     if not condition:
         sys.exit("FAIL: " + message)
     print("ok:", message)
+
+
+def decode_png(data):
+    """(width, height, channels, rows of bytes) of a PNG without interlacing whose rows use filter None."""
+    expect(data[:8] == b"\x89PNG\r\n\x1a\n", "PNG signature")
+    at, chunks = 8, {}
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at:at + 4])
+        kind, body = data[at + 4:at + 8], data[at + 8:at + 8 + length]
+        (crc,) = struct.unpack(">I", data[at + 8 + length:at + 12 + length])
+        expect(zlib.crc32(kind + body) == crc, f"PNG chunk {kind.decode()} CRC-32")
+        chunks[kind] = chunks.get(kind, b"") + body
+        at += 12 + length
+    width, height, depth, color = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    channels = {0: 1, 2: 3, 6: 4}[color]
+    raw = zlib.decompress(chunks[b"IDAT"])
+    stride = width * channels + 1
+    expect(depth == 8 and len(raw) == height * stride and all(raw[y * stride] == 0 for y in range(height)),
+           "PNG pixels: 8 bits, one row after another with filter None")
+    return width, height, channels, [raw[y * stride + 1:(y + 1) * stride] for y in range(height)]
 
 
 def main():
@@ -46,7 +68,7 @@ def main():
     expect(name[:3] == ["events", "out", "tfevents"] and len(name[3]) == 10 and name[-1].isdigit()
            and name[-2] == str(int(name[-2])), "file name events.out.tfevents.<time>.<host>.<pid>.<n>")
 
-    accumulator = EventAccumulator(log_dir, size_guidance={"scalars": 0})
+    accumulator = EventAccumulator(log_dir, size_guidance={"scalars": 0, "images": 0, "histograms": 0, "tensors": 0})
     accumulator.Reload()
     tags = accumulator.Tags()
     expect(set(tags["scalars"]) == {"hp_metric", "train_loss", "val_acc"}, f"scalar tags {tags['scalars']}")
@@ -71,6 +93,51 @@ def main():
     expect(hparams["optimizer"].string_value == "adam", "hparam optimizer = 'adam' (string)")
     expect(hparams["shuffle"].bool_value is True, "hparam shuffle = true (bool)")
     expect(os.path.exists(os.path.join(log_dir, "hparams.yaml")), "hparams.yaml beside the event file")
+    # The HPARAMS tab: the experiment names the hyperparameters and the metric columns, the session ended.
+    expect({"_hparams_/experiment", "_hparams_/session_end_info"} <= set(content), "experiment and session_end_info")
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    expect(sorted(info.name for info in experiment.hparam_infos) == ["layers", "lr", "optimizer", "shuffle"],
+           "experiment hparam_infos")
+    types = {info.name: info.type for info in experiment.hparam_infos}
+    expect(types == {"layers": 3, "lr": 3, "optimizer": 1, "shuffle": 2}, f"hparam types (float64, string, bool): {types}")
+    expect([info.name.tag for info in experiment.metric_infos] == ["hp_metric"], "experiment metric_infos: hp_metric")
+    end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"]).session_end_info
+    expect(end.status == 1, "session_end_info status STATUS_SUCCESS")
+
+    # Images: the PNG TensorBoard serves holds the logged pixels.
+    expect(set(tags["images"]) == {"sample", "batch"}, f"image tags {tags['images']}")
+    (sample,) = accumulator.Images("sample")
+    width, height, channels, rows = decode_png(sample.encoded_image_string)
+    expect((sample.step, sample.width, sample.height, width, height, channels) == (2, 5, 4, 5, 4, 3),
+           "image 'sample' at step 2, 5 x 4 RGB")
+    expect(all(rows[y][x * 3 + c] == 20 * c + 5 * y + x for y in range(4) for x in range(5) for c in range(3)),
+           "image 'sample' pixels 20 c + 5 y + x")
+    (batch,) = accumulator.Images("batch")
+    width, height, channels, rows = decode_png(batch.encoded_image_string)
+    expect((batch.step, width, height, channels) == (4, 7, 7, 3), "grid 'batch' at step 4: 2 x 2 cells of 2 x 2, padding 1")
+    for k, (gy, gx) in enumerate([(0, 0), (0, 1), (1, 0)]):
+        for y in range(2):
+            for x in range(2):
+                expected = int((k / 4 + 0.1 * (2 * y + x)) * 255)
+                pixel = rows[1 + gy * 3 + y][(1 + gx * 3 + x) * 3:(2 + gx * 3 + x) * 3]
+                expect(abs(pixel[0] - expected) <= 1 and pixel[0] == pixel[1] == pixel[2],
+                       f"grid cell {k} pixel ({y}, {x}) = {pixel[0]} (gray {expected})")
+    expect(rows[0] == bytes(21) and rows[4][(1 + 3 + 0) * 3] == 0, "grid padding and the empty fourth cell are 0")
+
+    # Histograms.
+    (histogram,) = accumulator.Histograms("weights")
+    h = histogram.histogram_value
+    expect(histogram.step == 3 and h.min == 0.0 and math.isclose(h.max, 9.9) and h.num == 100,
+           "histogram 'weights' at step 3: min 0, max 9.9, 100 values")
+    expect(math.isclose(h.sum, 495.0) and math.isclose(h.sum_squares, sum((i / 10) ** 2 for i in range(100))),
+           "histogram sum and sum of squares")
+    expect(len(h.bucket) == 10 and sum(h.bucket) == 100 and math.isclose(h.bucket_limit[-1], 9.9),
+           f"histogram 10 buckets holding 100 values: {list(h.bucket)}")
+
+    # Text.
+    (text,) = accumulator.Tensors("notes/text_summary")
+    expect(text.step == 1 and text.tensor_proto.string_val[0].decode() == "**bold** and plain", "text 'notes' at step 1")
+    expect("notes/text_summary" in accumulator.PluginTagToContent("text"), "text plugin metadata")
     print("check_tensorboard: all checks passed")
 
 

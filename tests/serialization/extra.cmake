@@ -11,3 +11,16 @@ if(VOLT_PYTHON)
                    --tool $<TARGET_FILE:volt_weights_tool> --workdir ${CMAKE_CURRENT_BINARY_DIR}/serialization_python)
   set_tests_properties(volt.serialization.python PROPERTIES LABELS python TIMEOUT 300)
 endif()
+
+# safetensors files exchanged with Python's safetensors package (tests/python/check_safetensors.py); the test
+# reports a skip when VOLT_PYTHON lacks the package.
+add_executable(volt_safetensors_tool EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/interop/safetensors_tool.cpp)
+target_link_libraries(volt_safetensors_tool PRIVATE ${VOLT_TEST_TARGET})
+target_compile_options(volt_safetensors_tool PRIVATE ${VOLT_WARNINGS})
+if(VOLT_PYTHON)
+  set_target_properties(volt_safetensors_tool PROPERTIES EXCLUDE_FROM_ALL OFF)
+  add_test(NAME volt.serialization.safetensors_python
+           COMMAND ${VOLT_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/check_safetensors.py
+                   --tool $<TARGET_FILE:volt_safetensors_tool> --workdir ${CMAKE_CURRENT_BINARY_DIR}/safetensors_python)
+  set_tests_properties(volt.serialization.safetensors_python PROPERTIES LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()

@@ -6,12 +6,14 @@
 #include <volt/callbacks/detail/checkpoint_resume.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
+#include <volt/serialization/safetensors.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <iomanip>
 #include <limits>
 #include <map>
 #include <optional>
@@ -54,6 +56,10 @@ struct ModelCheckpointOptions {
   std::optional<bool> save_on_train_epoch_end{};
   /// Add `-v1`, `-v2`... instead of overwriting an existing file of the same name.
   bool enable_version_counter = true;
+  /// Also write the model's weights to `<dirpath>/best.safetensors` whenever the best checkpoint changes (rank
+  /// zero; metadata "format" "pt", "checkpoint", "epoch", "step", and "monitor", "score" with a monitor). A
+  /// failed export is a warning; training goes on. Not in Lightning.
+  bool export_safetensors = false;
 };
 
 /// Callback: saves checkpoints while fitting, every N steps or epochs, keeps the best `save_top_k` by the
@@ -68,6 +74,8 @@ class ModelCheckpoint {
   static constexpr const char* file_extension = ".ckpt";
   /// File name (without extension) of the last checkpoint, when save_last is on.
   static constexpr const char* name_last = "last";
+  /// File name of the best weights, when export_safetensors is on.
+  static constexpr const char* name_best_safetensors = "best.safetensors";
 
   /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
   /// interval, both intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
@@ -286,6 +294,31 @@ class ModelCheckpoint {
 
   template <class State>
   void save_topk(State& state) {
+    const auto best_before = best_model_path_;
+    save_topk_files(state);
+    if (options_.export_safetensors && best_model_path_ != best_before) export_best_weights(state);
+  }
+
+  template <class State>
+  void export_best_weights(State& state) const {  // the model was just saved as the new best checkpoint
+    if (!state.is_global_zero || state.model == nullptr || best_model_path_.empty()) return;
+    SafetensorsMetadata metadata{{"format", "pt"}, {"checkpoint", best_model_path_.filename().string()},
+                                 {"epoch", std::to_string(state.current_epoch)}, {"step", std::to_string(state.global_step)}};
+    if (!options_.monitor.empty() && best_model_score_) {
+      std::ostringstream score;
+      score << std::setprecision(17) << *best_model_score_;
+      metadata["monitor"] = options_.monitor;
+      metadata["score"] = score.str();
+    }
+    try {
+      save_safetensors(*state.model, dirpath_ / name_best_safetensors, metadata);
+    } catch (const std::exception& error) {
+      log::warn_rank_zero(std::string(error.what()) + "; training continues (ModelCheckpoint export_safetensors).");
+    }
+  }
+
+  template <class State>
+  void save_topk_files(State& state) {
     if (options_.save_top_k == 0) return;
     auto metrics = monitor_candidates(state);
     if (options_.monitor.empty()) {

@@ -20,6 +20,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #if __has_include(<torch/mps.h>)
 #include <torch/mps.h>
@@ -313,6 +315,40 @@ inline void mps_empty_cache() {
 
 /// True where LibTorch has ReduceLROnPlateauScheduler (LibTorch 2.0 and later).
 inline constexpr bool has_reduce_lr_on_plateau = VOLT_TORCH_VERSION >= 20000;
+
+// ---------------------------------------------------------------------------------------------------
+// Tensor dtypes: the float8 types came in LibTorch 2.1 (e5m2, e4m3fn) and 2.2 (the fnuz pair), the unsigned
+// 16/32/64-bit integers in 2.3, float8_e8m0fnu in 2.7, float4_e2m1fn_x2 in 2.8.
+
+/// The ScalarType named `name` (c10's spelling: "Float", "BFloat16", "Float8_e4m3fn", "UInt16", ...), or
+/// nullopt where this LibTorch has no such type. Covers the types file formats exchange (volt/serialization).
+inline std::optional<c10::ScalarType> scalar_type_named(std::string_view name) {
+  using S = c10::ScalarType;
+  static const std::pair<std::string_view, S> known[] = {
+      {"Bool", S::Bool},     {"Byte", S::Byte},         {"Char", S::Char},     {"Short", S::Short},
+      {"Int", S::Int},       {"Long", S::Long},         {"Half", S::Half},     {"BFloat16", S::BFloat16},
+      {"Float", S::Float},   {"Double", S::Double},     {"ComplexFloat", S::ComplexFloat},
+#if VOLT_TORCH_VERSION >= 20100
+      {"Float8_e5m2", S::Float8_e5m2},                  {"Float8_e4m3fn", S::Float8_e4m3fn},
+#endif
+#if VOLT_TORCH_VERSION >= 20200
+      {"Float8_e5m2fnuz", S::Float8_e5m2fnuz},          {"Float8_e4m3fnuz", S::Float8_e4m3fnuz},
+#endif
+#if VOLT_TORCH_VERSION >= 20300
+      {"UInt16", S::UInt16}, {"UInt32", S::UInt32},     {"UInt64", S::UInt64},
+#endif
+#if VOLT_TORCH_VERSION >= 20700
+      {"Float8_e8m0fnu", S::Float8_e8m0fnu},
+#endif
+#if VOLT_TORCH_VERSION >= 20800
+      {"Float4_e2m1fn_x2", S::Float4_e2m1fn_x2},
+#endif
+  };
+  for (const auto& [known_name, type] : known) {
+    if (known_name == name) return type;
+  }
+  return std::nullopt;
+}
 
 }  // namespace volt::compat
 

@@ -1,6 +1,7 @@
 /// \file
-/// Durable file writes: write a file and flush it to disk, flush a folder's entries to disk. The one place
-/// with the platform code for it (POSIX open/write/fsync; on Windows a plain stream write without flushes).
+/// Durable file writes: write a file (from one buffer or several pieces) and flush it to disk, flush a
+/// folder's entries to disk. The one place with the platform code for it (POSIX open/write/fsync; on Windows a
+/// plain stream write without flushes).
 /// Checkpoints (volt/serialization/checkpoint_io.hpp) and weights files (volt/serialization/weights.hpp)
 /// write a temporary file with these, then rename it over the target.
 #pragma once
@@ -15,6 +16,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -94,9 +96,12 @@ inline int read_file_bytes(const std::filesystem::path& path, std::string& out) 
   return 0;
 }
 
-/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
-/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
-inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+/// Writes the concatenation of `pieces` to a new file at `path` (created or truncated, mode 0644) and flushes
+/// it to disk; a file too large to assemble in memory is written piece by piece. Returns std::nullopt on
+/// success, else what failed (FileWriteFailure::written counts bytes over all pieces); the caller removes the
+/// partial file. Never throws.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path,
+                                                          const std::vector<std::string_view>& pieces,
                                                           FileWriteFault fault = {}) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return FileWriteFailure{FileWriteStage::create, errno, 0};
@@ -105,22 +110,34 @@ inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem:
     return FileWriteFailure{stage, error, written};
   };
   std::size_t written = 0;
-  while (written < bytes.size()) {
-    std::size_t chunk = std::min<std::size_t>(bytes.size() - written, std::size_t{1} << 20);
-    if (fault.after_bytes >= 0) {
-      if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
-      chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
+  for (const std::string_view bytes : pieces) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      std::size_t chunk = std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 20);
+      if (fault.after_bytes >= 0) {
+        if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
+        chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
+      }
+      const ::ssize_t result = ::write(fd, bytes.data() + done, chunk);
+      if (result < 0) {
+        if (errno == EINTR) continue;
+        return fail(FileWriteStage::write, errno, written);
+      }
+      done += static_cast<std::size_t>(result);
+      written += static_cast<std::size_t>(result);
     }
-    const ::ssize_t result = ::write(fd, bytes.data() + written, chunk);
-    if (result < 0) {
-      if (errno == EINTR) continue;
-      return fail(FileWriteStage::write, errno, written);
-    }
-    written += static_cast<std::size_t>(result);
   }
   if (::fsync(fd) != 0) return fail(FileWriteStage::flush, errno, written);
   if (::close(fd) != 0) return FileWriteFailure{FileWriteStage::close, errno, written};
   return std::nullopt;
+}
+
+/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
+/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+                                                          FileWriteFault fault = {}) {
+  const std::string_view piece(bytes);
+  return write_file_durably(path, std::vector<std::string_view>{piece}, fault);
 }
 
 /// Flushes the file at `path` (already written and closed) to disk. Best effort: a file that cannot be
@@ -143,24 +160,26 @@ inline void fsync_folder(const std::filesystem::path& folder) {
 
 #else
 
-/// Reads the whole file at `path` into `out`; returns 0, or EIO when the stream failed.
-inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return errno != 0 ? errno : EIO;
-  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return in.bad() ? EIO : 0;
+/// Writes the concatenation of `pieces` to a new file at `path` with a stream (no flush to disk on this
+/// platform). Returns std::nullopt on success, else FileWriteStage::stream; the caller removes the partial
+/// file. The fault is not honoured here.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path,
+                                                          const std::vector<std::string_view>& pieces,
+                                                          FileWriteFault /*fault*/ = {}) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (const std::string_view bytes : pieces) out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
+  return std::nullopt;
 }
 
 /// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
 /// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is
 /// not honoured here.
 inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
-                                                          FileWriteFault /*fault*/ = {}) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
-  return std::nullopt;
+                                                          FileWriteFault fault = {}) {
+  const std::string_view piece(bytes);
+  return write_file_durably(path, std::vector<std::string_view>{piece}, fault);
 }
 
 /// Does nothing on this platform.
@@ -168,6 +187,14 @@ inline void fsync_file(const std::filesystem::path& /*path*/) {}
 
 /// Does nothing on this platform.
 inline void fsync_folder(const std::filesystem::path& /*folder*/) {}
+
+/// Reads the whole file at `path` into `out`; returns 0, or EIO when the stream failed.
+inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return errno != 0 ? errno : EIO;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return in.bad() ? EIO : 0;
+}
 
 #endif
 

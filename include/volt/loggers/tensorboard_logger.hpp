@@ -5,13 +5,18 @@
 /// hparams.yaml beside it.
 ///
 /// The files are TFRecord streams (length, masked CRC32C of the length, payload, masked CRC32C of the payload)
-/// of `tensorflow.Event` protocol buffers, encoded here by hand so that volt needs no protobuf library:
-/// a file_version event first ("brain.Event:2"), then one event per log_metrics call with a `simple_value`
-/// per metric (what torch.utils.tensorboard's add_scalar writes), and for log_hyperparams the hparams
-/// plugin's session_start_info summary (what torch.utils.tensorboard.summary.hparams writes).
+/// of `tensorflow.Event` protocol buffers, encoded by hand (volt/loggers/detail/tensorboard_encoding.hpp) so
+/// that volt needs no protobuf library: a file_version event first ("brain.Event:2"), then one event per
+/// log_metrics call with a `simple_value` per metric (what torch.utils.tensorboard's add_scalar writes), and
+/// what add_image, add_histogram, add_text and the hparams summaries write for log_image / log_images,
+/// log_histogram, log_text and log_hyperparams (Lightning users reach these through `logger.experiment`).
 #pragma once
 
+#include <volt/loggers/detail/tensorboard_encoding.hpp>
+#include <volt/loggers/images.hpp>
 #include <volt/loggers/logger.hpp>
+
+#include <torch/torch.h>
 
 #include <array>
 #include <cerrno>
@@ -35,185 +40,6 @@
 
 namespace volt {
 
-namespace detail::tensorboard {
-
-/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord uses.
-inline std::uint32_t crc32c(std::string_view bytes) {
-  static const std::array<std::uint32_t, 256> table = [] {
-    std::array<std::uint32_t, 256> result{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t crc = i;
-      for (int bit = 0; bit < 8; ++bit) crc = (crc & 1U) != 0 ? (crc >> 1) ^ 0x82F63B78U : crc >> 1;
-      result[i] = crc;
-    }
-    return result;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFU;
-  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFU;
-}
-
-/// TFRecord's masked CRC: rotate right by 15 bits and add a constant.
-inline std::uint32_t masked_crc32c(std::string_view bytes) {
-  const std::uint32_t crc = crc32c(bytes);
-  return ((crc >> 15) | (crc << 17)) + 0xA282EAD8U;
-}
-
-inline void append_little_endian(std::string& out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFU));
-}
-
-/// One TFRecord: length (u64 LE), masked CRC of the length bytes, payload, masked CRC of the payload.
-inline std::string tfrecord(std::string_view payload) {
-  std::string length;
-  append_little_endian(length, payload.size(), 8);
-  std::string record = length;
-  append_little_endian(record, masked_crc32c(length), 4);
-  record.append(payload);
-  append_little_endian(record, masked_crc32c(payload), 4);
-  return record;
-}
-
-/// Protocol-buffer wire format writer (varint, 64-bit, length-delimited and 32-bit fields).
-class ProtoWriter {
- public:
-  void varint_field(int field, std::uint64_t value) {
-    key(field, 0);
-    varint(value);
-  }
-  void double_field(int field, double value) {
-    key(field, 1);
-    std::uint64_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    append_little_endian(bytes_, bits, 8);
-  }
-  void float_field(int field, float value) {
-    key(field, 5);
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    append_little_endian(bytes_, bits, 4);
-  }
-  void bytes_field(int field, std::string_view value) {
-    key(field, 2);
-    varint(value.size());
-    bytes_.append(value);
-  }
-  const std::string& bytes() const { return bytes_; }
-
- private:
-  void key(int field, int wire_type) { varint((static_cast<std::uint64_t>(field) << 3) | static_cast<std::uint64_t>(wire_type)); }
-  void varint(std::uint64_t value) {
-    while (value >= 0x80U) {
-      bytes_.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-      value >>= 7;
-    }
-    bytes_.push_back(static_cast<char>(value));
-  }
-  std::string bytes_;
-};
-
-// Field numbers of tensorflow/core/util/event.proto, tensorflow/core/framework/summary.proto,
-// tensorboard/plugins/hparams/plugin_data.proto and google/protobuf/struct.proto.
-inline constexpr int event_wall_time = 1, event_step = 2, event_file_version = 3, event_summary = 5;
-inline constexpr int summary_value = 1;
-inline constexpr int value_tag = 1, value_simple_value = 2, value_metadata = 9;
-inline constexpr int metadata_plugin_data = 1;
-inline constexpr int plugin_name = 1, plugin_content = 2;
-inline constexpr int hparams_version = 1, hparams_session_start_info = 3;
-inline constexpr int session_hparams = 1, session_group_name = 4, session_start_time_secs = 5;
-inline constexpr int map_key = 1, map_value = 2;
-inline constexpr int struct_number_value = 2, struct_string_value = 3, struct_bool_value = 4;
-
-/// An Event: wall time, step, then the already serialized fields of `body_fields`.
-inline std::string event(double wall_time, std::int64_t step, const ProtoWriter& body_fields) {
-  ProtoWriter event;
-  event.double_field(event_wall_time, wall_time);
-  event.varint_field(event_step, static_cast<std::uint64_t>(step));
-  return event.bytes() + body_fields.bytes();
-}
-
-inline std::string scalar_value(std::string_view tag, double value) {
-  ProtoWriter entry;
-  entry.bytes_field(value_tag, tag);
-  entry.float_field(value_simple_value, static_cast<float>(value));
-  return entry.bytes();
-}
-
-/// A google.protobuf.Value for a hyperparameter: a number when the whole text parses as a finite number,
-/// a bool for "true"/"false"/"True"/"False", else a string (what torch's hparams() does for Python values).
-inline std::string hparam_value(const std::string& text) {
-  ProtoWriter value;
-  if (text == "true" || text == "True" || text == "false" || text == "False") {
-    value.varint_field(struct_bool_value, text == "true" || text == "True" ? 1 : 0);
-    return value.bytes();
-  }
-  try {
-    std::size_t used = 0;
-    const double number = std::stod(text, &used);
-    if (used == text.size() && number == number && number - number == 0.0) {
-      value.double_field(struct_number_value, number);
-      return value.bytes();
-    }
-  } catch (const std::exception&) {
-    // not a number
-  }
-  value.bytes_field(struct_string_value, text);
-  return value.bytes();
-}
-
-/// The hparams plugin's Summary.Value "_hparams_/session_start_info" (metadata only, as torch writes it).
-inline std::string session_start_info_value(const std::map<std::string, std::string>& params, double start_time) {
-  ProtoWriter session;
-  for (const auto& [key, text] : params) {
-    ProtoWriter entry;
-    entry.bytes_field(map_key, key);
-    entry.bytes_field(map_value, hparam_value(text));
-    session.bytes_field(session_hparams, entry.bytes());
-  }
-  session.bytes_field(session_group_name, "");
-  session.double_field(session_start_time_secs, start_time);
-  ProtoWriter plugin_data;
-  plugin_data.varint_field(hparams_version, 0);
-  plugin_data.bytes_field(hparams_session_start_info, session.bytes());
-  ProtoWriter plugin;
-  plugin.bytes_field(plugin_name, "hparams");
-  plugin.bytes_field(plugin_content, plugin_data.bytes());
-  ProtoWriter metadata;
-  metadata.bytes_field(metadata_plugin_data, plugin.bytes());
-  ProtoWriter value;
-  value.bytes_field(value_tag, "_hparams_/session_start_info");
-  value.bytes_field(value_metadata, metadata.bytes());
-  return value.bytes();
-}
-
-inline double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-inline std::string host_name() {
-#if !defined(_WIN32)
-  std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) == 0) return std::string(name.data());
-#endif
-  return "localhost";
-}
-
-inline long process_id() {
-#if !defined(_WIN32)
-  return static_cast<long>(::getpid());
-#else
-  return 0;
-#endif
-}
-
-/// tensorboard's per-process counter of event files (the last part of the file name).
-inline int next_file_uid() {
-  static int uid = 0;
-  return uid++;
-}
-
-}  // namespace detail::tensorboard
-
 /// The options of volt::TensorBoardLogger (Lightning's TensorBoardLogger arguments).
 struct TensorBoardLoggerOptions {
   /// Parent folder; empty: the Trainer's default_root_dir (or the current directory).
@@ -229,7 +55,8 @@ struct TensorBoardLoggerOptions {
   std::string prefix{};
 };
 
-/// Writes logged metrics as TensorBoard scalars and the hyperparameters for TensorBoard's hparams tab.
+/// Writes logged metrics as TensorBoard scalars, the hyperparameters for TensorBoard's hparams tab, and images,
+/// histograms and text logged through its own methods.
 /// The event file is created on the first write (with tensorboard's name pattern) and flushed on save()
 /// and finalize(). Not thread-safe; the Trainer calls it on global rank zero only.
 /// Throws std::runtime_error naming the file when it cannot be created or written.
@@ -251,15 +78,26 @@ class TensorBoardLogger : public Logger {
     if (metrics.empty()) return;
     detail::tensorboard::ProtoWriter summary;
     for (const auto& [key, value] : metrics) {
-      const std::string tag = options_.prefix.empty() ? key : options_.prefix + "-" + key;
-      summary.bytes_field(detail::tensorboard::summary_value, detail::tensorboard::scalar_value(tag, value));
+      summary.bytes_field(detail::tensorboard::summary_value, detail::tensorboard::scalar_value(prefixed(key), value));
     }
     write_summary(step, summary);
   }
 
   /// Writes hparams.yaml, the hparams plugin's session_start_info summary and, with default_hp_metric,
-  /// "hp_metric" = -1 at step 0 (Lightning's TensorBoardLogger.log_hyperparams).
+  /// "hp_metric" = -1 at step 0 with the experiment and session_end_info summaries that make TensorBoard's
+  /// HPARAMS tab show it (Lightning's TensorBoardLogger.log_hyperparams).
   void log_hyperparams(const std::map<std::string, std::string>& params) override {
+    std::map<std::string, double> metrics;
+    if (options_.default_hp_metric) metrics["hp_metric"] = -1.0;
+    log_hyperparams(params, metrics);
+  }
+
+  /// log_hyperparams(params) with `metrics` as the HPARAMS tab's metric columns (Lightning's
+  /// log_hyperparams(params, metrics)): the metrics are logged at step 0, and the experiment summary names
+  /// them (with the prefix, as log_metrics writes them). Later log_metrics calls with the same names fill the
+  /// columns.
+  void log_hyperparams(const std::map<std::string, std::string>& params, const std::map<std::string, double>& metrics) {
+    namespace tb = detail::tensorboard;
     std::filesystem::create_directories(log_dir());
     const auto yaml = log_dir() / "hparams.yaml";
     {
@@ -268,11 +106,55 @@ class TensorBoardLogger : public Logger {
       if (params.empty()) out << "{}\n";
       detail::write_log_file_atomically(yaml, out.str());
     }
-    if (options_.default_hp_metric) log_metrics({{"hp_metric", -1.0}}, 0);
-    detail::tensorboard::ProtoWriter summary;
-    summary.bytes_field(detail::tensorboard::summary_value,
-                        detail::tensorboard::session_start_info_value(params, detail::tensorboard::now_seconds()));
-    write_summary(0, summary);
+    log_metrics(metrics, 0);
+    std::map<std::string, double> columns;  // the names log_metrics wrote (with the prefix)
+    for (const auto& [key, value] : metrics) columns[prefixed(key)] = value;
+    if (!metrics.empty()) write_value(0, tb::experiment_value(params, columns));
+    write_value(0, tb::session_start_info_value(params, tb::now_seconds()));
+    if (!metrics.empty()) write_value(0, tb::session_end_info_value());
+  }
+
+  /// One image at `step` (TensorBoard's IMAGES tab; torch's add_image): (C, H, W) with 1, 3 or 4 channels,
+  /// or (H, W); floating point in [0, 1] (scaled by 255, clipped) or uint8. PNG-encoded (volt::encode_png).
+  /// Throws std::invalid_argument for another shape or dtype.
+  void log_image(const std::string& tag, const torch::Tensor& image, std::int64_t step) {
+    const auto hwc = image_to_hwc_uint8(image);
+    write_value(step, detail::tensorboard::image_value(prefixed(tag), hwc.size(0), hwc.size(1),
+                                                       static_cast<int>(hwc.size(2)), encode_png(hwc.permute({2, 0, 1}))));
+  }
+
+  /// A batch of images (N, C, H, W) as one grid image at `step` (make_image_grid, then log_image; torch's
+  /// add_images after torchvision's make_grid).
+  void log_images(const std::string& tag, const torch::Tensor& images, std::int64_t step, const ImageGridOptions& grid = {}) {
+    log_image(tag, make_image_grid(images, grid), step);
+  }
+
+  /// A histogram of `values` at `step` (TensorBoard's HISTOGRAMS and DISTRIBUTIONS tabs; torch's
+  /// add_histogram): `bins` equal-width buckets between the smallest and largest finite value, with count,
+  /// sum and sum of squares. Non-finite values are left out. Throws std::invalid_argument when no finite value
+  /// remains or bins < 1.
+  void log_histogram(const std::string& tag, const torch::Tensor& values, std::int64_t step, int bins = 64) {
+    if (bins < 1) throw std::invalid_argument("volt: log_histogram: bins must be >= 1, got " + std::to_string(bins));
+    auto flat = values.detach().to(torch::kCPU, torch::kDouble).flatten();
+    flat = flat.masked_select(torch::isfinite(flat));
+    if (flat.numel() == 0) {
+      throw std::invalid_argument("volt: log_histogram: \"" + tag + "\" has no finite value to show");
+    }
+    const double min = flat.min().item<double>(), max = flat.max().item<double>();
+    const auto counts = torch::histc(flat, bins, min, max);
+    std::vector<double> limits, buckets;
+    for (int i = 0; i < bins; ++i) {
+      limits.push_back(i + 1 == bins ? max : min + (max - min) * (i + 1) / bins);
+      buckets.push_back(counts[i].item<double>());
+    }
+    write_value(step, detail::tensorboard::histogram_value(prefixed(tag), min, max, static_cast<double>(flat.numel()),
+                                                           flat.sum().item<double>(), flat.square().sum().item<double>(),
+                                                           limits, buckets));
+  }
+
+  /// Text (Markdown) at `step` under `<tag>/text_summary` (TensorBoard's TEXT tab; torch's add_text).
+  void log_text(const std::string& tag, const std::string& text, std::int64_t step) {
+    write_value(step, detail::tensorboard::text_value(prefixed(tag) + "/text_summary", text));
   }
 
   /// Flushes the event file to the operating system.
@@ -311,6 +193,14 @@ class TensorBoardLogger : public Logger {
     detail::tensorboard::ProtoWriter version;
     version.bytes_field(detail::tensorboard::event_file_version, "brain.Event:2");
     write_record(detail::tensorboard::event(now, 0, version));
+  }
+
+  std::string prefixed(const std::string& tag) const { return options_.prefix.empty() ? tag : options_.prefix + "-" + tag; }
+
+  void write_value(std::int64_t step, const std::string& value) {
+    detail::tensorboard::ProtoWriter summary;
+    summary.bytes_field(detail::tensorboard::summary_value, value);
+    write_summary(step, summary);
   }
 
   void write_summary(std::int64_t step, const detail::tensorboard::ProtoWriter& summary) {
