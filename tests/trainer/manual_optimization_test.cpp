@@ -359,3 +359,58 @@ TEST_CASE("checkpoints hold every optimizer and scheduler; a manual fit resumes 
                        doctest::Contains("holds the state of 2 optimizer(s), but configure_optimizers() returned 1"),
                        volt::CheckpointError);
 }
+
+namespace docs_example {
+// The example of docs/optimization.md, as written there.
+struct Gan : torch::nn::Module {
+  static constexpr bool automatic_optimization = false;  // Lightning's self.automatic_optimization = False
+  torch::nn::Linear generator{torch::nn::Linear(8, 2)}, discriminator{torch::nn::Linear(2, 1)};
+  Gan() {
+    register_module("generator", generator);
+    register_module("discriminator", discriminator);
+  }
+
+  void training_step(const torch::data::Example<>& batch, int64_t, volt::StepContext& ctx) {
+    auto& opt_g = ctx.optimizer(0);  // or: auto& [opt_g, opt_d] = ...; ctx.optimizers() is the list
+    auto& opt_d = ctx.optimizer(1);
+    auto fake = generator->forward(torch::randn({batch.data.size(0), 8}));
+
+    auto loss_d = torch::softplus(-discriminator->forward(batch.data)).mean() +
+                  torch::softplus(discriminator->forward(fake.detach())).mean();
+    opt_d.zero_grad();
+    ctx.manual_backward(loss_d);                      // scaled under FP16Autocast, reduced under DDP
+    ctx.clip_gradients(opt_d, 1.0, volt::GradClipAlgorithm::norm);
+    opt_d.step();                                     // global_step + 1
+
+    auto loss_g = torch::softplus(-discriminator->forward(fake)).mean();
+    opt_g.zero_grad();
+    ctx.manual_backward(loss_g);
+    opt_g.step();                                     // global_step + 1
+    ctx.log("loss_d", loss_d);
+    ctx.log("loss_g", loss_g);
+    for (auto& scheduler : ctx.lr_schedulers()) scheduler.step();  // the Trainer does not step them
+  }
+
+  std::vector<volt::OptimizerConfig> configure_optimizers() {
+    auto g = std::make_shared<torch::optim::Adam>(generator->parameters(), torch::optim::AdamOptions(2e-4));
+    auto d = std::make_shared<torch::optim::Adam>(discriminator->parameters(), torch::optim::AdamOptions(2e-4));
+    return {{g}, {d, std::make_shared<torch::optim::StepLR>(*d, 10, 0.5)}};
+  }
+};
+}  // namespace docs_example
+
+TEST_CASE("the example of docs/optimization.md trains: both optimizers step, the generator learns from the critic") {
+  TempDir dir;
+  auto options = quiet_options(dir);
+  options.max_epochs = 2;
+  torch::manual_seed(0);
+  auto model = std::make_shared<docs_example::Gan>();
+  const auto generator_before = model->generator->weight.detach().clone();
+  const auto discriminator_before = model->discriminator->weight.detach().clone();
+  volt::Trainer<volt::CPU, volt::SingleDevice, volt::BF16Autocast> trainer(options);
+  trainer.fit(model, volt_test::make_batches(3));
+  CHECK(trainer.global_step() == 12);
+  CHECK(!torch::equal(model->generator->weight, generator_before));
+  CHECK(!torch::equal(model->discriminator->weight, discriminator_before));
+  CHECK(trainer.state().metric("loss_d").has_value());
+}
