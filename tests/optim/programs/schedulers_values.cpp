@@ -3,7 +3,7 @@
 // compares. One line per case and step: "<case> <step> <value> <value> ...", values as %.17g.
 #include <torch/torch.h>
 
-#include <volt/optim/schedulers.hpp>
+#include <volt/volt.hpp>
 
 #include <cmath>
 #include <cstdio>
