@@ -5235,7 +5235,8 @@ class TruePrecision {
 /// Throws what GradScaler::unscale_/step/update, `before_step` and the optimizer throw.
 template <class BeforeStep>
 bool amp_optimizer_step(GradScaler& scaler, torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
-  scaler.unscale_(optimizer);
+  // Already unscaled when a manual-optimization model clipped this optimizer's gradients before its step.
+  if (scaler.stage(optimizer) == GradScaler::Stage::ready) scaler.unscale_(optimizer);
   std::forward<BeforeStep>(before_step)();
   const bool stepped = scaler.step(optimizer);
   scaler.update();
@@ -8026,6 +8027,343 @@ class CapturableStep {
 
 }  // namespace volt::optim
 // ---- end volt/optim/capturable.hpp
+// ---- begin volt/optim/schedulers.hpp
+/// \file
+/// LR schedulers that LibTorch's C++ API lacks, with PyTorch's names, arguments and values
+/// (torch.optim.lr_scheduler): LambdaLR, LinearLR, CosineAnnealingLR, OneCycleLR, SequentialLR.
+///
+/// Each is a torch::optim::LRScheduler, so it works wherever LibTorch's schedulers do: in a plain LibTorch
+/// loop (`scheduler.step()`), with Fabric, and with the Trainer (volt::OptimizerConfig, whose checkpoints
+/// count the steps and replay them on resume). Like PyTorch's, and unlike LibTorch's own StepLR, construction
+/// sets the learning rates of step 0 and every step() moves one step on, so that after `n` step() calls the
+/// rate is PyTorch's after `n` calls. Values come from the closed forms (PyTorch's step() computes some of them
+/// recursively: the two agree to rounding, about 1e-15 relative, checked against PyTorch step by step).
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt::optim {
+
+/// The common base of volt's schedulers: the base rates (each param group's rate at construction), the step
+/// reached, and the rates as a function of the step (`lrs_at`, the closed form).
+class Scheduler : public torch::optim::LRScheduler {
+ public:
+  /// step() calls so far (PyTorch's last_epoch).
+  std::int64_t last_epoch() const noexcept { return epoch_; }
+  /// Each param group's rate before the scheduler changed it (PyTorch's base_lrs).
+  const std::vector<double>& base_lrs() const noexcept { return base_lrs_; }
+  /// The rates after `epoch` step() calls, for every param group.
+  virtual std::vector<double> lrs_at(std::int64_t epoch) const = 0;
+  /// The rates of the optimizer now (PyTorch's get_last_lr()).
+  std::vector<double> last_lrs() const {
+    std::vector<double> lrs;
+    for (const auto& group : optimizer_->param_groups()) lrs.push_back(group.options().get_lr());
+    return lrs;
+  }
+
+ protected:
+  /// Reads the base rates from `optimizer`'s param groups.
+  explicit Scheduler(torch::optim::Optimizer& optimizer) : LRScheduler(optimizer), optimizer_(&optimizer) {
+    for (const auto& group : optimizer.param_groups()) base_lrs_.push_back(group.options().get_lr());
+  }
+  /// Sets the rates of step 0 (the derived constructor calls it once its parameters are known).
+  void initial_step() {
+    epoch_ = 0;
+    apply(lrs_at(0));
+  }
+  /// Writes `lrs` to the param groups.
+  void apply(const std::vector<double>& lrs) {
+    auto& groups = optimizer_->param_groups();
+    for (std::size_t i = 0; i < groups.size() && i < lrs.size(); ++i) groups[i].options().set_lr(lrs[i]);
+  }
+  /// LibTorch's hook of step(): one step on.
+  std::vector<double> get_lrs() override { return lrs_at(++epoch_); }
+  /// The optimizer's param groups.
+  std::vector<torch::optim::OptimizerParamGroup>& groups() const { return optimizer_->param_groups(); }
+  /// Checks that `values` has one entry per param group (PyTorch's ValueError for lists of another length).
+  void check_per_group(std::size_t count, const char* what) const {
+    if (count != base_lrs_.size()) {
+      throw std::invalid_argument("Expected " + std::to_string(base_lrs_.size()) + " " + what + ", but got " +
+                                  std::to_string(count));
+    }
+  }
+
+ private:
+  friend class SequentialLR;
+  torch::optim::Optimizer* optimizer_;
+  std::vector<double> base_lrs_{};
+  std::int64_t epoch_ = 0;
+};
+
+/// PyTorch's LambdaLR: lr = base_lr * lr_lambda(step), one function for every param group or one per group
+/// (std::invalid_argument when their number differs from the groups').
+class LambdaLR : public Scheduler {
+ public:
+  /// The rate factor as a function of step() calls so far.
+  using Lambda = std::function<double(std::int64_t)>;
+  /// One function for every param group.
+  LambdaLR(torch::optim::Optimizer& optimizer, Lambda lr_lambda)
+      : LambdaLR(optimizer, std::vector<Lambda>(optimizer.param_groups().size(), std::move(lr_lambda))) {}
+  /// One function per param group.
+  LambdaLR(torch::optim::Optimizer& optimizer, std::vector<Lambda> lr_lambdas)
+      : Scheduler(optimizer), lambdas_(std::move(lr_lambdas)) {
+    check_per_group(lambdas_.size(), "lr_lambdas");
+    initial_step();
+  }
+  /// The rates after `epoch` step() calls.
+  std::vector<double> lrs_at(std::int64_t epoch) const override {
+    std::vector<double> lrs;
+    for (std::size_t i = 0; i < base_lrs().size(); ++i) lrs.push_back(base_lrs()[i] * lambdas_[i](epoch));
+    return lrs;
+  }
+
+ private:
+  std::vector<Lambda> lambdas_;
+};
+
+/// PyTorch's LinearLR (warm-up): the factor goes linearly from start_factor to end_factor over total_iters
+/// steps, then stays. start_factor in (0, 1], end_factor in [0, 1] (std::invalid_argument with PyTorch's
+/// messages otherwise).
+class LinearLR : public Scheduler {
+ public:
+  /// Sets the rates of step 0 (base_lr * start_factor).
+  LinearLR(torch::optim::Optimizer& optimizer, double start_factor = 1.0 / 3.0, double end_factor = 1.0,
+           std::int64_t total_iters = 5)
+      : Scheduler(optimizer), start_(start_factor), end_(end_factor), total_(total_iters) {
+    if (start_factor > 1.0 || start_factor <= 0.0) {
+      throw std::invalid_argument(
+          "Starting multiplicative factor expected to be greater than 0 and less or equal to 1.");
+    }
+    if (end_factor > 1.0 || end_factor < 0.0) {
+      throw std::invalid_argument("Ending multiplicative factor expected to be between 0 and 1.");
+    }
+    if (total_iters < 1) throw std::invalid_argument("LinearLR: total_iters must be >= 1, got " + std::to_string(total_iters));
+    initial_step();
+  }
+  /// The rates after `epoch` step() calls.
+  std::vector<double> lrs_at(std::int64_t epoch) const override {
+    const double progress = static_cast<double>(std::min(total_, epoch)) / static_cast<double>(total_);
+    const double factor = start_ + (end_ - start_) * progress;
+    std::vector<double> lrs;
+    for (double base : base_lrs()) lrs.push_back(base * factor);
+    return lrs;
+  }
+
+ private:
+  double start_, end_;
+  std::int64_t total_;
+};
+
+/// PyTorch's CosineAnnealingLR: eta_min + (base_lr - eta_min) * (1 + cos(pi * step / T_max)) / 2 (periodic past
+/// T_max, as PyTorch's). T_max >= 1 (std::invalid_argument otherwise).
+class CosineAnnealingLR : public Scheduler {
+ public:
+  /// Sets the rates of step 0 (the base rates).
+  CosineAnnealingLR(torch::optim::Optimizer& optimizer, std::int64_t T_max, double eta_min = 0.0)
+      : Scheduler(optimizer), t_max_(T_max), eta_min_(eta_min) {
+    if (T_max < 1) throw std::invalid_argument("CosineAnnealingLR: T_max must be >= 1, got " + std::to_string(T_max));
+    initial_step();
+  }
+  /// The rates after `epoch` step() calls.
+  std::vector<double> lrs_at(std::int64_t epoch) const override {
+    const double cosine = std::cos(std::numbers::pi * static_cast<double>(epoch) / static_cast<double>(t_max_));
+    std::vector<double> lrs;
+    for (double base : base_lrs()) lrs.push_back(eta_min_ + (base - eta_min_) * (1.0 + cosine) / 2.0);
+    return lrs;
+  }
+
+ private:
+  std::int64_t t_max_;
+  double eta_min_;
+};
+
+/// OneCycleLR's arguments (PyTorch's names and defaults).
+struct OneCycleOptions {
+  /// The peak rate (every param group).
+  double max_lr;
+  /// The cycle's length in step() calls (steps past it throw std::out_of_range, as PyTorch's ValueError).
+  std::int64_t total_steps;
+  /// The share of the cycle spent increasing the rate.
+  double pct_start = 0.3;
+  /// "cos" or "linear".
+  std::string anneal_strategy = "cos";
+  /// Cycle the momentum (SGD's momentum, Adam's and AdamW's beta1) inversely to the rate.
+  bool cycle_momentum = true;
+  /// The lowest momentum.
+  double base_momentum = 0.85;
+  /// The highest momentum.
+  double max_momentum = 0.95;
+  /// initial_lr = max_lr / div_factor.
+  double div_factor = 25.0;
+  /// min_lr = initial_lr / final_div_factor.
+  double final_div_factor = 1e4;
+  /// Three phases (up, back down to initial_lr, down to min_lr) instead of two.
+  bool three_phase = false;
+};
+
+/// PyTorch's OneCycleLR (1cycle policy), stepped once per optimizer step. Throws std::invalid_argument for
+/// PyTorch's invalid arguments, and with cycle_momentum for an optimizer other than SGD, Adam or AdamW.
+class OneCycleLR : public Scheduler {
+ public:
+  /// Sets the rates (max_lr / div_factor) and, with cycle_momentum, the momentum (max_momentum) of step 0.
+  OneCycleLR(torch::optim::Optimizer& optimizer, OneCycleOptions options) : Scheduler(optimizer), o_(std::move(options)) {
+    if (o_.total_steps <= 0) {
+      throw std::invalid_argument("Expected positive integer total_steps, but got " + std::to_string(o_.total_steps));
+    }
+    if (o_.pct_start < 0 || o_.pct_start > 1) {
+      throw std::invalid_argument("Expected float between 0 and 1 pct_start, but got " + std::to_string(o_.pct_start));
+    }
+    if (o_.anneal_strategy != "cos" && o_.anneal_strategy != "linear") {
+      throw std::invalid_argument("anneal_strategy must be one of 'cos' or 'linear', instead got " + o_.anneal_strategy);
+    }
+    const double total = static_cast<double>(o_.total_steps);
+    const double initial = o_.max_lr / o_.div_factor;
+    const double min_lr = initial / o_.final_div_factor;
+    if (o_.three_phase) {
+      phases_ = {{o_.pct_start * total - 1, initial, o_.max_lr, o_.max_momentum, o_.base_momentum},
+                 {2 * o_.pct_start * total - 2, o_.max_lr, initial, o_.base_momentum, o_.max_momentum},
+                 {total - 1, initial, min_lr, o_.max_momentum, o_.max_momentum}};
+    } else {
+      phases_ = {{o_.pct_start * total - 1, initial, o_.max_lr, o_.max_momentum, o_.base_momentum},
+                 {total - 1, o_.max_lr, min_lr, o_.base_momentum, o_.max_momentum}};
+    }
+    if (o_.cycle_momentum) {
+      for (auto& group : groups()) {
+        auto& options = group.options();
+        if (dynamic_cast<torch::optim::SGDOptions*>(&options) == nullptr &&
+            dynamic_cast<torch::optim::AdamOptions*>(&options) == nullptr &&
+            dynamic_cast<torch::optim::AdamWOptions*>(&options) == nullptr) {
+          throw std::invalid_argument(
+              "optimizer must support momentum or beta1 with `cycle_momentum` option enabled (volt: SGD, Adam, AdamW)");
+        }
+      }
+    }
+    initial_step();
+    set_momentum(0);
+  }
+
+  /// The rates after `epoch` step() calls.
+  std::vector<double> lrs_at(std::int64_t epoch) const override {
+    if (epoch > o_.total_steps) {
+      throw std::out_of_range("Tried to step " + std::to_string(epoch) + " times. The specified number of total steps is " +
+                              std::to_string(o_.total_steps));
+    }
+    return std::vector<double>(base_lrs().size(), value_at(epoch, /*momentum=*/false));
+  }
+  /// The momentum (or beta1) after `epoch` step() calls.
+  double momentum_at(std::int64_t epoch) const { return value_at(epoch, /*momentum=*/true); }
+
+ protected:
+  /// One step on: the rates and the momentum.
+  std::vector<double> get_lrs() override {
+    auto lrs = Scheduler::get_lrs();
+    set_momentum(last_epoch());
+    return lrs;
+  }
+
+ private:
+  struct Phase {
+    double end_step, start_lr, end_lr, start_momentum, end_momentum;
+  };
+
+  double anneal(double start, double end, double pct) const {
+    if (o_.anneal_strategy == "cos") return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1.0);
+    return (end - start) * pct + start;
+  }
+
+  double value_at(std::int64_t epoch, bool momentum) const {
+    const double step = static_cast<double>(epoch);
+    double start_step = 0;
+    for (std::size_t i = 0; i < phases_.size(); ++i) {
+      const auto& phase = phases_[i];
+      if (step <= phase.end_step || i + 1 == phases_.size()) {
+        const double pct = (step - start_step) / (phase.end_step - start_step);
+        return momentum ? anneal(phase.start_momentum, phase.end_momentum, pct) : anneal(phase.start_lr, phase.end_lr, pct);
+      }
+      start_step = phase.end_step;
+    }
+    return 0.0;  // not reached: the last phase always answers
+  }
+
+  void set_momentum(std::int64_t epoch) {
+    if (!o_.cycle_momentum) return;
+    const double momentum = momentum_at(epoch);
+    for (auto& group : groups()) {
+      auto& options = group.options();
+      if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
+        sgd->momentum(momentum);
+      } else if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&options)) {
+        adam->betas({momentum, std::get<1>(adam->betas())});
+      } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
+        adamw->betas({momentum, std::get<1>(adamw->betas())});
+      }
+    }
+  }
+
+  OneCycleOptions o_;
+  std::vector<Phase> phases_{};
+};
+
+/// PyTorch's SequentialLR: `schedulers[0]` until `milestones[0]` steps, then `schedulers[1]` restarted from
+/// its step 0, and so on. Every scheduler must be a volt::optim scheduler over `optimizer`; they share the first
+/// one's base rates (PyTorch's initial_lr). std::invalid_argument with PyTorch's messages for a scheduler list
+/// and milestones that do not fit.
+class SequentialLR : public Scheduler {
+ public:
+  /// Sets the rates of the first scheduler's step 0; `milestones`: the step() counts at which the next
+  /// scheduler takes over (one fewer than the schedulers, increasing).
+  SequentialLR(torch::optim::Optimizer& optimizer, std::vector<std::shared_ptr<Scheduler>> schedulers,
+               std::vector<std::int64_t> milestones)
+      : Scheduler(optimizer), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
+    if (schedulers_.empty()) {
+      throw std::invalid_argument("SequentialLR expects at least one scheduler, but got no scheduler.");
+    }
+    for (std::size_t i = 0; i < schedulers_.size(); ++i) {
+      if (!schedulers_[i]) {
+        throw std::invalid_argument("SequentialLR: the scheduler at index " + std::to_string(i) + " is null.");
+      }
+      if (schedulers_[i]->optimizer_ != &optimizer) {
+        throw std::invalid_argument("SequentialLR expects all schedulers to belong to the same optimizer, but got the "
+                                    "scheduler at index " + std::to_string(i) + " over another optimizer.");
+      }
+    }
+    if (milestones_.size() != schedulers_.size() - 1) {
+      throw std::invalid_argument("Sequential Schedulers expects number of schedulers provided to be one more than the "
+                                  "number of milestone points, but got number of schedulers " +
+                                  std::to_string(schedulers_.size()) + " and the number of milestones to be equal to " +
+                                  std::to_string(milestones_.size()));
+    }
+    // PyTorch's schedulers share the param groups' initial_lr: the rates before the first one changed them.
+    for (auto& scheduler : schedulers_) scheduler->base_lrs_ = schedulers_.front()->base_lrs_;
+    base_lrs_ = schedulers_.front()->base_lrs_;
+    initial_step();
+  }
+  /// The rates after `epoch` step() calls.
+  std::vector<double> lrs_at(std::int64_t epoch) const override {
+    const auto index = static_cast<std::size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), epoch) -
+                                                milestones_.begin());
+    const std::int64_t start = index == 0 ? 0 : milestones_[index - 1];
+    return schedulers_[index]->lrs_at(epoch - start);
+  }
+
+ private:
+  std::vector<std::shared_ptr<Scheduler>> schedulers_;
+  std::vector<std::int64_t> milestones_;
+};
+
+}  // namespace volt::optim
+// ---- end volt/optim/schedulers.hpp
 
 /// \namespace volt::optim
 /// Multi-tensor (foreach) and fused optimizer steps for LibTorch's Adam, AdamW and SGD, and the choice of
@@ -13726,11 +14064,112 @@ struct ResumeState {
 ///
 /// The model needs to inherit from nothing to use it.
 
+// ---- begin volt/trainer/manual_optimizer.hpp
+/// \file
+/// volt::ManualOptimizer: an optimizer as a model under manual optimization steps it (Lightning's
+/// LightningOptimizer), and the interface through which the Trainer carries out what the model asks.
+
 
 #include <torch/torch.h>
 
+#include <cstddef>
+#include <vector>
+
+namespace volt {
+
+class ManualOptimizer;
+class ManualScheduler;
+
+namespace detail {
+
+/// What manual optimization does on the model's behalf; implemented by the training loop
+/// (volt/trainer/loops/manual_optimization.hpp) for the Trainer's strategy and precision.
+class ManualDriver {
+ public:
+  virtual ~ManualDriver() = default;
+  /// The optimizers' handles, in configure_optimizers' order.
+  virtual std::vector<ManualOptimizer>& optimizers() = 0;
+  /// The schedulers' handles, in configure_optimizers' order.
+  virtual std::vector<ManualScheduler>& lr_schedulers() = 0;
+  /// Steps scheduler `index` and counts the step for checkpoints.
+  virtual void step_scheduler(std::size_t index) = 0;
+  /// The precision's backward pass of `loss` with the strategy's gradient reduction and the hooks around it.
+  virtual void backward(const torch::Tensor& loss) = 0;
+  /// The precision's optimizer step of optimizer `index`; false when the grad scaler skipped it.
+  virtual bool step(std::size_t index) = 0;
+  /// Clips the gradients of `optimizer` (unscaled first under a grad scaler).
+  virtual void clip_gradients(torch::optim::Optimizer& optimizer, double value, GradClipAlgorithm algorithm) = 0;
+};
+
+}  // namespace detail
+
+/// One of the fit's optimizers as a model under manual optimization uses it (Lightning's
+/// LightningOptimizer): step() runs the precision's optimizer step (the grad scaler's unscale, skip on inf/NaN
+/// and update under volt::FP16Autocast; on_before_optimizer_step before it) and counts one global step, as
+/// Lightning counts every optimizer step. Obtained from StepContext::optimizers(); valid during the fit.
+class ManualOptimizer {
+ public:
+  /// Made by the Trainer; a model never constructs one.
+  ManualOptimizer(detail::ManualDriver& driver, torch::optim::Optimizer& optimizer, std::size_t index)
+      : driver_(&driver), optimizer_(&optimizer), index_(index) {}
+
+  /// One optimizer step through the precision (see the class comment); global_step grows by one whether or
+  /// not the grad scaler skipped the update. Returns false when it skipped it (gradients were inf/NaN).
+  bool step() { return driver_->step(index_); }
+  /// Clears the gradients of this optimizer's parameters (torch::optim::Optimizer::zero_grad; no hook, as in
+  /// Lightning's manual optimization).
+  void zero_grad() { optimizer_->zero_grad(); }
+  /// The LibTorch optimizer (its param_groups, options, state).
+  torch::optim::Optimizer& optimizer() const { return *optimizer_; }
+  /// The LibTorch optimizer's members.
+  torch::optim::Optimizer* operator->() const { return optimizer_; }
+  /// Its position in configure_optimizers' order.
+  std::size_t index() const { return index_; }
+
+ private:
+  detail::ManualDriver* driver_;
+  torch::optim::Optimizer* optimizer_;
+  std::size_t index_;
+};
+
+/// One of the fit's LR schedulers as a model under manual optimization steps it: step() calls the
+/// scheduler's step() and counts it, so that checkpoints restore the schedule exactly (LibTorch's schedulers
+/// have no state of their own to save). Obtained from StepContext::lr_schedulers(); valid during the fit.
+class ManualScheduler {
+ public:
+  /// Made by the Trainer; a model never constructs one.
+  ManualScheduler(detail::ManualDriver& driver, torch::optim::LRScheduler& scheduler, std::size_t index,
+                  std::size_t optimizer)
+      : driver_(&driver), scheduler_(&scheduler), index_(index), optimizer_(optimizer) {}
+
+  /// One scheduler step (torch::optim::LRScheduler::step), counted for checkpoints.
+  void step() { driver_->step_scheduler(index_); }
+  /// The LibTorch scheduler.
+  torch::optim::LRScheduler& scheduler() const { return *scheduler_; }
+  /// Its position among all schedulers, in configure_optimizers' order.
+  std::size_t index() const { return index_; }
+  /// The position of its optimizer in configure_optimizers' order.
+  std::size_t optimizer_index() const { return optimizer_; }
+
+ private:
+  detail::ManualDriver* driver_;
+  torch::optim::LRScheduler* scheduler_;
+  std::size_t index_;
+  std::size_t optimizer_;
+};
+
+}  // namespace volt
+// ---- end volt/trainer/manual_optimizer.hpp
+
+#include <torch/torch.h>
+
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace volt {
 
@@ -13769,7 +14208,49 @@ class StepContext {
   /// The Trainer's whole state, as callbacks see it.
   TrainerState& trainer() const { return *state_; }
 
+  /// Manual optimization (a model with `static constexpr bool automatic_optimization = false;`): the fit's
+  /// optimizers in configure_optimizers' order (Lightning's `self.optimizers()`). Throws
+  /// MisconfigurationError outside a manual-optimization fit.
+  std::vector<ManualOptimizer>& optimizers() const { return driver("optimizers").optimizers(); }
+  /// Manual optimization: optimizer `index` (std::out_of_range past the last one).
+  ManualOptimizer& optimizer(std::size_t index = 0) const {
+    auto& all = optimizers();
+    if (index >= all.size()) {
+      throw std::out_of_range("volt: ctx.optimizer(" + std::to_string(index) + "): the model configured " +
+                              std::to_string(all.size()) + " optimizer(s)");
+    }
+    return all[index];
+  }
+  /// Manual optimization: the fit's LR schedulers in configure_optimizers' order (Lightning's
+  /// `self.lr_schedulers()`); the model steps them itself (ManualScheduler::step), the Trainer does not.
+  std::vector<ManualScheduler>& lr_schedulers() const { return driver("lr_schedulers").lr_schedulers(); }
+  /// Manual optimization: the backward pass of `loss` (Lightning's `self.manual_backward`): scaled by the grad
+  /// scaler under volt::FP16Autocast, gradients reduced across ranks under DDP, on_before_backward and
+  /// on_after_backward around it.
+  void manual_backward(const torch::Tensor& loss) const { driver("manual_backward").backward(loss); }
+  /// Manual optimization: clips the gradients of `optimizer`'s parameters (Lightning's `self.clip_gradients`):
+  /// `value` <= 0 does nothing; norm: total 2-norm at most `value`; value: each element in [-value, value].
+  /// Under a grad scaler the gradients are unscaled first (step() then does not unscale them again).
+  void clip_gradients(ManualOptimizer& optimizer, double value, GradClipAlgorithm algorithm = GradClipAlgorithm::norm) const {
+    driver("clip_gradients").clip_gradients(optimizer.optimizer(), value, algorithm);
+  }
+
+  /// \cond
+  // Set by the training loop for a manual-optimization fit.
+  std::shared_ptr<detail::ManualDriver> manual_driver_{};
+  /// \endcond
+
  private:
+  detail::ManualDriver& driver(const char* what) const {
+    if (!manual_driver_) {
+      throw MisconfigurationError(std::string("volt: ctx.") + what +
+                                  "() is for manual optimization: declare `static constexpr bool "
+                                  "automatic_optimization = false;` in the model (the Trainer steps the optimizers "
+                                  "under automatic optimization; read them from ctx.trainer().optimizers)");
+    }
+    return *manual_driver_;
+  }
+
   TrainerState* state_;
 };
 
@@ -13784,7 +14265,9 @@ class StepContext {
 ///
 /// ```
 /// torch::Tensor training_step(Batch& batch, int64_t batch_idx, volt::StepContext& ctx);  // required
-/// auto configure_optimizers();       // required: std::shared_ptr<SomeOptimizer> or volt::OptimizerConfig
+/// auto configure_optimizers();       // required: std::shared_ptr<SomeOptimizer>, volt::OptimizerConfig,
+///                                    // or (several optimizers) a std::vector of either
+/// static constexpr bool automatic_optimization = false;        // optional: manual optimization
 /// void validation_step(Batch&, int64_t, volt::StepContext&);   // optional, needed to validate
 /// void test_step(Batch&, int64_t, volt::StepContext&);         // optional, needed to test
 /// auto predict_step(Batch&, int64_t);                           // optional, needed to predict
@@ -13801,7 +14284,9 @@ class StepContext {
 #include <concepts>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 namespace volt {
 
@@ -13811,7 +14296,20 @@ enum class SchedulerInterval {
   epoch,  ///< At the end of every training epoch, after validation and on_train_epoch_end.
 };
 
-/// What configure_optimizers() may return when it has an LR scheduler (Lightning's dict form).
+/// One LR scheduler with when it steps (Lightning's lr_scheduler_config), for OptimizerConfig::lr_schedulers.
+struct LRSchedulerConfig {
+  /// The scheduler; required (fit() throws c10::Error when it is null).
+  std::shared_ptr<torch::optim::LRScheduler> scheduler;
+  /// When it steps (Lightning's "interval").
+  SchedulerInterval interval = SchedulerInterval::epoch;
+  /// Step it every `frequency` intervals (Lightning's "frequency"); must be >= 1.
+  std::int64_t frequency = 1;
+  /// A name for LearningRateMonitor and messages (Lightning's "name"); empty: none given.
+  std::string name{};
+};
+
+/// What configure_optimizers() may return when it has LR schedulers (Lightning's dict form): one optimizer and
+/// its schedulers. A std::vector of these configures several optimizers (manual optimization only).
 /// fit() calls configure_optimizers() once per fit, after the model moved to its device, on every rank.
 struct OptimizerConfig {
   /// The optimizer fit() steps; required (fit() throws c10::Error when it is null).
@@ -13820,8 +14318,10 @@ struct OptimizerConfig {
   std::shared_ptr<torch::optim::LRScheduler> lr_scheduler{};
   /// When lr_scheduler steps (Lightning's "interval").
   SchedulerInterval interval = SchedulerInterval::epoch;
-  /// Step the scheduler every `frequency` intervals.
+  /// Step lr_scheduler every `frequency` intervals.
   std::int64_t frequency = 1;
+  /// More schedulers over `optimizer`, each with its own config; they step after lr_scheduler, in this order.
+  std::vector<LRSchedulerConfig> lr_schedulers{};
 };
 
 namespace detail {
@@ -13877,22 +14377,64 @@ template <class T>
 concept optimizer_pointer =
     requires(T t) { typename T::element_type; } && std::derived_from<typename T::element_type, torch::optim::Optimizer>;
 
-template <class M>
-concept has_configure_optimizers = requires(M& m) { m.configure_optimizers(); } &&
-                                   (optimizer_pointer<std::remove_cvref_t<decltype(std::declval<M&>().configure_optimizers())>> ||
-                                    std::same_as<std::remove_cvref_t<decltype(std::declval<M&>().configure_optimizers())>,
-                                                 OptimizerConfig>);
+/// One optimizer's entry of configure_optimizers(): an optimizer pointer or an OptimizerConfig.
+template <class T>
+concept optimizer_entry = optimizer_pointer<T> || std::same_as<T, OptimizerConfig>;
+
+template <class T>
+struct is_optimizer_list : std::false_type {};
+template <class T, class A>
+struct is_optimizer_list<std::vector<T, A>> : std::bool_constant<optimizer_entry<T>> {};
 
 template <class M>
-OptimizerConfig configure_optimizers(M& model) {
-  auto result = model.configure_optimizers();
-  if constexpr (std::same_as<decltype(result), OptimizerConfig>) {
-    TORCH_CHECK(result.optimizer != nullptr, "volt: configure_optimizers() returned an OptimizerConfig without an optimizer");
-    return result;
+using configure_optimizers_result = std::remove_cvref_t<decltype(std::declval<M&>().configure_optimizers())>;
+
+template <class M>
+concept has_configure_optimizers = requires(M& m) { m.configure_optimizers(); } &&
+                                   (optimizer_entry<configure_optimizers_result<M>> ||
+                                    is_optimizer_list<configure_optimizers_result<M>>::value);
+
+/// Whether the model declares an `automatic_optimization` member at all.
+template <class M>
+concept declares_automatic_optimization = requires { &M::automatic_optimization; };
+
+/// Lightning's `automatic_optimization`: true unless the model declares
+/// `static constexpr bool automatic_optimization = false;` (checked by check_trainable()).
+template <class M>
+constexpr bool uses_automatic_optimization() {
+  if constexpr (!declares_automatic_optimization<M>) {
+    return true;
+  } else if constexpr (std::is_member_object_pointer_v<decltype(&M::automatic_optimization)>) {
+    return true;  // refused by check_trainable()
   } else {
-    TORCH_CHECK(result != nullptr, "volt: configure_optimizers() returned a null optimizer");
-    return OptimizerConfig{std::move(result)};
+    return static_cast<bool>(M::automatic_optimization);
   }
+}
+
+inline OptimizerConfig optimizer_entry_config(OptimizerConfig config, std::size_t index) {
+  TORCH_CHECK(config.optimizer != nullptr, "volt: configure_optimizers() returned an OptimizerConfig without an optimizer",
+              index > 0 ? " (entry " + std::to_string(index) + ")" : std::string());
+  return config;
+}
+template <optimizer_pointer P>
+OptimizerConfig optimizer_entry_config(P pointer, std::size_t index) {
+  TORCH_CHECK(pointer != nullptr, "volt: configure_optimizers() returned a null optimizer",
+              index > 0 ? " (entry " + std::to_string(index) + ")" : std::string());
+  return OptimizerConfig{std::move(pointer)};
+}
+
+/// What configure_optimizers() returned, as one OptimizerConfig per optimizer.
+template <class M>
+std::vector<OptimizerConfig> configure_optimizers(M& model) {
+  auto result = model.configure_optimizers();
+  std::vector<OptimizerConfig> configs;
+  if constexpr (is_optimizer_list<decltype(result)>::value) {
+    TORCH_CHECK(!result.empty(), "volt: configure_optimizers() returned an empty list of optimizers");
+    for (auto& entry : result) configs.push_back(optimizer_entry_config(std::move(entry), configs.size()));
+  } else {
+    configs.push_back(optimizer_entry_config(std::move(result), 0));
+  }
+  return configs;
 }
 
 /// The model's static checks, each naming what is missing.
@@ -13906,7 +14448,13 @@ constexpr void check_trainable() {
                 "(batch_idx and ctx may be left out)");
   static_assert(has_configure_optimizers<M>,
                 "volt: the model has no `configure_optimizers()` returning a std::shared_ptr to a torch::optim "
-                "optimizer or a volt::OptimizerConfig");
+                "optimizer, a volt::OptimizerConfig, or a std::vector of either");
+  if constexpr (declares_automatic_optimization<M>) {
+    static_assert(!std::is_member_object_pointer_v<decltype(&M::automatic_optimization)> &&
+                      std::is_same_v<std::remove_cv_t<std::remove_reference_t<decltype(M::automatic_optimization)>>, bool>,
+                  "volt: `automatic_optimization` must be declared `static constexpr bool automatic_optimization = "
+                  "false;` (a compile-time constant of the model's class, not a data member)");
+  }
 }
 
 }  // namespace detail
@@ -14395,50 +14943,84 @@ void call_and_handle_interrupt(Strategy& strategy, TrainerCallbacks& callbacks, 
 
 // ---- begin volt/trainer/optimizers.hpp
 /// \file
-/// The optimizer of a fit and its LR schedulers (Lightning's core/optimizer.py: what configure_optimizers
-/// returned, and when each scheduler steps).
+/// The optimizers of a fit and their LR schedulers (Lightning's core/optimizer.py: what configure_optimizers
+/// returned, its checks, and when each scheduler steps).
 
 
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace volt::detail {
 
-/// An LR scheduler with its interval and frequency, and how far it has come.
+/// Lightning's refusal of several optimizers under automatic optimization (core/optimizer.py).
+inline constexpr const char* several_optimizers_message =
+    "Training with multiple optimizers is only supported with manual optimization. Set "
+    "`self.automatic_optimization = False`, then access your optimizers in `training_step` with "
+    "`opt1, opt2, ... = self.optimizers()`.";
+
+/// An LR scheduler with its interval and frequency, the optimizer it belongs to, and how far it has come.
 struct SchedulerSlot {
   std::shared_ptr<torch::optim::LRScheduler> scheduler;
   SchedulerInterval interval;
   std::int64_t frequency;
   std::int64_t intervals = 0;  ///< intervals seen (steps or epochs)
   std::int64_t steps = 0;      ///< scheduler.step() calls, saved in checkpoints
+  std::size_t optimizer = 0;   ///< index of its optimizer in configure_optimizers' order
+  std::string name{};          ///< LRSchedulerConfig::name
 };
 
-/// The optimizer and schedulers of the running fit.
+/// The optimizers and schedulers of the running fit.
 class Optimization {
  public:
-  /// Takes what configure_optimizers() returned (once per fit).
-  void configure(OptimizerConfig config) {
-    config_ = std::move(config);
+  /// Takes what configure_optimizers() returned (once per fit). `automatic`: the model's
+  /// automatic_optimization; with it only one optimizer is allowed (std::runtime_error with Lightning's
+  /// message), without it the schedulers are the model's to step. Throws c10::Error for a null scheduler or a
+  /// frequency below 1.
+  void configure(std::vector<OptimizerConfig> configs, bool automatic = true) {
+    if (automatic && configs.size() > 1) throw std::runtime_error(several_optimizers_message);
+    configs_ = std::move(configs);
+    automatic_ = automatic;
+    batches_stepped = 0;
     schedulers_.clear();
-    if (config_.lr_scheduler) {
-      schedulers_.push_back({config_.lr_scheduler, config_.interval, std::max<std::int64_t>(1, config_.frequency)});
+    for (std::size_t i = 0; i < configs_.size(); ++i) {
+      const auto& config = configs_[i];
+      if (config.lr_scheduler) add(i, {config.lr_scheduler, config.interval, config.frequency, {}});
+      for (const auto& extra : config.lr_schedulers) {
+        TORCH_CHECK(extra.scheduler != nullptr, "volt: configure_optimizers() gave an LRSchedulerConfig without a scheduler",
+                    extra.name.empty() ? std::string() : " (name \"" + extra.name + "\")");
+        add(i, extra);
+      }
     }
   }
 
-  /// The optimizer (configure() must have run).
-  torch::optim::Optimizer& optimizer() const { return *config_.optimizer; }
-  /// The optimizers, as TrainerState lists them.
-  std::vector<torch::optim::Optimizer*> optimizers() const { return {config_.optimizer.get()}; }
+  /// The first optimizer (configure() must have run): the one automatic optimization steps.
+  torch::optim::Optimizer& optimizer() const { return *configs_.front().optimizer; }
+  /// The optimizers in configure_optimizers' order, as TrainerState lists them.
+  std::vector<torch::optim::Optimizer*> optimizers() const {
+    std::vector<torch::optim::Optimizer*> result;
+    for (const auto& config : configs_) result.push_back(config.optimizer.get());
+    return result;
+  }
   /// The schedulers in the order configure_optimizers gave them.
   std::vector<SchedulerSlot>& schedulers() { return schedulers_; }
+  /// Whether the Trainer steps the optimizers and schedulers (automatic optimization).
+  bool automatic() const { return automatic_; }
+
+  /// Training batches that ran a step so far in this fit (Lightning's _batches_that_stepped: the step value
+  /// the loggers get under manual optimization).
+  std::int64_t batches_stepped = 0;
 
   /// Steps the schedulers of `interval` whose frequency has come round (after an optimizer step, or at an
-  /// epoch's end).
+  /// epoch's end). Nothing under manual optimization: the model steps its schedulers.
   void step_schedulers(SchedulerInterval interval) {
+    if (!automatic_) return;
     for (auto& slot : schedulers_) {
       if (slot.interval != interval) continue;
       if (++slot.intervals % slot.frequency == 0) {
@@ -14449,8 +15031,14 @@ class Optimization {
   }
 
  private:
-  OptimizerConfig config_{};
+  void add(std::size_t optimizer, const LRSchedulerConfig& config) {
+    TORCH_CHECK(config.frequency >= 1, "volt: an LR scheduler's frequency must be >= 1, got ", config.frequency);
+    schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name});
+  }
+
+  std::vector<OptimizerConfig> configs_{};
   std::vector<SchedulerSlot> schedulers_{};
+  bool automatic_ = true;
 };
 
 }  // namespace volt::detail
@@ -14537,9 +15125,16 @@ class CheckpointConnector {
       archive.write("loop/global_step", c10::IValue(parts.state.global_step));
       archive.write("loop/batches_done", c10::IValue(resume_point.batches_done));
       archive.write("loop/at_epoch_end", c10::IValue(resume_point.at_epoch_end));
-      torch::serialize::OutputArchive optimizer_archive;
-      parts.optimization.optimizer().save(optimizer_archive);
-      archive.write("optimizer", optimizer_archive);
+      archive.write("loop/batches_stepped", c10::IValue(parts.optimization.batches_stepped));
+      // The first optimizer under "optimizer" (as checkpoints of one optimizer always had it), the others
+      // under "optimizers/<index>".
+      const auto optimizers = parts.optimization.optimizers();
+      archive.write("optimizers/count", c10::IValue(static_cast<std::int64_t>(optimizers.size())));
+      for (std::size_t i = 0; i < optimizers.size(); ++i) {
+        torch::serialize::OutputArchive optimizer_archive;
+        optimizers[i]->save(optimizer_archive);
+        archive.write(optimizer_key(i), optimizer_archive);
+      }
       std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
       for (const auto& slot : parts.optimization.schedulers()) {
         scheduler_steps.push_back(slot.steps);
@@ -14604,6 +15199,10 @@ class CheckpointConnector {
                           "with");
   }
 
+  static std::string optimizer_key(std::size_t index) {
+    return index == 0 ? std::string("optimizer") : "optimizers/" + std::to_string(index);
+  }
+
   void read(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
     torch::serialize::InputArchive archive;
     load_archive(archive, path, device);
@@ -14636,14 +15235,30 @@ class CheckpointConnector {
     const auto steps = reader.read_int_list("schedulers/steps");
     const auto intervals = reader.read_int_list("schedulers/intervals");
     auto& schedulers = parts.optimization.schedulers();
+    const auto optimizers = parts.optimization.optimizers();
+    const std::int64_t saved_optimizers = reader.contains("optimizers/count") ? reader.read_int("optimizers/count") : 1;
+    if (saved_optimizers != static_cast<std::int64_t>(optimizers.size())) {
+      throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(saved_optimizers) +
+                            " optimizer(s), but configure_optimizers() returned " +
+                            std::to_string(optimizers.size()) + "; resume with the configuration that wrote it");
+    }
+    if (steps.size() != schedulers.size()) {
+      throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(steps.size()) +
+                            " LR scheduler(s), but configure_optimizers() returned " +
+                            std::to_string(schedulers.size()) + "; resume with the configuration that wrote it");
+    }
     for (std::size_t i = 0; i < schedulers.size() && i < steps.size(); ++i) {
       for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
       schedulers[i].steps = steps[i];
       schedulers[i].intervals = intervals[i];
     }
-    torch::serialize::InputArchive optimizer_archive;
-    reader.read_archive("optimizer", optimizer_archive);
-    parts.optimization.optimizer().load(optimizer_archive);
+    for (std::size_t i = 0; i < optimizers.size(); ++i) {
+      torch::serialize::InputArchive optimizer_archive;
+      reader.read_archive(optimizer_key(i), optimizer_archive);
+      optimizers[i]->load(optimizer_archive);
+    }
+    parts.optimization.batches_stepped =
+        reader.contains("loop/batches_stepped") ? reader.read_int("loop/batches_stepped") : parts.state.global_step;
     torch::serialize::InputArchive precision_archive;
     reader.read_archive("precision", precision_archive);
     parts.load_precision(precision_archive);
@@ -14959,7 +15574,8 @@ class EvaluationLoop {
 // ---- begin volt/trainer/loops/training_epoch_loop.hpp
 /// \file
 /// The training epoch loop (Lightning's loops/training_epoch_loop.py): one epoch's batches — skipping to the
-/// resume point, each batch's step (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization),
+/// resume point, each batch's step (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization, or
+/// volt/trainer/loops/manual_optimization.hpp),
 /// validation when val_check_interval says so, the stop checks between batches.
 
 // ---- begin volt/trainer/loops/cuda_graph_step.hpp
@@ -14986,19 +15602,24 @@ class EvaluationLoop {
 
 namespace volt::detail {
 
-/// Clips the gradients of `optimizer`'s parameters as the options ask, on the device (no host sync, so also
-/// inside a captured step); the coefficient is torch::nn::utils::clip_grad_norm_'s.
-inline void clip_gradients(const TrainerOptions& options, torch::optim::Optimizer& optimizer) {
-  if (!options.gradient_clip_val || *options.gradient_clip_val <= 0.0) return;
+/// Clips the gradients of `optimizer`'s parameters (`value` <= 0: nothing), on the device (no host sync, so
+/// also inside a captured step); the coefficient is torch::nn::utils::clip_grad_norm_'s.
+inline void clip_gradients(torch::optim::Optimizer& optimizer, double value, GradClipAlgorithm algorithm) {
+  if (value <= 0.0) return;
   std::vector<torch::Tensor> gradients;
   for (const auto& group : optimizer.param_groups()) {
     for (const auto& parameter : group.params()) gradients.push_back(parameter.grad());
   }
-  if (options.gradient_clip_algorithm == GradClipAlgorithm::norm) {
-    (void)optim::clip_grad_norm_(gradients, *options.gradient_clip_val);
+  if (algorithm == GradClipAlgorithm::norm) {
+    (void)optim::clip_grad_norm_(gradients, value);
   } else {
-    optim::clip_grad_value_(gradients, *options.gradient_clip_val);
+    optim::clip_grad_value_(gradients, value);
   }
+}
+
+/// Clips the gradients of `optimizer`'s parameters as the options ask (gradient_clip_val, its algorithm).
+inline void clip_gradients(const TrainerOptions& options, torch::optim::Optimizer& optimizer) {
+  if (options.gradient_clip_val) clip_gradients(optimizer, *options.gradient_clip_val, options.gradient_clip_algorithm);
 }
 
 /// Throws when error_on_nonfinite_loss is set and `loss` is NaN or infinite.
@@ -15561,6 +16182,162 @@ class CudaGraphStep {
 
 }  // namespace volt::detail
 // ---- end volt/trainer/loops/cuda_graph_step.hpp
+// ---- begin volt/trainer/loops/manual_optimization.hpp
+/// \file
+/// Manual optimization (Lightning's loops/optimization/manual.py): a model that declares
+/// `static constexpr bool automatic_optimization = false;` steps its optimizers itself in training_step,
+/// through StepContext::optimizers(), manual_backward() and clip_gradients(). The loop runs training_step
+/// under the precision's context and carries out those calls (detail::ManualStep): the precision's backward and
+/// optimizer step, the strategy's gradient reduction, the hooks, one global step per optimizer step. It never
+/// accumulates, clips or steps schedulers on its own; the loggers get the batch's values once per batch.
+
+
+#include <torch/torch.h>
+
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace volt::detail {
+
+/// A number as Python's repr writes a float (0.5, 1.0, 1e-07), for Lightning's messages.
+inline std::string python_float(double value) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  std::string text(buffer, result.ptr);
+  if (text.find_first_of(".eni") == std::string::npos) text += ".0";
+  return text;
+}
+
+/// Carries out what the model asks through the StepContext during a manual-optimization fit.
+template <class Parts>
+class ManualStep final : public ManualDriver {
+ public:
+  explicit ManualStep(Parts& parts) : parts_(parts) {
+    const auto optimizers = parts.optimization.optimizers();
+    for (std::size_t i = 0; i < optimizers.size(); ++i) handles_.emplace_back(*this, *optimizers[i], i);
+    auto& slots = parts.optimization.schedulers();
+    for (std::size_t i = 0; i < slots.size(); ++i) schedulers_.emplace_back(*this, *slots[i].scheduler, i, slots[i].optimizer);
+  }
+
+  std::vector<ManualOptimizer>& optimizers() override { return handles_; }
+
+  std::vector<ManualScheduler>& lr_schedulers() override { return schedulers_; }
+
+  void step_scheduler(std::size_t index) override {
+    auto& slot = parts_.optimization.schedulers().at(index);
+    slot.scheduler->step();
+    ++slot.steps;
+  }
+
+  void backward(const torch::Tensor& loss) override {
+    auto& state = parts_.state;
+    auto& callbacks = parts_.callbacks.list();
+    TORCH_CHECK(loss.defined(), "volt: ctx.manual_backward() was given an undefined tensor at epoch ",
+                state.current_epoch, ", batch ", state.batch_idx);
+    torch::Tensor scaled = parts_.precision.pre_backward(loss);
+    callbacks.template run<Hook::on_before_backward>(state, scaled);
+    parts_.strategy.prepare_for_backward(/*sync=*/true);
+    scaled.backward();
+    parts_.strategy.finish_gradient_sync();
+    callbacks.template run<Hook::on_after_backward>(state);
+  }
+
+  bool step(std::size_t index) override {
+    auto& state = parts_.state;
+    auto& callbacks = parts_.callbacks.list();
+    torch::optim::Optimizer& optimizer = handles_.at(index).optimizer();
+    const bool stepped = parts_.precision.optimizer_step(
+        optimizer, [&] { callbacks.template run<Hook::on_before_optimizer_step>(state, optimizer); });
+    if (!stepped) {
+      log::info_rank_zero("volt: global step " + std::to_string(state.global_step) + " (epoch " +
+                          std::to_string(state.current_epoch) + ", batch " + std::to_string(state.batch_idx) +
+                          "): gradients overflowed; the grad scaler skipped the step of optimizer " +
+                          std::to_string(index) + ".");
+    }
+    ++state.global_step;
+    return stepped;
+  }
+
+  void clip_gradients(torch::optim::Optimizer& optimizer, double value, GradClipAlgorithm algorithm) override {
+    if (value <= 0.0) return;
+    if constexpr (requires { parts_.precision.scaler()->unscale_(optimizer); }) {
+      if (auto* scaler = parts_.precision.scaler();
+          scaler != nullptr && scaler->stage(optimizer) == GradScaler::Stage::ready) {
+        scaler->unscale_(optimizer);
+      }
+    }
+    detail::clip_gradients(optimizer, value, algorithm);
+  }
+
+ private:
+  Parts& parts_;
+  std::vector<ManualOptimizer> handles_{};
+  std::vector<ManualScheduler> schedulers_{};
+};
+
+/// One training batch under manual optimization.
+struct ManualOptimization {
+  /// At the start of a fit (after configure_optimizers): Lightning's refusals of the Trainer options that
+  /// automate what the model now does itself (MisconfigurationError), and the StepContext's driver.
+  template <class Parts>
+  static void setup(Parts& parts) {
+    const auto& options = parts.options;
+    if (options.gradient_clip_val && *options.gradient_clip_val > 0) {
+      throw MisconfigurationError(
+          "Automatic gradient clipping is not supported for manual optimization. Remove `Trainer(gradient_clip_val=" +
+          python_float(*options.gradient_clip_val) + ")` or switch to automatic optimization.");
+    }
+    if (options.accumulate_grad_batches != 1) {
+      throw MisconfigurationError(
+          "Automatic gradient accumulation is not supported for manual optimization. Remove "
+          "`Trainer(accumulate_grad_batches=" +
+          std::to_string(options.accumulate_grad_batches) + ")` or switch to automatic optimization.");
+    }
+    if (options.cuda_graphs) {
+      log::warn_rank_zero("cuda_graphs=true, but the training step cannot be captured: the model uses manual "
+                          "optimization (its training_step steps the optimizers itself). Training eagerly.");
+    }
+    parts.context.manual_driver_ = std::make_shared<ManualStep<Parts>>(parts);
+  }
+
+  /// One training batch: on_train_batch_start, training_step under the precision's context (the model
+  /// steps), then the logger flush every log_every_n_steps batches, on_train_batch_end.
+  template <class Parts, class M, class Batch>
+  static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx) {
+    AutomaticOptimization::start_batch(parts, batch_idx);
+    auto& state = parts.state;
+    torch::Tensor loss;
+    parts.strategy.sync_buffers(module);
+    {
+      auto context = parts.precision.forward_context();
+      using Result = decltype(call_training_step(module, batch, batch_idx, parts.context));
+      if constexpr (std::is_void_v<Result>) {
+        call_training_step(module, batch, batch_idx, parts.context);
+      } else {
+        static_assert(std::is_convertible_v<Result, torch::Tensor>,
+                      "volt: under manual optimization training_step returns void or a torch::Tensor (the loss "
+                      "that on_train_batch_end receives)");
+        loss = call_training_step(module, batch, batch_idx, parts.context);
+      }
+    }
+    if (loss.defined()) check_finite_loss(parts.options, state, loss, batch_idx);
+    auto& optimization = parts.optimization;
+    ++optimization.batches_stepped;
+    const auto every = parts.options.log_every_n_steps;
+    if (every > 0 && optimization.batches_stepped % every == 0) {
+      parts.log_metrics(parts.logger.metrics().take_step_values_for_logger(), optimization.batches_stepped - 1);
+    }
+    AutomaticOptimization::end_batch(parts, loss.defined() ? loss.detach() : loss, batch_idx);
+  }
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/manual_optimization.hpp
 
 #include <cstdint>
 #include <iterator>
@@ -15640,7 +16417,11 @@ class TrainingEpochLoop {
         auto batch = parts.prepare_batch(*it);
         ++it;
         is_last = it == end || (limit && batch_idx + 1 >= *limit);
-        step.run(parts, module, batch, batch_idx, is_last);
+        if constexpr (uses_automatic_optimization<M>()) {
+          step.run(parts, module, batch, batch_idx, is_last);
+        } else {
+          ManualOptimization::run(parts, module, batch, batch_idx);
+        }
       } catch (...) {
         rethrow_with_context(where());
       }
@@ -15829,7 +16610,10 @@ class FitLoop {
         options.val_check_interval.is_whole_epoch() && options.check_val_every_n_epoch.value_or(0) == 1;
     state.device_stats = device_stats_probe(parts.selection.accelerator, parts.root_device());
 
-    parts.optimization.configure(configure_optimizers(module));
+    constexpr bool automatic = uses_automatic_optimization<M>();
+    parts.optimization.configure(configure_optimizers(module), automatic);
+    parts.context.manual_driver_.reset();
+    if constexpr (!automatic) ManualOptimization::setup(parts);
     state.optimizers = parts.optimization.optimizers();
     // Holds the module: trainer.save_checkpoint works after fit() returned.
     state.save_checkpoint = [this, &parts, module_pointer](const std::filesystem::path& path, bool weights_only) {
@@ -15857,7 +16641,11 @@ class FitLoop {
       parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
       parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
     }
-    epoch_loop.step.setup(parts);
+    if constexpr (automatic) {
+      epoch_loop.step.setup(parts);
+    } else {
+      epoch_loop.step.graph().reset();  // ManualOptimization::setup warned if cuda_graphs was asked for
+    }
   }
 
   template <class Parts, class M>

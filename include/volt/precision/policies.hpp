@@ -140,7 +140,8 @@ class TruePrecision {
 /// Throws what GradScaler::unscale_/step/update, `before_step` and the optimizer throw.
 template <class BeforeStep>
 bool amp_optimizer_step(GradScaler& scaler, torch::optim::Optimizer& optimizer, BeforeStep&& before_step) {
-  scaler.unscale_(optimizer);
+  // Already unscaled when a manual-optimization model clipped this optimizer's gradients before its step.
+  if (scaler.stage(optimizer) == GradScaler::Stage::ready) scaler.unscale_(optimizer);
   std::forward<BeforeStep>(before_step)();
   const bool stepped = scaler.step(optimizer);
   scaler.update();

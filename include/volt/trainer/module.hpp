@@ -6,7 +6,9 @@
 ///
 /// ```
 /// torch::Tensor training_step(Batch& batch, int64_t batch_idx, volt::StepContext& ctx);  // required
-/// auto configure_optimizers();       // required: std::shared_ptr<SomeOptimizer> or volt::OptimizerConfig
+/// auto configure_optimizers();       // required: std::shared_ptr<SomeOptimizer>, volt::OptimizerConfig,
+///                                    // or (several optimizers) a std::vector of either
+/// static constexpr bool automatic_optimization = false;        // optional: manual optimization
 /// void validation_step(Batch&, int64_t, volt::StepContext&);   // optional, needed to validate
 /// void test_step(Batch&, int64_t, volt::StepContext&);         // optional, needed to test
 /// auto predict_step(Batch&, int64_t);                           // optional, needed to predict
@@ -25,7 +27,9 @@
 #include <concepts>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 namespace volt {
 
@@ -35,7 +39,20 @@ enum class SchedulerInterval {
   epoch,  ///< At the end of every training epoch, after validation and on_train_epoch_end.
 };
 
-/// What configure_optimizers() may return when it has an LR scheduler (Lightning's dict form).
+/// One LR scheduler with when it steps (Lightning's lr_scheduler_config), for OptimizerConfig::lr_schedulers.
+struct LRSchedulerConfig {
+  /// The scheduler; required (fit() throws c10::Error when it is null).
+  std::shared_ptr<torch::optim::LRScheduler> scheduler;
+  /// When it steps (Lightning's "interval").
+  SchedulerInterval interval = SchedulerInterval::epoch;
+  /// Step it every `frequency` intervals (Lightning's "frequency"); must be >= 1.
+  std::int64_t frequency = 1;
+  /// A name for LearningRateMonitor and messages (Lightning's "name"); empty: none given.
+  std::string name{};
+};
+
+/// What configure_optimizers() may return when it has LR schedulers (Lightning's dict form): one optimizer and
+/// its schedulers. A std::vector of these configures several optimizers (manual optimization only).
 /// fit() calls configure_optimizers() once per fit, after the model moved to its device, on every rank.
 struct OptimizerConfig {
   /// The optimizer fit() steps; required (fit() throws c10::Error when it is null).
@@ -44,8 +61,10 @@ struct OptimizerConfig {
   std::shared_ptr<torch::optim::LRScheduler> lr_scheduler{};
   /// When lr_scheduler steps (Lightning's "interval").
   SchedulerInterval interval = SchedulerInterval::epoch;
-  /// Step the scheduler every `frequency` intervals.
+  /// Step lr_scheduler every `frequency` intervals.
   std::int64_t frequency = 1;
+  /// More schedulers over `optimizer`, each with its own config; they step after lr_scheduler, in this order.
+  std::vector<LRSchedulerConfig> lr_schedulers{};
 };
 
 namespace detail {
@@ -101,22 +120,64 @@ template <class T>
 concept optimizer_pointer =
     requires(T t) { typename T::element_type; } && std::derived_from<typename T::element_type, torch::optim::Optimizer>;
 
-template <class M>
-concept has_configure_optimizers = requires(M& m) { m.configure_optimizers(); } &&
-                                   (optimizer_pointer<std::remove_cvref_t<decltype(std::declval<M&>().configure_optimizers())>> ||
-                                    std::same_as<std::remove_cvref_t<decltype(std::declval<M&>().configure_optimizers())>,
-                                                 OptimizerConfig>);
+/// One optimizer's entry of configure_optimizers(): an optimizer pointer or an OptimizerConfig.
+template <class T>
+concept optimizer_entry = optimizer_pointer<T> || std::same_as<T, OptimizerConfig>;
+
+template <class T>
+struct is_optimizer_list : std::false_type {};
+template <class T, class A>
+struct is_optimizer_list<std::vector<T, A>> : std::bool_constant<optimizer_entry<T>> {};
 
 template <class M>
-OptimizerConfig configure_optimizers(M& model) {
-  auto result = model.configure_optimizers();
-  if constexpr (std::same_as<decltype(result), OptimizerConfig>) {
-    TORCH_CHECK(result.optimizer != nullptr, "volt: configure_optimizers() returned an OptimizerConfig without an optimizer");
-    return result;
+using configure_optimizers_result = std::remove_cvref_t<decltype(std::declval<M&>().configure_optimizers())>;
+
+template <class M>
+concept has_configure_optimizers = requires(M& m) { m.configure_optimizers(); } &&
+                                   (optimizer_entry<configure_optimizers_result<M>> ||
+                                    is_optimizer_list<configure_optimizers_result<M>>::value);
+
+/// Whether the model declares an `automatic_optimization` member at all.
+template <class M>
+concept declares_automatic_optimization = requires { &M::automatic_optimization; };
+
+/// Lightning's `automatic_optimization`: true unless the model declares
+/// `static constexpr bool automatic_optimization = false;` (checked by check_trainable()).
+template <class M>
+constexpr bool uses_automatic_optimization() {
+  if constexpr (!declares_automatic_optimization<M>) {
+    return true;
+  } else if constexpr (std::is_member_object_pointer_v<decltype(&M::automatic_optimization)>) {
+    return true;  // refused by check_trainable()
   } else {
-    TORCH_CHECK(result != nullptr, "volt: configure_optimizers() returned a null optimizer");
-    return OptimizerConfig{std::move(result)};
+    return static_cast<bool>(M::automatic_optimization);
   }
+}
+
+inline OptimizerConfig optimizer_entry_config(OptimizerConfig config, std::size_t index) {
+  TORCH_CHECK(config.optimizer != nullptr, "volt: configure_optimizers() returned an OptimizerConfig without an optimizer",
+              index > 0 ? " (entry " + std::to_string(index) + ")" : std::string());
+  return config;
+}
+template <optimizer_pointer P>
+OptimizerConfig optimizer_entry_config(P pointer, std::size_t index) {
+  TORCH_CHECK(pointer != nullptr, "volt: configure_optimizers() returned a null optimizer",
+              index > 0 ? " (entry " + std::to_string(index) + ")" : std::string());
+  return OptimizerConfig{std::move(pointer)};
+}
+
+/// What configure_optimizers() returned, as one OptimizerConfig per optimizer.
+template <class M>
+std::vector<OptimizerConfig> configure_optimizers(M& model) {
+  auto result = model.configure_optimizers();
+  std::vector<OptimizerConfig> configs;
+  if constexpr (is_optimizer_list<decltype(result)>::value) {
+    TORCH_CHECK(!result.empty(), "volt: configure_optimizers() returned an empty list of optimizers");
+    for (auto& entry : result) configs.push_back(optimizer_entry_config(std::move(entry), configs.size()));
+  } else {
+    configs.push_back(optimizer_entry_config(std::move(result), 0));
+  }
+  return configs;
 }
 
 /// The model's static checks, each naming what is missing.
@@ -130,7 +191,13 @@ constexpr void check_trainable() {
                 "(batch_idx and ctx may be left out)");
   static_assert(has_configure_optimizers<M>,
                 "volt: the model has no `configure_optimizers()` returning a std::shared_ptr to a torch::optim "
-                "optimizer or a volt::OptimizerConfig");
+                "optimizer, a volt::OptimizerConfig, or a std::vector of either");
+  if constexpr (declares_automatic_optimization<M>) {
+    static_assert(!std::is_member_object_pointer_v<decltype(&M::automatic_optimization)> &&
+                      std::is_same_v<std::remove_cv_t<std::remove_reference_t<decltype(M::automatic_optimization)>>, bool>,
+                  "volt: `automatic_optimization` must be declared `static constexpr bool automatic_optimization = "
+                  "false;` (a compile-time constant of the model's class, not a data member)");
+  }
 }
 
 }  // namespace detail

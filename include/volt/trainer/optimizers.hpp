@@ -1,6 +1,6 @@
 /// \file
-/// The optimizer of a fit and its LR schedulers (Lightning's core/optimizer.py: what configure_optimizers
-/// returned, and when each scheduler steps).
+/// The optimizers of a fit and their LR schedulers (Lightning's core/optimizer.py: what configure_optimizers
+/// returned, its checks, and when each scheduler steps).
 #pragma once
 
 #include <volt/trainer/module.hpp>
@@ -8,43 +8,77 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace volt::detail {
 
-/// An LR scheduler with its interval and frequency, and how far it has come.
+/// Lightning's refusal of several optimizers under automatic optimization (core/optimizer.py).
+inline constexpr const char* several_optimizers_message =
+    "Training with multiple optimizers is only supported with manual optimization. Set "
+    "`self.automatic_optimization = False`, then access your optimizers in `training_step` with "
+    "`opt1, opt2, ... = self.optimizers()`.";
+
+/// An LR scheduler with its interval and frequency, the optimizer it belongs to, and how far it has come.
 struct SchedulerSlot {
   std::shared_ptr<torch::optim::LRScheduler> scheduler;
   SchedulerInterval interval;
   std::int64_t frequency;
   std::int64_t intervals = 0;  ///< intervals seen (steps or epochs)
   std::int64_t steps = 0;      ///< scheduler.step() calls, saved in checkpoints
+  std::size_t optimizer = 0;   ///< index of its optimizer in configure_optimizers' order
+  std::string name{};          ///< LRSchedulerConfig::name
 };
 
-/// The optimizer and schedulers of the running fit.
+/// The optimizers and schedulers of the running fit.
 class Optimization {
  public:
-  /// Takes what configure_optimizers() returned (once per fit).
-  void configure(OptimizerConfig config) {
-    config_ = std::move(config);
+  /// Takes what configure_optimizers() returned (once per fit). `automatic`: the model's
+  /// automatic_optimization; with it only one optimizer is allowed (std::runtime_error with Lightning's
+  /// message), without it the schedulers are the model's to step. Throws c10::Error for a null scheduler or a
+  /// frequency below 1.
+  void configure(std::vector<OptimizerConfig> configs, bool automatic = true) {
+    if (automatic && configs.size() > 1) throw std::runtime_error(several_optimizers_message);
+    configs_ = std::move(configs);
+    automatic_ = automatic;
+    batches_stepped = 0;
     schedulers_.clear();
-    if (config_.lr_scheduler) {
-      schedulers_.push_back({config_.lr_scheduler, config_.interval, std::max<std::int64_t>(1, config_.frequency)});
+    for (std::size_t i = 0; i < configs_.size(); ++i) {
+      const auto& config = configs_[i];
+      if (config.lr_scheduler) add(i, {config.lr_scheduler, config.interval, config.frequency, {}});
+      for (const auto& extra : config.lr_schedulers) {
+        TORCH_CHECK(extra.scheduler != nullptr, "volt: configure_optimizers() gave an LRSchedulerConfig without a scheduler",
+                    extra.name.empty() ? std::string() : " (name \"" + extra.name + "\")");
+        add(i, extra);
+      }
     }
   }
 
-  /// The optimizer (configure() must have run).
-  torch::optim::Optimizer& optimizer() const { return *config_.optimizer; }
-  /// The optimizers, as TrainerState lists them.
-  std::vector<torch::optim::Optimizer*> optimizers() const { return {config_.optimizer.get()}; }
+  /// The first optimizer (configure() must have run): the one automatic optimization steps.
+  torch::optim::Optimizer& optimizer() const { return *configs_.front().optimizer; }
+  /// The optimizers in configure_optimizers' order, as TrainerState lists them.
+  std::vector<torch::optim::Optimizer*> optimizers() const {
+    std::vector<torch::optim::Optimizer*> result;
+    for (const auto& config : configs_) result.push_back(config.optimizer.get());
+    return result;
+  }
   /// The schedulers in the order configure_optimizers gave them.
   std::vector<SchedulerSlot>& schedulers() { return schedulers_; }
+  /// Whether the Trainer steps the optimizers and schedulers (automatic optimization).
+  bool automatic() const { return automatic_; }
+
+  /// Training batches that ran a step so far in this fit (Lightning's _batches_that_stepped: the step value
+  /// the loggers get under manual optimization).
+  std::int64_t batches_stepped = 0;
 
   /// Steps the schedulers of `interval` whose frequency has come round (after an optimizer step, or at an
-  /// epoch's end).
+  /// epoch's end). Nothing under manual optimization: the model steps its schedulers.
   void step_schedulers(SchedulerInterval interval) {
+    if (!automatic_) return;
     for (auto& slot : schedulers_) {
       if (slot.interval != interval) continue;
       if (++slot.intervals % slot.frequency == 0) {
@@ -55,8 +89,14 @@ class Optimization {
   }
 
  private:
-  OptimizerConfig config_{};
+  void add(std::size_t optimizer, const LRSchedulerConfig& config) {
+    TORCH_CHECK(config.frequency >= 1, "volt: an LR scheduler's frequency must be >= 1, got ", config.frequency);
+    schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name});
+  }
+
+  std::vector<OptimizerConfig> configs_{};
   std::vector<SchedulerSlot> schedulers_{};
+  bool automatic_ = true;
 };
 
 }  // namespace volt::detail

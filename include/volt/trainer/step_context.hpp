@@ -4,12 +4,20 @@
 /// The model needs to inherit from nothing to use it.
 #pragma once
 
+#include <volt/core/errors.hpp>
+#include <volt/trainer/manual_optimizer.hpp>
+#include <volt/trainer/options.hpp>
 #include <volt/trainer/state.hpp>
 
 #include <torch/torch.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace volt {
 
@@ -48,7 +56,49 @@ class StepContext {
   /// The Trainer's whole state, as callbacks see it.
   TrainerState& trainer() const { return *state_; }
 
+  /// Manual optimization (a model with `static constexpr bool automatic_optimization = false;`): the fit's
+  /// optimizers in configure_optimizers' order (Lightning's `self.optimizers()`). Throws
+  /// MisconfigurationError outside a manual-optimization fit.
+  std::vector<ManualOptimizer>& optimizers() const { return driver("optimizers").optimizers(); }
+  /// Manual optimization: optimizer `index` (std::out_of_range past the last one).
+  ManualOptimizer& optimizer(std::size_t index = 0) const {
+    auto& all = optimizers();
+    if (index >= all.size()) {
+      throw std::out_of_range("volt: ctx.optimizer(" + std::to_string(index) + "): the model configured " +
+                              std::to_string(all.size()) + " optimizer(s)");
+    }
+    return all[index];
+  }
+  /// Manual optimization: the fit's LR schedulers in configure_optimizers' order (Lightning's
+  /// `self.lr_schedulers()`); the model steps them itself (ManualScheduler::step), the Trainer does not.
+  std::vector<ManualScheduler>& lr_schedulers() const { return driver("lr_schedulers").lr_schedulers(); }
+  /// Manual optimization: the backward pass of `loss` (Lightning's `self.manual_backward`): scaled by the grad
+  /// scaler under volt::FP16Autocast, gradients reduced across ranks under DDP, on_before_backward and
+  /// on_after_backward around it.
+  void manual_backward(const torch::Tensor& loss) const { driver("manual_backward").backward(loss); }
+  /// Manual optimization: clips the gradients of `optimizer`'s parameters (Lightning's `self.clip_gradients`):
+  /// `value` <= 0 does nothing; norm: total 2-norm at most `value`; value: each element in [-value, value].
+  /// Under a grad scaler the gradients are unscaled first (step() then does not unscale them again).
+  void clip_gradients(ManualOptimizer& optimizer, double value, GradClipAlgorithm algorithm = GradClipAlgorithm::norm) const {
+    driver("clip_gradients").clip_gradients(optimizer.optimizer(), value, algorithm);
+  }
+
+  /// \cond
+  // Set by the training loop for a manual-optimization fit.
+  std::shared_ptr<detail::ManualDriver> manual_driver_{};
+  /// \endcond
+
  private:
+  detail::ManualDriver& driver(const char* what) const {
+    if (!manual_driver_) {
+      throw MisconfigurationError(std::string("volt: ctx.") + what +
+                                  "() is for manual optimization: declare `static constexpr bool "
+                                  "automatic_optimization = false;` in the model (the Trainer steps the optimizers "
+                                  "under automatic optimization; read them from ctx.trainer().optimizers)");
+    }
+    return *manual_driver_;
+  }
+
   TrainerState* state_;
 };
 

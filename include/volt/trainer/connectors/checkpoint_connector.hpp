@@ -91,9 +91,16 @@ class CheckpointConnector {
       archive.write("loop/global_step", c10::IValue(parts.state.global_step));
       archive.write("loop/batches_done", c10::IValue(resume_point.batches_done));
       archive.write("loop/at_epoch_end", c10::IValue(resume_point.at_epoch_end));
-      torch::serialize::OutputArchive optimizer_archive;
-      parts.optimization.optimizer().save(optimizer_archive);
-      archive.write("optimizer", optimizer_archive);
+      archive.write("loop/batches_stepped", c10::IValue(parts.optimization.batches_stepped));
+      // The first optimizer under "optimizer" (as checkpoints of one optimizer always had it), the others
+      // under "optimizers/<index>".
+      const auto optimizers = parts.optimization.optimizers();
+      archive.write("optimizers/count", c10::IValue(static_cast<std::int64_t>(optimizers.size())));
+      for (std::size_t i = 0; i < optimizers.size(); ++i) {
+        torch::serialize::OutputArchive optimizer_archive;
+        optimizers[i]->save(optimizer_archive);
+        archive.write(optimizer_key(i), optimizer_archive);
+      }
       std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
       for (const auto& slot : parts.optimization.schedulers()) {
         scheduler_steps.push_back(slot.steps);
@@ -158,6 +165,10 @@ class CheckpointConnector {
                           "with");
   }
 
+  static std::string optimizer_key(std::size_t index) {
+    return index == 0 ? std::string("optimizer") : "optimizers/" + std::to_string(index);
+  }
+
   void read(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
     torch::serialize::InputArchive archive;
     load_archive(archive, path, device);
@@ -190,14 +201,30 @@ class CheckpointConnector {
     const auto steps = reader.read_int_list("schedulers/steps");
     const auto intervals = reader.read_int_list("schedulers/intervals");
     auto& schedulers = parts.optimization.schedulers();
+    const auto optimizers = parts.optimization.optimizers();
+    const std::int64_t saved_optimizers = reader.contains("optimizers/count") ? reader.read_int("optimizers/count") : 1;
+    if (saved_optimizers != static_cast<std::int64_t>(optimizers.size())) {
+      throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(saved_optimizers) +
+                            " optimizer(s), but configure_optimizers() returned " +
+                            std::to_string(optimizers.size()) + "; resume with the configuration that wrote it");
+    }
+    if (steps.size() != schedulers.size()) {
+      throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(steps.size()) +
+                            " LR scheduler(s), but configure_optimizers() returned " +
+                            std::to_string(schedulers.size()) + "; resume with the configuration that wrote it");
+    }
     for (std::size_t i = 0; i < schedulers.size() && i < steps.size(); ++i) {
       for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
       schedulers[i].steps = steps[i];
       schedulers[i].intervals = intervals[i];
     }
-    torch::serialize::InputArchive optimizer_archive;
-    reader.read_archive("optimizer", optimizer_archive);
-    parts.optimization.optimizer().load(optimizer_archive);
+    for (std::size_t i = 0; i < optimizers.size(); ++i) {
+      torch::serialize::InputArchive optimizer_archive;
+      reader.read_archive(optimizer_key(i), optimizer_archive);
+      optimizers[i]->load(optimizer_archive);
+    }
+    parts.optimization.batches_stepped =
+        reader.contains("loop/batches_stepped") ? reader.read_int("loop/batches_stepped") : parts.state.global_step;
     torch::serialize::InputArchive precision_archive;
     reader.read_archive("precision", precision_archive);
     parts.load_precision(precision_archive);

@@ -22,19 +22,24 @@
 
 namespace volt::detail {
 
-/// Clips the gradients of `optimizer`'s parameters as the options ask, on the device (no host sync, so also
-/// inside a captured step); the coefficient is torch::nn::utils::clip_grad_norm_'s.
-inline void clip_gradients(const TrainerOptions& options, torch::optim::Optimizer& optimizer) {
-  if (!options.gradient_clip_val || *options.gradient_clip_val <= 0.0) return;
+/// Clips the gradients of `optimizer`'s parameters (`value` <= 0: nothing), on the device (no host sync, so
+/// also inside a captured step); the coefficient is torch::nn::utils::clip_grad_norm_'s.
+inline void clip_gradients(torch::optim::Optimizer& optimizer, double value, GradClipAlgorithm algorithm) {
+  if (value <= 0.0) return;
   std::vector<torch::Tensor> gradients;
   for (const auto& group : optimizer.param_groups()) {
     for (const auto& parameter : group.params()) gradients.push_back(parameter.grad());
   }
-  if (options.gradient_clip_algorithm == GradClipAlgorithm::norm) {
-    (void)optim::clip_grad_norm_(gradients, *options.gradient_clip_val);
+  if (algorithm == GradClipAlgorithm::norm) {
+    (void)optim::clip_grad_norm_(gradients, value);
   } else {
-    optim::clip_grad_value_(gradients, *options.gradient_clip_val);
+    optim::clip_grad_value_(gradients, value);
   }
+}
+
+/// Clips the gradients of `optimizer`'s parameters as the options ask (gradient_clip_val, its algorithm).
+inline void clip_gradients(const TrainerOptions& options, torch::optim::Optimizer& optimizer) {
+  if (options.gradient_clip_val) clip_gradients(optimizer, *options.gradient_clip_val, options.gradient_clip_algorithm);
 }
 
 /// Throws when error_on_nonfinite_loss is set and `loss` is NaN or infinite.

@@ -154,7 +154,10 @@ class FitLoop {
         options.val_check_interval.is_whole_epoch() && options.check_val_every_n_epoch.value_or(0) == 1;
     state.device_stats = device_stats_probe(parts.selection.accelerator, parts.root_device());
 
-    parts.optimization.configure(configure_optimizers(module));
+    constexpr bool automatic = uses_automatic_optimization<M>();
+    parts.optimization.configure(configure_optimizers(module), automatic);
+    parts.context.manual_driver_.reset();
+    if constexpr (!automatic) ManualOptimization::setup(parts);
     state.optimizers = parts.optimization.optimizers();
     // Holds the module: trainer.save_checkpoint works after fit() returned.
     state.save_checkpoint = [this, &parts, module_pointer](const std::filesystem::path& path, bool weights_only) {
@@ -182,7 +185,11 @@ class FitLoop {
       parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
       parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
     }
-    epoch_loop.step.setup(parts);
+    if constexpr (automatic) {
+      epoch_loop.step.setup(parts);
+    } else {
+      epoch_loop.step.graph().reset();  // ManualOptimization::setup warned if cuda_graphs was asked for
+    }
   }
 
   template <class Parts, class M>

@@ -1,6 +1,7 @@
 /// \file
 /// The training epoch loop (Lightning's loops/training_epoch_loop.py): one epoch's batches — skipping to the
-/// resume point, each batch's step (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization),
+/// resume point, each batch's step (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization, or
+/// volt/trainer/loops/manual_optimization.hpp),
 /// validation when val_check_interval says so, the stop checks between batches.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <volt/trainer/connectors/signal_connector.hpp>
 #include <volt/trainer/loops/cuda_graph_step.hpp>
 #include <volt/trainer/loops/evaluation_loop.hpp>
+#include <volt/trainer/loops/manual_optimization.hpp>
 #include <volt/trainer/parts.hpp>
 
 #include <cstdint>
@@ -90,7 +92,11 @@ class TrainingEpochLoop {
         auto batch = parts.prepare_batch(*it);
         ++it;
         is_last = it == end || (limit && batch_idx + 1 >= *limit);
-        step.run(parts, module, batch, batch_idx, is_last);
+        if constexpr (uses_automatic_optimization<M>()) {
+          step.run(parts, module, batch, batch_idx, is_last);
+        } else {
+          ManualOptimization::run(parts, module, batch, batch_idx);
+        }
       } catch (...) {
         rethrow_with_context(where());
       }

@@ -1,0 +1,153 @@
+// volt::optim's LR schedulers: closed forms by hand, PyTorch's argument checks, and use with the Trainer
+// (step-interval scheduling, exact resume). The step-by-step comparison with PyTorch itself is
+// schedulers_vs_pytorch.py (volt.optim.schedulers_vs_pytorch, in the tree that has VOLT_PYTHON).
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <volt/volt.hpp>
+
+#include "trainer/trainer_fixtures.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <numbers>
+#include <stdexcept>
+#include <vector>
+
+namespace {
+
+torch::Tensor parameter() { return torch::zeros({2}, torch::requires_grad()); }
+
+double lr_of(torch::optim::Optimizer& optimizer) { return optimizer.param_groups()[0].options().get_lr(); }
+
+}  // namespace
+
+TEST_CASE("LinearLR warms up from start_factor to end_factor over total_iters steps, then stays") {
+  torch::optim::SGD sgd({parameter()}, torch::optim::SGDOptions(0.1));
+  volt::optim::LinearLR scheduler(sgd, 0.25, 1.0, 4);
+  CHECK(lr_of(sgd) == doctest::Approx(0.025));  // set at construction, as PyTorch does
+  const std::vector<double> expected{0.04375, 0.0625, 0.08125, 0.1, 0.1, 0.1};
+  for (double value : expected) {
+    scheduler.step();
+    CHECK(lr_of(sgd) == doctest::Approx(value));
+  }
+  CHECK(scheduler.last_epoch() == 6);
+  CHECK_THROWS_WITH_AS(volt::optim::LinearLR(sgd, 0.0),
+                       "Starting multiplicative factor expected to be greater than 0 and less or equal to 1.",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(volt::optim::LinearLR(sgd, 0.5, 1.5),
+                       "Ending multiplicative factor expected to be between 0 and 1.", std::invalid_argument);
+}
+
+TEST_CASE("CosineAnnealingLR follows eta_min + (base - eta_min)(1 + cos(pi t / T_max)) / 2") {
+  torch::optim::SGD sgd({parameter()}, torch::optim::SGDOptions(0.1));
+  volt::optim::CosineAnnealingLR scheduler(sgd, 4, 0.01);
+  CHECK(lr_of(sgd) == doctest::Approx(0.1));
+  for (int t = 1; t <= 8; ++t) {
+    scheduler.step();
+    CHECK(lr_of(sgd) == doctest::Approx(0.01 + 0.09 * (1 + std::cos(std::numbers::pi * t / 4)) / 2));
+  }
+  CHECK(lr_of(sgd) == doctest::Approx(0.1));  // periodic past T_max
+}
+
+TEST_CASE("LambdaLR multiplies each group's base rate by its function of the step") {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<torch::Tensor>{parameter()}, std::make_unique<torch::optim::SGDOptions>(0.1));
+  groups.emplace_back(std::vector<torch::Tensor>{parameter()}, std::make_unique<torch::optim::SGDOptions>(1.0));
+  torch::optim::SGD sgd(groups, torch::optim::SGDOptions(0.1));
+  volt::optim::LambdaLR scheduler(sgd, [](std::int64_t t) { return 1.0 / static_cast<double>(t + 1); });
+  scheduler.step();
+  scheduler.step();
+  CHECK(sgd.param_groups()[0].options().get_lr() == doctest::Approx(0.1 / 3));
+  CHECK(sgd.param_groups()[1].options().get_lr() == doctest::Approx(1.0 / 3));
+  CHECK_THROWS_WITH_AS(volt::optim::LambdaLR(sgd, std::vector<volt::optim::LambdaLR::Lambda>{[](std::int64_t) { return 1.0; }}),
+                       "Expected 2 lr_lambdas, but got 1", std::invalid_argument);
+}
+
+TEST_CASE("OneCycleLR: up to max_lr at pct_start, down to min_lr at the end, momentum the other way") {
+  torch::optim::SGD sgd({parameter()}, torch::optim::SGDOptions(0.1).momentum(0.9));
+  volt::optim::OneCycleLR scheduler(sgd, {.max_lr = 1.0, .total_steps = 10});
+  auto momentum = [&] { return static_cast<torch::optim::SGDOptions&>(sgd.param_groups()[0].options()).momentum(); };
+  CHECK(lr_of(sgd) == doctest::Approx(1.0 / 25));
+  CHECK(momentum() == doctest::Approx(0.95));
+  scheduler.step();
+  scheduler.step();  // step 2 = pct_start * 10 - 1: the peak
+  CHECK(lr_of(sgd) == doctest::Approx(1.0));
+  CHECK(momentum() == doctest::Approx(0.85));
+  for (int i = 0; i < 7; ++i) scheduler.step();  // step 9 = total_steps - 1: the end
+  CHECK(lr_of(sgd) == doctest::Approx(1.0 / 25 / 1e4));
+  CHECK(momentum() == doctest::Approx(0.95));
+  scheduler.step();  // step 10 is past the cycle's last step (PyTorch allows it too) ...
+  CHECK_THROWS_WITH_AS(scheduler.step(), "Tried to step 11 times. The specified number of total steps is 10",
+                       std::out_of_range);  // ... step 11 is not
+  torch::optim::RMSprop rmsprop({parameter()}, torch::optim::RMSpropOptions(0.1));
+  CHECK_THROWS_WITH_AS(volt::optim::OneCycleLR(rmsprop, {.max_lr = 1.0, .total_steps = 10}),
+                       doctest::Contains("optimizer must support momentum or beta1 with `cycle_momentum` option enabled"),
+                       std::invalid_argument);
+  CHECK_NOTHROW(volt::optim::OneCycleLR(rmsprop, {.max_lr = 1.0, .total_steps = 10, .cycle_momentum = false}));
+}
+
+TEST_CASE("SequentialLR hands over at the milestones, the next scheduler restarting from its step 0") {
+  torch::optim::SGD sgd({parameter()}, torch::optim::SGDOptions(0.1));
+  auto warmup = std::make_shared<volt::optim::LinearLR>(sgd, 0.1, 1.0, 3);
+  auto cosine = std::make_shared<volt::optim::CosineAnnealingLR>(sgd, 4);
+  volt::optim::SequentialLR scheduler(sgd, {warmup, cosine}, {3});
+  CHECK(lr_of(sgd) == doctest::Approx(0.01));
+  scheduler.step();
+  CHECK(lr_of(sgd) == doctest::Approx(0.04));
+  scheduler.step();
+  scheduler.step();  // the milestone: the cosine's step 0, the base rate (not the warm-up's 0.01 base)
+  CHECK(lr_of(sgd) == doctest::Approx(0.1));
+  scheduler.step();
+  CHECK(lr_of(sgd) == doctest::Approx(0.1 * (1 + std::cos(std::numbers::pi / 4)) / 2));
+  CHECK_THROWS_WITH_AS(volt::optim::SequentialLR(sgd, {warmup, cosine}, {}),
+                       "Sequential Schedulers expects number of schedulers provided to be one more than the number of "
+                       "milestone points, but got number of schedulers 2 and the number of milestones to be equal to 0",
+                       std::invalid_argument);
+  torch::optim::SGD other({parameter()}, torch::optim::SGDOptions(0.1));
+  CHECK_THROWS_AS(volt::optim::SequentialLR(other, {warmup}, {}), std::invalid_argument);
+}
+
+namespace {
+
+struct ScheduledRegressor : volt_test::Regressor {
+  std::shared_ptr<torch::optim::SGD> optimizer;
+  volt::OptimizerConfig configure_optimizers() {
+    optimizer = std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    auto warmup = std::make_shared<volt::optim::LinearLR>(*optimizer, 0.2, 1.0, 4);
+    auto schedule = std::make_shared<volt::optim::SequentialLR>(
+        *optimizer, std::vector<std::shared_ptr<volt::optim::Scheduler>>{
+                        warmup, std::make_shared<volt::optim::CosineAnnealingLR>(*optimizer, 8, 0.001)},
+        std::vector<std::int64_t>{4});
+    return {optimizer, schedule, volt::SchedulerInterval::step};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("volt::optim schedulers step with the Trainer and resume exactly from a mid-epoch checkpoint") {
+  volt_test::TempDir dir;
+  auto data = volt_test::make_batches(5);
+  auto fit = [&](const std::filesystem::path& resume_from, const std::filesystem::path& save_dir) {
+    torch::manual_seed(7);
+    auto model = std::make_shared<ScheduledRegressor>();
+    auto options = volt_test::quiet_options(dir);
+    options.max_epochs = 3;
+    options.enable_checkpointing = true;
+    volt::Trainer<volt::CPU> trainer(
+        options, volt::ModelCheckpoint{{.dirpath = save_dir, .save_top_k = -1, .every_n_train_steps = 7}});
+    trainer.fit(model, data, resume_from);
+    return model;
+  };
+  auto straight = fit({}, dir.path / "a");
+  // 15 steps: the warm-up's 4 then the cosine's 11 (periodic after 8).
+  CHECK(lr_of(*straight->optimizer) == doctest::Approx(0.001 + 0.099 * (1 + std::cos(std::numbers::pi * 11 / 8)) / 2));
+  REQUIRE(std::filesystem::exists(dir.path / "a" / "epoch=1-step=7.ckpt"));
+  auto resumed = fit(dir.path / "a" / "epoch=1-step=7.ckpt", dir.path / "b");
+  CHECK(lr_of(*resumed->optimizer) == lr_of(*straight->optimizer));
+  for (std::size_t i = 0; i < straight->parameters().size(); ++i) {
+    CHECK(torch::equal(straight->parameters()[i], resumed->parameters()[i]));
+  }
+}
