@@ -157,7 +157,8 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 4; ++i) {
         auto shape = row.model == "wide" ? std::vector<std::int64_t>{batch, 2048}
                                          : volt_bench::input_shape(row.model, batch);
-        distinct.push_back({torch::randn(shape, device), torch::randint(10, {batch}, device)});
+        distinct.push_back({torch::randn(shape, device),
+                             torch::randint(10, {batch}, torch::TensorOptions(device).dtype(torch::kLong))});
       }
       const auto data = cycle(distinct, warmup + steps + 1);
       const double value = row.precision == "32-true" ? rate<volt::FP32>(row, data, warmup, steps)

@@ -256,4 +256,8 @@ TEST_CASE("CUDA: a training step that cannot be captured falls back to eager wit
   }
   CHECK(warned);
   check_same_training(graph, eager, 1e-6);
+  // The failed capture left the device's random number generator usable (LibTorch marks it as capturing until
+  // a capture ends cleanly).
+  CHECK_NOTHROW((void)torch::randn({4}, torch::Device(torch::kCUDA, 0)));
+  CHECK_NOTHROW((void)torch::dropout(torch::ones({8}, torch::Device(torch::kCUDA, 0)), 0.5, true));
 }

@@ -60,6 +60,7 @@
 
 #if defined(VOLT_WITH_CUDA) && VOLT_TORCH_VERSION >= 20400
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -166,6 +167,11 @@ class TrainStepGraph {
       const bool cache_was_enabled = compat::autocast_cache_enabled();
       compat::set_autocast_cache_enabled(false);  // casts cached outside the graph must not be used in it
       metrics.record_into(&logs_);
+      // A capture that fails inside capture_end() (an operation the capture does not allow invalidates it)
+      // leaves the default CUDA generator marked as capturing, and every later random op on the device then
+      // throws "Offset increment outside graph capture": its state before the capture is put back then.
+      auto generator = at::cuda::detail::getDefaultCUDAGenerator(device.index());
+      const at::Generator generator_before = generator.clone();
       try {
         graph_->capture_begin();
         try {
@@ -187,6 +193,10 @@ class TrainStepGraph {
       }
       metrics.record_into(nullptr);
       compat::set_autocast_cache_enabled(cache_was_enabled);
+      if (!error.empty()) {
+        const std::lock_guard<std::mutex> lock(generator.mutex());
+        generator.graphsafe_set_state(generator_before);
+      }
     }
     wait(current, *side_stream_);
     if (!error.empty()) {
