@@ -316,3 +316,28 @@ TEST_CASE("ModelCheckpoint export_safetensors writes the best checkpoint's weigh
   }
   CHECK(differs_from_final);
 }
+
+TEST_CASE("safetensors on CUDA: tensors saved from the GPU, loaded onto it (skipped without a GPU)") {
+  if (!torch::cuda::is_available()) {
+    MESSAGE("skipped: no CUDA device (torch::cuda::is_available() is false)");
+    return;
+  }
+  volt_test::TempDir dir;
+  volt::StateDict weights;
+  weights.insert("w", torch::randn({64, 32}, torch::kCUDA));
+  weights.insert("h", torch::randn({7}, torch::kCUDA).to(torch::kHalf));
+  volt::save_safetensors(weights, dir.path / "gpu.safetensors");
+  const auto file = volt::load_safetensors(dir.path / "gpu.safetensors", {.device = torch::kCUDA});
+  for (const auto& item : weights) {
+    CAPTURE(item.key());
+    CHECK(file.tensors[item.key()].is_cuda());
+    CHECK(torch::equal(file.tensors[item.key()], item.value()));
+  }
+  auto model = std::make_shared<Net>();
+  model->to(torch::kCUDA);
+  volt::save_safetensors(model, dir.path / "net.safetensors");
+  auto copy = std::make_shared<Net>();
+  copy->to(torch::kCUDA);
+  volt::load_safetensors(copy, dir.path / "net.safetensors");
+  for (const auto& item : volt::state_dict(model)) CHECK(torch::equal(volt::state_dict(copy)[item.key()], item.value()));
+}

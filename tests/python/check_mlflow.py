@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""volt's MLFlowLogger against a real MLflow tracking server, read back with MLflow's Python client.
+
+Starts `mlflow server` once on 127.0.0.1 (a free port, a SQLite store and an artifact folder in --workdir),
+runs the helper program tests/loggers/interop/mlflow_tool.cpp (CMake target volt_mlflow_tool) against it, and
+checks the run through mlflow.MlflowClient; then checks that a server that is down, or answers 500 to
+everything, never stops the program and is reported once. Run by ctest as volt.loggers.mlflow_python when
+VOLT_PYTHON is set and libcurl was found (exit code 77, a skip, when that Python lacks mlflow), or by hand:
+
+    python3 tests/python/check_mlflow.py --tool build/tests/volt_mlflow_tool --workdir /tmp/volt-mlflow
+"""
+import argparse
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+try:
+    import mlflow
+    from mlflow.tracking import MlflowClient
+except ImportError as error:
+    print(f"SKIP: mlflow is not installed ({error}; tools/install-python.sh installs it)")
+    sys.exit(77)
+
+
+def expect(condition, message):
+    if not condition:
+        sys.exit("FAIL: " + message)
+    print("ok:", message)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(*args):
+    result = subprocess.run(list(args), capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(args)} exited {result.returncode}: {result.stderr.strip()}")
+    return result
+
+
+class Always500(http.server.BaseHTTPRequestHandler):
+    def _answer(self):
+        self.send_response(500)
+        self.end_headers()
+        self.wfile.write(b'{"error_code": "INTERNAL_ERROR"}')
+
+    do_GET = do_POST = do_PUT = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tool", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(args.workdir, "server.log"), "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", "sqlite:///" + os.path.join(args.workdir, "mlflow.db"),
+         "--artifacts-destination", os.path.join(args.workdir, "artifacts"), "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=args.workdir)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(uri + "/health", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None or time.time() > deadline:
+                    sys.exit("FAIL: mlflow server did not start; see " + log.name)
+                time.sleep(0.5)
+        print("mlflow", mlflow.__version__, "server at", uri)
+
+        # 1. A run, read back by MLflow's client.
+        artifact = os.path.join(args.workdir, "best.ckpt")
+        with open(artifact, "wb") as f:
+            f.write(bytes(range(256)) * 4)
+        run_id = run(args.tool, "run", uri, artifact).stdout.strip()
+        client = MlflowClient(tracking_uri=uri)
+        got = client.get_run(run_id)
+        experiment = client.get_experiment(got.info.experiment_id)
+        expect(experiment.name == "volt-check", f"experiment volt-check (id {experiment.experiment_id})")
+        expect(got.info.run_name == "first" and got.data.tags.get("mlflow.runName") == "first", "run name 'first'")
+        expect(got.data.tags.get("team") == "ml", "tag team = ml")
+        expect(got.data.params == {"lr": "0.001", "optimizer": "adam"}, f"params {got.data.params}")
+        history = client.get_metric_history(run_id, "loss")
+        expect(sorted((m.step, m.value) for m in history) == [(s, 1.0 / (s + 1)) for s in range(5)],
+               "metric loss = 1 / (step + 1) at steps 0..4")
+        expect([(m.step, m.value) for m in client.get_metric_history(run_id, "val_acc")] == [(4, 0.5)],
+               "metric val_acc = 0.5 at step 4")
+        expect(got.info.status == "FINISHED" and got.info.end_time is not None, "status FINISHED with an end time")
+        names = [a.path for a in client.list_artifacts(run_id, "checkpoints")]
+        expect(names == ["checkpoints/best.ckpt"], f"artifacts {names}")
+        local = client.download_artifacts(run_id, "checkpoints/best.ckpt", os.path.join(args.workdir, "download"))
+        expect(open(local, "rb").read() == open(artifact, "rb").read(), "the artifact's bytes")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    # 2. Failures never stop the program: nothing listening, then a server answering 500 to everything.
+    started = time.time()
+    result = run(args.tool, "unreachable", f"http://127.0.0.1:{free_port()}")
+    warnings, pending = map(int, result.stdout.split())
+    expect(warnings == 2 and pending == 6, f"server down: one warning, one 'lost' at the end ({warnings}), "
+           f"6 requests queued ({pending}) in {time.time() - started:.1f} s")
+    expect("could not be sent and are lost" in result.stderr, "the loss is reported")
+    broken = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Always500)
+    threading.Thread(target=broken.serve_forever, daemon=True).start()
+    result = run(args.tool, "unreachable", f"http://127.0.0.1:{broken.server_address[1]}")
+    warnings, pending = map(int, result.stdout.split())
+    expect(warnings == 2 and "HTTP 500" in result.stderr, f"HTTP 500: warned once plus the loss ({warnings})")
+    broken.shutdown()
+    print("check_mlflow: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
