@@ -89,6 +89,7 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 
 #if defined(VOLT_WITH_CUDA) && VOLT_TORCH_VERSION >= 20400
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -15743,6 +15744,7 @@ struct AutomaticOptimization {
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15887,6 +15889,11 @@ class TrainStepGraph {
       const bool cache_was_enabled = compat::autocast_cache_enabled();
       compat::set_autocast_cache_enabled(false);  // casts cached outside the graph must not be used in it
       metrics.record_into(&logs_);
+      // A capture that fails inside capture_end() (an operation the capture does not allow invalidates it)
+      // leaves the default CUDA generator marked as capturing, and every later random op on the device then
+      // throws "Offset increment outside graph capture": its state before the capture is put back then.
+      auto generator = at::cuda::detail::getDefaultCUDAGenerator(device.index());
+      const at::Generator generator_before = generator.clone();
       try {
         graph_->capture_begin();
         try {
@@ -15908,6 +15915,10 @@ class TrainStepGraph {
       }
       metrics.record_into(nullptr);
       compat::set_autocast_cache_enabled(cache_was_enabled);
+      if (!error.empty()) {
+        const std::lock_guard<std::mutex> lock(generator.mutex());
+        generator.graphsafe_set_state(generator_before);
+      }
     }
     wait(current, *side_stream_);
     if (!error.empty()) {
