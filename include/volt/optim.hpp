@@ -10,6 +10,7 @@
 #include <volt/optim/adam.hpp>
 #include <volt/optim/capturable.hpp>
 #include <volt/optim/implementation.hpp>
+#include <volt/optim/plateau.hpp>
 #include <volt/optim/schedulers.hpp>
 #include <volt/optim/sgd.hpp>
 #include <volt/optim/step.hpp>

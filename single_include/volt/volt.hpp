@@ -8028,10 +8028,17 @@ class CapturableStep {
 
 }  // namespace volt::optim
 // ---- end volt/optim/capturable.hpp
+// ---- begin volt/optim/plateau.hpp
+/// \file
+/// PyTorch's ReduceLROnPlateau as a volt::optim scheduler: the rates drop when a monitored metric stops
+/// improving. The same on every LibTorch version (LibTorch 2.x's torch::optim::ReduceLROnPlateauScheduler is not
+/// an LRScheduler and has no state to checkpoint; 1.13 has none).
+
 // ---- begin volt/optim/schedulers.hpp
 /// \file
 /// LR schedulers that LibTorch's C++ API lacks, with PyTorch's names, arguments and values
-/// (torch.optim.lr_scheduler): LambdaLR, LinearLR, CosineAnnealingLR, OneCycleLR, SequentialLR.
+/// (torch.optim.lr_scheduler): LambdaLR, LinearLR, CosineAnnealingLR, OneCycleLR, SequentialLR
+/// (ReduceLROnPlateau: volt/optim/plateau.hpp).
 ///
 /// Each is a torch::optim::LRScheduler, so it works wherever LibTorch's schedulers do: in a plain LibTorch
 /// loop (`scheduler.step()`), with Fabric, and with the Trainer (volt::OptimizerConfig, whose checkpoints
@@ -8047,6 +8054,7 @@ class CapturableStep {
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numbers>
 #include <stdexcept>
@@ -8066,6 +8074,13 @@ class Scheduler : public torch::optim::LRScheduler {
   const std::vector<double>& base_lrs() const noexcept { return base_lrs_; }
   /// The rates after `epoch` step() calls, for every param group.
   virtual std::vector<double> lrs_at(std::int64_t epoch) const = 0;
+  /// Whether the scheduler has state beyond its step count (then checkpoints save() and load() it instead of
+  /// replaying the steps).
+  virtual bool has_state() const { return false; }
+  /// Writes the state (has_state() schedulers).
+  virtual void save(torch::serialize::OutputArchive& /*archive*/) const {}
+  /// Reads what save() wrote.
+  virtual void load(torch::serialize::InputArchive& /*archive*/) {}
   /// The rates of the optimizer now (PyTorch's get_last_lr()).
   std::vector<double> last_lrs() const {
     std::vector<double> lrs;
@@ -8365,6 +8380,135 @@ class SequentialLR : public Scheduler {
 
 }  // namespace volt::optim
 // ---- end volt/optim/schedulers.hpp
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt::optim {
+
+/// ReduceLROnPlateau's arguments (PyTorch's names and defaults).
+struct ReduceLROnPlateauOptions {
+  /// "min": a lower metric is better; "max": a higher one.
+  std::string mode = "min";
+  /// new_lr = lr * factor (< 1).
+  double factor = 0.1;
+  /// Steps without improvement tolerated before the rate drops.
+  std::int64_t patience = 10;
+  /// The least change that counts as an improvement.
+  double threshold = 1e-4;
+  /// "rel": relative to the best value; "abs": absolute.
+  std::string threshold_mode = "rel";
+  /// Steps to wait after a drop before counting again.
+  std::int64_t cooldown = 0;
+  /// The lowest rate.
+  double min_lr = 0.0;
+  /// A drop smaller than eps is not applied.
+  double eps = 1e-8;
+};
+
+/// PyTorch's ReduceLROnPlateau: lowers the rates by `factor` when the metric given to step(metric) has not
+/// improved for `patience` steps. With the Trainer it steps with the metric named by LRSchedulerConfig::monitor.
+/// step() without a metric throws std::logic_error. Its state (best, bad steps, cooldown) is saved in
+/// checkpoints. std::invalid_argument with PyTorch's messages for invalid options.
+class ReduceLROnPlateau : public Scheduler {
+ public:
+  /// Leaves the rates as they are.
+  explicit ReduceLROnPlateau(torch::optim::Optimizer& optimizer, ReduceLROnPlateauOptions options = {})
+      : Scheduler(optimizer), o_(std::move(options)) {
+    if (o_.factor >= 1.0) throw std::invalid_argument("Factor should be < 1.0.");
+    if (o_.mode != "min" && o_.mode != "max") throw std::invalid_argument("mode " + o_.mode + " is unknown!");
+    if (o_.threshold_mode != "rel" && o_.threshold_mode != "abs") {
+      throw std::invalid_argument("threshold mode " + o_.threshold_mode + " is unknown!");
+    }
+    best_ = worst();
+  }
+  /// One step with the monitored value.
+  void step(double metric) {
+    ++steps_;
+    if (better(metric)) {
+      best_ = metric;
+      bad_steps_ = 0;
+    } else {
+      ++bad_steps_;
+    }
+    if (cooldown_counter_ > 0) {
+      --cooldown_counter_;
+      bad_steps_ = 0;
+    }
+    if (bad_steps_ > o_.patience) {
+      auto& all = groups();
+      for (auto& group : all) {
+        const double old_lr = group.options().get_lr();
+        const double new_lr = std::max(old_lr * o_.factor, o_.min_lr);
+        if (old_lr - new_lr > o_.eps) group.options().set_lr(new_lr);
+      }
+      cooldown_counter_ = o_.cooldown;
+      bad_steps_ = 0;
+    }
+  }
+  /// The rates now (they depend on the metrics seen, not on the step alone).
+  std::vector<double> lrs_at(std::int64_t /*epoch*/) const override { return last_lrs(); }
+  /// The best value so far.
+  double best() const noexcept { return best_; }
+  /// Steps since the last improvement (PyTorch's num_bad_epochs).
+  std::int64_t num_bad_epochs() const noexcept { return bad_steps_; }
+  bool has_state() const override { return true; }
+  void save(torch::serialize::OutputArchive& archive) const override {
+    archive.write("best", c10::IValue(best_));
+    archive.write("num_bad_epochs", c10::IValue(bad_steps_));
+    archive.write("cooldown_counter", c10::IValue(cooldown_counter_));
+    archive.write("last_epoch", c10::IValue(steps_));
+    archive.write("lrs", c10::IValue(c10::List<double>(last_lrs())));
+  }
+  void load(torch::serialize::InputArchive& archive) override {
+    c10::IValue value;
+    archive.read("best", value);
+    best_ = value.toDouble();
+    archive.read("num_bad_epochs", value);
+    bad_steps_ = value.toInt();
+    archive.read("cooldown_counter", value);
+    cooldown_counter_ = value.toInt();
+    archive.read("last_epoch", value);
+    steps_ = value.toInt();
+    archive.read("lrs", value);
+    std::vector<double> lrs;
+    for (const auto& lr : value.toDoubleList()) lrs.push_back(lr);
+    apply(lrs);
+  }
+
+ protected:
+  /// LibTorch's step() without a metric: refused.
+  std::vector<double> get_lrs() override {
+    throw std::logic_error("volt::optim::ReduceLROnPlateau steps with a metric: call step(metric) (with the Trainer, "
+                           "name the metric in LRSchedulerConfig::monitor)");
+  }
+
+ private:
+  double worst() const {
+    return o_.mode == "min" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  }
+  bool better(double a) const {
+    const bool relative = o_.threshold_mode == "rel";
+    if (o_.mode == "min") return relative ? a < best_ * (1.0 - o_.threshold) : a < best_ - o_.threshold;
+    return relative ? a > best_ * (o_.threshold + 1.0) : a > best_ + o_.threshold;
+  }
+
+  ReduceLROnPlateauOptions o_;
+  double best_ = 0.0;
+  std::int64_t bad_steps_ = 0;
+  std::int64_t cooldown_counter_ = 0;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace volt::optim
+// ---- end volt/optim/plateau.hpp
 
 /// \namespace volt::optim
 /// Multi-tensor (foreach) and fused optimizer steps for LibTorch's Adam, AdamW and SGD, and the choice of
@@ -14094,6 +14238,8 @@ class ManualDriver {
   virtual std::vector<ManualScheduler>& lr_schedulers() = 0;
   /// Steps scheduler `index` and counts the step for checkpoints.
   virtual void step_scheduler(std::size_t index) = 0;
+  /// Steps scheduler `index`, a volt::optim::ReduceLROnPlateau, with `metric`.
+  virtual void step_scheduler(std::size_t index, double metric) = 0;
   /// The precision's backward pass of `loss` with the strategy's gradient reduction and the hooks around it.
   virtual void backward(const torch::Tensor& loss) = 0;
   /// The precision's optimizer step of optimizer `index`; false when the grad scaler skipped it.
@@ -14145,6 +14291,9 @@ class ManualScheduler {
 
   /// One scheduler step (torch::optim::LRScheduler::step), counted for checkpoints.
   void step() { driver_->step_scheduler(index_); }
+  /// One step of a volt::optim::ReduceLROnPlateau with the monitored value (std::invalid_argument for another
+  /// scheduler).
+  void step(double metric) { driver_->step_scheduler(index_, metric); }
   /// The LibTorch scheduler.
   torch::optim::LRScheduler& scheduler() const { return *scheduler_; }
   /// Its position among all schedulers, in configure_optimizers' order.
@@ -14307,6 +14456,11 @@ struct LRSchedulerConfig {
   std::int64_t frequency = 1;
   /// A name for LearningRateMonitor and messages (Lightning's "name"); empty: none given.
   std::string name{};
+  /// The logged metric a volt::optim::ReduceLROnPlateau steps with (Lightning's "monitor"; required for one).
+  std::string monitor{};
+  /// Whether a monitored metric that was not logged stops the fit (MisconfigurationError) or only skips the
+  /// step with a warning (Lightning's "strict").
+  bool strict = true;
 };
 
 /// What configure_optimizers() may return when it has LR schedulers (Lightning's dict form): one optimizer and
@@ -14323,6 +14477,8 @@ struct OptimizerConfig {
   std::int64_t frequency = 1;
   /// More schedulers over `optimizer`, each with its own config; they step after lr_scheduler, in this order.
   std::vector<LRSchedulerConfig> lr_schedulers{};
+  /// The metric lr_scheduler steps with when it is a volt::optim::ReduceLROnPlateau (Lightning's "monitor").
+  std::string monitor{};
 };
 
 namespace detail {
@@ -14954,6 +15110,7 @@ void call_and_handle_interrupt(Strategy& strategy, TrainerCallbacks& callbacks, 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14975,6 +15132,12 @@ struct SchedulerSlot {
   std::int64_t steps = 0;      ///< scheduler.step() calls, saved in checkpoints
   std::size_t optimizer = 0;   ///< index of its optimizer in configure_optimizers' order
   std::string name{};          ///< LRSchedulerConfig::name
+  std::string monitor{};       ///< LRSchedulerConfig::monitor
+  bool strict = true;          ///< LRSchedulerConfig::strict
+  /// The scheduler as a ReduceLROnPlateau (it steps with the monitored metric), else nullptr.
+  optim::ReduceLROnPlateau* plateau = nullptr;
+  /// The scheduler as a volt::optim::Scheduler whose state checkpoints save (has_state()), else nullptr.
+  optim::Scheduler* stateful = nullptr;
 };
 
 /// The optimizers and schedulers of the running fit.
@@ -14984,7 +15147,8 @@ class Optimization {
   /// automatic_optimization; with it only one optimizer is allowed (std::runtime_error with Lightning's
   /// message), without it the schedulers are the model's to step. Throws c10::Error for a null scheduler or a
   /// frequency below 1.
-  void configure(std::vector<OptimizerConfig> configs, bool automatic = true) {
+  void configure(std::vector<OptimizerConfig> configs, bool automatic = true, TrainerState* state = nullptr) {
+    state_ = state;
     if (automatic && configs.size() > 1) throw std::runtime_error(several_optimizers_message);
     configs_ = std::move(configs);
     automatic_ = automatic;
@@ -14992,11 +15156,13 @@ class Optimization {
     schedulers_.clear();
     for (std::size_t i = 0; i < configs_.size(); ++i) {
       const auto& config = configs_[i];
-      if (config.lr_scheduler) add(i, {config.lr_scheduler, config.interval, config.frequency, {}});
+      if (config.lr_scheduler) {
+        add(i, {config.lr_scheduler, config.interval, config.frequency, {}, config.monitor}, /*dict_form=*/false);
+      }
       for (const auto& extra : config.lr_schedulers) {
         TORCH_CHECK(extra.scheduler != nullptr, "volt: configure_optimizers() gave an LRSchedulerConfig without a scheduler",
                     extra.name.empty() ? std::string() : " (name \"" + extra.name + "\")");
-        add(i, extra);
+        add(i, extra, /*dict_form=*/true);
       }
     }
   }
@@ -15019,27 +15185,74 @@ class Optimization {
   std::int64_t batches_stepped = 0;
 
   /// Steps the schedulers of `interval` whose frequency has come round (after an optimizer step, or at an
-  /// epoch's end). Nothing under manual optimization: the model steps its schedulers.
-  void step_schedulers(SchedulerInterval interval) {
+  /// epoch's end); a ReduceLROnPlateau with its monitored metric (MisconfigurationError with Lightning's message
+  /// when it was not logged and strict is set; a warning and no step otherwise), unless `with_metrics` is false
+  /// (a resume's replay: their state comes from the checkpoint). Nothing under manual optimization: the model
+  /// steps its schedulers.
+  void step_schedulers(SchedulerInterval interval, bool with_metrics = true) {
     if (!automatic_) return;
     for (auto& slot : schedulers_) {
       if (slot.interval != interval) continue;
-      if (++slot.intervals % slot.frequency == 0) {
+      if (++slot.intervals % slot.frequency != 0) continue;
+      if (slot.plateau == nullptr) {
         slot.scheduler->step();
         ++slot.steps;
+        continue;
       }
+      if (!with_metrics) continue;
+      const auto value = state_ != nullptr ? state_->metric(slot.monitor) : std::nullopt;
+      if (!value) {
+        if (slot.strict) {
+          std::string available = "[";
+          if (state_ != nullptr) {
+            for (const auto& [key, metric] : state_->callback_metrics()) {
+              available += (available.size() > 1 ? ", '" : "'") + key + "'";
+            }
+          }
+          throw MisconfigurationError("ReduceLROnPlateau conditioned on metric " + slot.monitor +
+                                      " which is not available. Available metrics are: " + available +
+                                      "]. Condition can be set using `monitor` key in lr scheduler dict");
+        }
+        log::warn_rank_zero("ReduceLROnPlateau conditioned on metric " + slot.monitor +
+                            " which is not available but strict is set to `False`. Skipping learning rate update.");
+        continue;
+      }
+      slot.plateau->step(*value);
+      ++slot.steps;
     }
   }
 
  private:
-  void add(std::size_t optimizer, const LRSchedulerConfig& config) {
+  void add(std::size_t optimizer, const LRSchedulerConfig& config, bool dict_form) {
     TORCH_CHECK(config.frequency >= 1, "volt: an LR scheduler's frequency must be >= 1, got ", config.frequency);
-    schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name});
+    auto* plateau = dynamic_cast<optim::ReduceLROnPlateau*>(config.scheduler.get());
+    auto* scheduler = dynamic_cast<optim::Scheduler*>(config.scheduler.get());
+    if (automatic_ && plateau != nullptr && config.monitor.empty()) {
+      throw MisconfigurationError(
+          dict_form ? "The lr scheduler dict must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
+                      "For example: {\"optimizer\": optimizer, \"lr_scheduler\": {\"scheduler\": scheduler, "
+                      "\"monitor\": \"your_loss\"}}"
+                    : "`configure_optimizers` must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
+                      "For example: {\"optimizer\": optimizer, \"lr_scheduler\": scheduler, \"monitor\": "
+                      "\"metric_to_track\"}");
+    }
+    if (!automatic_ && (!config.monitor.empty() || !config.strict)) {
+      std::string keys = !config.monitor.empty() && !config.strict ? "['monitor', 'strict']"
+                         : !config.monitor.empty()                 ? "['monitor']"
+                                                                   : "['strict']";
+      log::warn_rank_zero("The lr scheduler dict contains the key(s) " + keys +
+                          ", but the keys will be ignored. You need to call `lr_scheduler.step()` manually in manual "
+                          "optimization.");
+    }
+    schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name,
+                           config.monitor, config.strict, plateau,
+                           scheduler != nullptr && scheduler->has_state() ? scheduler : nullptr});
   }
 
   std::vector<OptimizerConfig> configs_{};
   std::vector<SchedulerSlot> schedulers_{};
   bool automatic_ = true;
+  TrainerState* state_ = nullptr;
 };
 
 }  // namespace volt::detail
@@ -15142,6 +15355,14 @@ class CheckpointConnector {
         scheduler_intervals.push_back(slot.intervals);
       }
       archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
+      // Schedulers whose state is more than a step count (ReduceLROnPlateau) save it.
+      for (std::size_t i = 0; i < parts.optimization.schedulers().size(); ++i) {
+        if (const auto* stateful = parts.optimization.schedulers()[i].stateful) {
+          torch::serialize::OutputArchive scheduler_archive;
+          stateful->save(scheduler_archive);
+          archive.write("schedulers/" + std::to_string(i), scheduler_archive);
+        }
+      }
       archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
       torch::serialize::OutputArchive precision_archive;
       parts.save_precision(precision_archive);
@@ -15249,7 +15470,13 @@ class CheckpointConnector {
                             std::to_string(schedulers.size()) + "; resume with the configuration that wrote it");
     }
     for (std::size_t i = 0; i < schedulers.size() && i < steps.size(); ++i) {
-      for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
+      if (auto* stateful = schedulers[i].stateful) {
+        torch::serialize::InputArchive scheduler_archive;
+        reader.read_archive("schedulers/" + std::to_string(i), scheduler_archive);
+        stateful->load(scheduler_archive);
+      } else {
+        for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
+      }
       schedulers[i].steps = steps[i];
       schedulers[i].intervals = intervals[i];
     }
@@ -15284,7 +15511,7 @@ class CheckpointConnector {
     parts.state.current_epoch = epoch;
     if (at_epoch_end) {
       // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
-      parts.optimization.step_schedulers(SchedulerInterval::epoch);
+      parts.optimization.step_schedulers(SchedulerInterval::epoch, /*with_metrics=*/false);
       parts.state.current_epoch = epoch + 1;
       set_cpu_rng_state(rng);
     } else if (batches_done > 0) {
@@ -16209,6 +16436,7 @@ class CudaGraphStep {
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -16242,6 +16470,16 @@ class ManualStep final : public ManualDriver {
   void step_scheduler(std::size_t index) override {
     auto& slot = parts_.optimization.schedulers().at(index);
     slot.scheduler->step();
+    ++slot.steps;
+  }
+
+  void step_scheduler(std::size_t index, double metric) override {
+    auto& slot = parts_.optimization.schedulers().at(index);
+    if (slot.plateau == nullptr) {
+      throw std::invalid_argument("volt: ctx.lr_schedulers()[" + std::to_string(index) +
+                                  "].step(metric): the scheduler is not a volt::optim::ReduceLROnPlateau; call step()");
+    }
+    slot.plateau->step(metric);
     ++slot.steps;
   }
 
@@ -16622,7 +16860,7 @@ class FitLoop {
     state.device_stats = device_stats_probe(parts.selection.accelerator, parts.root_device());
 
     constexpr bool automatic = uses_automatic_optimization<M>();
-    parts.optimization.configure(configure_optimizers(module), automatic);
+    parts.optimization.configure(configure_optimizers(module), automatic, &state);
     parts.context.manual_driver_.reset();
     if constexpr (!automatic) ManualOptimization::setup(parts);
     state.optimizers = parts.optimization.optimizers();

@@ -151,3 +151,110 @@ TEST_CASE("volt::optim schedulers step with the Trainer and resume exactly from 
     CHECK(torch::equal(straight->parameters()[i], resumed->parameters()[i]));
   }
 }
+
+TEST_CASE("ReduceLROnPlateau drops the rate after patience steps without improvement, then cools down") {
+  torch::optim::SGD sgd({parameter()}, torch::optim::SGDOptions(1.0));
+  volt::optim::ReduceLROnPlateau scheduler(sgd, {.factor = 0.5, .patience = 1, .cooldown = 1});
+  // PyTorch 2.11 with the same metrics gives 1, 1, 1, 0.5, 0.5, 0.5, 0.25.
+  const std::vector<double> metrics{3.0, 2.0, 2.5, 2.5, 2.5, 2.5, 2.5};
+  const std::vector<double> expected{1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25};
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    scheduler.step(metrics[i]);
+    CHECK(lr_of(sgd) == doctest::Approx(expected[i]));
+  }
+  CHECK(scheduler.best() == 2.0);
+  // step() without a metric does not compile on the ReduceLROnPlateau (step(double) hides it); through the
+  // LRScheduler base, as a scheduler list would call it, it throws.
+  CHECK_THROWS_AS(static_cast<torch::optim::LRScheduler&>(scheduler).step(), std::logic_error);
+  CHECK_THROWS_WITH_AS(volt::optim::ReduceLROnPlateau(sgd, {.factor = 1.0}), "Factor should be < 1.0.", std::invalid_argument);
+}
+
+namespace {
+
+struct PlateauModel : volt_test::Regressor {
+  std::shared_ptr<torch::optim::SGD> optimizer;
+  std::string monitor = "val_loss";
+  bool strict = true;
+  bool in_dict = true;
+  volt::OptimizerConfig configure_optimizers() {
+    optimizer = std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.1));
+    auto plateau = std::make_shared<volt::optim::ReduceLROnPlateau>(
+        *optimizer, volt::optim::ReduceLROnPlateauOptions{.mode = "max", .factor = 0.5, .patience = 0});
+    volt::OptimizerConfig config{optimizer};
+    if (in_dict) {
+      volt::LRSchedulerConfig scheduler{plateau};
+      scheduler.monitor = monitor;
+      scheduler.strict = strict;
+      config.lr_schedulers.push_back(scheduler);
+    } else {
+      config.lr_scheduler = plateau;
+      config.monitor = monitor;
+    }
+    return config;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ReduceLROnPlateau with the Trainer: steps with the monitored metric, Lightning's refusals, exact resume") {
+  volt_test::TempDir dir;
+  auto options = volt_test::quiet_options(dir);
+  options.max_epochs = 3;
+  options.num_sanity_val_steps = 0;
+  {
+    // mode max, patience 0: the validation loss of a learning regressor falls, so each epoch "gets worse".
+    auto model = std::make_shared<PlateauModel>();
+    volt::Trainer<volt::CPU> trainer(options);
+    trainer.fit(model, volt_test::make_batches(3), volt_test::make_batches(2));
+    CHECK(lr_of(*model->optimizer) == doctest::Approx(0.1 * 0.5 * 0.5));
+  }
+  {
+    auto model = std::make_shared<PlateauModel>();
+    model->monitor = "";
+    volt::Trainer<volt::CPU> trainer(options);
+    CHECK_THROWS_WITH_AS(trainer.fit(model, volt_test::make_batches(3)),
+                         "The lr scheduler dict must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
+                         "For example: {\"optimizer\": optimizer, \"lr_scheduler\": {\"scheduler\": scheduler, "
+                         "\"monitor\": \"your_loss\"}}",
+                         volt::MisconfigurationError);
+    model->in_dict = false;
+    CHECK_THROWS_WITH_AS(trainer.fit(model, volt_test::make_batches(3)),
+                         doctest::Contains("`configure_optimizers` must include a monitor when a `ReduceLROnPlateau`"),
+                         volt::MisconfigurationError);
+  }
+  {
+    auto model = std::make_shared<PlateauModel>();
+    model->monitor = "missing";
+    volt::Trainer<volt::CPU> trainer(options);
+    CHECK_THROWS_WITH_AS(trainer.fit(model, volt_test::make_batches(3), volt_test::make_batches(2)),
+                         doctest::Contains("ReduceLROnPlateau conditioned on metric missing which is not available. "
+                                           "Available metrics are: ['val_loss']. Condition can be set using `monitor` "
+                                           "key in lr scheduler dict"),
+                         volt::MisconfigurationError);
+    model->strict = false;
+    volt::Trainer<volt::CPU> lenient(options);
+    lenient.fit(model, volt_test::make_batches(3), volt_test::make_batches(2));
+    CHECK(lr_of(*model->optimizer) == 0.1);
+  }
+  {
+    auto run = [&](const std::filesystem::path& resume_from, const std::filesystem::path& save_dir) {
+      torch::manual_seed(11);
+      auto model = std::make_shared<PlateauModel>();
+      auto resume_options = options;
+      resume_options.max_epochs = 4;
+      resume_options.enable_checkpointing = true;
+      volt::Trainer<volt::CPU> trainer(
+          resume_options, volt::ModelCheckpoint{{.dirpath = save_dir, .save_top_k = -1, .every_n_train_steps = 4}});
+      trainer.fit(model, volt_test::make_batches(3), volt_test::make_batches(2), resume_from);
+      return model;
+    };
+    auto straight = run({}, dir.path / "a");
+    REQUIRE(std::filesystem::exists(dir.path / "a" / "epoch=2-step=8.ckpt"));  // mid-epoch: batch 2 of epoch 2
+    auto resumed = run(dir.path / "a" / "epoch=2-step=8.ckpt", dir.path / "b");
+    CHECK(lr_of(*resumed->optimizer) == lr_of(*straight->optimizer));
+    CHECK(lr_of(*straight->optimizer) == doctest::Approx(0.1 * std::pow(0.5, 3)));
+    for (std::size_t i = 0; i < straight->parameters().size(); ++i) {
+      CHECK(torch::equal(straight->parameters()[i], resumed->parameters()[i]));
+    }
+  }
+}

@@ -15,7 +15,7 @@ import warnings
 
 import torch
 from torch.optim import SGD, Adam
-from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR, LinearLR, OneCycleLR, SequentialLR
+from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR, LinearLR, OneCycleLR, ReduceLROnPlateau, SequentialLR
 
 
 def parameter():
@@ -57,6 +57,16 @@ def pytorch_rows():
     warmup = LinearLR(sgd, 0.1, 1.0, 3)
     cosine = CosineAnnealingLR(sgd, 5, 0.0)
     rows += run("sequential", SequentialLR(sgd, [warmup, cosine], [3]), sgd, 10)
+    metrics = [5, 4, 4, 4.0001, 3.9999, 4, 4, 4, 2, 2, 2, 2, 2, 2]
+    cases = [dict(factor=0.5, patience=1), dict(mode="max", factor=0.3, patience=0, cooldown=2),
+             dict(factor=0.5, patience=2, threshold=0.5, threshold_mode="abs", min_lr=0.02)]
+    for index, kwargs in enumerate(cases):
+        sgd = SGD([parameter()], lr=0.1)
+        scheduler = ReduceLROnPlateau(sgd, **kwargs)
+        for step in range(len(metrics) + 1):
+            if step > 0:
+                scheduler.step(metrics[step - 1])
+            rows.append((f"plateau{index}", step, [group["lr"] for group in sgd.param_groups]))
     return rows
 
 

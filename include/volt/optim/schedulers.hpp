@@ -1,6 +1,7 @@
 /// \file
 /// LR schedulers that LibTorch's C++ API lacks, with PyTorch's names, arguments and values
-/// (torch.optim.lr_scheduler): LambdaLR, LinearLR, CosineAnnealingLR, OneCycleLR, SequentialLR.
+/// (torch.optim.lr_scheduler): LambdaLR, LinearLR, CosineAnnealingLR, OneCycleLR, SequentialLR
+/// (ReduceLROnPlateau: volt/optim/plateau.hpp).
 ///
 /// Each is a torch::optim::LRScheduler, so it works wherever LibTorch's schedulers do: in a plain LibTorch
 /// loop (`scheduler.step()`), with Fabric, and with the Trainer (volt::OptimizerConfig, whose checkpoints
@@ -17,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numbers>
 #include <stdexcept>
@@ -36,6 +38,13 @@ class Scheduler : public torch::optim::LRScheduler {
   const std::vector<double>& base_lrs() const noexcept { return base_lrs_; }
   /// The rates after `epoch` step() calls, for every param group.
   virtual std::vector<double> lrs_at(std::int64_t epoch) const = 0;
+  /// Whether the scheduler has state beyond its step count (then checkpoints save() and load() it instead of
+  /// replaying the steps).
+  virtual bool has_state() const { return false; }
+  /// Writes the state (has_state() schedulers).
+  virtual void save(torch::serialize::OutputArchive& /*archive*/) const {}
+  /// Reads what save() wrote.
+  virtual void load(torch::serialize::InputArchive& /*archive*/) {}
   /// The rates of the optimizer now (PyTorch's get_last_lr()).
   std::vector<double> last_lrs() const {
     std::vector<double> lrs;

@@ -28,6 +28,8 @@ class ManualDriver {
   virtual std::vector<ManualScheduler>& lr_schedulers() = 0;
   /// Steps scheduler `index` and counts the step for checkpoints.
   virtual void step_scheduler(std::size_t index) = 0;
+  /// Steps scheduler `index`, a volt::optim::ReduceLROnPlateau, with `metric`.
+  virtual void step_scheduler(std::size_t index, double metric) = 0;
   /// The precision's backward pass of `loss` with the strategy's gradient reduction and the hooks around it.
   virtual void backward(const torch::Tensor& loss) = 0;
   /// The precision's optimizer step of optimizer `index`; false when the grad scaler skipped it.
@@ -79,6 +81,9 @@ class ManualScheduler {
 
   /// One scheduler step (torch::optim::LRScheduler::step), counted for checkpoints.
   void step() { driver_->step_scheduler(index_); }
+  /// One step of a volt::optim::ReduceLROnPlateau with the monitored value (std::invalid_argument for another
+  /// scheduler).
+  void step(double metric) { driver_->step_scheduler(index_, metric); }
   /// The LibTorch scheduler.
   torch::optim::LRScheduler& scheduler() const { return *scheduler_; }
   /// Its position among all schedulers, in configure_optimizers' order.

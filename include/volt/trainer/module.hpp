@@ -49,6 +49,11 @@ struct LRSchedulerConfig {
   std::int64_t frequency = 1;
   /// A name for LearningRateMonitor and messages (Lightning's "name"); empty: none given.
   std::string name{};
+  /// The logged metric a volt::optim::ReduceLROnPlateau steps with (Lightning's "monitor"; required for one).
+  std::string monitor{};
+  /// Whether a monitored metric that was not logged stops the fit (MisconfigurationError) or only skips the
+  /// step with a warning (Lightning's "strict").
+  bool strict = true;
 };
 
 /// What configure_optimizers() may return when it has LR schedulers (Lightning's dict form): one optimizer and
@@ -65,6 +70,8 @@ struct OptimizerConfig {
   std::int64_t frequency = 1;
   /// More schedulers over `optimizer`, each with its own config; they step after lr_scheduler, in this order.
   std::vector<LRSchedulerConfig> lr_schedulers{};
+  /// The metric lr_scheduler steps with when it is a volt::optim::ReduceLROnPlateau (Lightning's "monitor").
+  std::string monitor{};
 };
 
 namespace detail {

@@ -3,7 +3,11 @@
 /// returned, its checks, and when each scheduler steps).
 #pragma once
 
+#include <volt/core/errors.hpp>
+#include <volt/core/log.hpp>
+#include <volt/optim/plateau.hpp>
 #include <volt/trainer/module.hpp>
+#include <volt/trainer/state.hpp>
 
 #include <torch/torch.h>
 
@@ -11,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,6 +37,12 @@ struct SchedulerSlot {
   std::int64_t steps = 0;      ///< scheduler.step() calls, saved in checkpoints
   std::size_t optimizer = 0;   ///< index of its optimizer in configure_optimizers' order
   std::string name{};          ///< LRSchedulerConfig::name
+  std::string monitor{};       ///< LRSchedulerConfig::monitor
+  bool strict = true;          ///< LRSchedulerConfig::strict
+  /// The scheduler as a ReduceLROnPlateau (it steps with the monitored metric), else nullptr.
+  optim::ReduceLROnPlateau* plateau = nullptr;
+  /// The scheduler as a volt::optim::Scheduler whose state checkpoints save (has_state()), else nullptr.
+  optim::Scheduler* stateful = nullptr;
 };
 
 /// The optimizers and schedulers of the running fit.
@@ -41,7 +52,8 @@ class Optimization {
   /// automatic_optimization; with it only one optimizer is allowed (std::runtime_error with Lightning's
   /// message), without it the schedulers are the model's to step. Throws c10::Error for a null scheduler or a
   /// frequency below 1.
-  void configure(std::vector<OptimizerConfig> configs, bool automatic = true) {
+  void configure(std::vector<OptimizerConfig> configs, bool automatic = true, TrainerState* state = nullptr) {
+    state_ = state;
     if (automatic && configs.size() > 1) throw std::runtime_error(several_optimizers_message);
     configs_ = std::move(configs);
     automatic_ = automatic;
@@ -49,11 +61,13 @@ class Optimization {
     schedulers_.clear();
     for (std::size_t i = 0; i < configs_.size(); ++i) {
       const auto& config = configs_[i];
-      if (config.lr_scheduler) add(i, {config.lr_scheduler, config.interval, config.frequency, {}});
+      if (config.lr_scheduler) {
+        add(i, {config.lr_scheduler, config.interval, config.frequency, {}, config.monitor}, /*dict_form=*/false);
+      }
       for (const auto& extra : config.lr_schedulers) {
         TORCH_CHECK(extra.scheduler != nullptr, "volt: configure_optimizers() gave an LRSchedulerConfig without a scheduler",
                     extra.name.empty() ? std::string() : " (name \"" + extra.name + "\")");
-        add(i, extra);
+        add(i, extra, /*dict_form=*/true);
       }
     }
   }
@@ -76,27 +90,74 @@ class Optimization {
   std::int64_t batches_stepped = 0;
 
   /// Steps the schedulers of `interval` whose frequency has come round (after an optimizer step, or at an
-  /// epoch's end). Nothing under manual optimization: the model steps its schedulers.
-  void step_schedulers(SchedulerInterval interval) {
+  /// epoch's end); a ReduceLROnPlateau with its monitored metric (MisconfigurationError with Lightning's message
+  /// when it was not logged and strict is set; a warning and no step otherwise), unless `with_metrics` is false
+  /// (a resume's replay: their state comes from the checkpoint). Nothing under manual optimization: the model
+  /// steps its schedulers.
+  void step_schedulers(SchedulerInterval interval, bool with_metrics = true) {
     if (!automatic_) return;
     for (auto& slot : schedulers_) {
       if (slot.interval != interval) continue;
-      if (++slot.intervals % slot.frequency == 0) {
+      if (++slot.intervals % slot.frequency != 0) continue;
+      if (slot.plateau == nullptr) {
         slot.scheduler->step();
         ++slot.steps;
+        continue;
       }
+      if (!with_metrics) continue;
+      const auto value = state_ != nullptr ? state_->metric(slot.monitor) : std::nullopt;
+      if (!value) {
+        if (slot.strict) {
+          std::string available = "[";
+          if (state_ != nullptr) {
+            for (const auto& [key, metric] : state_->callback_metrics()) {
+              available += (available.size() > 1 ? ", '" : "'") + key + "'";
+            }
+          }
+          throw MisconfigurationError("ReduceLROnPlateau conditioned on metric " + slot.monitor +
+                                      " which is not available. Available metrics are: " + available +
+                                      "]. Condition can be set using `monitor` key in lr scheduler dict");
+        }
+        log::warn_rank_zero("ReduceLROnPlateau conditioned on metric " + slot.monitor +
+                            " which is not available but strict is set to `False`. Skipping learning rate update.");
+        continue;
+      }
+      slot.plateau->step(*value);
+      ++slot.steps;
     }
   }
 
  private:
-  void add(std::size_t optimizer, const LRSchedulerConfig& config) {
+  void add(std::size_t optimizer, const LRSchedulerConfig& config, bool dict_form) {
     TORCH_CHECK(config.frequency >= 1, "volt: an LR scheduler's frequency must be >= 1, got ", config.frequency);
-    schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name});
+    auto* plateau = dynamic_cast<optim::ReduceLROnPlateau*>(config.scheduler.get());
+    auto* scheduler = dynamic_cast<optim::Scheduler*>(config.scheduler.get());
+    if (automatic_ && plateau != nullptr && config.monitor.empty()) {
+      throw MisconfigurationError(
+          dict_form ? "The lr scheduler dict must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
+                      "For example: {\"optimizer\": optimizer, \"lr_scheduler\": {\"scheduler\": scheduler, "
+                      "\"monitor\": \"your_loss\"}}"
+                    : "`configure_optimizers` must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
+                      "For example: {\"optimizer\": optimizer, \"lr_scheduler\": scheduler, \"monitor\": "
+                      "\"metric_to_track\"}");
+    }
+    if (!automatic_ && (!config.monitor.empty() || !config.strict)) {
+      std::string keys = !config.monitor.empty() && !config.strict ? "['monitor', 'strict']"
+                         : !config.monitor.empty()                 ? "['monitor']"
+                                                                   : "['strict']";
+      log::warn_rank_zero("The lr scheduler dict contains the key(s) " + keys +
+                          ", but the keys will be ignored. You need to call `lr_scheduler.step()` manually in manual "
+                          "optimization.");
+    }
+    schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name,
+                           config.monitor, config.strict, plateau,
+                           scheduler != nullptr && scheduler->has_state() ? scheduler : nullptr});
   }
 
   std::vector<OptimizerConfig> configs_{};
   std::vector<SchedulerSlot> schedulers_{};
   bool automatic_ = true;
+  TrainerState* state_ = nullptr;
 };
 
 }  // namespace volt::detail

@@ -90,5 +90,21 @@ int main() {
     volt::optim::SequentialLR scheduler(sgd, {warmup, cosine}, {3});
     run("sequential", scheduler, sgd, 10);
   }
+  {
+    // ReduceLROnPlateau steps with a metric: a fixed sequence, both modes and threshold modes.
+    const std::vector<double> metrics{5, 4, 4, 4.0001, 3.9999, 4, 4, 4, 2, 2, 2, 2, 2, 2};
+    const std::vector<volt::optim::ReduceLROnPlateauOptions> cases{
+        {.factor = 0.5, .patience = 1},
+        {.mode = "max", .factor = 0.3, .patience = 0, .cooldown = 2},
+        {.factor = 0.5, .patience = 2, .threshold = 0.5, .threshold_mode = "abs", .min_lr = 0.02}};
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      torch::optim::SGD sgd({parameter()}, torch::optim::SGDOptions(0.1));
+      volt::optim::ReduceLROnPlateau scheduler(sgd, cases[c]);
+      for (std::size_t step = 0; step <= metrics.size(); ++step) {
+        if (step > 0) scheduler.step(metrics[step - 1]);
+        print("plateau" + std::to_string(c), static_cast<std::int64_t>(step), scheduler.last_lrs());
+      }
+    }
+  }
   return 0;
 }

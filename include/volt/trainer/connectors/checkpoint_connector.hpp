@@ -107,6 +107,14 @@ class CheckpointConnector {
         scheduler_intervals.push_back(slot.intervals);
       }
       archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
+      // Schedulers whose state is more than a step count (ReduceLROnPlateau) save it.
+      for (std::size_t i = 0; i < parts.optimization.schedulers().size(); ++i) {
+        if (const auto* stateful = parts.optimization.schedulers()[i].stateful) {
+          torch::serialize::OutputArchive scheduler_archive;
+          stateful->save(scheduler_archive);
+          archive.write("schedulers/" + std::to_string(i), scheduler_archive);
+        }
+      }
       archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
       torch::serialize::OutputArchive precision_archive;
       parts.save_precision(precision_archive);
@@ -214,7 +222,13 @@ class CheckpointConnector {
                             std::to_string(schedulers.size()) + "; resume with the configuration that wrote it");
     }
     for (std::size_t i = 0; i < schedulers.size() && i < steps.size(); ++i) {
-      for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
+      if (auto* stateful = schedulers[i].stateful) {
+        torch::serialize::InputArchive scheduler_archive;
+        reader.read_archive("schedulers/" + std::to_string(i), scheduler_archive);
+        stateful->load(scheduler_archive);
+      } else {
+        for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
+      }
       schedulers[i].steps = steps[i];
       schedulers[i].intervals = intervals[i];
     }
@@ -249,7 +263,7 @@ class CheckpointConnector {
     parts.state.current_epoch = epoch;
     if (at_epoch_end) {
       // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
-      parts.optimization.step_schedulers(SchedulerInterval::epoch);
+      parts.optimization.step_schedulers(SchedulerInterval::epoch, /*with_metrics=*/false);
       parts.state.current_epoch = epoch + 1;
       set_cpu_rng_state(rng);
     } else if (batches_done > 0) {

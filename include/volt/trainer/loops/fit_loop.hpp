@@ -155,7 +155,7 @@ class FitLoop {
     state.device_stats = device_stats_probe(parts.selection.accelerator, parts.root_device());
 
     constexpr bool automatic = uses_automatic_optimization<M>();
-    parts.optimization.configure(configure_optimizers(module), automatic);
+    parts.optimization.configure(configure_optimizers(module), automatic, &state);
     parts.context.manual_driver_.reset();
     if constexpr (!automatic) ManualOptimization::setup(parts);
     state.optimizers = parts.optimization.optimizers();

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -54,6 +55,16 @@ class ManualStep final : public ManualDriver {
   void step_scheduler(std::size_t index) override {
     auto& slot = parts_.optimization.schedulers().at(index);
     slot.scheduler->step();
+    ++slot.steps;
+  }
+
+  void step_scheduler(std::size_t index, double metric) override {
+    auto& slot = parts_.optimization.schedulers().at(index);
+    if (slot.plateau == nullptr) {
+      throw std::invalid_argument("volt: ctx.lr_schedulers()[" + std::to_string(index) +
+                                  "].step(metric): the scheduler is not a volt::optim::ReduceLROnPlateau; call step()");
+    }
+    slot.plateau->step(metric);
     ++slot.steps;
   }
 
