@@ -39,7 +39,7 @@ build=${BUILD_DIR:-build-four-way-$device}
 torch_dir=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 
 knobs=""
-for name in BUILD_DIR STEPS WARMUP ROUNDS MODELS LOOPS TIME_LIMIT COMPILE_BUDGET; do
+for name in BUILD_DIR OUTPUT STEPS WARMUP ROUNDS MODELS LOOPS PRECISIONS TIME_LIMIT COMPILE_BUDGET; do
   eval "value=\${$name:-}"
   if [ -n "$value" ]; then knobs="$knobs$name=$value "; fi
 done
@@ -59,5 +59,5 @@ cmake -S . -B "$build" "$@" >"$build/four-way-configure.log" 2>&1 || {
 }
 
 exec "$python" benchmarks/python/four_way.py --device "$device" --build-dir "$build" \
-  --output "benchmarks/results/four-way-$device.md" \
+  --output "${OUTPUT:-benchmarks/results/four-way-$device.md}" \
   --command "${knobs}benchmarks/four_way.sh $device $python"
