@@ -44,18 +44,21 @@ MODELS = {
         "shape": (784,),
         "cuda": {"batch": 128, "warmup": 30, "steps": 300},
         "cpu": {"batch": 128, "warmup": 10, "steps": 100},
+        "budget": {"time": 100, "compile": 30},
     },
     "simplecnn": {
         "title": "seed SimpleCNN (conv 32, conv 64, 512 units, Dropout 0.25) on 1x28x28, Adam 1e-3",
         "shape": (1, 28, 28),
         "cuda": {"batch": 128, "warmup": 30, "steps": 300},
         "cpu": {"batch": 128, "warmup": 3, "steps": 20},
+        "budget": {"time": 110, "compile": 40},
     },
     "resnet18": {
         "title": "ResNet-18 with a CIFAR stem on 3x32x32, Adam 1e-3",
         "shape": (3, 32, 32),
         "cuda": {"batch": 256, "warmup": 10, "steps": 40},
         "cpu": {"batch": 32, "warmup": 1, "steps": 3},
+        "budget": {"time": 170, "compile": 80},
     },
     # Opt-in (MODELS=...): not part of the default run.
     "resnet18-cl": {
@@ -65,7 +68,7 @@ MODELS = {
         "cuda": {"batch": 256, "warmup": 10, "steps": 40},
         "cpu": {"batch": 32, "warmup": 1, "steps": 3},
         "optional": True,
-        "budget": 170,  # seconds it adds to the default TIME_LIMIT on CUDA (4 compiles ~25 s, 2 x 5 rounds ~8 s)
+        "budget": {"time": 170, "compile": 100},
     },
     "gpt": {
         "title": "GPT, 6 layers, d_model 384, 6 heads, sequence 256, vocabulary 8192, causal "
@@ -75,13 +78,14 @@ MODELS = {
         "cpu": {"batch": 4, "warmup": 1, "steps": 2},
         "precisions": {"cuda": ["bf16", "fp32", "fp32-high"], "cpu": ["fp32", "fp32-high"]},
         "optional": True,
-        "budget": 300,  # 6 compiles ~25 s, 3 x 5 rounds ~10 s
+        "budget": {"time": 330, "compile": 130},
     },
 }
 GPT = {"vocabulary": 8192, "context": 256, "d_model": 384, "heads": 6, "layers": 6}
 DEFAULT_PRECISIONS = {"cuda": ["fp32", "bf16"], "cpu": ["fp32"]}
 ALL_PRECISIONS = ["fp32", "bf16", "fp32-high"]
-DEFAULT_TIME_LIMIT = 380  # CUDA, the default models; opt-in models add their budget
+# "budget" above: the seconds a model adds to the default TIME_LIMIT (CUDA) and COMPILE_BUDGET; the default models
+# add up to 380 s and 150 s. A run's defaults are the sums over its MODELS, at least 240 s and 60 s.
 
 # Loop name -> (worker, label).
 LOOPS = {
@@ -759,10 +763,9 @@ def driver_main(arguments) -> int:
     precision_filter = env_list("PRECISIONS", ALL_PRECISIONS, ALL_PRECISIONS)
     rounds = env_int("ROUNDS") or 5
     steps_override, warmup_override = env_int("STEPS"), env_int("WARMUP")
-    # The opt-in models add their budget to the defaults (380 s on CUDA, 150 s for compiles).
-    extra = sum(MODELS[m].get("budget", 0) for m in models)
-    time_limit = env_int("TIME_LIMIT") or ((DEFAULT_TIME_LIMIT + extra) if cuda else 3600)
-    compile_budget = env_int("COMPILE_BUDGET") or (150 + extra // 2)
+    time_limit = env_int("TIME_LIMIT") or (max(240, sum(MODELS[m]["budget"]["time"] for m in models)) if cuda
+                                           else 3600)
+    compile_budget = env_int("COMPILE_BUDGET") or max(60, sum(MODELS[m]["budget"]["compile"] for m in models))
     # Blocks (model, precision) in order, each with its loops: the LOOPS given, else the model's own set.
     blocks = [(model, precision) for model in models for precision in model_precisions(model, device)
               if precision in precision_filter]
