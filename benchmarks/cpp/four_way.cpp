@@ -22,7 +22,7 @@
 // them, so no data loading is timed. resnet18-cl: volt's Trainer gets `.memory_format = channels_last`; the hand
 // loop and the graph row put the model's 4-D parameters and buffers in channels-last themselves and convert each
 // batch. fp32-high: volt's Trainer gets `.float32_matmul_precision = "high"`, the hand loops set
-// at::globalContext().setFloat32MatmulPrecision("high"); after every row the program sets "highest" again. The GPT's
+// at::globalContext().setFloat32MatmulPrecision("high"); after such a row the program sets "highest" again. The GPT's
 // batches are token ids (randint over the vocabulary, inputs and targets). Anything else the program prints (volt's messages, LibTorch warnings) goes to
 // stderr.
 #include <volt/volt.hpp>
@@ -508,8 +508,10 @@ int main(int argc, char** argv) {
       }
     }
     volt::compat::autocast_clear_cache();
-    // Nor its float32 matmul precision (fp32-high rows set "high").
-    at::globalContext().setFloat32MatmulPrecision("highest");
+    // Nor its float32 matmul precision (fp32-high rows set "high"; the others leave it at LibTorch's default).
+    if (at::globalContext().float32MatmulPrecision() != at::Float32MatmulPrecision::HIGHEST) {
+      at::globalContext().setFloat32MatmulPrecision("highest");
+    }
     std::fflush(stdout);
   }
   return 0;

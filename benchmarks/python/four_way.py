@@ -1,21 +1,29 @@
 """Four-way training benchmark: volt's Trainer, a hand-written LibTorch loop, a plain PyTorch loop and Lightning's
-Trainer (and on CUDA the hand loop's step captured in one CUDA graph, and a torch.compile(mode="reduce-overhead")
-loop) train the same models on the same synthetic batches for the same steps; one Markdown table per model and
-precision. benchmarks/four_way.sh configures the C++ side and runs this script; see it for the knobs.
+Trainer (and on CUDA volt with cuda_graphs, the hand loop's step captured in one CUDA graph, and
+torch.compile(mode="reduce-overhead") loops; for the opt-in models also torch.compile's default mode) train the same
+models on the same synthetic batches for the same steps; one Markdown table per model and precision, each row with
+its share of the roofline (FLOPs per step counted from the model against the matmul peak measured in the same run).
+benchmarks/four_way.sh configures the C++ side and runs this script; see it for the knobs.
 
     python four_way.py --device cpu|cuda --build-dir DIR [--output results.md] [--command "how it was run"]
 
 This script is the driver: it builds bench_four_way (benchmarks/cpp/four_way.cpp) in the background and starts
 three workers that answer one request per line (the C++ program; this script with --worker python for the PyTorch
-and Lightning rows; with --worker compile for the torch.compile rows). On CUDA the torch.compile models are compiled
-while the C++ program builds. Then, per model and precision, it runs ROUNDS rounds; each round runs every row once,
-in an order rotated from round to round, and each run trains a fresh model for WARMUP steps and times STEPS steps
-between two device synchronisations. A row that fails (error, crash, timeout) is marked failed with the reason and
-the others go on; a time limit (TIME_LIMIT) cuts rounds rather than the run.
+and Lightning rows, the peak measurement and the FLOP count; with --worker compile for the torch.compile rows). On
+CUDA the torch.compile models are compiled while the C++ program builds. Then, per model and precision, it runs
+ROUNDS rounds; each round runs every row once, in an order rotated from round to round, and each run trains a fresh
+model for WARMUP steps and times STEPS steps between two device synchronisations. A row that fails (error, crash,
+timeout) is marked failed with the reason and the others go on; a time limit (TIME_LIMIT) cuts rounds rather than
+the run.
 
-Environment: STEPS, WARMUP (all models; default per model and device), ROUNDS, MODELS (mlp,simplecnn,resnet18),
-LOOPS (volt,libtorch,pytorch,lightning,graph,compile), TIME_LIMIT (seconds from the driver's start; default 380 on
-CUDA), COMPILE_BUDGET (seconds in which compiles may start; default 150).
+Models: mlp, simplecnn, resnet18 (the default run), resnet18-cl (ResNet-18 in channels-last in every loop) and gpt
+(6 layers, d_model 384, 6 heads, sequence 256, batch 64, vocabulary 8192, AdamW) opt-in. Precisions: fp32, bf16
+(autocast) and fp32-high (FP32 with float32 matmuls at "high": TF32 on CUDA).
+
+Environment: STEPS, WARMUP (all models; default per model and device), ROUNDS, MODELS, LOOPS
+(volt,libtorch,pytorch,lightning,volt-graph,graph,compile,compile-default), PRECISIONS (fp32,bf16,fp32-high),
+TIME_LIMIT (seconds from the driver's start; default on CUDA the models' budgets added up), COMPILE_BUDGET (seconds
+in which compiles may start; likewise).
 """
 
 from __future__ import annotations
@@ -449,10 +457,13 @@ class Worker:
         kinds = {"bf16": (torch.bfloat16, "highest"), "fp32": (torch.float32, "highest"),
                  "tf32": (torch.float32, "high")} if cuda else {"fp32": (torch.float32, "highest")}
         previous = torch.get_float32_matmul_precision()
+        if previous != "highest":
+            raise RuntimeError(f"the worker's float32 matmul precision is {previous!r}, not PyTorch's default")
         result = {"n": n, "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32) if cuda else False}
         try:
             for name, (dtype, precision) in kinds.items():
-                torch.set_float32_matmul_precision(precision)
+                if precision != torch.get_float32_matmul_precision():
+                    torch.set_float32_matmul_precision(precision)
                 a = torch.randn(n, n, device=self.device, dtype=dtype)
                 b = torch.randn(n, n, device=self.device, dtype=dtype)
                 out = torch.empty(n, n, device=self.device, dtype=dtype)
@@ -478,7 +489,8 @@ class Worker:
                 result[name] = 2 * n**3 / best
                 del a, b, out
         finally:
-            torch.set_float32_matmul_precision(previous)
+            if torch.get_float32_matmul_precision() != previous:
+                torch.set_float32_matmul_precision(previous)
         if cuda:
             torch.cuda.empty_cache()
         return result
@@ -515,8 +527,8 @@ class Worker:
         return f"ok {rate:.4f} {peak} {checksum} {note}".rstrip()
 
     def matmul_precision(self, precision):
-        """torch.set_float32_matmul_precision for one row ("high" for fp32-high, else "highest"), restored after it
-        so that no row's setting reaches the next."""
+        """torch.set_float32_matmul_precision("high") for an fp32-high row, restored after it so that no row's
+        setting reaches the next."""
         import contextlib
 
         torch = self.torch
@@ -524,13 +536,14 @@ class Worker:
         @contextlib.contextmanager
         def scope():
             previous = torch.get_float32_matmul_precision()
-            torch.set_float32_matmul_precision("high" if precision == "fp32-high" else "highest")
+            torch.set_float32_matmul_precision("high")
             try:
                 yield
             finally:
                 torch.set_float32_matmul_precision(previous)
 
-        return scope()
+        # The other rows leave the worker's setting (PyTorch's default, "highest") as it is.
+        return scope() if precision == "fp32-high" else contextlib.nullcontext()
 
 
 def worker_main(arguments) -> int:
@@ -1147,8 +1160,8 @@ def write_report(arguments, device, models, loops, settings, rounds, results, bl
             if not flops:
                 continue
             cells = [model, str(settings[model]["batch"]),
-                     f"{(flops['conv'] + flops['matmul']) / 1e9:.1f} ({flops['conv'] / 1e9:.1f} + "
-                     f"{flops['matmul'] / 1e9:.1f})", f"{3 * (flops['conv'] + flops['matmul']) / 1e9:.1f}",
+                     f"{(flops['conv'] + flops['matmul']) / 1e9:.4g} ({flops['conv'] / 1e9:.4g} + "
+                     f"{flops['matmul'] / 1e9:.4g})", f"{3 * (flops['conv'] + flops['matmul']) / 1e9:.4g}",
                      ", ".join(flops["ops"])]
             for p in ALL_PRECISIONS:
                 if not any(b[1] == p for b in results):
@@ -1166,7 +1179,7 @@ def write_report(arguments, device, models, loops, settings, rounds, results, bl
             out += [f"Rounds: {block_notes[(model, precision)]}.", ""]
         ideal = ideal_seconds(model, precision, roofline, cuda)
         if ideal:
-            out += [f"Roofline: one step's {3 * sum(roofline['flops'][model][k] for k in ('conv', 'matmul')) / 1e9:.1f}"
+            out += [f"Roofline: one step's {3 * sum(roofline['flops'][model][k] for k in ('conv', 'matmul')) / 1e9:.4g}"
                     f" GFLOP take {ideal * 1e3:.2f} ms at the measured peak, {rate_text(1 / ideal)} steps/s; \"% of "
                     f"peak\" is steps/s against that.", ""]
         columns = ["loop", "steps/s (median)", "runs"] + (["peak memory (MiB)"] if cuda else []) + \
@@ -1222,7 +1235,7 @@ NOTES_COMMON = """\
 * fp32-high: FP32 with float32 matmuls at "high" (TF32 tensor cores on CUDA; no effect on the CPU): volt's
   Trainer with `.float32_matmul_precision = "high"`, the hand loops `at::globalContext().setFloat32MatmulPrecision
   ("high")`, the Python rows `torch.set_float32_matmul_precision("high")`; set for the row and set back to
-  "highest" after it in every worker, so that no row's setting reaches another.
+  "highest" after it in every worker, so that no row's setting reaches another (the other rows never set it).
 * Roofline ("% of peak"): the row's steps/s times the time one step takes at the measured peak. FLOPs are counted
   from the model by `torch.utils.flop_counter.FlopCounterMode` on one forward pass (on the meta device: shapes
   only): convolutions, matmuls and attention, 2 FLOPs per multiply-add; causal attention counted in full (its
