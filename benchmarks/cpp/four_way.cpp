@@ -1,15 +1,17 @@
 // The C++ rows of the four-way benchmark (benchmarks/four_way.sh; benchmarks/python/four_way.py drives this
 // program and writes the table): volt's Trainer (eager, and on CUDA with TrainerOptions::cuda_graphs), a hand-written
 // LibTorch loop and, on CUDA, the hand loop's whole
-// step captured once in a CUDA graph and replayed ("graph limit"), on the seed MLP, the seeds' SimpleCNN and
-// ResNet-18 with a CIFAR stem, on synthetic batches that the Python rows generate identically.
+// step captured once in a CUDA graph and replayed ("graph limit"), on the seed MLP, the seeds' SimpleCNN,
+// ResNet-18 with a CIFAR stem (contiguous, and as "resnet18-cl" in channels-last in every loop) and a small GPT
+// (benchmarks/cpp/gpt.hpp), on synthetic batches that the Python rows generate identically.
 //
 //   bench_four_way --device cuda|cpu [--root DIR] [--batches 8] [--seed 1234] [--threads N]
 //
 // It prints "@@ hello key=value ..." and then answers one request per line on stdin:
 //
 //   run <loop> <model> <precision> <batch> <warmup> <steps>
-//       loop volt | volt-graph | libtorch | graph, model mlp | simplecnn | resnet18, precision fp32 | bf16
+//       loop volt | volt-graph | libtorch | graph, model mlp | simplecnn | resnet18 | resnet18-cl | gpt,
+//       precision fp32 | bf16 | fp32-high (FP32 with float32 matmuls at "high", i.e. TF32 on CUDA)
 //       -> "@@ ok <steps/s> <peak device bytes added by the row, -1 on CPU> <data checksum>"
 //       -> "@@ error <message>" when the row throws (the program keeps serving)
 //   quit
@@ -17,7 +19,11 @@
 // Every run builds a fresh model (torch::manual_seed(0)), trains `warmup` optimizer steps, synchronises the device,
 // times `steps` optimizer steps, synchronises again. The data are `--batches` distinct batches made on the CPU from
 // torch::manual_seed(seed) (randn images, randint labels) and moved to the device once; each loop cycles through
-// them, so no data loading is timed. Anything else the program prints (volt's messages, LibTorch warnings) goes to
+// them, so no data loading is timed. resnet18-cl: volt's Trainer gets `.memory_format = channels_last`; the hand
+// loop and the graph row put the model's 4-D parameters and buffers in channels-last themselves and convert each
+// batch. fp32-high: volt's Trainer gets `.float32_matmul_precision = "high"`, the hand loops set
+// at::globalContext().setFloat32MatmulPrecision("high"); after such a row the program sets "highest" again. The GPT's
+// batches are token ids (randint over the vocabulary, inputs and targets). Anything else the program prints (volt's messages, LibTorch warnings) goes to
 // stderr.
 #include <volt/volt.hpp>
 
@@ -49,7 +55,9 @@
 namespace {
 
 using Batches = std::vector<torch::data::Example<>>;
+using volt_bench::channels_last_model;
 using volt_bench::input_shape;
+using volt_bench::language_model;
 using volt_bench::Task;
 
 double now_seconds() {
@@ -73,8 +81,11 @@ Data make_data(const std::string& model, std::int64_t batch, int count, std::uin
   torch::manual_seed(seed);
   auto shape = input_shape(model, batch);
   shape.insert(shape.begin(), count);
-  const auto images = torch::randn(shape);
-  const auto labels = torch::randint(0, 10, {count, batch}, torch::TensorOptions().dtype(torch::kLong));
+  const auto longs = torch::TensorOptions().dtype(torch::kLong);
+  const std::int64_t vocabulary = volt_bench::GptConfig{}.vocabulary;
+  const auto images = language_model(model) ? torch::randint(0, vocabulary, shape, longs) : torch::randn(shape);
+  const auto labels = language_model(model) ? torch::randint(0, vocabulary, shape, longs)
+                                            : torch::randint(0, 10, {count, batch}, longs);
   char text[96];
   std::snprintf(text, sizeof text, "%.6e/%lld", images.sum(torch::kDouble).item<double>(),
                 static_cast<long long>(labels.sum().item<std::int64_t>()));
@@ -120,7 +131,25 @@ struct Request {
   std::string loop, model, precision;
   std::int64_t batch = 0, warmup = 0, steps = 0;
   bool bf16() const { return precision == "bf16"; }
+  bool tf32() const { return precision == "fp32-high"; }  // FP32, float32 matmuls at "high"
+  bool channels_last() const { return channels_last_model(model); }
 };
+
+/// What a LibTorch user writes for channels-last: the model's 4-D parameters and buffers converted in place
+/// (as Python's `model.to(memory_format=torch.channels_last)`), and each batch's images converted before the step.
+void model_to_channels_last(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& tensor : model.parameters()) {
+    if (tensor.dim() == 4) tensor.set_data(tensor.contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+  for (auto& tensor : model.buffers()) {
+    if (tensor.dim() == 4) tensor.set_data(tensor.contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+}
+
+torch::data::Example<> batch_to_channels_last(const torch::data::Example<>& batch) {
+  return {batch.data.contiguous(torch::MemoryFormat::ChannelsLast), batch.target};
+}
 
 struct Result {
   double steps_per_second = 0;
@@ -158,13 +187,14 @@ Result volt_row(const Request& request, const Batches& distinct, const torch::De
   auto model = std::make_shared<Task>(request.model);
   StepTimer timer{device, request.warmup, request.steps};
   const std::int64_t total = request.warmup + request.steps;
-  volt::Trainer<Accelerator, volt::SingleDevice, Precision> trainer(
-      {.max_steps = total,
-       .default_root_dir = root,
-       .enable_progress_bar = false,
-       .enable_checkpointing = false,
-       .cuda_graphs = graphs},
-      timer);
+  volt::TrainerOptions options{.max_steps = total,
+                               .default_root_dir = root,
+                               .enable_progress_bar = false,
+                               .enable_checkpointing = false,
+                               .cuda_graphs = graphs};
+  if (request.tf32()) options.float32_matmul_precision = "high";
+  if (request.channels_last()) options.memory_format = volt::MemoryFormat::channels_last;
+  volt::Trainer<Accelerator, volt::SingleDevice, Precision> trainer(std::move(options), timer);
   trainer.fit(model, one_epoch(distinct, total + 1));
   if (timer.marks->size() != 2) throw std::runtime_error("volt's Trainer stopped before the last timed step");
   // The graph row must have replayed every timed step (a declined or failed capture trains eagerly).
@@ -208,10 +238,13 @@ torch::Tensor forward_with_autocast(Task& model, const torch::data::Example<>& b
 Result libtorch_row(const Request& request, const Batches& distinct, const torch::Device& device) {
   const PeakMemory memory(device);
   torch::manual_seed(0);
+  if (request.tf32()) at::globalContext().setFloat32MatmulPrecision("high");
   auto model = std::make_shared<Task>(request.model);
   model->to(device);
+  if (request.channels_last()) model_to_channels_last(*model);
   model->train();
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  // torch::optim::Adam (AdamW for the GPT), stepped by its own step(): parameter by parameter.
+  const auto optimizer = model->configure_optimizers();
   const std::int64_t total = request.warmup + request.steps;
   double start = 0;
   for (std::int64_t step = 0; step < total; ++step) {
@@ -219,12 +252,13 @@ Result libtorch_row(const Request& request, const Batches& distinct, const torch
       synchronize(device);
       start = now_seconds();
     }
-    const auto& batch = distinct[static_cast<std::size_t>(step) % distinct.size()];
-    optimizer.zero_grad();
+    const auto& stored = distinct[static_cast<std::size_t>(step) % distinct.size()];
+    const auto batch = request.channels_last() ? batch_to_channels_last(stored) : stored;
+    optimizer->zero_grad();
     auto loss = request.bf16() ? forward_with_autocast(*model, batch, step, device.type())
                                : model->training_step(batch, step);
     loss.backward();
-    optimizer.step();
+    optimizer->step();
   }
   synchronize(device);
   return {static_cast<double>(request.steps) / (now_seconds() - start), memory.added()};
@@ -254,10 +288,15 @@ Result graph_row(const Request& request, const Batches& distinct, const torch::D
   const PeakMemory memory(device);
   const AutocastCacheOff cache_off;
   const c10::cuda::CUDAGuard device_guard(device);
+  if (request.tf32()) at::globalContext().setFloat32MatmulPrecision("high");
   torch::manual_seed(0);
   auto model = std::make_shared<Task>(request.model);
   model->to(device);
+  if (request.channels_last()) model_to_channels_last(*model);
   model->train();
+  // Adam's or (GPT) AdamW's update, as the Task's optimizer is configured.
+  const bool adamw = language_model(request.model);
+  const double weight_decay = adamw ? torch::optim::AdamWOptions(1e-3).weight_decay() : 0.0;
   std::vector<torch::Tensor> params = model->parameters();
   // Adam's state as PyTorch's fused Adam keeps it: moments like the parameters, the step count as a float32
   // tensor on the device, so that bias correction is computed on the device and replays stay correct.
@@ -267,8 +306,11 @@ Result graph_row(const Request& request, const Batches& distinct, const torch::D
     exp_avg_sqs.push_back(torch::zeros_like(param));
     state_steps.push_back(torch::zeros({}, param.options().dtype(torch::kFloat)));
   }
-  // The graph reads its input from these buffers; each replay first copies the next batch into them.
-  torch::data::Example<> input{distinct[0].data.clone(), distinct[0].target.clone()};
+  // The graph reads its input from these buffers (channels-last ones for resnet18-cl); each replay first copies the
+  // next batch into them (copy_ converts the layout).
+  torch::data::Example<> input{distinct[0].data.clone(request.channels_last() ? torch::MemoryFormat::ChannelsLast
+                                                                               : torch::MemoryFormat::Contiguous),
+                               distinct[0].target.clone()};
 
   std::vector<torch::Tensor> grads(params.size());
   auto train_step = [&] {
@@ -280,9 +322,15 @@ Result graph_row(const Request& request, const Batches& distinct, const torch::D
     }
     torch::NoGradGuard no_grad;  // in-place updates of leaf tensors that require grad
     at::_foreach_add_(state_steps, 1);
-    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, state_steps, /*lr=*/1e-3,
-                     /*beta1=*/0.9, /*beta2=*/0.999, /*weight_decay=*/0.0, /*eps=*/1e-8, /*amsgrad=*/false,
-                     /*maximize=*/false);
+    if (adamw) {
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, state_steps, /*lr=*/1e-3,
+                        /*beta1=*/0.9, /*beta2=*/0.999, weight_decay, /*eps=*/1e-8, /*amsgrad=*/false,
+                        /*maximize=*/false);
+    } else {
+      at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, state_steps, /*lr=*/1e-3,
+                       /*beta1=*/0.9, /*beta2=*/0.999, /*weight_decay=*/0.0, /*eps=*/1e-8, /*amsgrad=*/false,
+                       /*maximize=*/false);
+    }
   };
   // zero_grad(set_to_none): the captured backward then allocates the gradients in the graph's memory pool and
   // every replay writes them afresh.
@@ -417,8 +465,8 @@ int main(int argc, char** argv) {
         throw std::invalid_argument("expected 'run <loop> <model> <precision> <batch> <warmup> <steps>', got '" +
                                     line + "'");
       }
-      if (request.precision != "fp32" && request.precision != "bf16") {
-        throw std::invalid_argument("precision is fp32 or bf16, got " + request.precision);
+      if (request.precision != "fp32" && request.precision != "bf16" && request.precision != "fp32-high") {
+        throw std::invalid_argument("precision is fp32, bf16 or fp32-high, got " + request.precision);
       }
       if (request.steps < 1 || request.warmup < 1) throw std::invalid_argument("warmup and steps must be >= 1");
       const std::string key = request.model + "/" + std::to_string(request.batch);
@@ -460,6 +508,10 @@ int main(int argc, char** argv) {
       }
     }
     volt::compat::autocast_clear_cache();
+    // Nor its float32 matmul precision (fp32-high rows set "high"; the others leave it at LibTorch's default).
+    if (at::globalContext().float32MatmulPrecision() != at::Float32MatmulPrecision::HIGHEST) {
+      at::globalContext().setFloat32MatmulPrecision("highest");
+    }
     std::fflush(stdout);
   }
   return 0;

@@ -1,8 +1,11 @@
-// The benchmark models (the seed MLP, the seeds' SimpleCNN, ResNet-18 with a CIFAR stem), each one Sequential so that
-// every loop of a benchmark drives the same type, and the task volt's Trainer and the hand loops train:
-// cross-entropy, Adam 1e-3. Shared by four_way.cpp and step_profile.cpp.
+// The benchmark models (the seed MLP, the seeds' SimpleCNN, ResNet-18 with a CIFAR stem, and the same ResNet-18 run
+// in channels-last as "resnet18-cl"; the small GPT of gpt.hpp as "gpt"), each one Sequential so that every loop of a
+// benchmark drives the same type, and the task volt's Trainer and the hand loops train: cross-entropy (over every
+// position for the GPT), Adam 1e-3 (AdamW 1e-3, weight decay 0.01 for the GPT). Shared by four_way.cpp and
+// step_profile.cpp.
 #pragma once
 
+#include "gpt.hpp"
 #include "resnet.hpp"
 
 #include <torch/torch.h>
@@ -29,25 +32,40 @@ torch::nn::Sequential make_body(const std::string& model) {
                           nn::Flatten(), nn::Linear(64 * 7 * 7, 512), nn::ReLU(), nn::Dropout(0.25),
                           nn::Linear(512, 10));
   }
-  if (model == "resnet18") return nn::Sequential(volt_bench::ResNet18(10));
-  throw std::invalid_argument("unknown model '" + model + "' (mlp, simplecnn, resnet18)");
+  if (model == "resnet18" || model == "resnet18-cl") return nn::Sequential(volt_bench::ResNet18(10));
+  if (model == "gpt") return nn::Sequential(volt_bench::Gpt(GptConfig{}));
+  throw std::invalid_argument("unknown model '" + model + "' (mlp, simplecnn, resnet18, resnet18-cl, gpt)");
 }
+
+/// Whether every loop runs `model` in channels-last (model and batches).
+inline bool channels_last_model(const std::string& model) { return model == "resnet18-cl"; }
+
+/// Whether `model` is the GPT: token-id batches, AdamW.
+inline bool language_model(const std::string& model) { return model == "gpt"; }
 
 std::vector<std::int64_t> input_shape(const std::string& model, std::int64_t batch) {
   if (model == "mlp") return {batch, 784};
   if (model == "simplecnn") return {batch, 1, 28, 28};
-  if (model == "resnet18") return {batch, 3, 32, 32};
+  if (model == "resnet18" || model == "resnet18-cl") return {batch, 3, 32, 32};
+  if (model == "gpt") return {batch, GptConfig{}.context};
   throw std::invalid_argument("unknown model '" + model + "'");
 }
 
 /// The model as volt's Trainer sees it; the hand loops call the same training_step.
 struct Task : torch::nn::Module {
   torch::nn::Sequential body;
-  explicit Task(const std::string& model) : body(register_module("body", make_body(model))) {}
+  bool adamw;
+  explicit Task(const std::string& model)
+      : body(register_module("body", make_body(model))), adamw(language_model(model)) {}
   torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t) {
-    return torch::nn::functional::cross_entropy(body->forward(batch.data), batch.target);
+    auto output = body->forward(batch.data);
+    if (output.dim() == 3) {  // the GPT's (batch, sequence, vocabulary) logits: every position is one prediction
+      return torch::nn::functional::cross_entropy(output.flatten(0, 1), batch.target.flatten());
+    }
+    return torch::nn::functional::cross_entropy(output, batch.target);
   }
-  std::shared_ptr<torch::optim::Adam> configure_optimizers() {
+  std::shared_ptr<torch::optim::Optimizer> configure_optimizers() {
+    if (adamw) return std::make_shared<torch::optim::AdamW>(parameters(), torch::optim::AdamWOptions(1e-3));
     return std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(1e-3));
   }
 };

@@ -1,21 +1,29 @@
 """Four-way training benchmark: volt's Trainer, a hand-written LibTorch loop, a plain PyTorch loop and Lightning's
-Trainer (and on CUDA the hand loop's step captured in one CUDA graph, and a torch.compile(mode="reduce-overhead")
-loop) train the same models on the same synthetic batches for the same steps; one Markdown table per model and
-precision. benchmarks/four_way.sh configures the C++ side and runs this script; see it for the knobs.
+Trainer (and on CUDA volt with cuda_graphs, the hand loop's step captured in one CUDA graph, and
+torch.compile(mode="reduce-overhead") loops; for the opt-in models also torch.compile's default mode) train the same
+models on the same synthetic batches for the same steps; one Markdown table per model and precision, each row with
+its share of the roofline (FLOPs per step counted from the model against the matmul peak measured in the same run).
+benchmarks/four_way.sh configures the C++ side and runs this script; see it for the knobs.
 
     python four_way.py --device cpu|cuda --build-dir DIR [--output results.md] [--command "how it was run"]
 
 This script is the driver: it builds bench_four_way (benchmarks/cpp/four_way.cpp) in the background and starts
 three workers that answer one request per line (the C++ program; this script with --worker python for the PyTorch
-and Lightning rows; with --worker compile for the torch.compile rows). On CUDA the torch.compile models are compiled
-while the C++ program builds. Then, per model and precision, it runs ROUNDS rounds; each round runs every row once,
-in an order rotated from round to round, and each run trains a fresh model for WARMUP steps and times STEPS steps
-between two device synchronisations. A row that fails (error, crash, timeout) is marked failed with the reason and
-the others go on; a time limit (TIME_LIMIT) cuts rounds rather than the run.
+and Lightning rows, the peak measurement and the FLOP count; with --worker compile for the torch.compile rows). On
+CUDA the torch.compile models are compiled while the C++ program builds. Then, per model and precision, it runs
+ROUNDS rounds; each round runs every row once, in an order rotated from round to round, and each run trains a fresh
+model for WARMUP steps and times STEPS steps between two device synchronisations. A row that fails (error, crash,
+timeout) is marked failed with the reason and the others go on; a time limit (TIME_LIMIT) cuts rounds rather than
+the run.
 
-Environment: STEPS, WARMUP (all models; default per model and device), ROUNDS, MODELS (mlp,simplecnn,resnet18),
-LOOPS (volt,libtorch,pytorch,lightning,graph,compile), TIME_LIMIT (seconds from the driver's start; default 380 on
-CUDA), COMPILE_BUDGET (seconds in which compiles may start; default 150).
+Models: mlp, simplecnn, resnet18 (the default run), resnet18-cl (ResNet-18 in channels-last in every loop) and gpt
+(6 layers, d_model 384, 6 heads, sequence 256, batch 64, vocabulary 8192, AdamW) opt-in. Precisions: fp32, bf16
+(autocast) and fp32-high (FP32 with float32 matmuls at "high": TF32 on CUDA).
+
+Environment: STEPS, WARMUP (all models; default per model and device), ROUNDS, MODELS, LOOPS
+(volt,libtorch,pytorch,lightning,volt-graph,graph,compile,compile-default), PRECISIONS (fp32,bf16,fp32-high),
+TIME_LIMIT (seconds from the driver's start; default on CUDA the models' budgets added up), COMPILE_BUDGET (seconds
+in which compiles may start; likewise).
 """
 
 from __future__ import annotations
@@ -44,20 +52,48 @@ MODELS = {
         "shape": (784,),
         "cuda": {"batch": 128, "warmup": 30, "steps": 300},
         "cpu": {"batch": 128, "warmup": 10, "steps": 100},
+        "budget": {"time": 100, "compile": 30},
     },
     "simplecnn": {
         "title": "seed SimpleCNN (conv 32, conv 64, 512 units, Dropout 0.25) on 1x28x28, Adam 1e-3",
         "shape": (1, 28, 28),
         "cuda": {"batch": 128, "warmup": 30, "steps": 300},
         "cpu": {"batch": 128, "warmup": 3, "steps": 20},
+        "budget": {"time": 110, "compile": 40},
     },
     "resnet18": {
         "title": "ResNet-18 with a CIFAR stem on 3x32x32, Adam 1e-3",
         "shape": (3, 32, 32),
         "cuda": {"batch": 256, "warmup": 10, "steps": 40},
         "cpu": {"batch": 32, "warmup": 1, "steps": 3},
+        "budget": {"time": 170, "compile": 80},
+    },
+    # Opt-in (MODELS=...): not part of the default run.
+    "resnet18-cl": {
+        "title": "ResNet-18 with a CIFAR stem on 3x32x32 in channels-last (model and every batch, in every loop), "
+                 "Adam 1e-3",
+        "shape": (3, 32, 32),
+        "cuda": {"batch": 256, "warmup": 10, "steps": 40},
+        "cpu": {"batch": 32, "warmup": 1, "steps": 3},
+        "optional": True,
+        "budget": {"time": 170, "compile": 100},
+    },
+    "gpt": {
+        "title": "GPT, 6 layers, d_model 384, 6 heads, sequence 256, vocabulary 8192, causal "
+                 "scaled_dot_product_attention, AdamW 1e-3 (weight decay 0.01; fused in Python on CUDA)",
+        "shape": (256,),  # token ids; the targets have the same shape
+        "cuda": {"batch": 64, "warmup": 5, "steps": 20},
+        "cpu": {"batch": 4, "warmup": 1, "steps": 2},
+        "precisions": {"cuda": ["bf16", "fp32", "fp32-high"], "cpu": ["fp32", "fp32-high"]},
+        "optional": True,
+        "budget": {"time": 330, "compile": 130},
     },
 }
+GPT = {"vocabulary": 8192, "context": 256, "d_model": 384, "heads": 6, "layers": 6}
+DEFAULT_PRECISIONS = {"cuda": ["fp32", "bf16"], "cpu": ["fp32"]}
+ALL_PRECISIONS = ["fp32", "bf16", "fp32-high"]
+# "budget" above: the seconds a model adds to the default TIME_LIMIT (CUDA) and COMPILE_BUDGET; the default models
+# add up to 380 s and 150 s. A run's defaults are the sums over its MODELS, at least 240 s and 60 s.
 
 # Loop name -> (worker, label).
 LOOPS = {
@@ -68,8 +104,24 @@ LOOPS = {
     "lightning": ("python", "Lightning `Trainer` (Python)"),
     "graph": ("cpp", "graph limit: the hand loop's step in one CUDA graph (C++)"),
     "compile": ("compile", "`torch.compile(model, mode=\"reduce-overhead\")` loop (Python)"),
+    "compile-default": ("compile", "`torch.compile(model)` loop, default mode (Python)"),
 }
-PRECISION_NAMES = {"fp32": ("FP32", "32-true"), "bf16": ("BF16Autocast", "bf16-mixed")}
+COMPILE_MODES = {"compile": "reduce-overhead", "compile-default": "default"}
+# Precision -> (volt's precision policy, Lightning's precision); fp32-high is FP32 with float32 matmuls at "high".
+PRECISION_NAMES = {"fp32": ("FP32", "32-true"), "bf16": ("BF16Autocast", "bf16-mixed"),
+                   "fp32-high": ("FP32", "32-true")}
+
+
+def model_precisions(model: str, device: str) -> list[str]:
+    return MODELS[model].get("precisions", DEFAULT_PRECISIONS)[device]
+
+
+def model_loops(model: str, device: str) -> list[str]:
+    """The loops a model runs when LOOPS is not given: the opt-in models add torch.compile's default mode."""
+    loops = ["volt", "libtorch", "pytorch", "lightning"]
+    if device == "cuda":
+        loops += ["volt-graph", "graph", "compile"] + (["compile-default"] if MODELS[model].get("optional") else [])
+    return loops
 
 
 # =====================================================================================================================
@@ -91,11 +143,54 @@ def make_model(name: str):
             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
             nn.Flatten(), nn.Linear(64 * 7 * 7, 512), nn.ReLU(), nn.Dropout(0.25), nn.Linear(512, 10),
         )
-    if name == "resnet18":
+    if name in ("resnet18", "resnet18-cl"):
         from ddp_resnet import ResNet18  # benchmarks/python/ddp_resnet.py, the layout of benchmarks/cpp/resnet.hpp
 
         return ResNet18(10)
-    raise ValueError(f"unknown model {name!r} (mlp, simplecnn, resnet18)")
+    if name == "gpt":
+        return make_gpt()
+    raise ValueError(f"unknown model {name!r} (mlp, simplecnn, resnet18, resnet18-cl, gpt)")
+
+
+def make_gpt():
+    """The GPT of benchmarks/cpp/gpt.hpp: same modules in the same order, same shapes."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.qkv, self.proj = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.ln2, self.fc1, self.fc2 = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            batch, length, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(batch, length, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(batch, length, d)
+            h = x + self.proj(y)
+            return h + self.fc2(F.gelu(self.fc1(self.ln2(h))))
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = GPT["d_model"]
+            self.tokens = nn.Embedding(GPT["vocabulary"], d)
+            self.positions = nn.Embedding(GPT["context"], d)
+            self.blocks = nn.Sequential(*[Block(d, GPT["heads"]) for _ in range(GPT["layers"])])
+            self.ln_f = nn.LayerNorm(d)
+            self.head = nn.Linear(d, GPT["vocabulary"], bias=False)
+
+        def forward(self, ids):
+            x = self.tokens(ids) + self.positions(torch.arange(ids.shape[1], device=ids.device))
+            return self.head(self.ln_f(self.blocks(x)))
+
+    return Gpt()
+
+
+def channels_last_model(model: str) -> bool:
+    return model == "resnet18-cl"
 
 
 def make_data(model: str, batch: int, device):
@@ -103,8 +198,13 @@ def make_data(model: str, batch: int, device):
     import torch
 
     torch.manual_seed(SEED)
-    images = torch.randn(DISTINCT_BATCHES, batch, *MODELS[model]["shape"])
-    labels = torch.randint(0, 10, (DISTINCT_BATCHES, batch))
+    if model == "gpt":  # token ids, inputs and targets
+        shape = (DISTINCT_BATCHES, batch, *MODELS[model]["shape"])
+        images = torch.randint(0, GPT["vocabulary"], shape)
+        labels = torch.randint(0, GPT["vocabulary"], shape)
+    else:
+        images = torch.randn(DISTINCT_BATCHES, batch, *MODELS[model]["shape"])
+        labels = torch.randint(0, 10, (DISTINCT_BATCHES, batch))
     checksum = f"{images.sum(dtype=torch.float64).item():.6e}/{labels.sum().item()}"
     batches = [(images[i].to(device), labels[i].to(device)) for i in range(DISTINCT_BATCHES)]
     return batches, checksum
@@ -186,23 +286,48 @@ class Worker:
         torch = self.torch
         if bf16:
             with torch.autocast(self.device.type, dtype=torch.bfloat16):
-                return torch.nn.functional.cross_entropy(net(x), y)
-        return torch.nn.functional.cross_entropy(net(x), y)
+                return self.cross_entropy(net(x), y)
+        return self.cross_entropy(net(x), y)
+
+    def cross_entropy(self, output, y):
+        if output.dim() == 3:  # the GPT's (batch, sequence, vocabulary) logits: every position is one prediction
+            return self.torch.nn.functional.cross_entropy(output.flatten(0, 1), y.flatten())
+        return self.torch.nn.functional.cross_entropy(output, y)
+
+    def new_model(self, model_name):
+        """A fresh model (seed 0) on the device, in channels-last for resnet18-cl (as a Python user converts it)."""
+        torch = self.torch
+        torch.manual_seed(0)
+        model = make_model(model_name).to(self.device)
+        if channels_last_model(model_name):
+            model = model.to(memory_format=torch.channels_last)
+        model.train()
+        return model
+
+    def optimizer(self, model_name, parameters):
+        """Adam 1e-3 with its defaults; for the GPT AdamW 1e-3 (weight decay 0.01), fused on CUDA."""
+        torch = self.torch
+        if model_name == "gpt":
+            return torch.optim.AdamW(parameters, lr=1e-3, weight_decay=0.01, fused=self.device.type == "cuda")
+        return torch.optim.Adam(parameters, lr=1e-3)
+
+    def input(self, model_name, x):
+        """The batch's input as the step gets it: each batch converted to channels-last for resnet18-cl."""
+        return x.contiguous(memory_format=self.torch.channels_last) if channels_last_model(model_name) else x
 
     def pytorch_row(self, model_name, bf16, batches, warmup, steps):
         """The loop a PyTorch user writes: zero_grad, forward (under autocast for bf16), backward, Adam's step."""
         torch = self.torch
         base = self.peak_start()
-        torch.manual_seed(0)
-        model = make_model(model_name).to(self.device)
-        model.train()
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        model = self.new_model(model_name)
+        optimizer = self.optimizer(model_name, model.parameters())
         start = 0.0
         for step in range(warmup + steps):
             if step == warmup:
                 self.sync()
                 start = time.perf_counter()
             x, y = batches[step % len(batches)]
+            x = self.input(model_name, x)
             optimizer.zero_grad()
             loss = self.loss(model, x, y, bf16)
             loss.backward()
@@ -228,13 +353,15 @@ class Worker:
             def __init__(self):
                 super().__init__()
                 self.net = make_model(model_name)
+                if channels_last_model(model_name):
+                    self.net = self.net.to(memory_format=torch.channels_last)
 
             def training_step(self, batch, batch_idx):
                 x, y = batch
-                return torch.nn.functional.cross_entropy(self.net(x), y)
+                return worker.cross_entropy(self.net(worker.input(model_name, x)), y)
 
             def configure_optimizers(self):
-                return torch.optim.Adam(self.parameters(), lr=1e-3)
+                return worker.optimizer(model_name, self.parameters())
 
         base = self.peak_start()
         torch.manual_seed(0)
@@ -251,41 +378,44 @@ class Worker:
         return steps / (marks[1] - marks[0]), self.peak_added(base), ""
 
     def compile_step(self, entry, x, y, bf16):
-        model, optimizer, compiled = entry
-        self.torch.compiler.cudagraph_mark_step_begin()
+        model, optimizer, compiled, mode = entry
+        if mode == "reduce-overhead":
+            # A new step for CUDA graph trees: the previous step's graph outputs may be overwritten from here on
+            # (nothing reads them: the loss is not kept).
+            self.torch.compiler.cudagraph_mark_step_begin()
         optimizer.zero_grad()
         loss = self.loss(compiled, x, y, bf16)
         loss.backward()
         optimizer.step()
 
-    def compile_prepare(self, model_name, bf16, batches):
-        """Compiles the model (forward and backward, CUDA graphs by reduce-overhead) with a few steps; the optimizer
-        step stays eager (foreach Adam), as in a user's loop."""
+    def compile_prepare(self, model_name, precision, batches, mode="reduce-overhead"):
+        """Compiles the model (forward and backward; CUDA graphs with reduce-overhead) with a few steps; the optimizer
+        step stays eager (foreach Adam; fused AdamW for the GPT), as in a user's loop."""
         from torch._dynamo.utils import counters
 
         torch = self.torch
-        key = (model_name, bf16, batches[0][0].shape[0])
+        bf16 = precision == "bf16"
+        key = (model_name, precision, batches[0][0].shape[0], mode)
         if key in self.compiled:
             return self.compiled[key]
-        torch.manual_seed(0)
-        model = make_model(model_name).to(self.device)
-        model.train()
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-        compiled = torch.compile(model, mode="reduce-overhead")
+        model = self.new_model(model_name)
+        optimizer = self.optimizer(model_name, model.parameters())
+        compiled = torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
         skips = counters["inductor"]["cudagraph_skips"]
         start = time.perf_counter()
         for step in range(5):  # compile forward, then backward; record the CUDA graphs; replay them
             x, y = batches[step % len(batches)]
-            self.compile_step((model, optimizer, compiled), x, y, bf16)
+            self.compile_step((model, optimizer, compiled, mode), self.input(model_name, x), y, bf16)
         self.sync()
         seconds = time.perf_counter() - start
         skips = counters["inductor"]["cudagraph_skips"] - skips
         note = f"compiled in {seconds:.0f} s" + (f"; CUDA graphs skipped {skips} times" if skips else "")
-        self.compiled[key] = ((model, optimizer, compiled), note)
+        self.compiled[key] = ((model, optimizer, compiled, mode), note)
         return self.compiled[key]
 
-    def compile_row(self, model_name, bf16, batches, warmup, steps):
-        entry, note = self.compile_prepare(model_name, bf16, batches)
+    def compile_row(self, model_name, precision, batches, warmup, steps, mode):
+        entry, note = self.compile_prepare(model_name, precision, batches, mode)
+        bf16 = precision == "bf16"
         base = self.peak_start()
         start = 0.0
         for step in range(warmup + steps):
@@ -293,29 +423,127 @@ class Worker:
                 self.sync()
                 start = time.perf_counter()
             x, y = batches[step % len(batches)]
-            self.compile_step(entry, x, y, bf16)
+            self.compile_step(entry, self.input(model_name, x), y, bf16)
         self.sync()
         return steps / (time.perf_counter() - start), self.peak_added(base), note
 
+    # ---- the roofline: FLOPs of a model, the device's peak ---------------------------------------------------
+
+    def flops(self, model_name, batch):
+        """Forward FLOPs of one batch (2 per multiply-add), counted by torch.utils.flop_counter on the meta device
+        (shapes only, nothing computed): convolutions and matmuls (linear layers, attention) apart."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        torch = self.torch
+        with torch.device("meta"):
+            model = make_model(model_name)
+        shape = (batch, *MODELS[model_name]["shape"])
+        x = (torch.zeros(shape, dtype=torch.long, device="meta") if model_name == "gpt"
+             else torch.empty(shape, device="meta"))
+        with FlopCounterMode(display=False) as counter:
+            model(x)
+        counts = counter.get_flop_counts().get("Global", {})
+        conv = sum(v for op, v in counts.items() if "convolution" in str(op))
+        return {"conv": conv, "matmul": sum(counts.values()) - conv,
+                "ops": sorted(str(op).replace("aten.", "") for op in counts)}
+
+    def peak(self):
+        """The device's matmul throughput in FLOP/s, measured: torch.mm of square matrices (8192 on CUDA, timed
+        with CUDA events; 1024 on the CPU), bf16, float32 at "highest" and at "high" (TF32 on CUDA); the best of
+        three timings of several products each."""
+        torch = self.torch
+        cuda = self.device.type == "cuda"
+        n = 8192 if cuda else 1024
+        kinds = {"bf16": (torch.bfloat16, "highest"), "fp32": (torch.float32, "highest"),
+                 "tf32": (torch.float32, "high")} if cuda else {"fp32": (torch.float32, "highest")}
+        previous = torch.get_float32_matmul_precision()
+        if previous != "highest":
+            raise RuntimeError(f"the worker's float32 matmul precision is {previous!r}, not PyTorch's default")
+        result = {"n": n, "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32) if cuda else False}
+        try:
+            for name, (dtype, precision) in kinds.items():
+                if precision != torch.get_float32_matmul_precision():
+                    torch.set_float32_matmul_precision(precision)
+                a = torch.randn(n, n, device=self.device, dtype=dtype)
+                b = torch.randn(n, n, device=self.device, dtype=dtype)
+                out = torch.empty(n, n, device=self.device, dtype=dtype)
+                repeats = {"bf16": 40, "tf32": 20, "fp32": 5}[name] if cuda else 5
+                for _ in range(3):
+                    torch.mm(a, b, out=out)
+                best = float("inf")
+                for _ in range(3):
+                    if cuda:
+                        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        begin.record()
+                        for _ in range(repeats):
+                            torch.mm(a, b, out=out)
+                        end.record()
+                        end.synchronize()
+                        seconds = begin.elapsed_time(end) / 1e3
+                    else:
+                        start = time.perf_counter()
+                        for _ in range(repeats):
+                            torch.mm(a, b, out=out)
+                        seconds = time.perf_counter() - start
+                    best = min(best, seconds / repeats)
+                result[name] = 2 * n**3 / best
+                del a, b, out
+        finally:
+            if torch.get_float32_matmul_precision() != previous:
+                torch.set_float32_matmul_precision(previous)
+        if cuda:
+            torch.cuda.empty_cache()
+        return result
+
     def handle(self, words: list[str]) -> str:
+        if words[0] == "peak":
+            return "ok " + json.dumps(self.peak())
+        if words[0] == "flops":
+            return "ok " + json.dumps(self.flops(words[1], int(words[2])))
         if words[0] == "prepare":
             model_name, precision, batch = words[1], words[2], int(words[3])
+            mode = words[4] if len(words) > 4 else "reduce-overhead"
             batches, checksum = self.batches(model_name, batch)
-            _, note = self.compile_prepare(model_name, precision == "bf16", batches)
+            with self.matmul_precision(precision):
+                _, note = self.compile_prepare(model_name, precision, batches, mode)
             return f"ok 0 -1 {checksum} {note}"
         if words[0] != "run" or len(words) != 7:
             raise ValueError(f"expected 'run <loop> <model> <precision> <batch> <warmup> <steps>', got {words}")
         loop, model_name, precision = words[1:4]
         batch, warmup, steps = (int(w) for w in words[4:7])
         if precision not in PRECISION_NAMES:
-            raise ValueError(f"precision is fp32 or bf16, got {precision}")
+            raise ValueError(f"precision is {', '.join(PRECISION_NAMES)}, got {precision}")
         batches, checksum = self.batches(model_name, batch)
         gc.collect()  # earlier rows' Trainers hold reference cycles: free their device memory before this row
-        rows = {"pytorch": self.pytorch_row, "lightning": self.lightning_row, "compile": self.compile_row}
+        bf16 = precision == "bf16"
+        rows = {"pytorch": lambda *a: self.pytorch_row(*a[:1], bf16, *a[2:]),
+                "lightning": lambda *a: self.lightning_row(*a[:1], bf16, *a[2:]),
+                "compile": lambda *a: self.compile_row(*a, mode="reduce-overhead"),
+                "compile-default": lambda *a: self.compile_row(*a, mode="default")}
         if loop not in rows:
             raise ValueError(f"unknown loop {loop}")
-        rate, peak, note = rows[loop](model_name, precision == "bf16", batches, warmup, steps)
+        with self.matmul_precision(precision):
+            rate, peak, note = rows[loop](model_name, precision, batches, warmup, steps)
         return f"ok {rate:.4f} {peak} {checksum} {note}".rstrip()
+
+    def matmul_precision(self, precision):
+        """torch.set_float32_matmul_precision("high") for an fp32-high row, restored after it so that no row's
+        setting reaches the next."""
+        import contextlib
+
+        torch = self.torch
+
+        @contextlib.contextmanager
+        def scope():
+            previous = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("high")
+            try:
+                yield
+            finally:
+                torch.set_float32_matmul_precision(previous)
+
+        # The other rows leave the worker's setting (PyTorch's default, "highest") as it is.
+        return scope() if precision == "fp32-high" else contextlib.nullcontext()
 
 
 def worker_main(arguments) -> int:
@@ -540,14 +768,26 @@ def driver_main(arguments) -> int:
     cuda = device == "cuda"
     load_before = os.getloadavg()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    models = env_list("MODELS", list(MODELS), MODELS)
-    all_loops = ["volt", "libtorch", "pytorch", "lightning"] + (["volt-graph", "graph", "compile"] if cuda else [])
+    models = env_list("MODELS", [m for m in MODELS if not MODELS[m].get("optional")], MODELS)
+    all_loops = ["volt", "libtorch", "pytorch", "lightning"] + (
+        ["volt-graph", "graph", "compile", "compile-default"] if cuda else [])
+    loops_given = os.environ.get("LOOPS", "").strip() != ""
     loops = env_list("LOOPS", all_loops, all_loops)
-    precisions = ["fp32", "bf16"] if cuda else ["fp32"]
+    precision_filter = env_list("PRECISIONS", ALL_PRECISIONS, ALL_PRECISIONS)
     rounds = env_int("ROUNDS") or 5
     steps_override, warmup_override = env_int("STEPS"), env_int("WARMUP")
-    time_limit = env_int("TIME_LIMIT") or (380 if cuda else 3600)
-    compile_budget = env_int("COMPILE_BUDGET") or 150
+    time_limit = env_int("TIME_LIMIT") or (max(240, sum(MODELS[m]["budget"]["time"] for m in models)) if cuda
+                                           else 3600)
+    compile_budget = env_int("COMPILE_BUDGET") or max(60, sum(MODELS[m]["budget"]["compile"] for m in models))
+    # Blocks (model, precision) in order, each with its loops: the LOOPS given, else the model's own set.
+    blocks = [(model, precision) for model in models for precision in model_precisions(model, device)
+              if precision in precision_filter]
+    if not blocks:
+        raise SystemExit(f"PRECISIONS={','.join(precision_filter)} leaves no precision of MODELS={','.join(models)}"
+                         f" on {device}")
+    block_loops = {block: ([loop for loop in loops] if loops_given else model_loops(block[0], device))
+                   for block in blocks}
+    loops = [loop for loop in all_loops if any(loop in block_loops[block] for block in blocks)]
     settings = {}
     for model in models:
         setting = dict(MODELS[model][device])
@@ -600,7 +840,7 @@ def driver_main(arguments) -> int:
         return WorkerProcess(kind, argv, os.path.join(log_dir, f"{kind}.log"), start_timeout=240)
 
     workers = {"python": python_worker("python")}
-    if "compile" in loops:
+    if any(LOOPS[loop][0] == "compile" for loop in loops):
         workers["compile"] = python_worker("compile")
     worker_errors = {}
     for name, worker in workers.items():
@@ -611,24 +851,51 @@ def driver_main(arguments) -> int:
             worker_errors[name] = str(error)
             say(f"{name} worker failed to start: {error}")
 
-    results = {(model, precision): {loop: Row() for loop in loops} for model in models for precision in precisions}
+    results = {block: {loop: Row() for loop in block_loops[block]} for block in blocks}
+
+    # The roofline: the device's measured matmul peaks and each model's FLOPs per step, from the Python worker,
+    # before anything else uses the device.
+    roofline = {"peak": None, "flops": {}, "error": ""}
+    if "python" not in worker_errors:
+        try:
+            kind, rest = workers["python"].request("peak", timeout=180)
+            if kind == "ok":
+                roofline["peak"] = json.loads(rest)
+                say("measured peak: " + ", ".join(f"{k} {flops_text(v)}" for k, v in roofline["peak"].items()
+                                                  if k in ("bf16", "tf32", "fp32")))
+            else:
+                roofline["error"] = f"peak: {rest}"
+            for model in models:
+                kind, rest = workers["python"].request(f"flops {model} {settings[model]['batch']}", timeout=120)
+                if kind == "ok":
+                    roofline["flops"][model] = json.loads(rest)
+                else:
+                    roofline["error"] = f"flops of {model}: {rest}"
+        except WorkerError as error:
+            roofline["error"] = str(error)
+        if roofline["error"]:
+            say(f"roofline: {roofline['error']}")
 
     # Compile phase (CUDA): compiles start only within COMPILE_BUDGET seconds of the start.
     compile_seconds = 0.0
-    if "compile" in loops and "compile" not in worker_errors:
+    if "compile" in workers and "compile" not in worker_errors:
         phase_start = time.monotonic()
-        for model in models:
-            for precision in precisions:
-                row = results[(model, precision)]["compile"]
+        for block in blocks:
+            model, precision = block
+            for loop in block_loops[block]:
+                if LOOPS[loop][0] != "compile":
+                    continue
+                row = results[block][loop]
                 if time.monotonic() - started > compile_budget:
                     row.error = f"not compiled: COMPILE_BUDGET ({compile_budget} s) spent on earlier compiles"
                     continue
-                say(f"compiling {model} {precision} for the torch.compile row")
+                mode = COMPILE_MODES[loop]
+                say(f"compiling {model} {precision} for the torch.compile row (mode {mode})")
                 # A compile that started in time may run on, but not for ever: the rows still need their time.
                 timeout = max(60.0, started + compile_budget + 90 - time.monotonic())
                 try:
                     kind, rest = workers["compile"].request(
-                        f"prepare {model} {precision} {settings[model]['batch']}", timeout=timeout)
+                        f"prepare {model} {precision} {settings[model]['batch']} {mode}", timeout=timeout)
                 except WorkerError as error:
                     kind, rest = "error", str(error)
                 if kind == "ok":
@@ -658,14 +925,14 @@ def driver_main(arguments) -> int:
     # Measuring: per block (model, precision), rounds of every row; each block gets an equal share of the time left.
     deadline = started + time_limit - 15
     measure_start = time.monotonic()
-    blocks = [(model, precision) for model in models for precision in precisions]
     block_notes = {}
     for index, (model, precision) in enumerate(blocks):
         setting = settings[model]
         block_start = time.monotonic()
         share = (deadline - block_start) / (len(blocks) - index)
         rows = results[(model, precision)]
-        for loop in loops:
+        loops_here = block_loops[(model, precision)]
+        for loop in loops_here:
             worker_name = LOOPS[loop][0]
             if worker_name in worker_errors and not rows[loop].error:
                 rows[loop].error = worker_errors[worker_name]
@@ -676,7 +943,7 @@ def driver_main(arguments) -> int:
             if now > deadline or (round_index > 0 and now - block_start + last_round > share):
                 break
             round_start = now
-            active = [loop for loop in loops if not rows[loop].error]
+            active = [loop for loop in loops_here if not rows[loop].error]
             shift = round_index % max(1, len(active))
             for loop in active[shift:] + active[:shift]:
                 worker = workers[LOOPS[loop][0]]
@@ -702,11 +969,11 @@ def driver_main(arguments) -> int:
             done += 1
             say(f"{model} {precision} round {round_index + 1}: " + ", ".join(
                 f"{loop} {rows[loop].rates[-1]:.1f}" if rows[loop].rates and not rows[loop].error else f"{loop} failed"
-                for loop in loops))
+                for loop in loops_here))
         if done < rounds:
             block_notes[(model, precision)] = (f"{done} of {rounds} rounds (TIME_LIMIT {time_limit} s)"
                                                if done else f"not run: TIME_LIMIT {time_limit} s reached")
-            for loop in loops:
+            for loop in loops_here:
                 if not done and not rows[loop].error:
                     rows[loop].error = block_notes[(model, precision)]
     measure_seconds = time.monotonic() - measure_start
@@ -714,7 +981,7 @@ def driver_main(arguments) -> int:
         worker.stop()
     load_after = os.getloadavg()
 
-    report = write_report(arguments, device, models, precisions, loops, settings, rounds, results, block_notes,
+    report = write_report(arguments, device, models, loops, settings, rounds, results, block_notes, roofline,
                           workers, worker_errors, load_before, load_after, date,
                           {"build": build["seconds"], "compile": compile_seconds, "measure": measure_seconds,
                            "total": time.monotonic() - started, "time_limit": time_limit})
@@ -732,11 +999,45 @@ def rate_text(value: float) -> str:
     return f"{value:.1f}" if value >= 100 else f"{value:#.3g}"
 
 
+def flops_text(rate: float) -> str:
+    """FLOP/s as TFLOP/s (GFLOP/s below one TFLOP/s, as on a CPU thread)."""
+    return f"{rate / 1e12:.1f} TFLOP/s" if rate >= 1e12 else f"{rate / 1e9:.1f} GFLOP/s"
+
+
 def ratio(a, b) -> str:
     return f"{a / b:.3f}" if a and b else "-"
 
 
-def write_report(arguments, device, models, precisions, loops, settings, rounds, results, block_notes, workers,
+def peak_for(kind: str, precision: str, peak: dict, cuda: bool) -> float:
+    """The measured peak (FLOP/s) that a row's convolutions ("conv") or matmuls ("matmul") run against: bf16 under
+    BF16 autocast; float32 matmuls at "high" (fp32-high) and cuDNN's float32 convolutions (allow_tf32, on by
+    default) on TF32 tensor cores; other float32 matmuls at FP32. The CPU: its FP32 matmul figure."""
+    if not cuda:
+        return peak.get("fp32", 0.0)
+    if precision == "bf16":
+        return peak.get("bf16", 0.0)
+    if kind == "conv":
+        return peak.get("tf32" if peak.get("cudnn_allow_tf32") else "fp32", 0.0)
+    return peak.get("tf32" if precision == "fp32-high" else "fp32", 0.0)
+
+
+def ideal_seconds(model: str, precision: str, roofline: dict, cuda: bool) -> float:
+    """Seconds a training step takes at the measured peak: 3 x the forward FLOPs (forward, and backward as twice
+    the forward) of convolutions and of matmuls, each at its peak. 0 when unknown."""
+    flops, peak = roofline.get("flops", {}).get(model), roofline.get("peak")
+    if not flops or not peak:
+        return 0.0
+    total = 0.0
+    for kind in ("conv", "matmul"):
+        if flops[kind]:
+            rate = peak_for(kind, precision, peak, cuda)
+            if rate <= 0:
+                return 0.0
+            total += 3 * flops[kind] / rate
+    return total
+
+
+def write_report(arguments, device, models, loops, settings, rounds, results, block_notes, roofline, workers,
                  worker_errors, load_before, load_after, date, seconds) -> str:
     cuda = device == "cuda"
     hellos = {name: (parse_hello(worker.hello) if worker.hello else {}) for name, worker in workers.items()}
@@ -775,10 +1076,18 @@ def write_report(arguments, device, models, precisions, loops, settings, rounds,
             + f", measuring {seconds['measure']:.0f} s, total {seconds['total']:.0f} s (TIME_LIMIT "
             f"{seconds['time_limit']} s).", ""]
 
-    def label(loop, precision):
+    def label(loop, model, precision):
         text = LOOPS[loop][1]
         if loop in ("volt", "volt-graph"):
             text = text.format(accelerator="CUDA" if cuda else "CPU", precision=PRECISION_NAMES[precision][0])
+            options = []
+            if channels_last_model(model):
+                options.append("`.memory_format = volt::MemoryFormat::channels_last`")
+            if precision == "fp32-high":
+                options.append("`.float32_matmul_precision = \"high\"`")
+            if options:
+                text = text.replace(" (C++)", "") + (" and " if loop == "volt-graph" else " with ") + \
+                    " and ".join(options) + " (C++)"
         if loop == "lightning":
             text = f"Lightning `Trainer(precision=\"{PRECISION_NAMES[precision][1]}\")` (Python)"
         return text
@@ -786,44 +1095,104 @@ def write_report(arguments, device, models, precisions, loops, settings, rounds,
     medians = {key: {loop: (statistics.median(row.rates) if row.rates and not row.error else 0.0)
                      for loop, row in block.items()} for key, block in results.items()}
 
+    compile_default = "compile-default" in loops
     # Summary: volt's row against the others.
     header = ["model", "precision", "volt steps/s", "vs hand LibTorch", "vs PyTorch", "vs Lightning"]
     if cuda:
-        header += ["vs graph limit", "vs torch.compile"]
+        header += ["vs graph limit", "vs torch.compile"] + (["vs torch.compile default"] if compile_default else [])
     out += ["## Summary: volt's Trainer against the other loops (ratios of median steps/s)", "",
             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for (model, precision), med in medians.items():
         cells = [model, precision, rate_text(med["volt"]) if med.get("volt") else "failed"]
-        for other in ["libtorch", "pytorch", "lightning"] + (["graph", "compile"] if cuda else []):
+        for other in ["libtorch", "pytorch", "lightning"] + (["graph", "compile"] if cuda else []) + (
+                ["compile-default"] if compile_default else []):
             cells.append(ratio(med.get("volt"), med.get(other)))
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
     if cuda and "volt-graph" in loops:
-        header = ["model", "precision", "volt cuda_graphs steps/s", "vs graph limit", "vs torch.compile",
-                  "vs Lightning", "vs volt eager"]
+        header = ["model", "precision", "volt cuda_graphs steps/s", "vs graph limit", "vs torch.compile"] + (
+            ["vs torch.compile default"] if compile_default else []) + ["vs Lightning", "vs volt eager"]
         out += ["## Summary: volt's Trainer with `cuda_graphs` (ratios of median steps/s)", "",
                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for (model, precision), med in medians.items():
             cells = [model, precision, rate_text(med["volt-graph"]) if med.get("volt-graph") else "failed"]
-            for other in ["graph", "compile", "lightning", "volt"]:
+            for other in ["graph", "compile"] + (["compile-default"] if compile_default else []) + [
+                    "lightning", "volt"]:
                 cells.append(ratio(med.get("volt-graph"), med.get(other)))
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+
+    # volt's faster configuration against the fastest other loop (the graph limit is not a peer: it is the bound).
+    peers = ["libtorch", "pytorch", "lightning", "compile", "compile-default"]
+    header = ["model", "precision", "volt's best", "steps/s", "fastest peer", "steps/s", "ratio", "volt % of peak"]
+    out += ["## Summary: volt's faster configuration against the fastest peer (median steps/s)", "",
+            "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (model, precision), med in medians.items():
+        volt_best = max((loop for loop in ("volt", "volt-graph") if med.get(loop)), key=lambda l: med[l], default="")
+        peer_best = max((loop for loop in peers if med.get(loop)), key=lambda l: med[l], default="")
+        ideal = ideal_seconds(model, precision, roofline, cuda)
+        cells = [model, precision, volt_best or "failed", rate_text(med[volt_best]) if volt_best else "-",
+                 peer_best or "none", rate_text(med[peer_best]) if peer_best else "-",
+                 ratio(med.get(volt_best), med.get(peer_best)),
+                 f"{100 * med[volt_best] * ideal:.1f}%" if volt_best and ideal else "-"]
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+
+    # Roofline: the measured peaks and each model's FLOPs.
+    out += ["## Roofline: FLOPs per training step against the measured peak", ""]
+    peak = roofline.get("peak")
+    if peak:
+        names = {"bf16": "bf16", "tf32": "float32 at \"high\" (TF32)", "fp32": "float32 at \"highest\""}
+        out += [f"Measured peak (`torch.mm` of {peak['n']}x{peak['n']} matrices, best of 3 timings"
+                + (", CUDA events" if cuda else ", one thread") + "): "
+                + "; ".join(f"{names[k]} {flops_text(peak[k])}" for k in ("bf16", "tf32", "fp32") if k in peak)
+                + (f"; cuDNN's float32 convolutions use TF32 (`allow_tf32` {peak.get('cudnn_allow_tf32')})."
+                   if cuda else "."), ""]
+    if roofline.get("error"):
+        out += [f"Roofline incomplete: {roofline['error']}", ""]
+    if roofline.get("flops"):
+        header = ["model", "batch", "forward GFLOP (conv + matmul)", "GFLOP per step (3 x forward)",
+                  "counted operators"] + [f"step at peak, {p}" for p in ALL_PRECISIONS if any(
+                      b[1] == p for b in results)]
+        out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for model in models:
+            flops = roofline["flops"].get(model)
+            if not flops:
+                continue
+            cells = [model, str(settings[model]["batch"]),
+                     f"{(flops['conv'] + flops['matmul']) / 1e9:.4g} ({flops['conv'] / 1e9:.4g} + "
+                     f"{flops['matmul'] / 1e9:.4g})", f"{3 * (flops['conv'] + flops['matmul']) / 1e9:.4g}",
+                     ", ".join(flops["ops"])]
+            for p in ALL_PRECISIONS:
+                if not any(b[1] == p for b in results):
+                    continue
+                ideal = ideal_seconds(model, p, roofline, cuda) if (model, p) in results else 0.0
+                cells.append(f"{ideal * 1e3:.2f} ms ({rate_text(1 / ideal)} steps/s)" if ideal else "-")
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
 
     for (model, precision), block in results.items():
         med = medians[(model, precision)]
-        out += [f"## {model}, {precision}: {MODELS[model]['title']}, batch {settings[model]['batch']}", ""]
+        what = {"fp32-high": "fp32 with float32 matmuls at \"high\" (TF32)"}.get(precision, precision)
+        out += [f"## {model}, {what}: {MODELS[model]['title']}, batch {settings[model]['batch']}", ""]
         if (model, precision) in block_notes:
             out += [f"Rounds: {block_notes[(model, precision)]}.", ""]
+        ideal = ideal_seconds(model, precision, roofline, cuda)
+        if ideal:
+            out += [f"Roofline: one step's {3 * sum(roofline['flops'][model][k] for k in ('conv', 'matmul')) / 1e9:.4g}"
+                    f" GFLOP take {ideal * 1e3:.2f} ms at the measured peak, {rate_text(1 / ideal)} steps/s; \"% of "
+                    f"peak\" is steps/s against that.", ""]
         columns = ["loop", "steps/s (median)", "runs"] + (["peak memory (MiB)"] if cuda else []) + \
-                  ["vs hand LibTorch", "vs Lightning"] + (["vs graph limit"] if cuda else []) + ["note"]
+                  ["vs hand LibTorch", "vs Lightning"] + (["vs graph limit"] if cuda else []) + \
+                  ["% of peak"] + ["note"]
         out += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         for loop, row in block.items():
             if row.error:
-                cells = [label(loop, precision), "**failed**", "", *([""] if cuda else []), "", "",
-                         *([""] if cuda else []), row.error.replace("|", "\\|")]
+                cells = [label(loop, model, precision), "**failed**", "", *([""] if cuda else []), "", "",
+                         *([""] if cuda else []), "", row.error.replace("|", "\\|")]
             else:
-                cells = [label(loop, precision), rate_text(med[loop]), ", ".join(rate_text(v) for v in row.rates)]
+                cells = [label(loop, model, precision), rate_text(med[loop]),
+                         ", ".join(rate_text(v) for v in row.rates)]
                 if cuda:
                     # The first run of a model in a process also holds cuDNN's benchmark search (its workspaces):
                     # the later runs show what the loop itself needs.
@@ -832,6 +1201,7 @@ def write_report(arguments, device, models, precisions, loops, settings, rounds,
                 cells += [ratio(med[loop], med.get("libtorch")), ratio(med[loop], med.get("lightning"))]
                 if cuda:
                     cells.append(ratio(med[loop], med.get("graph")))
+                cells.append(f"{100 * med[loop] * ideal:.1f}%" if ideal else "-")
                 cells.append(row.note.replace("|", "\\|"))
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
@@ -840,10 +1210,11 @@ def write_report(arguments, device, models, precisions, loops, settings, rounds,
 
 
 NOTES_COMMON = """\
-* Same model definitions (C++: benchmarks/cpp/four_way.cpp with benchmarks/cpp/resnet.hpp; Python:
+* Same model definitions (C++: benchmarks/cpp/four_way.cpp with benchmarks/cpp/resnet.hpp and gpt.hpp; Python:
   benchmarks/python/four_way.py with benchmarks/python/ddp_resnet.py), same synthetic batches (made on the CPU
-  from one seed by the same LibTorch, checksums compared), same optimizer (Adam, lr 1e-3), same number of steps;
-  the training step computes the cross-entropy loss and logs nothing. Every run builds a fresh model
+  from one seed by the same LibTorch, checksums compared; the GPT's are token ids, inputs and targets), same
+  optimizer (Adam, lr 1e-3; the GPT: AdamW, lr 1e-3, weight decay 0.01), same number of steps; the training step
+  computes the cross-entropy loss (the GPT's over every position) and logs nothing. Every run builds a fresh model
   (seed 0), trains the warm-up steps, and times the timed steps between two device synchronisations; no data
   loading, process start-up or model construction is timed. Each loop cycles through the distinct batches; the
   Trainers get them as one epoch of warm-up + timed + 1 batches, so no epoch boundary falls in the timed steps.
@@ -853,7 +1224,27 @@ NOTES_COMMON = """\
   (LibTorch's fused Adam kernel where it has one, else multi-tensor ops; on LibTorch's own optimizer state); the
   hand-written LibTorch loop calls `torch::optim::Adam::step()`, which updates parameter by parameter; PyTorch
   and Lightning use `torch.optim.Adam` with its defaults (multi-tensor `foreach` on CUDA, per parameter on the
-  CPU).
+  CPU). The GPT's AdamW: volt's fused AdamW path, `torch::optim::AdamW::step()` in the hand loop,
+  `torch.optim.AdamW(fused=True)` in Python on CUDA (its default, `foreach` or per parameter, on the CPU).
+* resnet18-cl: every loop in channels-last. volt's Trainer with `.memory_format = channels_last` (model and each
+  batch through its batch transfer); the hand loop and the graph limit convert the model's 4-D parameters and
+  buffers (`set_data(contiguous(ChannelsLast))`) and each batch (the graph: its static input buffer is
+  channels-last, and each copy into it converts); PyTorch, Lightning and torch.compile
+  `model.to(memory_format=torch.channels_last)` and each batch `x.contiguous(memory_format=torch.channels_last)`
+  before the forward pass (Lightning: in training_step).
+* fp32-high: FP32 with float32 matmuls at "high" (TF32 tensor cores on CUDA; no effect on the CPU): volt's
+  Trainer with `.float32_matmul_precision = "high"`, the hand loops `at::globalContext().setFloat32MatmulPrecision
+  ("high")`, the Python rows `torch.set_float32_matmul_precision("high")`; set for the row and set back to
+  "highest" after it in every worker, so that no row's setting reaches another (the other rows never set it).
+* Roofline ("% of peak"): the row's steps/s times the time one step takes at the measured peak. FLOPs are counted
+  from the model by `torch.utils.flop_counter.FlopCounterMode` on one forward pass (on the meta device: shapes
+  only): convolutions, matmuls and attention, 2 FLOPs per multiply-add; causal attention counted in full (its
+  kernels skip the masked half; for the GPT that is under 10% of the count); embeddings, normalisation,
+  activations, the loss and the optimizer are not counted. A step is 3 x the forward FLOPs (backward = 2 x
+  forward; the first layer's unneeded input gradient included). The peak is a measured `torch.mm` of square
+  matrices, in the precision the row's convolutions and matmuls run in: bf16 under BF16 autocast; TF32 for
+  float32 convolutions (cuDNN's `allow_tf32`, on by default) and for float32 matmuls at "high"; FP32 for float32
+  matmuls at "highest". Convolutions and matmuls are timed apart at their own peak and added.
 * In each round every row runs once, in an order rotated from round to round; the median over rounds is shown
   and every round's figure is listed under "runs"."""
 
@@ -883,7 +1274,9 @@ NOTES_CUDA = f"""Notes:
 * torch.compile: `torch.compile(model, mode="reduce-overhead")` (CUDA graphs of forward and backward), the
   optimizer step eager; compiled once per model and precision before the rounds (the compile time is in the
   note), then every round continues training that model; `torch.compiler.cudagraph_mark_step_begin()` starts
-  each step.
+  each step, and no step reads an output of the graphs (the loss is not kept). The opt-in models (resnet18-cl,
+  gpt) also have `torch.compile(model)` in its default mode (Inductor's kernels, no CUDA graphs), compiled and
+  run the same way.
 * `torch.backends.cudnn.benchmark` / `setBenchmarkCuDNN(true)` in every worker; TF32 settings left at their
   defaults (the same in C++ and Python).
 * Peak memory: the largest over the rounds after the first (the first run of a model in a worker process also
