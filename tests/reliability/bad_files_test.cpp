@@ -3,7 +3,13 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 using volt_test::TempDir;
 using volt_test::quiet_options;
@@ -82,4 +88,83 @@ TEST_CASE("16-true on a CPU without float16 matrix multiplication is refused whe
                              volt::MisconfigurationError,
                              "volt: precision '16-true' on the CPU needs float16 matrix multiplication, which this "
                              "LibTorch");
+}
+
+namespace {
+std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+/// The [begin, end) byte ranges of the deflated entries of the zip archive `bytes` (method 8).
+std::vector<std::pair<std::size_t, std::size_t>> deflated_entries(const std::string& bytes) {
+  const auto u16 = [&](std::size_t at) {
+    return static_cast<std::size_t>(static_cast<unsigned char>(bytes[at])) |
+           static_cast<std::size_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
+  };
+  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  std::size_t end = bytes.size() - 22;
+  while (u32(end) != 0x06054b50U) --end;
+  std::size_t at = u32(end + 16);
+  for (std::size_t entry = 0; entry < u16(end + 10); ++entry) {
+    const std::size_t local = u32(at + 42);
+    const std::size_t data = local + 30 + u16(local + 26) + u16(local + 28);
+    if (u16(at + 10) == 8) out.emplace_back(data, data + u32(at + 20));
+    at += 46 + u16(at + 28) + u16(at + 30) + u16(at + 32);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a flipped bit inside a compressed entry of a checkpoint is a CheckpointError, not a crash") {
+  TempDir dir;
+  const auto path = dir.path / "good.ckpt";
+  fit_classifier<volt::FP32>(dir, path);
+  const std::string good = file_bytes(path);
+  const auto entries = deflated_entries(good);
+  REQUIRE_FALSE(entries.empty());  // LibTorch deflates an archive's code/*.py entries
+  int rejected = 0;
+  int harmless = 0;
+  int flips = 0;
+  volt_test::Classifier reference;
+  volt::load_checkpoint_weights(reference, path);
+  for (const auto& [begin, end] : entries) {
+    for (std::size_t at = begin; at < end; at += std::max<std::size_t>(1, (end - begin) / 16)) {
+      for (int bit = 0; bit < 8; bit += 3) {
+        std::string damaged = good;
+        damaged[at] = static_cast<char>(damaged[at] ^ (1 << bit));
+        const auto file = dir.path / "damaged.ckpt";
+        std::ofstream(file, std::ios::binary | std::ios::trunc).write(damaged.data(), static_cast<std::streamsize>(damaged.size()));
+        volt_test::Classifier model;
+        ++flips;
+        try {
+          volt::load_checkpoint_weights(model, file);
+          // Loaded: the flip hit bits that carry no data (the padding after a compressed stream's last
+          // block); the weights must then be exactly the undamaged file's.
+          if (torch::equal(model.fc1->weight, reference.fc1->weight) && torch::equal(model.fc2->bias, reference.fc2->bias)) {
+            ++harmless;
+          }
+        } catch (const volt::CheckpointError& error) {
+          const std::string what = error.what();
+          if (what.find("is damaged") != std::string::npos || what.find("fails its CRC-32 check") != std::string::npos) {
+            ++rejected;
+          }
+        }
+      }
+    }
+  }
+  CHECK(rejected + harmless == flips);
+  CHECK(rejected >= flips * 9 / 10);
+  MESSAGE(rejected << " of " << flips << " flips in " << entries.size() << " compressed entries rejected, " << harmless
+                   << " in bits without data loaded the same weights");
+  // The two inputs that crashed LibTorch 1.13's TorchScript type parser are rejected before it.
+  if (const char* source = std::getenv("VOLT_TEST_SOURCE_DIR")) {
+    for (const char* name : {"libtorch-1.13-script-type-parser-segv.ckpt", "libtorch-1.13-script-type-parser-segv-valid-crc.ckpt"}) {
+      volt_test::Classifier model;
+      CHECK_THROWS_AS(volt::load_checkpoint_weights(model, std::filesystem::path(source) / "fuzz" / "known_crashes" / name),
+                      volt::CheckpointError);
+    }
+  } else {
+    MESSAGE("VOLT_TEST_SOURCE_DIR not set: the known crash inputs are not checked");
+  }
 }

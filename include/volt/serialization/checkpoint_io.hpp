@@ -13,6 +13,7 @@
 #pragma once
 
 #include <volt/core/files.hpp>
+#include <volt/serialization/detail/inflate.hpp>
 #include <volt/serialization/detail/model_match.hpp>
 
 #include <torch/torch.h>
@@ -31,6 +32,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -125,8 +127,9 @@ inline std::uint32_t crc32(const char* data, std::size_t size) {
 
 /// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
 /// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
-/// in the TorchScript code of an archive crashes LibTorch 1.13). Archives in zip64 form or with compressed
-/// entries are left to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
+/// in the TorchScript code of an archive crashes LibTorch 1.13). Deflated entries are inflated by volt's own
+/// bounds-checked decoder (detail/inflate.hpp) and their CRC-32 checked too. Archives in zip64 form are left
+/// to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
 /// `names`, when given, receives the names of the entries checked.
 inline void check_zip_integrity(const std::string& bytes, const std::string& shown,
                                 std::vector<std::string>* names = nullptr) {
@@ -159,6 +162,7 @@ inline void check_zip_integrity(const std::string& bytes, const std::string& sho
   std::size_t at = directory_offset;
   for (std::uint32_t entry = 0; entry < entries; ++entry) {
     if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
+    const std::size_t at_entry = at;
     const std::uint32_t method = u16(at + 10);
     const std::uint32_t crc = u32(at + 16);
     const std::uint32_t stored_size = u32(at + 20);
@@ -175,7 +179,14 @@ inline void check_zip_integrity(const std::string& bytes, const std::string& sho
     }
     const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
     if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
-    if (method != 0) continue;  // compressed: LibTorch checks it while inflating
+    if (method == 8) {  // deflated (LibTorch compresses an archive's code/*.py): inflated here and checked
+      const std::uint32_t inflated_size = u32(at_entry + 24);
+      const auto inflated = inflate::raw(std::string_view(bytes).substr(data, stored_size), inflated_size);
+      if (!inflated || inflated->size() != inflated_size) damaged("the compressed entry '" + name + "' is damaged");
+      if (crc32(inflated->data(), inflated->size()) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
+      continue;
+    }
+    if (method != 0) damaged("the entry '" + name + "' uses an unknown compression method " + std::to_string(method));
     if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
   }
 }
