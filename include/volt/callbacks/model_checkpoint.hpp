@@ -3,6 +3,8 @@
 /// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
 #pragma once
 
+#include <volt/callbacks/detail/time_trigger.hpp>
+#include <volt/core/duration.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 
@@ -40,8 +42,11 @@ struct ModelCheckpointOptions {
   bool save_last = false;
   /// Save every N optimizer steps (0: off).
   std::optional<std::int64_t> every_n_train_steps{};
-  /// Save every N epochs (default 1 when neither interval is given).
+  /// Save every N epochs (default 1 when no interval is given).
   std::optional<std::int64_t> every_n_epochs{};
+  /// Save at the first batch end this long after the last save or the start of training
+  /// (`std::chrono::minutes(30)`, "00:00:30:00"); excludes the two other intervals.
+  std::optional<Duration> train_time_interval{};
   /// Save only the model's weights, not the optimizer, callbacks and loop state.
   bool save_weights_only = false;
   /// Log each save on global rank zero ("Epoch 0, global step 100: saving model to ...").
@@ -54,11 +59,11 @@ struct ModelCheckpointOptions {
   bool enable_version_counter = true;
 };
 
-/// Callback: saves checkpoints while fitting, every N steps or epochs, keeps the best `save_top_k` by the
-/// monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on every rank and calls
-/// the Trainer's save on each; only global rank zero deletes the files it replaces. Nothing is saved while
-/// not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping (best paths and
-/// scores) is saved in checkpoints.
+/// Callback: saves checkpoints while fitting, every N steps, N epochs or a time interval, keeps the best
+/// `save_top_k` by the monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on
+/// every rank and calls the Trainer's save on each; only global rank zero deletes the files it replaces.
+/// Nothing is saved while not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping
+/// (best paths and scores) is saved in checkpoints.
 class ModelCheckpoint {
  public:
   /// Extension of every checkpoint file.
@@ -67,7 +72,7 @@ class ModelCheckpoint {
   static constexpr const char* name_last = "last";
 
   /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
-  /// interval, both intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
+  /// interval, two intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
   explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
     const auto& o = options_;
     if (o.save_top_k < -1) {
@@ -81,16 +86,15 @@ class ModelCheckpoint {
       throw MisconfigurationError("Invalid value for every_n_epochs=" + std::to_string(*o.every_n_epochs) +
                                   ". Must be >= 0");
     }
-    const bool steps_set = o.every_n_train_steps.value_or(0) > 0;
-    const bool epochs_set = o.every_n_epochs.value_or(0) > 0;
-    if (steps_set && epochs_set) {
-      throw MisconfigurationError("Combination of parameters every_n_train_steps=" +
-                                  std::to_string(*o.every_n_train_steps) +
-                                  ", every_n_epochs=" + std::to_string(*o.every_n_epochs) +
-                                  " and train_time_interval=None should be mutually exclusive.");
-    }
     every_n_train_steps_ = o.every_n_train_steps.value_or(0);
-    every_n_epochs_ = o.every_n_epochs.value_or(!o.every_n_train_steps ? 1 : 0);
+    every_n_epochs_ = o.every_n_epochs.value_or(o.every_n_train_steps || o.train_time_interval ? 0 : 1);
+    if ((every_n_train_steps_ >= 1) + (every_n_epochs_ >= 1) + o.train_time_interval.has_value() > 1) {
+      throw MisconfigurationError("Combination of parameters every_n_train_steps=" +
+                                  std::to_string(every_n_train_steps_) + ", every_n_epochs=" +
+                                  std::to_string(every_n_epochs_) + " and train_time_interval=" +
+                                  (o.train_time_interval ? o.train_time_interval->to_string() : "None") +
+                                  " should be mutually exclusive.");
+    }
     if (o.mode != "min" && o.mode != "max") {
       throw MisconfigurationError("`mode` can be min, max but got " + o.mode);
     }
@@ -144,8 +148,6 @@ class ModelCheckpoint {
     return out;
   }
 
-  // ---- hooks -------------------------------------------------------------------------------------
-
   /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`).
   template <class State>
   void setup(State& state) {
@@ -154,11 +156,16 @@ class ModelCheckpoint {
     }
   }
 
-  /// Hook after each training batch: saves when every_n_train_steps divides the global step.
+  /// Hook at the start of training: the time train_time_interval counts from.
+  template <class State>
+  void on_train_start(State&) { time_trigger_.start(); }
+
+  /// Hook after each training batch: saves by every_n_train_steps or train_time_interval (alike on every rank).
   template <class State>
   void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
-    if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
-    save_topk_and_last(state);
+    if (should_skip(state)) return;
+    const bool by_steps = every_n_train_steps_ >= 1 && state.global_step % every_n_train_steps_ == 0;
+    if (time_trigger_.due(state) || by_steps) save_topk_and_last(state);
   }
 
   /// Hook at the end of each training epoch: saves (every_n_epochs) when saving happens at the epoch end.
@@ -378,6 +385,7 @@ class ModelCheckpoint {
 
   ModelCheckpointOptions options_;
   std::int64_t every_n_train_steps_ = 0;
+  detail::TimeTrigger time_trigger_{options_.train_time_interval};
   std::int64_t every_n_epochs_ = 1;
   std::filesystem::path dirpath_{};
   std::filesystem::path best_model_path_{};
