@@ -6,6 +6,8 @@
 #include <volt/callbacks/callback.hpp>
 #include <volt/callbacks/model_checkpoint.hpp>
 #include <volt/callbacks/early_stopping.hpp>
+#include <volt/callbacks/gradient_accumulation_scheduler.hpp>
+#include <volt/callbacks/timer.hpp>
 #include <volt/callbacks/progress_bar.hpp>
 #include <volt/callbacks/model_summary.hpp>
 #include <volt/callbacks/learning_rate_monitor.hpp>

@@ -9,6 +9,7 @@
 #include <volt/core/compat.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
+#include <volt/core/seed.hpp>
 
 #include <volt/accelerators.hpp>
 #include <volt/transfer.hpp>

@@ -748,6 +748,122 @@ inline void reset_warn_once() {
 
 }  // namespace volt::log
 // ---- end volt/core/log.hpp
+// ---- begin volt/core/seed.hpp
+/// \file
+/// volt::seed_everything: Lightning's seed_everything for a C++ program — seeds LibTorch's generators (CPU and
+/// every CUDA device) and the C library's rand(), and records the seed in the environment (PL_GLOBAL_SEED,
+/// PL_SEED_WORKERS) so that processes started afterwards (volt's DDP launcher re-runs the program) and a
+/// later call without a seed use the same one.
+///
+/// When to use it rather than TrainerOptions::seed: TrainerOptions::seed seeds when the Trainer is
+/// constructed, so whatever was made before (the model's initial weights, a shuffled dataset) is not covered
+/// by it. Call volt::seed_everything first thing in main(), before building the model and the data, for a run
+/// that is the same every time; TrainerOptions::seed is enough when the model is built after the Trainer or
+/// its weights are loaded from a file.
+
+
+#include <torch/torch.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace volt {
+
+/// The largest seed seed_everything accepts (Lightning's max_seed_value, 2^32 - 1: NumPy's limit).
+inline constexpr std::int64_t max_seed_value = 4294967295;
+/// The smallest seed seed_everything accepts (Lightning's min_seed_value).
+inline constexpr std::int64_t min_seed_value = 0;
+
+namespace detail {
+
+/// The process's rank as Lightning's _get_rank reads it (set_global_rank, then RANK, LOCAL_RANK,
+/// SLURM_PROCID, JSM_NAMESPACE_RANK), or nullopt when nothing names one.
+inline std::optional<int> rank_if_known() {
+  if (const int rank = log::detail::rank_override().load(); rank >= 0) return rank;
+  for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return std::atoi(value);
+  }
+  return std::nullopt;
+}
+
+/// Python's int(text) for the digits of an environment variable (surrounding spaces allowed).
+inline std::optional<std::int64_t> parse_seed_text(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n')) text.remove_suffix(1);
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+inline void set_environment(const char* name, const std::string& value) {
+#ifdef _WIN32
+  _putenv_s(name, value.c_str());
+#else
+  setenv(name, value.c_str(), /*overwrite=*/1);
+#endif
+}
+
+}  // namespace detail
+
+/// Lightning's seed_everything(seed, workers, verbose): seeds LibTorch's CPU generator and, when CUDA is
+/// available, every CUDA device's (torch::manual_seed), and std::srand; sets PL_GLOBAL_SEED to the seed and
+/// PL_SEED_WORKERS to "1" or "0"; returns the seed.
+///
+/// Without a seed it reads PL_GLOBAL_SEED, and uses 0 with the warning "No seed found, seed set to 0" when the
+/// variable is not set. Throws std::invalid_argument with Lightning's messages for a seed outside
+/// [0, 4294967295] ("5000000000 is not in bounds, numpy accepts from 0 to 4294967295") and for a
+/// PL_GLOBAL_SEED that is not an integer ("Invalid seed specified via PL_GLOBAL_SEED: 'abc'"). With `verbose`
+/// every process logs "Seed set to <seed>" (prefixed "[rank: N] " when a launcher set the rank).
+///
+/// `workers`: LibTorch's data loader workers are threads of this process and draw from its generator, so
+/// there is no per-worker seeding to set up; the flag is recorded in PL_SEED_WORKERS for programs and
+/// processes that read it, as Lightning does.
+inline std::int64_t seed_everything(std::optional<std::int64_t> seed = std::nullopt, bool workers = false,
+                                    bool verbose = true) {
+  if (!seed) {
+    const char* text = std::getenv("PL_GLOBAL_SEED");
+    if (text == nullptr) {
+      seed = 0;
+      if (verbose) log::warn_rank_zero("No seed found, seed set to 0");
+    } else {
+      seed = detail::parse_seed_text(text);
+      if (!seed) {
+        std::string quoted = "'";
+        for (const char c : std::string_view(text)) {
+          if (c == '\'' || c == '\\') quoted += '\\';
+          quoted += c;
+        }
+        throw std::invalid_argument("Invalid seed specified via PL_GLOBAL_SEED: " + quoted + "'");
+      }
+    }
+  }
+  if (*seed < min_seed_value || *seed > max_seed_value) {
+    throw std::invalid_argument(std::to_string(*seed) + " is not in bounds, numpy accepts from " +
+                                std::to_string(min_seed_value) + " to " + std::to_string(max_seed_value));
+  }
+  if (verbose) {
+    const auto rank = detail::rank_if_known();
+    log::info((rank ? "[rank: " + std::to_string(*rank) + "] " : std::string()) + "Seed set to " +
+              std::to_string(*seed));
+  }
+  detail::set_environment("PL_GLOBAL_SEED", std::to_string(*seed));
+  std::srand(static_cast<unsigned>(*seed));
+  torch::manual_seed(static_cast<std::uint64_t>(*seed));
+  detail::set_environment("PL_SEED_WORKERS", workers ? "1" : "0");
+  return *seed;
+}
+
+}  // namespace volt
+// ---- end volt/core/seed.hpp
 
 // ---- begin volt/accelerators.hpp
 /// \file
@@ -980,6 +1096,12 @@ inline constexpr std::string_view device_spec_grammar =
 [[noreturn]] inline std::string_view null_device_spec_text() {
   throw std::invalid_argument("Device IDs (GPU/TPU) must be an int, a string, a sequence of ints, but you passed None");
 }
+// Reached only in constant evaluation, where a repeated id is refused for every accelerator (the GPU parsers:
+// "Device ID's (GPU) must be unique."; the CPU parser refuses every list); at run time the accelerator's
+// parse_devices() reports it with Lightning's message.
+[[noreturn]] inline void device_ids_must_be_unique() {
+  throw std::invalid_argument("Device ID's (GPU) must be unique.");
+}
 [[noreturn]] inline void device_ids_of_a_non_list_spec() {
   throw std::logic_error(
       "volt: DeviceSpec::ids() needs a list of ids or a count of at most volt::max_device_ids; "
@@ -1004,7 +1126,9 @@ enum class DeviceSpecForm : unsigned char { automatic, integer, string, id_list 
 /// The `devices` option: a literal type, constexpr and implicitly constructible from an int count, a
 /// string, or (through volt::devices({...})) a list of ids. DeviceSpec{} is "auto".
 /// Throws std::invalid_argument for a malformed string, a number outside int, or more than
-/// volt::max_device_ids ids; in constant evaluation these are compile errors.
+/// volt::max_device_ids ids; in constant evaluation these are compile errors, and so is a repeated id
+/// (`constexpr volt::DeviceSpec spec{"0,0"};`), which every accelerator refuses (at run time the
+/// accelerator's parse_devices() refuses it with Lightning's message).
 /// bool, floating-point, character and nullptr arguments do not compile.
 struct DeviceSpec {
   /// \cond
@@ -1064,6 +1188,7 @@ struct DeviceSpec {
     if (ids.size() > static_cast<std::size_t>(max_device_ids)) detail::too_many_device_ids(ids.size());
     spec.request_ = ids.empty() ? DeviceRequest::none : DeviceRequest::ids;
     for (int id : ids) spec.ids_.values_[spec.ids_.size_++] = id;
+    if (std::is_constant_evaluated() && spec.ids_.has_duplicates()) detail::device_ids_must_be_unique();
     return spec;
   }
 
@@ -1224,6 +1349,9 @@ struct DeviceSpec {
     }
     if (any_out_of_range) detail::device_number_outside_int_range(first_out_of_range);
     if (pieces > static_cast<std::size_t>(max_device_ids)) detail::too_many_device_ids(pieces);
+    if (std::is_constant_evaluated() && request_ == DeviceRequest::ids && ids_.has_duplicates()) {
+      detail::device_ids_must_be_unique();
+    }
   }
 };
 
@@ -2503,9 +2631,6 @@ consteval DeviceSpec checked_static_devices() {
   static_assert(!Spec.selects_none(),
                 "volt: a constant device spec must select at least one device; 0, \"0\" and volt::devices({}) select "
                 "none (Lightning: \"value is not a valid input\"); use a count > 0, -1 for all, or a list of ids");
-  static_assert(Spec.request() != DeviceRequest::ids || !Spec.ids().has_duplicates(),
-                "volt: the ids of a constant device spec must be unique (Lightning: \"Device ID's (GPU) must be "
-                "unique.\"); remove the repeated id");
   static_assert(Spec.known_device_count().value_or(1) <= static_device_limit<Accelerator>(),
                 "volt: the MPS accelerator has one device; a constant device spec for volt::MPS must ask for at most "
                 "one device: 1, -1, \"0,\" or volt::devices({0})");
@@ -8529,8 +8654,10 @@ class ReduceLROnPlateau : public Scheduler {
 /// place in a loop where Lightning calls it.
 ///
 /// Each row is `X(name, owner, parameters, arguments)`:
-/// * `owner`: `callback` (callbacks may define it), `model` (only a model may: it takes `volt::StepContext&`
-///   or nothing), or `both` (callbacks, and models with `(ctx)` or `()`).
+/// * `owner`: `callback` (callbacks may define it), `model` (only a model may), or `both` (callbacks and
+///   models). A model's hook takes the hook's arguments for models, optionally followed by
+///   `volt::StepContext&`, or only the context, or nothing (see detail::ModelHook); Lightning calls the
+///   callbacks' hook first, then the model's, and so does volt (volt/trainer/call.hpp).
 /// * `parameters`: what a callback's hook takes after the state (`S` below), written with a leading comma
 ///   (empty for none); `arguments`: the names passed, likewise.
 ///
@@ -8559,25 +8686,25 @@ class ReduceLROnPlateau : public Scheduler {
   X(on_train_end,              both,     (), ())                                                                \
   X(on_train_epoch_start,      both,     (), ())                                                                \
   X(on_train_epoch_end,        both,     (), ())                                                                \
-  X(on_train_batch_start,      callback, (, std::int64_t batch_idx), (, batch_idx))                             \
-  X(on_train_batch_end,        callback, (, const torch::Tensor& loss, std::int64_t batch_idx),                 \
+  X(on_train_batch_start,      both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_train_batch_end,        both,     (, const torch::Tensor& loss, std::int64_t batch_idx),                 \
                                          (, loss, batch_idx))                                                   \
-  X(on_validation_start,       callback, (), ())                                                                \
-  X(on_validation_end,         callback, (), ())                                                                \
+  X(on_validation_start,       both,     (), ())                                                                \
+  X(on_validation_end,         both,     (), ())                                                                \
   X(on_validation_epoch_start, both,     (), ())                                                                \
   X(on_validation_epoch_end,   both,     (), ())                                                                \
-  X(on_validation_batch_start, callback, (, std::int64_t batch_idx), (, batch_idx))                             \
-  X(on_validation_batch_end,   callback, (, std::int64_t batch_idx), (, batch_idx))                             \
-  X(on_test_start,             callback, (), ())                                                                \
-  X(on_test_end,               callback, (), ())                                                                \
+  X(on_validation_batch_start, both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_validation_batch_end,   both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_test_start,             both,     (), ())                                                                \
+  X(on_test_end,               both,     (), ())                                                                \
   X(on_test_epoch_start,       both,     (), ())                                                                \
   X(on_test_epoch_end,         both,     (), ())                                                                \
-  X(on_test_batch_start,       callback, (, std::int64_t batch_idx), (, batch_idx))                             \
-  X(on_test_batch_end,         callback, (, std::int64_t batch_idx), (, batch_idx))                             \
-  X(on_before_backward,        callback, (, const torch::Tensor& loss), (, loss))                               \
-  X(on_after_backward,         callback, (), ())                                                                \
-  X(on_before_optimizer_step,  callback, (, torch::optim::Optimizer& optimizer), (, optimizer))                 \
-  X(on_before_zero_grad,       callback, (), ())                                                                \
+  X(on_test_batch_start,       both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_test_batch_end,         both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_before_backward,        both,     (, const torch::Tensor& loss), (, loss))                               \
+  X(on_after_backward,         both,     (), ())                                                                \
+  X(on_before_optimizer_step,  both,     (, torch::optim::Optimizer& optimizer), (, optimizer))                 \
+  X(on_before_zero_grad,       both,     (), ())                                                                \
   X(on_exception,              callback, (, const std::exception_ptr& error), (, error))
 // clang-format on
 
@@ -8631,23 +8758,37 @@ constexpr bool callback_hook(Hook hook) { return hook_owners[static_cast<std::si
 /// Whether models may define `hook`.
 constexpr bool model_hook(Hook hook) { return hook_owners[static_cast<std::size_t>(hook)].model; }
 
-/// Calls model hook `H` on `module` when the module defines it, with the step context or with nothing.
+/// Calls model hook `H` on `module` when the module defines it. The model's hook takes the hook's arguments
+/// for models (those of the callback's hook, except where a loop passes the model Lightning's own arguments:
+/// the batch in the batch hooks, the optimizer in on_before_zero_grad), optionally followed by the step
+/// context; a hook that takes arguments may also be defined with only the context or with nothing. The first
+/// of these forms the module defines is called: `name(args..., ctx)`, `name(args...)`, `name(ctx)`, `name()`.
 template <Hook H>
 struct ModelHook {
   static_assert(model_hook(H), "volt: this hook is not a model hook (see the owner column of VOLT_DETAIL_HOOKS)");
 };
 
-#define VOLT_DETAIL_MODEL_HOOK(name, owner, parameters, arguments)  \
-  template <>                                                        \
-  struct ModelHook<Hook::name> {                                     \
-    template <class M, class Context>                                \
-    static void call(M& module, Context& context) {                  \
-      if constexpr (requires { module.name(context); }) {            \
-        module.name(context);                                        \
-      } else if constexpr (requires { module.name(); }) {            \
-        module.name();                                               \
-      }                                                              \
-    }                                                                \
+#define VOLT_DETAIL_MODEL_HOOK(name, owner, parameters, arguments)                                        \
+  template <>                                                                                              \
+  struct ModelHook<Hook::name> {                                                                           \
+    template <class M, class Context, class... Arguments>                                                  \
+    static constexpr bool defined =                                                                        \
+        requires(M& module, Context& context, Arguments&... args) { module.name(args..., context); } ||     \
+        requires(M& module, Arguments&... args) { module.name(args...); } ||                               \
+        requires(M& module, Context& context) { module.name(context); } ||                                 \
+        requires(M& module) { module.name(); };                                                            \
+    template <class M, class Context, class... Arguments>                                                  \
+    static void call(M& module, Context& context, Arguments&&... args) {                                   \
+      if constexpr (requires { module.name(args..., context); }) {                                         \
+        module.name(args..., context);                                                                     \
+      } else if constexpr (requires { module.name(args...); }) {                                           \
+        module.name(args...);                                                                              \
+      } else if constexpr (requires { module.name(context); }) {                                           \
+        module.name(context);                                                                              \
+      } else if constexpr (requires { module.name(); }) {                                                  \
+        module.name();                                                                                     \
+      }                                                                                                    \
+    }                                                                                                      \
   };
 #define VOLT_DETAIL_MODEL_HOOK_IF_callback(name)
 #define VOLT_DETAIL_MODEL_HOOK_IF_model(name) VOLT_DETAIL_MODEL_HOOK(name, , , )
@@ -8951,6 +9092,275 @@ inline std::set<std::filesystem::path> files_written_after(const std::filesystem
 
 }  // namespace volt::detail
 // ---- end volt/callbacks/detail/checkpoint_resume.hpp
+// ---- begin volt/callbacks/detail/time_trigger.hpp
+/// \file
+/// The time trigger of ModelCheckpoint(train_time_interval): due once the interval has passed since training
+/// started or since it was last due, decided alike on every rank. Implementation of
+/// volt/callbacks/model_checkpoint.hpp, no public API.
+
+// ---- begin volt/core/duration.hpp
+/// \file
+/// volt::Duration: a length of time given as Lightning gives one to `Trainer(max_time=...)` and
+/// `Timer(duration=...)`: any std::chrono duration, or a string "DD:HH:MM:SS" (days, then two digits each of
+/// hours, minutes and seconds: "00:12:00:00" is twelve hours). Includes nothing of LibTorch.
+
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace volt {
+
+/// A length of time: `std::chrono::hours(12)`, `std::chrono::milliseconds(1500)`, or Lightning's string form
+/// "DD:HH:MM:SS" (surrounding spaces allowed). A malformed string throws volt::MisconfigurationError with
+/// Lightning's message ("`Timer(duration='1:2:3')` is not a valid duration. Expected a string in the format
+/// DD:HH:MM:SS.").
+class Duration {
+ public:
+  /// Any std::chrono duration (converted to seconds as a double).
+  template <class Rep, class Period>
+  constexpr Duration(std::chrono::duration<Rep, Period> value)  // NOLINT(google-explicit-constructor)
+      : seconds_(std::chrono::duration<double>(value)) {}
+  /// Lightning's "DD:HH:MM:SS".
+  Duration(std::string_view text) : seconds_(parse(text)) {}  // NOLINT(google-explicit-constructor)
+  /// Lightning's "DD:HH:MM:SS".
+  Duration(const char* text) : Duration(std::string_view(text != nullptr ? text : "")) {}  // NOLINT
+  /// Lightning's "DD:HH:MM:SS".
+  Duration(const std::string& text) : Duration(std::string_view(text)) {}  // NOLINT
+
+  /// The length in seconds.
+  constexpr std::chrono::duration<double> value() const { return seconds_; }
+  /// The length in seconds, as a number.
+  constexpr double seconds() const { return seconds_.count(); }
+
+  /// The length as Python prints a datetime.timedelta: "0:00:05", "0:00:01.500000", "1 day, 0:00:00".
+  std::string to_string() const {
+    const auto micro = static_cast<std::int64_t>(std::llround(seconds_.count() * 1e6));
+    std::int64_t whole = micro / 1'000'000;
+    std::int64_t fraction = micro % 1'000'000;
+    if (fraction < 0) {
+      fraction += 1'000'000;
+      --whole;
+    }
+    std::string out = format_seconds(whole);
+    if (fraction != 0) {
+      std::string digits = std::to_string(fraction);
+      out += "." + std::string(6 - digits.size(), '0') + digits;
+    }
+    return out;
+  }
+
+  /// Whole seconds as Python prints a datetime.timedelta: "0:00:05", "12:00:00", "1 day, 2:03:04",
+  /// "3 days, 0:00:00" (negative values as "-1 day, 23:59:59", as Python does).
+  static std::string format_seconds(std::int64_t total) {
+    std::int64_t days = total / 86400;
+    std::int64_t rest = total % 86400;
+    if (rest < 0) {
+      rest += 86400;
+      --days;
+    }
+    const auto two = [](std::int64_t v) { return (v < 10 ? "0" : "") + std::to_string(v); };
+    std::string out;
+    if (days != 0) out = std::to_string(days) + (days == 1 || days == -1 ? " day, " : " days, ");
+    return out + std::to_string(rest / 3600) + ":" + two(rest % 3600 / 60) + ":" + two(rest % 60);
+  }
+
+ private:
+  static std::chrono::duration<double> parse(std::string_view text) {
+    std::string_view s = text;
+    const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+    while (!s.empty() && space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && space(s.back())) s.remove_suffix(1);
+    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    std::size_t i = 0;
+    std::int64_t days = 0;
+    bool ok = false;
+    while (i < s.size() && digit(s[i])) {
+      ok = true;
+      if (days > 1'000'000'000) ok = false;
+      days = days * 10 + (s[i] - '0');
+      ++i;
+    }
+    std::int64_t parts[3] = {0, 0, 0};
+    for (auto& part : parts) {
+      if (!ok || i + 3 > s.size() || s[i] != ':' || !digit(s[i + 1]) || !digit(s[i + 2])) {
+        ok = false;
+        break;
+      }
+      part = (s[i + 1] - '0') * 10 + (s[i + 2] - '0');
+      i += 3;
+    }
+    if (!ok || i != s.size()) {
+      throw MisconfigurationError("`Timer(duration=" + quoted(text) +
+                                  ")` is not a valid duration. Expected a string in the format DD:HH:MM:SS.");
+    }
+    const std::int64_t total = days * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2];
+    return std::chrono::duration<double>(static_cast<double>(total));
+  }
+
+  // Python's repr() of an ASCII str.
+  static std::string quoted(std::string_view text) {
+    const bool double_quotes = text.find('\'') != std::string_view::npos && text.find('"') == std::string_view::npos;
+    const char quote = double_quotes ? '"' : '\'';
+    std::string out(1, quote);
+    for (const char c : text) {
+      if (c == quote || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else if (c == '\r') {
+        out += "\\r";
+      } else {
+        out += c;
+      }
+    }
+    return out + quote;
+  }
+
+  std::chrono::duration<double> seconds_;
+};
+
+}  // namespace volt
+// ---- end volt/core/duration.hpp
+
+#include <chrono>
+#include <optional>
+
+namespace volt::detail {
+
+/// Lightning's `_last_time_checked` logic (ModelCheckpoint.on_train_batch_end).
+class TimeTrigger {
+ public:
+  /// A trigger every `interval` (nullopt: never due).
+  explicit TimeTrigger(std::optional<Duration> interval) : interval_(interval) {}
+
+  /// Training starts: the interval counts from now.
+  void start() { last_ = std::chrono::steady_clock::now(); }
+
+  /// Whether the interval has passed since start() or the last time it was due, on any rank (the decision is
+  /// a collective under DDP when the state offers decide_across_ranks, so every rank calls this alike).
+  template <class State>
+  bool due(State& state) {
+    if (!interval_) return false;
+    const auto now = std::chrono::steady_clock::now();
+    bool result = last_ && std::chrono::duration<double>(now - *last_) >= interval_->value();
+    if constexpr (requires { state.decide_across_ranks(result); }) {
+      if (state.decide_across_ranks) result = state.decide_across_ranks(result);
+    }
+    if (result) last_ = now;
+    return result;
+  }
+
+ private:
+  std::optional<Duration> interval_;
+  std::optional<std::chrono::steady_clock::time_point> last_{};
+};
+
+}  // namespace volt::detail
+// ---- end volt/callbacks/detail/time_trigger.hpp
+// ---- begin volt/callbacks/model_checkpoint_options.hpp
+/// \file
+/// volt::ModelCheckpointOptions: the options of volt::ModelCheckpoint (Lightning's ModelCheckpoint arguments)
+/// and Lightning's checks of them.
+
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace volt {
+
+// Field order lets the common options read naturally with designated initializers:
+// `volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max", .save_top_k = 3}}`.
+/// The options of volt::ModelCheckpoint (Lightning's ModelCheckpoint arguments).
+struct ModelCheckpointOptions {
+  /// Folder of the checkpoints; empty: `<logger log_dir>/checkpoints`, or `<default_root_dir>/checkpoints`.
+  std::filesystem::path dirpath{};
+  /// File name pattern without extension; `{epoch}`, `{step}` and logged metric names, with an optional
+  /// printf-style format after a colon (`{val_loss:.2f}`). Empty: "{epoch}-{step}".
+  std::string filename{};
+  /// Metric to rank checkpoints by; empty: keep the latest.
+  std::string monitor{};
+  /// "min": lower monitored values are better; "max": higher. Anything else makes the constructor throw.
+  std::string mode = "min";
+  /// Keep the best k checkpoints (-1: all, 0: none).
+  int save_top_k = 1;
+  /// Also write `last.ckpt` whenever a checkpoint is saved.
+  bool save_last = false;
+  /// Save every N optimizer steps (0: off).
+  std::optional<std::int64_t> every_n_train_steps{};
+  /// Save every N epochs (default 1 when no interval is given).
+  std::optional<std::int64_t> every_n_epochs{};
+  /// Save at the first batch end this long after the last save or the start of training
+  /// (`std::chrono::minutes(30)`, "00:00:30:00"); excludes the two other intervals.
+  std::optional<Duration> train_time_interval{};
+  /// Save only the model's weights, not the optimizer, callbacks and loop state.
+  bool save_weights_only = false;
+  /// Log each save on global rank zero ("Epoch 0, global step 100: saving model to ...").
+  bool verbose = false;
+  /// Write `{epoch}` as `epoch=3`.
+  bool auto_insert_metric_name = true;
+  /// Save at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning does.
+  std::optional<bool> save_on_train_epoch_end{};
+  /// Add `-v1`, `-v2`... instead of overwriting an existing file of the same name.
+  bool enable_version_counter = true;
+  /// Also write the model's weights to `<dirpath>/best.safetensors` whenever the best checkpoint changes (rank
+  /// zero; metadata "format" "pt", "checkpoint", "epoch", "step", and "monitor", "score" with a monitor). A
+  /// failed export is a warning; training goes on. Not in Lightning.
+  bool export_safetensors = false;
+};
+
+namespace detail {
+
+/// The save intervals ModelCheckpoint runs with, after Lightning's defaults.
+struct CheckpointIntervals {
+  std::int64_t every_n_train_steps = 0;  ///< 0: off
+  std::int64_t every_n_epochs = 0;       ///< 0: off
+};
+
+/// Lightning's checks of ModelCheckpoint's arguments, and the intervals they give. Throws MisconfigurationError
+/// for save_top_k < -1, a negative interval, more than one of the intervals, a mode other than "min"/"max", or
+/// save_top_k above 1 without a monitor.
+inline CheckpointIntervals check_model_checkpoint_options(const ModelCheckpointOptions& o) {
+  if (o.save_top_k < -1) {
+    throw MisconfigurationError("Invalid value for save_top_k=" + std::to_string(o.save_top_k) + ". Must be >= -1");
+  }
+  if (o.every_n_train_steps && *o.every_n_train_steps < 0) {
+    throw MisconfigurationError("Invalid value for every_n_train_steps=" + std::to_string(*o.every_n_train_steps) +
+                                ". Must be >= 0");
+  }
+  if (o.every_n_epochs && *o.every_n_epochs < 0) {
+    throw MisconfigurationError("Invalid value for every_n_epochs=" + std::to_string(*o.every_n_epochs) +
+                                ". Must be >= 0");
+  }
+  const std::int64_t every_n_train_steps = o.every_n_train_steps.value_or(0);
+  const std::int64_t every_n_epochs = o.every_n_epochs.value_or(o.every_n_train_steps || o.train_time_interval ? 0 : 1);
+  if ((every_n_train_steps >= 1) + (every_n_epochs >= 1) + o.train_time_interval.has_value() > 1) {
+    throw MisconfigurationError("Combination of parameters every_n_train_steps=" +
+                                std::to_string(every_n_train_steps) + ", every_n_epochs=" +
+                                std::to_string(every_n_epochs) + " and train_time_interval=" +
+                                (o.train_time_interval ? o.train_time_interval->to_string() : "None") +
+                                " should be mutually exclusive.");
+  }
+  if (o.mode != "min" && o.mode != "max") {
+    throw MisconfigurationError("`mode` can be min, max but got " + o.mode);
+  }
+  if (o.monitor.empty() && o.save_top_k != -1 && o.save_top_k != 0 && o.save_top_k != 1) {
+    throw MisconfigurationError("ModelCheckpoint(save_top_k=" + std::to_string(o.save_top_k) +
+                                ", monitor=None) is not a valid configuration. No quantity for top_k to track.");
+  }
+  return {every_n_train_steps, every_n_epochs};
+}
+
+}  // namespace detail
+}  // namespace volt
+// ---- end volt/callbacks/model_checkpoint_options.hpp
 // ---- begin volt/serialization/safetensors.hpp
 /// \file
 /// volt::save_safetensors / volt::load_safetensors: weights in the safetensors format (Hugging Face's), read
@@ -10859,48 +11269,11 @@ LoadWeightsResult load_safetensors(const Module& module, const std::filesystem::
 
 namespace volt {
 
-// Field order lets the common options read naturally with designated initializers:
-// `volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max", .save_top_k = 3}}`.
-/// The options of volt::ModelCheckpoint (Lightning's ModelCheckpoint arguments).
-struct ModelCheckpointOptions {
-  /// Folder of the checkpoints; empty: `<logger log_dir>/checkpoints`, or `<default_root_dir>/checkpoints`.
-  std::filesystem::path dirpath{};
-  /// File name pattern without extension; `{epoch}`, `{step}` and logged metric names, with an optional
-  /// printf-style format after a colon (`{val_loss:.2f}`). Empty: "{epoch}-{step}".
-  std::string filename{};
-  /// Metric to rank checkpoints by; empty: keep the latest.
-  std::string monitor{};
-  /// "min": lower monitored values are better; "max": higher. Anything else makes the constructor throw.
-  std::string mode = "min";
-  /// Keep the best k checkpoints (-1: all, 0: none).
-  int save_top_k = 1;
-  /// Also write `last.ckpt` whenever a checkpoint is saved.
-  bool save_last = false;
-  /// Save every N optimizer steps (0: off).
-  std::optional<std::int64_t> every_n_train_steps{};
-  /// Save every N epochs (default 1 when neither interval is given).
-  std::optional<std::int64_t> every_n_epochs{};
-  /// Save only the model's weights, not the optimizer, callbacks and loop state.
-  bool save_weights_only = false;
-  /// Log each save on global rank zero ("Epoch 0, global step 100: saving model to ...").
-  bool verbose = false;
-  /// Write `{epoch}` as `epoch=3`.
-  bool auto_insert_metric_name = true;
-  /// Save at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning does.
-  std::optional<bool> save_on_train_epoch_end{};
-  /// Add `-v1`, `-v2`... instead of overwriting an existing file of the same name.
-  bool enable_version_counter = true;
-  /// Also write the model's weights to `<dirpath>/best.safetensors` whenever the best checkpoint changes (rank
-  /// zero; metadata "format" "pt", "checkpoint", "epoch", "step", and "monitor", "score" with a monitor). A
-  /// failed export is a warning; training goes on. Not in Lightning.
-  bool export_safetensors = false;
-};
-
-/// Callback: saves checkpoints while fitting, every N steps or epochs, keeps the best `save_top_k` by the
-/// monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on every rank and calls
-/// the Trainer's save on each; only global rank zero deletes the files it replaces. Nothing is saved while
-/// not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping (best paths and
-/// scores, its folder) is saved in checkpoints; a fit resumed into another folder restores only
+/// Callback: saves checkpoints while fitting, every N steps, N epochs or a time interval, keeps the best
+/// `save_top_k` by the monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on
+/// every rank and calls the Trainer's save on each; only global rank zero deletes the files it replaces.
+/// Nothing is saved while not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping
+/// (best paths and scores, its folder) is saved in checkpoints; a fit resumed into another folder restores only
 /// best_model_path and warns (Lightning's rule), so nothing of the earlier run's folder is deleted.
 class ModelCheckpoint {
  public:
@@ -10912,37 +11285,11 @@ class ModelCheckpoint {
   static constexpr const char* name_best_safetensors = "best.safetensors";
 
   /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
-  /// interval, both intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
+  /// interval, two intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
   explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
-    const auto& o = options_;
-    if (o.save_top_k < -1) {
-      throw MisconfigurationError("Invalid value for save_top_k=" + std::to_string(o.save_top_k) + ". Must be >= -1");
-    }
-    if (o.every_n_train_steps && *o.every_n_train_steps < 0) {
-      throw MisconfigurationError("Invalid value for every_n_train_steps=" + std::to_string(*o.every_n_train_steps) +
-                                  ". Must be >= 0");
-    }
-    if (o.every_n_epochs && *o.every_n_epochs < 0) {
-      throw MisconfigurationError("Invalid value for every_n_epochs=" + std::to_string(*o.every_n_epochs) +
-                                  ". Must be >= 0");
-    }
-    const bool steps_set = o.every_n_train_steps.value_or(0) > 0;
-    const bool epochs_set = o.every_n_epochs.value_or(0) > 0;
-    if (steps_set && epochs_set) {
-      throw MisconfigurationError("Combination of parameters every_n_train_steps=" +
-                                  std::to_string(*o.every_n_train_steps) +
-                                  ", every_n_epochs=" + std::to_string(*o.every_n_epochs) +
-                                  " and train_time_interval=None should be mutually exclusive.");
-    }
-    every_n_train_steps_ = o.every_n_train_steps.value_or(0);
-    every_n_epochs_ = o.every_n_epochs.value_or(!o.every_n_train_steps ? 1 : 0);
-    if (o.mode != "min" && o.mode != "max") {
-      throw MisconfigurationError("`mode` can be min, max but got " + o.mode);
-    }
-    if (o.monitor.empty() && o.save_top_k != -1 && o.save_top_k != 0 && o.save_top_k != 1) {
-      throw MisconfigurationError("ModelCheckpoint(save_top_k=" + std::to_string(o.save_top_k) +
-                                  ", monitor=None) is not a valid configuration. No quantity for top_k to track.");
-    }
+    const auto intervals = detail::check_model_checkpoint_options(options_);
+    every_n_train_steps_ = intervals.every_n_train_steps;
+    every_n_epochs_ = intervals.every_n_epochs;
     kth_value_ = worst_value();
     best_model_score_ = std::nullopt;
   }
@@ -10989,8 +11336,6 @@ class ModelCheckpoint {
     return out;
   }
 
-  // ---- hooks -------------------------------------------------------------------------------------
-
   /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`), then
   /// applies the state a resumed checkpoint brought (load_state runs before the folder is known).
   template <class State>
@@ -11001,11 +11346,16 @@ class ModelCheckpoint {
     if (restored_) apply_restored();
   }
 
-  /// Hook after each training batch: saves when every_n_train_steps divides the global step.
+  /// Hook at the start of training: the time train_time_interval counts from.
+  template <class State>
+  void on_train_start(State&) { time_trigger_.start(); }
+
+  /// Hook after each training batch: saves by every_n_train_steps or train_time_interval (alike on every rank).
   template <class State>
   void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
-    if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
-    save_topk_and_last(state);
+    if (should_skip(state)) return;
+    const bool by_steps = every_n_train_steps_ >= 1 && state.global_step % every_n_train_steps_ == 0;
+    if (time_trigger_.due(state) || by_steps) save_topk_and_last(state);
   }
 
   /// Hook at the end of each training epoch: saves (every_n_epochs) when saving happens at the epoch end.
@@ -11252,6 +11602,7 @@ class ModelCheckpoint {
 
   ModelCheckpointOptions options_;
   std::int64_t every_n_train_steps_ = 0;
+  detail::TimeTrigger time_trigger_{options_.train_time_interval};
   std::int64_t every_n_epochs_ = 1;
   std::filesystem::path dirpath_{};
   std::filesystem::path best_model_path_{};
@@ -11462,6 +11813,277 @@ class EarlyStopping {
 
 }  // namespace volt
 // ---- end volt/callbacks/early_stopping.hpp
+// ---- begin volt/callbacks/gradient_accumulation_scheduler.hpp
+/// \file
+/// volt::GradientAccumulationScheduler: accumulate_grad_batches changing with the epoch (Lightning's
+/// GradientAccumulationScheduler callback), e.g. `{{0, 8}, {4, 4}, {8, 1}}`: 8 batches per optimizer step in
+/// epochs 0-3, 4 in epochs 4-7, then 1.
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace volt {
+
+/// Callback: sets the Trainer's accumulation factor (TrainerState::accumulate_grad_batches) at the start of
+/// every training epoch from `scheduling` (first epoch -> factor; an epoch uses the entry of the largest first
+/// epoch not after it; epochs before the smallest key use 1). TrainerOptions::accumulate_grad_batches must
+/// stay 1 (fit throws std::invalid_argument otherwise, as Lightning's ValueError).
+class GradientAccumulationScheduler {
+ public:
+  /// Checks `scheduling` as Lightning does: an empty map throws std::invalid_argument ("Empty dict cannot be
+  /// interpreted correct"), a negative epoch or a factor below 1 volt::MisconfigurationError with Lightning's
+  /// message (the keys or values listed in epoch order).
+  explicit GradientAccumulationScheduler(std::map<std::int64_t, std::int64_t> scheduling)
+      : scheduling_(std::move(scheduling)) {
+    check();
+  }
+  /// The schedule as a list of {first epoch, factor} pairs: `GradientAccumulationScheduler({{0, 8}, {4, 2}})`.
+  explicit GradientAccumulationScheduler(
+      std::initializer_list<std::pair<const std::int64_t, std::int64_t>> scheduling)
+      : GradientAccumulationScheduler(std::map<std::int64_t, std::int64_t>(scheduling)) {}
+
+  /// The schedule (with epoch 0 added, factor 1, when it had no entry).
+  const std::map<std::int64_t, std::int64_t>& scheduling() const { return scheduling_; }
+
+  /// Whether any factor is above 1.
+  bool going_to_accumulate_grad_batches() const {
+    for (const auto& [epoch, factor] : scheduling_) {
+      if (factor > 1) return true;
+    }
+    return false;
+  }
+
+  /// The factor for `epoch`.
+  std::int64_t get_accumulate_grad_batches(std::int64_t epoch) const {
+    auto it = scheduling_.upper_bound(epoch);
+    return it == scheduling_.begin() ? 1 : std::prev(it)->second;
+  }
+
+  /// Hook: refuses a Trainer that accumulates already (Lightning's ValueError), then sets the factor of the
+  /// epoch training starts in (also the epoch a checkpoint resumes in the middle of).
+  template <class State>
+  void on_train_start(State& state) {
+    if (state.accumulate_grad_batches != 1) {
+      throw std::invalid_argument(
+          "You have set `accumulate_grad_batches` and are using the `GradientAccumulationScheduler` callback. Either "
+          "remove `accumulate_grad_batches` from the Trainer or remove the callback.");
+    }
+    state.accumulate_grad_batches = get_accumulate_grad_batches(state.current_epoch);
+  }
+
+  /// Hook: sets the factor of the epoch starting.
+  template <class State>
+  void on_train_epoch_start(State& state) {
+    state.accumulate_grad_batches = get_accumulate_grad_batches(state.current_epoch);
+  }
+
+ private:
+  void check() {
+    if (scheduling_.empty()) throw std::invalid_argument("Empty dict cannot be interpreted correct");
+    std::string keys;
+    std::string values;
+    bool bad_key = false;
+    bool bad_value = false;
+    for (const auto& [epoch, factor] : scheduling_) {
+      keys += (keys.empty() ? "" : ", ") + std::to_string(epoch);
+      values += (values.empty() ? "" : ", ") + std::to_string(factor);
+      bad_key = bad_key || epoch < 0;
+      bad_value = bad_value || factor < 1;
+    }
+    if (bad_key) throw MisconfigurationError("Epoch should be an int greater than or equal to 0. Got [" + keys + "].");
+    if (bad_value) {
+      throw MisconfigurationError("Accumulation factor should be an int greater than 0. Got [" + values + "].");
+    }
+    scheduling_.emplace(0, 1);  // no effect when epoch 0 has an entry
+  }
+
+  std::map<std::int64_t, std::int64_t> scheduling_;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/gradient_accumulation_scheduler.hpp
+// ---- begin volt/callbacks/timer.hpp
+/// \file
+/// volt::Timer: the time spent in training, validation and testing, and a time limit that stops fit
+/// (Lightning's Timer callback; `TrainerOptions::max_time` adds one). Its state is saved in checkpoints, so a
+/// resumed fit counts the training time already spent.
+
+
+#include <torch/torch.h>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace volt {
+
+/// When volt::Timer checks its limit: after every training batch, or at the end of every training epoch.
+enum class TimerInterval {
+  step,   ///< After each training batch (on_train_batch_end; what max_time uses).
+  epoch,  ///< At the end of each training epoch.
+};
+
+/// The stages volt::Timer times (Lightning's RunningStage values "train", "validate", "test").
+enum class TimerStage {
+  train,     ///< From on_train_start to on_train_end, plus the training time of the checkpoint resumed from.
+  validate,  ///< From on_validation_start to on_validation_end (the last validation run, the sanity check included).
+  test,      ///< From on_test_start to on_test_end (the last test run).
+};
+
+/// The options of volt::Timer (Lightning's Timer arguments).
+struct TimerOptions {
+  /// The training time after which fit stops (nullopt: no limit, the Timer only measures).
+  std::optional<Duration> duration{};
+  /// When the limit is checked.
+  TimerInterval interval = TimerInterval::step;
+  /// Log "Time limit reached. Elapsed time is 0:00:05. Signaling Trainer to stop." on global rank zero.
+  bool verbose = true;
+};
+
+/// Callback: measures each stage with a monotonic clock and, when a duration is given, sets the Trainer's
+/// should_stop once the training time reaches it (checked at fit start and after each batch or epoch). The
+/// decision is agreed across ranks (it stops every rank when the time ran out on any). min_steps and min_epochs
+/// still hold: training goes on until they are met. Saved in checkpoints: the training time elapsed, which a
+/// resumed fit adds to its own.
+class Timer {
+ public:
+  /// The clock the Timer reads.
+  using Clock = std::chrono::steady_clock;
+
+  /// A Timer with the given options.
+  explicit Timer(TimerOptions options = {}) : options_(std::move(options)) {}
+  /// A Timer stopping fit after `duration`, checked at `interval`.
+  explicit Timer(Duration duration, TimerInterval interval = TimerInterval::step, bool verbose = true)
+      : Timer(TimerOptions{duration, interval, verbose}) {}
+
+  /// The limit (nullopt: none).
+  const std::optional<Duration>& duration() const { return options_.duration; }
+
+  /// When the stage last started (nullopt: not yet).
+  std::optional<Clock::time_point> start_time(TimerStage stage = TimerStage::train) const {
+    return start_[index(stage)];
+  }
+  /// When the stage last ended (nullopt: not yet, or it is running).
+  std::optional<Clock::time_point> end_time(TimerStage stage = TimerStage::train) const { return end_[index(stage)]; }
+
+  /// Seconds spent in the stage: up to now while it runs, to its end once it ended; for training, plus the
+  /// training time of the checkpoint the fit resumed from.
+  double time_elapsed(TimerStage stage = TimerStage::train) const {
+    const double offset = stage == TimerStage::train ? offset_ : 0.0;
+    const auto& start = start_[index(stage)];
+    if (!start) return offset;
+    const auto end = end_[index(stage)].value_or(Clock::now());
+    return std::chrono::duration<double>(end - *start).count() + offset;
+  }
+
+  /// Seconds left before the limit (negative once past it); nullopt without a duration.
+  std::optional<double> time_remaining(TimerStage stage = TimerStage::train) const {
+    if (!options_.duration) return std::nullopt;
+    return options_.duration->seconds() - time_elapsed(stage);
+  }
+
+  /// Hook: checks the limit before anything runs (a resumed fit may have none left).
+  template <class State>
+  void on_fit_start(State& state) {
+    if (options_.duration) check_time_remaining(state);
+  }
+  /// Hook: training starts.
+  template <class State>
+  void on_train_start(State&) {
+    start(TimerStage::train);
+  }
+  /// Hook: training ends.
+  template <class State>
+  void on_train_end(State&) {
+    end_[index(TimerStage::train)] = Clock::now();
+  }
+  /// Hook: a validation run starts.
+  template <class State>
+  void on_validation_start(State&) {
+    start(TimerStage::validate);
+  }
+  /// Hook: a validation run ends.
+  template <class State>
+  void on_validation_end(State&) {
+    end_[index(TimerStage::validate)] = Clock::now();
+  }
+  /// Hook: a test run starts.
+  template <class State>
+  void on_test_start(State&) {
+    start(TimerStage::test);
+  }
+  /// Hook: a test run ends.
+  template <class State>
+  void on_test_end(State&) {
+    end_[index(TimerStage::test)] = Clock::now();
+  }
+  /// Hook: checks the limit after each training batch (interval step).
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
+    if (options_.interval == TimerInterval::step && options_.duration) check_time_remaining(state);
+  }
+  /// Hook: checks the limit at the end of each training epoch (interval epoch).
+  template <class State>
+  void on_train_epoch_end(State& state) {
+    if (options_.interval == TimerInterval::epoch && options_.duration) check_time_remaining(state);
+  }
+
+  /// Writes the seconds elapsed per stage ("time_elapsed/train", ".../validate", ".../test"), as Lightning's
+  /// state_dict holds them.
+  void save_state(torch::serialize::OutputArchive& archive) const {
+    archive.write("time_elapsed/train", c10::IValue(time_elapsed(TimerStage::train)));
+    archive.write("time_elapsed/validate", c10::IValue(time_elapsed(TimerStage::validate)));
+    archive.write("time_elapsed/test", c10::IValue(time_elapsed(TimerStage::test)));
+  }
+  /// Reads the training time of a checkpoint: a resumed fit counts it as already spent. Throws what
+  /// LibTorch's archive throws when the key is missing.
+  void load_state(torch::serialize::InputArchive& archive) {
+    c10::IValue value;
+    archive.read("time_elapsed/train", value);
+    offset_ = value.toDouble();
+  }
+
+ private:
+  static constexpr std::size_t index(TimerStage stage) { return static_cast<std::size_t>(stage); }
+
+  void start(TimerStage stage) {
+    start_[index(stage)] = Clock::now();
+    end_[index(stage)].reset();
+  }
+
+  template <class State>
+  void check_time_remaining(State& state) {
+    bool should_stop = time_elapsed(TimerStage::train) >= options_.duration->seconds();
+    if constexpr (requires { state.decide_across_ranks(should_stop); }) {
+      if (state.decide_across_ranks) should_stop = state.decide_across_ranks(should_stop);
+    }
+    state.should_stop = state.should_stop || should_stop;
+    if (should_stop && options_.verbose) {
+      const auto whole = static_cast<std::int64_t>(time_elapsed(TimerStage::train));
+      log::info_rank_zero("Time limit reached. Elapsed time is " + Duration::format_seconds(whole) +
+                          ". Signaling Trainer to stop.");
+    }
+  }
+
+  TimerOptions options_;
+  std::array<std::optional<Clock::time_point>, 3> start_{};
+  std::array<std::optional<Clock::time_point>, 3> end_{};
+  double offset_ = 0.0;
+};
+
+}  // namespace volt
+// ---- end volt/callbacks/timer.hpp
 // ---- begin volt/callbacks/progress_bar.hpp
 /// \file
 /// volt::ProgressBar: epoch, batch/total, it/s, ETA and the prog_bar metrics, on global rank zero.
@@ -13680,12 +14302,68 @@ inline void save_module_contiguous(const torch::nn::Module& module, torch::seria
 /// \file
 /// volt::TrainerOptions: the Trainer's flags, with Lightning's defaults and validation.
 
+// ---- begin volt/core/python_format.hpp
+/// \file
+/// Numbers in messages as Lightning prints them: Python's repr() of a float ("1.0", "0.25",
+/// "0.3333333333333333", "1e-05", "inf", "nan"), so an error message reads as Lightning's and gives a value
+/// that can be pasted back. Implementation detail of volt's messages; includes nothing of LibTorch.
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <system_error>
+
+namespace volt::detail {
+
+/// Python's repr(float(value)): the shortest digits that read back as `value`, in fixed notation when the
+/// decimal exponent is in [-5, 16) (with ".0" for a whole number), otherwise as "<digits>e<sign><two or more
+/// digits>" ("1e-05", "1.5e+16").
+inline std::string python_float(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
+  if (value == 0.0) return std::signbit(value) ? "-0.0" : "0.0";
+  // The shortest round-trip digits, in scientific form: "d[.ddd]e±XX".
+  char buffer[64];
+  const auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
+  if (error != std::errc{}) return std::to_string(value);
+  const std::string text(buffer, end);
+  const auto e = text.find('e');
+  const bool negative = text.front() == '-';
+  std::string mantissa = text.substr(negative ? 1 : 0, e - (negative ? 1 : 0));
+  const int exponent = std::atoi(text.c_str() + e + 1);
+  std::string digits;
+  for (char c : mantissa) {
+    if (c != '.') digits += c;
+  }
+  std::string out = negative ? "-" : "";
+  if (exponent < -4 || exponent >= 16) {
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    const int magnitude = exponent < 0 ? -exponent : exponent;
+    out += exponent < 0 ? "e-" : "e+";
+    if (magnitude < 10) out += "0";
+    out += std::to_string(magnitude);
+    return out;
+  }
+  const int point = exponent + 1;  // digits before the decimal point
+  if (point <= 0) {
+    out += "0." + std::string(static_cast<std::size_t>(-point), '0') + digits;
+  } else if (static_cast<std::size_t>(point) >= digits.size()) {
+    out += digits + std::string(static_cast<std::size_t>(point) - digits.size(), '0') + ".0";
+  } else {
+    out += digits.substr(0, static_cast<std::size_t>(point)) + "." + digits.substr(static_cast<std::size_t>(point));
+  }
+  return out;
+}
+
+}  // namespace volt::detail
+// ---- end volt/core/python_format.hpp
 
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <variant>
 
@@ -13720,17 +14398,9 @@ class BatchAmount {
   /// Whether this is the fraction 1.0. A count is never "the whole epoch", even one that covers every batch.
   bool is_whole_epoch() const { return is_fraction() && fraction() == 1.0; }
 
-  /// The value as Lightning prints it in messages: "0.25", "1.0" (a whole fraction keeps ".0"), or "10".
-  std::string to_string() const {
-    std::ostringstream out;
-    if (is_fraction()) {
-      out << fraction();
-      if (fraction() == std::floor(fraction())) out << ".0";
-    } else {
-      out << count();
-    }
-    return out.str();
-  }
+  /// The value as Lightning prints it in messages: a fraction as Python's repr ("0.25", "1.0",
+  /// "0.3333333333333333"), or a count ("10").
+  std::string to_string() const { return is_fraction() ? detail::python_float(fraction()) : std::to_string(count()); }
 
  private:
   std::variant<double, std::int64_t> value_;
@@ -13768,6 +14438,11 @@ struct TrainerOptions {
   /// A stop requested through should_stop takes effect only once global_step reaches this; nullopt: no
   /// minimum. Must be >= 0 and <= max_steps when max_steps is set.
   std::optional<std::int64_t> min_steps{};
+  /// Stop fit once this much training time has passed (Lightning's max_time): `std::chrono::hours(12)` or
+  /// "00:12:00:00" (DD:HH:MM:SS). Adds a volt::Timer checking after every batch, unless one was given; the
+  /// time is saved in checkpoints, so a resumed fit counts what was spent. min_steps and min_epochs still
+  /// hold. nullopt: no limit.
+  std::optional<Duration> max_time{};
   /// Batches whose gradients are summed before each optimizer step (the loss is divided by it); >= 1. The
   /// last, incomplete window of an epoch still steps.
   std::int64_t accumulate_grad_batches = 1;
@@ -13794,6 +14469,10 @@ struct TrainerOptions {
   std::int64_t log_every_n_steps = 50;
   /// Run N batches of train/val/test (0: off; 1 is Lightning's `fast_dev_run=True`), no logging or checkpoints.
   std::int64_t fast_dev_run = 0;
+  /// Run fit under LibTorch's autograd anomaly detection (Lightning's detect_anomaly): a backward pass that
+  /// produces NaN throws c10::Error naming the operation ("Function 'SqrtBackward0' returned nan values in its
+  /// 0th output."), with the forward operation's trace. Slow; for debugging.
+  bool detect_anomaly = false;
   /// LibTorch's deterministic algorithms: true, false or "warn" (see volt::Deterministic: true and "warn" also
   /// turn cuDNN's benchmark off unless `benchmark` is given, and set CUBLAS_WORKSPACE_CONFIG); unset leaves
   /// LibTorch's setting alone. Set when the Trainer is constructed and not restored, as in Lightning.
@@ -13870,7 +14549,7 @@ inline void validate(const TrainerOptions& options) {
   }
   if (options.gradient_clip_val && (*options.gradient_clip_val < 0 || !std::isfinite(*options.gradient_clip_val))) {
     fail("`gradient_clip_val` must be a finite number >= 0. You passed in " +
-         std::to_string(*options.gradient_clip_val) + ".");
+         detail::python_float(*options.gradient_clip_val) + ".");
   }
   auto check_limit = [&](const BatchAmount& amount, const char* name) {
     const bool bad = amount.is_fraction() ? !(amount.fraction() >= 0.0 && amount.fraction() <= 1.0)
@@ -14060,11 +14739,25 @@ class MetricStore {
       return;
     }
     const bool training = phase == MetricPhase::train;
+    bool default_on_step = training;
+    bool default_on_epoch = !training;
+    if (!epoch_hook_.empty()) {
+      // Lightning's _FxValidator: in the epoch-level hooks a value is an epoch value only.
+      const auto refuse = [&](const char* option, bool given, const char* allowed) {
+        throw MisconfigurationError("You can't `self.log(" + std::string(option) + "=" + (given ? "True" : "False") +
+                                    ")` inside `" + std::string(epoch_hook_) + "`, must be one of " + allowed + ".");
+      };
+      if (options.on_step.value_or(false)) refuse("on_step", true, "(False,)");
+      if (!options.on_epoch.value_or(true)) refuse("on_epoch", false, "(True,)");
+      default_on_step = false;
+      default_on_epoch = true;
+    }
     MetricEntry* entry = find(name, phase);
     if (entry == nullptr) {
-      entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar, options.on_step.value_or(training),
-                                     options.on_epoch.value_or(!training), options.logger, options.reduce, {}, {}, 0,
-                                     false});
+      entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar,
+                                     options.on_step.value_or(default_on_step),
+                                     options.on_epoch.value_or(default_on_epoch), options.logger, options.reduce, {},
+                                     {}, 0, false});
       entry = &entries_.back();
     }
     TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name, "` must hold a single element, but it has shape ",
@@ -14155,6 +14848,22 @@ class MetricStore {
     return for_logger;
   }
 
+  /// While an epoch-level hook (on_train_epoch_end, on_validation_start, ...) named `hook` runs: log() then
+  /// defaults to on_step=false, on_epoch=true and refuses on_step=true or on_epoch=false with Lightning's
+  /// message. An empty name ends it.
+  void set_epoch_hook(std::string_view hook) noexcept { epoch_hook_ = hook; }
+  /// The epoch-level hook running now (empty: none).
+  std::string_view epoch_hook() const noexcept { return epoch_hook_; }
+
+  /// Whether a value of `phase` was logged for its epoch since the phase's last end_epoch (e.g. in a hook
+  /// that runs after the epoch's values were reduced).
+  bool has_epoch_values(MetricPhase phase) const {
+    for (const auto& entry : entries_) {
+      if (entry.phase == phase && entry.on_epoch && entry.count > 0) return true;
+    }
+    return false;
+  }
+
   /// Brings the latest step values into the callback metrics (syncs) and returns them all.
   const std::map<std::string, double, std::less<>>& callback_metrics() {
     for (auto& entry : entries_) publish_step_value(entry);
@@ -14218,6 +14927,28 @@ class MetricStore {
   std::vector<MetricEntry> entries_;
   std::map<std::string, double, std::less<>> callback_metrics_;
   std::vector<RecordedLog>* recording_ = nullptr;
+  std::string_view epoch_hook_{};
+};
+
+/// Marks the metric store as inside the epoch-level hook `hook` for the scope's lifetime (see
+/// MetricStore::set_epoch_hook); the previous mark comes back at the end.
+class EpochHookScope {
+ public:
+  /// Marks `store` (nothing when null).
+  EpochHookScope(MetricStore* store, std::string_view hook) noexcept : store_(store) {
+    if (store_ == nullptr) return;
+    previous_ = store_->epoch_hook();
+    store_->set_epoch_hook(hook);
+  }
+  ~EpochHookScope() {
+    if (store_ != nullptr) store_->set_epoch_hook(previous_);
+  }
+  EpochHookScope(const EpochHookScope&) = delete;
+  EpochHookScope& operator=(const EpochHookScope&) = delete;
+
+ private:
+  MetricStore* store_;
+  std::string_view previous_{};
 };
 
 /// A std::shared_ptr (or similar) to a volt::Logger.
@@ -14342,6 +15073,9 @@ struct TrainerState {
   std::optional<std::int64_t> num_training_batches{};
   /// Validation batches per run after limit_val_batches, once known.
   std::optional<std::int64_t> num_val_batches{};
+  /// Batches per optimizer step in the current epoch: TrainerOptions::accumulate_grad_batches, unless a
+  /// callback changes it at an epoch's start (GradientAccumulationScheduler does).
+  std::int64_t accumulate_grad_batches = 1;
   /// Set to true to stop training after the current step (EarlyStopping does).
   bool should_stop = false;
   /// Whether this process is global rank 0; callbacks that write files or print do so only there.
@@ -14382,7 +15116,8 @@ struct TrainerState {
   std::optional<double> metric(std::string_view key) { return metrics_->metric(key); }
   /// Values flagged prog_bar, for progress bars.
   std::vector<std::pair<std::string, double>> progress_bar_metrics() { return metrics_->progress_bar_values(); }
-  /// Logs a value from a callback (as LightningModule.log does from a hook).
+  /// Logs a value from a callback (as LightningModule.log does from a hook), with StepContext::log's
+  /// defaults for the hook it is called from (an epoch value in the epoch-level hooks).
   void log(std::string_view name, double value, const LogOptions& options = {}) {
     metrics_->log(name, value, options, phase_);
   }
@@ -14401,6 +15136,10 @@ struct TrainerState {
   /// False when the last save_checkpoint call failed and the failure was only logged
   /// (on_checkpoint_failure=warn): callbacks then keep the files they would have replaced.
   bool last_checkpoint_saved = true;
+  /// True on every rank when `value` is true on any rank: a collective under a distributed strategy (every
+  /// rank must call it at the same point, as Timer and ModelCheckpoint's train_time_interval do after each
+  /// batch); `value` itself otherwise. Set by the Trainer during fit.
+  std::function<bool(bool value)> decide_across_ranks{};
   /// The accelerator's device statistics for the root device (DeviceStatsMonitor).
   std::function<std::map<std::string, double>()> device_stats{};
 
@@ -14567,8 +15306,10 @@ class StepContext {
   explicit StepContext(TrainerState& state) : state_(&state) {}
 
   /// Records a metric (Lightning's `self.log`) in the current phase (training, validation, test).
-  /// In training_step the default is the step value only; in validation/test steps the default is the
-  /// epoch mean. A tensor stays on the device until read. `value` must hold a single element (else
+  /// In training_step (and the training batch hooks) the default is the step value only; in validation/test
+  /// steps the default is the epoch mean; in the epoch-level hooks (on_train_epoch_end, on_validation_epoch_end,
+  /// on_train_start, ...) the value is an epoch value of the current epoch, and on_step=true or on_epoch=false
+  /// there throws volt::MisconfigurationError (Lightning's rule). A tensor stays on the device until read. `value` must hold a single element (else
   /// c10::Error). Under DDP each rank logs its own values; epoch values are combined across ranks at the
   /// epoch's end (a collective), so every rank must log the same names in the same order.
   /// Call it only while the Trainer runs a step or hook (fit, validate, test).
@@ -14658,10 +15399,40 @@ class StepContext {
 /// auto predict_step(Batch&, int64_t);                           // optional, needed to predict
 /// ```
 ///
-/// batch_idx and ctx may be left out of any step's parameters. Optional hooks (on_fit_start,
-/// on_train_epoch_start, on_train_epoch_end, on_validation_epoch_start, on_validation_epoch_end,
-/// on_test_epoch_start, on_test_epoch_end, on_train_start, on_train_end, on_fit_end) take
-/// `volt::StepContext&` or nothing.
+/// batch_idx and ctx may be left out of any step's parameters.
+///
+/// **Logging.** `ctx.log(name, value, {...})` (volt::StepContext::log, Lightning's `self.log`) records a
+/// metric from any step or hook that receives the context: in training_step a step value by default
+/// (`on_step=true, on_epoch=false`), in validation_step and test_step the epoch mean (`on_step=false,
+/// on_epoch=true`), and in the epoch-level hooks (on_train_start, on_train_epoch_start/end,
+/// on_validation_start, on_validation_epoch_start/end and the test ones) an epoch value of that epoch only:
+/// `on_step=true` or `on_epoch=false` there throws volt::MisconfigurationError with Lightning's message. The
+/// values reach the loggers (a step's row every log_every_n_steps optimizer steps, after on_train_batch_end;
+/// the epoch's row after its epoch-end hooks), the progress bar (`prog_bar`) and callbacks
+/// (TrainerState::callback_metrics, as ModelCheckpoint and EarlyStopping monitor them).
+///
+/// **Hyperparameters.** A model may define `std::map<std::string, std::string> hparams()` (Lightning's
+/// `self.hparams`): at the start of fit the Trainer sends it, with the accelerator, precision and strategy
+/// added, to every logger's log_hyperparams (CSVLogger writes hparams.yaml), on global rank zero.
+///
+/// **Hooks** (Lightning's ModelHooks; the full list is the owner column of volt/callbacks/hooks.hpp). Each
+/// takes the arguments below, optionally followed by `volt::StepContext& ctx`, or only the context, or nothing;
+/// the model's hook runs right after the callbacks' hook of the same name, as in Lightning:
+///
+/// ```
+/// void on_fit_start();  void on_fit_end();  void on_train_start();  void on_train_end();
+/// void on_train_epoch_start();  void on_train_epoch_end();
+/// void on_validation_start();  void on_validation_end();
+/// void on_validation_epoch_start();  void on_validation_epoch_end();   // and the on_test_* ones
+/// void on_train_batch_start(const Batch& batch, int64_t batch_idx);
+/// void on_train_batch_end(const torch::Tensor& loss, const Batch& batch, int64_t batch_idx);
+/// void on_validation_batch_start(const Batch& batch, int64_t batch_idx);   // and on_test_batch_start
+/// void on_validation_batch_end(const Batch& batch, int64_t batch_idx);     // and on_test_batch_end
+/// void on_before_zero_grad(torch::optim::Optimizer& optimizer);      // at the start of each accumulation window
+/// void on_before_backward(const torch::Tensor& loss);                 // the (scaled) loss backward() gets
+/// void on_after_backward();
+/// void on_before_optimizer_step(torch::optim::Optimizer& optimizer); // gradients unscaled, not yet clipped
+/// ```
 
 
 #include <torch/torch.h>
@@ -15008,7 +15779,9 @@ inline std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
 }
 
 /// Checks, before training starts, the limits and intervals that depend on the data sizes (Lightning's
-/// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch.
+/// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch (refused,
+/// as Lightning's fit_loop.setup_data does, whether or not validation data was given, unless
+/// limit_val_batches is 0 or check_val_every_n_epoch is unset).
 inline void check_data_sizes(const TrainerOptions& options, const TrainerState& state,
                              std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size) {
   auto check_fraction = [](const BatchAmount& amount, std::optional<std::int64_t> size, const char* stage) {
@@ -15016,12 +15789,14 @@ inline void check_data_sizes(const TrainerOptions& options, const TrainerState& 
     throw MisconfigurationError("You requested to check " + amount.to_string() + " of the `" + stage +
                                 "_dataloader` but " + amount.to_string() + " * " + std::to_string(*size) +
                                 " < 1. Please increase the `limit_" + stage + "_batches` argument. Try at least `limit_" +
-                                stage + "_batches=" + std::to_string(1.0 / static_cast<double>(*size)) + "`");
+                                stage + "_batches=" + python_float(1.0 / static_cast<double>(*size)) + "`");
   };
   check_fraction(options.limit_train_batches, train_size, "train");
   if (state.has_validation) check_fraction(options.limit_val_batches, val_size, "val");
   const auto& interval = options.val_check_interval;
-  if (state.has_validation && state.num_training_batches && options.check_val_every_n_epoch &&
+  const bool validation_allowed = options.limit_val_batches.is_fraction() ? options.limit_val_batches.fraction() > 0.0
+                                                                         : options.limit_val_batches.count() > 0;
+  if (validation_allowed && state.num_training_batches && options.check_val_every_n_epoch &&
       !interval.is_fraction() && interval.count() > *state.num_training_batches) {
     throw std::invalid_argument(" `val_check_interval` (" + interval.to_string() +
                                 ") must be less than or equal to the number of the training batches (" +
@@ -15160,6 +15935,18 @@ class CallbackConnector {
     }
   }
 
+  /// After every extra, before reorder: the Timer max_time asks for (Lightning's _configure_timer_callback),
+  /// unless one was given. It goes before the checkpoint callbacks, so that a checkpoint written after a batch
+  /// holds the time counted at that batch.
+  void add_timer(const TrainerOptions& options) {
+    if (!options.max_time) return;
+    if (callbacks_.count<Timer>() > 0) {
+      log::info_rank_zero("Ignoring `Trainer(max_time=...)`, callbacks list already contains a Timer.");
+    } else {
+      callbacks_.add(Timer(*options.max_time, TimerInterval::step));
+    }
+  }
+
   /// After every extra, as Lightning's _reorder_callbacks: checkpoint callbacks run after the others (so a
   /// checkpoint written in a hook holds the other callbacks' state after that hook: exact resume).
   void reorder() {
@@ -15191,7 +15978,7 @@ class CallbackConnector {
   TrainerCallbacks& list() { return callbacks_; }
 
   /// Whether Lightning counts `callback` among the monitoring callbacks (checkpointing, early stopping), which
-  /// run their on_train_epoch_end after the epoch's values reached the loggers.
+  /// run their on_train_epoch_end after the model's, once the epoch's values are reduced.
   static bool is_monitoring(AnyCallback<TrainerState>& callback) {
     return callback.get(typeid(ModelCheckpoint)) != nullptr || callback.get(typeid(EarlyStopping)) != nullptr;
   }
@@ -15226,18 +16013,39 @@ class CallbackConnector {
 #include <torch/torch.h>
 
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 namespace volt::detail {
 
-/// Calls hook `H`: the model's first, when the hook table lets models define it and the model does (with the
-/// step context or with nothing), then every callback's, when callbacks may define it (with `state` and
-/// `args`).
+/// Whether Lightning logs epoch values only in hook `H` (its _FxValidator: the start hooks of training and
+/// evaluation and the epoch start and end hooks).
+constexpr bool epoch_level_logging(Hook hook) {
+  switch (hook) {
+    case Hook::on_train_start:
+    case Hook::on_validation_start:
+    case Hook::on_test_start:
+    case Hook::on_train_epoch_start:
+    case Hook::on_train_epoch_end:
+    case Hook::on_validation_epoch_start:
+    case Hook::on_validation_epoch_end:
+    case Hook::on_test_epoch_start:
+    case Hook::on_test_epoch_end: return true;
+    default: return false;
+  }
+}
+
+/// Calls hook `H` in Lightning's order (trainer/call.py): every callback's, when callbacks may define it
+/// (with `state` and `args`), then the model's, when the hook table lets models define it and the model does
+/// (with `args` and the step context, see ModelHook). Inside an epoch-level hook, values logged default to
+/// epoch values (EpochHookScope).
 template <Hook H, class M, class... Arguments>
 void call_hook(M& module, StepContext& context, TrainerCallbacks& callbacks, TrainerState& state, Arguments&&... args) {
-  if constexpr (model_hook(H)) ModelHook<H>::call(module, context);
+  std::optional<EpochHookScope> scope;
+  if constexpr (epoch_level_logging(H)) scope.emplace(state.metrics_, hook_name(H));
   if constexpr (callback_hook(H)) callbacks.template run<H>(state, args...);
+  if constexpr (model_hook(H)) ModelHook<H>::call(module, context, args...);
 }
 
 /// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error
@@ -15971,11 +16779,18 @@ class EvaluationLoop {
         limit_override ? limit_override : data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
     const Stage previous = state.stage;
     state.stage = stage;
+    state.phase_ = Kind::phase;  // values logged in the start hooks belong to this evaluation
     call_hook<Kind::start>(module, parts.context, callbacks, state);
     call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
     evaluate<Kind>(parts, module, data, limit);
-    auto values = parts.logger.metrics().end_epoch(Kind::phase, parts.ranks_reducer());
+    auto& metrics = parts.logger.metrics();
+    auto values = metrics.end_epoch(Kind::phase, parts.ranks_reducer());
     call_hook<Kind::epoch_end>(module, parts.context, callbacks, state);
+    // Values logged in the epoch-end hooks are this evaluation's (Lightning's update_eval_epoch_metrics runs
+    // after them).
+    if (metrics.has_epoch_values(Kind::phase)) {
+      for (auto& [key, value] : metrics.end_epoch(Kind::phase, parts.ranks_reducer())) values[key] = value;
+    }
     if (stage == Stage::fitting) {
       parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
       state.validation_has_run = true;
@@ -16001,6 +16816,7 @@ class EvaluationLoop {
         using Batch = std::remove_cvref_t<decltype(batch)>;
         state.batch_idx = batch_idx;
         parts.callbacks.list().template run<Kind::batch_start>(state, batch_idx);
+        ModelHook<Kind::batch_start>::call(module, parts.context, std::as_const(batch), batch_idx);
         {
           auto context = parts.precision.forward_context();
           if constexpr (Kind::phase == MetricPhase::test) {
@@ -16010,6 +16826,7 @@ class EvaluationLoop {
           }
         }
         parts.callbacks.list().template run<Kind::batch_end>(state, batch_idx);
+        ModelHook<Kind::batch_end>::call(module, parts.context, std::as_const(batch), batch_idx);
       } catch (...) {
         rethrow_with_context("epoch " + std::to_string(state.current_epoch) + ", " + Kind::batch_name + " batch " +
                              std::to_string(batch_idx));
@@ -16030,9 +16847,9 @@ class EvaluationLoop {
 /// The fit loop (Lightning's loops/fit_loop.py): a fit from its setup (optimizers, data sizes, the resume
 /// point) through the hooks around training, the sanity check and the epochs, to the stop — done() names
 /// every reason — including the graceful end after SIGINT or SIGTERM. Each epoch: on_train_epoch_start, the
-/// epoch's batches (volt/trainer/loops/training_epoch_loop.hpp), on_train_epoch_end with the epoch values
-/// logged between the other callbacks and the monitoring ones, epoch-interval schedulers, and the ranks'
-/// agreement on stopping.
+/// epoch's batches (volt/trainer/loops/training_epoch_loop.hpp), on_train_epoch_end (the other callbacks, the
+/// model, the monitoring callbacks) and then the epoch's row for the loggers, epoch-interval schedulers, and
+/// the ranks' agreement on stopping.
 
 // ---- begin volt/trainer/loops/training_epoch_loop.hpp
 /// \file
@@ -16052,7 +16869,8 @@ class EvaluationLoop {
 /// forward pass under the precision's context, accumulation over accumulate_grad_batches, the (scaled)
 /// backward pass and the gradient synchronisation, and at the end of an accumulation window unscale ->
 /// on_before_optimizer_step -> clipping -> optimizer step (skipped on inf under fp16) -> update, then the work
-/// after each optimizer step (global_step, step-interval schedulers, the logger flush).
+/// after each optimizer step (global_step, step-interval schedulers) and after on_train_batch_end (the
+/// logger flush).
 
 
 #include <torch/torch.h>
@@ -16061,6 +16879,7 @@ class EvaluationLoop {
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace volt::detail {
@@ -16090,7 +16909,7 @@ inline void check_finite_loss(const TrainerOptions& options, const TrainerState&
                               std::int64_t batch_idx) {
   if (!options.error_on_nonfinite_loss || torch::isfinite(loss.detach()).all().item<bool>()) return;
   const double value = loss.detach().sum().item<double>();
-  throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : std::to_string(value)) +
+  throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : python_float(value)) +
                            " at global step " + std::to_string(state.global_step) + " (epoch " +
                            std::to_string(state.current_epoch) + ", batch " + std::to_string(batch_idx) +
                            "); stopping because error_on_nonfinite_loss is set.");
@@ -16098,26 +16917,39 @@ inline void check_finite_loss(const TrainerOptions& options, const TrainerState&
 
 /// The training batch's hooks and steps around the optimization.
 struct AutomaticOptimization {
-  /// Before the step: the batch index in the state, on_train_batch_start.
-  template <class Parts>
-  static void start_batch(Parts& parts, std::int64_t batch_idx) {
+  /// Before the step: the batch index in the state, on_train_batch_start (the callbacks' with the batch
+  /// index, then the model's with the batch and its index).
+  template <class Parts, class M, class Batch>
+  static void start_batch(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx) {
     parts.state.batch_idx = batch_idx;
     parts.callbacks.list().template run<Hook::on_train_batch_start>(parts.state, batch_idx);
+    ModelHook<Hook::on_train_batch_start>::call(module, parts.context, std::as_const(batch), batch_idx);
   }
 
-  /// After the step: the resume point moves past the batch, on_train_batch_end.
-  template <class Parts>
-  static void end_batch(Parts& parts, const torch::Tensor& loss, std::int64_t batch_idx) {
+  /// After the step: the resume point moves past the batch, on_train_batch_end (the callbacks' with the
+  /// loss and the batch index, then the model's with the loss, the batch and its index), then, when the batch
+  /// ended with an optimizer step (`stepped`), the logger flush (Lightning's update_train_step_metrics runs
+  /// after on_train_batch_end, so values logged there are in the step's row).
+  template <class Parts, class M, class Batch>
+  static void end_batch(Parts& parts, M& module, Batch& batch, const torch::Tensor& loss, std::int64_t batch_idx,
+                        bool stepped = true) {
     parts.checkpoint.resume_point = {parts.state.current_epoch, batch_idx + 1, false};
     parts.callbacks.list().template run<Hook::on_train_batch_end>(parts.state, loss, batch_idx);
+    ModelHook<Hook::on_train_batch_end>::call(module, parts.context, loss, std::as_const(batch), batch_idx);
+    if (stepped) flush_step_logs(parts);
   }
 
-  /// What follows each optimizer step: the step count, step-interval schedulers, the logger flush.
+  /// What follows each optimizer step: the step count, step-interval schedulers.
   template <class Parts>
   static void after_optimizer_step(Parts& parts) {
-    auto& state = parts.state;
-    ++state.global_step;
+    ++parts.state.global_step;
     parts.optimization.step_schedulers(SchedulerInterval::step);
+  }
+
+  /// The step values reach the loggers every log_every_n_steps optimizer steps.
+  template <class Parts>
+  static void flush_step_logs(Parts& parts) {
+    const auto& state = parts.state;
     const auto every = parts.options.log_every_n_steps;
     if (every > 0 && state.global_step % every == 0) {
       parts.log_metrics(parts.logger.metrics().take_step_values_for_logger(), state.global_step - 1);
@@ -16129,10 +16961,10 @@ struct AutomaticOptimization {
   template <class Parts, class M, class Batch>
   static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last,
                   bool batch_started = false) {
-    if (!batch_started) start_batch(parts, batch_idx);
+    if (!batch_started) start_batch(parts, module, batch, batch_idx);
     auto& state = parts.state;
     auto& callbacks = parts.callbacks.list();
-    const std::int64_t k = parts.options.accumulate_grad_batches;
+    const std::int64_t k = state.accumulate_grad_batches;
     torch::Tensor loss;
     parts.strategy.sync_buffers(module);
     {
@@ -16148,23 +16980,27 @@ struct AutomaticOptimization {
     torch::Tensor to_backward = k > 1 ? loss / static_cast<double>(k) : loss;
     if (window_start) {
       callbacks.template run<Hook::on_before_zero_grad>(state);
+      ModelHook<Hook::on_before_zero_grad>::call(module, parts.context, optimizer);
       optimizer.zero_grad();
     }
     torch::Tensor scaled = parts.precision.pre_backward(to_backward);
     callbacks.template run<Hook::on_before_backward>(state, scaled);
+    ModelHook<Hook::on_before_backward>::call(module, parts.context, std::as_const(scaled));
     parts.strategy.prepare_for_backward(step_now);
     scaled.backward();
     if (step_now) parts.strategy.finish_gradient_sync();
     callbacks.template run<Hook::on_after_backward>(state);
+    ModelHook<Hook::on_after_backward>::call(module, parts.context);
     if (step_now) {
       const bool stepped = parts.precision.optimizer_step(optimizer, [&] {
         callbacks.template run<Hook::on_before_optimizer_step>(state, optimizer);
+        ModelHook<Hook::on_before_optimizer_step>::call(module, parts.context, optimizer);
         clip_gradients(parts.options, optimizer);
       });
       if (!stepped) report_skipped_step(parts, batch_idx);
       after_optimizer_step(parts);
     }
-    end_batch(parts, loss, batch_idx);
+    end_batch(parts, module, batch, loss, batch_idx, step_now);
   }
 
  private:
@@ -16178,7 +17014,7 @@ struct AutomaticOptimization {
                             std::to_string(state.current_epoch) + ", batch " + std::to_string(batch_idx) +
                             "): gradients overflowed under " + std::string(Precision::name) +
                             "; the grad scaler skipped the optimizer step and lowered its scale to " +
-                            std::to_string(parts.precision.scaler()->get_scale()) + ".");
+                            python_float(parts.precision.scaler()->get_scale()) + ".");
       }
     }
   }
@@ -16490,6 +17326,7 @@ class TrainStepGraph {
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace volt::detail {
@@ -16501,12 +17338,12 @@ namespace volt::detail {
 class CudaGraphStep {
  public:
   /// At the start of a fit: whether this fit captures its step, with the warning when it asked to and cannot.
-  template <class Parts>
+  template <class M, class Parts>
   void setup(Parts& parts) {
     graph_.reset();
     const auto& options = parts.options;
     if (!options.cuda_graphs) return;
-    const auto obstacles = this->obstacles(parts);
+    const auto obstacles = this->template obstacles<M>(parts);
     if (obstacles.empty()) {
       graph_.enable();
       log::info_rank_zero("cuda_graphs: the training step is captured in a CUDA graph after " +
@@ -16528,7 +17365,7 @@ class CudaGraphStep {
     if (graph_.captured()) {
       const auto leaves = tensor_leaves(batch);
       if (graph_.matches(leaves)) {
-        replay(parts, leaves, batch_idx);
+        replay(parts, module, batch, leaves, batch_idx);
         return;
       }
       // Other shapes (a short last batch): an eager step between replays.
@@ -16559,7 +17396,7 @@ class CudaGraphStep {
 
  private:
   /// Why this fit's training step cannot be captured; empty when it can.
-  template <class Parts>
+  template <class M, class Parts>
   std::vector<std::string> obstacles(Parts& parts) {
     std::vector<std::string> found;
     const auto& options = parts.options;
@@ -16578,6 +17415,9 @@ class CudaGraphStep {
       found.push_back("accumulate_grad_batches is " + std::to_string(options.accumulate_grad_batches) +
                       " (a captured step is one whole optimizer step)");
     }
+    if (parts.callbacks.list().template count<GradientAccumulationScheduler>() > 0) {
+      found.push_back("a GradientAccumulationScheduler changes accumulate_grad_batches between epochs");
+    }
     if (options.error_on_nonfinite_loss) found.push_back("error_on_nonfinite_loss reads the loss on the host at every step");
     for (Hook hook : {Hook::on_before_zero_grad, Hook::on_before_backward, Hook::on_after_backward,
                       Hook::on_before_optimizer_step}) {
@@ -16586,6 +17426,15 @@ class CudaGraphStep {
                         std::string(hook_name(hook)) + ", which runs inside the step");
       }
     }
+    const auto model_has = [&](std::string_view hook, bool defined) {
+      if (defined) found.push_back("the model has " + std::string(hook) + ", which runs inside the step");
+    };
+    model_has("on_before_zero_grad",
+              ModelHook<Hook::on_before_zero_grad>::defined<M, StepContext, torch::optim::Optimizer>);
+    model_has("on_before_backward", ModelHook<Hook::on_before_backward>::defined<M, StepContext, const torch::Tensor>);
+    model_has("on_after_backward", ModelHook<Hook::on_after_backward>::defined<M, StepContext>);
+    model_has("on_before_optimizer_step",
+              ModelHook<Hook::on_before_optimizer_step>::defined<M, StepContext, torch::optim::Optimizer>);
     if (auto why = optim::CapturableStep::obstacle(parts.optimization.optimizer(), device.type())) found.push_back(*why);
     return found;
   }
@@ -16606,7 +17455,7 @@ class CudaGraphStep {
       AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
       return;
     }
-    AutomaticOptimization::start_batch(parts, batch_idx);
+    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     graph_.set_static_batch(batch);
     Batch& static_batch = graph_.template static_batch<Batch>();
     const std::string error = graph_.capture(parts.root_device(), parts.logger.metrics(), [&] {
@@ -16636,18 +17485,18 @@ class CudaGraphStep {
     }
     parts.logger.metrics().replay(graph_.logs());
     AutomaticOptimization::after_optimizer_step(parts);
-    AutomaticOptimization::end_batch(parts, graph_.loss(), batch_idx);
+    AutomaticOptimization::end_batch(parts, module, batch, graph_.loss(), batch_idx);
   }
 
-  /// A replay of the captured step for a batch of its shapes.
-  template <class Parts>
-  void replay(Parts& parts, const std::vector<torch::Tensor>& leaves, std::int64_t batch_idx) {
-    AutomaticOptimization::start_batch(parts, batch_idx);
+  /// A replay of the captured step for `batch`, of its shapes (`leaves`: its tensors).
+  template <class Parts, class M, class Batch>
+  void replay(Parts& parts, M& module, Batch& batch, const std::vector<torch::Tensor>& leaves, std::int64_t batch_idx) {
+    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     graph_.load(leaves);
     graph_.replay();
     parts.logger.metrics().replay(graph_.logs());
     AutomaticOptimization::after_optimizer_step(parts);
-    AutomaticOptimization::end_batch(parts, graph_.loss(), batch_idx);
+    AutomaticOptimization::end_batch(parts, module, batch, graph_.loss(), batch_idx);
   }
 
   TrainStepGraph graph_{};
@@ -16677,15 +17526,6 @@ class CudaGraphStep {
 #include <vector>
 
 namespace volt::detail {
-
-/// A number as Python's repr writes a float (0.5, 1.0, 1e-07), for Lightning's messages.
-inline std::string python_float(double value) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  std::string text(buffer, result.ptr);
-  if (text.find_first_of(".eni") == std::string::npos) text += ".0";
-  return text;
-}
 
 /// Carries out what the model asks through the StepContext during a manual-optimization fit.
 template <class Parts>
@@ -16958,6 +17798,7 @@ class TrainingEpochLoop {
 }  // namespace volt::detail
 // ---- end volt/trainer/loops/training_epoch_loop.hpp
 
+#include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -16971,6 +17812,25 @@ class TrainingEpochLoop {
 #include <utility>
 
 namespace volt::detail {
+
+/// LibTorch's autograd anomaly mode on for a scope when asked (TrainerOptions::detect_anomaly); the previous
+/// mode comes back at the end.
+class AnomalyDetection {
+ public:
+  /// Turns anomaly detection (with the NaN check) on when `enabled`.
+  explicit AnomalyDetection(bool enabled)
+      : was_enabled_(torch::autograd::AnomalyMode::is_enabled()),
+        was_checking_nan_(torch::autograd::AnomalyMode::should_check_nan()) {
+    if (enabled) torch::autograd::AnomalyMode::set_enabled(true, /*check_nan=*/true);
+  }
+  ~AnomalyDetection() { torch::autograd::AnomalyMode::set_enabled(was_enabled_, was_checking_nan_); }
+  AnomalyDetection(const AnomalyDetection&) = delete;
+  AnomalyDetection& operator=(const AnomalyDetection&) = delete;
+
+ private:
+  bool was_enabled_;
+  bool was_checking_nan_;
+};
 
 /// Runs fit().
 class FitLoop {
@@ -17012,6 +17872,7 @@ class FitLoop {
         }
       } graph_release{epoch_loop.step.graph()};
       ScopedInterruptHandler interrupt_handler(parts.options.handle_signals);
+      AnomalyDetection anomaly_detection(parts.options.detect_anomaly);
       auto& state = parts.state;
       auto& callbacks = parts.callbacks.list();
       call_and_handle_interrupt(parts.strategy, callbacks, state, parts.logger, [&](bool& finished) {
@@ -17087,6 +17948,7 @@ class FitLoop {
       }
     }
     state.log_every_n_steps = options.log_every_n_steps;
+    state.accumulate_grad_batches = options.accumulate_grad_batches;
     state.has_validation = has_val_data && !(options.limit_val_batches.is_fraction()
                                                  ? options.limit_val_batches.fraction() == 0.0
                                                  : options.limit_val_batches.count() == 0);
@@ -17099,6 +17961,7 @@ class FitLoop {
     parts.context.manual_driver_.reset();
     if constexpr (!automatic) ManualOptimization::setup(parts);
     state.optimizers = parts.optimization.optimizers();
+    state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
     // Holds the module: trainer.save_checkpoint works after fit() returned.
     state.save_checkpoint = [this, &parts, module_pointer](const std::filesystem::path& path, bool weights_only) {
       parts.state.last_checkpoint_saved = false;
@@ -17126,7 +17989,7 @@ class FitLoop {
       parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
     }
     if constexpr (automatic) {
-      epoch_loop.step.setup(parts);
+      epoch_loop.step.template setup<M>(parts);
     } else {
       epoch_loop.step.graph().reset();  // ManualOptimization::setup warned if cuda_graphs was asked for
     }
@@ -17187,12 +18050,22 @@ class FitLoop {
   void end_epoch(Parts& parts, M& module, std::int64_t batches_done) {
     auto& state = parts.state;
     parts.checkpoint.resume_point = {state.current_epoch, batches_done, true};
-    ModelHook<Hook::on_train_epoch_end>::call(module, parts.context);
-    // Lightning runs the monitoring callbacks (checkpointing, early stopping) after the others.
-    parts.callbacks.run_train_epoch_end(state, /*monitoring=*/false);
-    parts.log_metrics(parts.logger.metrics().end_epoch(MetricPhase::train, parts.ranks_reducer()),
-                      std::max<std::int64_t>(0, state.global_step - 1));
-    parts.callbacks.run_train_epoch_end(state, /*monitoring=*/true);
+    auto& metrics = parts.logger.metrics();
+    std::map<std::string, double> values;
+    {
+      // Lightning's order: the callbacks other than the monitoring ones, the model, then the monitoring ones
+      // (checkpointing, early stopping), which see the epoch's values. Values logged in any of these hooks are
+      // epoch values of this epoch and reach the loggers in its row.
+      EpochHookScope scope(&metrics, hook_name(Hook::on_train_epoch_end));
+      parts.callbacks.run_train_epoch_end(state, /*monitoring=*/false);
+      ModelHook<Hook::on_train_epoch_end>::call(module, parts.context);
+      values = metrics.end_epoch(MetricPhase::train, parts.ranks_reducer());
+      parts.callbacks.run_train_epoch_end(state, /*monitoring=*/true);
+      if (metrics.has_epoch_values(MetricPhase::train)) {
+        for (auto& [key, value] : metrics.end_epoch(MetricPhase::train, parts.ranks_reducer())) values[key] = value;
+      }
+    }
+    parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
     parts.optimization.step_schedulers(SchedulerInterval::epoch);
     ++state.current_epoch;
     parts.checkpoint.resume_point = {state.current_epoch, 0, false};
@@ -17339,6 +18212,7 @@ class Trainer {
     parts_.logger.set_global_zero(state.is_global_zero);
     log_device_info(parts_.selection.accelerator);
     (add_extra(std::forward<Extras>(extras)), ...);
+    parts_.callbacks.add_timer(opts);
     parts_.callbacks.reorder();
     parts_.precision.setup(root_device());
     parts_.callbacks.add_defaults(opts);
@@ -18805,6 +19679,8 @@ struct Args {
   std::optional<std::int64_t> max_epochs{};
   /// `--max-steps`; -1: no limit.
   std::int64_t max_steps = -1;
+  /// `--max-time DD:HH:MM:SS`: TrainerOptions::max_time; nullopt: no time limit.
+  std::optional<Duration> max_time{};
   /// The program's batch size (set its default with parser.defaults().batch_size).
   std::int64_t batch_size = 32;
   /// `--accumulate-grad-batches` (checked by the Trainer, not by the parser).
@@ -18839,15 +19715,16 @@ struct Args {
   /// text (Parser::parse has already refused it).
   DeviceSpec device_spec() const { return devices == "auto" ? DeviceSpec{} : DeviceSpec{std::string_view(devices)}; }
 
-  /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, accumulate_grad_batches, default_root_dir,
-  /// seed, cuda_graphs and the math modes (deterministic, benchmark, float32_matmul_precision) from the command
-  /// line; everything else at its default, for the program to adjust.
+  /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, max_time, accumulate_grad_batches,
+  /// default_root_dir, seed, cuda_graphs and the math modes (deterministic, benchmark, float32_matmul_precision)
+  /// from the command line; everything else at its default, for the program to adjust.
   TrainerOptions trainer_options() const {
     TrainerOptions options;
     options.devices = device_spec();
     options.num_nodes = num_nodes;
     options.max_epochs = max_epochs;
     options.max_steps = max_steps;
+    options.max_time = max_time;
     options.accumulate_grad_batches = accumulate_grad_batches;
     options.default_root_dir = default_root_dir;
     options.seed = seed;
@@ -18974,6 +19851,8 @@ class Parser {
          "default " + defaults_.precision + "; aliases 64, 32, 16 (16-mixed), bf16 (bf16-mixed)");
     line("--max-epochs N", "default " + (defaults_.max_epochs ? std::to_string(*defaults_.max_epochs) : std::string("1000 when --max-steps is -1")));
     line("--max-steps N", "default " + std::to_string(defaults_.max_steps) + " (-1: no limit)");
+    line("--max-time DD:HH:MM:SS", defaults_.max_time ? "default " + defaults_.max_time->to_string()
+                                                      : std::string("stop fit after this training time (default: none)"));
     line("--batch-size N", "default " + std::to_string(defaults_.batch_size));
     line("--accumulate-grad-batches N", "default " + std::to_string(defaults_.accumulate_grad_batches));
     line("--default-root-dir DIR", "logs and checkpoints (default: the current folder)");
@@ -19080,6 +19959,12 @@ class Parser {
       args.max_epochs = parse_number<std::int64_t>(flag, value(), "an integer");
     } else if (flag == "--max-steps") {
       args.max_steps = parse_number<std::int64_t>(flag, value(), "an integer");
+    } else if (flag == "--max-time") {
+      try {
+        args.max_time = Duration(value());
+      } catch (const MisconfigurationError& error) {
+        throw UsageError("argument --max-time: " + std::string(error.what()));
+      }
     } else if (flag == "--batch-size") {
       args.batch_size = parse_number<std::int64_t>(flag, value(), "an integer");
       if (args.batch_size < 1) {

@@ -43,7 +43,16 @@ static_assert(volt::DeviceSpec{"auto"}.is_auto());
 static_assert(volt::devices("2").form() == volt::DeviceSpecForm::string);
 static_assert(volt::devices(2).form() == volt::DeviceSpecForm::integer);
 static_assert(volt::devices({2}).form() == volt::DeviceSpecForm::id_list);
-static_assert(volt::devices({0, 0}).ids().has_duplicates());
+static_assert(!volt::devices({0, 1}).ids().has_duplicates());
+// A repeated id does not compile in constant evaluation (tests/compile_fail/accelerators_device_spec_duplicate_*);
+// at run time the spec is made and the accelerator's parser refuses it with Lightning's message.
+TEST_CASE("a device spec with a repeated id is made at run time and refused by the parsers") {
+  const volt::DeviceSpec list = volt::devices({0, 0});
+  CHECK(list.ids().has_duplicates());
+  const volt::DeviceSpec text{std::string_view("3, 3")};
+  CHECK(text.ids().has_duplicates());
+  CHECK(text.ids().equals({3, 3}));
+}
 static_assert(volt::devices(std::int64_t{4}).count() == 4);
 static_assert(volt::devices(4u).count() == 4);
 static_assert(volt::devices("1, 3").known_device_count() == 2);

@@ -75,6 +75,17 @@ void check_usage_error(const std::vector<std::string>& flags, const std::string&
 
 }  // namespace
 
+TEST_CASE("cli: --max-time takes Lightning's DD:HH:MM:SS into TrainerOptions::max_time") {
+  volt::cli::Parser parser("prog");
+  Argv argv({"--max-time", "00:01:30:00"});
+  const auto args = parser.parse(argv.argc(), argv.argv());
+  REQUIRE(args.max_time.has_value());
+  CHECK(args.max_time->seconds() == 5400.0);
+  CHECK(args.trainer_options().max_time->seconds() == 5400.0);
+  Argv none({"--max-steps", "3"});
+  CHECK_FALSE(parser.parse(none.argc(), none.argv()).trainer_options().max_time.has_value());
+}
+
 TEST_CASE("cli: parsing the standard flags, both spellings") {
   volt::cli::Parser parser("prog");
   parser.defaults().batch_size = 128;
@@ -326,6 +337,9 @@ TEST_CASE("cli: bad input exits with status 2 and one message listing the choice
   check_usage_error({"--max-steps=--3"}, "argument --max-steps: expected an integer, got '--3'");
   CHECK(run_cli({"--max-epochs=+3"}).seen.args.max_epochs == 3);
   check_usage_error({"--seed", "-3"}, "argument --seed: expected a non-negative integer, got '-3'");
+  check_usage_error({"--max-time", "1:2:3"},
+                    "argument --max-time: `Timer(duration='1:2:3')` is not a valid duration. Expected a string in the "
+                    "format DD:HH:MM:SS.");
   check_usage_error({"--batch-size", "0"}, "argument --batch-size: expected a positive integer, got 0");
   check_usage_error({"--num-nodes", "0"}, "argument --num-nodes: `num_nodes` must be a positive integer, but got 0.");
   check_usage_error({"--num-nodes=-2"}, "argument --num-nodes: `num_nodes` must be a positive integer, but got -2.");

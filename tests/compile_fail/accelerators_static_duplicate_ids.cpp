@@ -1,5 +1,5 @@
 // A constant device spec with a repeated id must not compile (Lightning: "Device ID's (GPU) must be unique.").
-// expect: volt: the ids of a constant device spec must be unique
+// expect: device_ids_must_be_unique
 #include <volt/accelerators/cuda.hpp>
 #include <volt/accelerators/static_devices.hpp>
 

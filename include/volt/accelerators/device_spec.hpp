@@ -120,6 +120,12 @@ inline constexpr std::string_view device_spec_grammar =
 [[noreturn]] inline std::string_view null_device_spec_text() {
   throw std::invalid_argument("Device IDs (GPU/TPU) must be an int, a string, a sequence of ints, but you passed None");
 }
+// Reached only in constant evaluation, where a repeated id is refused for every accelerator (the GPU parsers:
+// "Device ID's (GPU) must be unique."; the CPU parser refuses every list); at run time the accelerator's
+// parse_devices() reports it with Lightning's message.
+[[noreturn]] inline void device_ids_must_be_unique() {
+  throw std::invalid_argument("Device ID's (GPU) must be unique.");
+}
 [[noreturn]] inline void device_ids_of_a_non_list_spec() {
   throw std::logic_error(
       "volt: DeviceSpec::ids() needs a list of ids or a count of at most volt::max_device_ids; "
@@ -144,7 +150,9 @@ enum class DeviceSpecForm : unsigned char { automatic, integer, string, id_list 
 /// The `devices` option: a literal type, constexpr and implicitly constructible from an int count, a
 /// string, or (through volt::devices({...})) a list of ids. DeviceSpec{} is "auto".
 /// Throws std::invalid_argument for a malformed string, a number outside int, or more than
-/// volt::max_device_ids ids; in constant evaluation these are compile errors.
+/// volt::max_device_ids ids; in constant evaluation these are compile errors, and so is a repeated id
+/// (`constexpr volt::DeviceSpec spec{"0,0"};`), which every accelerator refuses (at run time the
+/// accelerator's parse_devices() refuses it with Lightning's message).
 /// bool, floating-point, character and nullptr arguments do not compile.
 struct DeviceSpec {
   /// \cond
@@ -204,6 +212,7 @@ struct DeviceSpec {
     if (ids.size() > static_cast<std::size_t>(max_device_ids)) detail::too_many_device_ids(ids.size());
     spec.request_ = ids.empty() ? DeviceRequest::none : DeviceRequest::ids;
     for (int id : ids) spec.ids_.values_[spec.ids_.size_++] = id;
+    if (std::is_constant_evaluated() && spec.ids_.has_duplicates()) detail::device_ids_must_be_unique();
     return spec;
   }
 
@@ -364,6 +373,9 @@ struct DeviceSpec {
     }
     if (any_out_of_range) detail::device_number_outside_int_range(first_out_of_range);
     if (pieces > static_cast<std::size_t>(max_device_ids)) detail::too_many_device_ids(pieces);
+    if (std::is_constant_evaluated() && request_ == DeviceRequest::ids && ids_.has_duplicates()) {
+      detail::device_ids_must_be_unique();
+    }
   }
 };
 

@@ -43,9 +43,6 @@ consteval DeviceSpec checked_static_devices() {
   static_assert(!Spec.selects_none(),
                 "volt: a constant device spec must select at least one device; 0, \"0\" and volt::devices({}) select "
                 "none (Lightning: \"value is not a valid input\"); use a count > 0, -1 for all, or a list of ids");
-  static_assert(Spec.request() != DeviceRequest::ids || !Spec.ids().has_duplicates(),
-                "volt: the ids of a constant device spec must be unique (Lightning: \"Device ID's (GPU) must be "
-                "unique.\"); remove the repeated id");
   static_assert(Spec.known_device_count().value_or(1) <= static_device_limit<Accelerator>(),
                 "volt: the MPS accelerator has one device; a constant device spec for volt::MPS must ask for at most "
                 "one device: 1, -1, \"0,\" or volt::devices({0})");

@@ -8,8 +8,10 @@
 /// place in a loop where Lightning calls it.
 ///
 /// Each row is `X(name, owner, parameters, arguments)`:
-/// * `owner`: `callback` (callbacks may define it), `model` (only a model may: it takes `volt::StepContext&`
-///   or nothing), or `both` (callbacks, and models with `(ctx)` or `()`).
+/// * `owner`: `callback` (callbacks may define it), `model` (only a model may), or `both` (callbacks and
+///   models). A model's hook takes the hook's arguments for models, optionally followed by
+///   `volt::StepContext&`, or only the context, or nothing (see detail::ModelHook); Lightning calls the
+///   callbacks' hook first, then the model's, and so does volt (volt/trainer/call.hpp).
 /// * `parameters`: what a callback's hook takes after the state (`S` below), written with a leading comma
 ///   (empty for none); `arguments`: the names passed, likewise.
 ///
@@ -39,25 +41,25 @@
   X(on_train_end,              both,     (), ())                                                                \
   X(on_train_epoch_start,      both,     (), ())                                                                \
   X(on_train_epoch_end,        both,     (), ())                                                                \
-  X(on_train_batch_start,      callback, (, std::int64_t batch_idx), (, batch_idx))                             \
-  X(on_train_batch_end,        callback, (, const torch::Tensor& loss, std::int64_t batch_idx),                 \
+  X(on_train_batch_start,      both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_train_batch_end,        both,     (, const torch::Tensor& loss, std::int64_t batch_idx),                 \
                                          (, loss, batch_idx))                                                   \
-  X(on_validation_start,       callback, (), ())                                                                \
-  X(on_validation_end,         callback, (), ())                                                                \
+  X(on_validation_start,       both,     (), ())                                                                \
+  X(on_validation_end,         both,     (), ())                                                                \
   X(on_validation_epoch_start, both,     (), ())                                                                \
   X(on_validation_epoch_end,   both,     (), ())                                                                \
-  X(on_validation_batch_start, callback, (, std::int64_t batch_idx), (, batch_idx))                             \
-  X(on_validation_batch_end,   callback, (, std::int64_t batch_idx), (, batch_idx))                             \
-  X(on_test_start,             callback, (), ())                                                                \
-  X(on_test_end,               callback, (), ())                                                                \
+  X(on_validation_batch_start, both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_validation_batch_end,   both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_test_start,             both,     (), ())                                                                \
+  X(on_test_end,               both,     (), ())                                                                \
   X(on_test_epoch_start,       both,     (), ())                                                                \
   X(on_test_epoch_end,         both,     (), ())                                                                \
-  X(on_test_batch_start,       callback, (, std::int64_t batch_idx), (, batch_idx))                             \
-  X(on_test_batch_end,         callback, (, std::int64_t batch_idx), (, batch_idx))                             \
-  X(on_before_backward,        callback, (, const torch::Tensor& loss), (, loss))                               \
-  X(on_after_backward,         callback, (), ())                                                                \
-  X(on_before_optimizer_step,  callback, (, torch::optim::Optimizer& optimizer), (, optimizer))                 \
-  X(on_before_zero_grad,       callback, (), ())                                                                \
+  X(on_test_batch_start,       both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_test_batch_end,         both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_before_backward,        both,     (, const torch::Tensor& loss), (, loss))                               \
+  X(on_after_backward,         both,     (), ())                                                                \
+  X(on_before_optimizer_step,  both,     (, torch::optim::Optimizer& optimizer), (, optimizer))                 \
+  X(on_before_zero_grad,       both,     (), ())                                                                \
   X(on_exception,              callback, (, const std::exception_ptr& error), (, error))
 // clang-format on
 
@@ -111,23 +113,37 @@ constexpr bool callback_hook(Hook hook) { return hook_owners[static_cast<std::si
 /// Whether models may define `hook`.
 constexpr bool model_hook(Hook hook) { return hook_owners[static_cast<std::size_t>(hook)].model; }
 
-/// Calls model hook `H` on `module` when the module defines it, with the step context or with nothing.
+/// Calls model hook `H` on `module` when the module defines it. The model's hook takes the hook's arguments
+/// for models (those of the callback's hook, except where a loop passes the model Lightning's own arguments:
+/// the batch in the batch hooks, the optimizer in on_before_zero_grad), optionally followed by the step
+/// context; a hook that takes arguments may also be defined with only the context or with nothing. The first
+/// of these forms the module defines is called: `name(args..., ctx)`, `name(args...)`, `name(ctx)`, `name()`.
 template <Hook H>
 struct ModelHook {
   static_assert(model_hook(H), "volt: this hook is not a model hook (see the owner column of VOLT_DETAIL_HOOKS)");
 };
 
-#define VOLT_DETAIL_MODEL_HOOK(name, owner, parameters, arguments)  \
-  template <>                                                        \
-  struct ModelHook<Hook::name> {                                     \
-    template <class M, class Context>                                \
-    static void call(M& module, Context& context) {                  \
-      if constexpr (requires { module.name(context); }) {            \
-        module.name(context);                                        \
-      } else if constexpr (requires { module.name(); }) {            \
-        module.name();                                               \
-      }                                                              \
-    }                                                                \
+#define VOLT_DETAIL_MODEL_HOOK(name, owner, parameters, arguments)                                        \
+  template <>                                                                                              \
+  struct ModelHook<Hook::name> {                                                                           \
+    template <class M, class Context, class... Arguments>                                                  \
+    static constexpr bool defined =                                                                        \
+        requires(M& module, Context& context, Arguments&... args) { module.name(args..., context); } ||     \
+        requires(M& module, Arguments&... args) { module.name(args...); } ||                               \
+        requires(M& module, Context& context) { module.name(context); } ||                                 \
+        requires(M& module) { module.name(); };                                                            \
+    template <class M, class Context, class... Arguments>                                                  \
+    static void call(M& module, Context& context, Arguments&&... args) {                                   \
+      if constexpr (requires { module.name(args..., context); }) {                                         \
+        module.name(args..., context);                                                                     \
+      } else if constexpr (requires { module.name(args...); }) {                                           \
+        module.name(args...);                                                                              \
+      } else if constexpr (requires { module.name(context); }) {                                           \
+        module.name(context);                                                                              \
+      } else if constexpr (requires { module.name(); }) {                                                  \
+        module.name();                                                                                     \
+      }                                                                                                    \
+    }                                                                                                      \
   };
 #define VOLT_DETAIL_MODEL_HOOK_IF_callback(name)
 #define VOLT_DETAIL_MODEL_HOOK_IF_model(name) VOLT_DETAIL_MODEL_HOOK(name, , , )

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <volt/callbacks/detail/checkpoint_resume.hpp>
+#include <volt/callbacks/detail/time_trigger.hpp>
+#include <volt/callbacks/model_checkpoint_options.hpp>
+#include <volt/core/duration.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 #include <volt/serialization/safetensors.hpp>
@@ -25,48 +28,11 @@
 
 namespace volt {
 
-// Field order lets the common options read naturally with designated initializers:
-// `volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max", .save_top_k = 3}}`.
-/// The options of volt::ModelCheckpoint (Lightning's ModelCheckpoint arguments).
-struct ModelCheckpointOptions {
-  /// Folder of the checkpoints; empty: `<logger log_dir>/checkpoints`, or `<default_root_dir>/checkpoints`.
-  std::filesystem::path dirpath{};
-  /// File name pattern without extension; `{epoch}`, `{step}` and logged metric names, with an optional
-  /// printf-style format after a colon (`{val_loss:.2f}`). Empty: "{epoch}-{step}".
-  std::string filename{};
-  /// Metric to rank checkpoints by; empty: keep the latest.
-  std::string monitor{};
-  /// "min": lower monitored values are better; "max": higher. Anything else makes the constructor throw.
-  std::string mode = "min";
-  /// Keep the best k checkpoints (-1: all, 0: none).
-  int save_top_k = 1;
-  /// Also write `last.ckpt` whenever a checkpoint is saved.
-  bool save_last = false;
-  /// Save every N optimizer steps (0: off).
-  std::optional<std::int64_t> every_n_train_steps{};
-  /// Save every N epochs (default 1 when neither interval is given).
-  std::optional<std::int64_t> every_n_epochs{};
-  /// Save only the model's weights, not the optimizer, callbacks and loop state.
-  bool save_weights_only = false;
-  /// Log each save on global rank zero ("Epoch 0, global step 100: saving model to ...").
-  bool verbose = false;
-  /// Write `{epoch}` as `epoch=3`.
-  bool auto_insert_metric_name = true;
-  /// Save at the end of the training epoch (true) or of validation (false); nullopt decides as Lightning does.
-  std::optional<bool> save_on_train_epoch_end{};
-  /// Add `-v1`, `-v2`... instead of overwriting an existing file of the same name.
-  bool enable_version_counter = true;
-  /// Also write the model's weights to `<dirpath>/best.safetensors` whenever the best checkpoint changes (rank
-  /// zero; metadata "format" "pt", "checkpoint", "epoch", "step", and "monitor", "score" with a monitor). A
-  /// failed export is a warning; training goes on. Not in Lightning.
-  bool export_safetensors = false;
-};
-
-/// Callback: saves checkpoints while fitting, every N steps or epochs, keeps the best `save_top_k` by the
-/// monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on every rank and calls
-/// the Trainer's save on each; only global rank zero deletes the files it replaces. Nothing is saved while
-/// not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping (best paths and
-/// scores, its folder) is saved in checkpoints; a fit resumed into another folder restores only
+/// Callback: saves checkpoints while fitting, every N steps, N epochs or a time interval, keeps the best
+/// `save_top_k` by the monitored metric and optionally `last.ckpt` (Lightning's ModelCheckpoint). It runs on
+/// every rank and calls the Trainer's save on each; only global rank zero deletes the files it replaces.
+/// Nothing is saved while not fitting, under fast_dev_run, or twice for the same global step. Its bookkeeping
+/// (best paths and scores, its folder) is saved in checkpoints; a fit resumed into another folder restores only
 /// best_model_path and warns (Lightning's rule), so nothing of the earlier run's folder is deleted.
 class ModelCheckpoint {
  public:
@@ -78,37 +44,11 @@ class ModelCheckpoint {
   static constexpr const char* name_best_safetensors = "best.safetensors";
 
   /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
-  /// interval, both intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
+  /// interval, two intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
   explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
-    const auto& o = options_;
-    if (o.save_top_k < -1) {
-      throw MisconfigurationError("Invalid value for save_top_k=" + std::to_string(o.save_top_k) + ". Must be >= -1");
-    }
-    if (o.every_n_train_steps && *o.every_n_train_steps < 0) {
-      throw MisconfigurationError("Invalid value for every_n_train_steps=" + std::to_string(*o.every_n_train_steps) +
-                                  ". Must be >= 0");
-    }
-    if (o.every_n_epochs && *o.every_n_epochs < 0) {
-      throw MisconfigurationError("Invalid value for every_n_epochs=" + std::to_string(*o.every_n_epochs) +
-                                  ". Must be >= 0");
-    }
-    const bool steps_set = o.every_n_train_steps.value_or(0) > 0;
-    const bool epochs_set = o.every_n_epochs.value_or(0) > 0;
-    if (steps_set && epochs_set) {
-      throw MisconfigurationError("Combination of parameters every_n_train_steps=" +
-                                  std::to_string(*o.every_n_train_steps) +
-                                  ", every_n_epochs=" + std::to_string(*o.every_n_epochs) +
-                                  " and train_time_interval=None should be mutually exclusive.");
-    }
-    every_n_train_steps_ = o.every_n_train_steps.value_or(0);
-    every_n_epochs_ = o.every_n_epochs.value_or(!o.every_n_train_steps ? 1 : 0);
-    if (o.mode != "min" && o.mode != "max") {
-      throw MisconfigurationError("`mode` can be min, max but got " + o.mode);
-    }
-    if (o.monitor.empty() && o.save_top_k != -1 && o.save_top_k != 0 && o.save_top_k != 1) {
-      throw MisconfigurationError("ModelCheckpoint(save_top_k=" + std::to_string(o.save_top_k) +
-                                  ", monitor=None) is not a valid configuration. No quantity for top_k to track.");
-    }
+    const auto intervals = detail::check_model_checkpoint_options(options_);
+    every_n_train_steps_ = intervals.every_n_train_steps;
+    every_n_epochs_ = intervals.every_n_epochs;
     kth_value_ = worst_value();
     best_model_score_ = std::nullopt;
   }
@@ -155,8 +95,6 @@ class ModelCheckpoint {
     return out;
   }
 
-  // ---- hooks -------------------------------------------------------------------------------------
-
   /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`), then
   /// applies the state a resumed checkpoint brought (load_state runs before the folder is known).
   template <class State>
@@ -167,11 +105,16 @@ class ModelCheckpoint {
     if (restored_) apply_restored();
   }
 
-  /// Hook after each training batch: saves when every_n_train_steps divides the global step.
+  /// Hook at the start of training: the time train_time_interval counts from.
+  template <class State>
+  void on_train_start(State&) { time_trigger_.start(); }
+
+  /// Hook after each training batch: saves by every_n_train_steps or train_time_interval (alike on every rank).
   template <class State>
   void on_train_batch_end(State& state, const torch::Tensor&, std::int64_t) {
-    if (should_skip(state) || every_n_train_steps_ < 1 || state.global_step % every_n_train_steps_ != 0) return;
-    save_topk_and_last(state);
+    if (should_skip(state)) return;
+    const bool by_steps = every_n_train_steps_ >= 1 && state.global_step % every_n_train_steps_ == 0;
+    if (time_trigger_.due(state) || by_steps) save_topk_and_last(state);
   }
 
   /// Hook at the end of each training epoch: saves (every_n_epochs) when saving happens at the epoch end.
@@ -418,6 +361,7 @@ class ModelCheckpoint {
 
   ModelCheckpointOptions options_;
   std::int64_t every_n_train_steps_ = 0;
+  detail::TimeTrigger time_trigger_{options_.train_time_interval};
   std::int64_t every_n_epochs_ = 1;
   std::filesystem::path dirpath_{};
   std::filesystem::path best_model_path_{};

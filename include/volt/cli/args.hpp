@@ -21,6 +21,8 @@
 #include <volt/accelerators/accelerator.hpp>
 #include <volt/accelerators/device_spec.hpp>
 #include <volt/cli/values.hpp>
+#include <volt/core/duration.hpp>
+#include <volt/core/errors.hpp>
 #include <volt/trainer/options.hpp>
 
 #include <cstdint>
@@ -57,6 +59,8 @@ struct Args {
   std::optional<std::int64_t> max_epochs{};
   /// `--max-steps`; -1: no limit.
   std::int64_t max_steps = -1;
+  /// `--max-time DD:HH:MM:SS`: TrainerOptions::max_time; nullopt: no time limit.
+  std::optional<Duration> max_time{};
   /// The program's batch size (set its default with parser.defaults().batch_size).
   std::int64_t batch_size = 32;
   /// `--accumulate-grad-batches` (checked by the Trainer, not by the parser).
@@ -91,15 +95,16 @@ struct Args {
   /// text (Parser::parse has already refused it).
   DeviceSpec device_spec() const { return devices == "auto" ? DeviceSpec{} : DeviceSpec{std::string_view(devices)}; }
 
-  /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, accumulate_grad_batches, default_root_dir,
-  /// seed, cuda_graphs and the math modes (deterministic, benchmark, float32_matmul_precision) from the command
-  /// line; everything else at its default, for the program to adjust.
+  /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, max_time, accumulate_grad_batches,
+  /// default_root_dir, seed, cuda_graphs and the math modes (deterministic, benchmark, float32_matmul_precision)
+  /// from the command line; everything else at its default, for the program to adjust.
   TrainerOptions trainer_options() const {
     TrainerOptions options;
     options.devices = device_spec();
     options.num_nodes = num_nodes;
     options.max_epochs = max_epochs;
     options.max_steps = max_steps;
+    options.max_time = max_time;
     options.accumulate_grad_batches = accumulate_grad_batches;
     options.default_root_dir = default_root_dir;
     options.seed = seed;
@@ -226,6 +231,8 @@ class Parser {
          "default " + defaults_.precision + "; aliases 64, 32, 16 (16-mixed), bf16 (bf16-mixed)");
     line("--max-epochs N", "default " + (defaults_.max_epochs ? std::to_string(*defaults_.max_epochs) : std::string("1000 when --max-steps is -1")));
     line("--max-steps N", "default " + std::to_string(defaults_.max_steps) + " (-1: no limit)");
+    line("--max-time DD:HH:MM:SS", defaults_.max_time ? "default " + defaults_.max_time->to_string()
+                                                      : std::string("stop fit after this training time (default: none)"));
     line("--batch-size N", "default " + std::to_string(defaults_.batch_size));
     line("--accumulate-grad-batches N", "default " + std::to_string(defaults_.accumulate_grad_batches));
     line("--default-root-dir DIR", "logs and checkpoints (default: the current folder)");
@@ -332,6 +339,12 @@ class Parser {
       args.max_epochs = parse_number<std::int64_t>(flag, value(), "an integer");
     } else if (flag == "--max-steps") {
       args.max_steps = parse_number<std::int64_t>(flag, value(), "an integer");
+    } else if (flag == "--max-time") {
+      try {
+        args.max_time = Duration(value());
+      } catch (const MisconfigurationError& error) {
+        throw UsageError("argument --max-time: " + std::string(error.what()));
+      }
     } else if (flag == "--batch-size") {
       args.batch_size = parse_number<std::int64_t>(flag, value(), "an integer");
       if (args.batch_size < 1) {

@@ -16,18 +16,39 @@
 #include <torch/torch.h>
 
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 namespace volt::detail {
 
-/// Calls hook `H`: the model's first, when the hook table lets models define it and the model does (with the
-/// step context or with nothing), then every callback's, when callbacks may define it (with `state` and
-/// `args`).
+/// Whether Lightning logs epoch values only in hook `H` (its _FxValidator: the start hooks of training and
+/// evaluation and the epoch start and end hooks).
+constexpr bool epoch_level_logging(Hook hook) {
+  switch (hook) {
+    case Hook::on_train_start:
+    case Hook::on_validation_start:
+    case Hook::on_test_start:
+    case Hook::on_train_epoch_start:
+    case Hook::on_train_epoch_end:
+    case Hook::on_validation_epoch_start:
+    case Hook::on_validation_epoch_end:
+    case Hook::on_test_epoch_start:
+    case Hook::on_test_epoch_end: return true;
+    default: return false;
+  }
+}
+
+/// Calls hook `H` in Lightning's order (trainer/call.py): every callback's, when callbacks may define it
+/// (with `state` and `args`), then the model's, when the hook table lets models define it and the model does
+/// (with `args` and the step context, see ModelHook). Inside an epoch-level hook, values logged default to
+/// epoch values (EpochHookScope).
 template <Hook H, class M, class... Arguments>
 void call_hook(M& module, StepContext& context, TrainerCallbacks& callbacks, TrainerState& state, Arguments&&... args) {
-  if constexpr (model_hook(H)) ModelHook<H>::call(module, context);
+  std::optional<EpochHookScope> scope;
+  if constexpr (epoch_level_logging(H)) scope.emplace(state.metrics_, hook_name(H));
   if constexpr (callback_hook(H)) callbacks.template run<H>(state, args...);
+  if constexpr (model_hook(H)) ModelHook<H>::call(module, context, args...);
 }
 
 /// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error

@@ -14,10 +14,40 @@
 /// auto predict_step(Batch&, int64_t);                           // optional, needed to predict
 /// ```
 ///
-/// batch_idx and ctx may be left out of any step's parameters. Optional hooks (on_fit_start,
-/// on_train_epoch_start, on_train_epoch_end, on_validation_epoch_start, on_validation_epoch_end,
-/// on_test_epoch_start, on_test_epoch_end, on_train_start, on_train_end, on_fit_end) take
-/// `volt::StepContext&` or nothing.
+/// batch_idx and ctx may be left out of any step's parameters.
+///
+/// **Logging.** `ctx.log(name, value, {...})` (volt::StepContext::log, Lightning's `self.log`) records a
+/// metric from any step or hook that receives the context: in training_step a step value by default
+/// (`on_step=true, on_epoch=false`), in validation_step and test_step the epoch mean (`on_step=false,
+/// on_epoch=true`), and in the epoch-level hooks (on_train_start, on_train_epoch_start/end,
+/// on_validation_start, on_validation_epoch_start/end and the test ones) an epoch value of that epoch only:
+/// `on_step=true` or `on_epoch=false` there throws volt::MisconfigurationError with Lightning's message. The
+/// values reach the loggers (a step's row every log_every_n_steps optimizer steps, after on_train_batch_end;
+/// the epoch's row after its epoch-end hooks), the progress bar (`prog_bar`) and callbacks
+/// (TrainerState::callback_metrics, as ModelCheckpoint and EarlyStopping monitor them).
+///
+/// **Hyperparameters.** A model may define `std::map<std::string, std::string> hparams()` (Lightning's
+/// `self.hparams`): at the start of fit the Trainer sends it, with the accelerator, precision and strategy
+/// added, to every logger's log_hyperparams (CSVLogger writes hparams.yaml), on global rank zero.
+///
+/// **Hooks** (Lightning's ModelHooks; the full list is the owner column of volt/callbacks/hooks.hpp). Each
+/// takes the arguments below, optionally followed by `volt::StepContext& ctx`, or only the context, or nothing;
+/// the model's hook runs right after the callbacks' hook of the same name, as in Lightning:
+///
+/// ```
+/// void on_fit_start();  void on_fit_end();  void on_train_start();  void on_train_end();
+/// void on_train_epoch_start();  void on_train_epoch_end();
+/// void on_validation_start();  void on_validation_end();
+/// void on_validation_epoch_start();  void on_validation_epoch_end();   // and the on_test_* ones
+/// void on_train_batch_start(const Batch& batch, int64_t batch_idx);
+/// void on_train_batch_end(const torch::Tensor& loss, const Batch& batch, int64_t batch_idx);
+/// void on_validation_batch_start(const Batch& batch, int64_t batch_idx);   // and on_test_batch_start
+/// void on_validation_batch_end(const Batch& batch, int64_t batch_idx);     // and on_test_batch_end
+/// void on_before_zero_grad(torch::optim::Optimizer& optimizer);      // at the start of each accumulation window
+/// void on_before_backward(const torch::Tensor& loss);                 // the (scaled) loss backward() gets
+/// void on_after_backward();
+/// void on_before_optimizer_step(torch::optim::Optimizer& optimizer); // gradients unscaled, not yet clipped
+/// ```
 #pragma once
 
 #include <volt/trainer/step_context.hpp>

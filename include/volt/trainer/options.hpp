@@ -3,15 +3,16 @@
 #pragma once
 
 #include <volt/accelerators/device_spec.hpp>
+#include <volt/core/duration.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/math_modes.hpp>
 #include <volt/transfer/memory_format.hpp>
+#include <volt/core/python_format.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <variant>
 
@@ -46,17 +47,9 @@ class BatchAmount {
   /// Whether this is the fraction 1.0. A count is never "the whole epoch", even one that covers every batch.
   bool is_whole_epoch() const { return is_fraction() && fraction() == 1.0; }
 
-  /// The value as Lightning prints it in messages: "0.25", "1.0" (a whole fraction keeps ".0"), or "10".
-  std::string to_string() const {
-    std::ostringstream out;
-    if (is_fraction()) {
-      out << fraction();
-      if (fraction() == std::floor(fraction())) out << ".0";
-    } else {
-      out << count();
-    }
-    return out.str();
-  }
+  /// The value as Lightning prints it in messages: a fraction as Python's repr ("0.25", "1.0",
+  /// "0.3333333333333333"), or a count ("10").
+  std::string to_string() const { return is_fraction() ? detail::python_float(fraction()) : std::to_string(count()); }
 
  private:
   std::variant<double, std::int64_t> value_;
@@ -94,6 +87,11 @@ struct TrainerOptions {
   /// A stop requested through should_stop takes effect only once global_step reaches this; nullopt: no
   /// minimum. Must be >= 0 and <= max_steps when max_steps is set.
   std::optional<std::int64_t> min_steps{};
+  /// Stop fit once this much training time has passed (Lightning's max_time): `std::chrono::hours(12)` or
+  /// "00:12:00:00" (DD:HH:MM:SS). Adds a volt::Timer checking after every batch, unless one was given; the
+  /// time is saved in checkpoints, so a resumed fit counts what was spent. min_steps and min_epochs still
+  /// hold. nullopt: no limit.
+  std::optional<Duration> max_time{};
   /// Batches whose gradients are summed before each optimizer step (the loss is divided by it); >= 1. The
   /// last, incomplete window of an epoch still steps.
   std::int64_t accumulate_grad_batches = 1;
@@ -120,6 +118,10 @@ struct TrainerOptions {
   std::int64_t log_every_n_steps = 50;
   /// Run N batches of train/val/test (0: off; 1 is Lightning's `fast_dev_run=True`), no logging or checkpoints.
   std::int64_t fast_dev_run = 0;
+  /// Run fit under LibTorch's autograd anomaly detection (Lightning's detect_anomaly): a backward pass that
+  /// produces NaN throws c10::Error naming the operation ("Function 'SqrtBackward0' returned nan values in its
+  /// 0th output."), with the forward operation's trace. Slow; for debugging.
+  bool detect_anomaly = false;
   /// LibTorch's deterministic algorithms: true, false or "warn" (see volt::Deterministic: true and "warn" also
   /// turn cuDNN's benchmark off unless `benchmark` is given, and set CUBLAS_WORKSPACE_CONFIG); unset leaves
   /// LibTorch's setting alone. Set when the Trainer is constructed and not restored, as in Lightning.
@@ -196,7 +198,7 @@ inline void validate(const TrainerOptions& options) {
   }
   if (options.gradient_clip_val && (*options.gradient_clip_val < 0 || !std::isfinite(*options.gradient_clip_val))) {
     fail("`gradient_clip_val` must be a finite number >= 0. You passed in " +
-         std::to_string(*options.gradient_clip_val) + ".");
+         detail::python_float(*options.gradient_clip_val) + ".");
   }
   auto check_limit = [&](const BatchAmount& amount, const char* name) {
     const bool bad = amount.is_fraction() ? !(amount.fraction() >= 0.0 && amount.fraction() <= 1.0)

@@ -40,6 +40,9 @@ struct TrainerState {
   std::optional<std::int64_t> num_training_batches{};
   /// Validation batches per run after limit_val_batches, once known.
   std::optional<std::int64_t> num_val_batches{};
+  /// Batches per optimizer step in the current epoch: TrainerOptions::accumulate_grad_batches, unless a
+  /// callback changes it at an epoch's start (GradientAccumulationScheduler does).
+  std::int64_t accumulate_grad_batches = 1;
   /// Set to true to stop training after the current step (EarlyStopping does).
   bool should_stop = false;
   /// Whether this process is global rank 0; callbacks that write files or print do so only there.
@@ -80,7 +83,8 @@ struct TrainerState {
   std::optional<double> metric(std::string_view key) { return metrics_->metric(key); }
   /// Values flagged prog_bar, for progress bars.
   std::vector<std::pair<std::string, double>> progress_bar_metrics() { return metrics_->progress_bar_values(); }
-  /// Logs a value from a callback (as LightningModule.log does from a hook).
+  /// Logs a value from a callback (as LightningModule.log does from a hook), with StepContext::log's
+  /// defaults for the hook it is called from (an epoch value in the epoch-level hooks).
   void log(std::string_view name, double value, const LogOptions& options = {}) {
     metrics_->log(name, value, options, phase_);
   }
@@ -99,6 +103,10 @@ struct TrainerState {
   /// False when the last save_checkpoint call failed and the failure was only logged
   /// (on_checkpoint_failure=warn): callbacks then keep the files they would have replaced.
   bool last_checkpoint_saved = true;
+  /// True on every rank when `value` is true on any rank: a collective under a distributed strategy (every
+  /// rank must call it at the same point, as Timer and ModelCheckpoint's train_time_interval do after each
+  /// batch); `value` itself otherwise. Set by the Trainer during fit.
+  std::function<bool(bool value)> decide_across_ranks{};
   /// The accelerator's device statistics for the root device (DeviceStatsMonitor).
   std::function<std::map<std::string, double>()> device_stats{};
 

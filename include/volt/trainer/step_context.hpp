@@ -30,8 +30,10 @@ class StepContext {
   explicit StepContext(TrainerState& state) : state_(&state) {}
 
   /// Records a metric (Lightning's `self.log`) in the current phase (training, validation, test).
-  /// In training_step the default is the step value only; in validation/test steps the default is the
-  /// epoch mean. A tensor stays on the device until read. `value` must hold a single element (else
+  /// In training_step (and the training batch hooks) the default is the step value only; in validation/test
+  /// steps the default is the epoch mean; in the epoch-level hooks (on_train_epoch_end, on_validation_epoch_end,
+  /// on_train_start, ...) the value is an epoch value of the current epoch, and on_step=true or on_epoch=false
+  /// there throws volt::MisconfigurationError (Lightning's rule). A tensor stays on the device until read. `value` must hold a single element (else
   /// c10::Error). Under DDP each rank logs its own values; epoch values are combined across ranks at the
   /// epoch's end (a collective), so every rank must log the same names in the same order.
   /// Call it only while the Trainer runs a step or hook (fit, validate, test).

@@ -94,6 +94,7 @@ class Trainer {
     parts_.logger.set_global_zero(state.is_global_zero);
     log_device_info(parts_.selection.accelerator);
     (add_extra(std::forward<Extras>(extras)), ...);
+    parts_.callbacks.add_timer(opts);
     parts_.callbacks.reorder();
     parts_.precision.setup(root_device());
     parts_.callbacks.add_defaults(opts);

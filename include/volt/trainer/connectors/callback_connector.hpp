@@ -36,6 +36,18 @@ class CallbackConnector {
     }
   }
 
+  /// After every extra, before reorder: the Timer max_time asks for (Lightning's _configure_timer_callback),
+  /// unless one was given. It goes before the checkpoint callbacks, so that a checkpoint written after a batch
+  /// holds the time counted at that batch.
+  void add_timer(const TrainerOptions& options) {
+    if (!options.max_time) return;
+    if (callbacks_.count<Timer>() > 0) {
+      log::info_rank_zero("Ignoring `Trainer(max_time=...)`, callbacks list already contains a Timer.");
+    } else {
+      callbacks_.add(Timer(*options.max_time, TimerInterval::step));
+    }
+  }
+
   /// After every extra, as Lightning's _reorder_callbacks: checkpoint callbacks run after the others (so a
   /// checkpoint written in a hook holds the other callbacks' state after that hook: exact resume).
   void reorder() {
@@ -67,7 +79,7 @@ class CallbackConnector {
   TrainerCallbacks& list() { return callbacks_; }
 
   /// Whether Lightning counts `callback` among the monitoring callbacks (checkpointing, early stopping), which
-  /// run their on_train_epoch_end after the epoch's values reached the loggers.
+  /// run their on_train_epoch_end after the model's, once the epoch's values are reduced.
   static bool is_monitoring(AnyCallback<TrainerState>& callback) {
     return callback.get(typeid(ModelCheckpoint)) != nullptr || callback.get(typeid(EarlyStopping)) != nullptr;
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <volt/core/errors.hpp>
+#include <volt/core/python_format.hpp>
 #include <volt/core/range.hpp>
 #include <volt/trainer/options.hpp>
 #include <volt/trainer/state.hpp>
@@ -56,7 +57,9 @@ inline std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
 }
 
 /// Checks, before training starts, the limits and intervals that depend on the data sizes (Lightning's
-/// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch.
+/// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch (refused,
+/// as Lightning's fit_loop.setup_data does, whether or not validation data was given, unless
+/// limit_val_batches is 0 or check_val_every_n_epoch is unset).
 inline void check_data_sizes(const TrainerOptions& options, const TrainerState& state,
                              std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size) {
   auto check_fraction = [](const BatchAmount& amount, std::optional<std::int64_t> size, const char* stage) {
@@ -64,12 +67,14 @@ inline void check_data_sizes(const TrainerOptions& options, const TrainerState& 
     throw MisconfigurationError("You requested to check " + amount.to_string() + " of the `" + stage +
                                 "_dataloader` but " + amount.to_string() + " * " + std::to_string(*size) +
                                 " < 1. Please increase the `limit_" + stage + "_batches` argument. Try at least `limit_" +
-                                stage + "_batches=" + std::to_string(1.0 / static_cast<double>(*size)) + "`");
+                                stage + "_batches=" + python_float(1.0 / static_cast<double>(*size)) + "`");
   };
   check_fraction(options.limit_train_batches, train_size, "train");
   if (state.has_validation) check_fraction(options.limit_val_batches, val_size, "val");
   const auto& interval = options.val_check_interval;
-  if (state.has_validation && state.num_training_batches && options.check_val_every_n_epoch &&
+  const bool validation_allowed = options.limit_val_batches.is_fraction() ? options.limit_val_batches.fraction() > 0.0
+                                                                         : options.limit_val_batches.count() > 0;
+  if (validation_allowed && state.num_training_batches && options.check_val_every_n_epoch &&
       !interval.is_fraction() && interval.count() > *state.num_training_batches) {
     throw std::invalid_argument(" `val_check_interval` (" + interval.to_string() +
                                 ") must be less than or equal to the number of the training batches (" +

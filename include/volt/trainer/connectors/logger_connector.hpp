@@ -8,6 +8,7 @@
 /// asking), so logging adds no host-device sync per step.
 #pragma once
 
+#include <volt/core/errors.hpp>
 #include <volt/loggers/csv_logger.hpp>
 #include <volt/loggers/logger.hpp>
 
@@ -103,11 +104,25 @@ class MetricStore {
       return;
     }
     const bool training = phase == MetricPhase::train;
+    bool default_on_step = training;
+    bool default_on_epoch = !training;
+    if (!epoch_hook_.empty()) {
+      // Lightning's _FxValidator: in the epoch-level hooks a value is an epoch value only.
+      const auto refuse = [&](const char* option, bool given, const char* allowed) {
+        throw MisconfigurationError("You can't `self.log(" + std::string(option) + "=" + (given ? "True" : "False") +
+                                    ")` inside `" + std::string(epoch_hook_) + "`, must be one of " + allowed + ".");
+      };
+      if (options.on_step.value_or(false)) refuse("on_step", true, "(False,)");
+      if (!options.on_epoch.value_or(true)) refuse("on_epoch", false, "(True,)");
+      default_on_step = false;
+      default_on_epoch = true;
+    }
     MetricEntry* entry = find(name, phase);
     if (entry == nullptr) {
-      entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar, options.on_step.value_or(training),
-                                     options.on_epoch.value_or(!training), options.logger, options.reduce, {}, {}, 0,
-                                     false});
+      entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar,
+                                     options.on_step.value_or(default_on_step),
+                                     options.on_epoch.value_or(default_on_epoch), options.logger, options.reduce, {},
+                                     {}, 0, false});
       entry = &entries_.back();
     }
     TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name, "` must hold a single element, but it has shape ",
@@ -198,6 +213,22 @@ class MetricStore {
     return for_logger;
   }
 
+  /// While an epoch-level hook (on_train_epoch_end, on_validation_start, ...) named `hook` runs: log() then
+  /// defaults to on_step=false, on_epoch=true and refuses on_step=true or on_epoch=false with Lightning's
+  /// message. An empty name ends it.
+  void set_epoch_hook(std::string_view hook) noexcept { epoch_hook_ = hook; }
+  /// The epoch-level hook running now (empty: none).
+  std::string_view epoch_hook() const noexcept { return epoch_hook_; }
+
+  /// Whether a value of `phase` was logged for its epoch since the phase's last end_epoch (e.g. in a hook
+  /// that runs after the epoch's values were reduced).
+  bool has_epoch_values(MetricPhase phase) const {
+    for (const auto& entry : entries_) {
+      if (entry.phase == phase && entry.on_epoch && entry.count > 0) return true;
+    }
+    return false;
+  }
+
   /// Brings the latest step values into the callback metrics (syncs) and returns them all.
   const std::map<std::string, double, std::less<>>& callback_metrics() {
     for (auto& entry : entries_) publish_step_value(entry);
@@ -261,6 +292,28 @@ class MetricStore {
   std::vector<MetricEntry> entries_;
   std::map<std::string, double, std::less<>> callback_metrics_;
   std::vector<RecordedLog>* recording_ = nullptr;
+  std::string_view epoch_hook_{};
+};
+
+/// Marks the metric store as inside the epoch-level hook `hook` for the scope's lifetime (see
+/// MetricStore::set_epoch_hook); the previous mark comes back at the end.
+class EpochHookScope {
+ public:
+  /// Marks `store` (nothing when null).
+  EpochHookScope(MetricStore* store, std::string_view hook) noexcept : store_(store) {
+    if (store_ == nullptr) return;
+    previous_ = store_->epoch_hook();
+    store_->set_epoch_hook(hook);
+  }
+  ~EpochHookScope() {
+    if (store_ != nullptr) store_->set_epoch_hook(previous_);
+  }
+  EpochHookScope(const EpochHookScope&) = delete;
+  EpochHookScope& operator=(const EpochHookScope&) = delete;
+
+ private:
+  MetricStore* store_;
+  std::string_view previous_{};
 };
 
 /// A std::shared_ptr (or similar) to a volt::Logger.

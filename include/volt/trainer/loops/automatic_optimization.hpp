@@ -3,10 +3,12 @@
 /// forward pass under the precision's context, accumulation over accumulate_grad_batches, the (scaled)
 /// backward pass and the gradient synchronisation, and at the end of an accumulation window unscale ->
 /// on_before_optimizer_step -> clipping -> optimizer step (skipped on inf under fp16) -> update, then the work
-/// after each optimizer step (global_step, step-interval schedulers, the logger flush).
+/// after each optimizer step (global_step, step-interval schedulers) and after on_train_batch_end (the
+/// logger flush).
 #pragma once
 
 #include <volt/core/log.hpp>
+#include <volt/core/python_format.hpp>
 #include <volt/optim.hpp>
 #include <volt/trainer/call.hpp>
 #include <volt/trainer/module.hpp>
@@ -18,6 +20,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace volt::detail {
@@ -47,7 +50,7 @@ inline void check_finite_loss(const TrainerOptions& options, const TrainerState&
                               std::int64_t batch_idx) {
   if (!options.error_on_nonfinite_loss || torch::isfinite(loss.detach()).all().item<bool>()) return;
   const double value = loss.detach().sum().item<double>();
-  throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : std::to_string(value)) +
+  throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : python_float(value)) +
                            " at global step " + std::to_string(state.global_step) + " (epoch " +
                            std::to_string(state.current_epoch) + ", batch " + std::to_string(batch_idx) +
                            "); stopping because error_on_nonfinite_loss is set.");
@@ -55,26 +58,39 @@ inline void check_finite_loss(const TrainerOptions& options, const TrainerState&
 
 /// The training batch's hooks and steps around the optimization.
 struct AutomaticOptimization {
-  /// Before the step: the batch index in the state, on_train_batch_start.
-  template <class Parts>
-  static void start_batch(Parts& parts, std::int64_t batch_idx) {
+  /// Before the step: the batch index in the state, on_train_batch_start (the callbacks' with the batch
+  /// index, then the model's with the batch and its index).
+  template <class Parts, class M, class Batch>
+  static void start_batch(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx) {
     parts.state.batch_idx = batch_idx;
     parts.callbacks.list().template run<Hook::on_train_batch_start>(parts.state, batch_idx);
+    ModelHook<Hook::on_train_batch_start>::call(module, parts.context, std::as_const(batch), batch_idx);
   }
 
-  /// After the step: the resume point moves past the batch, on_train_batch_end.
-  template <class Parts>
-  static void end_batch(Parts& parts, const torch::Tensor& loss, std::int64_t batch_idx) {
+  /// After the step: the resume point moves past the batch, on_train_batch_end (the callbacks' with the
+  /// loss and the batch index, then the model's with the loss, the batch and its index), then, when the batch
+  /// ended with an optimizer step (`stepped`), the logger flush (Lightning's update_train_step_metrics runs
+  /// after on_train_batch_end, so values logged there are in the step's row).
+  template <class Parts, class M, class Batch>
+  static void end_batch(Parts& parts, M& module, Batch& batch, const torch::Tensor& loss, std::int64_t batch_idx,
+                        bool stepped = true) {
     parts.checkpoint.resume_point = {parts.state.current_epoch, batch_idx + 1, false};
     parts.callbacks.list().template run<Hook::on_train_batch_end>(parts.state, loss, batch_idx);
+    ModelHook<Hook::on_train_batch_end>::call(module, parts.context, loss, std::as_const(batch), batch_idx);
+    if (stepped) flush_step_logs(parts);
   }
 
-  /// What follows each optimizer step: the step count, step-interval schedulers, the logger flush.
+  /// What follows each optimizer step: the step count, step-interval schedulers.
   template <class Parts>
   static void after_optimizer_step(Parts& parts) {
-    auto& state = parts.state;
-    ++state.global_step;
+    ++parts.state.global_step;
     parts.optimization.step_schedulers(SchedulerInterval::step);
+  }
+
+  /// The step values reach the loggers every log_every_n_steps optimizer steps.
+  template <class Parts>
+  static void flush_step_logs(Parts& parts) {
+    const auto& state = parts.state;
     const auto every = parts.options.log_every_n_steps;
     if (every > 0 && state.global_step % every == 0) {
       parts.log_metrics(parts.logger.metrics().take_step_values_for_logger(), state.global_step - 1);
@@ -86,10 +102,10 @@ struct AutomaticOptimization {
   template <class Parts, class M, class Batch>
   static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last,
                   bool batch_started = false) {
-    if (!batch_started) start_batch(parts, batch_idx);
+    if (!batch_started) start_batch(parts, module, batch, batch_idx);
     auto& state = parts.state;
     auto& callbacks = parts.callbacks.list();
-    const std::int64_t k = parts.options.accumulate_grad_batches;
+    const std::int64_t k = state.accumulate_grad_batches;
     torch::Tensor loss;
     parts.strategy.sync_buffers(module);
     {
@@ -105,23 +121,27 @@ struct AutomaticOptimization {
     torch::Tensor to_backward = k > 1 ? loss / static_cast<double>(k) : loss;
     if (window_start) {
       callbacks.template run<Hook::on_before_zero_grad>(state);
+      ModelHook<Hook::on_before_zero_grad>::call(module, parts.context, optimizer);
       optimizer.zero_grad();
     }
     torch::Tensor scaled = parts.precision.pre_backward(to_backward);
     callbacks.template run<Hook::on_before_backward>(state, scaled);
+    ModelHook<Hook::on_before_backward>::call(module, parts.context, std::as_const(scaled));
     parts.strategy.prepare_for_backward(step_now);
     scaled.backward();
     if (step_now) parts.strategy.finish_gradient_sync();
     callbacks.template run<Hook::on_after_backward>(state);
+    ModelHook<Hook::on_after_backward>::call(module, parts.context);
     if (step_now) {
       const bool stepped = parts.precision.optimizer_step(optimizer, [&] {
         callbacks.template run<Hook::on_before_optimizer_step>(state, optimizer);
+        ModelHook<Hook::on_before_optimizer_step>::call(module, parts.context, optimizer);
         clip_gradients(parts.options, optimizer);
       });
       if (!stepped) report_skipped_step(parts, batch_idx);
       after_optimizer_step(parts);
     }
-    end_batch(parts, loss, batch_idx);
+    end_batch(parts, module, batch, loss, batch_idx, step_now);
   }
 
  private:
@@ -135,7 +155,7 @@ struct AutomaticOptimization {
                             std::to_string(state.current_epoch) + ", batch " + std::to_string(batch_idx) +
                             "): gradients overflowed under " + std::string(Precision::name) +
                             "; the grad scaler skipped the optimizer step and lowered its scale to " +
-                            std::to_string(parts.precision.scaler()->get_scale()) + ".");
+                            python_float(parts.precision.scaler()->get_scale()) + ".");
       }
     }
   }

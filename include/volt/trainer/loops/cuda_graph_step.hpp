@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace volt::detail {
@@ -24,12 +25,12 @@ namespace volt::detail {
 class CudaGraphStep {
  public:
   /// At the start of a fit: whether this fit captures its step, with the warning when it asked to and cannot.
-  template <class Parts>
+  template <class M, class Parts>
   void setup(Parts& parts) {
     graph_.reset();
     const auto& options = parts.options;
     if (!options.cuda_graphs) return;
-    const auto obstacles = this->obstacles(parts);
+    const auto obstacles = this->template obstacles<M>(parts);
     if (obstacles.empty()) {
       graph_.enable();
       log::info_rank_zero("cuda_graphs: the training step is captured in a CUDA graph after " +
@@ -51,7 +52,7 @@ class CudaGraphStep {
     if (graph_.captured()) {
       const auto leaves = tensor_leaves(batch);
       if (graph_.matches(leaves)) {
-        replay(parts, leaves, batch_idx);
+        replay(parts, module, batch, leaves, batch_idx);
         return;
       }
       // Other shapes (a short last batch): an eager step between replays.
@@ -82,7 +83,7 @@ class CudaGraphStep {
 
  private:
   /// Why this fit's training step cannot be captured; empty when it can.
-  template <class Parts>
+  template <class M, class Parts>
   std::vector<std::string> obstacles(Parts& parts) {
     std::vector<std::string> found;
     const auto& options = parts.options;
@@ -101,6 +102,9 @@ class CudaGraphStep {
       found.push_back("accumulate_grad_batches is " + std::to_string(options.accumulate_grad_batches) +
                       " (a captured step is one whole optimizer step)");
     }
+    if (parts.callbacks.list().template count<GradientAccumulationScheduler>() > 0) {
+      found.push_back("a GradientAccumulationScheduler changes accumulate_grad_batches between epochs");
+    }
     if (options.error_on_nonfinite_loss) found.push_back("error_on_nonfinite_loss reads the loss on the host at every step");
     for (Hook hook : {Hook::on_before_zero_grad, Hook::on_before_backward, Hook::on_after_backward,
                       Hook::on_before_optimizer_step}) {
@@ -109,6 +113,15 @@ class CudaGraphStep {
                         std::string(hook_name(hook)) + ", which runs inside the step");
       }
     }
+    const auto model_has = [&](std::string_view hook, bool defined) {
+      if (defined) found.push_back("the model has " + std::string(hook) + ", which runs inside the step");
+    };
+    model_has("on_before_zero_grad",
+              ModelHook<Hook::on_before_zero_grad>::defined<M, StepContext, torch::optim::Optimizer>);
+    model_has("on_before_backward", ModelHook<Hook::on_before_backward>::defined<M, StepContext, const torch::Tensor>);
+    model_has("on_after_backward", ModelHook<Hook::on_after_backward>::defined<M, StepContext>);
+    model_has("on_before_optimizer_step",
+              ModelHook<Hook::on_before_optimizer_step>::defined<M, StepContext, torch::optim::Optimizer>);
     if (auto why = optim::CapturableStep::obstacle(parts.optimization.optimizer(), device.type())) found.push_back(*why);
     return found;
   }
@@ -129,7 +142,7 @@ class CudaGraphStep {
       AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
       return;
     }
-    AutomaticOptimization::start_batch(parts, batch_idx);
+    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     graph_.set_static_batch(batch);
     Batch& static_batch = graph_.template static_batch<Batch>();
     const std::string error = graph_.capture(parts.root_device(), parts.logger.metrics(), [&] {
@@ -159,18 +172,18 @@ class CudaGraphStep {
     }
     parts.logger.metrics().replay(graph_.logs());
     AutomaticOptimization::after_optimizer_step(parts);
-    AutomaticOptimization::end_batch(parts, graph_.loss(), batch_idx);
+    AutomaticOptimization::end_batch(parts, module, batch, graph_.loss(), batch_idx);
   }
 
-  /// A replay of the captured step for a batch of its shapes.
-  template <class Parts>
-  void replay(Parts& parts, const std::vector<torch::Tensor>& leaves, std::int64_t batch_idx) {
-    AutomaticOptimization::start_batch(parts, batch_idx);
+  /// A replay of the captured step for `batch`, of its shapes (`leaves`: its tensors).
+  template <class Parts, class M, class Batch>
+  void replay(Parts& parts, M& module, Batch& batch, const std::vector<torch::Tensor>& leaves, std::int64_t batch_idx) {
+    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     graph_.load(leaves);
     graph_.replay();
     parts.logger.metrics().replay(graph_.logs());
     AutomaticOptimization::after_optimizer_step(parts);
-    AutomaticOptimization::end_batch(parts, graph_.loss(), batch_idx);
+    AutomaticOptimization::end_batch(parts, module, batch, graph_.loss(), batch_idx);
   }
 
   TrainStepGraph graph_{};

@@ -120,11 +120,18 @@ class EvaluationLoop {
         limit_override ? limit_override : data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
     const Stage previous = state.stage;
     state.stage = stage;
+    state.phase_ = Kind::phase;  // values logged in the start hooks belong to this evaluation
     call_hook<Kind::start>(module, parts.context, callbacks, state);
     call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
     evaluate<Kind>(parts, module, data, limit);
-    auto values = parts.logger.metrics().end_epoch(Kind::phase, parts.ranks_reducer());
+    auto& metrics = parts.logger.metrics();
+    auto values = metrics.end_epoch(Kind::phase, parts.ranks_reducer());
     call_hook<Kind::epoch_end>(module, parts.context, callbacks, state);
+    // Values logged in the epoch-end hooks are this evaluation's (Lightning's update_eval_epoch_metrics runs
+    // after them).
+    if (metrics.has_epoch_values(Kind::phase)) {
+      for (auto& [key, value] : metrics.end_epoch(Kind::phase, parts.ranks_reducer())) values[key] = value;
+    }
     if (stage == Stage::fitting) {
       parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
       state.validation_has_run = true;
@@ -150,6 +157,7 @@ class EvaluationLoop {
         using Batch = std::remove_cvref_t<decltype(batch)>;
         state.batch_idx = batch_idx;
         parts.callbacks.list().template run<Kind::batch_start>(state, batch_idx);
+        ModelHook<Kind::batch_start>::call(module, parts.context, std::as_const(batch), batch_idx);
         {
           auto context = parts.precision.forward_context();
           if constexpr (Kind::phase == MetricPhase::test) {
@@ -159,6 +167,7 @@ class EvaluationLoop {
           }
         }
         parts.callbacks.list().template run<Kind::batch_end>(state, batch_idx);
+        ModelHook<Kind::batch_end>::call(module, parts.context, std::as_const(batch), batch_idx);
       } catch (...) {
         rethrow_with_context("epoch " + std::to_string(state.current_epoch) + ", " + Kind::batch_name + " batch " +
                              std::to_string(batch_idx));

@@ -2,9 +2,9 @@
 /// The fit loop (Lightning's loops/fit_loop.py): a fit from its setup (optimizers, data sizes, the resume
 /// point) through the hooks around training, the sanity check and the epochs, to the stop — done() names
 /// every reason — including the graceful end after SIGINT or SIGTERM. Each epoch: on_train_epoch_start, the
-/// epoch's batches (volt/trainer/loops/training_epoch_loop.hpp), on_train_epoch_end with the epoch values
-/// logged between the other callbacks and the monitoring ones, epoch-interval schedulers, and the ranks'
-/// agreement on stopping.
+/// epoch's batches (volt/trainer/loops/training_epoch_loop.hpp), on_train_epoch_end (the other callbacks, the
+/// model, the monitoring callbacks) and then the epoch's row for the loggers, epoch-interval schedulers, and
+/// the ranks' agreement on stopping.
 #pragma once
 
 #include <volt/core/log.hpp>
@@ -18,6 +18,7 @@
 #include <volt/trainer/module.hpp>
 #include <volt/trainer/parts.hpp>
 
+#include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -31,6 +32,25 @@
 #include <utility>
 
 namespace volt::detail {
+
+/// LibTorch's autograd anomaly mode on for a scope when asked (TrainerOptions::detect_anomaly); the previous
+/// mode comes back at the end.
+class AnomalyDetection {
+ public:
+  /// Turns anomaly detection (with the NaN check) on when `enabled`.
+  explicit AnomalyDetection(bool enabled)
+      : was_enabled_(torch::autograd::AnomalyMode::is_enabled()),
+        was_checking_nan_(torch::autograd::AnomalyMode::should_check_nan()) {
+    if (enabled) torch::autograd::AnomalyMode::set_enabled(true, /*check_nan=*/true);
+  }
+  ~AnomalyDetection() { torch::autograd::AnomalyMode::set_enabled(was_enabled_, was_checking_nan_); }
+  AnomalyDetection(const AnomalyDetection&) = delete;
+  AnomalyDetection& operator=(const AnomalyDetection&) = delete;
+
+ private:
+  bool was_enabled_;
+  bool was_checking_nan_;
+};
 
 /// Runs fit().
 class FitLoop {
@@ -72,6 +92,7 @@ class FitLoop {
         }
       } graph_release{epoch_loop.step.graph()};
       ScopedInterruptHandler interrupt_handler(parts.options.handle_signals);
+      AnomalyDetection anomaly_detection(parts.options.detect_anomaly);
       auto& state = parts.state;
       auto& callbacks = parts.callbacks.list();
       call_and_handle_interrupt(parts.strategy, callbacks, state, parts.logger, [&](bool& finished) {
@@ -147,6 +168,7 @@ class FitLoop {
       }
     }
     state.log_every_n_steps = options.log_every_n_steps;
+    state.accumulate_grad_batches = options.accumulate_grad_batches;
     state.has_validation = has_val_data && !(options.limit_val_batches.is_fraction()
                                                  ? options.limit_val_batches.fraction() == 0.0
                                                  : options.limit_val_batches.count() == 0);
@@ -159,6 +181,7 @@ class FitLoop {
     parts.context.manual_driver_.reset();
     if constexpr (!automatic) ManualOptimization::setup(parts);
     state.optimizers = parts.optimization.optimizers();
+    state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
     // Holds the module: trainer.save_checkpoint works after fit() returned.
     state.save_checkpoint = [this, &parts, module_pointer](const std::filesystem::path& path, bool weights_only) {
       parts.state.last_checkpoint_saved = false;
@@ -186,7 +209,7 @@ class FitLoop {
       parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
     }
     if constexpr (automatic) {
-      epoch_loop.step.setup(parts);
+      epoch_loop.step.template setup<M>(parts);
     } else {
       epoch_loop.step.graph().reset();  // ManualOptimization::setup warned if cuda_graphs was asked for
     }
@@ -247,12 +270,22 @@ class FitLoop {
   void end_epoch(Parts& parts, M& module, std::int64_t batches_done) {
     auto& state = parts.state;
     parts.checkpoint.resume_point = {state.current_epoch, batches_done, true};
-    ModelHook<Hook::on_train_epoch_end>::call(module, parts.context);
-    // Lightning runs the monitoring callbacks (checkpointing, early stopping) after the others.
-    parts.callbacks.run_train_epoch_end(state, /*monitoring=*/false);
-    parts.log_metrics(parts.logger.metrics().end_epoch(MetricPhase::train, parts.ranks_reducer()),
-                      std::max<std::int64_t>(0, state.global_step - 1));
-    parts.callbacks.run_train_epoch_end(state, /*monitoring=*/true);
+    auto& metrics = parts.logger.metrics();
+    std::map<std::string, double> values;
+    {
+      // Lightning's order: the callbacks other than the monitoring ones, the model, then the monitoring ones
+      // (checkpointing, early stopping), which see the epoch's values. Values logged in any of these hooks are
+      // epoch values of this epoch and reach the loggers in its row.
+      EpochHookScope scope(&metrics, hook_name(Hook::on_train_epoch_end));
+      parts.callbacks.run_train_epoch_end(state, /*monitoring=*/false);
+      ModelHook<Hook::on_train_epoch_end>::call(module, parts.context);
+      values = metrics.end_epoch(MetricPhase::train, parts.ranks_reducer());
+      parts.callbacks.run_train_epoch_end(state, /*monitoring=*/true);
+      if (metrics.has_epoch_values(MetricPhase::train)) {
+        for (auto& [key, value] : metrics.end_epoch(MetricPhase::train, parts.ranks_reducer())) values[key] = value;
+      }
+    }
+    parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
     parts.optimization.step_schedulers(SchedulerInterval::epoch);
     ++state.current_epoch;
     parts.checkpoint.resume_point = {state.current_epoch, 0, false};

@@ -9,6 +9,7 @@
 
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
+#include <volt/core/python_format.hpp>
 #include <volt/trainer/call.hpp>
 #include <volt/trainer/loops/automatic_optimization.hpp>
 #include <volt/trainer/manual_optimizer.hpp>
@@ -27,15 +28,6 @@
 #include <vector>
 
 namespace volt::detail {
-
-/// A number as Python's repr writes a float (0.5, 1.0, 1e-07), for Lightning's messages.
-inline std::string python_float(double value) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  std::string text(buffer, result.ptr);
-  if (text.find_first_of(".eni") == std::string::npos) text += ".0";
-  return text;
-}
 
 /// Carries out what the model asks through the StepContext during a manual-optimization fit.
 template <class Parts>
