@@ -95,7 +95,8 @@ TEST_CASE("save_safetensors then load_safetensors gives back every dtype, shape,
   for (const char* name : {"Float8_e5m2", "Float8_e4m3fn", "Float8_e5m2fnuz", "Float8_e4m3fnuz", "Float8_e8m0fnu",
                            "UInt16", "UInt32", "UInt64", "Float4_e2m1fn_x2"}) {
     if (const auto type = volt::compat::scalar_type_named(name)) {
-      weights.insert(name, torch::randint(0, 255, {2, 4}, torch::kByte).view(*type));
+      // 8 bytes per row: a whole number of elements of every one of these types (UInt64 is 8 bytes).
+      weights.insert(name, torch::randint(0, 255, {2, 8}, torch::kByte).view(*type));
     }
   }
   const volt::SafetensorsMetadata metadata{{"format", "pt"}, {"note", "é ü \t \"quoted\""}};

@@ -132,10 +132,10 @@ struct ManualOptimization {
   }
 
   /// One training batch: on_train_batch_start, training_step under the precision's context (the model
-  /// steps), then the logger flush every log_every_n_steps batches, on_train_batch_end.
+  /// steps), on_train_batch_end, then the logger flush every log_every_n_steps batches.
   template <class Parts, class M, class Batch>
   static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx) {
-    AutomaticOptimization::start_batch(parts, batch_idx);
+    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     auto& state = parts.state;
     torch::Tensor loss;
     parts.strategy.sync_buffers(module);
@@ -154,11 +154,14 @@ struct ManualOptimization {
     if (loss.defined()) check_finite_loss(parts.options, state, loss, batch_idx);
     auto& optimization = parts.optimization;
     ++optimization.batches_stepped;
+    // on_train_batch_end first, then the logger flush (Lightning's update_train_step_metrics follows the hook),
+    // counted in batches here: the model's optimizer steps move global_step.
+    AutomaticOptimization::end_batch(parts, module, batch, loss.defined() ? loss.detach() : loss, batch_idx,
+                                     /*stepped=*/false);
     const auto every = parts.options.log_every_n_steps;
     if (every > 0 && optimization.batches_stepped % every == 0) {
       parts.log_metrics(parts.logger.metrics().take_step_values_for_logger(), optimization.batches_stepped - 1);
     }
-    AutomaticOptimization::end_batch(parts, loss.defined() ? loss.detach() : loss, batch_idx);
   }
 };
 
