@@ -9709,8 +9709,8 @@ class MappedFile {
 
 // ---- begin volt/serialization/detail/safetensors_json.hpp
 /// \file
-/// The JSON of safetensors headers: a reader for the subset the format uses and the string escaping Python's
-/// package writes. Used by volt/serialization/detail/safetensors_header.hpp.
+/// The JSON of safetensors headers: a reader for the subset the format uses (the string escaping Python's
+/// package writes is volt/core/encoding.hpp's). Used by volt/serialization/detail/safetensors_header.hpp.
 ///
 /// The reader is hand-written rather than a JSON library: volt's core depends on LibTorch alone, and the
 /// header needs a fraction of JSON (one object of objects holding strings, non-negative integers and arrays
@@ -9718,6 +9718,64 @@ class MappedFile {
 /// \\uXXXX and surrogate pairs, unknown members skipped) and rejects, with a message, everything else:
 /// invalid UTF-8, control characters in strings, negative or fractional numbers where integers belong,
 /// numbers over 64 bits, nesting deeper than 64, a truncated text.
+
+// ---- begin volt/core/encoding.hpp
+/// \file
+/// Byte-level encodings several file formats share: CRC-32 (zip entries, PNG chunks) and JSON string escaping
+/// (safetensors headers, MLflow's REST requests).
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace volt::detail {
+
+/// CRC-32 with the reflected polynomial 0xEDB88320 (zip, PNG, gzip).
+inline std::uint32_t crc32(std::string_view bytes) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> entries{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+      entries[n] = c;
+    }
+    return entries;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+/// Appends `text` as a JSON string, escaped as Python's safetensors package (serde_json) writes it:
+/// \" \\ \b \f \n \r \t, other control characters as \u00xx, everything else (UTF-8 included) as it is.
+inline void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          const char* hex = "0123456789abcdef";
+          out += "\\u00";
+          out += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
+          out += hex[static_cast<unsigned char>(c) & 0xF];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace volt::detail
+// ---- end volt/core/encoding.hpp
 
 #include <cstddef>
 #include <cstdint>
@@ -9966,32 +10024,6 @@ class JsonReader {
   std::size_t pos_ = 0;
 };
 
-/// Appends `text` as a JSON string, escaped as Python's package (serde_json) writes it: \" \\ \b \f \n \r \t,
-/// other control characters as \u00xx, everything else (UTF-8 included) as it is.
-inline void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          const char* hex = "0123456789abcdef";
-          out += "\\u00";
-          out += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
-          out += hex[static_cast<unsigned char>(c) & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
 
 }  // namespace detail::safetensors
 }  // namespace volt
@@ -12848,6 +12880,7 @@ inline std::string text_value(std::string_view tag, std::string_view text) {
 /// without zlib. LibTorch does not expose a compressor, so the PNG holds its pixels in stored (uncompressed)
 /// deflate blocks: about 3 bytes per RGB pixel, which TensorBoard and every PNG reader decode.
 
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -12902,21 +12935,7 @@ inline torch::Tensor make_image_grid(const torch::Tensor& images, const ImageGri
 
 namespace detail::png {
 
-/// CRC-32 (reflected polynomial 0xEDB88320), as PNG chunks use.
-inline std::uint32_t crc32(std::string_view bytes) {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> entries{};
-    for (std::uint32_t n = 0; n < 256; ++n) {
-      std::uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-      entries[n] = c;
-    }
-    return entries;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFU;
-  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFU;
-}
+using volt::detail::crc32;  // CRC-32 as PNG chunks use it (core/encoding.hpp)
 
 inline void append_big_endian(std::string& out, std::uint32_t value) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xFFU));
@@ -13998,20 +14017,8 @@ inline void save_archive_atomically(torch::serialize::OutputArchive& archive, co
   fsync_folder(folder);
 }
 
-inline std::uint32_t crc32(const char* data, std::size_t size) {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> entries{};
-    for (std::uint32_t n = 0; n < 256; ++n) {
-      std::uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-      entries[n] = c;
-    }
-    return entries;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFU;
-  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ static_cast<unsigned char>(data[i])) & 0xFFU] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFU;
-}
+/// CRC-32 of `size` bytes at `data` (zip entries).
+inline std::uint32_t crc32(const char* data, std::size_t size) { return crc32(std::string_view(data, size)); }
 
 /// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
 /// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte

@@ -4,6 +4,8 @@
 /// deflate blocks: about 3 bytes per RGB pixel, which TensorBoard and every PNG reader decode.
 #pragma once
 
+#include <volt/core/encoding.hpp>
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -58,21 +60,7 @@ inline torch::Tensor make_image_grid(const torch::Tensor& images, const ImageGri
 
 namespace detail::png {
 
-/// CRC-32 (reflected polynomial 0xEDB88320), as PNG chunks use.
-inline std::uint32_t crc32(std::string_view bytes) {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> entries{};
-    for (std::uint32_t n = 0; n < 256; ++n) {
-      std::uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-      entries[n] = c;
-    }
-    return entries;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFU;
-  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFU;
-}
+using volt::detail::crc32;  // CRC-32 as PNG chunks use it (core/encoding.hpp)
 
 inline void append_big_endian(std::string& out, std::uint32_t value) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xFFU));

@@ -11,6 +11,7 @@
 /// finalize() tries once more and says how many requests were lost if the server never came back.
 #pragma once
 
+#include <volt/core/encoding.hpp>
 #include <volt/core/log.hpp>
 #include <volt/loggers/logger.hpp>
 
@@ -67,27 +68,11 @@ struct MLFlowLoggerOptions {
 
 namespace detail::mlflow {
 
+/// `text` as a JSON string (core/encoding.hpp's escaping).
 inline std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          const char* hex = "0123456789abcdef";
-          out += "\\u00";
-          out += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
-          out += hex[static_cast<unsigned char>(c) & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  append_json_string(out, text);
+  return out;
 }
 
 /// The string value of the first `"key": "..."` in a server response (MLflow's responses are JSON objects

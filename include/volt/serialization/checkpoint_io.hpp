@@ -12,6 +12,7 @@
 /// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
 #pragma once
 
+#include <volt/core/encoding.hpp>
 #include <volt/core/files.hpp>
 #include <volt/serialization/detail/inflate.hpp>
 #include <volt/serialization/detail/model_match.hpp>
@@ -110,20 +111,8 @@ inline void save_archive_atomically(torch::serialize::OutputArchive& archive, co
   fsync_folder(folder);
 }
 
-inline std::uint32_t crc32(const char* data, std::size_t size) {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> entries{};
-    for (std::uint32_t n = 0; n < 256; ++n) {
-      std::uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-      entries[n] = c;
-    }
-    return entries;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFU;
-  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ static_cast<unsigned char>(data[i])) & 0xFFU] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFU;
-}
+/// CRC-32 of `size` bytes at `data` (zip entries).
+inline std::uint32_t crc32(const char* data, std::size_t size) { return crc32(std::string_view(data, size)); }
 
 /// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
 /// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte

@@ -1,6 +1,6 @@
 /// \file
-/// The JSON of safetensors headers: a reader for the subset the format uses and the string escaping Python's
-/// package writes. Used by volt/serialization/detail/safetensors_header.hpp.
+/// The JSON of safetensors headers: a reader for the subset the format uses (the string escaping Python's
+/// package writes is volt/core/encoding.hpp's). Used by volt/serialization/detail/safetensors_header.hpp.
 ///
 /// The reader is hand-written rather than a JSON library: volt's core depends on LibTorch alone, and the
 /// header needs a fraction of JSON (one object of objects holding strings, non-negative integers and arrays
@@ -9,6 +9,8 @@
 /// invalid UTF-8, control characters in strings, negative or fractional numbers where integers belong,
 /// numbers over 64 bits, nesting deeper than 64, a truncated text.
 #pragma once
+
+#include <volt/core/encoding.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -257,32 +259,6 @@ class JsonReader {
   std::size_t pos_ = 0;
 };
 
-/// Appends `text` as a JSON string, escaped as Python's package (serde_json) writes it: \" \\ \b \f \n \r \t,
-/// other control characters as \u00xx, everything else (UTF-8 included) as it is.
-inline void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          const char* hex = "0123456789abcdef";
-          out += "\\u00";
-          out += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
-          out += hex[static_cast<unsigned char>(c) & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
 
 }  // namespace detail::safetensors
 }  // namespace volt
