@@ -152,6 +152,30 @@ TEST_CASE("tuner: lr_find sweeps with a Trainer, stops on divergence, and sets t
   CHECK(log.informed("Learning rate set to "));
 }
 
+TEST_CASE("tuner: lr_find counts optimizer steps under gradient accumulation; `lr` wins over `learning_rate`") {
+  struct Named : Regression {
+    volt::OptimizerConfig configure_optimizers() {
+      return {std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(learning_rate))};
+    }
+    float learning_rate = 0.01f;
+  };
+  auto model = std::make_shared<Named>();
+  volt::TrainerOptions options = quiet();
+  options.accumulate_grad_batches = 2;
+  const auto result = volt::lr_find<volt::CPU, volt::SingleDevice, volt::FP32>(
+      options, model, regression_batches(), {.min_lr = 1e-4, .max_lr = 1e-2, .num_training = 20});
+  // One point per optimizer step (every second batch), as Lightning records them.
+  CHECK(result.losses.size() == 20);
+  CHECK(model->steps == 40);
+  CHECK_FALSE(result.stopped_early);
+  CHECK(result.lrs.back() == doctest::Approx(1e-2));
+  const auto suggestion = result.suggestion();
+  REQUIRE(suggestion.has_value());
+  // Lightning looks for `lr` before `learning_rate`: Named has both (lr from Regression).
+  CHECK(model->lr == *suggestion);
+  CHECK(model->learning_rate == 0.01f);
+}
+
 TEST_CASE("tuner: lr_find puts the model and its optimizer back bit for bit") {
   auto model = std::make_shared<Regression>(/*keep_optimizer=*/true);
   const auto batches = regression_batches();

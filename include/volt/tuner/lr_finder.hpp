@@ -190,9 +190,10 @@ decltype(auto) lr_finder_module(Model& model) {
   }
 }
 
-/// The model's learning-rate member: `lr`, else `learning_rate`; nullptr-like std::false_type when none.
+/// Whether `M` has an arithmetic `lr` member.
 template <class M>
 constexpr bool has_lr_member = requires(M& m) { requires std::is_arithmetic_v<std::remove_cvref_t<decltype(m.lr)>>; };
+/// Whether `M` has an arithmetic `learning_rate` member.
 template <class M>
 constexpr bool has_learning_rate_member =
     requires(M& m) { requires std::is_arithmetic_v<std::remove_cvref_t<decltype(m.learning_rate)>>; };
