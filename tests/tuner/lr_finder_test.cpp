@@ -1,6 +1,7 @@
 #include "test_common.hpp"
 
 #include "lr_find_recorded.hpp"
+#include "trainer/trainer_fixtures.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -12,8 +13,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 namespace {
 
@@ -279,8 +278,8 @@ TEST_CASE("tuner: lr_find refuses bad options with what was given and what is al
 
 TEST_CASE("tuner: the lr_find plot is an SVG file with the curve and the suggestion") {
   const auto curve = result_of("exponential", recorded::exponential_lrs, recorded::exponential_losses);
-  const auto folder = std::filesystem::temp_directory_path() / ("volt_lr_find_svg_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(folder);
+  const volt_test::TempDir dir;
+  const auto& folder = dir.path;
   const auto path = folder / "lr_find.svg";
   curve.write_svg(path);
   std::ifstream in(path);
@@ -323,5 +322,4 @@ TEST_CASE("tuner: the lr_find plot is an SVG file with the curve and the suggest
   CHECK(files == 1);
   VOLT_CHECK_THROWS_CONTAINS(curve.write_svg(folder / "missing" / "plot.svg"), std::runtime_error,
                              "could not write the learning-rate finder plot");
-  std::filesystem::remove_all(folder);
 }
