@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,8 @@ inline void add_fashion_mnist_flags(volt::cli::Parser& parser) {
       .add_option("--limit-val-batches", "N", "validation batches per epoch (default: all)")
       .add_option("--expect-test-acc", "A", "exit with status 3 when the test accuracy is below A", "0")
       .add_option("--patience", "N", "EarlyStopping patience in validation checks", "2")
+      .add_option("--lr-find", "SVG", "run the learning-rate finder first (volt::lr_find, 100 steps), print its "
+                                      "suggestion, write its plot to SVG and train with the suggestion")
       .add_switch("--no-progress-bar", "print no progress bar");
 }
 
@@ -32,6 +35,7 @@ struct FashionMnistFlags {
   std::int64_t patience = 2;
   std::optional<std::int64_t> limit_train_batches;
   std::optional<std::int64_t> limit_val_batches;
+  std::string lr_find_plot;
 };
 
 inline FashionMnistFlags read_fashion_mnist_flags(const volt::cli::Args& args) {
@@ -52,6 +56,10 @@ inline FashionMnistFlags read_fashion_mnist_flags(const volt::cli::Args& args) {
   flags.patience = non_negative("--patience");
   if (args.is_set("--limit-train-batches")) flags.limit_train_batches = non_negative("--limit-train-batches");
   if (args.is_set("--limit-val-batches")) flags.limit_val_batches = non_negative("--limit-val-batches");
+  if (args.is_set("--lr-find")) {
+    flags.lr_find_plot = args.get("--lr-find");
+    if (flags.lr_find_plot.empty()) throw volt::cli::UsageError("argument --lr-find: expected a file name for the plot");
+  }
   return flags;
 }
 
@@ -90,6 +98,21 @@ int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
       volt::EarlyStopping{
           {.monitor = "val_acc", .mode = "max", .patience = flags.patience, .strict = false}});
   auto model = make_model();  // after the Trainer seeded: the initial weights follow --seed
+  if (!flags.lr_find_plot.empty()) {
+    // A model with a `lr` member trains with the suggestion (update_attr); others keep their rate.
+    constexpr bool has_lr = requires { model->lr; };
+    const auto found = volt::lr_find<Accelerator, Strategy, Precision>(
+        options, model, volt::sized(train_loader, train_batches), {.update_attr = has_lr});
+    const auto plot = std::filesystem::path(flags.lr_find_plot);
+    if (plot.has_parent_path()) std::filesystem::create_directories(plot.parent_path());
+    found.write_svg(plot);
+    const auto suggestion = found.suggestion();
+    char suggested[32] = "none";
+    if (suggestion) std::snprintf(suggested, sizeof(suggested), "%.4g", *suggestion);
+    std::printf("lr_find: %zu steps%s, suggested learning rate %s, plot written to %s%s\n", found.losses.size(),
+                found.stopped_early ? " (stopped early: the loss diverged)" : "", suggested,
+                flags.lr_find_plot.c_str(), has_lr ? "" : " (this model's learning rate is fixed: not applied)");
+  }
 
   const auto fit_start = std::chrono::steady_clock::now();
   trainer.fit(model, volt::sized(train_loader, train_batches), volt::sized(val_loader, val_batches),

@@ -5,17 +5,20 @@
 //   ./fashion_mnist                                   # auto: MPS, then CUDA, then CPU; 5 epochs
 //   ./fashion_mnist --accelerator cuda --precision bf16-mixed
 //   ./fashion_mnist --max-steps 20 --limit-val-batches 5 --no-progress-bar
+//   ./fashion_mnist --lr-find lr_find.svg             # learning-rate finder first, then train with its suggestion
 #include <volt/volt.hpp>
 
 #include "../common/fashion_mnist_train.hpp"
 
-// 784-256-256-10 with batch normalisation, ReLU and dropout 0.2; Adam 1e-3, StepLR(3, 0.5).
+// 784-256-256-10 with batch normalisation, ReLU and dropout 0.2; Adam at `lr` (1e-3, or what --lr-find
+// suggests), StepLR(3, 0.5).
 struct FashionMLP : torch::nn::Module {
   torch::nn::Sequential net{torch::nn::Flatten(),
                             torch::nn::Linear(784, 256), torch::nn::BatchNorm1d(256), torch::nn::ReLU(), torch::nn::Dropout(0.2),
                             torch::nn::Linear(256, 256), torch::nn::BatchNorm1d(256), torch::nn::ReLU(), torch::nn::Dropout(0.2),
                             torch::nn::Linear(256, 10)};
   FashionMLP() { register_module("net", net); }
+  double lr = 1e-3;
 
   torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t, volt::StepContext& ctx) {
     auto loss = torch::nn::functional::cross_entropy(net->forward(batch.data), batch.target);
@@ -31,7 +34,7 @@ struct FashionMLP : torch::nn::Module {
     ctx.log("test_acc", net->forward(batch.data).argmax(1).eq(batch.target).to(torch::kFloat).mean());
   }
   volt::OptimizerConfig configure_optimizers() {
-    auto optimizer = std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(1e-3));
+    auto optimizer = std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(lr));
     return {optimizer, std::make_shared<torch::optim::StepLR>(*optimizer, 3, 0.5)};
   }
 };

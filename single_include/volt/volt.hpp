@@ -19305,7 +19305,8 @@ class Fabric {
 // ---- end volt/fabric.hpp
 // ---- begin volt/tuner.hpp
 /// \file
-/// volt/tuner: the batch-size finder (Lightning's Tuner.scale_batch_size).
+/// volt/tuner: the batch-size finder (Lightning's Tuner.scale_batch_size) and the learning-rate finder
+/// (Tuner.lr_find).
 
 // ---- begin volt/tuner/batch_size_finder.hpp
 /// \file
@@ -19503,6 +19504,524 @@ BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel
 
 }  // namespace volt
 // ---- end volt/tuner/batch_size_finder.hpp
+// ---- begin volt/tuner/lr_finder.hpp
+/// \file
+/// volt::lr_find: Lightning's Tuner.lr_find, the learning-rate range test.
+///
+/// Train for up to num_training optimizer steps while the learning rate grows from min_lr to max_lr
+/// (exponentially or linearly), record the smoothed loss of each step, stop early when it diverges, then
+/// put the model and its optimizer back as they were. The suggestion is the learning rate where the loss
+/// falls fastest.
+///
+/// ```
+/// auto found = volt::lr_find<volt::CUDA, volt::SingleDevice, volt::BF16Autocast>({.devices = 1}, model, train);
+/// found.write_svg("lr_find.svg");
+/// if (auto lr = found.suggestion()) { /* model->lr is *lr already (update_attr) */ }
+/// ```
+
+// ---- begin volt/tuner/lr_finder_result.hpp
+/// \file
+/// What the learning-rate finder records (volt::LRFinderResult), Lightning's suggestion rule, and the plot
+/// written as an SVG file. Usable on its own: a result filled with any lrs and losses gives Lightning's
+/// suggestion for that curve.
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace volt {
+
+/// The learning-rate sweep and its losses (Lightning's `lr_finder.results`), with the suggestion rule.
+struct LRFinderResult {
+  /// "exponential" or "linear": how the learning rate grew (the plot's x axis is logarithmic for
+  /// "exponential").
+  std::string mode = "exponential";
+  /// The learning rate of each recorded optimizer step, in order (Lightning's results["lr"]).
+  std::vector<double> lrs;
+  /// The smoothed training loss after each of those steps (Lightning's results["loss"]; NaN where the
+  /// step returned no loss).
+  std::vector<double> losses;
+  /// Whether the sweep stopped before num_training steps because the smoothed loss diverged.
+  bool stopped_early = false;
+
+  /// Lightning's suggestion rule: the index of the steepest descent of the loss. The points are
+  /// `[skip_begin:-skip_end]` (Python's slice, so skip_end 0 leaves no point, as in Lightning), without
+  /// the non-finite losses; the gradient of the losses with respect to the learning rates is
+  /// torch.gradient's (second order inside, first order at the ends, in float32 as Lightning computes it)
+  /// and the suggestion is its first minimum. With fewer than 2 points, logs Lightning's message ("Failed
+  /// to compute suggestion for learning rate because there are not enough points. ...") and returns
+  /// std::nullopt.
+  std::optional<std::size_t> suggestion_index(std::int64_t skip_begin = 10, std::int64_t skip_end = 1) const {
+    const auto size = static_cast<std::int64_t>(std::min(lrs.size(), losses.size()));
+    const auto wrap = [size](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + size : i, 0, size); };
+    const std::int64_t begin = wrap(skip_begin);
+    const std::int64_t end = wrap(-skip_end);
+    std::vector<float> kept_losses, kept_lrs;
+    std::vector<std::size_t> kept_index;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const auto loss = static_cast<float>(losses[static_cast<std::size_t>(i)]);
+      if (!std::isfinite(loss)) continue;
+      kept_losses.push_back(loss);
+      kept_lrs.push_back(static_cast<float>(lrs[static_cast<std::size_t>(i)]));
+      kept_index.push_back(static_cast<std::size_t>(i));
+    }
+    if (kept_losses.size() < 2) {
+      log::warn(
+          "Failed to compute suggestion for learning rate because there are not enough points. Increase the loop "
+          "iteration limits or the size of your dataset/dataloader.");
+      return std::nullopt;
+    }
+    const auto n = static_cast<std::int64_t>(kept_losses.size());
+    const torch::Tensor loss_tensor = torch::from_blob(kept_losses.data(), {n}, torch::kFloat32).clone();
+    const torch::Tensor lr_tensor = torch::from_blob(kept_lrs.data(), {n}, torch::kFloat32).clone();
+    const std::vector<torch::Tensor> spacing{lr_tensor};
+    const torch::Tensor gradients = torch::gradient(loss_tensor, torch::TensorList(spacing), c10::optional<std::int64_t>(0), 1)[0];
+    const auto steepest = torch::argmin(gradients).item<std::int64_t>();
+    return kept_index[static_cast<std::size_t>(steepest)];
+  }
+
+  /// The learning rate at suggestion_index(), or std::nullopt (Lightning's `lr_finder.suggestion()`).
+  std::optional<double> suggestion(std::int64_t skip_begin = 10, std::int64_t skip_end = 1) const {
+    const auto index = suggestion_index(skip_begin, skip_end);
+    if (!index) return std::nullopt;
+    return lrs[*index];
+  }
+
+  /// The plot as an SVG document (see write_svg).
+  std::string svg(bool suggest = true) const;
+
+  /// Writes the plot (Lightning's `lr_finder.plot()`) to `path` as an SVG file any browser opens: the
+  /// smoothed loss against the learning rate (logarithmic x axis for "exponential"), axes with ticks, and,
+  /// when `suggest` and a suggestion exists, the suggested point marked in red. The file is written to a
+  /// temporary file and renamed, so a failed write leaves no partial file; throws std::runtime_error naming
+  /// the path and the system error.
+  void write_svg(const std::filesystem::path& path, bool suggest = true) const;
+};
+
+namespace detail {
+
+/// `value` with 4 significant digits ("1e-05", "0.25"), for tick labels.
+inline std::string svg_number(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.4g", value);
+  return buffer;
+}
+
+/// Five evenly spaced ticks between `low` and `high` (powers of ten on a log axis).
+inline std::vector<double> svg_ticks(double low, double high, bool log_axis) {
+  std::vector<double> ticks;
+  if (log_axis) {
+    const double first = std::ceil(low - 1e-9), last = std::floor(high + 1e-9);
+    const double stride = std::max(1.0, std::ceil((last - first) / 6.0));
+    for (double e = first; e <= last + 1e-9; e += stride) ticks.push_back(e);
+  } else {
+    for (int i = 0; i <= 4; ++i) ticks.push_back(low + (high - low) * i / 4.0);
+  }
+  return ticks;
+}
+
+}  // namespace detail
+
+inline std::string LRFinderResult::svg(bool suggest) const {
+  const bool log_x = mode == "exponential";
+  constexpr double width = 640, height = 440, left = 80, right = 20, top = 30, bottom = 60;
+  std::vector<std::pair<double, double>> points;  // (x in axis units, loss) of the finite points
+  const std::size_t size = std::min(lrs.size(), losses.size());
+  for (std::size_t i = 0; i < size; ++i) {
+    if (!std::isfinite(losses[i]) || !std::isfinite(lrs[i]) || (log_x && lrs[i] <= 0)) continue;
+    points.emplace_back(log_x ? std::log10(lrs[i]) : lrs[i], losses[i]);
+  }
+  double x_low = 0, x_high = 1, y_low = 0, y_high = 1;
+  if (!points.empty()) {
+    x_low = x_high = points.front().first;
+    y_low = y_high = points.front().second;
+    for (const auto& [x, y] : points) {
+      x_low = std::min(x_low, x), x_high = std::max(x_high, x), y_low = std::min(y_low, y), y_high = std::max(y_high, y);
+    }
+  }
+  if (x_high - x_low <= 0) x_low -= 0.5, x_high += 0.5;
+  if (y_high - y_low <= 0) y_low -= 0.5, y_high += 0.5;
+  const double pad = (y_high - y_low) * 0.05;
+  y_low -= pad, y_high += pad;
+  const auto px = [&](double x) { return left + (x - x_low) / (x_high - x_low) * (width - left - right); };
+  const auto py = [&](double y) { return top + (y_high - y) / (y_high - y_low) * (height - top - bottom); };
+  const auto n = [](double v) { return detail::svg_number(v); };
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+                    n(width) + "\" height=\"" + n(height) + "\" viewBox=\"0 0 " + n(width) + " " + n(height) +
+                    "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  const double x0 = left, x1 = width - right, y0 = height - bottom, y1 = top;
+  out += "<g class=\"axes\" stroke=\"black\"><line x1=\"" + n(x0) + "\" y1=\"" + n(y0) + "\" x2=\"" + n(x1) + "\" y2=\"" +
+         n(y0) + "\"/><line x1=\"" + n(x0) + "\" y1=\"" + n(y0) + "\" x2=\"" + n(x0) + "\" y2=\"" + n(y1) + "\"/></g>\n";
+  out += "<g class=\"ticks\">";
+  for (const double t : detail::svg_ticks(x_low, x_high, log_x)) {
+    const std::string label = n(log_x ? std::pow(10.0, t) : t);
+    out += "<line x1=\"" + n(px(t)) + "\" y1=\"" + n(y0) + "\" x2=\"" + n(px(t)) + "\" y2=\"" + n(y0 + 5) +
+           "\" stroke=\"black\"/><text x=\"" + n(px(t)) + "\" y=\"" + n(y0 + 18) + "\" text-anchor=\"middle\">" + label +
+           "</text>";
+  }
+  for (const double t : detail::svg_ticks(y_low, y_high, false)) {
+    out += "<line x1=\"" + n(x0 - 5) + "\" y1=\"" + n(py(t)) + "\" x2=\"" + n(x0) + "\" y2=\"" + n(py(t)) +
+           "\" stroke=\"black\"/><text x=\"" + n(x0 - 8) + "\" y=\"" + n(py(t) + 4) + "\" text-anchor=\"end\">" + n(t) +
+           "</text>";
+  }
+  out += "</g>\n<text x=\"" + n((x0 + x1) / 2) + "\" y=\"" + n(height - 15) + "\" text-anchor=\"middle\">" +
+         (log_x ? "Learning rate (log scale)" : "Learning rate") + "</text>\n<text x=\"15\" y=\"" + n((y0 + y1) / 2) +
+         "\" text-anchor=\"middle\" transform=\"rotate(-90 15 " + n((y0 + y1) / 2) + ")\">Loss</text>\n";
+  out += "<polyline class=\"loss\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"";
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    out += (i == 0 ? "" : " ") + n(px(points[i].first)) + "," + n(py(points[i].second));
+  }
+  out += "\"/>\n";
+  if (suggest) {
+    if (const auto index = suggestion_index()) {
+      const double x = log_x ? std::log10(lrs[*index]) : lrs[*index];
+      out += "<circle class=\"suggestion\" cx=\"" + n(px(x)) + "\" cy=\"" + n(py(losses[*index])) +
+             "\" r=\"6\" fill=\"red\"><title>suggested learning rate " + n(lrs[*index]) + "</title></circle>\n";
+    }
+  }
+  return out + "</svg>\n";
+}
+
+inline void LRFinderResult::write_svg(const std::filesystem::path& path, bool suggest) const {
+  const std::string text = svg(suggest);
+  detail::remove_stale_temporaries(path);
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(std::random_device{}()));
+  const auto fail = [&](int error) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw std::runtime_error("volt: could not write the learning-rate finder plot " + path.string() + ": " +
+                             (error != 0 ? std::generic_category().message(error) : std::string("the write failed")));
+  };
+  if (const auto failure = detail::write_file_durably(temporary, text)) fail(failure->error);
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) fail(error.value());
+}
+
+}  // namespace volt
+// ---- end volt/tuner/lr_finder_result.hpp
+
+#include <torch/torch.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// Options of the learning-rate finder, with Lightning's defaults (Tuner.lr_find).
+struct LRFinderOptions {
+  /// The first learning rate (> 0 in "exponential" mode, >= 0 in "linear").
+  double min_lr = 1e-8;
+  /// The last learning rate (> min_lr).
+  double max_lr = 1.0;
+  /// Optimizer steps of the sweep (>= 1).
+  std::int64_t num_training = 100;
+  /// "exponential" or "linear".
+  std::string mode = "exponential";
+  /// Stop when the smoothed loss exceeds this multiple of the best smoothed loss so far (> 0); std::nullopt
+  /// never stops early.
+  std::optional<double> early_stop_threshold = 4.0;
+  /// After the restore, set the model's learning-rate member (`lr`, else `learning_rate`, any arithmetic
+  /// member of the model or of what the model pointer points to) to the suggestion, as Lightning's
+  /// update_attr does. lr_find refuses a model with neither member before it trains.
+  bool update_attr = true;
+};
+
+/// The learning rate of optimizer step `step` (0-based) of the sweep, as Lightning's _ExponentialLR and
+/// _LinearLR give it: min_lr at step 0, then min_lr * (max_lr / min_lr)^((step + 1) / num_training)
+/// (exponential) or min_lr + (step + 1) / num_training * (max_lr - min_lr) (linear), so that step
+/// num_training - 1 runs at max_lr. (Lightning's schedulers skip the ratio 1 / num_training: step 1 already
+/// uses 2 / num_training.)
+inline double lr_finder_learning_rate(const LRFinderOptions& options, std::int64_t step) {
+  if (step <= 0) return options.min_lr;
+  const double r = static_cast<double>(step + 1) / static_cast<double>(options.num_training);
+  if (options.mode == "linear") return options.min_lr + r * (options.max_lr - options.min_lr);
+  return options.min_lr * std::pow(options.max_lr / options.min_lr, r);
+}
+
+/// Throws MisconfigurationError when `options` cannot describe a sweep, naming the value given and what
+/// is allowed.
+inline void validate_lr_finder_options(const LRFinderOptions& options) {
+  const auto bad = [](const std::string& what) { throw MisconfigurationError("volt: lr_find: " + what); };
+  if (options.mode != "exponential" && options.mode != "linear") {
+    bad("mode should be either `linear` or `exponential`; got `" + options.mode + "`");
+  }
+  if (options.num_training < 1) bad("num_training must be >= 1; got " + std::to_string(options.num_training));
+  if (!std::isfinite(options.min_lr) || !std::isfinite(options.max_lr) || options.min_lr < 0 ||
+      (options.mode == "exponential" && options.min_lr <= 0) || options.max_lr <= options.min_lr) {
+    bad("needs finite 0 " + std::string(options.mode == "exponential" ? "< " : "<= ") +
+        "min_lr < max_lr (mode `" + options.mode + "`); got min_lr=" + detail::svg_number(options.min_lr) +
+        ", max_lr=" + detail::svg_number(options.max_lr));
+  }
+  if (options.early_stop_threshold && !(*options.early_stop_threshold > 0)) {
+    bad("early_stop_threshold must be > 0 or std::nullopt (no early stop); got " +
+        detail::svg_number(*options.early_stop_threshold));
+  }
+}
+
+/// Lightning's _LRCallback loss rule: the running average avg = beta avg + (1 - beta) loss, debiased as
+/// avg / (1 - beta^(global_step + 1)) with the step count after the optimizer step (so the first value is
+/// divided by 1 - beta^2, as in Lightning), and the divergence test.
+class LRFinderLossSmoother {
+ public:
+  /// `threshold`: LRFinderOptions::early_stop_threshold.
+  explicit LRFinderLossSmoother(std::optional<double> threshold, double beta = 0.98) : threshold_(threshold), beta_(beta) {}
+
+  /// Adds the loss of the step that made the step count `global_step`; returns whether the sweep should
+  /// stop (the smoothed loss exceeds threshold times the best one, from the second step on). The smoothed
+  /// loss is in smoothed().
+  bool add(double loss, std::int64_t global_step) {
+    avg_ = beta_ * avg_ + (1 - beta_) * loss;
+    smoothed_ = avg_ / (1 - std::pow(beta_, static_cast<double>(global_step + 1)));
+    const bool stop = threshold_ && global_step > 1 && smoothed_ > *threshold_ * best_;
+    if (smoothed_ < best_ || global_step == 1) best_ = smoothed_;
+    return stop;
+  }
+  /// The last smoothed loss.
+  double smoothed() const { return smoothed_; }
+
+ private:
+  std::optional<double> threshold_;
+  double beta_;
+  double avg_ = 0.0;
+  double best_ = 0.0;
+  double smoothed_ = 0.0;
+};
+
+namespace detail {
+
+/// What the sweep's callback and lr_find share.
+struct LRFinderRun {
+  LRFinderOptions options;
+  std::int64_t accumulate = 1;
+  LRFinderLossSmoother smoother{options.early_stop_threshold};
+  LRFinderResult result;
+  torch::optim::Optimizer* optimizer = nullptr;
+  std::string optimizer_state;  // the optimizer's state before the first step, serialized
+  std::vector<std::unique_ptr<torch::optim::OptimizerOptions>> group_options;  // and its groups' options
+  std::size_t optimizer_count = 0;
+};
+
+/// The callback that drives the sweep: sets each step's learning rate on every parameter group, records
+/// it and the smoothed loss (on the last batch of each accumulation window, as Lightning), and stops the
+/// fit on divergence.
+struct LRFinderCallback {
+  std::shared_ptr<LRFinderRun> run;
+
+  template <class State>
+  void on_train_batch_start(State& state, std::int64_t batch_idx) {
+    if (run->optimizer == nullptr) {
+      run->optimizer_count = state.optimizers.size();
+      if (state.optimizers.size() != 1) {
+        throw MisconfigurationError("`model.configure_optimizers()` returned " +
+                                    std::to_string(state.optimizers.size()) +
+                                    ", but learning rate finder only works with single optimizer");
+      }
+      run->optimizer = state.optimizers.front();
+      std::ostringstream bytes;
+      torch::serialize::OutputArchive archive;
+      run->optimizer->save(archive);
+      archive.save_to(bytes);
+      run->optimizer_state = bytes.str();
+      for (const auto& group : run->optimizer->param_groups()) run->group_options.push_back(group.options().clone());
+    }
+    if ((batch_idx + 1) % run->accumulate != 0) return;
+    run->result.lrs.push_back(lr_finder_learning_rate(run->options, static_cast<std::int64_t>(run->result.losses.size())));
+  }
+
+  template <class State>
+  void on_before_optimizer_step(State& /*state*/, torch::optim::Optimizer& optimizer) {
+    if (run->result.lrs.empty()) return;
+    for (auto& group : optimizer.param_groups()) group.options().set_lr(run->result.lrs.back());
+  }
+
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor& loss, std::int64_t batch_idx) {
+    if ((batch_idx + 1) % run->accumulate != 0) return;
+    if (!loss.defined()) {
+      run->result.losses.push_back(std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+    const bool stop = run->smoother.add(loss.detach().to(torch::kCPU).to(torch::kDouble).item<double>(), state.global_step);
+    run->result.losses.push_back(run->smoother.smoothed());
+    if (stop) {
+      run->result.stopped_early = true;
+      state.should_stop = true;
+    }
+  }
+};
+
+/// The module behind `model` (a std::shared_ptr, a torch::nn::ModuleHolder, or the module itself).
+template <class Model>
+decltype(auto) lr_finder_module(Model& model) {
+  if constexpr (requires { *model; }) {
+    return (*model);
+  } else {
+    return (model);
+  }
+}
+
+/// Whether `M` has an arithmetic `lr` member.
+template <class M>
+constexpr bool has_lr_member = requires(M& m) { requires std::is_arithmetic_v<std::remove_cvref_t<decltype(m.lr)>>; };
+/// Whether `M` has an arithmetic `learning_rate` member.
+template <class M>
+constexpr bool has_learning_rate_member =
+    requires(M& m) { requires std::is_arithmetic_v<std::remove_cvref_t<decltype(m.learning_rate)>>; };
+
+/// Deep copies of a module's parameters and buffers, written back with restore().
+class ModuleSnapshot {
+ public:
+  explicit ModuleSnapshot(torch::nn::Module& module) : module_(module) {
+    torch::NoGradGuard no_grad;
+    for (const auto& parameter : module.parameters()) parameters_.push_back(parameter.detach().clone());
+    for (const auto& buffer : module.buffers()) buffers_.push_back(buffer.detach().clone());
+  }
+  void restore() {
+    torch::NoGradGuard no_grad;
+    auto parameters = module_.parameters();
+    auto buffers = module_.buffers();
+    TORCH_CHECK(parameters.size() == parameters_.size() && buffers.size() == buffers_.size(),
+                "volt: lr_find: the model's parameters or buffers changed in number during the sweep; cannot restore it");
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      parameters[i].copy_(parameters_[i]);
+      parameters[i].mutable_grad() = torch::Tensor();
+    }
+    for (std::size_t i = 0; i < buffers_.size(); ++i) buffers[i].copy_(buffers_[i]);
+  }
+
+ private:
+  torch::nn::Module& module_;
+  std::vector<torch::Tensor> parameters_, buffers_;
+};
+
+/// Puts the sweep's optimizer back as it was before its first step (state and parameter-group options).
+inline void restore_optimizer(LRFinderRun& run) {
+  if (run.optimizer == nullptr) return;
+  run.optimizer->state().clear();
+  std::istringstream bytes(run.optimizer_state);
+  torch::serialize::InputArchive archive;
+  archive.load_from(bytes);
+  run.optimizer->load(archive);
+  auto& groups = run.optimizer->param_groups();
+  for (std::size_t i = 0; i < groups.size() && i < run.group_options.size(); ++i) {
+    groups[i].set_options(run.group_options[i]->clone());
+  }
+}
+
+}  // namespace detail
+
+/// Lightning's Tuner.lr_find with a `Trainer<Accelerator, Strategy, Precision>`. Fits `model` on
+/// `train_data` (anything Trainer::fit takes; it is cycled if shorter than the sweep) for
+/// options.num_training optimizer steps with `trainer_options`, minus what the sweep does not need (no
+/// validation, sanity check, checkpoints, logger, progress bar, model summary or CUDA graph capture), while
+/// a callback sets each step's learning rate (lr_finder_learning_rate) on the one optimizer that
+/// configure_optimizers returns, records the smoothed losses and stops early on divergence. Afterwards
+/// (also when the fit throws) the model's parameters and buffers and the optimizer's state and options are
+/// put back bit for bit; gradients are cleared. With options.update_attr the model's `lr` (or
+/// `learning_rate`) member is then set to the suggestion, if there is one. Logs Lightning's lines ("LR
+/// finder stopped early after N steps due to diverging loss.", "Learning rate set to X").
+/// Throws MisconfigurationError for bad options, for update_attr with a model without a learning-rate
+/// member, and for several optimizers; with volt::DDP, std::invalid_argument before any process starts;
+/// and what the Trainer throws. Under fast_dev_run it warns ("Skipping learning rate finder since
+/// `fast_dev_run` is enabled.") and returns an empty result, as Lightning returns None.
+template <class Accelerator, class Strategy, class Precision, class Model, class TrainData>
+LRFinderResult lr_find(TrainerOptions trainer_options, Model& model, TrainData&& train_data,
+                       const LRFinderOptions& options = {}) {
+  if constexpr (std::is_same_v<Strategy, DDP>) {
+    throw std::invalid_argument(
+        "volt: lr_find runs on one device: use volt::SingleDevice for the search, then train with volt::DDP and "
+        "the learning rate found.");
+  }
+  validate_lr_finder_options(options);
+  auto& module = detail::lr_finder_module(model);
+  using Module = std::remove_cvref_t<decltype(module)>;
+  constexpr bool has_attr = detail::has_lr_member<Module> || detail::has_learning_rate_member<Module>;
+  if (options.update_attr && !has_attr) {
+    throw MisconfigurationError(
+        "When using the learning rate finder, either `model` or `model.hparams` should have one of these fields: "
+        "('lr', 'learning_rate'). (volt: give the model a `double lr` or `double learning_rate` member, or set "
+        "LRFinderOptions::update_attr = false and apply result.suggestion() yourself.)");
+  }
+  LRFinderResult empty;
+  empty.mode = options.mode;
+  if (trainer_options.fast_dev_run > 0) {
+    log::warn_rank_zero("Skipping learning rate finder since `fast_dev_run` is enabled.");
+    return empty;
+  }
+  auto run = std::make_shared<detail::LRFinderRun>();
+  run->options = options;
+  run->smoother = LRFinderLossSmoother(options.early_stop_threshold);
+  run->result.mode = options.mode;
+  run->accumulate = trainer_options.accumulate_grad_batches;
+  trainer_options.max_steps = options.num_training;
+  trainer_options.max_epochs = -1;
+  trainer_options.min_epochs.reset();
+  trainer_options.min_steps.reset();
+  trainer_options.num_sanity_val_steps = 0;
+  trainer_options.enable_checkpointing = false;
+  trainer_options.enable_progress_bar = false;
+  trainer_options.enable_model_summary = false;
+  trainer_options.cuda_graphs = false;
+  trainer_options.logger = false;
+  detail::ModuleSnapshot snapshot(static_cast<torch::nn::Module&>(module));
+  // Declared outside the try: the optimizer it may own must outlive the restore.
+  std::optional<Trainer<Accelerator, Strategy, Precision>> trainer;
+  try {
+    trainer.emplace(trainer_options, detail::LRFinderCallback{run});
+    trainer->fit(model, std::forward<TrainData>(train_data));
+    snapshot.restore();
+    detail::restore_optimizer(*run);
+  } catch (...) {
+    snapshot.restore();
+    detail::restore_optimizer(*run);
+    throw;
+  }
+  const auto steps = static_cast<std::int64_t>(run->result.losses.size());
+  if (steps != options.num_training) {
+    log::info_rank_zero("LR finder stopped early after " + std::to_string(steps) + " steps due to diverging loss.");
+  }
+  if constexpr (has_attr) {
+    if (options.update_attr) {
+      if (const auto lr = run->result.suggestion()) {
+        if constexpr (detail::has_lr_member<Module>) {
+          module.lr = static_cast<std::remove_cvref_t<decltype(module.lr)>>(*lr);
+        } else {
+          module.learning_rate = static_cast<std::remove_cvref_t<decltype(module.learning_rate)>>(*lr);
+        }
+        char shortest[32];
+        const auto end = std::to_chars(shortest, shortest + sizeof(shortest), *lr).ptr;
+        log::info_rank_zero("Learning rate set to " + std::string(shortest, end));
+      }
+    }
+  }
+  return std::move(run->result);
+}
+
+}  // namespace volt
+// ---- end volt/tuner/lr_finder.hpp
 // ---- end volt/tuner.hpp
 // ---- begin volt/cli.hpp
 /// \file
