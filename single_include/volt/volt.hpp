@@ -1966,6 +1966,7 @@ class Float32MatmulPrecision {
     }
     return "";
   }
+  /// Equal when both hold the same level (or both are unset).
   friend constexpr bool operator==(Float32MatmulPrecision, Float32MatmulPrecision) = default;
 
  private:
@@ -2026,6 +2027,7 @@ class Deterministic {
     }
     return "";
   }
+  /// Equal when both hold the same setting (or both are unset).
   friend constexpr bool operator==(Deterministic, Deterministic) = default;
 
  private:
