@@ -17532,15 +17532,16 @@ class CudaGraphStep {
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace volt::detail {
 
 /// Carries out what the model asks through the StepContext during a manual-optimization fit.
-template <class Parts>
+template <class Parts, class M>
 class ManualStep final : public ManualDriver {
  public:
-  explicit ManualStep(Parts& parts) : parts_(parts) {
+  ManualStep(Parts& parts, M& module) : parts_(parts), module_(module) {
     const auto optimizers = parts.optimization.optimizers();
     for (std::size_t i = 0; i < optimizers.size(); ++i) handles_.emplace_back(*this, *optimizers[i], i);
     auto& slots = parts.optimization.schedulers();
@@ -17574,18 +17575,22 @@ class ManualStep final : public ManualDriver {
                 state.current_epoch, ", batch ", state.batch_idx);
     torch::Tensor scaled = parts_.precision.pre_backward(loss);
     callbacks.template run<Hook::on_before_backward>(state, scaled);
+    ModelHook<Hook::on_before_backward>::call(module_, parts_.context, std::as_const(scaled));
     parts_.strategy.prepare_for_backward(/*sync=*/true);
     scaled.backward();
     parts_.strategy.finish_gradient_sync();
     callbacks.template run<Hook::on_after_backward>(state);
+    ModelHook<Hook::on_after_backward>::call(module_, parts_.context);
   }
 
   bool step(std::size_t index) override {
     auto& state = parts_.state;
     auto& callbacks = parts_.callbacks.list();
     torch::optim::Optimizer& optimizer = handles_.at(index).optimizer();
-    const bool stepped = parts_.precision.optimizer_step(
-        optimizer, [&] { callbacks.template run<Hook::on_before_optimizer_step>(state, optimizer); });
+    const bool stepped = parts_.precision.optimizer_step(optimizer, [&] {
+      callbacks.template run<Hook::on_before_optimizer_step>(state, optimizer);
+      ModelHook<Hook::on_before_optimizer_step>::call(module_, parts_.context, optimizer);
+    });
     if (!stepped) {
       log::info_rank_zero("volt: global step " + std::to_string(state.global_step) + " (epoch " +
                           std::to_string(state.current_epoch) + ", batch " + std::to_string(state.batch_idx) +
@@ -17609,6 +17614,7 @@ class ManualStep final : public ManualDriver {
 
  private:
   Parts& parts_;
+  M& module_;
   std::vector<ManualOptimizer> handles_{};
   std::vector<ManualScheduler> schedulers_{};
 };
@@ -17617,8 +17623,8 @@ class ManualStep final : public ManualDriver {
 struct ManualOptimization {
   /// At the start of a fit (after configure_optimizers): Lightning's refusals of the Trainer options that
   /// automate what the model now does itself (MisconfigurationError), and the StepContext's driver.
-  template <class Parts>
-  static void setup(Parts& parts) {
+  template <class Parts, class M>
+  static void setup(Parts& parts, M& module) {
     const auto& options = parts.options;
     if (options.gradient_clip_val && *options.gradient_clip_val > 0) {
       throw MisconfigurationError(
@@ -17635,7 +17641,7 @@ struct ManualOptimization {
       log::warn_rank_zero("cuda_graphs=true, but the training step cannot be captured: the model uses manual "
                           "optimization (its training_step steps the optimizers itself). Training eagerly.");
     }
-    parts.context.manual_driver_ = std::make_shared<ManualStep<Parts>>(parts);
+    parts.context.manual_driver_ = std::make_shared<ManualStep<Parts, M>>(parts, module);
   }
 
   /// One training batch: on_train_batch_start, training_step under the precision's context (the model
@@ -17971,7 +17977,7 @@ class FitLoop {
     constexpr bool automatic = uses_automatic_optimization<M>();
     parts.optimization.configure(configure_optimizers(module), automatic, &state);
     parts.context.manual_driver_.reset();
-    if constexpr (!automatic) ManualOptimization::setup(parts);
+    if constexpr (!automatic) ManualOptimization::setup(parts, module);
     state.optimizers = parts.optimization.optimizers();
     state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
     // Holds the module: trainer.save_checkpoint works after fit() returned.

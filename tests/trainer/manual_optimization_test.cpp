@@ -414,3 +414,51 @@ TEST_CASE("the example of docs/optimization.md trains: both optimizers step, the
   CHECK(!torch::equal(model->discriminator->weight, discriminator_before));
   CHECK(trainer.state().metric("loss_d").has_value());
 }
+
+namespace {
+
+/// Records the backward and optimizer-step hooks of the model and of a callback, in the order they run.
+struct HookedManual : AutoModel {
+  static constexpr bool automatic_optimization = false;
+  std::shared_ptr<std::vector<std::string>> calls = std::make_shared<std::vector<std::string>>();
+  torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t, volt::StepContext& ctx) {
+    auto& optimizer = ctx.optimizer();
+    auto loss = torch::mse_loss(linear->forward(batch.data), batch.target);
+    optimizer.zero_grad();
+    ctx.manual_backward(loss);
+    optimizer.step();
+    return loss;
+  }
+  void on_before_backward(const torch::Tensor&) { calls->push_back("model:on_before_backward"); }
+  void on_after_backward() { calls->push_back("model:on_after_backward"); }
+  void on_before_optimizer_step(torch::optim::Optimizer&) { calls->push_back("model:on_before_optimizer_step"); }
+};
+
+struct BackwardHooksCallback {
+  std::shared_ptr<std::vector<std::string>> calls;
+  template <class State>
+  void on_before_backward(State&, const torch::Tensor&) { calls->push_back("callback:on_before_backward"); }
+  template <class State>
+  void on_after_backward(State&) { calls->push_back("callback:on_after_backward"); }
+  template <class State>
+  void on_before_optimizer_step(State&, torch::optim::Optimizer&) {
+    calls->push_back("callback:on_before_optimizer_step");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("manual optimization calls the model's backward and optimizer-step hooks after the callbacks'") {
+  TempDir dir;
+  auto model = std::make_shared<HookedManual>();
+  volt::Trainer<volt::CPU> trainer(quiet_options(dir), BackwardHooksCallback{model->calls});
+  trainer.fit(model, volt_test::make_batches(2));
+  // Lightning: manual_backward runs on_before_backward / on_after_backward (callbacks, then the module), and
+  // optimizer.step() runs on_before_optimizer_step the same way.
+  const std::vector<std::string> one_batch{"callback:on_before_backward",       "model:on_before_backward",
+                                           "callback:on_after_backward",        "model:on_after_backward",
+                                           "callback:on_before_optimizer_step", "model:on_before_optimizer_step"};
+  std::vector<std::string> expected = one_batch;
+  expected.insert(expected.end(), one_batch.begin(), one_batch.end());
+  CHECK(*model->calls == expected);
+}

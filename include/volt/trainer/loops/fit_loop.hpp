@@ -179,7 +179,7 @@ class FitLoop {
     constexpr bool automatic = uses_automatic_optimization<M>();
     parts.optimization.configure(configure_optimizers(module), automatic, &state);
     parts.context.manual_driver_.reset();
-    if constexpr (!automatic) ManualOptimization::setup(parts);
+    if constexpr (!automatic) ManualOptimization::setup(parts, module);
     state.optimizers = parts.optimization.optimizers();
     state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
     // Holds the module: trainer.save_checkpoint works after fit() returned.
