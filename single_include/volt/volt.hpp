@@ -14655,20 +14655,12 @@ inline void validate(const TrainerOptions& options) {
 /// reads them (a logger flush every log_every_n_steps, the progress bar's refresh, an epoch end, a callback
 /// asking), so logging adds no host-device sync per step.
 
+// ---- begin volt/trainer/log_options.hpp
+/// \file
+/// What `ctx.log(name, value, {...})` takes: volt::LogOptions (Lightning's `self.log` arguments), volt::Reduce
+/// and the phase a value was logged in.
 
-#include <torch/torch.h>
-
-#include <concepts>
-#include <filesystem>
-#include <memory>
-
-#include <cstdint>
-#include <functional>
-#include <map>
 #include <optional>
-#include <string>
-#include <string_view>
-#include <vector>
 
 namespace volt {
 
@@ -14702,6 +14694,24 @@ enum class MetricPhase {
   test,        ///< Logged in test_step or a test hook.
   predict,     ///< Logged in predict_step.
 };
+
+}  // namespace volt
+// ---- end volt/trainer/log_options.hpp
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
 
 namespace detail {
 
@@ -19333,6 +19343,32 @@ class Fabric {
 /// The search itself (find_batch_size) takes any function that runs a trial at a batch size, so it can be
 /// used without a Trainer, and tested on a CPU with a trial that throws the out-of-memory error past a size.
 
+// ---- begin volt/tuner/detail/trial_options.hpp
+/// \file
+/// The Trainer options of a tuner's trial fit (the batch-size finder's trials, the learning-rate finder's sweep):
+/// what Lightning's Tuner turns off before it fits.
+
+
+#include <cstdint>
+
+namespace volt::detail {
+
+/// `options` for a trial of exactly `steps` optimizer steps: no epoch or step minimum, no sanity check, no
+/// checkpoints, progress bar, model summary or logger.
+inline void make_trial_options(TrainerOptions& options, std::int64_t steps) {
+  options.max_steps = steps;
+  options.max_epochs = -1;
+  options.min_epochs.reset();
+  options.min_steps.reset();
+  options.num_sanity_val_steps = 0;
+  options.enable_checkpointing = false;
+  options.enable_progress_bar = false;
+  options.enable_model_summary = false;
+  options.logger = false;
+}
+
+}  // namespace volt::detail
+// ---- end volt/tuner/detail/trial_options.hpp
 
 #include <torch/torch.h>
 
@@ -19491,15 +19527,7 @@ BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel
         "Tuning the batch size is currently not supported with distributed strategies. (volt: use "
         "volt::SingleDevice for the search, then train with volt::DDP and the size found.)");
   }
-  trainer_options.max_steps = options.steps_per_trial;
-  trainer_options.max_epochs = -1;
-  trainer_options.min_epochs.reset();
-  trainer_options.min_steps.reset();
-  trainer_options.num_sanity_val_steps = 0;
-  trainer_options.enable_checkpointing = false;
-  trainer_options.enable_progress_bar = false;
-  trainer_options.enable_model_summary = false;
-  trainer_options.logger = false;
+  detail::make_trial_options(trainer_options, options.steps_per_trial);
   return find_batch_size(
       [&](std::int64_t batch_size) {
         auto model = make_model();
@@ -19984,16 +20012,8 @@ LRFinderResult lr_find(TrainerOptions trainer_options, Model& model, TrainData&&
   run->smoother = LRFinderLossSmoother(options.early_stop_threshold);
   run->result.mode = options.mode;
   run->accumulate = trainer_options.accumulate_grad_batches;
-  trainer_options.max_steps = options.num_training;
-  trainer_options.max_epochs = -1;
-  trainer_options.min_epochs.reset();
-  trainer_options.min_steps.reset();
-  trainer_options.num_sanity_val_steps = 0;
-  trainer_options.enable_checkpointing = false;
-  trainer_options.enable_progress_bar = false;
-  trainer_options.enable_model_summary = false;
+  detail::make_trial_options(trainer_options, options.num_training);
   trainer_options.cuda_graphs = false;
-  trainer_options.logger = false;
   detail::ModuleSnapshot snapshot(static_cast<torch::nn::Module&>(module));
   // Declared outside the try: the optimizer it may own must outlive the restore.
   std::optional<Trainer<Accelerator, Strategy, Precision>> trainer;

@@ -21,6 +21,7 @@
 #include <volt/strategies/ddp.hpp>
 #include <volt/trainer/options.hpp>
 #include <volt/trainer/trainer.hpp>
+#include <volt/tuner/detail/trial_options.hpp>
 
 #include <torch/torch.h>
 
@@ -179,15 +180,7 @@ BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel
         "Tuning the batch size is currently not supported with distributed strategies. (volt: use "
         "volt::SingleDevice for the search, then train with volt::DDP and the size found.)");
   }
-  trainer_options.max_steps = options.steps_per_trial;
-  trainer_options.max_epochs = -1;
-  trainer_options.min_epochs.reset();
-  trainer_options.min_steps.reset();
-  trainer_options.num_sanity_val_steps = 0;
-  trainer_options.enable_checkpointing = false;
-  trainer_options.enable_progress_bar = false;
-  trainer_options.enable_model_summary = false;
-  trainer_options.logger = false;
+  detail::make_trial_options(trainer_options, options.steps_per_trial);
   return find_batch_size(
       [&](std::int64_t batch_size) {
         auto model = make_model();

@@ -18,6 +18,7 @@
 #include <volt/strategies/ddp.hpp>
 #include <volt/trainer/options.hpp>
 #include <volt/trainer/trainer.hpp>
+#include <volt/tuner/detail/trial_options.hpp>
 #include <volt/tuner/lr_finder_result.hpp>
 
 #include <torch/torch.h>
@@ -283,16 +284,8 @@ LRFinderResult lr_find(TrainerOptions trainer_options, Model& model, TrainData&&
   run->smoother = LRFinderLossSmoother(options.early_stop_threshold);
   run->result.mode = options.mode;
   run->accumulate = trainer_options.accumulate_grad_batches;
-  trainer_options.max_steps = options.num_training;
-  trainer_options.max_epochs = -1;
-  trainer_options.min_epochs.reset();
-  trainer_options.min_steps.reset();
-  trainer_options.num_sanity_val_steps = 0;
-  trainer_options.enable_checkpointing = false;
-  trainer_options.enable_progress_bar = false;
-  trainer_options.enable_model_summary = false;
+  detail::make_trial_options(trainer_options, options.num_training);
   trainer_options.cuda_graphs = false;
-  trainer_options.logger = false;
   detail::ModuleSnapshot snapshot(static_cast<torch::nn::Module&>(module));
   // Declared outside the try: the optimizer it may own must outlive the restore.
   std::optional<Trainer<Accelerator, Strategy, Precision>> trainer;
