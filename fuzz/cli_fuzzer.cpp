@@ -80,8 +80,9 @@ constexpr unsigned checks_help = 1u << 7;
 /// The standard flags as the contract lists them (the file comment and help()).
 const std::set<std::string, std::less<>> standard_names = {
     "--accelerator", "--devices",   "--num-nodes", "--strategy",  "--precision",  "--max-epochs",
-    "--max-steps",   "--batch-size", "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
-    "--seed",        "--cuda-graphs", "--help",    "-h"};
+    "--max-steps",   "--max-time",  "--batch-size", "--accumulate-grad-batches", "--default-root-dir",
+    "--ckpt-path",   "--seed",      "--cuda-graphs", "--deterministic", "--benchmark",
+    "--float32-matmul-precision",   "--help",    "-h"};
 
 /// The contract of add(): a name starts with "--", is more than "--", holds no '=' and is not taken.
 bool reference_accepts_flag_name(const std::string& name, const std::vector<ProgramFlag>& taken) {
@@ -180,6 +181,9 @@ struct Expected {
   int num_nodes = 1;
   std::optional<std::uint64_t> seed;
   bool cuda_graphs = false;
+  std::optional<std::int64_t> max_time_seconds;      // --max-time
+  std::string deterministic, float32_matmul_precision;  // "" when unset
+  std::optional<bool> benchmark;
   bool help = false;
   std::map<std::string, std::string> values;
   std::set<std::string> given;
@@ -195,6 +199,50 @@ const std::vector<std::string> strategies = {"auto", "single_device", "ddp"};
 const std::vector<std::string> precisions = {"32-true", "64-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed"};
 const std::map<std::string, std::string> precision_aliases = {
     {"64", "64-true"}, {"32", "32-true"}, {"16", "16-mixed"}, {"bf16", "bf16-mixed"}};
+
+const std::vector<std::string> deterministic_values = {"true", "false", "warn"};
+const std::vector<std::string> benchmark_values = {"true", "false"};
+const std::vector<std::string> matmul_precisions = {"highest", "high", "medium"};
+
+/// Lightning's Timer duration: "DD:HH:MM:SS" (one or more digits of days, then exactly two digits for each of
+/// hours, minutes and seconds), surrounding ASCII white space allowed, at most Python's longest timedelta
+/// (999999999 days, 23:59:59).
+struct ReferenceDuration {
+  enum { valid, malformed, too_long } kind = malformed;
+  std::int64_t seconds = 0;
+};
+
+ReferenceDuration reference_duration(std::string_view text) {
+  const auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  ReferenceDuration result;
+  const auto colon = text.find(':');
+  if (colon == 0 || colon == std::string_view::npos || text.size() - colon != 9) return result;
+  // Days: any number of digits; more than 10^10 is too long whatever follows (leading zeros aside).
+  std::uint64_t days = 0;
+  bool huge = false;
+  for (char c : text.substr(0, colon)) {
+    if (!digit(c)) return result;
+    if (days > 10'000'000'000ULL) {
+      huge = true;
+    } else {
+      days = days * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+  }
+  std::int64_t rest = 0;  // hours * 3600 + minutes * 60 + seconds
+  for (std::size_t part = 0; part < 3; ++part) {
+    const std::size_t at = colon + 3 * part;
+    if (text[at] != ':' || !digit(text[at + 1]) || !digit(text[at + 2])) return result;
+    rest = rest * 60 + (text[at + 1] - '0') * 10 + (text[at + 2] - '0');
+  }
+  constexpr std::int64_t longest = 999999999LL * 86400 + 86399;
+  const std::int64_t seconds = huge ? longest + 1 : static_cast<std::int64_t>(days) * 86400 + rest;
+  result.kind = seconds > longest ? ReferenceDuration::too_long : ReferenceDuration::valid;
+  result.seconds = seconds;
+  return result;
+}
 
 bool listed(const std::vector<std::string>& list, const std::string& value) {
   for (const auto& item : list) {
@@ -248,6 +296,24 @@ bool reference_standard(Expected& expected, const std::string& flag, const std::
     } else {
       return refused();
     }
+  } else if (flag == "--max-time") {
+    const ReferenceDuration duration = reference_duration(value);
+    if (duration.kind == ReferenceDuration::malformed) {
+      return refuse(expected, "argument --max-time: ", {"is not a valid duration", "DD:HH:MM:SS"});
+    }
+    if (duration.kind == ReferenceDuration::too_long) {
+      return refuse(expected, "argument --max-time: ", {"is too long", "999999999 days"});
+    }
+    expected.max_time_seconds = duration.seconds;
+  } else if (flag == "--deterministic") {
+    if (!listed(deterministic_values, value)) return refused();
+    expected.deterministic = value;
+  } else if (flag == "--benchmark") {
+    if (!listed(benchmark_values, value)) return refused();
+    expected.benchmark = value == "true";
+  } else if (flag == "--float32-matmul-precision") {
+    if (!listed(matmul_precisions, value)) return refused();
+    expected.float32_matmul_precision = value;
   } else if (flag == "--seed") {
     const auto number = reference_integer<std::uint64_t>(value, false);
     if (!number) return refused();
@@ -289,6 +355,10 @@ Expected reference_parse(const volt::cli::Args& defaults, const std::vector<Prog
   expected.seed = defaults.seed;
   expected.num_nodes = defaults.num_nodes;
   expected.cuda_graphs = defaults.cuda_graphs;
+  if (defaults.max_time) expected.max_time_seconds = static_cast<std::int64_t>(defaults.max_time->seconds());
+  expected.deterministic = std::string(defaults.deterministic.name());
+  expected.benchmark = defaults.benchmark;
+  expected.float32_matmul_precision = std::string(defaults.float32_matmul_precision.name());
   for (const auto& flag : flags) {
     if (flag.takes_value) expected.values[flag.name] = flag.default_value;
   }
@@ -365,6 +435,13 @@ void check_args(const volt::cli::Args& args, const Expected& expected, const std
   require(args.seed == expected.seed, context + ": seed");
   require(args.num_nodes == expected.num_nodes && args.num_nodes >= 1, context + ": num_nodes");
   require(args.cuda_graphs == expected.cuda_graphs, context + ": cuda_graphs");
+  require(args.max_time.has_value() == expected.max_time_seconds.has_value() &&
+              (!args.max_time || args.max_time->seconds() == static_cast<double>(*expected.max_time_seconds)),
+          context + ": max_time");
+  require(args.deterministic.name() == expected.deterministic, context + ": deterministic");
+  require(args.benchmark == expected.benchmark, context + ": benchmark");
+  require(args.float32_matmul_precision.name() == expected.float32_matmul_precision,
+          context + ": float32_matmul_precision");
   require(args.help == expected.help, context + ": help");
   // parse() leaves the fields volt::cli::run resolves at their defaults.
   const volt::cli::Args untouched;
@@ -392,7 +469,11 @@ void check_trainer_options(const volt::cli::Args& args) {
   require(options.devices == spec && options.max_epochs == args.max_epochs && options.max_steps == args.max_steps &&
               options.accumulate_grad_batches == args.accumulate_grad_batches && options.seed == args.seed &&
               options.default_root_dir == args.default_root_dir && options.num_nodes == args.num_nodes &&
-              options.cuda_graphs == args.cuda_graphs,
+              options.cuda_graphs == args.cuda_graphs &&
+              options.max_time.has_value() == args.max_time.has_value() &&
+              (!options.max_time || options.max_time->seconds() == args.max_time->seconds()) &&
+              options.deterministic == args.deterministic && options.benchmark == args.benchmark &&
+              options.float32_matmul_precision == args.float32_matmul_precision,
           "trainer_options() does not carry the parsed values");
 }
 
@@ -434,6 +515,18 @@ std::vector<std::string> canonical_command_line(const volt::cli::Args& args, con
   add("--ckpt-path", args.ckpt_path);
   if (args.seed) add("--seed", std::to_string(*args.seed));
   if (args.cuda_graphs) line.push_back("--cuda-graphs");
+  if (args.max_time) {
+    // DD:HH:MM:SS with the hours, minutes and seconds in range.
+    const auto total = static_cast<std::int64_t>(args.max_time->seconds());
+    const auto two = [](std::int64_t v) { return std::string(v < 10 ? "0" : "") + std::to_string(v); };
+    add("--max-time", std::to_string(total / 86400) + ":" + two(total % 86400 / 3600) + ":" + two(total % 3600 / 60) +
+                          ":" + two(total % 60));
+  }
+  if (args.deterministic.is_set()) add("--deterministic", std::string(args.deterministic.name()));
+  if (args.benchmark) add("--benchmark", *args.benchmark ? "true" : "false");
+  if (args.float32_matmul_precision.is_set()) {
+    add("--float32-matmul-precision", std::string(args.float32_matmul_precision.name()));
+  }
   for (const auto& flag : flags) {
     if (!args.is_set(flag.name)) continue;
     if (flag.takes_value) {
@@ -546,6 +639,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     defaults.seed = 7;
     defaults.num_nodes = 2;
     defaults.cuda_graphs = true;
+    defaults.max_time = volt::Duration("00:01:30:00");
+    defaults.deterministic = volt::Deterministic::parse("warn");
+    defaults.benchmark = true;
+    defaults.float32_matmul_precision = volt::Float32MatmulPrecision::parse("high");
   }
   if (config & checks_help) check_help(parser, flags, description);
 

@@ -9170,6 +9170,8 @@ class Duration {
   }
 
  private:
+  static constexpr std::int64_t max_days = 999'999'999;
+
   static std::chrono::duration<double> parse(std::string_view text) {
     std::string_view s = text;
     const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
@@ -9181,8 +9183,7 @@ class Duration {
     bool ok = false;
     while (i < s.size() && digit(s[i])) {
       ok = true;
-      if (days > 1'000'000'000) ok = false;
-      days = days * 10 + (s[i] - '0');
+      if (days <= max_days) days = days * 10 + (s[i] - '0');  // past max_days it is refused below
       ++i;
     }
     std::int64_t parts[3] = {0, 0, 0};
@@ -9198,7 +9199,12 @@ class Duration {
       throw MisconfigurationError("`Timer(duration=" + quoted(text) +
                                   ")` is not a valid duration. Expected a string in the format DD:HH:MM:SS.");
     }
+    // The longest datetime.timedelta (999999999 days); Lightning's Timer raises OverflowError past it.
     const std::int64_t total = days * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2];
+    if (total >= (max_days + 1) * 86400) {
+      throw MisconfigurationError("`Timer(duration=" + quoted(text) +
+                                  ")` is too long: a duration is at most 999999999 days, 23:59:59.");
+    }
     return std::chrono::duration<double>(static_cast<double>(total));
   }
 
@@ -20451,7 +20457,7 @@ class Parser {
 
   static bool is_standard(std::string_view flag) {
     constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
-                                          "--precision", "--max-epochs", "--max-steps", "--batch-size",
+                                          "--precision", "--max-epochs", "--max-steps", "--max-time", "--batch-size",
                                           "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
                                           "--seed", "--cuda-graphs", "--deterministic", "--benchmark",
                                           "--float32-matmul-precision", "--help", "-h"};

@@ -70,6 +70,13 @@ TEST_CASE("Duration reads Lightning's DD:HH:MM:SS and std::chrono, and refuses o
                        volt::MisconfigurationError);
   CHECK_THROWS_AS(volt::Duration("00:00:00:00:00"), volt::MisconfigurationError);
   CHECK_THROWS_AS(volt::Duration(""), volt::MisconfigurationError);
+  // Python's longest timedelta is 999999999 days, 23:59:59.999999; Lightning raises OverflowError past it.
+  CHECK(volt::Duration("999999999:23:59:59").seconds() == 999999999 * 86400.0 + 86399);
+  CHECK_THROWS_WITH_AS(volt::Duration("999999999:23:59:60"),
+                       "`Timer(duration='999999999:23:59:60')` is too long: a duration is at most 999999999 days, "
+                       "23:59:59.",
+                       volt::MisconfigurationError);
+  CHECK_THROWS_AS(volt::Duration("99999999999999999999999:00:00:00"), volt::MisconfigurationError);
   // str(datetime.timedelta(...)) in Python 3.11.
   CHECK(volt::Duration(5s).to_string() == "0:00:05");
   CHECK(volt::Duration(1500ms).to_string() == "0:00:01.500000");

@@ -274,7 +274,7 @@ class Parser {
 
   static bool is_standard(std::string_view flag) {
     constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
-                                          "--precision", "--max-epochs", "--max-steps", "--batch-size",
+                                          "--precision", "--max-epochs", "--max-steps", "--max-time", "--batch-size",
                                           "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
                                           "--seed", "--cuda-graphs", "--deterministic", "--benchmark",
                                           "--float32-matmul-precision", "--help", "-h"};

@@ -69,6 +69,8 @@ class Duration {
   }
 
  private:
+  static constexpr std::int64_t max_days = 999'999'999;
+
   static std::chrono::duration<double> parse(std::string_view text) {
     std::string_view s = text;
     const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
@@ -80,8 +82,7 @@ class Duration {
     bool ok = false;
     while (i < s.size() && digit(s[i])) {
       ok = true;
-      if (days > 1'000'000'000) ok = false;
-      days = days * 10 + (s[i] - '0');
+      if (days <= max_days) days = days * 10 + (s[i] - '0');  // past max_days it is refused below
       ++i;
     }
     std::int64_t parts[3] = {0, 0, 0};
@@ -97,7 +98,12 @@ class Duration {
       throw MisconfigurationError("`Timer(duration=" + quoted(text) +
                                   ")` is not a valid duration. Expected a string in the format DD:HH:MM:SS.");
     }
+    // The longest datetime.timedelta (999999999 days); Lightning's Timer raises OverflowError past it.
     const std::int64_t total = days * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2];
+    if (total >= (max_days + 1) * 86400) {
+      throw MisconfigurationError("`Timer(duration=" + quoted(text) +
+                                  ")` is too long: a duration is at most 999999999 days, 23:59:59.");
+    }
     return std::chrono::duration<double>(static_cast<double>(total));
   }
 
