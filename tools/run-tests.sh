@@ -149,8 +149,11 @@ if wants sanitize; then
   # level, and the warnings that need the optimizer come from tools/gpu-check.sh (-O3).
   examples_in_sanitize=ON
   wants cuda && examples_in_sanitize=OFF
-  phase "sanitize: configure (LibTorch 1.13, include/)" \
+  # This tree links volt::compiled (VOLT_SEPARATE_COMPILATION: volt's model-independent code compiled once, in
+  # src/volt.cpp); the cuda tree tests the header-only form (docs/architecture.md).
+  phase "sanitize: configure (LibTorch 1.13, include/, volt::compiled)" \
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_TEST_SINGLE_HEADER=OFF -DVOLT_SANITIZE=ON \
+          -DVOLT_TEST_SEPARATE_COMPILATION=ON \
           -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG" -DVOLT_BUILD_EXAMPLES=$examples_in_sanitize \
           -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
   phase "sanitize: build (ASan+UBSan)" cmake --build "$dir" -j "$jobs" -- -k 0

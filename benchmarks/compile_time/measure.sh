@@ -5,26 +5,28 @@
 #   program  trainer_program.cpp, the README's complete Trainer program (it must equal the README's ```cpp block;
 #            tools/check-docs.py checks the same), against hand_loop.cpp, the same work as the plain LibTorch loop
 #            a user writes: what using the Trainer costs (target: at most 1.3x).
+#   separate trainer_program.cpp compiled with -DVOLT_SEPARATE_COMPILATION (volt::compiled: volt's model-independent
+#            functions compiled once, in src/volt.cpp, not in the program; volt/core/linkage.hpp) against hand_loop.cpp.
 # All variants are compiled in turn, RUNS rounds (alternating, so that a slow spell of the machine hits every
 # variant), and the medians and minima are compared. Wall time, CPU time (user + system: less disturbed than the
 # wall time when other jobs share the cores) and "Maximum resident set size" come from GNU time (/usr/bin/time;
 # Debian package `time`).
 #   benchmarks/compile_time/measure.sh [RUNS]   (default 5)
 # Environment: CXX (default g++), TORCH_INCLUDE (default Debian's /usr/include/torch/csrc/api/include),
-# CXXFLAGS (default -O2), PAIRS (default "include program"; either one alone to time one pair).
+# CXXFLAGS (default -O2), PAIRS (default "include program separate"; any of them alone to time fewer).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs=${1:-5}
 cxx=${CXX:-g++}
 torch_include=${TORCH_INCLUDE:-/usr/include/torch/csrc/api/include}
-pairs=${PAIRS:-include program}
+pairs=${PAIRS:-include program separate}
 dir=benchmarks/compile_time
 flags=(${CXXFLAGS:--O2} -std=c++20 -Iinclude -isystem "$torch_include" -c -o /dev/null)
 [[ -x /usr/bin/time ]] || { echo "measure.sh: /usr/bin/time missing (apt-get install -y time)" >&2; exit 1; }
 
 # trainer_program.cpp must be the README's block (the first ```cpp block after "A complete program").
 readme_block() { awk '/^A complete program:/{f=1} f&&/^```cpp/{g=1;next} g&&/^```/{exit} g{print}' README.md; }
-if [[ " $pairs " == *" program "* ]] && ! diff -q <(readme_block) "$dir/trainer_program.cpp" >/dev/null; then
+if [[ " $pairs " == *" program "* || " $pairs " == *" separate "* ]] && ! diff -q <(readme_block) "$dir/trainer_program.cpp" >/dev/null; then
   echo "measure.sh: $dir/trainer_program.cpp differs from the README's complete program:" >&2
   diff <(readme_block) "$dir/trainer_program.cpp" >&2 || true
   exit 1
@@ -39,7 +41,10 @@ for pair in $pairs; do
              args[torch]="$dir/user_program.cpp" args[volt]="-DWITH_VOLT $dir/user_program.cpp" ;;
     program) variants+=(hand_loop trainer)
              args[hand_loop]="$dir/hand_loop.cpp" args[trainer]="$dir/trainer_program.cpp" ;;
-    *) echo "measure.sh: unknown pair '$pair' (include, program)" >&2; exit 1 ;;
+    separate) [[ " ${variants[*]} " == *" hand_loop "* ]] || variants+=(hand_loop)
+              variants+=(separate)
+              args[hand_loop]="$dir/hand_loop.cpp" args[separate]="-DVOLT_SEPARATE_COMPILATION $dir/trainer_program.cpp" ;;
+    *) echo "measure.sh: unknown pair '$pair' (include, program, separate)" >&2; exit 1 ;;
   esac
 done
 
@@ -81,5 +86,6 @@ for pair in $pairs; do
   case $pair in
     include) ratio volt torch "ratio volt.hpp / torch.h (include)" ;;
     program) ratio trainer hand_loop "ratio trainer_program / hand_loop (program)" ;;
+    separate) ratio separate hand_loop "ratio trainer_program with VOLT_SEPARATE_COMPILATION / hand_loop (separate)" ;;
   esac
 done

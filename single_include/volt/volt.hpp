@@ -391,6 +391,39 @@ inline std::optional<c10::ScalarType> scalar_type_named(std::string_view name) {
 /// optimizer steps with a tensor learning rate. The second part of volt/core/compat.hpp, which includes it at
 /// its end; include either.
 
+// ---- begin volt/core/linkage.hpp
+/// \file
+/// Header-only or compiled once: the two ways to build volt's functions that do not depend on a user's types.
+///
+/// By default volt is header-only: every function is `inline` and is compiled in each translation unit that
+/// uses it. Programs that define VOLT_SEPARATE_COMPILATION (volt's CMake target `volt::compiled` does it for
+/// them) see only the declarations of volt's non-template functions (checkpoint files, safetensors, device
+/// selection, loggers, option checks, messages...), and one translation unit compiles their definitions: the
+/// `volt::compiled` library, or a file of the program's own that defines VOLT_IMPLEMENTATION as well before it
+/// includes <volt/volt.hpp>. Templates (the Trainer, the loops, everything that sees the model) stay in the
+/// headers either way.
+///
+///   VOLT_INLINE                 `inline` when header-only; nothing with VOLT_SEPARATE_COMPILATION (one
+///                               out-of-line definition, in the translation unit with VOLT_IMPLEMENTATION)
+///   VOLT_DETAIL_HEADER_BODIES   1 where the definitions are compiled: header-only, or with VOLT_IMPLEMENTATION
+
+#if defined(VOLT_SEPARATE_COMPILATION)
+/// The linkage of volt's non-template functions: external (one definition, compiled with VOLT_IMPLEMENTATION).
+#define VOLT_INLINE
+#if defined(VOLT_IMPLEMENTATION)
+/// 1: this translation unit compiles the definitions (it defines VOLT_IMPLEMENTATION).
+#define VOLT_DETAIL_HEADER_BODIES 1
+#else
+/// 0: the definitions are compiled elsewhere (volt::compiled, or the file that defines VOLT_IMPLEMENTATION).
+#define VOLT_DETAIL_HEADER_BODIES 0
+#endif
+#else
+/// The linkage of volt's non-template functions: `inline`, compiled in each translation unit (header-only).
+#define VOLT_INLINE inline
+/// 1: this translation unit compiles the definitions (header-only).
+#define VOLT_DETAIL_HEADER_BODIES 1
+#endif
+// ---- end volt/core/linkage.hpp
 
 #include <torch/torch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -415,23 +448,10 @@ namespace volt::compat {
 
 /// Whether the loaded LibTorch's dispatcher has a kernel of operator `name` (overload `overload`, "" for the
 /// default one) for `device_type` (CPU, CUDA or MPS; false for any other).
-inline bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type) {
-  c10::DispatchKey key{};
-  switch (device_type) {
-    case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
-    case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
-    case c10::DeviceType::MPS: key = c10::DispatchKey::MPS; break;
-    default: return false;
-  }
-  const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
-  return handle && handle->hasKernelForDispatchKey(key);
-}
+VOLT_INLINE bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type);
 
 /// Whether both fused grad-scaler kernels are registered for `device_type` in the loaded LibTorch.
-inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
-  return has_kernel("aten::_amp_foreach_non_finite_check_and_unscale_", "", device_type) &&
-         has_kernel("aten::_amp_update_scale_", "", device_type);
-}
+VOLT_INLINE bool amp_scaler_kernels_available(c10::DeviceType device_type);
 
 // ---------------------------------------------------------------------------------------------------
 // Optimizer internals (volt/optim/).
@@ -464,7 +484,93 @@ inline constexpr bool has_fused_adam = VOLT_TORCH_VERSION >= 20100;
 
 /// Whether the loaded LibTorch has a fused Adam (`decoupled_weight_decay` false) or AdamW kernel for
 /// `device_type`.
-inline bool fused_adam_available(c10::DeviceType device_type, bool decoupled_weight_decay) {
+VOLT_INLINE bool fused_adam_available(c10::DeviceType device_type, bool decoupled_weight_decay);
+
+/// `at::_fused_adamw_` when `decoupled_weight_decay`, else `at::_fused_adam_`, with `maximize` false and
+/// no grad scale or found-inf tensor. `state_steps` are float32 tensors on the parameters' device holding
+/// the step number each update is the n-th of (already counted). Throws c10::Error where absent.
+VOLT_INLINE void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
+                             at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
+                             at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay,
+                             double eps, bool amsgrad);
+
+// ---------------------------------------------------------------------------------------------------
+// Multi-tensor copies.
+
+/// `destinations[i].copy_(sources[i])` for every i (same dtypes and sizes): one multi-tensor kernel per
+/// device where LibTorch has `at::_foreach_copy_` (2.4 on), else one copy per tensor.
+VOLT_INLINE void foreach_copy_(at::TensorList destinations, at::TensorList sources);
+
+// ---------------------------------------------------------------------------------------------------
+// Multi-tensor gradient clipping and optimizer steps with a tensor learning rate (volt/optim/capturable.hpp).
+//
+// `at::_foreach_norm`, `at::_foreach_mul_(TensorList, Tensor)` and `at::_foreach_clamp_min_/max_` are used from
+// LibTorch 2.4 on (one kernel per device); before, one op per tensor. The fused Adam, AdamW and SGD kernels
+// with a tensor learning rate (the `tensor_lr` overloads, which read the learning rate and the step counts on
+// the device and so can be captured in a CUDA graph) exist from LibTorch 2.4 on; where they do not, the
+// wrappers below throw c10::Error.
+
+/// True where LibTorch has the fused Adam, AdamW and SGD kernels with a tensor learning rate (2.4 and later).
+inline constexpr bool has_tensor_lr_fused_optimizers = VOLT_TORCH_VERSION >= 20400;
+
+/// The 2-norm of each tensor of `tensors` (one multi-tensor kernel per device from LibTorch 2.4, else one
+/// norm per tensor), each a 0-dim tensor of the tensor's dtype.
+VOLT_INLINE std::vector<at::Tensor> foreach_norm(at::TensorList tensors);
+
+/// Multiplies every tensor of `tensors` in place by the 0-dim tensor `factor` (one multi-tensor kernel per
+/// device from LibTorch 2.4, else one multiplication per tensor, with `factor` cast to the tensor's dtype).
+VOLT_INLINE void foreach_mul_(at::TensorList tensors, const at::Tensor& factor);
+
+/// Clamps every element of `tensors` in place to [low, high] (two multi-tensor ops per device from LibTorch
+/// 2.4, else one clamp_ per tensor).
+VOLT_INLINE void foreach_clamp_(at::TensorList tensors, double low, double high);
+
+/// `at::_fused_adamw_` when `decoupled_weight_decay`, else `at::_fused_adam_`, in their overloads with a
+/// tensor learning rate `lr` (a 0-dim float32 tensor on the parameters' device), `maximize` false, no grad
+/// scale, and `found_inf` (where nonzero, the kernel changes nothing). `state_steps` are float32 tensors on
+/// the device, already counted. Throws c10::Error where has_tensor_lr_fused_optimizers is false.
+VOLT_INLINE void fused_adam_tensor_lr_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
+                                       at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                                       at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor& lr,
+                                       double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
+                                       const std::optional<at::Tensor>& found_inf);
+
+/// `at::_fused_sgd_` in its overload with a tensor learning rate `lr` (a 0-dim float32 tensor on the
+/// parameters' device), `maximize` and `is_first_step` false, no grad scale, and `found_inf` (where nonzero,
+/// the kernel changes nothing). `momentum_buffers` is empty without momentum. Throws c10::Error where
+/// has_tensor_lr_fused_optimizers is false.
+VOLT_INLINE void fused_sgd_tensor_lr_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+                                      double weight_decay, double momentum, const at::Tensor& lr, double dampening,
+                                      bool nesterov, const std::optional<at::Tensor>& found_inf);
+
+}  // namespace volt::compat
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/compat_kernels.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/compat_kernels.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::compat {
+
+VOLT_INLINE bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type) {
+  c10::DispatchKey key{};
+  switch (device_type) {
+    case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
+    case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
+    case c10::DeviceType::MPS: key = c10::DispatchKey::MPS; break;
+    default: return false;
+  }
+  const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  return handle && handle->hasKernelForDispatchKey(key);
+}
+
+VOLT_INLINE bool amp_scaler_kernels_available(c10::DeviceType device_type) {
+  return has_kernel("aten::_amp_foreach_non_finite_check_and_unscale_", "", device_type) &&
+         has_kernel("aten::_amp_update_scale_", "", device_type);
+}
+
+VOLT_INLINE bool fused_adam_available(c10::DeviceType device_type, bool decoupled_weight_decay) {
   if constexpr (!has_fused_adam) {
     return false;
   } else {
@@ -473,13 +579,10 @@ inline bool fused_adam_available(c10::DeviceType device_type, bool decoupled_wei
   }
 }
 
-/// `at::_fused_adamw_` when `decoupled_weight_decay`, else `at::_fused_adam_`, with `maximize` false and
-/// no grad scale or found-inf tensor. `state_steps` are float32 tensors on the parameters' device holding
-/// the step number each update is the n-th of (already counted). Throws c10::Error where absent.
-inline void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
-                        at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
-                        at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay,
-                        double eps, bool amsgrad) {
+VOLT_INLINE void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
+                             at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
+                             at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay,
+                             double eps, bool amsgrad) {
 #if VOLT_TORCH_VERSION >= 20100
   if (decoupled_weight_decay) {
     at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
@@ -497,12 +600,7 @@ inline void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::
 #endif
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Multi-tensor copies.
-
-/// `destinations[i].copy_(sources[i])` for every i (same dtypes and sizes): one multi-tensor kernel per
-/// device where LibTorch has `at::_foreach_copy_` (2.4 on), else one copy per tensor.
-inline void foreach_copy_(at::TensorList destinations, at::TensorList sources) {
+VOLT_INLINE void foreach_copy_(at::TensorList destinations, at::TensorList sources) {
   TORCH_CHECK(destinations.size() == sources.size(), "volt: foreach_copy_ got ", destinations.size(),
               " destinations and ", sources.size(), " sources");
   if (destinations.empty()) return;
@@ -513,21 +611,7 @@ inline void foreach_copy_(at::TensorList destinations, at::TensorList sources) {
 #endif
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Multi-tensor gradient clipping and optimizer steps with a tensor learning rate (volt/optim/capturable.hpp).
-//
-// `at::_foreach_norm`, `at::_foreach_mul_(TensorList, Tensor)` and `at::_foreach_clamp_min_/max_` are used from
-// LibTorch 2.4 on (one kernel per device); before, one op per tensor. The fused Adam, AdamW and SGD kernels
-// with a tensor learning rate (the `tensor_lr` overloads, which read the learning rate and the step counts on
-// the device and so can be captured in a CUDA graph) exist from LibTorch 2.4 on; where they do not, the
-// wrappers below throw c10::Error.
-
-/// True where LibTorch has the fused Adam, AdamW and SGD kernels with a tensor learning rate (2.4 and later).
-inline constexpr bool has_tensor_lr_fused_optimizers = VOLT_TORCH_VERSION >= 20400;
-
-/// The 2-norm of each tensor of `tensors` (one multi-tensor kernel per device from LibTorch 2.4, else one
-/// norm per tensor), each a 0-dim tensor of the tensor's dtype.
-inline std::vector<at::Tensor> foreach_norm(at::TensorList tensors) {
+VOLT_INLINE std::vector<at::Tensor> foreach_norm(at::TensorList tensors) {
 #if VOLT_TORCH_VERSION >= 20400
   return at::_foreach_norm(tensors, 2);
 #else
@@ -538,9 +622,7 @@ inline std::vector<at::Tensor> foreach_norm(at::TensorList tensors) {
 #endif
 }
 
-/// Multiplies every tensor of `tensors` in place by the 0-dim tensor `factor` (one multi-tensor kernel per
-/// device from LibTorch 2.4, else one multiplication per tensor, with `factor` cast to the tensor's dtype).
-inline void foreach_mul_(at::TensorList tensors, const at::Tensor& factor) {
+VOLT_INLINE void foreach_mul_(at::TensorList tensors, const at::Tensor& factor) {
 #if VOLT_TORCH_VERSION >= 20400
   at::_foreach_mul_(tensors, factor);
 #else
@@ -548,9 +630,7 @@ inline void foreach_mul_(at::TensorList tensors, const at::Tensor& factor) {
 #endif
 }
 
-/// Clamps every element of `tensors` in place to [low, high] (two multi-tensor ops per device from LibTorch
-/// 2.4, else one clamp_ per tensor).
-inline void foreach_clamp_(at::TensorList tensors, double low, double high) {
+VOLT_INLINE void foreach_clamp_(at::TensorList tensors, double low, double high) {
 #if VOLT_TORCH_VERSION >= 20400
   at::_foreach_clamp_min_(tensors, at::Scalar(low));
   at::_foreach_clamp_max_(tensors, at::Scalar(high));
@@ -559,15 +639,11 @@ inline void foreach_clamp_(at::TensorList tensors, double low, double high) {
 #endif
 }
 
-/// `at::_fused_adamw_` when `decoupled_weight_decay`, else `at::_fused_adam_`, in their overloads with a
-/// tensor learning rate `lr` (a 0-dim float32 tensor on the parameters' device), `maximize` false, no grad
-/// scale, and `found_inf` (where nonzero, the kernel changes nothing). `state_steps` are float32 tensors on
-/// the device, already counted. Throws c10::Error where has_tensor_lr_fused_optimizers is false.
-inline void fused_adam_tensor_lr_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
-                                  at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                                  at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor& lr,
-                                  double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
-                                  const std::optional<at::Tensor>& found_inf) {
+VOLT_INLINE void fused_adam_tensor_lr_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
+                                       at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                                       at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor& lr,
+                                       double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
+                                       const std::optional<at::Tensor>& found_inf) {
 #if VOLT_TORCH_VERSION >= 20400
   if (decoupled_weight_decay) {
     at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
@@ -585,13 +661,9 @@ inline void fused_adam_tensor_lr_(bool decoupled_weight_decay, at::TensorList pa
 #endif
 }
 
-/// `at::_fused_sgd_` in its overload with a tensor learning rate `lr` (a 0-dim float32 tensor on the
-/// parameters' device), `maximize` and `is_first_step` false, no grad scale, and `found_inf` (where nonzero,
-/// the kernel changes nothing). `momentum_buffers` is empty without momentum. Throws c10::Error where
-/// has_tensor_lr_fused_optimizers is false.
-inline void fused_sgd_tensor_lr_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
-                                 double weight_decay, double momentum, const at::Tensor& lr, double dampening,
-                                 bool nesterov, const std::optional<at::Tensor>& found_inf) {
+VOLT_INLINE void fused_sgd_tensor_lr_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+                                      double weight_decay, double momentum, const at::Tensor& lr, double dampening,
+                                      bool nesterov, const std::optional<at::Tensor>& found_inf) {
 #if VOLT_TORCH_VERSION >= 20400
   at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov,
                   /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::nullopt, found_inf);
@@ -604,6 +676,8 @@ inline void fused_sgd_tensor_lr_(at::TensorList params, at::TensorList grads, at
 }
 
 }  // namespace volt::compat
+// ---- end volt/core/impl/compat_kernels.ipp
+#endif
 // ---- end volt/core/compat_kernels.hpp
 // ---- end volt/core/compat.hpp
 // ---- begin volt/core/errors.hpp
@@ -662,38 +736,91 @@ struct State {
   Sink sink;
   std::set<std::string, std::less<>> warned_once;
 };
-inline State& state() {
-  static State s;
-  return s;
-}
-inline void default_sink(Level level, std::string_view message) {
-  std::cerr << (level == Level::warning ? "volt: warning: " : "") << message << '\n';
-}
+VOLT_INLINE State& state();
+VOLT_INLINE void default_sink(Level level, std::string_view message);
 }  // namespace detail
 
 /// Installs `sink` for all later messages and returns the previous one (empty means the default).
-inline Sink set_sink(Sink sink) {
-  auto& s = detail::state();
-  std::lock_guard lock(s.mutex);
-  return std::exchange(s.sink, std::move(sink));
-}
+VOLT_INLINE Sink set_sink(Sink sink);
 /// Restores the default sink (stderr) for all later messages.
-inline void reset_sink() { set_sink(nullptr); }
+VOLT_INLINE void reset_sink();
 
 namespace detail {
-inline std::atomic<int>& rank_override() {
-  static std::atomic<int> rank{-1};
-  return rank;
-}
+VOLT_INLINE std::atomic<int>& rank_override();
 }  // namespace detail
 
 /// Sets the global rank the *_rank_zero functions use (a distributed strategy calls it once it knows the rank;
 /// volt's own launcher never sets RANK, as Lightning's does not). A negative value returns to the environment.
-inline void set_global_rank(int rank) { detail::rank_override().store(rank); }
+VOLT_INLINE void set_global_rank(int rank);
 
 /// The process's global rank: the one set with set_global_rank(), else as the launcher set it in the
 /// environment, 0 when none did.
-inline int global_rank_from_environment() {
+VOLT_INLINE int global_rank_from_environment();
+
+/// Hands `text` to the sink, in this process whatever its rank. Thread-safe: the sink is called under a lock,
+/// so it must not log through volt itself.
+VOLT_INLINE void message(Level level, std::string_view text);
+
+/// An informational message, printed by every rank.
+VOLT_INLINE void info(std::string_view text);
+/// A warning, printed by every rank.
+VOLT_INLINE void warn(std::string_view text);
+
+/// An informational message printed only where global_rank_from_environment() is 0.
+VOLT_INLINE void info_rank_zero(std::string_view text);
+/// A warning printed only where global_rank_from_environment() is 0 (Lightning's rank_zero_warn).
+VOLT_INLINE void warn_rank_zero(std::string_view text);
+
+/// Warns the first time `text` is seen in this process (Python's default warning filter).
+VOLT_INLINE void warn_once(std::string_view text);
+
+/// Forgets which warnings were already printed (for tests).
+VOLT_INLINE void reset_warn_once();
+
+}  // namespace volt::log
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/log.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/log.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::log::detail {
+
+VOLT_INLINE State& state() {
+  static State s;
+  return s;
+}
+
+VOLT_INLINE void default_sink(Level level, std::string_view message) {
+  std::cerr << (level == Level::warning ? "volt: warning: " : "") << message << '\n';
+}
+}  // namespace volt::log::detail
+
+namespace volt::log {
+
+VOLT_INLINE Sink set_sink(Sink sink) {
+  auto& s = detail::state();
+  std::lock_guard lock(s.mutex);
+  return std::exchange(s.sink, std::move(sink));
+}
+
+VOLT_INLINE void reset_sink() { set_sink(nullptr); }
+}  // namespace volt::log
+
+namespace volt::log::detail {
+
+VOLT_INLINE std::atomic<int>& rank_override() {
+  static std::atomic<int> rank{-1};
+  return rank;
+}
+}  // namespace volt::log::detail
+
+namespace volt::log {
+
+VOLT_INLINE void set_global_rank(int rank) { detail::rank_override().store(rank); }
+
+VOLT_INLINE int global_rank_from_environment() {
   if (const int rank = detail::rank_override().load(); rank >= 0) return rank;
   for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"}) {
     if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
@@ -703,9 +830,7 @@ inline int global_rank_from_environment() {
   return 0;
 }
 
-/// Hands `text` to the sink, in this process whatever its rank. Thread-safe: the sink is called under a lock,
-/// so it must not log through volt itself.
-inline void message(Level level, std::string_view text) {
+VOLT_INLINE void message(Level level, std::string_view text) {
   auto& s = detail::state();
   std::lock_guard lock(s.mutex);
   if (s.sink) {
@@ -715,22 +840,19 @@ inline void message(Level level, std::string_view text) {
   }
 }
 
-/// An informational message, printed by every rank.
-inline void info(std::string_view text) { message(Level::info, text); }
-/// A warning, printed by every rank.
-inline void warn(std::string_view text) { message(Level::warning, text); }
+VOLT_INLINE void info(std::string_view text) { message(Level::info, text); }
 
-/// An informational message printed only where global_rank_from_environment() is 0.
-inline void info_rank_zero(std::string_view text) {
+VOLT_INLINE void warn(std::string_view text) { message(Level::warning, text); }
+
+VOLT_INLINE void info_rank_zero(std::string_view text) {
   if (global_rank_from_environment() == 0) info(text);
 }
-/// A warning printed only where global_rank_from_environment() is 0 (Lightning's rank_zero_warn).
-inline void warn_rank_zero(std::string_view text) {
+
+VOLT_INLINE void warn_rank_zero(std::string_view text) {
   if (global_rank_from_environment() == 0) warn(text);
 }
 
-/// Warns the first time `text` is seen in this process (Python's default warning filter).
-inline void warn_once(std::string_view text) {
+VOLT_INLINE void warn_once(std::string_view text) {
   {
     auto& s = detail::state();
     std::lock_guard lock(s.mutex);
@@ -739,14 +861,15 @@ inline void warn_once(std::string_view text) {
   warn_rank_zero(text);
 }
 
-/// Forgets which warnings were already printed (for tests).
-inline void reset_warn_once() {
+VOLT_INLINE void reset_warn_once() {
   auto& s = detail::state();
   std::lock_guard lock(s.mutex);
   s.warned_once.clear();
 }
 
 }  // namespace volt::log
+// ---- end volt/core/impl/log.ipp
+#endif
 // ---- end volt/core/log.hpp
 // ---- begin volt/core/seed.hpp
 /// \file
@@ -785,32 +908,12 @@ namespace detail {
 
 /// The process's rank as Lightning's _get_rank reads it (set_global_rank, then RANK, LOCAL_RANK,
 /// SLURM_PROCID, JSM_NAMESPACE_RANK), or nullopt when nothing names one.
-inline std::optional<int> rank_if_known() {
-  if (const int rank = log::detail::rank_override().load(); rank >= 0) return rank;
-  for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"}) {
-    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return std::atoi(value);
-  }
-  return std::nullopt;
-}
+VOLT_INLINE std::optional<int> rank_if_known();
 
 /// Python's int(text) for the digits of an environment variable (surrounding spaces allowed).
-inline std::optional<std::int64_t> parse_seed_text(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n')) text.remove_suffix(1);
-  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-  std::int64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
+VOLT_INLINE std::optional<std::int64_t> parse_seed_text(std::string_view text);
 
-inline void set_environment(const char* name, const std::string& value) {
-#ifdef _WIN32
-  _putenv_s(name, value.c_str());
-#else
-  setenv(name, value.c_str(), /*overwrite=*/1);
-#endif
-}
+VOLT_INLINE void set_environment(const char* name, const std::string& value);
 
 }  // namespace detail
 
@@ -827,8 +930,50 @@ inline void set_environment(const char* name, const std::string& value) {
 /// `workers`: LibTorch's data loader workers are threads of this process and draw from its generator, so
 /// there is no per-worker seeding to set up; the flag is recorded in PL_SEED_WORKERS for programs and
 /// processes that read it, as Lightning does.
-inline std::int64_t seed_everything(std::optional<std::int64_t> seed = std::nullopt, bool workers = false,
-                                    bool verbose = true) {
+VOLT_INLINE std::int64_t seed_everything(std::optional<std::int64_t> seed = std::nullopt, bool workers = false,
+                                         bool verbose = true);
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/seed.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/seed.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::optional<int> rank_if_known() {
+  if (const int rank = log::detail::rank_override().load(); rank >= 0) return rank;
+  for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return std::atoi(value);
+  }
+  return std::nullopt;
+}
+
+VOLT_INLINE std::optional<std::int64_t> parse_seed_text(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n')) text.remove_suffix(1);
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+VOLT_INLINE void set_environment(const char* name, const std::string& value) {
+#ifdef _WIN32
+  _putenv_s(name, value.c_str());
+#else
+  setenv(name, value.c_str(), /*overwrite=*/1);
+#endif
+}
+}  // namespace volt::detail
+
+namespace volt {
+
+VOLT_INLINE std::int64_t seed_everything(std::optional<std::int64_t> seed, bool workers,
+                                         bool verbose) {
   if (!seed) {
     const char* text = std::getenv("PL_GLOBAL_SEED");
     if (text == nullptr) {
@@ -863,6 +1008,8 @@ inline std::int64_t seed_everything(std::optional<std::int64_t> seed = std::null
 }
 
 }  // namespace volt
+// ---- end volt/core/impl/seed.ipp
+#endif
 // ---- end volt/core/seed.hpp
 
 // ---- begin volt/accelerators.hpp
@@ -968,7 +1115,19 @@ constexpr ParsedInt python_int(std::string_view text) {
 /// Python's repr() of an ASCII str: single quotes unless the text holds ' and no ", backslash escapes
 /// for \\, \n, \r, \t and other control characters as \xNN. Bytes >= 0x80 are copied unchanged (volt
 /// treats them as opaque; Python would show printable Unicode as is and escape the rest).
-inline std::string python_repr(std::string_view text) {
+VOLT_INLINE std::string python_repr(std::string_view text);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/detail/impl/python_text.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/detail/python_text.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string python_repr(std::string_view text) {
   const bool use_double = text.find('\'') != std::string_view::npos && text.find('"') == std::string_view::npos;
   const char quote = use_double ? '"' : '\'';
   std::string out(1, quote);
@@ -999,6 +1158,8 @@ inline std::string python_repr(std::string_view text) {
 }
 
 }  // namespace volt::detail
+// ---- end volt/accelerators/detail/impl/python_text.ipp
+#endif
 // ---- end volt/accelerators/detail/python_text.hpp
 
 #include <climits>
@@ -1077,36 +1238,17 @@ inline constexpr std::string_view device_spec_grammar =
 
 // The error paths of DeviceSpec's constructors. They are not constexpr on purpose: reaching one during
 // constant evaluation makes the DeviceSpec a compile error whose message names the function.
-[[noreturn]] inline void invalid_literal_for_int_with_base_10(std::string_view stripped_piece) {
-  throw std::invalid_argument("invalid literal for int() with base 10: " + python_repr(stripped_piece) + " (" +
-                              std::string(device_spec_grammar) + ")");
-}
-[[noreturn]] inline void device_number_outside_int_range(std::string_view stripped_piece) {
-  throw std::invalid_argument("volt: the number " + python_repr(stripped_piece) +
-                              " in a device spec does not fit in an int (" + std::string(device_spec_grammar) + ")");
-}
-[[noreturn]] inline void device_count_outside_int_range(long long count) {
-  throw std::invalid_argument("volt: the device count " + std::to_string(count) + " does not fit in an int");
-}
-[[noreturn]] inline void too_many_device_ids(std::size_t count) {
-  throw std::invalid_argument("volt: a device spec holds at most " + std::to_string(max_device_ids) +
-                              " device ids, got " + std::to_string(count));
-}
+[[noreturn]] VOLT_INLINE void invalid_literal_for_int_with_base_10(std::string_view stripped_piece);
+[[noreturn]] VOLT_INLINE void device_number_outside_int_range(std::string_view stripped_piece);
+[[noreturn]] VOLT_INLINE void device_count_outside_int_range(long long count);
+[[noreturn]] VOLT_INLINE void too_many_device_ids(std::size_t count);
 // Python's TypeError for `devices=None` (no final period in Lightning's text).
-[[noreturn]] inline std::string_view null_device_spec_text() {
-  throw std::invalid_argument("Device IDs (GPU/TPU) must be an int, a string, a sequence of ints, but you passed None");
-}
+[[noreturn]] VOLT_INLINE std::string_view null_device_spec_text();
 // Reached only in constant evaluation, where a repeated id is refused for every accelerator (the GPU parsers:
 // "Device ID's (GPU) must be unique."; the CPU parser refuses every list); at run time the accelerator's
 // parse_devices() reports it with Lightning's message.
-[[noreturn]] inline void device_ids_must_be_unique() {
-  throw std::invalid_argument("Device ID's (GPU) must be unique.");
-}
-[[noreturn]] inline void device_ids_of_a_non_list_spec() {
-  throw std::logic_error(
-      "volt: DeviceSpec::ids() needs a list of ids or a count of at most volt::max_device_ids; "
-      "check request() first");
-}
+[[noreturn]] VOLT_INLINE void device_ids_must_be_unique();
+[[noreturn]] VOLT_INLINE void device_ids_of_a_non_list_spec();
 
 }  // namespace detail
 
@@ -1241,47 +1383,16 @@ struct DeviceSpec {
   constexpr bool cpu_int_rejects_text() const { return cpu_int_rejects_text_; }
 
   /// The value as Python's repr() would print what Lightning received: `2`, `'0,2'`, `[0, 2]`, `'auto'`.
-  std::string python_repr() const {
-    switch (form_) {
-      case DeviceSpecForm::automatic: return "'auto'";
-      case DeviceSpecForm::integer: return std::to_string(count_);
-      case DeviceSpecForm::string: return detail::python_repr(text()) + (text_truncated_ ? "..." : "");
-      case DeviceSpecForm::id_list: break;
-    }
-    return list_repr();
-  }
+  std::string python_repr() const;
 
   /// The value as a volt user writes it in the options: `2`, `"0,2"`, `volt::devices({0, 2})`, `volt::DeviceSpec{}`.
-  std::string cpp_expression() const {
-    switch (form_) {
-      case DeviceSpecForm::automatic: return "volt::DeviceSpec{}";
-      case DeviceSpecForm::integer: return std::to_string(count_);
-      case DeviceSpecForm::string: {
-        std::string repr = detail::python_repr(text());
-        if (repr.front() == '\'') {
-          repr.front() = '"';
-          repr.back() = '"';
-        }
-        return repr + (text_truncated_ ? "..." : "");
-      }
-      case DeviceSpecForm::id_list: break;
-    }
-    std::string list = list_repr();
-    return "volt::devices({" + list.substr(1, list.size() - 2) + "})";
-  }
+  std::string cpp_expression() const;
 
   /// Member-wise equality: the same form, request, count, ids and kept text.
   friend constexpr bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
 
  private:
-  std::string list_repr() const {
-    std::string out = "[";
-    for (int i = 0; i < ids_.size(); ++i) {
-      if (i > 0) out += ", ";
-      out += std::to_string(ids_[i]);
-    }
-    return out + "]";
-  }
+  std::string list_repr() const;
 
   constexpr void keep_text(std::string_view text) {
     const std::size_t kept = text.size() < static_cast<std::size_t>(max_device_spec_text)
@@ -1365,6 +1476,92 @@ constexpr DeviceSpec devices(std::initializer_list<int> ids) {
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/device_spec.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/device_spec.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE std::string DeviceSpec::python_repr() const {
+  switch (form_) {
+    case DeviceSpecForm::automatic: return "'auto'";
+    case DeviceSpecForm::integer: return std::to_string(count_);
+    case DeviceSpecForm::string: return detail::python_repr(text()) + (text_truncated_ ? "..." : "");
+    case DeviceSpecForm::id_list: break;
+  }
+  return list_repr();
+}
+
+VOLT_INLINE std::string DeviceSpec::cpp_expression() const {
+  switch (form_) {
+    case DeviceSpecForm::automatic: return "volt::DeviceSpec{}";
+    case DeviceSpecForm::integer: return std::to_string(count_);
+    case DeviceSpecForm::string: {
+      std::string repr = detail::python_repr(text());
+      if (repr.front() == '\'') {
+        repr.front() = '"';
+        repr.back() = '"';
+      }
+      return repr + (text_truncated_ ? "..." : "");
+    }
+    case DeviceSpecForm::id_list: break;
+  }
+  std::string list = list_repr();
+  return "volt::devices({" + list.substr(1, list.size() - 2) + "})";
+}
+
+VOLT_INLINE std::string DeviceSpec::list_repr() const {
+  std::string out = "[";
+  for (int i = 0; i < ids_.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(ids_[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace volt
+
+namespace volt::detail {
+
+[[noreturn]] VOLT_INLINE void invalid_literal_for_int_with_base_10(std::string_view stripped_piece) {
+  throw std::invalid_argument("invalid literal for int() with base 10: " + python_repr(stripped_piece) + " (" +
+                              std::string(device_spec_grammar) + ")");
+}
+
+[[noreturn]] VOLT_INLINE void device_number_outside_int_range(std::string_view stripped_piece) {
+  throw std::invalid_argument("volt: the number " + python_repr(stripped_piece) +
+                              " in a device spec does not fit in an int (" + std::string(device_spec_grammar) + ")");
+}
+
+[[noreturn]] VOLT_INLINE void device_count_outside_int_range(long long count) {
+  throw std::invalid_argument("volt: the device count " + std::to_string(count) + " does not fit in an int");
+}
+
+[[noreturn]] VOLT_INLINE void too_many_device_ids(std::size_t count) {
+  throw std::invalid_argument("volt: a device spec holds at most " + std::to_string(max_device_ids) +
+                              " device ids, got " + std::to_string(count));
+}
+
+[[noreturn]] VOLT_INLINE std::string_view null_device_spec_text() {
+  throw std::invalid_argument("Device IDs (GPU/TPU) must be an int, a string, a sequence of ints, but you passed None");
+}
+
+[[noreturn]] VOLT_INLINE void device_ids_must_be_unique() {
+  throw std::invalid_argument("Device ID's (GPU) must be unique.");
+}
+
+[[noreturn]] VOLT_INLINE void device_ids_of_a_non_list_spec() {
+  throw std::logic_error(
+      "volt: DeviceSpec::ids() needs a list of ids or a count of at most volt::max_device_ids; "
+      "check request() first");
+}
+
+}  // namespace volt::detail
+// ---- end volt/accelerators/impl/device_spec.ipp
+#endif
 // ---- end volt/accelerators/device_spec.hpp
 // ---- begin volt/accelerators/device_parser.hpp
 /// \file
@@ -1391,7 +1588,45 @@ inline constexpr int max_device_count = 1 << 16;
 namespace detail {
 
 /// Python's repr() of a list of ints: "[]", "[0, 1]".
-inline std::string python_list_repr(const std::vector<int>& ids) {
+VOLT_INLINE std::string python_list_repr(const std::vector<int>& ids);
+
+VOLT_INLINE std::vector<int> id_range(int count);
+
+/// Whether torchrun (TorchElastic) launched this process: TORCHELASTIC_RUN_ID is set, as
+/// torch.distributed.is_torchelastic_launched() checks.
+VOLT_INLINE bool torchelastic_launched();
+
+/// Lightning's `_parse_gpu_ids(spec, include_cuda or include_mps)` with the accelerator's available ids.
+/// Returns nullopt for "no devices" (0, "0", "[]", volt::devices({})); otherwise the requested ids in the
+/// caller's order. Throws volt::MisconfigurationError "GPUs requested but none are available.",
+/// "Device ID's (GPU) must be unique." or "You requested gpu: [...]\n But your machine only has: [...]";
+/// std::invalid_argument for DeviceSpec{} ("auto" is resolved by the connector, as in Lightning, whose
+/// parser raises int()'s ValueError for it) and for counts above volt::max_device_count.
+VOLT_INLINE std::optional<std::vector<int>> parse_gpu_ids(const DeviceSpec& spec, const std::vector<int>& available_ids,
+                                                          bool launched_by_torchelastic);
+
+VOLT_INLINE std::optional<std::vector<int>> parse_gpu_ids(const DeviceSpec& spec, const std::vector<int>& available_ids);
+
+inline constexpr std::string_view cpu_devices_message = "`devices` selected with `CPUAccelerator` should be an int > 0.";
+
+/// Lightning's `_parse_cpu_cores`: an int > 0, or a string whose strip() is all digits and whose int()
+/// is > 0. Returns the number of CPU processes. Throws std::invalid_argument (Python's TypeError)
+/// "`devices` selected with `CPUAccelerator` should be an int > 0." for anything else (0, -1, "-1",
+/// "+2", lists, "auto"), and int()'s ValueError text for digits wrapped in \x1c-\x1f.
+VOLT_INLINE int parse_cpu_cores(const DeviceSpec& spec);
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/device_parser.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/device_parser.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string python_list_repr(const std::vector<int>& ids) {
   std::string out = "[";
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i > 0) out += ", ";
@@ -1400,7 +1635,7 @@ inline std::string python_list_repr(const std::vector<int>& ids) {
   return out + "]";
 }
 
-inline std::vector<int> id_range(int count) {
+VOLT_INLINE std::vector<int> id_range(int count) {
   if (count > max_device_count) {
     throw std::invalid_argument("volt: devices=" + std::to_string(count) + " asks for more devices than volt supports (" +
                                 std::to_string(max_device_count) + ")");
@@ -1411,18 +1646,10 @@ inline std::vector<int> id_range(int count) {
   return ids;
 }
 
-/// Whether torchrun (TorchElastic) launched this process: TORCHELASTIC_RUN_ID is set, as
-/// torch.distributed.is_torchelastic_launched() checks.
-inline bool torchelastic_launched() { return std::getenv("TORCHELASTIC_RUN_ID") != nullptr; }
+VOLT_INLINE bool torchelastic_launched() { return std::getenv("TORCHELASTIC_RUN_ID") != nullptr; }
 
-/// Lightning's `_parse_gpu_ids(spec, include_cuda or include_mps)` with the accelerator's available ids.
-/// Returns nullopt for "no devices" (0, "0", "[]", volt::devices({})); otherwise the requested ids in the
-/// caller's order. Throws volt::MisconfigurationError "GPUs requested but none are available.",
-/// "Device ID's (GPU) must be unique." or "You requested gpu: [...]\n But your machine only has: [...]";
-/// std::invalid_argument for DeviceSpec{} ("auto" is resolved by the connector, as in Lightning, whose
-/// parser raises int()'s ValueError for it) and for counts above volt::max_device_count.
-inline std::optional<std::vector<int>> parse_gpu_ids(const DeviceSpec& spec, const std::vector<int>& available_ids,
-                                                     bool launched_by_torchelastic) {
+VOLT_INLINE std::optional<std::vector<int>> parse_gpu_ids(const DeviceSpec& spec, const std::vector<int>& available_ids,
+                                                          bool launched_by_torchelastic) {
   std::vector<int> requested;
   switch (spec.request()) {
     case DeviceRequest::automatic:
@@ -1457,17 +1684,11 @@ inline std::optional<std::vector<int>> parse_gpu_ids(const DeviceSpec& spec, con
   return requested;
 }
 
-inline std::optional<std::vector<int>> parse_gpu_ids(const DeviceSpec& spec, const std::vector<int>& available_ids) {
+VOLT_INLINE std::optional<std::vector<int>> parse_gpu_ids(const DeviceSpec& spec, const std::vector<int>& available_ids) {
   return parse_gpu_ids(spec, available_ids, torchelastic_launched());
 }
 
-inline constexpr std::string_view cpu_devices_message = "`devices` selected with `CPUAccelerator` should be an int > 0.";
-
-/// Lightning's `_parse_cpu_cores`: an int > 0, or a string whose strip() is all digits and whose int()
-/// is > 0. Returns the number of CPU processes. Throws std::invalid_argument (Python's TypeError)
-/// "`devices` selected with `CPUAccelerator` should be an int > 0." for anything else (0, -1, "-1",
-/// "+2", lists, "auto"), and int()'s ValueError text for digits wrapped in \x1c-\x1f.
-inline int parse_cpu_cores(const DeviceSpec& spec) {
+VOLT_INLINE int parse_cpu_cores(const DeviceSpec& spec) {
   int cores = 0;
   if (spec.form() == DeviceSpecForm::integer) {
     cores = spec.count();
@@ -1481,8 +1702,9 @@ inline int parse_cpu_cores(const DeviceSpec& spec) {
   return cores;
 }
 
-}  // namespace detail
-}  // namespace volt
+}  // namespace volt::detail
+// ---- end volt/accelerators/impl/device_parser.ipp
+#endif
 // ---- end volt/accelerators/device_parser.hpp
 // ---- begin volt/accelerators/machine.hpp
 /// \file
@@ -1521,15 +1743,40 @@ struct ProbeState {
   const FakeMachine* fake = nullptr;
   int mps_available_cache = -1;  // -1: not computed yet; MPS::is_available() caches like Lightning's lru_cache
 };
-inline ProbeState& probe_state() {
-  static ProbeState state;
-  return state;
-}
+VOLT_INLINE ProbeState& probe_state();
 
 /// The architecture this process runs as, named as Python's platform.processor() names it on macOS
 /// ("arm" natively on Apple silicon, "i386" for an x86-64 process, also under Rosetta). On other systems
 /// volt names the compiled architecture ("arm64", "x86_64", ...).
-inline std::string real_processor() {
+VOLT_INLINE std::string real_processor();
+}  // namespace detail
+
+/// Number of CUDA devices visible to this process (after CUDA_VISIBLE_DEVICES); 0 without CUDA.
+VOLT_INLINE int cuda_device_count();
+
+/// LibTorch's own MPS availability (torch::mps::is_available(), or at::hasMPS() on LibTorch 1.13).
+VOLT_INLINE bool torch_mps_available();
+
+/// The processor architecture as Python's platform.processor() would report it ("arm", "arm64",
+/// "x86_64", "i386", ""). MPS needs "arm" or "arm64".
+VOLT_INLINE std::string processor();
+
+}  // namespace volt::machine
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/machine.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/machine.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::machine::detail {
+
+VOLT_INLINE ProbeState& probe_state() {
+  static ProbeState state;
+  return state;
+}
+
+VOLT_INLINE std::string real_processor() {
 #if defined(__APPLE__)
   int translated = 0;
   std::size_t size = sizeof(translated);
@@ -1552,10 +1799,11 @@ inline std::string real_processor() {
   return "";
 #endif
 }
-}  // namespace detail
+}  // namespace volt::machine::detail
 
-/// Number of CUDA devices visible to this process (after CUDA_VISIBLE_DEVICES); 0 without CUDA.
-inline int cuda_device_count() {
+namespace volt::machine {
+
+VOLT_INLINE int cuda_device_count() {
   {
     auto& state = detail::probe_state();
     std::lock_guard lock(state.mutex);
@@ -1564,8 +1812,7 @@ inline int cuda_device_count() {
   return compat::torch_cuda_device_count();
 }
 
-/// LibTorch's own MPS availability (torch::mps::is_available(), or at::hasMPS() on LibTorch 1.13).
-inline bool torch_mps_available() {
+VOLT_INLINE bool torch_mps_available() {
   {
     auto& state = detail::probe_state();
     std::lock_guard lock(state.mutex);
@@ -1574,9 +1821,7 @@ inline bool torch_mps_available() {
   return compat::torch_mps_available();
 }
 
-/// The processor architecture as Python's platform.processor() would report it ("arm", "arm64",
-/// "x86_64", "i386", ""). MPS needs "arm" or "arm64".
-inline std::string processor() {
+VOLT_INLINE std::string processor() {
   {
     auto& state = detail::probe_state();
     std::lock_guard lock(state.mutex);
@@ -1587,6 +1832,8 @@ inline std::string processor() {
 }
 
 }  // namespace volt::machine
+// ---- end volt/accelerators/impl/machine.ipp
+#endif
 // ---- end volt/accelerators/machine.hpp
 // ---- begin volt/accelerators/accelerator.hpp
 /// \file
@@ -1666,8 +1913,22 @@ namespace detail {
 
 /// Lightning's setup_device check: PL raises MisconfigurationException, Fabric ValueError. `label` is
 /// the name in the message ("CPU", "MPS"; PL's CUDA says "GPU" and omits the final period).
-inline void check_device_type(torch::Device device, c10::DeviceType expected, std::string_view label,
-                              bool final_period, Frontend frontend) {
+VOLT_INLINE void check_device_type(torch::Device device, c10::DeviceType expected, std::string_view label,
+                                   bool final_period, Frontend frontend);
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/accelerator.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/accelerator.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void check_device_type(torch::Device device, c10::DeviceType expected, std::string_view label,
+                                   bool final_period, Frontend frontend) {
   if (device.type() == expected) return;
   std::string message = "Device should be " + std::string(label) + ", got " + device.str() + " instead";
   if (final_period) message += '.';
@@ -1675,8 +1936,9 @@ inline void check_device_type(torch::Device device, c10::DeviceType expected, st
   throw MisconfigurationError(message);
 }
 
-}  // namespace detail
-}  // namespace volt
+}  // namespace volt::detail
+// ---- end volt/accelerators/impl/accelerator.ipp
+#endif
 // ---- end volt/accelerators/accelerator.hpp
 // ---- begin volt/accelerators/device_stats.hpp
 /// \file
@@ -1702,10 +1964,7 @@ inline void check_device_type(torch::Device device, c10::DeviceType expected, st
 namespace volt::detail {
 
 /// psutil's usage_percent(used, total, round_=1): 0 when total is 0.
-inline double usage_percent(double used, double total) {
-  if (total <= 0) return 0.0;
-  return std::round(used / total * 100.0 * 10.0) / 10.0;
-}
+VOLT_INLINE double usage_percent(double used, double total);
 
 struct CpuTimes {
   double busy = 0;
@@ -1739,7 +1998,34 @@ inline MemInfo read_meminfo() {
 
 /// Total and busy CPU time since boot, summed over all CPUs (psutil: busy excludes idle and iowait;
 /// total excludes guest time, which the kernel already counts in user and nice).
-inline CpuTimes read_cpu_times() {
+VOLT_INLINE CpuTimes read_cpu_times();
+
+/// psutil.virtual_memory().percent: (total - available) / total, rounded to one decimal.
+VOLT_INLINE double host_memory_percent();
+
+/// psutil.swap_memory().percent: used / total swap, rounded to one decimal (0 without swap).
+VOLT_INLINE double host_swap_percent();
+
+/// psutil.cpu_percent(interval=None): the busy share of CPU time since the previous call in this process,
+/// rounded to one decimal. The first call measures since boot (psutil measures since its import).
+VOLT_INLINE double host_cpu_percent();
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/device_stats.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/device_stats.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE double usage_percent(double used, double total) {
+  if (total <= 0) return 0.0;
+  return std::round(used / total * 100.0 * 10.0) / 10.0;
+}
+
+VOLT_INLINE CpuTimes read_cpu_times() {
 #if defined(__linux__)
   std::ifstream file("/proc/stat");
   std::string label;
@@ -1768,8 +2054,7 @@ inline CpuTimes read_cpu_times() {
 #endif
 }
 
-/// psutil.virtual_memory().percent: (total - available) / total, rounded to one decimal.
-inline double host_memory_percent() {
+VOLT_INLINE double host_memory_percent() {
 #if defined(__linux__)
   const MemInfo info = read_meminfo();
   return usage_percent(info.mem_total - info.mem_available, info.mem_total);
@@ -1793,8 +2078,7 @@ inline double host_memory_percent() {
 #endif
 }
 
-/// psutil.swap_memory().percent: used / total swap, rounded to one decimal (0 without swap).
-inline double host_swap_percent() {
+VOLT_INLINE double host_swap_percent() {
 #if defined(__linux__)
   const MemInfo info = read_meminfo();
   return usage_percent(info.swap_total - info.swap_free, info.swap_total);
@@ -1808,9 +2092,7 @@ inline double host_swap_percent() {
 #endif
 }
 
-/// psutil.cpu_percent(interval=None): the busy share of CPU time since the previous call in this process,
-/// rounded to one decimal. The first call measures since boot (psutil measures since its import).
-inline double host_cpu_percent() {
+VOLT_INLINE double host_cpu_percent() {
   static std::mutex mutex;
   static CpuTimes previous{};
   const CpuTimes now = read_cpu_times();
@@ -1824,6 +2106,8 @@ inline double host_cpu_percent() {
 }
 
 }  // namespace volt::detail
+// ---- end volt/accelerators/impl/device_stats.ipp
+#endif
 // ---- end volt/accelerators/device_stats.hpp
 // ---- begin volt/accelerators/cpu.hpp
 /// \file
@@ -1855,35 +2139,55 @@ struct CPU {
   /// Lightning's `_parse_cpu_cores`: {0, 1, ..., n-1} for an int n > 0 or a string of digits such as "3".
   /// Throws std::invalid_argument (Python's TypeError) "`devices` selected with `CPUAccelerator` should be
   /// an int > 0." for anything else: 0, "0", -1, "-1", "+2", lists, DeviceSpec{} ("auto").
-  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices) {
-    return detail::id_range(detail::parse_cpu_cores(devices));
-  }
+  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices);
 
   /// One torch::Device("cpu") per id.
-  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
-    return std::vector<torch::Device>(ids.size(), torch::Device(torch::kCPU));
-  }
+  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids);
 
   /// Throws MisconfigurationError "Device should be CPU, got cuda:0 instead." for a non-CPU device
   /// (Fabric: std::invalid_argument with the same text).
-  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
-    detail::check_device_type(device, torch::kCPU, "CPU", true, frontend);
-  }
+  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer);
 
   /// Host-wide figures, as Lightning reads them from psutil: "cpu_vm_percent" (memory in use),
   /// "cpu_percent" (busy CPU time since the previous call), "cpu_swap_percent". Throws
   /// std::runtime_error on systems other than Linux and macOS.
-  static std::map<std::string, double> get_device_stats(torch::Device /*device*/) {
-    return {{"cpu_vm_percent", detail::host_memory_percent()},
-            {"cpu_percent", detail::host_cpu_percent()},
-            {"cpu_swap_percent", detail::host_swap_percent()}};
-  }
+  static std::map<std::string, double> get_device_stats(torch::Device /*device*/);
 
   /// Nothing to release.
   static void teardown() {}
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/cpu.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/cpu.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE auto CPU::parse_devices(const DeviceSpec& devices) -> std::optional<std::vector<int>> {
+  return detail::id_range(detail::parse_cpu_cores(devices));
+}
+
+VOLT_INLINE auto CPU::get_parallel_devices(const std::vector<int>& ids) -> std::vector<torch::Device> {
+  return std::vector<torch::Device>(ids.size(), torch::Device(torch::kCPU));
+}
+
+VOLT_INLINE void CPU::setup_device(torch::Device device, Frontend frontend) {
+  detail::check_device_type(device, torch::kCPU, "CPU", true, frontend);
+}
+
+VOLT_INLINE auto CPU::get_device_stats(torch::Device /*device*/) -> std::map<std::string, double> {
+  return {{"cpu_vm_percent", detail::host_memory_percent()},
+          {"cpu_percent", detail::host_cpu_percent()},
+          {"cpu_swap_percent", detail::host_swap_percent()}};
+}
+
+}  // namespace volt
+// ---- end volt/accelerators/impl/cpu.ipp
+#endif
 // ---- end volt/accelerators/cpu.hpp
 // ---- begin volt/accelerators/cuda.hpp
 /// \file
@@ -1917,13 +2221,8 @@ namespace volt {
 namespace detail {
 // Reached only for a bad value. Not constexpr on purpose: in constant evaluation (a string literal given to
 // a consteval constructor) the call is the compile error, and its name says what is wrong.
-[[noreturn]] inline void float32_matmul_precision_must_be_highest_high_or_medium(std::string_view given) {
-  throw MisconfigurationError("`float32_matmul_precision` must be \"highest\", \"high\" or \"medium\", got \"" +
-                              std::string(given) + "\".");
-}
-[[noreturn]] inline void deterministic_must_be_true_false_or_warn(std::string_view given) {
-  throw MisconfigurationError("`deterministic` must be true, false or \"warn\", got \"" + std::string(given) + "\".");
-}
+[[noreturn]] VOLT_INLINE void float32_matmul_precision_must_be_highest_high_or_medium(std::string_view given);
+[[noreturn]] VOLT_INLINE void deterministic_must_be_true_false_or_warn(std::string_view given);
 }  // namespace detail
 
 /// How float32 matrix multiplications may run (torch.set_float32_matmul_precision): "highest" (full
@@ -2005,11 +2304,7 @@ class Deterministic {
 
   /// The value of run-time text ("true", "false" or "warn", as a command line gives it); throws
   /// MisconfigurationError naming what was given and what is allowed.
-  static Deterministic parse(std::string_view text) {
-    Deterministic value;
-    value.mode_ = mode_of(text, true);
-    return value;
-  }
+  static Deterministic parse(std::string_view text);
 
   /// Whether a value was given.
   constexpr bool is_set() const { return mode_ != Mode::unset; }
@@ -2050,8 +2345,25 @@ inline constexpr std::string_view deterministic_with_benchmark_warning =
 /// Sets LibTorch's process-wide math modes as Lightning's `_set_torch_flags` does (deterministic first decides
 /// benchmark's default; benchmark is set only when known; deterministic algorithms are switched only when
 /// `deterministic` is set), and the float32 matmul precision when given.
-inline void set_math_modes(Float32MatmulPrecision matmul_precision, std::optional<bool> benchmark,
-                           Deterministic deterministic) {
+VOLT_INLINE void set_math_modes(Float32MatmulPrecision matmul_precision, std::optional<bool> benchmark,
+                                Deterministic deterministic);
+
+/// LibTorch's current float32 matmul precision.
+VOLT_INLINE Float32MatmulPrecision current_float32_matmul_precision();
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/math_modes.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/math_modes.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void set_math_modes(Float32MatmulPrecision matmul_precision, std::optional<bool> benchmark,
+                                Deterministic deterministic) {
   if (deterministic.is_on()) {
     if (!benchmark) {
       benchmark = false;
@@ -2070,17 +2382,39 @@ inline void set_math_modes(Float32MatmulPrecision matmul_precision, std::optiona
   if (matmul_precision.is_set()) at::globalContext().setFloat32MatmulPrecision(std::string(matmul_precision.name()));
 }
 
-/// LibTorch's current float32 matmul precision.
-inline Float32MatmulPrecision current_float32_matmul_precision() {
+VOLT_INLINE Float32MatmulPrecision current_float32_matmul_precision() {
   switch (at::globalContext().float32MatmulPrecision()) {
     case at::Float32MatmulPrecision::HIGH: return Float32MatmulPrecision::Level::high;
     case at::Float32MatmulPrecision::MEDIUM: return Float32MatmulPrecision::Level::medium;
     default: return Float32MatmulPrecision::Level::highest;
   }
 }
+}  // namespace volt::detail
 
-}  // namespace detail
+namespace volt {
+
+VOLT_INLINE auto Deterministic::parse(std::string_view text) -> Deterministic {
+  Deterministic value;
+  value.mode_ = mode_of(text, true);
+  return value;
+}
+
 }  // namespace volt
+
+namespace volt::detail {
+
+[[noreturn]] VOLT_INLINE void float32_matmul_precision_must_be_highest_high_or_medium(std::string_view given) {
+  throw MisconfigurationError("`float32_matmul_precision` must be \"highest\", \"high\" or \"medium\", got \"" +
+                              std::string(given) + "\".");
+}
+
+[[noreturn]] VOLT_INLINE void deterministic_must_be_true_false_or_warn(std::string_view given) {
+  throw MisconfigurationError("`deterministic` must be true, false or \"warn\", got \"" + std::string(given) + "\".");
+}
+
+}  // namespace volt::detail
+// ---- end volt/core/impl/math_modes.ipp
+#endif
 // ---- end volt/core/math_modes.hpp
 
 #include <torch/torch.h>
@@ -2103,31 +2437,12 @@ namespace detail {
 /// Lightning's hint for a CUDA device with tensor cores (compute capability 8.0 or more) when float32 matmuls
 /// run at "highest", word for word (in volt the setting is TrainerOptions::float32_matmul_precision); nullopt
 /// when there is nothing to say.
-inline std::optional<std::string> tensor_core_hint(const compat::CudaDeviceInfo& device,
-                                                   Float32MatmulPrecision precision) {
-  if (device.major < 8 || precision.level() != Float32MatmulPrecision::Level::highest) return std::nullopt;
-  return "You are using a CUDA device ('" + device.name +
-         "') that has Tensor Cores. To properly utilize them, you should set "
-         "`torch.set_float32_matmul_precision('medium' | 'high')` which will trade-off precision for performance. "
-         "For more details, read https://pytorch.org/docs/stable/generated/torch.set_float32_matmul_precision.html"
-         "#torch.set_float32_matmul_precision";
-}
+VOLT_INLINE std::optional<std::string> tensor_core_hint(const compat::CudaDeviceInfo& device,
+                                                        Float32MatmulPrecision precision);
 
 /// Prints tensor_core_hint() for CUDA device `index` on rank zero, once per device and process (Lightning's
 /// `_check_cuda_matmul_precision`, cached per device).
-inline void check_cuda_matmul_precision(int index) {
-  const auto device = compat::cuda_device_info(index);
-  if (!device) return;
-  const auto hint = tensor_core_hint(*device, current_float32_matmul_precision());
-  if (!hint) return;
-  static std::mutex mutex;
-  static std::set<int> hinted;
-  {
-    std::lock_guard lock(mutex);
-    if (!hinted.insert(index).second) return;
-  }
-  log::info_rank_zero(*hint);
-}
+VOLT_INLINE void check_cuda_matmul_precision(int index);
 
 }  // namespace detail
 
@@ -2150,55 +2465,29 @@ struct CUDA {
   /// Throws MisconfigurationError "GPUs requested but none are available.", "Device ID's (GPU) must be
   /// unique." or "You requested gpu: [...]\n But your machine only has: [...]"; std::invalid_argument
   /// for DeviceSpec{} ("auto", which the connector resolves first).
-  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices) {
-    return detail::parse_gpu_ids(devices, available_ids());
-  }
+  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices);
 
   /// torch::Device("cuda", id) for each id, in order ({3, 1} -> cuda:3, cuda:1). Ids are not checked against
   /// the machine; a negative id throws std::runtime_error "Device index must not be negative" (Python's
   /// torch.device("cuda", -2); reachable under torchrun, where Lightning skips the id checks).
-  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
-    std::vector<torch::Device> devices;
-    devices.reserve(ids.size());
-    for (int id : ids) {
-      if (id < 0) throw std::runtime_error("Device index must not be negative");
-      devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
-    }
-    return devices;
-  }
+  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids);
 
   /// Makes `device` the current CUDA device. Throws MisconfigurationError "Device should be GPU, got cpu
   /// instead" (Lightning's PL text: "GPU", no final period) for a non-CUDA device; Fabric:
   /// std::invalid_argument "Device should be CUDA, got cpu instead.". LibTorch's c10::Error if the device
   /// does not exist. Then prints Lightning's tensor-core hint (detail::tensor_core_hint) once per device.
-  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
-    if (frontend == Frontend::fabric) {
-      detail::check_device_type(device, torch::kCUDA, "CUDA", true, frontend);
-    } else {
-      detail::check_device_type(device, torch::kCUDA, "GPU", false, frontend);
-    }
-#ifdef VOLT_WITH_CUDA
-    if (device.has_index()) c10::cuda::set_device(device.index());
-#endif
-    detail::check_cuda_matmul_precision(device_index(device));
-  }
+  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer);
 
   /// The caching allocator's statistics for the device (Lightning: torch.cuda.memory_stats), under
   /// Lightning's key names ("allocated_bytes.all.current", "reserved_bytes.large_pool.peak", ...).
   /// Empty when volt was compiled without CUDA, and before the process's first CUDA allocation (as in
   /// Lightning). LibTorch's c10::Error for a device index that does not exist.
-  static std::map<std::string, double> get_device_stats(torch::Device device) {
-    if (!allocator_initialized(device)) return {};
-    return compat::cuda_memory_stats(device_index(device));
-  }
+  static std::map<std::string, double> get_device_stats(torch::Device device);
 
   /// Returns cached, unused blocks of the caching allocator to the driver (torch.cuda.empty_cache()).
   static void empty_cache() { compat::cuda_empty_cache(); }
   /// Bytes currently allocated to tensors on the device (0 without CUDA or before the first allocation).
-  static std::int64_t allocated_bytes(torch::Device device) {
-    if (!allocator_initialized(device)) return 0;
-    return compat::cuda_allocated_bytes(device_index(device));
-  }
+  static std::int64_t allocated_bytes(torch::Device device);
 
   /// Lightning's teardown: empties the allocator's cache.
   static void teardown() { empty_cache(); }
@@ -2207,29 +2496,108 @@ struct CUDA {
   // LibTorch's caching allocator is set up lazily, by the first CUDA allocation; asking it for statistics
   // before that throws "Invalid device argument <index>: did you call init?" (the index is printed as a
   // char, so what() may end early). A device that does not exist still throws.
-  static bool allocator_initialized(torch::Device device) {
-    const int index = device_index(device);
-    if (index < 0 || index >= compat::torch_cuda_device_count()) return true;
-    try {
-      (void)compat::cuda_allocated_bytes(index);
-      return true;
-    } catch (const std::exception& error) {
-      if (std::string_view(error.what()).starts_with("Invalid device argument")) return false;
-      throw;
-    }
-  }
+  static bool allocator_initialized(torch::Device device);
 
-  static int device_index(torch::Device device) {
-    if (device.has_index()) return device.index();
-#ifdef VOLT_WITH_CUDA
-    return c10::cuda::current_device();
-#else
-    return 0;
-#endif
-  }
+  static int device_index(torch::Device device);
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/cuda.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/cuda.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::optional<std::string> tensor_core_hint(const compat::CudaDeviceInfo& device,
+                                                        Float32MatmulPrecision precision) {
+  if (device.major < 8 || precision.level() != Float32MatmulPrecision::Level::highest) return std::nullopt;
+  return "You are using a CUDA device ('" + device.name +
+         "') that has Tensor Cores. To properly utilize them, you should set "
+         "`torch.set_float32_matmul_precision('medium' | 'high')` which will trade-off precision for performance. "
+         "For more details, read https://pytorch.org/docs/stable/generated/torch.set_float32_matmul_precision.html"
+         "#torch.set_float32_matmul_precision";
+}
+
+VOLT_INLINE void check_cuda_matmul_precision(int index) {
+  const auto device = compat::cuda_device_info(index);
+  if (!device) return;
+  const auto hint = tensor_core_hint(*device, current_float32_matmul_precision());
+  if (!hint) return;
+  static std::mutex mutex;
+  static std::set<int> hinted;
+  {
+    std::lock_guard lock(mutex);
+    if (!hinted.insert(index).second) return;
+  }
+  log::info_rank_zero(*hint);
+}
+}  // namespace volt::detail
+
+namespace volt {
+
+VOLT_INLINE auto CUDA::parse_devices(const DeviceSpec& devices) -> std::optional<std::vector<int>> {
+  return detail::parse_gpu_ids(devices, available_ids());
+}
+
+VOLT_INLINE auto CUDA::get_parallel_devices(const std::vector<int>& ids) -> std::vector<torch::Device> {
+  std::vector<torch::Device> devices;
+  devices.reserve(ids.size());
+  for (int id : ids) {
+    if (id < 0) throw std::runtime_error("Device index must not be negative");
+    devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
+  }
+  return devices;
+}
+
+VOLT_INLINE void CUDA::setup_device(torch::Device device, Frontend frontend) {
+  if (frontend == Frontend::fabric) {
+    detail::check_device_type(device, torch::kCUDA, "CUDA", true, frontend);
+  } else {
+    detail::check_device_type(device, torch::kCUDA, "GPU", false, frontend);
+  }
+#ifdef VOLT_WITH_CUDA
+  if (device.has_index()) c10::cuda::set_device(device.index());
+#endif
+  detail::check_cuda_matmul_precision(device_index(device));
+}
+
+VOLT_INLINE auto CUDA::get_device_stats(torch::Device device) -> std::map<std::string, double> {
+  if (!allocator_initialized(device)) return {};
+  return compat::cuda_memory_stats(device_index(device));
+}
+
+VOLT_INLINE std::int64_t CUDA::allocated_bytes(torch::Device device) {
+  if (!allocator_initialized(device)) return 0;
+  return compat::cuda_allocated_bytes(device_index(device));
+}
+
+VOLT_INLINE bool CUDA::allocator_initialized(torch::Device device) {
+  const int index = device_index(device);
+  if (index < 0 || index >= compat::torch_cuda_device_count()) return true;
+  try {
+    (void)compat::cuda_allocated_bytes(index);
+    return true;
+  } catch (const std::exception& error) {
+    if (std::string_view(error.what()).starts_with("Invalid device argument")) return false;
+    throw;
+  }
+}
+
+VOLT_INLINE int CUDA::device_index(torch::Device device) {
+  if (device.has_index()) return device.index();
+#ifdef VOLT_WITH_CUDA
+  return c10::cuda::current_device();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace volt
+// ---- end volt/accelerators/impl/cuda.ipp
+#endif
 // ---- end volt/accelerators/cuda.hpp
 // ---- begin volt/accelerators/mps.hpp
 /// \file
@@ -2265,23 +2633,9 @@ struct MPS {
   /// Lightning's rule, cached for the process like its lru_cache: DISABLE_MPS is not exactly "1",
   /// LibTorch reports MPS, and the process runs natively on arm/arm64 (not under Rosetta). Set
   /// DISABLE_MPS before the first call, or call clear_availability_cache().
-  static bool is_available() {
-    auto& state = machine::detail::probe_state();
-    {
-      std::lock_guard lock(state.mutex);
-      if (state.mps_available_cache >= 0) return state.mps_available_cache == 1;
-    }
-    const bool available = compute_availability();
-    std::lock_guard lock(state.mutex);
-    if (state.mps_available_cache < 0) state.mps_available_cache = available ? 1 : 0;
-    return state.mps_available_cache == 1;
-  }
+  static bool is_available();
   /// Forgets the cached availability (Lightning: MPSAccelerator.is_available.cache_clear()).
-  static void clear_availability_cache() {
-    auto& state = machine::detail::probe_state();
-    std::lock_guard lock(state.mutex);
-    state.mps_available_cache = -1;
-  }
+  static void clear_availability_cache();
 
   /// 1.
   static int auto_device_count() { return 1; }
@@ -2291,42 +2645,20 @@ struct MPS {
   /// Lightning's `_parse_gpu_ids(devices, include_mps=True)`; the same results and errors as
   /// CUDA::parse_devices with the available ids {0} (e.g. devices=2 throws MisconfigurationError
   /// "You requested gpu: [0, 1]\n But your machine only has: [0]").
-  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices) {
-    return detail::parse_gpu_ids(devices, available_ids());
-  }
+  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices);
 
   /// torch::Device("mps", i) for i in 0..ids.size()-1: MPS devices are numbered by position, not by id.
-  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
-    std::vector<torch::Device> devices;
-    devices.reserve(ids.size());
-    for (std::size_t position = 0; position < ids.size(); ++position) {
-      devices.emplace_back(torch::kMPS, static_cast<c10::DeviceIndex>(position));
-    }
-    return devices;
-  }
+  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids);
 
   /// Throws MisconfigurationError "Device should be MPS, got cpu instead." for a non-MPS device (Fabric:
   /// std::invalid_argument). Nothing else to set up.
-  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
-    detail::check_device_type(device, torch::kMPS, "MPS", true, frontend);
-  }
+  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer);
 
   /// Lightning's host-wide figures "M1_vm_percent", "M1_percent" (CPU busy since the previous call),
   /// "M1_swap_percent", plus "mps_current_allocated_bytes" and "mps_driver_allocated_bytes" where LibTorch
   /// exposes the MPS allocator (2.1 and later, on a Mac with MPS). Throws std::runtime_error on systems
   /// other than Linux and macOS.
-  static std::map<std::string, double> get_device_stats(torch::Device /*device*/) {
-    std::map<std::string, double> stats{{"M1_vm_percent", detail::host_memory_percent()},
-                                        {"M1_percent", detail::host_cpu_percent()},
-                                        {"M1_swap_percent", detail::host_swap_percent()}};
-    if (const auto current = compat::mps_current_allocated_bytes(); current >= 0) {
-      stats["mps_current_allocated_bytes"] = static_cast<double>(current);
-    }
-    if (const auto driver = compat::mps_driver_allocated_bytes(); driver >= 0) {
-      stats["mps_driver_allocated_bytes"] = static_cast<double>(driver);
-    }
-    return stats;
-  }
+  static std::map<std::string, double> get_device_stats(torch::Device /*device*/);
 
   /// Releases the MPS allocator's cached memory (torch.mps.empty_cache()); no-op where unsupported.
   static void empty_cache() { compat::mps_empty_cache(); }
@@ -2339,16 +2671,78 @@ struct MPS {
   static void teardown() {}
 
  private:
-  static bool compute_availability() {
-    const char* disable = std::getenv("DISABLE_MPS");
-    if (disable != nullptr && std::string_view(disable) == "1") return false;
-    if (!machine::torch_mps_available()) return false;
-    const std::string processor = machine::processor();
-    return processor == "arm" || processor == "arm64";
-  }
+  static bool compute_availability();
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/mps.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/mps.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE bool MPS::is_available() {
+  auto& state = machine::detail::probe_state();
+  {
+    std::lock_guard lock(state.mutex);
+    if (state.mps_available_cache >= 0) return state.mps_available_cache == 1;
+  }
+  const bool available = compute_availability();
+  std::lock_guard lock(state.mutex);
+  if (state.mps_available_cache < 0) state.mps_available_cache = available ? 1 : 0;
+  return state.mps_available_cache == 1;
+}
+
+VOLT_INLINE void MPS::clear_availability_cache() {
+  auto& state = machine::detail::probe_state();
+  std::lock_guard lock(state.mutex);
+  state.mps_available_cache = -1;
+}
+
+VOLT_INLINE auto MPS::parse_devices(const DeviceSpec& devices) -> std::optional<std::vector<int>> {
+  return detail::parse_gpu_ids(devices, available_ids());
+}
+
+VOLT_INLINE auto MPS::get_parallel_devices(const std::vector<int>& ids) -> std::vector<torch::Device> {
+  std::vector<torch::Device> devices;
+  devices.reserve(ids.size());
+  for (std::size_t position = 0; position < ids.size(); ++position) {
+    devices.emplace_back(torch::kMPS, static_cast<c10::DeviceIndex>(position));
+  }
+  return devices;
+}
+
+VOLT_INLINE void MPS::setup_device(torch::Device device, Frontend frontend) {
+  detail::check_device_type(device, torch::kMPS, "MPS", true, frontend);
+}
+
+VOLT_INLINE auto MPS::get_device_stats(torch::Device /*device*/) -> std::map<std::string, double> {
+  std::map<std::string, double> stats{{"M1_vm_percent", detail::host_memory_percent()},
+                                      {"M1_percent", detail::host_cpu_percent()},
+                                      {"M1_swap_percent", detail::host_swap_percent()}};
+  if (const auto current = compat::mps_current_allocated_bytes(); current >= 0) {
+    stats["mps_current_allocated_bytes"] = static_cast<double>(current);
+  }
+  if (const auto driver = compat::mps_driver_allocated_bytes(); driver >= 0) {
+    stats["mps_driver_allocated_bytes"] = static_cast<double>(driver);
+  }
+  return stats;
+}
+
+VOLT_INLINE bool MPS::compute_availability() {
+  const char* disable = std::getenv("DISABLE_MPS");
+  if (disable != nullptr && std::string_view(disable) == "1") return false;
+  if (!machine::torch_mps_available()) return false;
+  const std::string processor = machine::processor();
+  return processor == "arm" || processor == "arm64";
+}
+
+}  // namespace volt
+// ---- end volt/accelerators/impl/mps.ipp
+#endif
 // ---- end volt/accelerators/mps.hpp
 // ---- begin volt/accelerators/auto.hpp
 /// \file
@@ -2369,11 +2763,7 @@ struct Auto {
   static constexpr std::string_view name = "auto";
   /// Picks MPS, CUDA or CPU on this machine, at the call (Trainer and Fabric call it once, at construction, on
   /// every rank). Never throws: CPU is always there.
-  static AcceleratorKind resolve(Frontend /*frontend*/ = Frontend::trainer) {
-    if (MPS::is_available()) return AcceleratorKind::mps;
-    if (CUDA::is_available()) return AcceleratorKind::cuda;
-    return AcceleratorKind::cpu;
-  }
+  static AcceleratorKind resolve(Frontend /*frontend*/ = Frontend::trainer);
 };
 
 /// Lightning's accelerator="gpu": MPS if available, then CUDA. Throws MisconfigurationError
@@ -2383,12 +2773,7 @@ struct GPU {
   static constexpr std::string_view name = "gpu";
   /// Picks MPS or CUDA on this machine, at the call. Throws MisconfigurationError (Frontend::fabric:
   /// std::runtime_error) "No supported gpu backend found!" when neither is available.
-  static AcceleratorKind resolve(Frontend frontend = Frontend::trainer) {
-    if (MPS::is_available()) return AcceleratorKind::mps;
-    if (CUDA::is_available()) return AcceleratorKind::cuda;
-    if (frontend == Frontend::fabric) throw std::runtime_error("No supported gpu backend found!");
-    throw MisconfigurationError("No supported gpu backend found!");
-  }
+  static AcceleratorKind resolve(Frontend frontend = Frontend::trainer);
 };
 
 /// The accelerator an Accelerator parameter stands for: CPU, CUDA and MPS (and any AcceleratorPolicy)
@@ -2416,6 +2801,31 @@ decltype(auto) visit_accelerator(AcceleratorKind kind, F&& f) {
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/auto.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/auto.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE auto Auto::resolve(Frontend /*frontend*/) -> AcceleratorKind {
+  if (MPS::is_available()) return AcceleratorKind::mps;
+  if (CUDA::is_available()) return AcceleratorKind::cuda;
+  return AcceleratorKind::cpu;
+}
+
+VOLT_INLINE auto GPU::resolve(Frontend frontend) -> AcceleratorKind {
+  if (MPS::is_available()) return AcceleratorKind::mps;
+  if (CUDA::is_available()) return AcceleratorKind::cuda;
+  if (frontend == Frontend::fabric) throw std::runtime_error("No supported gpu backend found!");
+  throw MisconfigurationError("No supported gpu backend found!");
+}
+
+}  // namespace volt
+// ---- end volt/accelerators/impl/auto.ipp
+#endif
 // ---- end volt/accelerators/auto.hpp
 // ---- begin volt/accelerators/connector.hpp
 /// \file
@@ -2450,91 +2860,23 @@ struct DeviceSelection {
 
 namespace detail {
 
-inline std::string_view frontend_class(Frontend frontend) {
-  return frontend == Frontend::fabric ? "Fabric" : "Trainer";
-}
+VOLT_INLINE std::string_view frontend_class(Frontend frontend);
 
 /// Lightning's check of devices in ([], 0, "0") before parsing; volt applies it to every spec that
 /// selects no device (also " 0 " and "[]", which make Lightning fail later with a TypeError).
-[[noreturn]] inline void throw_no_devices(const DeviceSpec& devices, std::string_view accelerator_name,
-                                         Frontend frontend) {
-  const std::string message =
-      "`volt::" + std::string(frontend_class(frontend)) + "({.devices = " + devices.cpp_expression() +
-      "})` value is not a valid input using " + std::string(accelerator_name) +
-      " accelerator. Ask for at least one device: a count > 0, -1 for every device, or ids such as "
-      "volt::devices({0}) (Lightning: `" + std::string(frontend_class(frontend)) +
-      "(devices=" + devices.python_repr() + ")`).";
-  if (frontend == Frontend::fabric) throw std::invalid_argument(message);
-  throw MisconfigurationError(message);
-}
-inline void reject_no_devices(const DeviceSpec& devices, std::string_view accelerator_name, Frontend frontend) {
-  if (devices.selects_none()) throw_no_devices(devices, accelerator_name, frontend);
-}
+[[noreturn]] VOLT_INLINE void throw_no_devices(const DeviceSpec& devices, std::string_view accelerator_name,
+                                              Frontend frontend);
+VOLT_INLINE void reject_no_devices(const DeviceSpec& devices, std::string_view accelerator_name, Frontend frontend);
 
-inline std::string_view accelerator_class_name(AcceleratorKind kind) {
-  switch (kind) {
-    case AcceleratorKind::cuda: return "CUDAAccelerator";
-    case AcceleratorKind::mps: return "MPSAccelerator";
-    case AcceleratorKind::cpu: break;
-  }
-  return "CPUAccelerator";
-}
+VOLT_INLINE std::string_view accelerator_class_name(AcceleratorKind kind);
 
-inline std::string_view policy_name(AcceleratorKind kind) {
-  switch (kind) {
-    case AcceleratorKind::cuda: return "volt::CUDA";
-    case AcceleratorKind::mps: return "volt::MPS";
-    case AcceleratorKind::cpu: break;
-  }
-  return "volt::CPU";
-}
+VOLT_INLINE std::string_view policy_name(AcceleratorKind kind);
 
 /// Lightning's availability error (spec 3.3) with the available accelerators in volt's selection order
 /// and a hint at the usual causes.
-[[noreturn]] inline void throw_accelerator_unavailable(AcceleratorKind kind, Frontend frontend) {
-  std::string names = "[";
-  std::string policies;
-  for (AcceleratorKind candidate : {AcceleratorKind::mps, AcceleratorKind::cuda, AcceleratorKind::cpu}) {
-    const bool available = candidate == AcceleratorKind::mps    ? MPS::is_available()
-                           : candidate == AcceleratorKind::cuda ? CUDA::is_available()
-                                                                : CPU::is_available();
-    if (!available) continue;
-    if (names.size() > 1) {
-      names += ", ";
-      policies += ", ";
-    }
-    names += '\'';
-    names += to_string(candidate);
-    names += '\'';
-    policies += policy_name(candidate);
-  }
-  names += "]";
-  std::string message = "`" + std::string(accelerator_class_name(kind)) +
-                        "` can not run on your system since the accelerator is not available. The following "
-                        "accelerator(s) is available and can be passed as the Accelerator template argument of `volt::" +
-                        std::string(frontend_class(frontend)) + "`: " + names + " (" + policies + ").";
-  if (kind == AcceleratorKind::mps) {
-    message +=
-        " MPS needs an Apple-silicon Mac with macOS 12.3 or later, a process running natively on arm64 (not "
-        "under Rosetta), a LibTorch built with MPS, and DISABLE_MPS not set to 1.";
-  } else if (kind == AcceleratorKind::cuda) {
-    message +=
-        " CUDA needs a LibTorch built with CUDA and at least one visible NVIDIA GPU (check nvidia-smi and "
-        "CUDA_VISIBLE_DEVICES).";
-  }
-  if (frontend == Frontend::fabric) throw std::runtime_error(message);
-  throw MisconfigurationError(message);
-}
+[[noreturn]] VOLT_INLINE void throw_accelerator_unavailable(AcceleratorKind kind, Frontend frontend);
 
-inline std::vector<int> device_ids_of(const std::vector<torch::Device>& devices) {
-  std::vector<int> ids;
-  ids.reserve(devices.size());
-  for (std::size_t position = 0; position < devices.size(); ++position) {
-    const torch::Device& device = devices[position];
-    ids.push_back(device.has_index() && device.index() != 0 ? device.index() : static_cast<int>(position));
-  }
-  return ids;
-}
+VOLT_INLINE std::vector<int> device_ids_of(const std::vector<torch::Device>& devices);
 
 }  // namespace detail
 
@@ -2573,7 +2915,58 @@ DeviceSelection select_devices(const DeviceSpec& devices, Frontend frontend = Fr
 /// "GPU available: True (cuda), used: True" (CUDA is named before MPS, as in Lightning), and, once per
 /// process on rank zero, the warning "GPU available but not used. ..." when a CUDA or MPS device is
 /// available but `used` is another accelerator. volt prints no TPU line: it has no TPU support.
-inline void log_device_info(AcceleratorKind used) {
+VOLT_INLINE void log_device_info(AcceleratorKind used);
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/connector.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/connector.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string_view frontend_class(Frontend frontend) {
+  return frontend == Frontend::fabric ? "Fabric" : "Trainer";
+}
+
+VOLT_INLINE void reject_no_devices(const DeviceSpec& devices, std::string_view accelerator_name, Frontend frontend) {
+  if (devices.selects_none()) throw_no_devices(devices, accelerator_name, frontend);
+}
+
+VOLT_INLINE std::string_view accelerator_class_name(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return "CUDAAccelerator";
+    case AcceleratorKind::mps: return "MPSAccelerator";
+    case AcceleratorKind::cpu: break;
+  }
+  return "CPUAccelerator";
+}
+
+VOLT_INLINE std::string_view policy_name(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return "volt::CUDA";
+    case AcceleratorKind::mps: return "volt::MPS";
+    case AcceleratorKind::cpu: break;
+  }
+  return "volt::CPU";
+}
+
+VOLT_INLINE std::vector<int> device_ids_of(const std::vector<torch::Device>& devices) {
+  std::vector<int> ids;
+  ids.reserve(devices.size());
+  for (std::size_t position = 0; position < devices.size(); ++position) {
+    const torch::Device& device = devices[position];
+    ids.push_back(device.has_index() && device.index() != 0 ? device.index() : static_cast<int>(position));
+  }
+  return ids;
+}
+}  // namespace volt::detail
+
+namespace volt {
+
+VOLT_INLINE void log_device_info(AcceleratorKind used) {
   const bool cuda_available = CUDA::is_available();
   const bool mps_available = MPS::is_available();
   const std::string_view gpu_type = cuda_available ? " (cuda)" : mps_available ? " (mps)" : "";
@@ -2589,6 +2982,59 @@ inline void log_device_info(AcceleratorKind used) {
 }
 
 }  // namespace volt
+
+namespace volt::detail {
+
+[[noreturn]] VOLT_INLINE void throw_no_devices(const DeviceSpec& devices, std::string_view accelerator_name,
+                                              Frontend frontend) {
+  const std::string message =
+      "`volt::" + std::string(frontend_class(frontend)) + "({.devices = " + devices.cpp_expression() +
+      "})` value is not a valid input using " + std::string(accelerator_name) +
+      " accelerator. Ask for at least one device: a count > 0, -1 for every device, or ids such as "
+      "volt::devices({0}) (Lightning: `" + std::string(frontend_class(frontend)) +
+      "(devices=" + devices.python_repr() + ")`).";
+  if (frontend == Frontend::fabric) throw std::invalid_argument(message);
+  throw MisconfigurationError(message);
+}
+
+[[noreturn]] VOLT_INLINE void throw_accelerator_unavailable(AcceleratorKind kind, Frontend frontend) {
+  std::string names = "[";
+  std::string policies;
+  for (AcceleratorKind candidate : {AcceleratorKind::mps, AcceleratorKind::cuda, AcceleratorKind::cpu}) {
+    const bool available = candidate == AcceleratorKind::mps    ? MPS::is_available()
+                           : candidate == AcceleratorKind::cuda ? CUDA::is_available()
+                                                                : CPU::is_available();
+    if (!available) continue;
+    if (names.size() > 1) {
+      names += ", ";
+      policies += ", ";
+    }
+    names += '\'';
+    names += to_string(candidate);
+    names += '\'';
+    policies += policy_name(candidate);
+  }
+  names += "]";
+  std::string message = "`" + std::string(accelerator_class_name(kind)) +
+                        "` can not run on your system since the accelerator is not available. The following "
+                        "accelerator(s) is available and can be passed as the Accelerator template argument of `volt::" +
+                        std::string(frontend_class(frontend)) + "`: " + names + " (" + policies + ").";
+  if (kind == AcceleratorKind::mps) {
+    message +=
+        " MPS needs an Apple-silicon Mac with macOS 12.3 or later, a process running natively on arm64 (not "
+        "under Rosetta), a LibTorch built with MPS, and DISABLE_MPS not set to 1.";
+  } else if (kind == AcceleratorKind::cuda) {
+    message +=
+        " CUDA needs a LibTorch built with CUDA and at least one visible NVIDIA GPU (check nvidia-smi and "
+        "CUDA_VISIBLE_DEVICES).";
+  }
+  if (frontend == Frontend::fabric) throw std::runtime_error(message);
+  throw MisconfigurationError(message);
+}
+
+}  // namespace volt::detail
+// ---- end volt/accelerators/impl/connector.ipp
+#endif
 // ---- end volt/accelerators/connector.hpp
 // ---- begin volt/accelerators/static_devices.hpp
 /// \file
@@ -2688,16 +3134,7 @@ namespace volt {
 /// implemented for the MPS device ..." or "Could not run '<op>' with arguments from the '<backend>' backend".
 /// The messages are matched on any std::exception because LibTorch builds differ in the type they throw
 /// (Debian's 1.13 throws some TORCH_CHECK failures as plain std::runtime_error).
-inline bool is_not_implemented_error(const std::exception& error) {
-  if (dynamic_cast<const c10::NotImplementedError*>(&error) != nullptr) return true;
-  const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
-  const std::string_view message = torch_error != nullptr ? std::string_view(torch_error->msg()) : error.what();
-  if (message.find("not currently implemented for the MPS device") != std::string_view::npos) return true;
-  const auto could_not_run = message.find("Could not run '");
-  return could_not_run != std::string_view::npos &&
-         message.find("with arguments from the '", could_not_run) != std::string_view::npos &&
-         message.find("' backend", could_not_run) != std::string_view::npos;
-}
+VOLT_INLINE bool is_not_implemented_error(const std::exception& error);
 
 namespace detail {
 
@@ -2758,9 +3195,7 @@ class CpuArgument<Arg> {
   std::vector<torch::Tensor> copies_;
 };
 
-inline void note_device(std::optional<torch::Device>& found, const torch::Tensor& tensor) {
-  if (!found && tensor.defined()) found = tensor.device();
-}
+VOLT_INLINE void note_device(std::optional<torch::Device>& found, const torch::Tensor& tensor);
 template <class Arg>
 void note_device(std::optional<torch::Device>& found, const Arg& argument) {
   if constexpr (std::is_same_v<Arg, torch::Tensor>) {
@@ -2816,6 +3251,36 @@ auto with_cpu_fallback(Op&& op, Args&&... args) -> std::decay_t<std::invoke_resu
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/accelerators/impl/fallback.ipp
+/// \file
+/// Definitions of the functions declared in volt/accelerators/fallback.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE bool is_not_implemented_error(const std::exception& error) {
+  if (dynamic_cast<const c10::NotImplementedError*>(&error) != nullptr) return true;
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+  const std::string_view message = torch_error != nullptr ? std::string_view(torch_error->msg()) : error.what();
+  if (message.find("not currently implemented for the MPS device") != std::string_view::npos) return true;
+  const auto could_not_run = message.find("Could not run '");
+  return could_not_run != std::string_view::npos &&
+         message.find("with arguments from the '", could_not_run) != std::string_view::npos &&
+         message.find("' backend", could_not_run) != std::string_view::npos;
+}
+}  // namespace volt
+
+namespace volt::detail {
+
+VOLT_INLINE void note_device(std::optional<torch::Device>& found, const torch::Tensor& tensor) {
+  if (!found && tensor.defined()) found = tensor.device();
+}
+
+}  // namespace volt::detail
+// ---- end volt/accelerators/impl/fallback.ipp
+#endif
 // ---- end volt/accelerators/fallback.hpp
 // ---- end volt/accelerators.hpp
 // ---- begin volt/transfer.hpp
@@ -3645,9 +4110,7 @@ struct batch_transfer {
 /// Whether batch_to_device passes non_blocking=true when it copies a tensor to `device`: for every device type
 /// except CPU and MPS, as Lightning does (non-blocking copies to MPS race, PyTorch issue 83015; to the CPU
 /// they would hand back memory before the copy finished). Values with their own `.to` never get it.
-inline bool transfer_is_non_blocking(torch::Device device) noexcept {
-  return device.type() != c10::DeviceType::CPU && device.type() != c10::DeviceType::MPS;
-}
+VOLT_INLINE bool transfer_is_non_blocking(torch::Device device) noexcept;
 
 namespace detail {
 
@@ -3810,6 +4273,22 @@ std::remove_cvref_t<Batch> batch_to_device(Batch&& batch, torch::Device device) 
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/transfer/impl/batch_to_device.ipp
+/// \file
+/// Definitions of the functions declared in volt/transfer/batch_to_device.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE bool transfer_is_non_blocking(torch::Device device) noexcept {
+  return device.type() != c10::DeviceType::CPU && device.type() != c10::DeviceType::MPS;
+}
+
+}  // namespace volt
+// ---- end volt/transfer/impl/batch_to_device.ipp
+#endif
 // ---- end volt/transfer/batch_to_device.hpp
 // ---- begin volt/transfer/memory_format.hpp
 /// \file
@@ -3849,15 +4328,10 @@ constexpr std::string_view to_string(MemoryFormat format) {
 namespace detail {
 
 /// Whether `tensor` is one that channels-last applies to: defined, floating point, 4-D.
-inline bool takes_channels_last(const torch::Tensor& tensor) {
-  return tensor.defined() && tensor.dim() == 4 && tensor.is_floating_point();
-}
+VOLT_INLINE bool takes_channels_last(const torch::Tensor& tensor);
 
 /// `tensor` in channels-last strides when takes_channels_last(), else `tensor` itself (no copy when it already is).
-inline torch::Tensor to_channels_last(const torch::Tensor& tensor) {
-  if (!takes_channels_last(tensor)) return tensor;
-  return tensor.contiguous(torch::MemoryFormat::ChannelsLast);
-}
+VOLT_INLINE torch::Tensor to_channels_last(const torch::Tensor& tensor);
 
 /// `batch` with every 4-D floating tensor in channels-last strides (any collection apply_to_collection walks).
 template <class Batch>
@@ -3867,7 +4341,37 @@ std::remove_cvref_t<Batch> batch_to_channels_last(Batch&& batch) {
 }
 
 /// Whether `module` or one of its submodules is a 2-D convolution (Inductor's reason to pick channels-last).
-inline bool has_conv2d(torch::nn::Module& module) {
+VOLT_INLINE bool has_conv2d(torch::nn::Module& module);
+
+/// Whether `format` means channels-last for `module` on `device` (automatic: CUDA and a 2-D convolution).
+VOLT_INLINE bool uses_channels_last(MemoryFormat format, torch::Device device, torch::nn::Module& module);
+
+/// Puts every 4-D floating parameter and buffer of `module` in channels-last strides, in place (the tensors
+/// keep their identity, so optimizers and hooks holding them see the change; as Python's
+/// `module.to(memory_format=torch.channels_last)`).
+VOLT_INLINE void module_to_channels_last(torch::nn::Module& module);
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/transfer/impl/memory_format.ipp
+/// \file
+/// Definitions of the functions declared in volt/transfer/memory_format.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE bool takes_channels_last(const torch::Tensor& tensor) {
+  return tensor.defined() && tensor.dim() == 4 && tensor.is_floating_point();
+}
+
+VOLT_INLINE torch::Tensor to_channels_last(const torch::Tensor& tensor) {
+  if (!takes_channels_last(tensor)) return tensor;
+  return tensor.contiguous(torch::MemoryFormat::ChannelsLast);
+}
+
+VOLT_INLINE bool has_conv2d(torch::nn::Module& module) {
   auto is_conv2d = [](torch::nn::Module& candidate) {
     return candidate.as<torch::nn::Conv2d>() != nullptr || candidate.as<torch::nn::ConvTranspose2d>() != nullptr;
   };
@@ -3879,16 +4383,12 @@ inline bool has_conv2d(torch::nn::Module& module) {
   return false;
 }
 
-/// Whether `format` means channels-last for `module` on `device` (automatic: CUDA and a 2-D convolution).
-inline bool uses_channels_last(MemoryFormat format, torch::Device device, torch::nn::Module& module) {
+VOLT_INLINE bool uses_channels_last(MemoryFormat format, torch::Device device, torch::nn::Module& module) {
   if (format == MemoryFormat::channels_last) return true;
   return format == MemoryFormat::automatic && device.is_cuda() && has_conv2d(module);
 }
 
-/// Puts every 4-D floating parameter and buffer of `module` in channels-last strides, in place (the tensors
-/// keep their identity, so optimizers and hooks holding them see the change; as Python's
-/// `module.to(memory_format=torch.channels_last)`).
-inline void module_to_channels_last(torch::nn::Module& module) {
+VOLT_INLINE void module_to_channels_last(torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
   for (auto& parameter : module.parameters()) {
     if (takes_channels_last(parameter) && !parameter.is_contiguous(torch::MemoryFormat::ChannelsLast)) {
@@ -3902,8 +4402,9 @@ inline void module_to_channels_last(torch::nn::Module& module) {
   }
 }
 
-}  // namespace detail
-}  // namespace volt
+}  // namespace volt::detail
+// ---- end volt/transfer/impl/memory_format.ipp
+#endif
 // ---- end volt/transfer/memory_format.hpp
 // ---- end volt/transfer.hpp
 // ---- begin volt/precision.hpp
@@ -4174,13 +4675,7 @@ namespace volt::optim::detail {
 class CommonDevice {
  public:
   /// False when `tensor` is on another device than the tensors seen before it.
-  bool admit(const at::Tensor& tensor) {
-    if (!device_) {
-      device_ = tensor.device();
-      return true;
-    }
-    return tensor.device() == *device_;
-  }
+  bool admit(const at::Tensor& tensor);
   std::optional<torch::Device> device() const noexcept { return device_; }
 
  private:
@@ -4188,24 +4683,14 @@ class CommonDevice {
 };
 
 /// Whether LibTorch's loop and a multi-tensor step would treat (parameter, gradient) alike.
-inline bool plain_dense_pair(const at::Tensor& parameter, const at::Tensor& gradient) {
-  return parameter.layout() == c10::kStrided && gradient.layout() == c10::kStrided && !gradient.is_sparse() &&
-         parameter.is_floating_point() && gradient.scalar_type() == parameter.scalar_type() &&
-         gradient.sizes() == parameter.sizes();
-}
+VOLT_INLINE bool plain_dense_pair(const at::Tensor& parameter, const at::Tensor& gradient);
 
 /// Whether `state_tensor` is defined, dense, on the common device and shaped like `parameter`.
-inline bool usable_state_tensor(const at::Tensor& state_tensor, const at::Tensor& parameter, CommonDevice& device) {
-  return state_tensor.defined() && state_tensor.layout() == c10::kStrided && device.admit(state_tensor) &&
-         state_tensor.sizes() == parameter.sizes();
-}
+VOLT_INLINE bool usable_state_tensor(const at::Tensor& state_tensor, const at::Tensor& parameter, CommonDevice& device);
 
 /// True when some TensorImpl occurs twice in `impls` (a parameter in two groups or twice in one):
 /// LibTorch's loop would update it twice in sequence, a multi-tensor op once per list entry.
-inline bool has_duplicates(std::vector<const c10::TensorImpl*>& impls) {
-  std::sort(impls.begin(), impls.end());
-  return std::adjacent_find(impls.begin(), impls.end()) != impls.end();
-}
+VOLT_INLINE bool has_duplicates(std::vector<const c10::TensorImpl*>& impls);
 
 /// The state of `parameter` in `optimizer` as `State`; nullptr when it has none. Sets `foreign` when it
 /// has state of another type (volt then leaves the step to LibTorch).
@@ -4228,23 +4713,65 @@ State* insert_state(torch::optim::Optimizer& optimizer, const at::Tensor& parame
 }
 
 /// Whether all `tensors` are contiguous and of `dtype` (what LibTorch's fused kernels take).
-inline bool contiguous_of_dtype(const std::vector<at::Tensor>& tensors, c10::ScalarType dtype) {
+VOLT_INLINE bool contiguous_of_dtype(const std::vector<at::Tensor>& tensors, c10::ScalarType dtype);
+
+/// `std::vector<at::Scalar>` from doubles, for the ScalarList overloads of the foreach ops.
+VOLT_INLINE std::vector<at::Scalar> to_scalars(const std::vector<double>& values);
+
+/// True when every value in `values` equals the first (one Scalar can then serve all tensors).
+VOLT_INLINE bool all_equal(const std::vector<double>& values);
+
+}  // namespace volt::optim::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/optim/detail/impl/gather.ipp
+/// \file
+/// Definitions of the functions declared in volt/optim/detail/gather.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::optim::detail {
+
+VOLT_INLINE bool plain_dense_pair(const at::Tensor& parameter, const at::Tensor& gradient) {
+  return parameter.layout() == c10::kStrided && gradient.layout() == c10::kStrided && !gradient.is_sparse() &&
+         parameter.is_floating_point() && gradient.scalar_type() == parameter.scalar_type() &&
+         gradient.sizes() == parameter.sizes();
+}
+
+VOLT_INLINE bool usable_state_tensor(const at::Tensor& state_tensor, const at::Tensor& parameter, CommonDevice& device) {
+  return state_tensor.defined() && state_tensor.layout() == c10::kStrided && device.admit(state_tensor) &&
+         state_tensor.sizes() == parameter.sizes();
+}
+
+VOLT_INLINE bool has_duplicates(std::vector<const c10::TensorImpl*>& impls) {
+  std::sort(impls.begin(), impls.end());
+  return std::adjacent_find(impls.begin(), impls.end()) != impls.end();
+}
+
+VOLT_INLINE bool contiguous_of_dtype(const std::vector<at::Tensor>& tensors, c10::ScalarType dtype) {
   return std::all_of(tensors.begin(), tensors.end(), [dtype](const at::Tensor& tensor) {
     return tensor.scalar_type() == dtype && tensor.is_contiguous();
   });
 }
 
-/// `std::vector<at::Scalar>` from doubles, for the ScalarList overloads of the foreach ops.
-inline std::vector<at::Scalar> to_scalars(const std::vector<double>& values) {
+VOLT_INLINE std::vector<at::Scalar> to_scalars(const std::vector<double>& values) {
   return std::vector<at::Scalar>(values.begin(), values.end());
 }
 
-/// True when every value in `values` equals the first (one Scalar can then serve all tensors).
-inline bool all_equal(const std::vector<double>& values) {
+VOLT_INLINE bool all_equal(const std::vector<double>& values) {
   return std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
 }
 
+VOLT_INLINE bool CommonDevice::admit(const at::Tensor& tensor) {
+  if (!device_) {
+    device_ = tensor.device();
+    return true;
+  }
+  return tensor.device() == *device_;
+}
+
 }  // namespace volt::optim::detail
+// ---- end volt/optim/detail/impl/gather.ipp
+#endif
 // ---- end volt/optim/detail/gather.hpp
 // ---- begin volt/optim/implementation.hpp
 /// \file
@@ -4291,33 +4818,19 @@ constexpr std::string_view to_string(Implementation implementation) noexcept {
 }
 
 /// The Implementation named `text` (one of to_string's names). Throws std::invalid_argument otherwise.
-inline Implementation parse_implementation(std::string_view text) {
-  for (auto candidate : {Implementation::automatic, Implementation::fused, Implementation::multi_tensor,
-                         Implementation::per_parameter}) {
-    if (to_string(candidate) == text) return candidate;
-  }
-  throw std::invalid_argument("volt: unknown optimizer step implementation \"" + std::string(text) +
-                              "\"; use automatic, fused, multi_tensor or per_parameter");
-}
+VOLT_INLINE Implementation parse_implementation(std::string_view text);
 
 namespace detail {
-inline std::atomic<Implementation>& default_implementation_slot() noexcept {
-  static std::atomic<Implementation> slot{Implementation::automatic};
-  return slot;
-}
+VOLT_INLINE std::atomic<Implementation>& default_implementation_slot() noexcept;
 }  // namespace detail
 
 /// The implementation volt::optim::step(optimizer) requests when none is given, which is what every
 /// precision policy, the GradScaler and so the Trainer and Fabric use. Starts as automatic.
-inline Implementation default_implementation() noexcept {
-  return detail::default_implementation_slot().load(std::memory_order_relaxed);
-}
+VOLT_INLINE Implementation default_implementation() noexcept;
 
 /// Sets the process-wide default; per_parameter opts out of volt's optimizer steps everywhere (every
 /// optimizer.step() is LibTorch's own again). Thread-safe; takes effect at the next step.
-inline void set_default_implementation(Implementation implementation) noexcept {
-  detail::default_implementation_slot().store(implementation, std::memory_order_relaxed);
-}
+VOLT_INLINE void set_default_implementation(Implementation implementation) noexcept;
 
 /// Sets the default implementation for its lifetime and restores the previous one on destruction. The
 /// default is process-wide, so the scope affects every thread's steps; nest scopes in LIFO order.
@@ -4345,24 +4858,78 @@ struct StepCounts {
 };
 
 namespace detail {
-inline StepCounts& thread_step_counts() noexcept {
+VOLT_INLINE StepCounts& thread_step_counts() noexcept;
+VOLT_INLINE void count_step(Implementation implementation) noexcept;
+}  // namespace detail
+
+/// This thread's counts since it started or since reset_step_counts().
+VOLT_INLINE StepCounts step_counts() noexcept;
+/// Sets this thread's counts to zero.
+VOLT_INLINE void reset_step_counts() noexcept;
+
+}  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/optim/impl/implementation.ipp
+/// \file
+/// Definitions of the functions declared in volt/optim/implementation.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::optim {
+
+VOLT_INLINE Implementation parse_implementation(std::string_view text) {
+  for (auto candidate : {Implementation::automatic, Implementation::fused, Implementation::multi_tensor,
+                         Implementation::per_parameter}) {
+    if (to_string(candidate) == text) return candidate;
+  }
+  throw std::invalid_argument("volt: unknown optimizer step implementation \"" + std::string(text) +
+                              "\"; use automatic, fused, multi_tensor or per_parameter");
+}
+}  // namespace volt::optim
+
+namespace volt::optim::detail {
+
+VOLT_INLINE std::atomic<Implementation>& default_implementation_slot() noexcept {
+  static std::atomic<Implementation> slot{Implementation::automatic};
+  return slot;
+}
+}  // namespace volt::optim::detail
+
+namespace volt::optim {
+
+VOLT_INLINE Implementation default_implementation() noexcept {
+  return detail::default_implementation_slot().load(std::memory_order_relaxed);
+}
+
+VOLT_INLINE void set_default_implementation(Implementation implementation) noexcept {
+  detail::default_implementation_slot().store(implementation, std::memory_order_relaxed);
+}
+}  // namespace volt::optim
+
+namespace volt::optim::detail {
+
+VOLT_INLINE StepCounts& thread_step_counts() noexcept {
   thread_local StepCounts counts;
   return counts;
 }
-inline void count_step(Implementation implementation) noexcept {
+
+VOLT_INLINE void count_step(Implementation implementation) noexcept {
   auto& counts = thread_step_counts();
   if (implementation == Implementation::fused) ++counts.fused;
   if (implementation == Implementation::multi_tensor) ++counts.multi_tensor;
   if (implementation == Implementation::per_parameter) ++counts.per_parameter;
 }
-}  // namespace detail
+}  // namespace volt::optim::detail
 
-/// This thread's counts since it started or since reset_step_counts().
-inline StepCounts step_counts() noexcept { return detail::thread_step_counts(); }
-/// Sets this thread's counts to zero.
-inline void reset_step_counts() noexcept { detail::thread_step_counts() = {}; }
+namespace volt::optim {
+
+VOLT_INLINE StepCounts step_counts() noexcept { return detail::thread_step_counts(); }
+
+VOLT_INLINE void reset_step_counts() noexcept { detail::thread_step_counts() = {}; }
 
 }  // namespace volt::optim
+// ---- end volt/optim/impl/implementation.ipp
+#endif
 // ---- end volt/optim/implementation.hpp
 
 #include <torch/torch.h>
@@ -4400,9 +4967,7 @@ struct AdamTraits<torch::optim::AdamW> {
 /// Whether `automatic` picks the fused kernel (where LibTorch has it for the device): on CUDA one kernel
 /// replaces about ten launches per param group; on CPU one pass over memory replaces about ten
 /// (benchmarks/results/optimizer-step.md).
-inline bool automatic_prefers_fused_adam(c10::DeviceType device_type) {
-  return device_type == c10::DeviceType::CUDA || device_type == c10::DeviceType::CPU;
-}
+VOLT_INLINE bool automatic_prefers_fused_adam(c10::DeviceType device_type);
 
 /// One param group's share of a step: the parameters with a gradient and their state.
 template <class Options, class State>
@@ -4414,72 +4979,25 @@ struct AdamGroupWork {
 };
 
 /// The foreach form of LibTorch's loop for one param group whose states were counted up already.
-inline void adam_multi_tensor_group(bool decoupled_weight_decay, const std::vector<at::Tensor>& params,
-                                    const std::vector<at::Tensor>& grads, std::vector<at::Tensor>& exp_avgs,
-                                    std::vector<at::Tensor>& exp_avg_sqs, std::vector<at::Tensor>& max_exp_avg_sqs,
-                                    const std::vector<double>& bias_correction2_roots,
-                                    const std::vector<double>& negative_step_sizes, double lr, double beta1,
-                                    double beta2, double eps, double weight_decay, bool amsgrad) {
-  std::vector<at::Tensor> decayed_grads;
-  if (weight_decay != 0) {
-    if (decoupled_weight_decay) {
-      at::_foreach_mul_(params, at::Scalar(1 - lr * weight_decay));
-    } else {
-      decayed_grads = at::_foreach_add(grads, params, at::Scalar(weight_decay));
-    }
-  }
-  const auto& used_grads = decayed_grads.empty() ? grads : decayed_grads;
-
-  at::_foreach_mul_(exp_avgs, at::Scalar(beta1));
-  at::_foreach_add_(exp_avgs, used_grads, at::Scalar(1 - beta1));
-  at::_foreach_mul_(exp_avg_sqs, at::Scalar(beta2));
-  at::_foreach_addcmul_(exp_avg_sqs, used_grads, used_grads, at::Scalar(1 - beta2));
-  if (amsgrad) at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
-
-  auto denominators = at::_foreach_sqrt(amsgrad ? max_exp_avg_sqs : exp_avg_sqs);
-  // Parameters of a group usually share their step count; one Scalar then serves them all.
-  if (all_equal(bias_correction2_roots)) {
-    at::_foreach_div_(denominators, at::Scalar(bias_correction2_roots.front()));
-  } else {
-    at::_foreach_div_(denominators, at::ArrayRef<at::Scalar>(to_scalars(bias_correction2_roots)));
-  }
-  at::_foreach_add_(denominators, at::Scalar(eps));
-  if (all_equal(negative_step_sizes)) {
-    at::_foreach_addcdiv_(params, exp_avgs, denominators, at::Scalar(negative_step_sizes.front()));
-  } else {
-    at::_foreach_addcdiv_(params, exp_avgs, denominators, at::ArrayRef<at::Scalar>(to_scalars(negative_step_sizes)));
-  }
-}
+VOLT_INLINE void adam_multi_tensor_group(bool decoupled_weight_decay, const std::vector<at::Tensor>& params,
+                                         const std::vector<at::Tensor>& grads, std::vector<at::Tensor>& exp_avgs,
+                                         std::vector<at::Tensor>& exp_avg_sqs, std::vector<at::Tensor>& max_exp_avg_sqs,
+                                         const std::vector<double>& bias_correction2_roots,
+                                         const std::vector<double>& negative_step_sizes, double lr, double beta1,
+                                         double beta2, double eps, double weight_decay, bool amsgrad);
 
 /// Whether LibTorch's fused kernel can take this group: one dtype it supports, contiguous tensors.
-inline bool fused_adam_takes(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
-                             const std::vector<at::Tensor>& exp_avgs, const std::vector<at::Tensor>& exp_avg_sqs,
-                             const std::vector<at::Tensor>& max_exp_avg_sqs) {
-  const auto dtype = params.front().scalar_type();
-  if (dtype != at::kFloat && dtype != at::kDouble && dtype != at::kHalf && dtype != at::kBFloat16) return false;
-  return contiguous_of_dtype(params, dtype) && contiguous_of_dtype(grads, dtype) &&
-         contiguous_of_dtype(exp_avgs, dtype) && contiguous_of_dtype(exp_avg_sqs, dtype) &&
-         contiguous_of_dtype(max_exp_avg_sqs, dtype);
-}
+VOLT_INLINE bool fused_adam_takes(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                                  const std::vector<at::Tensor>& exp_avgs, const std::vector<at::Tensor>& exp_avg_sqs,
+                                  const std::vector<at::Tensor>& max_exp_avg_sqs);
 
 /// LibTorch's fused kernel for one group. The kernel reads each parameter's (already counted) step from
 /// a float32 tensor on the device: one host-to-device copy of all step numbers, then views of it.
-inline void adam_fused_group(bool decoupled_weight_decay, const std::vector<at::Tensor>& params,
-                             const std::vector<at::Tensor>& grads, std::vector<at::Tensor>& exp_avgs,
-                             std::vector<at::Tensor>& exp_avg_sqs, std::vector<at::Tensor>& max_exp_avg_sqs,
-                             const std::vector<std::int64_t>& steps, double lr, double beta1, double beta2, double eps,
-                             double weight_decay, bool amsgrad) {
-  const auto device = params.front().device();
-  auto host_steps = at::empty({static_cast<std::int64_t>(steps.size())},
-                              at::TensorOptions().dtype(at::kFloat).pinned_memory(device.is_cuda()));
-  auto* out = host_steps.data_ptr<float>();
-  for (std::size_t i = 0; i < steps.size(); ++i) out[i] = static_cast<float>(steps[i]);
-  const auto device_steps = device.is_cpu() ? host_steps : host_steps.to(device, /*non_blocking=*/true);
-  const auto step_tensors = device_steps.unbind(0);
-  compat::fused_adam_(decoupled_weight_decay, params, grads, exp_avgs, exp_avg_sqs,
-                      amsgrad ? at::TensorList(max_exp_avg_sqs) : at::TensorList(), step_tensors, lr, beta1, beta2,
-                      weight_decay, eps, amsgrad);
-}
+VOLT_INLINE void adam_fused_group(bool decoupled_weight_decay, const std::vector<at::Tensor>& params,
+                                  const std::vector<at::Tensor>& grads, std::vector<at::Tensor>& exp_avgs,
+                                  std::vector<at::Tensor>& exp_avg_sqs, std::vector<at::Tensor>& max_exp_avg_sqs,
+                                  const std::vector<std::int64_t>& steps, double lr, double beta1, double beta2, double eps,
+                                  double weight_decay, bool amsgrad);
 
 }  // namespace detail
 
@@ -4595,6 +5113,86 @@ std::optional<Implementation> try_adam_step(AdamLike& optimizer, Implementation 
 }
 
 }  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/optim/impl/adam.ipp
+/// \file
+/// Definitions of the functions declared in volt/optim/adam.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::optim::detail {
+
+VOLT_INLINE bool automatic_prefers_fused_adam(c10::DeviceType device_type) {
+  return device_type == c10::DeviceType::CUDA || device_type == c10::DeviceType::CPU;
+}
+
+VOLT_INLINE void adam_multi_tensor_group(bool decoupled_weight_decay, const std::vector<at::Tensor>& params,
+                                         const std::vector<at::Tensor>& grads, std::vector<at::Tensor>& exp_avgs,
+                                         std::vector<at::Tensor>& exp_avg_sqs, std::vector<at::Tensor>& max_exp_avg_sqs,
+                                         const std::vector<double>& bias_correction2_roots,
+                                         const std::vector<double>& negative_step_sizes, double lr, double beta1,
+                                         double beta2, double eps, double weight_decay, bool amsgrad) {
+  std::vector<at::Tensor> decayed_grads;
+  if (weight_decay != 0) {
+    if (decoupled_weight_decay) {
+      at::_foreach_mul_(params, at::Scalar(1 - lr * weight_decay));
+    } else {
+      decayed_grads = at::_foreach_add(grads, params, at::Scalar(weight_decay));
+    }
+  }
+  const auto& used_grads = decayed_grads.empty() ? grads : decayed_grads;
+
+  at::_foreach_mul_(exp_avgs, at::Scalar(beta1));
+  at::_foreach_add_(exp_avgs, used_grads, at::Scalar(1 - beta1));
+  at::_foreach_mul_(exp_avg_sqs, at::Scalar(beta2));
+  at::_foreach_addcmul_(exp_avg_sqs, used_grads, used_grads, at::Scalar(1 - beta2));
+  if (amsgrad) at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
+
+  auto denominators = at::_foreach_sqrt(amsgrad ? max_exp_avg_sqs : exp_avg_sqs);
+  // Parameters of a group usually share their step count; one Scalar then serves them all.
+  if (all_equal(bias_correction2_roots)) {
+    at::_foreach_div_(denominators, at::Scalar(bias_correction2_roots.front()));
+  } else {
+    at::_foreach_div_(denominators, at::ArrayRef<at::Scalar>(to_scalars(bias_correction2_roots)));
+  }
+  at::_foreach_add_(denominators, at::Scalar(eps));
+  if (all_equal(negative_step_sizes)) {
+    at::_foreach_addcdiv_(params, exp_avgs, denominators, at::Scalar(negative_step_sizes.front()));
+  } else {
+    at::_foreach_addcdiv_(params, exp_avgs, denominators, at::ArrayRef<at::Scalar>(to_scalars(negative_step_sizes)));
+  }
+}
+
+VOLT_INLINE bool fused_adam_takes(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                                  const std::vector<at::Tensor>& exp_avgs, const std::vector<at::Tensor>& exp_avg_sqs,
+                                  const std::vector<at::Tensor>& max_exp_avg_sqs) {
+  const auto dtype = params.front().scalar_type();
+  if (dtype != at::kFloat && dtype != at::kDouble && dtype != at::kHalf && dtype != at::kBFloat16) return false;
+  return contiguous_of_dtype(params, dtype) && contiguous_of_dtype(grads, dtype) &&
+         contiguous_of_dtype(exp_avgs, dtype) && contiguous_of_dtype(exp_avg_sqs, dtype) &&
+         contiguous_of_dtype(max_exp_avg_sqs, dtype);
+}
+
+VOLT_INLINE void adam_fused_group(bool decoupled_weight_decay, const std::vector<at::Tensor>& params,
+                                  const std::vector<at::Tensor>& grads, std::vector<at::Tensor>& exp_avgs,
+                                  std::vector<at::Tensor>& exp_avg_sqs, std::vector<at::Tensor>& max_exp_avg_sqs,
+                                  const std::vector<std::int64_t>& steps, double lr, double beta1, double beta2, double eps,
+                                  double weight_decay, bool amsgrad) {
+  const auto device = params.front().device();
+  auto host_steps = at::empty({static_cast<std::int64_t>(steps.size())},
+                              at::TensorOptions().dtype(at::kFloat).pinned_memory(device.is_cuda()));
+  auto* out = host_steps.data_ptr<float>();
+  for (std::size_t i = 0; i < steps.size(); ++i) out[i] = static_cast<float>(steps[i]);
+  const auto device_steps = device.is_cpu() ? host_steps : host_steps.to(device, /*non_blocking=*/true);
+  const auto step_tensors = device_steps.unbind(0);
+  compat::fused_adam_(decoupled_weight_decay, params, grads, exp_avgs, exp_avg_sqs,
+                      amsgrad ? at::TensorList(max_exp_avg_sqs) : at::TensorList(), step_tensors, lr, beta1, beta2,
+                      weight_decay, eps, amsgrad);
+}
+
+}  // namespace volt::optim::detail
+// ---- end volt/optim/impl/adam.ipp
+#endif
 // ---- end volt/optim/adam.hpp
 // ---- begin volt/optim/sgd.hpp
 /// \file
@@ -4632,7 +5230,19 @@ namespace volt::optim {
 /// automatic` on a CPU: there the foreach ops are a loop over the same kernels LibTorch's step runs, with
 /// worse cache locality (slower on large models), so automatic keeps LibTorch's loop.
 /// Throws what the ATen ops throw.
-inline std::optional<Implementation> try_sgd_step(torch::optim::SGD& optimizer, Implementation requested) {
+VOLT_INLINE std::optional<Implementation> try_sgd_step(torch::optim::SGD& optimizer, Implementation requested);
+
+}  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/optim/impl/sgd.ipp
+/// \file
+/// Definitions of the functions declared in volt/optim/sgd.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::optim {
+
+VOLT_INLINE std::optional<Implementation> try_sgd_step(torch::optim::SGD& optimizer, Implementation requested) {
   if (requested == Implementation::per_parameter) return std::nullopt;
 
   struct GroupWork {
@@ -4715,6 +5325,8 @@ inline std::optional<Implementation> try_sgd_step(torch::optim::SGD& optimizer, 
 }
 
 }  // namespace volt::optim
+// ---- end volt/optim/impl/sgd.ipp
+#endif
 // ---- end volt/optim/sgd.hpp
 
 #include <torch/torch.h>
@@ -4737,7 +5349,22 @@ namespace volt::optim {
 /// checkpoints and a later optimizer.step() continue seamlessly. Call it where optimizer.step() would be
 /// called (after backward, without a closure); counts the step in step_counts(). Throws what the ATen ops
 /// or optimizer.step() throw.
-inline Implementation step(torch::optim::Optimizer& optimizer, Implementation requested) {
+VOLT_INLINE Implementation step(torch::optim::Optimizer& optimizer, Implementation requested);
+
+/// step(optimizer, default_implementation()): what the precision policies and the GradScaler call.
+VOLT_INLINE Implementation step(torch::optim::Optimizer& optimizer);
+
+}  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/optim/impl/step.ipp
+/// \file
+/// Definitions of the functions declared in volt/optim/step.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::optim {
+
+VOLT_INLINE Implementation step(torch::optim::Optimizer& optimizer, Implementation requested) {
   std::optional<Implementation> ran;
   const auto& type = typeid(optimizer);
   if (type == typeid(torch::optim::Adam)) {
@@ -4755,10 +5382,11 @@ inline Implementation step(torch::optim::Optimizer& optimizer, Implementation re
   return *ran;
 }
 
-/// step(optimizer, default_implementation()): what the precision policies and the GradScaler call.
-inline Implementation step(torch::optim::Optimizer& optimizer) { return step(optimizer, default_implementation()); }
+VOLT_INLINE Implementation step(torch::optim::Optimizer& optimizer) { return step(optimizer, default_implementation()); }
 
 }  // namespace volt::optim
+// ---- end volt/optim/impl/step.ipp
+#endif
 // ---- end volt/optim/step.hpp
 // ---- begin volt/precision/detail/grad_scaler_ops.hpp
 /// \file
@@ -4791,7 +5419,36 @@ struct GradientGroup {
 /// The defined gradients of `optimizer`'s parameters, grouped by device and dtype in the order met; a sparse
 /// gradient is taken through its values (its indices carry no magnitude). Throws std::invalid_argument for an
 /// fp16 gradient (PyTorch's "Attempting to unscale FP16 gradients.").
-inline std::vector<GradientGroup> gradients_by_device_and_dtype(torch::optim::Optimizer& optimizer) {
+VOLT_INLINE std::vector<GradientGroup> gradients_by_device_and_dtype(torch::optim::Optimizer& optimizer);
+
+/// `tensor` on `device`, copied once per device and then reused (PyTorch's _MultiDeviceReplicator).
+VOLT_INLINE torch::Tensor replica_on(PerDeviceTensors& replicas, const torch::Tensor& tensor, torch::Device device);
+
+/// What `_amp_foreach_non_finite_check_and_unscale_` computes, for backends without it: set `found_inf`
+/// to 1 if any value is inf/NaN, and multiply every gradient by `inv_scale` in at least fp32 (the
+/// kernel's math type) without leaving the device.
+VOLT_INLINE void unscale_with_tensor_ops(std::vector<torch::Tensor>& gradients, torch::Tensor& found_inf,
+                                         const torch::Tensor& inv_scale);
+
+/// What `_amp_update_scale_` computes, for backends without it, as device tensor ops (no host sync): `scale`
+/// (0-dim float32) times `backoff_factor` where `found_inf` is nonzero, else times `growth_factor` when
+/// `growth_tracker` (0-dim int32) completes `growth_interval` finite steps and the grown scale is finite;
+/// `growth_tracker` counts the finite steps and restarts at 0 after a growth or a backoff. Both in place.
+VOLT_INLINE void update_scale_with_tensor_ops(torch::Tensor& scale, torch::Tensor& growth_tracker,
+                                              const torch::Tensor& found_inf, double growth_factor, double backoff_factor,
+                                              std::int64_t growth_interval);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/precision/detail/impl/grad_scaler_ops.ipp
+/// \file
+/// Definitions of the functions declared in volt/precision/detail/grad_scaler_ops.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::vector<GradientGroup> gradients_by_device_and_dtype(torch::optim::Optimizer& optimizer) {
   std::vector<GradientGroup> groups;
   for (auto& param_group : optimizer.param_groups()) {
     for (auto& parameter : param_group.params()) {
@@ -4812,8 +5469,7 @@ inline std::vector<GradientGroup> gradients_by_device_and_dtype(torch::optim::Op
   return groups;
 }
 
-/// `tensor` on `device`, copied once per device and then reused (PyTorch's _MultiDeviceReplicator).
-inline torch::Tensor replica_on(PerDeviceTensors& replicas, const torch::Tensor& tensor, torch::Device device) {
+VOLT_INLINE torch::Tensor replica_on(PerDeviceTensors& replicas, const torch::Tensor& tensor, torch::Device device) {
   for (const auto& [replica_device, replica] : replicas) {
     if (replica_device == device) return replica;
   }
@@ -4821,11 +5477,8 @@ inline torch::Tensor replica_on(PerDeviceTensors& replicas, const torch::Tensor&
   return replicas.back().second;
 }
 
-/// What `_amp_foreach_non_finite_check_and_unscale_` computes, for backends without it: set `found_inf`
-/// to 1 if any value is inf/NaN, and multiply every gradient by `inv_scale` in at least fp32 (the
-/// kernel's math type) without leaving the device.
-inline void unscale_with_tensor_ops(std::vector<torch::Tensor>& gradients, torch::Tensor& found_inf,
-                                    const torch::Tensor& inv_scale) {
+VOLT_INLINE void unscale_with_tensor_ops(std::vector<torch::Tensor>& gradients, torch::Tensor& found_inf,
+                                         const torch::Tensor& inv_scale) {
   for (auto& gradient : gradients) {
     found_inf.masked_fill_(gradient.isfinite().logical_not().any(), 1.0);
     if (gradient.scalar_type() == torch::kBFloat16 || gradient.scalar_type() == torch::kHalf) {
@@ -4836,13 +5489,9 @@ inline void unscale_with_tensor_ops(std::vector<torch::Tensor>& gradients, torch
   }
 }
 
-/// What `_amp_update_scale_` computes, for backends without it, as device tensor ops (no host sync): `scale`
-/// (0-dim float32) times `backoff_factor` where `found_inf` is nonzero, else times `growth_factor` when
-/// `growth_tracker` (0-dim int32) completes `growth_interval` finite steps and the grown scale is finite;
-/// `growth_tracker` counts the finite steps and restarts at 0 after a growth or a backoff. Both in place.
-inline void update_scale_with_tensor_ops(torch::Tensor& scale, torch::Tensor& growth_tracker,
-                                         const torch::Tensor& found_inf, double growth_factor, double backoff_factor,
-                                         std::int64_t growth_interval) {
+VOLT_INLINE void update_scale_with_tensor_ops(torch::Tensor& scale, torch::Tensor& growth_tracker,
+                                              const torch::Tensor& found_inf, double growth_factor, double backoff_factor,
+                                              std::int64_t growth_interval) {
   const auto overflowed = found_inf.ne(0);
   const auto successful = growth_tracker + 1;
   const auto interval_completed = successful.eq(growth_interval);
@@ -4856,6 +5505,8 @@ inline void update_scale_with_tensor_ops(torch::Tensor& scale, torch::Tensor& gr
 }
 
 }  // namespace volt::detail
+// ---- end volt/precision/detail/impl/grad_scaler_ops.ipp
+#endif
 // ---- end volt/precision/detail/grad_scaler_ops.hpp
 
 #include <torch/torch.h>
@@ -4919,32 +5570,18 @@ class GradScaler {
   /// The scale tensor is created on the device of the first tensor passed to scale().
   /// Throws std::invalid_argument when enabled with growth_factor <= 1, backoff_factor >= 1 or
   /// growth_interval <= 0.
-  explicit GradScaler(GradScalerOptions options = {}) : options_(options) {
-    if (!options_.enabled) return;
-    if (!(options_.growth_factor > 1.0)) throw std::invalid_argument("The growth factor must be > 1.0.");
-    if (!(options_.backoff_factor < 1.0)) throw std::invalid_argument("The backoff factor must be < 1.0.");
-    if (options_.growth_interval <= 0) {
-      throw std::invalid_argument("volt: GradScaler growth_interval must be > 0, got " +
-                                  std::to_string(options_.growth_interval));
-    }
-  }
+  explicit GradScaler(GradScalerOptions options = {});
 
   /// Creates the scale on `device` right away (what the precision policies do with the root device).
   /// Throws as the other constructor, and what LibTorch throws for an unusable device.
-  GradScaler(GradScalerOptions options, torch::Device device) : GradScaler(options) {
-    if (options_.enabled) initialize_scale(device);
-  }
+  GradScaler(GradScalerOptions options, torch::Device device);
 
   /// Whether the scaler scales (GradScalerOptions::enabled); a disabled one is a pass-through.
   bool is_enabled() const noexcept { return options_.enabled; }
 
   /// `outputs` multiplied by the current scale (a new tensor; autograd sees the multiplication).
   /// Returns `outputs` unchanged when disabled.
-  torch::Tensor scale(const torch::Tensor& outputs) {
-    if (!options_.enabled) return outputs;
-    if (!scale_.defined()) initialize_scale(outputs.device());
-    return outputs * scale_.to(outputs.device(), /*non_blocking=*/true);
-  }
+  torch::Tensor scale(const torch::Tensor& outputs);
 
   /// Divides the gradients of `optimizer`'s parameters by the scale, in place, and records on the device
   /// whether any of them is inf/NaN. Call it at most once per optimizer between update()s, after every
@@ -4952,23 +5589,7 @@ class GradScaler {
   /// Throws std::runtime_error when called twice or after step() in one iteration, or before any scale();
   /// std::invalid_argument when a gradient is fp16 (fp16 parameters cannot be unscaled safely: train
   /// fp32 parameters under autocast instead).
-  void unscale_(torch::optim::Optimizer& optimizer) {
-    if (!options_.enabled) return;
-    require_scale("unscale_");
-    auto& state = optimizer_states_[&optimizer];
-    if (state.stage == Stage::unscaled) {
-      throw std::runtime_error("unscale_() has already been called on this optimizer since the last update().");
-    }
-    if (state.stage == Stage::stepped) throw std::runtime_error("unscale_() is being called after step().");
-
-    // The reciprocal is taken in fp64 because fp32 division can be imprecise under some compile options;
-    // MPS has no fp64.
-    const auto inv_scale = scale_.device().is_mps() ? scale_.reciprocal()
-                                                    : scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
-    auto found_inf = torch::zeros({}, scale_.options().dtype(torch::kFloat));
-    state.found_inf_per_device = unscale_gradients(optimizer, inv_scale, found_inf);
-    state.stage = Stage::unscaled;
-  }
+  void unscale_(torch::optim::Optimizer& optimizer);
 
   /// Unscales `optimizer`'s gradients unless unscale_() already did, then steps the optimizer only if no
   /// gradient was inf/NaN. Returns whether the optimizer stepped. This is the one place that reads the
@@ -4979,59 +5600,14 @@ class GradScaler {
   /// optimizer's state (step counts included) untouched, as with optimizer.step().
   /// Throws std::runtime_error when called twice in one iteration, when no parameter of `optimizer` has a
   /// gradient, or before any scale(); whatever the optimizer step throws.
-  bool step(torch::optim::Optimizer& optimizer) {
-    if (!options_.enabled) {
-      optim::step(optimizer);
-      return true;
-    }
-    require_scale("step");
-    if (optimizer_states_[&optimizer].stage == Stage::stepped) {
-      throw std::runtime_error("step() has already been called since the last update().");
-    }
-    if (optimizer_states_[&optimizer].stage == Stage::ready) unscale_(optimizer);
-    auto& state = optimizer_states_[&optimizer];
-    if (state.found_inf_per_device.empty()) {
-      throw std::runtime_error(
-          "No inf checks were recorded for this optimizer. (volt: none of its parameters has a gradient; "
-          "run backward on the scaled loss before step())");
-    }
-    bool skip = false;
-    for (const auto& [device, found_inf] : state.found_inf_per_device) {
-      if (found_inf.item<float>() != 0.0F) {
-        skip = true;
-        break;
-      }
-    }
-    if (!skip) optim::step(optimizer);
-    state.stage = Stage::stepped;
-    return !skip;
-  }
+  bool step(torch::optim::Optimizer& optimizer);
 
   /// Adapts the scale from the inf/NaN checks of every optimizer unscaled this iteration: times
   /// backoff_factor if any found inf/NaN, else times growth_factor when this completes growth_interval
   /// finite steps in a row (and only if the grown scale is finite). Runs on the device without waiting
   /// for it. Then forgets the iteration's per-optimizer bookkeeping. No-op when disabled.
   /// Throws std::runtime_error before any scale() or when no optimizer was unscaled or stepped.
-  void update() {
-    if (!options_.enabled) return;
-    require_scale("update");
-    torch::Tensor found_inf_combined;
-    for (const auto& [optimizer, state] : optimizer_states_) {
-      for (const auto& [device, found_inf] : state.found_inf_per_device) {
-        auto here = found_inf.to(scale_.device(), /*non_blocking=*/true);
-        found_inf_combined = found_inf_combined.defined() ? found_inf_combined + here : here;
-      }
-    }
-    if (!found_inf_combined.defined()) throw std::runtime_error("No inf checks were recorded prior to update.");
-
-    if (use_fused(scale_.device().type())) {
-      at::_amp_update_scale_(scale_, growth_tracker_, found_inf_combined, options_.growth_factor,
-                             options_.backoff_factor, options_.growth_interval);
-    } else {
-      update_scale_with_tensor_ops(found_inf_combined);
-    }
-    optimizer_states_.clear();
-  }
+  void update();
 
   /// unscale_() and update()'s device work for a step captured in a CUDA graph, without the host-side
   /// iteration bookkeeping (nothing is read back or remembered, so both can be captured and replayed):
@@ -5039,52 +5615,25 @@ class GradScaler {
   /// scale in place and sets `found_inf` to 1 where any is inf/NaN. The optimizer step that follows must
   /// honour `found_inf` itself (volt::optim::CapturableStep does). No-op when disabled; throws
   /// std::runtime_error before any scale().
-  void unscale_on_device(torch::optim::Optimizer& optimizer, torch::Tensor& found_inf) {
-    if (!options_.enabled) return;
-    require_scale("unscale_on_device");
-    found_inf.zero_();
-    const auto inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
-    unscale_gradients(optimizer, inv_scale, found_inf);
-  }
+  void unscale_on_device(torch::optim::Optimizer& optimizer, torch::Tensor& found_inf);
 
   /// update()'s scale adaptation from `found_inf` (as unscale_on_device() set it), on the device only.
   /// No-op when disabled; throws std::runtime_error before any scale().
-  void update_on_device(const torch::Tensor& found_inf) {
-    if (!options_.enabled) return;
-    require_scale("update_on_device");
-    if (use_fused(scale_.device().type())) {
-      at::_amp_update_scale_(scale_, growth_tracker_, found_inf, options_.growth_factor, options_.backoff_factor,
-                             options_.growth_interval);
-    } else {
-      update_scale_with_tensor_ops(found_inf);
-    }
-  }
+  void update_on_device(const torch::Tensor& found_inf);
 
   /// Sets the scale to `new_scale` instead of adapting it, and forgets the iteration's bookkeeping.
   /// No-op when disabled. Throws std::runtime_error before any scale().
-  void update(double new_scale) {
-    if (!options_.enabled) return;
-    require_scale("update");
-    scale_.fill_(new_scale);
-    optimizer_states_.clear();
-  }
+  void update(double new_scale);
 
   /// The current scale: init_scale before the first scale(), 1.0 when disabled. Waits for the device.
-  double get_scale() const {
-    if (!options_.enabled) return 1.0;
-    return scale_.defined() ? static_cast<double>(scale_.item<float>()) : options_.init_scale;
-  }
+  double get_scale() const;
 
   /// The scale as a 0-dim float32 device tensor (undefined before the first scale() or when disabled);
   /// reading it does not synchronise.
   const torch::Tensor& scale_tensor() const noexcept { return scale_; }
 
   /// Consecutive finite steps since the last growth or backoff. Waits for the device.
-  std::int64_t growth_tracker() const {
-    if (!options_.enabled) return 0;
-    return growth_tracker_.defined() ? static_cast<std::int64_t>(growth_tracker_.item<int>())
-                                     : initial_growth_tracker_;
-  }
+  std::int64_t growth_tracker() const;
 
   /// The factor the scale grows by after growth_interval finite steps.
   double growth_factor() const noexcept { return options_.growth_factor; }
@@ -5100,61 +5649,22 @@ class GradScaler {
   void set_growth_interval(std::int64_t interval) noexcept { options_.growth_interval = interval; }
 
   /// Where `optimizer` stands in the current iteration (ready before unscale_ and after update()).
-  Stage stage(const torch::optim::Optimizer& optimizer) const {
-    const auto it = optimizer_states_.find(&optimizer);
-    return it == optimizer_states_.end() ? Stage::ready : it->second.stage;
-  }
+  Stage stage(const torch::optim::Optimizer& optimizer) const;
 
   /// The state to checkpoint (call it after update()); std::nullopt when disabled, as PyTorch returns {}.
   /// Waits for the device.
-  std::optional<GradScalerState> state_dict() const {
-    if (!options_.enabled) return std::nullopt;
-    return GradScalerState{get_scale(), options_.growth_factor, options_.backoff_factor, options_.growth_interval,
-                           growth_tracker()};
-  }
+  std::optional<GradScalerState> state_dict() const;
 
   /// Restores a state from state_dict(). No-op when disabled.
-  void load_state_dict(const GradScalerState& state) {
-    if (!options_.enabled) return;
-    options_.init_scale = state.scale;
-    options_.growth_factor = state.growth_factor;
-    options_.backoff_factor = state.backoff_factor;
-    options_.growth_interval = state.growth_interval;
-    initial_growth_tracker_ = state.growth_tracker;
-    if (scale_.defined()) scale_.fill_(state.scale);
-    if (growth_tracker_.defined()) growth_tracker_.fill_(state.growth_tracker);
-  }
+  void load_state_dict(const GradScalerState& state);
 
   /// Writes state_dict() into `archive` under PyTorch's key names ("scale", "growth_factor",
   /// "backoff_factor", "growth_interval", "_growth_tracker"); writes nothing when disabled.
-  void save(torch::serialize::OutputArchive& archive) const {
-    const auto state = state_dict();
-    if (!state) return;
-    archive.write("scale", c10::IValue(state->scale));
-    archive.write("growth_factor", c10::IValue(state->growth_factor));
-    archive.write("backoff_factor", c10::IValue(state->backoff_factor));
-    archive.write("growth_interval", c10::IValue(state->growth_interval));
-    archive.write("_growth_tracker", c10::IValue(state->growth_tracker));
-  }
+  void save(torch::serialize::OutputArchive& archive) const;
 
   /// Reads what save() wrote. No-op when disabled. Throws std::runtime_error when the archive holds no
   /// scaler state (saved from a disabled scaler or by another precision) or only part of it.
-  void load(torch::serialize::InputArchive& archive) {
-    if (!options_.enabled) return;
-    c10::IValue value;
-    if (!archive.try_read("scale", value)) {
-      throw std::runtime_error(
-          "The source state dict is empty, possibly because it was saved from a disabled instance of "
-          "GradScaler.");
-    }
-    GradScalerState state;
-    state.scale = value.toDouble();
-    state.growth_factor = read_entry(archive, "growth_factor").toDouble();
-    state.backoff_factor = read_entry(archive, "backoff_factor").toDouble();
-    state.growth_interval = read_entry(archive, "growth_interval").toInt();
-    state.growth_tracker = read_entry(archive, "_growth_tracker").toInt();
-    load_state_dict(state);
-  }
+  void load(torch::serialize::InputArchive& archive);
 
  private:
   using PerDeviceTensors = detail::PerDeviceTensors;
@@ -5164,61 +5674,23 @@ class GradScaler {
     PerDeviceTensors found_inf_per_device;
   };
 
-  void initialize_scale(torch::Device device) {
-    scale_ = torch::full({}, options_.init_scale, torch::TensorOptions().dtype(torch::kFloat).device(device));
-    growth_tracker_ = torch::full({}, initial_growth_tracker_, torch::TensorOptions().dtype(torch::kInt).device(device));
-  }
+  void initialize_scale(torch::Device device);
 
-  void require_scale(const char* function) const {
-    if (!scale_.defined()) {
-      throw std::runtime_error(std::string("Attempted ") + function +
-                               " but _scale is None.  This may indicate your script did not use "
-                               "scaler.scale(loss or outputs) earlier in the iteration.");
-    }
-  }
+  void require_scale(const char* function) const;
 
-  bool use_fused(c10::DeviceType device_type) const {
-    return options_.use_fused_kernels && compat::amp_scaler_kernels_available(device_type);
-  }
+  bool use_fused(c10::DeviceType device_type) const;
 
   /// The fused unscale kernel is used for fp32 and fp64 gradients only: CUDA's kernel rejects bf16
   /// ("not implemented for 'BFloat16'"), and fp16 gradients are refused before this point.
-  bool fused_unscale_takes(c10::DeviceType device_type, c10::ScalarType dtype) const {
-    return (dtype == torch::kFloat || dtype == torch::kDouble) && use_fused(device_type);
-  }
+  bool fused_unscale_takes(c10::DeviceType device_type, c10::ScalarType dtype) const;
 
   PerDeviceTensors unscale_gradients(torch::optim::Optimizer& optimizer, const torch::Tensor& inv_scale,
-                                     const torch::Tensor& found_inf) {
-    torch::NoGradGuard no_grad;
-    auto groups = detail::gradients_by_device_and_dtype(optimizer);
-    PerDeviceTensors found_inf_per_device;
-    PerDeviceTensors inv_scale_per_device;
-    for (auto& group : groups) {
-      auto device_found_inf = detail::replica_on(found_inf_per_device, found_inf, group.device);
-      const auto device_inv_scale = detail::replica_on(inv_scale_per_device, inv_scale, group.device);
-      if (fused_unscale_takes(group.device.type(), group.dtype)) {
-        at::_amp_foreach_non_finite_check_and_unscale_(group.gradients, device_found_inf, device_inv_scale);
-      } else {
-        detail::unscale_with_tensor_ops(group.gradients, device_found_inf, device_inv_scale);
-      }
-    }
-    return found_inf_per_device;
-  }
+                                     const torch::Tensor& found_inf);
 
   /// What `_amp_update_scale_` computes, for backends without it (see detail::update_scale_with_tensor_ops).
-  void update_scale_with_tensor_ops(const torch::Tensor& found_inf) {
-    detail::update_scale_with_tensor_ops(scale_, growth_tracker_, found_inf, options_.growth_factor,
-                                         options_.backoff_factor, options_.growth_interval);
-  }
+  void update_scale_with_tensor_ops(const torch::Tensor& found_inf);
 
-  static c10::IValue read_entry(torch::serialize::InputArchive& archive, const char* key) {
-    c10::IValue value;
-    if (!archive.try_read(key, value)) {
-      throw std::runtime_error(std::string("volt: the GradScaler state in this checkpoint lacks \"") + key +
-                               "\"; it was not written by GradScaler::save()");
-    }
-    return value;
-  }
+  static c10::IValue read_entry(torch::serialize::InputArchive& archive, const char* key);
 
   GradScalerOptions options_;
   std::int64_t initial_growth_tracker_ = 0;
@@ -5228,6 +5700,250 @@ class GradScaler {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/precision/impl/grad_scaler.ipp
+/// \file
+/// Definitions of the functions declared in volt/precision/grad_scaler.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE GradScaler::GradScaler(GradScalerOptions options, torch::Device device)
+    : GradScaler(options) {
+  if (options_.enabled) initialize_scale(device);
+}
+
+VOLT_INLINE torch::Tensor GradScaler::scale(const torch::Tensor& outputs) {
+  if (!options_.enabled) return outputs;
+  if (!scale_.defined()) initialize_scale(outputs.device());
+  return outputs * scale_.to(outputs.device(), /*non_blocking=*/true);
+}
+
+VOLT_INLINE void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
+  if (!options_.enabled) return;
+  require_scale("unscale_");
+  auto& state = optimizer_states_[&optimizer];
+  if (state.stage == Stage::unscaled) {
+    throw std::runtime_error("unscale_() has already been called on this optimizer since the last update().");
+  }
+  if (state.stage == Stage::stepped) throw std::runtime_error("unscale_() is being called after step().");
+
+  // The reciprocal is taken in fp64 because fp32 division can be imprecise under some compile options;
+  // MPS has no fp64.
+  const auto inv_scale = scale_.device().is_mps() ? scale_.reciprocal()
+                                                  : scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+  auto found_inf = torch::zeros({}, scale_.options().dtype(torch::kFloat));
+  state.found_inf_per_device = unscale_gradients(optimizer, inv_scale, found_inf);
+  state.stage = Stage::unscaled;
+}
+
+VOLT_INLINE bool GradScaler::step(torch::optim::Optimizer& optimizer) {
+  if (!options_.enabled) {
+    optim::step(optimizer);
+    return true;
+  }
+  require_scale("step");
+  if (optimizer_states_[&optimizer].stage == Stage::stepped) {
+    throw std::runtime_error("step() has already been called since the last update().");
+  }
+  if (optimizer_states_[&optimizer].stage == Stage::ready) unscale_(optimizer);
+  auto& state = optimizer_states_[&optimizer];
+  if (state.found_inf_per_device.empty()) {
+    throw std::runtime_error(
+        "No inf checks were recorded for this optimizer. (volt: none of its parameters has a gradient; "
+        "run backward on the scaled loss before step())");
+  }
+  bool skip = false;
+  for (const auto& [device, found_inf] : state.found_inf_per_device) {
+    if (found_inf.item<float>() != 0.0F) {
+      skip = true;
+      break;
+    }
+  }
+  if (!skip) optim::step(optimizer);
+  state.stage = Stage::stepped;
+  return !skip;
+}
+
+VOLT_INLINE void GradScaler::update() {
+  if (!options_.enabled) return;
+  require_scale("update");
+  torch::Tensor found_inf_combined;
+  for (const auto& [optimizer, state] : optimizer_states_) {
+    for (const auto& [device, found_inf] : state.found_inf_per_device) {
+      auto here = found_inf.to(scale_.device(), /*non_blocking=*/true);
+      found_inf_combined = found_inf_combined.defined() ? found_inf_combined + here : here;
+    }
+  }
+  if (!found_inf_combined.defined()) throw std::runtime_error("No inf checks were recorded prior to update.");
+
+  if (use_fused(scale_.device().type())) {
+    at::_amp_update_scale_(scale_, growth_tracker_, found_inf_combined, options_.growth_factor,
+                           options_.backoff_factor, options_.growth_interval);
+  } else {
+    update_scale_with_tensor_ops(found_inf_combined);
+  }
+  optimizer_states_.clear();
+}
+
+VOLT_INLINE void GradScaler::unscale_on_device(torch::optim::Optimizer& optimizer, torch::Tensor& found_inf) {
+  if (!options_.enabled) return;
+  require_scale("unscale_on_device");
+  found_inf.zero_();
+  const auto inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+  unscale_gradients(optimizer, inv_scale, found_inf);
+}
+
+VOLT_INLINE void GradScaler::update_on_device(const torch::Tensor& found_inf) {
+  if (!options_.enabled) return;
+  require_scale("update_on_device");
+  if (use_fused(scale_.device().type())) {
+    at::_amp_update_scale_(scale_, growth_tracker_, found_inf, options_.growth_factor, options_.backoff_factor,
+                           options_.growth_interval);
+  } else {
+    update_scale_with_tensor_ops(found_inf);
+  }
+}
+
+VOLT_INLINE void GradScaler::update(double new_scale) {
+  if (!options_.enabled) return;
+  require_scale("update");
+  scale_.fill_(new_scale);
+  optimizer_states_.clear();
+}
+
+VOLT_INLINE double GradScaler::get_scale() const {
+  if (!options_.enabled) return 1.0;
+  return scale_.defined() ? static_cast<double>(scale_.item<float>()) : options_.init_scale;
+}
+
+VOLT_INLINE std::int64_t GradScaler::growth_tracker() const {
+  if (!options_.enabled) return 0;
+  return growth_tracker_.defined() ? static_cast<std::int64_t>(growth_tracker_.item<int>())
+                                   : initial_growth_tracker_;
+}
+
+VOLT_INLINE auto GradScaler::stage(const torch::optim::Optimizer& optimizer) const -> Stage {
+  const auto it = optimizer_states_.find(&optimizer);
+  return it == optimizer_states_.end() ? Stage::ready : it->second.stage;
+}
+
+VOLT_INLINE auto GradScaler::state_dict() const -> std::optional<GradScalerState> {
+  if (!options_.enabled) return std::nullopt;
+  return GradScalerState{get_scale(), options_.growth_factor, options_.backoff_factor, options_.growth_interval,
+                         growth_tracker()};
+}
+
+VOLT_INLINE void GradScaler::load_state_dict(const GradScalerState& state) {
+  if (!options_.enabled) return;
+  options_.init_scale = state.scale;
+  options_.growth_factor = state.growth_factor;
+  options_.backoff_factor = state.backoff_factor;
+  options_.growth_interval = state.growth_interval;
+  initial_growth_tracker_ = state.growth_tracker;
+  if (scale_.defined()) scale_.fill_(state.scale);
+  if (growth_tracker_.defined()) growth_tracker_.fill_(state.growth_tracker);
+}
+
+VOLT_INLINE void GradScaler::save(torch::serialize::OutputArchive& archive) const {
+  const auto state = state_dict();
+  if (!state) return;
+  archive.write("scale", c10::IValue(state->scale));
+  archive.write("growth_factor", c10::IValue(state->growth_factor));
+  archive.write("backoff_factor", c10::IValue(state->backoff_factor));
+  archive.write("growth_interval", c10::IValue(state->growth_interval));
+  archive.write("_growth_tracker", c10::IValue(state->growth_tracker));
+}
+
+VOLT_INLINE void GradScaler::load(torch::serialize::InputArchive& archive) {
+  if (!options_.enabled) return;
+  c10::IValue value;
+  if (!archive.try_read("scale", value)) {
+    throw std::runtime_error(
+        "The source state dict is empty, possibly because it was saved from a disabled instance of "
+        "GradScaler.");
+  }
+  GradScalerState state;
+  state.scale = value.toDouble();
+  state.growth_factor = read_entry(archive, "growth_factor").toDouble();
+  state.backoff_factor = read_entry(archive, "backoff_factor").toDouble();
+  state.growth_interval = read_entry(archive, "growth_interval").toInt();
+  state.growth_tracker = read_entry(archive, "_growth_tracker").toInt();
+  load_state_dict(state);
+}
+
+VOLT_INLINE void GradScaler::initialize_scale(torch::Device device) {
+  scale_ = torch::full({}, options_.init_scale, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  growth_tracker_ = torch::full({}, initial_growth_tracker_, torch::TensorOptions().dtype(torch::kInt).device(device));
+}
+
+VOLT_INLINE void GradScaler::require_scale(const char* function) const {
+  if (!scale_.defined()) {
+    throw std::runtime_error(std::string("Attempted ") + function +
+                             " but _scale is None.  This may indicate your script did not use "
+                             "scaler.scale(loss or outputs) earlier in the iteration.");
+  }
+}
+
+VOLT_INLINE bool GradScaler::use_fused(c10::DeviceType device_type) const {
+  return options_.use_fused_kernels && compat::amp_scaler_kernels_available(device_type);
+}
+
+VOLT_INLINE bool GradScaler::fused_unscale_takes(c10::DeviceType device_type, c10::ScalarType dtype) const {
+  return (dtype == torch::kFloat || dtype == torch::kDouble) && use_fused(device_type);
+}
+
+VOLT_INLINE auto GradScaler::unscale_gradients(torch::optim::Optimizer& optimizer, const torch::Tensor& inv_scale,
+                                               const torch::Tensor& found_inf) -> PerDeviceTensors {
+  torch::NoGradGuard no_grad;
+  auto groups = detail::gradients_by_device_and_dtype(optimizer);
+  PerDeviceTensors found_inf_per_device;
+  PerDeviceTensors inv_scale_per_device;
+  for (auto& group : groups) {
+    auto device_found_inf = detail::replica_on(found_inf_per_device, found_inf, group.device);
+    const auto device_inv_scale = detail::replica_on(inv_scale_per_device, inv_scale, group.device);
+    if (fused_unscale_takes(group.device.type(), group.dtype)) {
+      at::_amp_foreach_non_finite_check_and_unscale_(group.gradients, device_found_inf, device_inv_scale);
+    } else {
+      detail::unscale_with_tensor_ops(group.gradients, device_found_inf, device_inv_scale);
+    }
+  }
+  return found_inf_per_device;
+}
+
+VOLT_INLINE void GradScaler::update_scale_with_tensor_ops(const torch::Tensor& found_inf) {
+  detail::update_scale_with_tensor_ops(scale_, growth_tracker_, found_inf, options_.growth_factor,
+                                       options_.backoff_factor, options_.growth_interval);
+}
+
+VOLT_INLINE auto GradScaler::read_entry(torch::serialize::InputArchive& archive, const char* key) -> c10::IValue {
+  c10::IValue value;
+  if (!archive.try_read(key, value)) {
+    throw std::runtime_error(std::string("volt: the GradScaler state in this checkpoint lacks \"") + key +
+                             "\"; it was not written by GradScaler::save()");
+  }
+  return value;
+}
+
+}  // namespace volt
+
+namespace volt {
+
+VOLT_INLINE GradScaler::GradScaler(GradScalerOptions options)
+    : options_(options) {
+  if (!options_.enabled) return;
+  if (!(options_.growth_factor > 1.0)) throw std::invalid_argument("The growth factor must be > 1.0.");
+  if (!(options_.backoff_factor < 1.0)) throw std::invalid_argument("The backoff factor must be < 1.0.");
+  if (options_.growth_interval <= 0) {
+    throw std::invalid_argument("volt: GradScaler growth_interval must be > 0, got " +
+                                std::to_string(options_.growth_interval));
+  }
+}
+
+}  // namespace volt
+// ---- end volt/precision/impl/grad_scaler.ipp
+#endif
 // ---- end volt/precision/grad_scaler.hpp
 // ---- begin volt/precision/policies.hpp
 /// \file
@@ -5260,6 +5976,7 @@ class GradScaler {
 
 #include <torch/torch.h>
 
+#include <cstddef>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -5338,10 +6055,8 @@ class TruePrecision {
     return true;
   }
 
-  /// nullptr: no loss scaling.
-  GradScaler* scaler() noexcept { return nullptr; }
-  /// nullptr: no loss scaling.
-  const GradScaler* scaler() const noexcept { return nullptr; }
+  /// nullptr (of type std::nullptr_t, so that code for a GradScaler is not compiled): no loss scaling.
+  std::nullptr_t scaler() const noexcept { return nullptr; }
   /// Nothing to save in checkpoints.
   void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
   /// Nothing to restore from checkpoints.
@@ -5379,6 +6094,9 @@ inline constexpr std::string_view fp16_autocast_on_cpu_warning =
 /// autocast to `RequestedDtype` on the root device's type, and for fp16 a GradScaler.
 template <c10::ScalarType RequestedDtype>
 class AutocastPrecision {
+  // Only fp16 scales the loss; bf16 compiles none of the GradScaler's code.
+  static constexpr bool may_scale = RequestedDtype == c10::ScalarType::Half;
+
  public:
   static constexpr bool is_autocast = true;
 
@@ -5406,10 +6124,12 @@ class AutocastPrecision {
                             : "Using bfloat16 Automatic Mixed Precision (AMP)");
     device_type_ = root_device.type();
     dtype_ = resolved_dtype;
-    if (dtype_ == c10::ScalarType::Half) {
-      if (!scaler_) scaler_.emplace(scaler_options_, root_device);
-    } else {
-      scaler_.reset();
+    if constexpr (may_scale) {
+      if (dtype_ == c10::ScalarType::Half) {
+        if (!scaler_) scaler_.emplace(scaler_options_, root_device);
+      } else {
+        scaler_.reset();
+      }
     }
   }
 
@@ -5433,7 +6153,12 @@ class AutocastPrecision {
   }
 
   /// The tensor to call backward() on: the loss times the scale with a GradScaler, else `loss`.
-  torch::Tensor pre_backward(const torch::Tensor& loss) { return scaler_ ? scaler_->scale(loss) : loss; }
+  torch::Tensor pre_backward(const torch::Tensor& loss) {
+    if constexpr (may_scale) {
+      if (scaler_) return scaler_->scale(loss);
+    }
+    return loss;
+  }
 
   /// Lightning's AMP step: with a scaler, unscale_ the gradients, run `before_step()` (hooks and clipping
   /// see unscaled gradients), step unless a gradient is inf/NaN, update the scale. Without one,
@@ -5446,17 +6171,30 @@ class AutocastPrecision {
     if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
       throw MisconfigurationError("AMP and the LBFGS optimizer are not compatible.");
     }
-    if (!scaler_) {
-      std::forward<BeforeStep>(before_step)();
-      optim::step(optimizer);
-      return true;
+    if constexpr (may_scale) {
+      if (scaler_) return amp_optimizer_step(*scaler_, optimizer, std::forward<BeforeStep>(before_step));
     }
-    return amp_optimizer_step(*scaler_, optimizer, std::forward<BeforeStep>(before_step));
+    std::forward<BeforeStep>(before_step)();
+    optim::step(optimizer);
+    return true;
   }
 
-  /// The GradScaler (fp16 after setup() or load()), else nullptr.
-  GradScaler* scaler() noexcept { return scaler_ ? &*scaler_ : nullptr; }
-  const GradScaler* scaler() const noexcept { return scaler_ ? &*scaler_ : nullptr; }
+  /// fp16: the GradScaler (after setup() or load()), else nullptr. bf16: nullptr of type std::nullptr_t.
+  auto scaler() noexcept {
+    if constexpr (may_scale) {
+      return scaler_ ? &*scaler_ : static_cast<GradScaler*>(nullptr);
+    } else {
+      return nullptr;
+    }
+  }
+  /// As scaler(), to read.
+  auto scaler() const noexcept {
+    if constexpr (may_scale) {
+      return scaler_ ? &*scaler_ : static_cast<const GradScaler*>(nullptr);
+    } else {
+      return nullptr;
+    }
+  }
 
   /// The dtype autocast uses: RequestedDtype, or bf16 after setup() on a CPU device for fp16.
   c10::ScalarType autocast_dtype() const noexcept { return dtype_; }
@@ -5465,15 +6203,19 @@ class AutocastPrecision {
 
   /// Writes the GradScaler's state (see GradScaler::save); nothing without a scaler.
   void save(torch::serialize::OutputArchive& archive) const {
-    if (scaler_) scaler_->save(archive);
+    if constexpr (may_scale) {
+      if (scaler_) scaler_->save(archive);
+    }
   }
 
   /// Restores the GradScaler's state, creating the scaler if load() runs before setup(). bf16: no-op.
   /// Throws std::runtime_error when the archive holds no scaler state (see GradScaler::load).
   void load(torch::serialize::InputArchive& archive) {
-    if (dtype_ != c10::ScalarType::Half) return;
-    if (!scaler_) scaler_.emplace(scaler_options_);
-    scaler_->load(archive);
+    if constexpr (may_scale) {
+      if (dtype_ != c10::ScalarType::Half) return;
+      if (!scaler_) scaler_.emplace(scaler_options_);
+      scaler_->load(archive);
+    }
   }
 
  private:
@@ -5499,11 +6241,7 @@ struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
 
   /// Throws MisconfigurationError on an MPS device (an Auto or GPU accelerator that resolved to MPS):
   /// Metal has no float64. volt::MPS with FP64 does not compile at all.
-  void setup(torch::Device root_device) {
-    if (root_device.is_mps()) {
-      throw MisconfigurationError("volt: FP64 is not supported on MPS devices (Metal has no float64); use volt::FP32");
-    }
-  }
+  void setup(torch::Device root_device);
 };
 
 /// "16-true": model, floating inputs and new tensors in float16 (Lightning's HalfPrecision).
@@ -5514,20 +6252,7 @@ struct FP16True : detail::TruePrecision<c10::ScalarType::Half> {
   /// On a CPU: checks that this LibTorch multiplies float16 matrices there (LibTorch 1.13 does not) and throws
   /// MisconfigurationError naming the precision and what to use instead, so the run is refused at set-up
   /// rather than at its first forward. Other devices: nothing to check.
-  void setup(torch::Device root_device) {
-    if (!root_device.is_cpu()) return;
-    try {
-      const auto probe = torch::ones({2, 2}, torch::TensorOptions().dtype(torch::kHalf));
-      (void)torch::addmm(probe, probe, probe);
-    } catch (const std::exception& error) {
-      std::string reason = error.what();
-      reason = reason.substr(0, reason.find('\n'));
-      throw MisconfigurationError("volt: precision '16-true' on the CPU needs float16 matrix multiplication, "
-                                  "which this LibTorch (" + std::string(compat::torch_version_string) +
-                                  ") does not have on the CPU (" + reason +
-                                  "); use 'bf16-true', 'bf16-mixed' or '32-true' on the CPU, or train on a GPU");
-    }
-  }
+  void setup(torch::Device root_device);
 };
 
 /// "bf16-true": model, floating inputs and new tensors in bfloat16 (Lightning's HalfPrecision).
@@ -5552,6 +6277,39 @@ struct BF16Autocast : detail::AutocastPrecision<c10::ScalarType::BFloat16> {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/precision/impl/policies.ipp
+/// \file
+/// Definitions of the functions declared in volt/precision/policies.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE void FP64::setup(torch::Device root_device) {
+  if (root_device.is_mps()) {
+    throw MisconfigurationError("volt: FP64 is not supported on MPS devices (Metal has no float64); use volt::FP32");
+  }
+}
+
+VOLT_INLINE void FP16True::setup(torch::Device root_device) {
+  if (!root_device.is_cpu()) return;
+  try {
+    const auto probe = torch::ones({2, 2}, torch::TensorOptions().dtype(torch::kHalf));
+    (void)torch::addmm(probe, probe, probe);
+  } catch (const std::exception& error) {
+    std::string reason = error.what();
+    reason = reason.substr(0, reason.find('\n'));
+    throw MisconfigurationError("volt: precision '16-true' on the CPU needs float16 matrix multiplication, "
+                                "which this LibTorch (" + std::string(compat::torch_version_string) +
+                                ") does not have on the CPU (" + reason +
+                                "); use 'bf16-true', 'bf16-mixed' or '32-true' on the CPU, or train on a GPU");
+  }
+}
+
+}  // namespace volt
+// ---- end volt/precision/impl/policies.ipp
+#endif
 // ---- end volt/precision/policies.hpp
 // ---- begin volt/precision/precision_policy.hpp
 /// \file
@@ -5991,11 +6749,7 @@ concept StrategyPolicy = requires {
 namespace volt::detail {
 
 /// The selection's device ids as "0, 1, 2", for messages.
-inline std::string device_id_list(const DeviceSelection& selection) {
-  std::string ids;
-  for (int id : selection.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-  return ids;
-}
+VOLT_INLINE std::string device_id_list(const DeviceSelection& selection);
 
 /// What a host's constructor does to find the devices of its `Strategy` on `Accelerator`, in the order each
 /// host has always done it:
@@ -6036,7 +6790,50 @@ DeviceSelection select_strategy_devices(const DeviceSpec& devices, int num_nodes
   return selection;
 }
 
+// With VOLT_SEPARATE_COMPILATION the selection for volt's own accelerators and strategies is compiled once.
+#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
+template DeviceSelection select_strategy_devices<Auto, SingleDevice>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<Auto, DDP>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<GPU, SingleDevice>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<GPU, DDP>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<CPU, SingleDevice>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<CPU, DDP>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<CUDA, SingleDevice>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<CUDA, DDP>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<MPS, SingleDevice>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<MPS, DDP>(const DeviceSpec&, int, Frontend);
+#elif defined(VOLT_SEPARATE_COMPILATION)
+extern template DeviceSelection select_strategy_devices<Auto, SingleDevice>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<Auto, DDP>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<GPU, SingleDevice>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<GPU, DDP>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<CPU, SingleDevice>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<CPU, DDP>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<CUDA, SingleDevice>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<CUDA, DDP>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<MPS, SingleDevice>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<MPS, DDP>(const DeviceSpec&, int, Frontend);
+#endif
+
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/strategies/impl/device_selection.ipp
+/// \file
+/// Definitions of the functions declared in volt/strategies/device_selection.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string device_id_list(const DeviceSelection& selection) {
+  std::string ids;
+  for (int id : selection.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  return ids;
+}
+
+}  // namespace volt::detail
+// ---- end volt/strategies/impl/device_selection.ipp
+#endif
 // ---- end volt/strategies/device_selection.hpp
 // ---- end volt/strategies.hpp
 // ---- begin volt/distributed.hpp
@@ -6117,14 +6914,45 @@ struct ClusterEnvironment {
 
 namespace detail {
 
-inline std::optional<std::string> env(const char* name) {
+VOLT_INLINE std::optional<std::string> env(const char* name);
+
+/// Reads an integer environment variable; throws MisconfigurationError naming the variable when it is not one.
+VOLT_INLINE std::optional<int> env_int(const char* name);
+
+VOLT_INLINE int require_env_int(const char* name, std::string_view launcher);
+
+/// The first host of a SLURM node list: "node[1-3,5],other" -> "node1", "a,b" -> "a".
+VOLT_INLINE std::string slurm_root_node(std::string_view nodes);
+
+/// A TCP port that was free a moment ago on 127.0.0.1 (the kernel's choice), as Lightning's find_free_network_port.
+VOLT_INLINE int find_free_port();
+
+}  // namespace detail
+
+/// Reads the environment of this process for a run of `num_nodes` nodes with `devices_per_node` processes each
+/// (Lightning's cluster-environment detection and checks). Throws std::invalid_argument with Lightning's message
+/// when torchrun's WORLD_SIZE disagrees with devices * num_nodes, or SLURM's tasks per node with `devices`, and
+/// MisconfigurationError when a variable a launcher requires is missing or not an integer. Logs Lightning's
+/// warnings for a missing MASTER_ADDR / MASTER_PORT under torchrun. Does not change the environment.
+VOLT_INLINE ClusterEnvironment detect_cluster_environment(int devices_per_node, int num_nodes);
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/distributed/impl/environment.ipp
+/// \file
+/// Definitions of the functions declared in volt/distributed/environment.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::optional<std::string> env(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
   return std::string(value);
 }
 
-/// Reads an integer environment variable; throws MisconfigurationError naming the variable when it is not one.
-inline std::optional<int> env_int(const char* name) {
+VOLT_INLINE std::optional<int> env_int(const char* name) {
   auto value = env(name);
   if (!value) return std::nullopt;
   std::size_t used = 0;
@@ -6141,7 +6969,7 @@ inline std::optional<int> env_int(const char* name) {
   return result;
 }
 
-inline int require_env_int(const char* name, std::string_view launcher) {
+VOLT_INLINE int require_env_int(const char* name, std::string_view launcher) {
   auto value = env_int(name);
   if (!value) {
     throw MisconfigurationError("volt: " + std::string(launcher) + " is detected but the environment variable " +
@@ -6150,8 +6978,7 @@ inline int require_env_int(const char* name, std::string_view launcher) {
   return *value;
 }
 
-/// The first host of a SLURM node list: "node[1-3,5],other" -> "node1", "a,b" -> "a".
-inline std::string slurm_root_node(std::string_view nodes) {
+VOLT_INLINE std::string slurm_root_node(std::string_view nodes) {
   std::string host;
   std::size_t i = 0;
   for (; i < nodes.size() && nodes[i] != ',' && nodes[i] != '['; ++i) host += nodes[i];
@@ -6162,8 +6989,7 @@ inline std::string slurm_root_node(std::string_view nodes) {
   return host;
 }
 
-/// A TCP port that was free a moment ago on 127.0.0.1 (the kernel's choice), as Lightning's find_free_network_port.
-inline int find_free_port() {
+VOLT_INLINE int find_free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("volt: cannot open a socket to find a free port");
   sockaddr_in address{};
@@ -6180,15 +7006,11 @@ inline int find_free_port() {
   if (port == 0) throw std::runtime_error("volt: could not find a free TCP port for the distributed rendezvous");
   return port;
 }
+}  // namespace volt::detail
 
-}  // namespace detail
+namespace volt {
 
-/// Reads the environment of this process for a run of `num_nodes` nodes with `devices_per_node` processes each
-/// (Lightning's cluster-environment detection and checks). Throws std::invalid_argument with Lightning's message
-/// when torchrun's WORLD_SIZE disagrees with devices * num_nodes, or SLURM's tasks per node with `devices`, and
-/// MisconfigurationError when a variable a launcher requires is missing or not an integer. Logs Lightning's
-/// warnings for a missing MASTER_ADDR / MASTER_PORT under torchrun. Does not change the environment.
-inline ClusterEnvironment detect_cluster_environment(int devices_per_node, int num_nodes) {
+VOLT_INLINE ClusterEnvironment detect_cluster_environment(int devices_per_node, int num_nodes) {
   ClusterEnvironment result;
   if (detail::env("TORCHELASTIC_RUN_ID")) {
     result.kind = ClusterKind::torchrun;
@@ -6272,6 +7094,8 @@ inline ClusterEnvironment detect_cluster_environment(int devices_per_node, int n
 }
 
 }  // namespace volt
+// ---- end volt/distributed/impl/environment.ipp
+#endif
 // ---- end volt/distributed/environment.hpp
 // ---- begin volt/distributed/launcher.hpp
 /// \file
@@ -6313,7 +7137,68 @@ extern char** environ;  // NOLINT: POSIX
 namespace volt::detail {
 
 /// Describes how a child ended, e.g. "exited with status 3" or "was killed by signal 9 (Killed)".
-inline std::string describe_wait_status(int status) {
+VOLT_INLINE std::string describe_wait_status(int status);
+
+/// This process's command line (argv[0..]) as the kernel recorded it.
+VOLT_INLINE std::vector<std::string> own_command_line();
+
+class SubprocessLauncher {
+ public:
+  struct Child {
+    int local_rank;
+    pid_t pid;
+    bool done = false;
+    int status = 0;
+  };
+
+  /// The process-wide launcher (children are started at most once per process).
+  static SubprocessLauncher& instance();
+
+  bool launched() const { return !children_.empty(); }
+
+  /// Starts local ranks 1..num_processes-1 as copies of this program. Call in local rank 0 only, after the
+  /// rendezvous variables are in this process's environment. Throws std::runtime_error if a child cannot start.
+  void launch(int num_processes);
+
+  /// Waits for every child to exit; returns a description of each failure (empty when all exited with 0).
+  std::vector<std::string> wait_all();
+
+  /// Terminates the children that are still running (SIGTERM, then SIGKILL after `grace`).
+  void terminate_children(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
+  ~SubprocessLauncher();
+
+  SubprocessLauncher(const SubprocessLauncher&) = delete;
+  SubprocessLauncher& operator=(const SubprocessLauncher&) = delete;
+
+ private:
+  SubprocessLauncher() = default;
+
+  static std::string describe(const Child& child);
+
+  void stop_watching();
+
+  void terminate_locked(std::chrono::milliseconds grace);
+
+  void watch();
+
+  std::mutex mutex_;
+  std::vector<Child> children_;
+  std::thread watcher_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/distributed/impl/launcher.ipp
+/// \file
+/// Definitions of the functions declared in volt/distributed/launcher.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string describe_wait_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int signal = WTERMSIG(status);
@@ -6323,8 +7208,7 @@ inline std::string describe_wait_status(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-/// This process's command line (argv[0..]) as the kernel recorded it.
-inline std::vector<std::string> own_command_line() {
+VOLT_INLINE std::vector<std::string> own_command_line() {
   std::ifstream file("/proc/self/cmdline", std::ios::binary);
   std::string all((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   std::vector<std::string> args;
@@ -6341,167 +7225,141 @@ inline std::vector<std::string> own_command_line() {
   return args;
 }
 
-class SubprocessLauncher {
- public:
-  struct Child {
-    int local_rank;
-    pid_t pid;
-    bool done = false;
-    int status = 0;
-  };
+VOLT_INLINE auto SubprocessLauncher::instance() -> SubprocessLauncher& {
+  static SubprocessLauncher launcher;
+  return launcher;
+}
 
-  /// The process-wide launcher (children are started at most once per process).
-  static SubprocessLauncher& instance() {
-    static SubprocessLauncher launcher;
-    return launcher;
+VOLT_INLINE void SubprocessLauncher::launch(int num_processes) {
+  if (launched() || num_processes <= 1) return;
+  const auto args = own_command_line();
+  if (args.empty()) throw std::runtime_error("volt: cannot read /proc/self/cmdline to relaunch this program");
+  char executable[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", executable, sizeof(executable) - 1);
+  if (length <= 0) throw std::runtime_error("volt: cannot resolve /proc/self/exe to relaunch this program");
+  executable[length] = '\0';
+  for (int local_rank = 1; local_rank < num_processes; ++local_rank) {
+    // Everything the child needs is prepared before fork(): after it only async-signal-safe calls are made.
+    std::vector<std::string> environment;
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      if (std::strncmp(*entry, "LOCAL_RANK=", 11) != 0) environment.emplace_back(*entry);
+    }
+    environment.push_back("LOCAL_RANK=" + std::to_string(local_rank));
+    std::vector<char*> envp, argv;
+    for (auto& entry : environment) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> arg_copy = args;
+    for (auto& arg : arg_copy) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("volt: fork() failed while launching local rank " + std::to_string(local_rank));
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      ::execve(executable, argv.data(), envp.data());
+      ::_exit(127);
+    }
+    std::lock_guard lock(mutex_);
+    children_.push_back({local_rank, pid});
   }
+  watcher_ = std::thread([this] { watch(); });
+}
 
-  bool launched() const { return !children_.empty(); }
+VOLT_INLINE auto SubprocessLauncher::wait_all() -> std::vector<std::string> {
+  stop_watching();
+  std::vector<std::string> failures;
+  std::lock_guard lock(mutex_);
+  for (auto& child : children_) {
+    if (!child.done) {
+      int status = 0;
+      if (::waitpid(child.pid, &status, 0) == child.pid) {
+        child.done = true;
+        child.status = status;
+      }
+    }
+    if (child.done && child.status != 0) failures.push_back(describe(child));
+  }
+  return failures;
+}
 
-  /// Starts local ranks 1..num_processes-1 as copies of this program. Call in local rank 0 only, after the
-  /// rendezvous variables are in this process's environment. Throws std::runtime_error if a child cannot start.
-  void launch(int num_processes) {
-    if (launched() || num_processes <= 1) return;
-    const auto args = own_command_line();
-    if (args.empty()) throw std::runtime_error("volt: cannot read /proc/self/cmdline to relaunch this program");
-    char executable[4096];
-    const ssize_t length = ::readlink("/proc/self/exe", executable, sizeof(executable) - 1);
-    if (length <= 0) throw std::runtime_error("volt: cannot resolve /proc/self/exe to relaunch this program");
-    executable[length] = '\0';
-    for (int local_rank = 1; local_rank < num_processes; ++local_rank) {
-      // Everything the child needs is prepared before fork(): after it only async-signal-safe calls are made.
-      std::vector<std::string> environment;
-      for (char** entry = environ; *entry != nullptr; ++entry) {
-        if (std::strncmp(*entry, "LOCAL_RANK=", 11) != 0) environment.emplace_back(*entry);
+VOLT_INLINE void SubprocessLauncher::terminate_children(std::chrono::milliseconds grace) {
+  std::lock_guard lock(mutex_);
+  terminate_locked(grace);
+}
+
+VOLT_INLINE SubprocessLauncher::~SubprocessLauncher() {
+  if (children_.empty()) return;
+  const auto failures = wait_all();
+  if (!failures.empty()) {
+    for (const auto& failure : failures) log::info(failure);
+    std::_Exit(1);
+  }
+}
+
+VOLT_INLINE std::string SubprocessLauncher::describe(const Child& child) {
+  return "volt: DDP local rank " + std::to_string(child.local_rank) + " (pid " + std::to_string(child.pid) + ") " +
+         describe_wait_status(child.status);
+}
+
+VOLT_INLINE void SubprocessLauncher::stop_watching() {
+  stop_.store(true);
+  if (watcher_.joinable()) watcher_.join();
+}
+
+VOLT_INLINE void SubprocessLauncher::terminate_locked(std::chrono::milliseconds grace) {
+  for (auto& child : children_) {
+    if (!child.done) ::kill(child.pid, SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (auto& child : children_) {
+    while (!child.done) {
+      int status = 0;
+      const pid_t result = ::waitpid(child.pid, &status, WNOHANG);
+      if (result == child.pid || result < 0) {
+        child.done = true;
+        child.status = status;
+        break;
       }
-      environment.push_back("LOCAL_RANK=" + std::to_string(local_rank));
-      std::vector<char*> envp, argv;
-      for (auto& entry : environment) envp.push_back(entry.data());
-      envp.push_back(nullptr);
-      std::vector<std::string> arg_copy = args;
-      for (auto& arg : arg_copy) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      const pid_t parent = ::getpid();
-      const pid_t pid = ::fork();
-      if (pid < 0) throw std::runtime_error("volt: fork() failed while launching local rank " + std::to_string(local_rank));
-      if (pid == 0) {
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != parent) ::_exit(1);
-        ::execve(executable, argv.data(), envp.data());
-        ::_exit(127);
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(child.pid, SIGKILL);
+        ::waitpid(child.pid, &status, 0);
+        child.done = true;
+        child.status = status;
+        break;
       }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+VOLT_INLINE void SubprocessLauncher::watch() {
+  while (!stop_.load()) {
+    {
       std::lock_guard lock(mutex_);
-      children_.push_back({local_rank, pid});
-    }
-    watcher_ = std::thread([this] { watch(); });
-  }
-
-  /// Waits for every child to exit; returns a description of each failure (empty when all exited with 0).
-  std::vector<std::string> wait_all() {
-    stop_watching();
-    std::vector<std::string> failures;
-    std::lock_guard lock(mutex_);
-    for (auto& child : children_) {
-      if (!child.done) {
+      for (auto& child : children_) {
+        if (child.done) continue;
         int status = 0;
-        if (::waitpid(child.pid, &status, 0) == child.pid) {
+        if (::waitpid(child.pid, &status, WNOHANG) == child.pid) {
           child.done = true;
           child.status = status;
-        }
-      }
-      if (child.done && child.status != 0) failures.push_back(describe(child));
-    }
-    return failures;
-  }
-
-  /// Terminates the children that are still running (SIGTERM, then SIGKILL after `grace`).
-  void terminate_children(std::chrono::milliseconds grace = std::chrono::milliseconds(2000)) {
-    std::lock_guard lock(mutex_);
-    terminate_locked(grace);
-  }
-
-  ~SubprocessLauncher() {
-    if (children_.empty()) return;
-    const auto failures = wait_all();
-    if (!failures.empty()) {
-      for (const auto& failure : failures) log::info(failure);
-      std::_Exit(1);
-    }
-  }
-
-  SubprocessLauncher(const SubprocessLauncher&) = delete;
-  SubprocessLauncher& operator=(const SubprocessLauncher&) = delete;
-
- private:
-  SubprocessLauncher() = default;
-
-  static std::string describe(const Child& child) {
-    return "volt: DDP local rank " + std::to_string(child.local_rank) + " (pid " + std::to_string(child.pid) + ") " +
-           describe_wait_status(child.status);
-  }
-
-  void stop_watching() {
-    stop_.store(true);
-    if (watcher_.joinable()) watcher_.join();
-  }
-
-  void terminate_locked(std::chrono::milliseconds grace) {
-    for (auto& child : children_) {
-      if (!child.done) ::kill(child.pid, SIGTERM);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + grace;
-    for (auto& child : children_) {
-      while (!child.done) {
-        int status = 0;
-        const pid_t result = ::waitpid(child.pid, &status, WNOHANG);
-        if (result == child.pid || result < 0) {
-          child.done = true;
-          child.status = status;
-          break;
-        }
-        if (std::chrono::steady_clock::now() > deadline) {
-          ::kill(child.pid, SIGKILL);
-          ::waitpid(child.pid, &status, 0);
-          child.done = true;
-          child.status = status;
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    }
-  }
-
-  void watch() {
-    while (!stop_.load()) {
-      {
-        std::lock_guard lock(mutex_);
-        for (auto& child : children_) {
-          if (child.done) continue;
-          int status = 0;
-          if (::waitpid(child.pid, &status, WNOHANG) == child.pid) {
-            child.done = true;
-            child.status = status;
-            if (status != 0) {
-              log::info(describe(child) + "; terminating the other processes of this run.");
-              terminate_locked(std::chrono::milliseconds(2000));
-              log::info("volt: DDP run failed because local rank " + std::to_string(child.local_rank) +
-                        " failed; exiting local rank 0 with status 1.");
-              std::_Exit(1);
-            }
+          if (status != 0) {
+            log::info(describe(child) + "; terminating the other processes of this run.");
+            terminate_locked(std::chrono::milliseconds(2000));
+            log::info("volt: DDP run failed because local rank " + std::to_string(child.local_rank) +
+                      " failed; exiting local rank 0 with status 1.");
+            std::_Exit(1);
           }
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-
-  std::mutex mutex_;
-  std::vector<Child> children_;
-  std::thread watcher_;
-  std::atomic<bool> stop_{false};
-};
+}
 
 }  // namespace volt::detail
+// ---- end volt/distributed/impl/launcher.ipp
+#endif
 // ---- end volt/distributed/launcher.hpp
 // ---- begin volt/distributed/process_group.hpp
 /// \file
@@ -6538,23 +7396,10 @@ namespace volt::detail {
 
 /// How often a rank waiting at the rendezvous repeats whom it waits for: a fifth of the timeout, between 1 s
 /// and 30 s.
-inline std::chrono::milliseconds rendezvous_report_interval(std::chrono::milliseconds timeout) {
-  return std::clamp(timeout / 5, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000));
-}
+VOLT_INLINE std::chrono::milliseconds rendezvous_report_interval(std::chrono::milliseconds timeout);
 
 /// "2026-12-01 21:55:03 UTC".
-inline std::string utc_time_text(std::chrono::system_clock::time_point when) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
-  std::tm parts{};
-#if defined(_WIN32)
-  gmtime_s(&parts, &seconds);
-#else
-  gmtime_r(&seconds, &parts);
-#endif
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &parts);
-  return text;
-}
+VOLT_INLINE std::string utc_time_text(std::chrono::system_clock::time_point when);
 
 #ifdef VOLT_DETAIL_HAS_C10D
 
@@ -6641,6 +7486,35 @@ c10::intrusive_ptr<c10d::TCPStore> join_rendezvous(const ClusterEnvironment& env
 #endif
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/distributed/impl/rendezvous.ipp
+/// \file
+/// Definitions of the functions declared in volt/distributed/rendezvous.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::chrono::milliseconds rendezvous_report_interval(std::chrono::milliseconds timeout) {
+  return std::clamp(timeout / 5, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000));
+}
+
+VOLT_INLINE std::string utc_time_text(std::chrono::system_clock::time_point when) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  std::tm parts{};
+#if defined(_WIN32)
+  gmtime_s(&parts, &seconds);
+#else
+  gmtime_r(&seconds, &parts);
+#endif
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &parts);
+  return text;
+}
+
+}  // namespace volt::detail
+// ---- end volt/distributed/impl/rendezvous.ipp
+#endif
 // ---- end volt/distributed/rendezvous.hpp
 
 #include <torch/torch.h>
@@ -7313,50 +8187,19 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
  public:
   /// A sampler over indices 0..size-1 for epoch 0. Throws std::invalid_argument when num_replicas < 1 or
   /// rank is not in [0, num_replicas) (PyTorch's message).
-  DistributedSampler(std::size_t size, DistributedSamplerOptions options = {}) : size_(size), options_(options) {
-    if (options_.num_replicas < 1) {
-      throw std::invalid_argument("DistributedSampler: num_replicas must be at least 1, got " +
-                                  std::to_string(options_.num_replicas));
-    }
-    if (options_.rank < 0 || options_.rank >= options_.num_replicas) {
-      throw std::invalid_argument("Invalid rank " + std::to_string(options_.rank) + ", rank should be in the interval [0, " +
-                                  std::to_string(options_.num_replicas - 1) + "]");
-    }
-    build();
-  }
+  DistributedSampler(std::size_t size, DistributedSamplerOptions options = {});
 
   /// Starts a pass: rebuilds this rank's indices for the current epoch, then advances the epoch for the next pass.
-  void reset(c10::optional<std::size_t> new_size = c10::nullopt) override {
-    if (new_size) size_ = *new_size;
-    build();
-    ++epoch_;
-  }
+  void reset(c10::optional<std::size_t> new_size = c10::nullopt) override;
 
   /// The next up to `batch_size` indices, or nullopt at the end of the pass.
-  c10::optional<std::vector<std::size_t>> next(std::size_t batch_size) override {
-    if (position_ >= indices_.size()) return c10::nullopt;
-    const auto end = std::min(indices_.size(), position_ + batch_size);
-    std::vector<std::size_t> batch(indices_.begin() + static_cast<std::ptrdiff_t>(position_),
-                                   indices_.begin() + static_cast<std::ptrdiff_t>(end));
-    position_ = end;
-    return batch;
-  }
+  c10::optional<std::vector<std::size_t>> next(std::size_t batch_size) override;
 
   /// Writes the epoch and the position within the current pass (torch::data's sampler checkpointing).
-  void save(torch::serialize::OutputArchive& archive) const override {
-    archive.write("epoch", torch::tensor(static_cast<std::int64_t>(epoch_)), /*is_buffer=*/true);
-    archive.write("position", torch::tensor(static_cast<std::int64_t>(position_)), /*is_buffer=*/true);
-  }
+  void save(torch::serialize::OutputArchive& archive) const override;
   /// Restores what save() wrote: rebuilds the indices for the saved epoch and resumes at the saved position.
   /// Throws what LibTorch's archive throws for missing entries.
-  void load(torch::serialize::InputArchive& archive) override {
-    torch::Tensor epoch, position;
-    archive.read("epoch", epoch, /*is_buffer=*/true);
-    archive.read("position", position, /*is_buffer=*/true);
-    epoch_ = static_cast<std::uint64_t>(epoch.item<std::int64_t>());
-    build();
-    position_ = static_cast<std::size_t>(position.item<std::int64_t>());
-  }
+  void load(torch::serialize::InputArchive& archive) override;
 
   /// The epoch the next reset() uses for shuffling.
   void set_epoch(std::uint64_t epoch) { epoch_ = epoch; }
@@ -7368,29 +8211,7 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
   const std::vector<std::size_t>& indices() const { return indices_; }
 
  private:
-  void build() {
-    const auto replicas = static_cast<std::size_t>(options_.num_replicas);
-    std::vector<std::size_t> all(size_);
-    if (options_.shuffle) {
-      torch::Generator generator = at::detail::createCPUGenerator(options_.seed + epoch_);
-      const auto order = torch::randperm(static_cast<std::int64_t>(size_), generator, torch::kLong);
-      const auto* data = order.data_ptr<std::int64_t>();
-      for (std::size_t i = 0; i < size_; ++i) all[i] = static_cast<std::size_t>(data[i]);
-    } else {
-      for (std::size_t i = 0; i < size_; ++i) all[i] = i;
-    }
-    std::size_t total = 0;
-    if (options_.drop_last && size_ % replicas != 0) {
-      total = (size_ / replicas) * replicas;
-      all.resize(total);
-    } else {
-      total = (size_ + replicas - 1) / replicas * replicas;
-      for (std::size_t i = 0; all.size() < total && size_ > 0; ++i) all.push_back(all[i % size_]);
-    }
-    indices_.clear();
-    for (std::size_t i = static_cast<std::size_t>(options_.rank); i < total; i += replicas) indices_.push_back(all[i]);
-    position_ = 0;
-  }
+  void build();
 
   std::size_t size_;
   DistributedSamplerOptions options_;
@@ -7519,6 +8340,88 @@ class RankShard {
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/distributed/impl/sampler.ipp
+/// \file
+/// Definitions of the functions declared in volt/distributed/sampler.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE void DistributedSampler::reset(c10::optional<std::size_t> new_size) {
+  if (new_size) size_ = *new_size;
+  build();
+  ++epoch_;
+}
+
+VOLT_INLINE auto DistributedSampler::next(std::size_t batch_size) -> c10::optional<std::vector<std::size_t>> {
+  if (position_ >= indices_.size()) return c10::nullopt;
+  const auto end = std::min(indices_.size(), position_ + batch_size);
+  std::vector<std::size_t> batch(indices_.begin() + static_cast<std::ptrdiff_t>(position_),
+                                 indices_.begin() + static_cast<std::ptrdiff_t>(end));
+  position_ = end;
+  return batch;
+}
+
+VOLT_INLINE void DistributedSampler::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("epoch", torch::tensor(static_cast<std::int64_t>(epoch_)), /*is_buffer=*/true);
+  archive.write("position", torch::tensor(static_cast<std::int64_t>(position_)), /*is_buffer=*/true);
+}
+
+VOLT_INLINE void DistributedSampler::load(torch::serialize::InputArchive& archive) {
+  torch::Tensor epoch, position;
+  archive.read("epoch", epoch, /*is_buffer=*/true);
+  archive.read("position", position, /*is_buffer=*/true);
+  epoch_ = static_cast<std::uint64_t>(epoch.item<std::int64_t>());
+  build();
+  position_ = static_cast<std::size_t>(position.item<std::int64_t>());
+}
+
+VOLT_INLINE void DistributedSampler::build() {
+  const auto replicas = static_cast<std::size_t>(options_.num_replicas);
+  std::vector<std::size_t> all(size_);
+  if (options_.shuffle) {
+    torch::Generator generator = at::detail::createCPUGenerator(options_.seed + epoch_);
+    const auto order = torch::randperm(static_cast<std::int64_t>(size_), generator, torch::kLong);
+    const auto* data = order.data_ptr<std::int64_t>();
+    for (std::size_t i = 0; i < size_; ++i) all[i] = static_cast<std::size_t>(data[i]);
+  } else {
+    for (std::size_t i = 0; i < size_; ++i) all[i] = i;
+  }
+  std::size_t total = 0;
+  if (options_.drop_last && size_ % replicas != 0) {
+    total = (size_ / replicas) * replicas;
+    all.resize(total);
+  } else {
+    total = (size_ + replicas - 1) / replicas * replicas;
+    for (std::size_t i = 0; all.size() < total && size_ > 0; ++i) all.push_back(all[i % size_]);
+  }
+  indices_.clear();
+  for (std::size_t i = static_cast<std::size_t>(options_.rank); i < total; i += replicas) indices_.push_back(all[i]);
+  position_ = 0;
+}
+
+}  // namespace volt
+
+namespace volt {
+
+VOLT_INLINE DistributedSampler::DistributedSampler(std::size_t size, DistributedSamplerOptions options)
+    : size_(size), options_(options) {
+  if (options_.num_replicas < 1) {
+    throw std::invalid_argument("DistributedSampler: num_replicas must be at least 1, got " +
+                                std::to_string(options_.num_replicas));
+  }
+  if (options_.rank < 0 || options_.rank >= options_.num_replicas) {
+    throw std::invalid_argument("Invalid rank " + std::to_string(options_.rank) + ", rank should be in the interval [0, " +
+                                std::to_string(options_.num_replicas - 1) + "]");
+  }
+  build();
+}
+
+}  // namespace volt
+// ---- end volt/distributed/impl/sampler.ipp
+#endif
 // ---- end volt/distributed/sampler.hpp
 // ---- begin volt/distributed/ddp_runtime.hpp
 /// \file
@@ -7588,34 +8491,20 @@ std::optional<std::int64_t> size_of(Data& data) {
 namespace volt::detail {
 
 /// The process group of this process, shared by every Trainer and Fabric of the run (created once).
-inline std::shared_ptr<ProcessGroup>& process_group_slot() {
-  static std::shared_ptr<ProcessGroup> group;
-  return group;
-}
+VOLT_INLINE std::shared_ptr<ProcessGroup>& process_group_slot();
 
 /// How long a rank waits for its peers (rendezvous and each collective): VOLT_DDP_TIMEOUT_S seconds, default
 /// 1800 (PyTorch's default process-group timeout).
-inline std::chrono::milliseconds distributed_timeout() {
-  if (auto seconds = env_int("VOLT_DDP_TIMEOUT_S"); seconds && *seconds > 0) return std::chrono::seconds(*seconds);
-  return std::chrono::seconds(1800);
-}
+VOLT_INLINE std::chrono::milliseconds distributed_timeout();
 
 /// Gradient bucket capacity: VOLT_DDP_BUCKET_MB megabytes (PyTorch DDP's bucket_cap_mb; an integer >= 1),
 /// default 25.
-inline std::int64_t ddp_bucket_bytes() {
-  if (auto megabytes = env_int("VOLT_DDP_BUCKET_MB"); megabytes && *megabytes > 0) {
-    return static_cast<std::int64_t>(*megabytes) * 1024 * 1024;
-  }
-  return std::int64_t{25} * 1024 * 1024;
-}
+VOLT_INLINE std::int64_t ddp_bucket_bytes();
 
 /// Whether buffers (BatchNorm statistics) are broadcast from rank 0 before each training step: true unless
 /// VOLT_DDP_BROADCAST_BUFFERS is 0 (PyTorch DDP's broadcast_buffers=False; each rank then keeps its own
 /// statistics and checkpoints hold rank 0's).
-inline bool ddp_broadcast_buffers() {
-  const auto value = env_int("VOLT_DDP_BROADCAST_BUFFERS");
-  return !value || *value != 0;
-}
+VOLT_INLINE bool ddp_broadcast_buffers();
 
 #ifdef VOLT_DETAIL_HAS_C10D
 
@@ -7849,6 +8738,40 @@ class StrategyRuntime<DDP> : public StrategyRuntimeBase<StrategyRuntime<DDP>> {
 
 static_assert(volt::StrategyRuntimeInterface<volt::detail::StrategyRuntime<volt::DDP>>,
               "volt: StrategyRuntime<DDP> must provide every member of volt::StrategyRuntimeInterface");
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/distributed/impl/ddp_runtime.ipp
+/// \file
+/// Definitions of the functions declared in volt/distributed/ddp_runtime.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::shared_ptr<ProcessGroup>& process_group_slot() {
+  static std::shared_ptr<ProcessGroup> group;
+  return group;
+}
+
+VOLT_INLINE std::chrono::milliseconds distributed_timeout() {
+  if (auto seconds = env_int("VOLT_DDP_TIMEOUT_S"); seconds && *seconds > 0) return std::chrono::seconds(*seconds);
+  return std::chrono::seconds(1800);
+}
+
+VOLT_INLINE std::int64_t ddp_bucket_bytes() {
+  if (auto megabytes = env_int("VOLT_DDP_BUCKET_MB"); megabytes && *megabytes > 0) {
+    return static_cast<std::int64_t>(*megabytes) * 1024 * 1024;
+  }
+  return std::int64_t{25} * 1024 * 1024;
+}
+
+VOLT_INLINE bool ddp_broadcast_buffers() {
+  const auto value = env_int("VOLT_DDP_BROADCAST_BUFFERS");
+  return !value || *value != 0;
+}
+
+}  // namespace volt::detail
+// ---- end volt/distributed/impl/ddp_runtime.ipp
+#endif
 // ---- end volt/distributed/ddp_runtime.hpp
 // ---- end volt/distributed.hpp
 // ---- begin volt/optim.hpp
@@ -7898,36 +8821,11 @@ inline constexpr bool has_capturable_step = compat::has_tensor_lr_fused_optimize
 /// torch::nn::utils::clip_grad_norm_ does (coefficient max_norm / (norm + 1e-6), capped at 1), but computed
 /// on the device: nothing is read back, so the call costs no sync and can be captured in a CUDA graph.
 /// Returns the total norm (a 0-dim float32 tensor on the gradients' device). Undefined entries are skipped.
-inline at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& gradients, double max_norm) {
-  std::vector<at::Tensor> present;
-  present.reserve(gradients.size());
-  for (const auto& gradient : gradients) {
-    if (gradient.defined()) present.push_back(gradient);
-  }
-  if (present.empty()) return at::zeros({});
-  torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> norms = compat::foreach_norm(present);
-  for (auto& norm : norms) {
-    if (norm.scalar_type() != at::kFloat) norm = norm.to(at::kFloat);
-  }
-  const at::Tensor total = norms.size() == 1 ? norms.front() : at::stack(norms).norm(2);
-  const at::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
-  compat::foreach_mul_(present, coefficient);
-  return total;
-}
+VOLT_INLINE at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& gradients, double max_norm);
 
 /// Clamps every element of `gradients` to [-clip_value, clip_value], as torch::nn::utils::clip_grad_value_
 /// (one multi-tensor op per bound from LibTorch 2.4). Undefined entries are skipped.
-inline void clip_grad_value_(const std::vector<at::Tensor>& gradients, double clip_value) {
-  std::vector<at::Tensor> present;
-  present.reserve(gradients.size());
-  for (const auto& gradient : gradients) {
-    if (gradient.defined()) present.push_back(gradient);
-  }
-  if (present.empty()) return;
-  torch::NoGradGuard no_grad;
-  compat::foreach_clamp_(present, -clip_value, clip_value);
-}
+VOLT_INLINE void clip_grad_value_(const std::vector<at::Tensor>& gradients, double clip_value);
 
 /// One optimizer's step on device-only state (see the file comment). Made after the optimizer has stepped
 /// at least once (its state exists), it binds the parameters that have a gradient at construction; step()
@@ -7940,49 +8838,13 @@ class CapturableStep {
  public:
   /// Why CapturableStep cannot step `optimizer` on `device_type`, or std::nullopt when it can: the type
   /// (exactly Adam, AdamW or SGD), the LibTorch version (2.4+) and the kernels the device has.
-  static std::optional<std::string> obstacle(torch::optim::Optimizer& optimizer, c10::DeviceType device_type) {
-    const auto& type = typeid(optimizer);
-    const bool adam = type == typeid(torch::optim::Adam);
-    const bool adamw = type == typeid(torch::optim::AdamW);
-    const bool sgd = type == typeid(torch::optim::SGD);
-    if (!adam && !adamw && !sgd) {
-      return "the optimizer is " + c10::demangle(type.name()) +
-             "; a captured step needs exactly torch::optim::Adam, AdamW or SGD";
-    }
-    if constexpr (!has_capturable_step) {
-      // A stream, not string concatenation: g++ 12 at -O2 and above warns falsely (-Warray-bounds) on that.
-      std::ostringstream text;
-      text << "LibTorch " << compat::torch_version_string
-           << " has no fused optimizer kernels with a tensor learning rate (LibTorch 2.4 or later has them)";
-      return text.str();
-    } else {
-      const char* kernel = adam ? "aten::_fused_adam_" : adamw ? "aten::_fused_adamw_" : "aten::_fused_sgd_";
-      if (!compat::has_kernel(kernel, "tensor_lr", device_type)) {
-        return std::string("this LibTorch has no ") + kernel + " kernel with a tensor learning rate for " +
-               c10::DeviceTypeName(device_type, /*lower_case=*/true);
-      }
-      return std::nullopt;
-    }
-  }
+  static std::optional<std::string> obstacle(torch::optim::Optimizer& optimizer, c10::DeviceType device_type);
 
   /// Binds `optimizer` (which must outlive this object; obstacle() must have said nothing): the parameters
   /// that have a gradient now. Reads the learning rates and step counts into device tensors. Throws
   /// std::invalid_argument when such a parameter has no state yet (step the optimizer once first) or state
   /// of another type.
-  explicit CapturableStep(torch::optim::Optimizer& optimizer) : optimizer_(&optimizer) {
-    const auto& type = typeid(optimizer);
-    kind_ = type == typeid(torch::optim::Adam)    ? Kind::adam
-            : type == typeid(torch::optim::AdamW) ? Kind::adamw
-                                                  : Kind::sgd;
-    if (kind_ == Kind::adam) {
-      bind<torch::optim::AdamOptions, torch::optim::AdamParamState>();
-    } else if (kind_ == Kind::adamw) {
-      bind<torch::optim::AdamWOptions, torch::optim::AdamWParamState>();
-    } else {
-      bind<torch::optim::SGDOptions, torch::optim::SGDParamState>();
-    }
-    reload();
-  }
+  explicit CapturableStep(torch::optim::Optimizer& optimizer);
 
   /// Every bound parameter (in param-group order), the tensors whose .grad step() reads.
   const std::vector<at::Tensor>& parameters() const noexcept { return parameters_; }
@@ -7992,67 +8854,19 @@ class CapturableStep {
   /// unscale sets it): where it is nonzero, the kernels change nothing and the count is taken back, as
   /// PyTorch's fused optimizers do under a GradScaler. Launches device work only; capturable.
   /// Throws c10::Error when a bound parameter has no gradient.
-  void step(const std::optional<at::Tensor>& found_inf = std::nullopt) {
-    TORCH_CHECK(has_capturable_step, "volt: CapturableStep needs LibTorch 2.4 or later (this is ",
-                compat::torch_version_string, ")");
-    torch::NoGradGuard no_grad;
-    if (steps_.defined()) steps_.add_(1);
-    for (auto& group : groups_) {
-      std::vector<at::Tensor> grads;
-      grads.reserve(group.params.size());
-      for (const auto& parameter : group.params) {
-        const auto& grad = parameter.grad();
-        TORCH_CHECK(grad.defined(), "volt: a captured optimizer step found a parameter without gradient (shape ",
-                    parameter.sizes(), "); every parameter that stepped before must get a gradient");
-        grads.push_back(grad);
-      }
-      const auto& lr = learning_rates_[group.index];
-      if (kind_ == Kind::sgd) {
-        compat::fused_sgd_tensor_lr_(group.params, grads, group.momentum_buffers, group.weight_decay, group.momentum,
-                                     lr, group.dampening, group.nesterov, found_inf);
-      } else {
-        compat::fused_adam_tensor_lr_(kind_ == Kind::adamw, group.params, grads, group.exp_avgs, group.exp_avg_sqs,
-                                      group.max_exp_avg_sqs, group.steps, lr, group.beta1, group.beta2,
-                                      group.weight_decay, group.eps, group.amsgrad, found_inf);
-      }
-    }
-    if (found_inf && steps_.defined()) steps_.sub_(*found_inf);
-  }
+  void step(const std::optional<at::Tensor>& found_inf = std::nullopt);
 
   /// Copies learning rates that changed on the host (a scheduler, a callback) into the device tensors the
   /// kernels read; launches nothing when none changed. Call it before each replay of a captured step.
-  void refresh_learning_rates() {
-    for (std::size_t i = 0; i < learning_rates_.size(); ++i) {
-      const double lr = host_learning_rate(i);
-      if (lr != cached_learning_rates_[i]) {
-        learning_rates_[i].fill_(lr);
-        cached_learning_rates_[i] = lr;
-      }
-    }
-  }
+  void refresh_learning_rates();
 
   /// Writes the device step counts into LibTorch's Adam/AdamW state (one device-to-host copy, a sync), so
   /// the optimizer's state is LibTorch's own again: before saving it or stepping it on the host.
-  void write_back() {
-    if (!steps_.defined()) return;
-    const auto host = steps_.to(at::kCPU, at::kDouble);
-    const auto* counts = host.data_ptr<double>();
-    for (std::size_t i = 0; i < step_setters_.size(); ++i) step_setters_[i](static_cast<std::int64_t>(counts[i]));
-  }
+  void write_back();
 
   /// Reads LibTorch's state into the device: learning rates and Adam's step counts. After the host stepped
   /// the optimizer (optimizer.step(), volt::optim::step) or loaded a state.
-  void reload() {
-    for (std::size_t i = 0; i < learning_rates_.size(); ++i) {
-      cached_learning_rates_[i] = host_learning_rate(i);
-      learning_rates_[i].fill_(cached_learning_rates_[i]);
-    }
-    if (step_getters_.empty()) return;
-    auto host = at::empty({static_cast<std::int64_t>(step_getters_.size())}, at::kFloat);
-    auto* counts = host.data_ptr<float>();
-    for (std::size_t i = 0; i < step_getters_.size(); ++i) counts[i] = static_cast<float>(step_getters_[i]());
-    steps_.copy_(host);
-  }
+  void reload();
 
  private:
   enum class Kind { adam, adamw, sgd };
@@ -8066,10 +8880,7 @@ class CapturableStep {
     bool amsgrad = false, nesterov = false;
   };
 
-  double host_learning_rate(std::size_t group) const {
-    auto& options = optimizer_->param_groups()[group].options();
-    return options.get_lr();
-  }
+  double host_learning_rate(std::size_t group) const;
 
   template <class Options, class State>
   void bind() {
@@ -8154,6 +8965,149 @@ class CapturableStep {
 };
 
 }  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/optim/impl/capturable.ipp
+/// \file
+/// Definitions of the functions declared in volt/optim/capturable.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::optim {
+
+VOLT_INLINE at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& gradients, double max_norm) {
+  std::vector<at::Tensor> present;
+  present.reserve(gradients.size());
+  for (const auto& gradient : gradients) {
+    if (gradient.defined()) present.push_back(gradient);
+  }
+  if (present.empty()) return at::zeros({});
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> norms = compat::foreach_norm(present);
+  for (auto& norm : norms) {
+    if (norm.scalar_type() != at::kFloat) norm = norm.to(at::kFloat);
+  }
+  const at::Tensor total = norms.size() == 1 ? norms.front() : at::stack(norms).norm(2);
+  const at::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  compat::foreach_mul_(present, coefficient);
+  return total;
+}
+
+VOLT_INLINE void clip_grad_value_(const std::vector<at::Tensor>& gradients, double clip_value) {
+  std::vector<at::Tensor> present;
+  present.reserve(gradients.size());
+  for (const auto& gradient : gradients) {
+    if (gradient.defined()) present.push_back(gradient);
+  }
+  if (present.empty()) return;
+  torch::NoGradGuard no_grad;
+  compat::foreach_clamp_(present, -clip_value, clip_value);
+}
+
+VOLT_INLINE auto CapturableStep::obstacle(torch::optim::Optimizer& optimizer, c10::DeviceType device_type) -> std::optional<std::string> {
+  const auto& type = typeid(optimizer);
+  const bool adam = type == typeid(torch::optim::Adam);
+  const bool adamw = type == typeid(torch::optim::AdamW);
+  const bool sgd = type == typeid(torch::optim::SGD);
+  if (!adam && !adamw && !sgd) {
+    return "the optimizer is " + c10::demangle(type.name()) +
+           "; a captured step needs exactly torch::optim::Adam, AdamW or SGD";
+  }
+  if constexpr (!has_capturable_step) {
+    // A stream, not string concatenation: g++ 12 at -O2 and above warns falsely (-Warray-bounds) on that.
+    std::ostringstream text;
+    text << "LibTorch " << compat::torch_version_string
+         << " has no fused optimizer kernels with a tensor learning rate (LibTorch 2.4 or later has them)";
+    return text.str();
+  } else {
+    const char* kernel = adam ? "aten::_fused_adam_" : adamw ? "aten::_fused_adamw_" : "aten::_fused_sgd_";
+    if (!compat::has_kernel(kernel, "tensor_lr", device_type)) {
+      return std::string("this LibTorch has no ") + kernel + " kernel with a tensor learning rate for " +
+             c10::DeviceTypeName(device_type, /*lower_case=*/true);
+    }
+    return std::nullopt;
+  }
+}
+
+VOLT_INLINE CapturableStep::CapturableStep(torch::optim::Optimizer& optimizer)
+    : optimizer_(&optimizer) {
+  const auto& type = typeid(optimizer);
+  kind_ = type == typeid(torch::optim::Adam)    ? Kind::adam
+          : type == typeid(torch::optim::AdamW) ? Kind::adamw
+                                                : Kind::sgd;
+  if (kind_ == Kind::adam) {
+    bind<torch::optim::AdamOptions, torch::optim::AdamParamState>();
+  } else if (kind_ == Kind::adamw) {
+    bind<torch::optim::AdamWOptions, torch::optim::AdamWParamState>();
+  } else {
+    bind<torch::optim::SGDOptions, torch::optim::SGDParamState>();
+  }
+  reload();
+}
+
+VOLT_INLINE void CapturableStep::step(const std::optional<at::Tensor>& found_inf) {
+  TORCH_CHECK(has_capturable_step, "volt: CapturableStep needs LibTorch 2.4 or later (this is ",
+              compat::torch_version_string, ")");
+  torch::NoGradGuard no_grad;
+  if (steps_.defined()) steps_.add_(1);
+  for (auto& group : groups_) {
+    std::vector<at::Tensor> grads;
+    grads.reserve(group.params.size());
+    for (const auto& parameter : group.params) {
+      const auto& grad = parameter.grad();
+      TORCH_CHECK(grad.defined(), "volt: a captured optimizer step found a parameter without gradient (shape ",
+                  parameter.sizes(), "); every parameter that stepped before must get a gradient");
+      grads.push_back(grad);
+    }
+    const auto& lr = learning_rates_[group.index];
+    if (kind_ == Kind::sgd) {
+      compat::fused_sgd_tensor_lr_(group.params, grads, group.momentum_buffers, group.weight_decay, group.momentum,
+                                   lr, group.dampening, group.nesterov, found_inf);
+    } else {
+      compat::fused_adam_tensor_lr_(kind_ == Kind::adamw, group.params, grads, group.exp_avgs, group.exp_avg_sqs,
+                                    group.max_exp_avg_sqs, group.steps, lr, group.beta1, group.beta2,
+                                    group.weight_decay, group.eps, group.amsgrad, found_inf);
+    }
+  }
+  if (found_inf && steps_.defined()) steps_.sub_(*found_inf);
+}
+
+VOLT_INLINE void CapturableStep::refresh_learning_rates() {
+  for (std::size_t i = 0; i < learning_rates_.size(); ++i) {
+    const double lr = host_learning_rate(i);
+    if (lr != cached_learning_rates_[i]) {
+      learning_rates_[i].fill_(lr);
+      cached_learning_rates_[i] = lr;
+    }
+  }
+}
+
+VOLT_INLINE void CapturableStep::write_back() {
+  if (!steps_.defined()) return;
+  const auto host = steps_.to(at::kCPU, at::kDouble);
+  const auto* counts = host.data_ptr<double>();
+  for (std::size_t i = 0; i < step_setters_.size(); ++i) step_setters_[i](static_cast<std::int64_t>(counts[i]));
+}
+
+VOLT_INLINE void CapturableStep::reload() {
+  for (std::size_t i = 0; i < learning_rates_.size(); ++i) {
+    cached_learning_rates_[i] = host_learning_rate(i);
+    learning_rates_[i].fill_(cached_learning_rates_[i]);
+  }
+  if (step_getters_.empty()) return;
+  auto host = at::empty({static_cast<std::int64_t>(step_getters_.size())}, at::kFloat);
+  auto* counts = host.data_ptr<float>();
+  for (std::size_t i = 0; i < step_getters_.size(); ++i) counts[i] = static_cast<float>(step_getters_[i]());
+  steps_.copy_(host);
+}
+
+VOLT_INLINE double CapturableStep::host_learning_rate(std::size_t group) const {
+  auto& options = optimizer_->param_groups()[group].options();
+  return options.get_lr();
+}
+
+}  // namespace volt::optim
+// ---- end volt/optim/impl/capturable.ipp
+#endif
 // ---- end volt/optim/capturable.hpp
 // ---- begin volt/optim/plateau.hpp
 /// \file
@@ -8209,38 +9163,21 @@ class Scheduler : public torch::optim::LRScheduler {
   /// Reads what save() wrote.
   virtual void load(torch::serialize::InputArchive& /*archive*/) {}
   /// The rates of the optimizer now (PyTorch's get_last_lr()).
-  std::vector<double> last_lrs() const {
-    std::vector<double> lrs;
-    for (const auto& group : optimizer_->param_groups()) lrs.push_back(group.options().get_lr());
-    return lrs;
-  }
+  std::vector<double> last_lrs() const;
 
  protected:
   /// Reads the base rates from `optimizer`'s param groups.
-  explicit Scheduler(torch::optim::Optimizer& optimizer) : LRScheduler(optimizer), optimizer_(&optimizer) {
-    for (const auto& group : optimizer.param_groups()) base_lrs_.push_back(group.options().get_lr());
-  }
+  explicit Scheduler(torch::optim::Optimizer& optimizer);
   /// Sets the rates of step 0 (the derived constructor calls it once its parameters are known).
-  void initial_step() {
-    epoch_ = 0;
-    apply(lrs_at(0));
-  }
+  void initial_step();
   /// Writes `lrs` to the param groups.
-  void apply(const std::vector<double>& lrs) {
-    auto& groups = optimizer_->param_groups();
-    for (std::size_t i = 0; i < groups.size() && i < lrs.size(); ++i) groups[i].options().set_lr(lrs[i]);
-  }
+  void apply(const std::vector<double>& lrs);
   /// LibTorch's hook of step(): one step on.
   std::vector<double> get_lrs() override { return lrs_at(++epoch_); }
   /// The optimizer's param groups.
   std::vector<torch::optim::OptimizerParamGroup>& groups() const { return optimizer_->param_groups(); }
   /// Checks that `values` has one entry per param group (PyTorch's ValueError for lists of another length).
-  void check_per_group(std::size_t count, const char* what) const {
-    if (count != base_lrs_.size()) {
-      throw std::invalid_argument("Expected " + std::to_string(base_lrs_.size()) + " " + what + ", but got " +
-                                  std::to_string(count));
-    }
-  }
+  void check_per_group(std::size_t count, const char* what) const;
 
  private:
   friend class SequentialLR;
@@ -8259,17 +9196,9 @@ class LambdaLR : public Scheduler {
   LambdaLR(torch::optim::Optimizer& optimizer, Lambda lr_lambda)
       : LambdaLR(optimizer, std::vector<Lambda>(optimizer.param_groups().size(), std::move(lr_lambda))) {}
   /// One function per param group.
-  LambdaLR(torch::optim::Optimizer& optimizer, std::vector<Lambda> lr_lambdas)
-      : Scheduler(optimizer), lambdas_(std::move(lr_lambdas)) {
-    check_per_group(lambdas_.size(), "lr_lambdas");
-    initial_step();
-  }
+  LambdaLR(torch::optim::Optimizer& optimizer, std::vector<Lambda> lr_lambdas);
   /// The rates after `epoch` step() calls.
-  std::vector<double> lrs_at(std::int64_t epoch) const override {
-    std::vector<double> lrs;
-    for (std::size_t i = 0; i < base_lrs().size(); ++i) lrs.push_back(base_lrs()[i] * lambdas_[i](epoch));
-    return lrs;
-  }
+  std::vector<double> lrs_at(std::int64_t epoch) const override;
 
  private:
   std::vector<Lambda> lambdas_;
@@ -8282,26 +9211,9 @@ class LinearLR : public Scheduler {
  public:
   /// Sets the rates of step 0 (base_lr * start_factor).
   LinearLR(torch::optim::Optimizer& optimizer, double start_factor = 1.0 / 3.0, double end_factor = 1.0,
-           std::int64_t total_iters = 5)
-      : Scheduler(optimizer), start_(start_factor), end_(end_factor), total_(total_iters) {
-    if (start_factor > 1.0 || start_factor <= 0.0) {
-      throw std::invalid_argument(
-          "Starting multiplicative factor expected to be greater than 0 and less or equal to 1.");
-    }
-    if (end_factor > 1.0 || end_factor < 0.0) {
-      throw std::invalid_argument("Ending multiplicative factor expected to be between 0 and 1.");
-    }
-    if (total_iters < 1) throw std::invalid_argument("LinearLR: total_iters must be >= 1, got " + std::to_string(total_iters));
-    initial_step();
-  }
+           std::int64_t total_iters = 5);
   /// The rates after `epoch` step() calls.
-  std::vector<double> lrs_at(std::int64_t epoch) const override {
-    const double progress = static_cast<double>(std::min(total_, epoch)) / static_cast<double>(total_);
-    const double factor = start_ + (end_ - start_) * progress;
-    std::vector<double> lrs;
-    for (double base : base_lrs()) lrs.push_back(base * factor);
-    return lrs;
-  }
+  std::vector<double> lrs_at(std::int64_t epoch) const override;
 
  private:
   double start_, end_;
@@ -8313,18 +9225,9 @@ class LinearLR : public Scheduler {
 class CosineAnnealingLR : public Scheduler {
  public:
   /// Sets the rates of step 0 (the base rates).
-  CosineAnnealingLR(torch::optim::Optimizer& optimizer, std::int64_t T_max, double eta_min = 0.0)
-      : Scheduler(optimizer), t_max_(T_max), eta_min_(eta_min) {
-    if (T_max < 1) throw std::invalid_argument("CosineAnnealingLR: T_max must be >= 1, got " + std::to_string(T_max));
-    initial_step();
-  }
+  CosineAnnealingLR(torch::optim::Optimizer& optimizer, std::int64_t T_max, double eta_min = 0.0);
   /// The rates after `epoch` step() calls.
-  std::vector<double> lrs_at(std::int64_t epoch) const override {
-    const double cosine = std::cos(std::numbers::pi * static_cast<double>(epoch) / static_cast<double>(t_max_));
-    std::vector<double> lrs;
-    for (double base : base_lrs()) lrs.push_back(eta_min_ + (base - eta_min_) * (1.0 + cosine) / 2.0);
-    return lrs;
-  }
+  std::vector<double> lrs_at(std::int64_t epoch) const override;
 
  private:
   std::int64_t t_max_;
@@ -8360,99 +9263,27 @@ struct OneCycleOptions {
 class OneCycleLR : public Scheduler {
  public:
   /// Sets the rates (max_lr / div_factor) and, with cycle_momentum, the momentum (max_momentum) of step 0.
-  OneCycleLR(torch::optim::Optimizer& optimizer, OneCycleOptions options) : Scheduler(optimizer), o_(std::move(options)) {
-    if (o_.total_steps <= 0) {
-      throw std::invalid_argument("Expected positive integer total_steps, but got " + std::to_string(o_.total_steps));
-    }
-    if (o_.pct_start < 0 || o_.pct_start > 1) {
-      throw std::invalid_argument("Expected float between 0 and 1 pct_start, but got " + std::to_string(o_.pct_start));
-    }
-    if (o_.anneal_strategy != "cos" && o_.anneal_strategy != "linear") {
-      throw std::invalid_argument("anneal_strategy must be one of 'cos' or 'linear', instead got " + o_.anneal_strategy);
-    }
-    const double total = static_cast<double>(o_.total_steps);
-    const double initial = o_.max_lr / o_.div_factor;
-    const double min_lr = initial / o_.final_div_factor;
-    if (o_.three_phase) {
-      phases_ = {{o_.pct_start * total - 1, initial, o_.max_lr, o_.max_momentum, o_.base_momentum},
-                 {2 * o_.pct_start * total - 2, o_.max_lr, initial, o_.base_momentum, o_.max_momentum},
-                 {total - 1, initial, min_lr, o_.max_momentum, o_.max_momentum}};
-    } else {
-      phases_ = {{o_.pct_start * total - 1, initial, o_.max_lr, o_.max_momentum, o_.base_momentum},
-                 {total - 1, o_.max_lr, min_lr, o_.base_momentum, o_.max_momentum}};
-    }
-    if (o_.cycle_momentum) {
-      for (auto& group : groups()) {
-        auto& options = group.options();
-        if (dynamic_cast<torch::optim::SGDOptions*>(&options) == nullptr &&
-            dynamic_cast<torch::optim::AdamOptions*>(&options) == nullptr &&
-            dynamic_cast<torch::optim::AdamWOptions*>(&options) == nullptr) {
-          throw std::invalid_argument(
-              "optimizer must support momentum or beta1 with `cycle_momentum` option enabled (volt: SGD, Adam, AdamW)");
-        }
-      }
-    }
-    initial_step();
-    set_momentum(0);
-  }
+  OneCycleLR(torch::optim::Optimizer& optimizer, OneCycleOptions options);
 
   /// The rates after `epoch` step() calls.
-  std::vector<double> lrs_at(std::int64_t epoch) const override {
-    if (epoch > o_.total_steps) {
-      throw std::out_of_range("Tried to step " + std::to_string(epoch) + " times. The specified number of total steps is " +
-                              std::to_string(o_.total_steps));
-    }
-    return std::vector<double>(base_lrs().size(), value_at(epoch, /*momentum=*/false));
-  }
+  std::vector<double> lrs_at(std::int64_t epoch) const override;
   /// The momentum (or beta1) after `epoch` step() calls.
   double momentum_at(std::int64_t epoch) const { return value_at(epoch, /*momentum=*/true); }
 
  protected:
   /// One step on: the rates and the momentum.
-  std::vector<double> get_lrs() override {
-    auto lrs = Scheduler::get_lrs();
-    set_momentum(last_epoch());
-    return lrs;
-  }
+  std::vector<double> get_lrs() override;
 
  private:
   struct Phase {
     double end_step, start_lr, end_lr, start_momentum, end_momentum;
   };
 
-  double anneal(double start, double end, double pct) const {
-    if (o_.anneal_strategy == "cos") return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1.0);
-    return (end - start) * pct + start;
-  }
+  double anneal(double start, double end, double pct) const;
 
-  double value_at(std::int64_t epoch, bool momentum) const {
-    const double step = static_cast<double>(epoch);
-    double start_step = 0;
-    for (std::size_t i = 0; i < phases_.size(); ++i) {
-      const auto& phase = phases_[i];
-      if (step <= phase.end_step || i + 1 == phases_.size()) {
-        const double pct = (step - start_step) / (phase.end_step - start_step);
-        return momentum ? anneal(phase.start_momentum, phase.end_momentum, pct) : anneal(phase.start_lr, phase.end_lr, pct);
-      }
-      start_step = phase.end_step;
-    }
-    return 0.0;  // not reached: the last phase always answers
-  }
+  double value_at(std::int64_t epoch, bool momentum) const;
 
-  void set_momentum(std::int64_t epoch) {
-    if (!o_.cycle_momentum) return;
-    const double momentum = momentum_at(epoch);
-    for (auto& group : groups()) {
-      auto& options = group.options();
-      if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
-        sgd->momentum(momentum);
-      } else if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&options)) {
-        adam->betas({momentum, std::get<1>(adam->betas())});
-      } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
-        adamw->betas({momentum, std::get<1>(adamw->betas())});
-      }
-    }
-  }
+  void set_momentum(std::int64_t epoch);
 
   OneCycleOptions o_;
   std::vector<Phase> phases_{};
@@ -8467,38 +9298,9 @@ class SequentialLR : public Scheduler {
   /// Sets the rates of the first scheduler's step 0; `milestones`: the step() counts at which the next
   /// scheduler takes over (one fewer than the schedulers, increasing).
   SequentialLR(torch::optim::Optimizer& optimizer, std::vector<std::shared_ptr<Scheduler>> schedulers,
-               std::vector<std::int64_t> milestones)
-      : Scheduler(optimizer), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
-    if (schedulers_.empty()) {
-      throw std::invalid_argument("SequentialLR expects at least one scheduler, but got no scheduler.");
-    }
-    for (std::size_t i = 0; i < schedulers_.size(); ++i) {
-      if (!schedulers_[i]) {
-        throw std::invalid_argument("SequentialLR: the scheduler at index " + std::to_string(i) + " is null.");
-      }
-      if (schedulers_[i]->optimizer_ != &optimizer) {
-        throw std::invalid_argument("SequentialLR expects all schedulers to belong to the same optimizer, but got the "
-                                    "scheduler at index " + std::to_string(i) + " over another optimizer.");
-      }
-    }
-    if (milestones_.size() != schedulers_.size() - 1) {
-      throw std::invalid_argument("Sequential Schedulers expects number of schedulers provided to be one more than the "
-                                  "number of milestone points, but got number of schedulers " +
-                                  std::to_string(schedulers_.size()) + " and the number of milestones to be equal to " +
-                                  std::to_string(milestones_.size()));
-    }
-    // PyTorch's schedulers share the param groups' initial_lr: the rates before the first one changed them.
-    for (auto& scheduler : schedulers_) scheduler->base_lrs_ = schedulers_.front()->base_lrs_;
-    base_lrs_ = schedulers_.front()->base_lrs_;
-    initial_step();
-  }
+               std::vector<std::int64_t> milestones);
   /// The rates after `epoch` step() calls.
-  std::vector<double> lrs_at(std::int64_t epoch) const override {
-    const auto index = static_cast<std::size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), epoch) -
-                                                milestones_.begin());
-    const std::int64_t start = index == 0 ? 0 : milestones_[index - 1];
-    return schedulers_[index]->lrs_at(epoch - start);
-  }
+  std::vector<double> lrs_at(std::int64_t epoch) const override;
 
  private:
   std::vector<std::shared_ptr<Scheduler>> schedulers_;
@@ -8506,6 +9308,214 @@ class SequentialLR : public Scheduler {
 };
 
 }  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/optim/impl/schedulers.ipp
+/// \file
+/// Definitions of the functions declared in volt/optim/schedulers.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::optim {
+
+VOLT_INLINE auto Scheduler::last_lrs() const -> std::vector<double> {
+  std::vector<double> lrs;
+  for (const auto& group : optimizer_->param_groups()) lrs.push_back(group.options().get_lr());
+  return lrs;
+}
+
+VOLT_INLINE Scheduler::Scheduler(torch::optim::Optimizer& optimizer)
+    : LRScheduler(optimizer), optimizer_(&optimizer) {
+  for (const auto& group : optimizer.param_groups()) base_lrs_.push_back(group.options().get_lr());
+}
+
+VOLT_INLINE void Scheduler::initial_step() {
+  epoch_ = 0;
+  apply(lrs_at(0));
+}
+
+VOLT_INLINE void Scheduler::apply(const std::vector<double>& lrs) {
+  auto& groups = optimizer_->param_groups();
+  for (std::size_t i = 0; i < groups.size() && i < lrs.size(); ++i) groups[i].options().set_lr(lrs[i]);
+}
+
+VOLT_INLINE void Scheduler::check_per_group(std::size_t count, const char* what) const {
+  if (count != base_lrs_.size()) {
+    throw std::invalid_argument("Expected " + std::to_string(base_lrs_.size()) + " " + what + ", but got " +
+                                std::to_string(count));
+  }
+}
+
+VOLT_INLINE LambdaLR::LambdaLR(torch::optim::Optimizer& optimizer, std::vector<Lambda> lr_lambdas)
+    : Scheduler(optimizer), lambdas_(std::move(lr_lambdas)) {
+  check_per_group(lambdas_.size(), "lr_lambdas");
+  initial_step();
+}
+
+VOLT_INLINE auto LambdaLR::lrs_at(std::int64_t epoch) const -> std::vector<double> {
+  std::vector<double> lrs;
+  for (std::size_t i = 0; i < base_lrs().size(); ++i) lrs.push_back(base_lrs()[i] * lambdas_[i](epoch));
+  return lrs;
+}
+
+VOLT_INLINE LinearLR::LinearLR(torch::optim::Optimizer& optimizer, double start_factor, double end_factor,
+                               std::int64_t total_iters)
+    : Scheduler(optimizer), start_(start_factor), end_(end_factor), total_(total_iters) {
+  if (start_factor > 1.0 || start_factor <= 0.0) {
+    throw std::invalid_argument(
+        "Starting multiplicative factor expected to be greater than 0 and less or equal to 1.");
+  }
+  if (end_factor > 1.0 || end_factor < 0.0) {
+    throw std::invalid_argument("Ending multiplicative factor expected to be between 0 and 1.");
+  }
+  if (total_iters < 1) throw std::invalid_argument("LinearLR: total_iters must be >= 1, got " + std::to_string(total_iters));
+  initial_step();
+}
+
+VOLT_INLINE auto LinearLR::lrs_at(std::int64_t epoch) const -> std::vector<double> {
+  const double progress = static_cast<double>(std::min(total_, epoch)) / static_cast<double>(total_);
+  const double factor = start_ + (end_ - start_) * progress;
+  std::vector<double> lrs;
+  for (double base : base_lrs()) lrs.push_back(base * factor);
+  return lrs;
+}
+
+VOLT_INLINE CosineAnnealingLR::CosineAnnealingLR(torch::optim::Optimizer& optimizer, std::int64_t T_max,
+                                                 double eta_min)
+    : Scheduler(optimizer), t_max_(T_max), eta_min_(eta_min) {
+  if (T_max < 1) throw std::invalid_argument("CosineAnnealingLR: T_max must be >= 1, got " + std::to_string(T_max));
+  initial_step();
+}
+
+VOLT_INLINE auto CosineAnnealingLR::lrs_at(std::int64_t epoch) const -> std::vector<double> {
+  const double cosine = std::cos(std::numbers::pi * static_cast<double>(epoch) / static_cast<double>(t_max_));
+  std::vector<double> lrs;
+  for (double base : base_lrs()) lrs.push_back(eta_min_ + (base - eta_min_) * (1.0 + cosine) / 2.0);
+  return lrs;
+}
+
+VOLT_INLINE OneCycleLR::OneCycleLR(torch::optim::Optimizer& optimizer, OneCycleOptions options)
+    : Scheduler(optimizer), o_(std::move(options)) {
+  if (o_.total_steps <= 0) {
+    throw std::invalid_argument("Expected positive integer total_steps, but got " + std::to_string(o_.total_steps));
+  }
+  if (o_.pct_start < 0 || o_.pct_start > 1) {
+    throw std::invalid_argument("Expected float between 0 and 1 pct_start, but got " + std::to_string(o_.pct_start));
+  }
+  if (o_.anneal_strategy != "cos" && o_.anneal_strategy != "linear") {
+    throw std::invalid_argument("anneal_strategy must be one of 'cos' or 'linear', instead got " + o_.anneal_strategy);
+  }
+  const double total = static_cast<double>(o_.total_steps);
+  const double initial = o_.max_lr / o_.div_factor;
+  const double min_lr = initial / o_.final_div_factor;
+  if (o_.three_phase) {
+    phases_ = {{o_.pct_start * total - 1, initial, o_.max_lr, o_.max_momentum, o_.base_momentum},
+               {2 * o_.pct_start * total - 2, o_.max_lr, initial, o_.base_momentum, o_.max_momentum},
+               {total - 1, initial, min_lr, o_.max_momentum, o_.max_momentum}};
+  } else {
+    phases_ = {{o_.pct_start * total - 1, initial, o_.max_lr, o_.max_momentum, o_.base_momentum},
+               {total - 1, o_.max_lr, min_lr, o_.base_momentum, o_.max_momentum}};
+  }
+  if (o_.cycle_momentum) {
+    for (auto& group : groups()) {
+      auto& options = group.options();
+      if (dynamic_cast<torch::optim::SGDOptions*>(&options) == nullptr &&
+          dynamic_cast<torch::optim::AdamOptions*>(&options) == nullptr &&
+          dynamic_cast<torch::optim::AdamWOptions*>(&options) == nullptr) {
+        throw std::invalid_argument(
+            "optimizer must support momentum or beta1 with `cycle_momentum` option enabled (volt: SGD, Adam, AdamW)");
+      }
+    }
+  }
+  initial_step();
+  set_momentum(0);
+}
+
+VOLT_INLINE auto OneCycleLR::lrs_at(std::int64_t epoch) const -> std::vector<double> {
+  if (epoch > o_.total_steps) {
+    throw std::out_of_range("Tried to step " + std::to_string(epoch) + " times. The specified number of total steps is " +
+                            std::to_string(o_.total_steps));
+  }
+  return std::vector<double>(base_lrs().size(), value_at(epoch, /*momentum=*/false));
+}
+
+VOLT_INLINE auto OneCycleLR::get_lrs() -> std::vector<double> {
+  auto lrs = Scheduler::get_lrs();
+  set_momentum(last_epoch());
+  return lrs;
+}
+
+VOLT_INLINE double OneCycleLR::anneal(double start, double end, double pct) const {
+  if (o_.anneal_strategy == "cos") return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1.0);
+  return (end - start) * pct + start;
+}
+
+VOLT_INLINE double OneCycleLR::value_at(std::int64_t epoch, bool momentum) const {
+  const double step = static_cast<double>(epoch);
+  double start_step = 0;
+  for (std::size_t i = 0; i < phases_.size(); ++i) {
+    const auto& phase = phases_[i];
+    if (step <= phase.end_step || i + 1 == phases_.size()) {
+      const double pct = (step - start_step) / (phase.end_step - start_step);
+      return momentum ? anneal(phase.start_momentum, phase.end_momentum, pct) : anneal(phase.start_lr, phase.end_lr, pct);
+    }
+    start_step = phase.end_step;
+  }
+  return 0.0;  // not reached: the last phase always answers
+}
+
+VOLT_INLINE void OneCycleLR::set_momentum(std::int64_t epoch) {
+  if (!o_.cycle_momentum) return;
+  const double momentum = momentum_at(epoch);
+  for (auto& group : groups()) {
+    auto& options = group.options();
+    if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
+      sgd->momentum(momentum);
+    } else if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&options)) {
+      adam->betas({momentum, std::get<1>(adam->betas())});
+    } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
+      adamw->betas({momentum, std::get<1>(adamw->betas())});
+    }
+  }
+}
+
+VOLT_INLINE SequentialLR::SequentialLR(torch::optim::Optimizer& optimizer,
+                                       std::vector<std::shared_ptr<Scheduler>> schedulers,
+                                       std::vector<std::int64_t> milestones)
+    : Scheduler(optimizer), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
+  if (schedulers_.empty()) {
+    throw std::invalid_argument("SequentialLR expects at least one scheduler, but got no scheduler.");
+  }
+  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
+    if (!schedulers_[i]) {
+      throw std::invalid_argument("SequentialLR: the scheduler at index " + std::to_string(i) + " is null.");
+    }
+    if (schedulers_[i]->optimizer_ != &optimizer) {
+      throw std::invalid_argument("SequentialLR expects all schedulers to belong to the same optimizer, but got the "
+                                  "scheduler at index " + std::to_string(i) + " over another optimizer.");
+    }
+  }
+  if (milestones_.size() != schedulers_.size() - 1) {
+    throw std::invalid_argument("Sequential Schedulers expects number of schedulers provided to be one more than the "
+                                "number of milestone points, but got number of schedulers " +
+                                std::to_string(schedulers_.size()) + " and the number of milestones to be equal to " +
+                                std::to_string(milestones_.size()));
+  }
+  // PyTorch's schedulers share the param groups' initial_lr: the rates before the first one changed them.
+  for (auto& scheduler : schedulers_) scheduler->base_lrs_ = schedulers_.front()->base_lrs_;
+  base_lrs_ = schedulers_.front()->base_lrs_;
+  initial_step();
+}
+
+VOLT_INLINE auto SequentialLR::lrs_at(std::int64_t epoch) const -> std::vector<double> {
+  const auto index = static_cast<std::size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), epoch) -
+                                              milestones_.begin());
+  const std::int64_t start = index == 0 ? 0 : milestones_[index - 1];
+  return schedulers_[index]->lrs_at(epoch - start);
+}
+
+}  // namespace volt::optim
+// ---- end volt/optim/impl/schedulers.ipp
+#endif
 // ---- end volt/optim/schedulers.hpp
 
 #include <torch/torch.h>
@@ -8547,39 +9557,9 @@ struct ReduceLROnPlateauOptions {
 class ReduceLROnPlateau : public Scheduler {
  public:
   /// Leaves the rates as they are.
-  explicit ReduceLROnPlateau(torch::optim::Optimizer& optimizer, ReduceLROnPlateauOptions options = {})
-      : Scheduler(optimizer), o_(std::move(options)) {
-    if (o_.factor >= 1.0) throw std::invalid_argument("Factor should be < 1.0.");
-    if (o_.mode != "min" && o_.mode != "max") throw std::invalid_argument("mode " + o_.mode + " is unknown!");
-    if (o_.threshold_mode != "rel" && o_.threshold_mode != "abs") {
-      throw std::invalid_argument("threshold mode " + o_.threshold_mode + " is unknown!");
-    }
-    best_ = worst();
-  }
+  explicit ReduceLROnPlateau(torch::optim::Optimizer& optimizer, ReduceLROnPlateauOptions options = {});
   /// One step with the monitored value.
-  void step(double metric) {
-    ++steps_;
-    if (better(metric)) {
-      best_ = metric;
-      bad_steps_ = 0;
-    } else {
-      ++bad_steps_;
-    }
-    if (cooldown_counter_ > 0) {
-      --cooldown_counter_;
-      bad_steps_ = 0;
-    }
-    if (bad_steps_ > o_.patience) {
-      auto& all = groups();
-      for (auto& group : all) {
-        const double old_lr = group.options().get_lr();
-        const double new_lr = std::max(old_lr * o_.factor, o_.min_lr);
-        if (old_lr - new_lr > o_.eps) group.options().set_lr(new_lr);
-      }
-      cooldown_counter_ = o_.cooldown;
-      bad_steps_ = 0;
-    }
-  }
+  void step(double metric);
   /// The rates now (they depend on the metrics seen, not on the step alone).
   std::vector<double> lrs_at(std::int64_t /*epoch*/) const override { return last_lrs(); }
   /// The best value so far.
@@ -8587,45 +9567,16 @@ class ReduceLROnPlateau : public Scheduler {
   /// Steps since the last improvement (PyTorch's num_bad_epochs).
   std::int64_t num_bad_epochs() const noexcept { return bad_steps_; }
   bool has_state() const override { return true; }
-  void save(torch::serialize::OutputArchive& archive) const override {
-    archive.write("best", c10::IValue(best_));
-    archive.write("num_bad_epochs", c10::IValue(bad_steps_));
-    archive.write("cooldown_counter", c10::IValue(cooldown_counter_));
-    archive.write("last_epoch", c10::IValue(steps_));
-    archive.write("lrs", c10::IValue(c10::List<double>(last_lrs())));
-  }
-  void load(torch::serialize::InputArchive& archive) override {
-    c10::IValue value;
-    archive.read("best", value);
-    best_ = value.toDouble();
-    archive.read("num_bad_epochs", value);
-    bad_steps_ = value.toInt();
-    archive.read("cooldown_counter", value);
-    cooldown_counter_ = value.toInt();
-    archive.read("last_epoch", value);
-    steps_ = value.toInt();
-    archive.read("lrs", value);
-    std::vector<double> lrs;
-    for (const auto& lr : value.toDoubleList()) lrs.push_back(lr);
-    apply(lrs);
-  }
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
 
  protected:
   /// LibTorch's step() without a metric: refused.
-  std::vector<double> get_lrs() override {
-    throw std::logic_error("volt::optim::ReduceLROnPlateau steps with a metric: call step(metric) (with the Trainer, "
-                           "name the metric in LRSchedulerConfig::monitor)");
-  }
+  std::vector<double> get_lrs() override;
 
  private:
-  double worst() const {
-    return o_.mode == "min" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
-  }
-  bool better(double a) const {
-    const bool relative = o_.threshold_mode == "rel";
-    if (o_.mode == "min") return relative ? a < best_ * (1.0 - o_.threshold) : a < best_ - o_.threshold;
-    return relative ? a > best_ * (o_.threshold + 1.0) : a > best_ + o_.threshold;
-  }
+  double worst() const;
+  bool better(double a) const;
 
   ReduceLROnPlateauOptions o_;
   double best_ = 0.0;
@@ -8635,6 +9586,95 @@ class ReduceLROnPlateau : public Scheduler {
 };
 
 }  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/optim/impl/plateau.ipp
+/// \file
+/// Definitions of the functions declared in volt/optim/plateau.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::optim {
+
+VOLT_INLINE void ReduceLROnPlateau::step(double metric) {
+  ++steps_;
+  if (better(metric)) {
+    best_ = metric;
+    bad_steps_ = 0;
+  } else {
+    ++bad_steps_;
+  }
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    bad_steps_ = 0;
+  }
+  if (bad_steps_ > o_.patience) {
+    auto& all = groups();
+    for (auto& group : all) {
+      const double old_lr = group.options().get_lr();
+      const double new_lr = std::max(old_lr * o_.factor, o_.min_lr);
+      if (old_lr - new_lr > o_.eps) group.options().set_lr(new_lr);
+    }
+    cooldown_counter_ = o_.cooldown;
+    bad_steps_ = 0;
+  }
+}
+
+VOLT_INLINE void ReduceLROnPlateau::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("best", c10::IValue(best_));
+  archive.write("num_bad_epochs", c10::IValue(bad_steps_));
+  archive.write("cooldown_counter", c10::IValue(cooldown_counter_));
+  archive.write("last_epoch", c10::IValue(steps_));
+  archive.write("lrs", c10::IValue(c10::List<double>(last_lrs())));
+}
+
+VOLT_INLINE void ReduceLROnPlateau::load(torch::serialize::InputArchive& archive) {
+  c10::IValue value;
+  archive.read("best", value);
+  best_ = value.toDouble();
+  archive.read("num_bad_epochs", value);
+  bad_steps_ = value.toInt();
+  archive.read("cooldown_counter", value);
+  cooldown_counter_ = value.toInt();
+  archive.read("last_epoch", value);
+  steps_ = value.toInt();
+  archive.read("lrs", value);
+  std::vector<double> lrs;
+  for (const auto& lr : value.toDoubleList()) lrs.push_back(lr);
+  apply(lrs);
+}
+
+VOLT_INLINE auto ReduceLROnPlateau::get_lrs() -> std::vector<double> {
+  throw std::logic_error("volt::optim::ReduceLROnPlateau steps with a metric: call step(metric) (with the Trainer, "
+                         "name the metric in LRSchedulerConfig::monitor)");
+}
+
+VOLT_INLINE double ReduceLROnPlateau::worst() const {
+  return o_.mode == "min" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+}
+
+VOLT_INLINE bool ReduceLROnPlateau::better(double a) const {
+  const bool relative = o_.threshold_mode == "rel";
+  if (o_.mode == "min") return relative ? a < best_ * (1.0 - o_.threshold) : a < best_ - o_.threshold;
+  return relative ? a > best_ * (o_.threshold + 1.0) : a > best_ + o_.threshold;
+}
+
+}  // namespace volt::optim
+
+namespace volt::optim {
+
+VOLT_INLINE ReduceLROnPlateau::ReduceLROnPlateau(torch::optim::Optimizer& optimizer, ReduceLROnPlateauOptions options)
+    : Scheduler(optimizer), o_(std::move(options)) {
+  if (o_.factor >= 1.0) throw std::invalid_argument("Factor should be < 1.0.");
+  if (o_.mode != "min" && o_.mode != "max") throw std::invalid_argument("mode " + o_.mode + " is unknown!");
+  if (o_.threshold_mode != "rel" && o_.threshold_mode != "abs") {
+    throw std::invalid_argument("threshold mode " + o_.threshold_mode + " is unknown!");
+  }
+  best_ = worst();
+}
+
+}  // namespace volt::optim
+// ---- end volt/optim/impl/plateau.ipp
+#endif
 // ---- end volt/optim/plateau.hpp
 
 /// \namespace volt::optim
@@ -9020,7 +10060,36 @@ struct CheckpointCallbackState {
 };
 
 /// Reads what ModelCheckpoint::save_state wrote. Throws what LibTorch's archive throws when a key is missing.
-inline CheckpointCallbackState read_checkpoint_callback_state(torch::serialize::InputArchive& archive) {
+VOLT_INLINE CheckpointCallbackState read_checkpoint_callback_state(torch::serialize::InputArchive& archive);
+
+/// The current time in std::filesystem's file clock ticks (what last_write_time compares with).
+VOLT_INLINE std::int64_t file_clock_now();
+
+/// Whether two checkpoint folders are the same (compared as absolute, normalized paths, as Lightning compares
+/// its realpath'ed dirpath).
+VOLT_INLINE bool same_checkpoint_folder(const std::filesystem::path& a, const std::filesystem::path& b);
+
+/// Lightning's warning when the checkpoint folder changed between the run saved and the run resuming.
+VOLT_INLINE std::string dirpath_changed_warning(const std::filesystem::path& from, const std::filesystem::path& to);
+
+/// The `.ckpt` files in `folder` that `state` does not track and that were written after its checkpoint was
+/// taken: files of an interrupted attempt of the same run (killed between writing a checkpoint and writing
+/// the one resumed from). The resumed run rewrites them under the same names instead of adding `-vN`
+/// copies; files that existed before the run started are older and not listed.
+VOLT_INLINE std::set<std::filesystem::path> files_written_after(const std::filesystem::path& folder,
+                                                                const CheckpointCallbackState& state);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/detail/impl/checkpoint_resume.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/detail/checkpoint_resume.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE CheckpointCallbackState read_checkpoint_callback_state(torch::serialize::InputArchive& archive) {
     detail::CheckpointCallbackState restored;
     c10::IValue value;
     archive.read("best_model_path", value);
@@ -9046,14 +10115,11 @@ inline CheckpointCallbackState read_checkpoint_callback_state(torch::serialize::
     return restored;
 }
 
-/// The current time in std::filesystem's file clock ticks (what last_write_time compares with).
-inline std::int64_t file_clock_now() {
+VOLT_INLINE std::int64_t file_clock_now() {
   return static_cast<std::int64_t>(std::filesystem::file_time_type::clock::now().time_since_epoch().count());
 }
 
-/// Whether two checkpoint folders are the same (compared as absolute, normalized paths, as Lightning compares
-/// its realpath'ed dirpath).
-inline bool same_checkpoint_folder(const std::filesystem::path& a, const std::filesystem::path& b) {
+VOLT_INLINE bool same_checkpoint_folder(const std::filesystem::path& a, const std::filesystem::path& b) {
   std::error_code error;
   const auto absolute_a = std::filesystem::absolute(a, error).lexically_normal();
   const auto absolute_b = std::filesystem::absolute(b, error).lexically_normal();
@@ -9065,19 +10131,14 @@ inline bool same_checkpoint_folder(const std::filesystem::path& a, const std::fi
   return trim(absolute_a) == trim(absolute_b);
 }
 
-/// Lightning's warning when the checkpoint folder changed between the run saved and the run resuming.
-inline std::string dirpath_changed_warning(const std::filesystem::path& from, const std::filesystem::path& to) {
+VOLT_INLINE std::string dirpath_changed_warning(const std::filesystem::path& from, const std::filesystem::path& to) {
   return "The dirpath has changed from '" + from.string() + "' to '" + to.string() +
          "', therefore `best_model_score`, `kth_best_model_path`, `kth_value`, `last_model_path` and "
          "`best_k_models` won't be reloaded. Only `best_model_path` will be reloaded.";
 }
 
-/// The `.ckpt` files in `folder` that `state` does not track and that were written after its checkpoint was
-/// taken: files of an interrupted attempt of the same run (killed between writing a checkpoint and writing
-/// the one resumed from). The resumed run rewrites them under the same names instead of adding `-vN`
-/// copies; files that existed before the run started are older and not listed.
-inline std::set<std::filesystem::path> files_written_after(const std::filesystem::path& folder,
-                                                           const CheckpointCallbackState& state) {
+VOLT_INLINE std::set<std::filesystem::path> files_written_after(const std::filesystem::path& folder,
+                                                                const CheckpointCallbackState& state) {
   std::set<std::filesystem::path> out;
   if (!state.saved_at) return out;
   std::error_code error;
@@ -9093,6 +10154,8 @@ inline std::set<std::filesystem::path> files_written_after(const std::filesystem
 }
 
 }  // namespace volt::detail
+// ---- end volt/callbacks/detail/impl/checkpoint_resume.ipp
+#endif
 // ---- end volt/callbacks/detail/checkpoint_resume.hpp
 // ---- begin volt/callbacks/detail/time_trigger.hpp
 /// \file
@@ -9138,102 +10201,122 @@ class Duration {
   constexpr double seconds() const { return seconds_.count(); }
 
   /// The length as Python prints a datetime.timedelta: "0:00:05", "0:00:01.500000", "1 day, 0:00:00".
-  std::string to_string() const {
-    const auto micro = static_cast<std::int64_t>(std::llround(seconds_.count() * 1e6));
-    std::int64_t whole = micro / 1'000'000;
-    std::int64_t fraction = micro % 1'000'000;
-    if (fraction < 0) {
-      fraction += 1'000'000;
-      --whole;
-    }
-    std::string out = format_seconds(whole);
-    if (fraction != 0) {
-      std::string digits = std::to_string(fraction);
-      out += "." + std::string(6 - digits.size(), '0') + digits;
-    }
-    return out;
-  }
+  std::string to_string() const;
 
   /// Whole seconds as Python prints a datetime.timedelta: "0:00:05", "12:00:00", "1 day, 2:03:04",
   /// "3 days, 0:00:00" (negative values as "-1 day, 23:59:59", as Python does).
-  static std::string format_seconds(std::int64_t total) {
-    std::int64_t days = total / 86400;
-    std::int64_t rest = total % 86400;
-    if (rest < 0) {
-      rest += 86400;
-      --days;
-    }
-    const auto two = [](std::int64_t v) { return (v < 10 ? "0" : "") + std::to_string(v); };
-    std::string out;
-    if (days != 0) out = std::to_string(days) + (days == 1 || days == -1 ? " day, " : " days, ");
-    return out + std::to_string(rest / 3600) + ":" + two(rest % 3600 / 60) + ":" + two(rest % 60);
-  }
+  static std::string format_seconds(std::int64_t total);
 
  private:
   static constexpr std::int64_t max_days = 999'999'999;
 
-  static std::chrono::duration<double> parse(std::string_view text) {
-    std::string_view s = text;
-    const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
-    while (!s.empty() && space(s.front())) s.remove_prefix(1);
-    while (!s.empty() && space(s.back())) s.remove_suffix(1);
-    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
-    std::size_t i = 0;
-    std::int64_t days = 0;
-    bool ok = false;
-    while (i < s.size() && digit(s[i])) {
-      ok = true;
-      if (days <= max_days) days = days * 10 + (s[i] - '0');  // past max_days it is refused below
-      ++i;
-    }
-    std::int64_t parts[3] = {0, 0, 0};
-    for (auto& part : parts) {
-      if (!ok || i + 3 > s.size() || s[i] != ':' || !digit(s[i + 1]) || !digit(s[i + 2])) {
-        ok = false;
-        break;
-      }
-      part = (s[i + 1] - '0') * 10 + (s[i + 2] - '0');
-      i += 3;
-    }
-    if (!ok || i != s.size()) {
-      throw MisconfigurationError("`Timer(duration=" + quoted(text) +
-                                  ")` is not a valid duration. Expected a string in the format DD:HH:MM:SS.");
-    }
-    // The longest datetime.timedelta (999999999 days); Lightning's Timer raises OverflowError past it.
-    const std::int64_t total = days * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2];
-    if (total >= (max_days + 1) * 86400) {
-      throw MisconfigurationError("`Timer(duration=" + quoted(text) +
-                                  ")` is too long: a duration is at most 999999999 days, 23:59:59.");
-    }
-    return std::chrono::duration<double>(static_cast<double>(total));
-  }
+  static std::chrono::duration<double> parse(std::string_view text);
 
   // Python's repr() of an ASCII str.
-  static std::string quoted(std::string_view text) {
-    const bool double_quotes = text.find('\'') != std::string_view::npos && text.find('"') == std::string_view::npos;
-    const char quote = double_quotes ? '"' : '\'';
-    std::string out(1, quote);
-    for (const char c : text) {
-      if (c == quote || c == '\\') {
-        out += '\\';
-        out += c;
-      } else if (c == '\n') {
-        out += "\\n";
-      } else if (c == '\t') {
-        out += "\\t";
-      } else if (c == '\r') {
-        out += "\\r";
-      } else {
-        out += c;
-      }
-    }
-    return out + quote;
-  }
+  static std::string quoted(std::string_view text);
 
   std::chrono::duration<double> seconds_;
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/duration.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/duration.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE std::string Duration::to_string() const {
+  const auto micro = static_cast<std::int64_t>(std::llround(seconds_.count() * 1e6));
+  std::int64_t whole = micro / 1'000'000;
+  std::int64_t fraction = micro % 1'000'000;
+  if (fraction < 0) {
+    fraction += 1'000'000;
+    --whole;
+  }
+  std::string out = format_seconds(whole);
+  if (fraction != 0) {
+    std::string digits = std::to_string(fraction);
+    out += "." + std::string(6 - digits.size(), '0') + digits;
+  }
+  return out;
+}
+
+VOLT_INLINE std::string Duration::format_seconds(std::int64_t total) {
+  std::int64_t days = total / 86400;
+  std::int64_t rest = total % 86400;
+  if (rest < 0) {
+    rest += 86400;
+    --days;
+  }
+  const auto two = [](std::int64_t v) { return (v < 10 ? "0" : "") + std::to_string(v); };
+  std::string out;
+  if (days != 0) out = std::to_string(days) + (days == 1 || days == -1 ? " day, " : " days, ");
+  return out + std::to_string(rest / 3600) + ":" + two(rest % 3600 / 60) + ":" + two(rest % 60);
+}
+
+VOLT_INLINE auto Duration::parse(std::string_view text) -> std::chrono::duration<double> {
+  std::string_view s = text;
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0;
+  std::int64_t days = 0;
+  bool ok = false;
+  while (i < s.size() && digit(s[i])) {
+    ok = true;
+    if (days <= max_days) days = days * 10 + (s[i] - '0');  // past max_days it is refused below
+    ++i;
+  }
+  std::int64_t parts[3] = {0, 0, 0};
+  for (auto& part : parts) {
+    if (!ok || i + 3 > s.size() || s[i] != ':' || !digit(s[i + 1]) || !digit(s[i + 2])) {
+      ok = false;
+      break;
+    }
+    part = (s[i + 1] - '0') * 10 + (s[i + 2] - '0');
+    i += 3;
+  }
+  if (!ok || i != s.size()) {
+    throw MisconfigurationError("`Timer(duration=" + quoted(text) +
+                                ")` is not a valid duration. Expected a string in the format DD:HH:MM:SS.");
+  }
+  // The longest datetime.timedelta (999999999 days); Lightning's Timer raises OverflowError past it.
+  const std::int64_t total = days * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2];
+  if (total >= (max_days + 1) * 86400) {
+    throw MisconfigurationError("`Timer(duration=" + quoted(text) +
+                                ")` is too long: a duration is at most 999999999 days, 23:59:59.");
+  }
+  return std::chrono::duration<double>(static_cast<double>(total));
+}
+
+VOLT_INLINE std::string Duration::quoted(std::string_view text) {
+  const bool double_quotes = text.find('\'') != std::string_view::npos && text.find('"') == std::string_view::npos;
+  const char quote = double_quotes ? '"' : '\'';
+  std::string out(1, quote);
+  for (const char c : text) {
+    if (c == quote || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += c;
+    }
+  }
+  return out + quote;
+}
+
+}  // namespace volt
+// ---- end volt/core/impl/duration.ipp
+#endif
 // ---- end volt/core/duration.hpp
 
 #include <chrono>
@@ -9335,7 +10418,20 @@ struct CheckpointIntervals {
 /// Lightning's checks of ModelCheckpoint's arguments, and the intervals they give. Throws MisconfigurationError
 /// for save_top_k < -1, a negative interval, more than one of the intervals, a mode other than "min"/"max", or
 /// save_top_k above 1 without a monitor.
-inline CheckpointIntervals check_model_checkpoint_options(const ModelCheckpointOptions& o) {
+VOLT_INLINE CheckpointIntervals check_model_checkpoint_options(const ModelCheckpointOptions& o);
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/model_checkpoint_options.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/model_checkpoint_options.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE CheckpointIntervals check_model_checkpoint_options(const ModelCheckpointOptions& o) {
   if (o.save_top_k < -1) {
     throw MisconfigurationError("Invalid value for save_top_k=" + std::to_string(o.save_top_k) + ". Must be >= -1");
   }
@@ -9366,8 +10462,9 @@ inline CheckpointIntervals check_model_checkpoint_options(const ModelCheckpointO
   return {every_n_train_steps, every_n_epochs};
 }
 
-}  // namespace detail
-}  // namespace volt
+}  // namespace volt::detail
+// ---- end volt/callbacks/impl/model_checkpoint_options.ipp
+#endif
 // ---- end volt/callbacks/model_checkpoint_options.hpp
 // ---- begin volt/serialization/safetensors.hpp
 /// \file
@@ -9442,25 +10539,11 @@ struct FileWriteFault {
 };
 
 /// The name of a temporary file for writing `path` atomically: `.<name>.tmp<random>` in the same folder.
-inline bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target) {
-  const std::string prefix = "." + target.filename().string() + ".tmp";
-  const std::string name = candidate.filename().string();
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
-  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
-                     [](char c) { return c >= '0' && c <= '9'; });
-}
+VOLT_INLINE bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target);
 
 /// Removes the temporary files `.<name>.tmp<digits>` that an earlier write of `target` left when its process
 /// was killed before the rename (only one process writes a given target; best effort, errors are ignored).
-inline void remove_stale_temporaries(const std::filesystem::path& target) {
-  const auto folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::error_code error;
-  std::vector<std::filesystem::path> stale;
-  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
-    if (is_temporary_of(entry.path(), target)) stale.push_back(entry.path());
-  }
-  for (const auto& path : stale) std::filesystem::remove(path, error);
-}
+VOLT_INLINE void remove_stale_temporaries(const std::filesystem::path& target);
 
 #if !defined(_WIN32)
 
@@ -9589,6 +10672,36 @@ inline int read_file_bytes(const std::filesystem::path& path, std::string& out) 
 #endif
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/files.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/files.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target) {
+  const std::string prefix = "." + target.filename().string() + ".tmp";
+  const std::string name = candidate.filename().string();
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+VOLT_INLINE void remove_stale_temporaries(const std::filesystem::path& target) {
+  const auto folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::vector<std::filesystem::path> stale;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    if (is_temporary_of(entry.path(), target)) stale.push_back(entry.path());
+  }
+  for (const auto& path : stale) std::filesystem::remove(path, error);
+}
+
+}  // namespace volt::detail
+// ---- end volt/core/impl/files.ipp
+#endif
 // ---- end volt/core/files.hpp
 // ---- begin volt/core/mapped_file.hpp
 /// \file
@@ -9624,64 +10737,14 @@ class MappedFile {
  public:
   /// Maps `path` (or, with `map` false or where mmap is not available, reads it into memory). Throws
   /// std::runtime_error naming the file and the system error when it cannot be opened, examined or mapped.
-  static std::shared_ptr<MappedFile> open(const std::filesystem::path& path, bool map = true) {
-    auto file = std::shared_ptr<MappedFile>(new MappedFile());
-#if !defined(_WIN32)
-    if (map) {
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) throw failure("cannot open", path, errno);
-      struct ::stat info {};
-      if (::fstat(fd, &info) != 0) {
-        const int error = errno;
-        ::close(fd);
-        throw failure("cannot examine", path, error);
-      }
-      if (!S_ISREG(info.st_mode)) {
-        ::close(fd);
-        throw std::runtime_error(path.string() + " is not a regular file");
-      }
-      file->size_ = static_cast<std::size_t>(info.st_size);
-      if (file->size_ > 0) {
-        void* address = ::mmap(nullptr, file->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-        if (address == MAP_FAILED) {
-          const int error = errno;
-          ::close(fd);
-          throw failure("cannot memory-map", path, error);
-        }
-        file->mapping_ = address;
-        file->data_ = static_cast<char*>(address);
-      }
-      ::close(fd);  // the mapping stays valid without the descriptor
-      return file;
-    }
-#else
-    (void)map;
-#endif
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw failure("cannot open", path, errno);
-    file->buffer_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (in.bad()) throw failure("cannot read", path, errno);
-    file->data_ = file->buffer_.data();
-    file->size_ = file->buffer_.size();
-    return file;
-  }
+  static std::shared_ptr<MappedFile> open(const std::filesystem::path& path, bool map = true);
 
   /// Holds a copy of `bytes` (for tests and fuzzing: the same code path without a file).
-  static std::shared_ptr<MappedFile> from_bytes(std::string bytes) {
-    auto file = std::shared_ptr<MappedFile>(new MappedFile());
-    file->buffer_ = std::move(bytes);
-    file->data_ = file->buffer_.data();
-    file->size_ = file->buffer_.size();
-    return file;
-  }
+  static std::shared_ptr<MappedFile> from_bytes(std::string bytes);
 
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile() {
-#if !defined(_WIN32)
-    if (mapping_ != nullptr) ::munmap(mapping_, size_);
-#endif
-  }
+  ~MappedFile();
 
   /// The first byte (nullptr for an empty file). Writable: mapped pages are private copies on write.
   char* data() const { return data_; }
@@ -9693,9 +10756,7 @@ class MappedFile {
  private:
   MappedFile() = default;
 
-  static std::runtime_error failure(const char* what, const std::filesystem::path& path, int error) {
-    return std::runtime_error(std::string(what) + " " + path.string() + ": " + std::generic_category().message(error));
-  }
+  static std::runtime_error failure(const char* what, const std::filesystem::path& path, int error);
 
   void* mapping_ = nullptr;
   char* data_ = nullptr;
@@ -9704,6 +10765,78 @@ class MappedFile {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/mapped_file.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/mapped_file.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE auto MappedFile::open(const std::filesystem::path& path, bool map) -> std::shared_ptr<MappedFile> {
+  auto file = std::shared_ptr<MappedFile>(new MappedFile());
+#if !defined(_WIN32)
+  if (map) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw failure("cannot open", path, errno);
+    struct ::stat info {};
+    if (::fstat(fd, &info) != 0) {
+      const int error = errno;
+      ::close(fd);
+      throw failure("cannot examine", path, error);
+    }
+    if (!S_ISREG(info.st_mode)) {
+      ::close(fd);
+      throw std::runtime_error(path.string() + " is not a regular file");
+    }
+    file->size_ = static_cast<std::size_t>(info.st_size);
+    if (file->size_ > 0) {
+      void* address = ::mmap(nullptr, file->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+      if (address == MAP_FAILED) {
+        const int error = errno;
+        ::close(fd);
+        throw failure("cannot memory-map", path, error);
+      }
+      file->mapping_ = address;
+      file->data_ = static_cast<char*>(address);
+    }
+    ::close(fd);  // the mapping stays valid without the descriptor
+    return file;
+  }
+#else
+  (void)map;
+#endif
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw failure("cannot open", path, errno);
+  file->buffer_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (in.bad()) throw failure("cannot read", path, errno);
+  file->data_ = file->buffer_.data();
+  file->size_ = file->buffer_.size();
+  return file;
+}
+
+VOLT_INLINE auto MappedFile::from_bytes(std::string bytes) -> std::shared_ptr<MappedFile> {
+  auto file = std::shared_ptr<MappedFile>(new MappedFile());
+  file->buffer_ = std::move(bytes);
+  file->data_ = file->buffer_.data();
+  file->size_ = file->buffer_.size();
+  return file;
+}
+
+VOLT_INLINE MappedFile::~MappedFile() {
+#if !defined(_WIN32)
+  if (mapping_ != nullptr) ::munmap(mapping_, size_);
+#endif
+}
+
+VOLT_INLINE auto MappedFile::failure(const char* what, const std::filesystem::path& path, int error) -> std::runtime_error {
+  return std::runtime_error(std::string(what) + " " + path.string() + ": " + std::generic_category().message(error));
+}
+
+}  // namespace volt::detail
+// ---- end volt/core/impl/mapped_file.ipp
+#endif
 // ---- end volt/core/mapped_file.hpp
 // ---- begin volt/serialization/detail/safetensors_header.hpp
 /// \file
@@ -9740,7 +10873,23 @@ class MappedFile {
 namespace volt::detail {
 
 /// CRC-32 with the reflected polynomial 0xEDB88320 (zip, PNG, gzip).
-inline std::uint32_t crc32(std::string_view bytes) {
+VOLT_INLINE std::uint32_t crc32(std::string_view bytes);
+
+/// Appends `text` as a JSON string, escaped as Python's safetensors package (serde_json) writes it:
+/// \" \\ \b \f \n \r \t, other control characters as \u00xx, everything else (UTF-8 included) as it is.
+VOLT_INLINE void append_json_string(std::string& out, std::string_view text);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/encoding.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/encoding.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::uint32_t crc32(std::string_view bytes) {
   static const auto table = [] {
     std::array<std::uint32_t, 256> entries{};
     for (std::uint32_t n = 0; n < 256; ++n) {
@@ -9755,9 +10904,7 @@ inline std::uint32_t crc32(std::string_view bytes) {
   return crc ^ 0xFFFFFFFFU;
 }
 
-/// Appends `text` as a JSON string, escaped as Python's safetensors package (serde_json) writes it:
-/// \" \\ \b \f \n \r \t, other control characters as \u00xx, everything else (UTF-8 included) as it is.
-inline void append_json_string(std::string& out, std::string_view text) {
+VOLT_INLINE void append_json_string(std::string& out, std::string_view text) {
   out += '"';
   for (const char c : text) {
     switch (c) {
@@ -9783,6 +10930,8 @@ inline void append_json_string(std::string& out, std::string_view text) {
 }
 
 }  // namespace volt::detail
+// ---- end volt/core/impl/encoding.ipp
+#endif
 // ---- end volt/core/encoding.hpp
 
 #include <cstddef>
@@ -9807,7 +10956,62 @@ namespace detail::safetensors {
 inline constexpr int max_depth = 64;
 
 /// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
-inline bool valid_utf8(std::string_view text) {
+VOLT_INLINE bool valid_utf8(std::string_view text);
+
+/// A reader of the JSON subset of the header. Every method throws SafetensorsError saying what was expected
+/// at which byte of the header.
+class JsonReader {
+ public:
+  explicit JsonReader(std::string_view text) : text_(text) {}
+
+  [[noreturn]] void fail(const std::string& what) const;
+
+  void skip_whitespace();
+  bool at_end();
+  char peek();
+  void expect(char c);
+  /// Consumes `c` if it comes next.
+  bool consume(char c);
+
+  std::string read_string();
+
+  /// A non-negative integer of at most 64 bits.
+  std::uint64_t read_uint();
+
+  std::vector<std::uint64_t> read_uint_array();
+
+  /// Skips one value of any JSON type (a member the format does not define).
+  void skip_value(int depth);
+
+  /// Consumes `word` if it comes next.
+  bool literal(std::string_view word);
+
+ private:
+  static std::string shown(char c);
+
+  unsigned read_hex4();
+
+  void append_code_point(std::string& out);
+
+  void skip_number();
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+
+}  // namespace detail::safetensors
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/safetensors_json.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/safetensors_json.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::safetensors {
+
+VOLT_INLINE bool valid_utf8(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size()) {
     const auto c = static_cast<unsigned char>(text[i]);
@@ -9838,203 +11042,192 @@ inline bool valid_utf8(std::string_view text) {
   return true;
 }
 
-/// A reader of the JSON subset of the header. Every method throws SafetensorsError saying what was expected
-/// at which byte of the header.
-class JsonReader {
- public:
-  explicit JsonReader(std::string_view text) : text_(text) {}
+VOLT_INLINE auto JsonReader::fail(const std::string& what) const -> [[noreturn]] void {
+  throw SafetensorsError("the JSON header is malformed at byte " + std::to_string(pos_) + ": " + what);
+}
 
-  [[noreturn]] void fail(const std::string& what) const {
-    throw SafetensorsError("the JSON header is malformed at byte " + std::to_string(pos_) + ": " + what);
-  }
-
-  void skip_whitespace() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-  bool at_end() {
-    skip_whitespace();
-    return pos_ == text_.size();
-  }
-  char peek() {
-    skip_whitespace();
-    if (pos_ == text_.size()) fail("the header ends early");
-    return text_[pos_];
-  }
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "', found " + shown(text_[pos_]));
+VOLT_INLINE void JsonReader::skip_whitespace() {
+  while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
     ++pos_;
   }
-  /// Consumes `c` if it comes next.
-  bool consume(char c) {
-    if (peek() != c) return false;
+}
+
+VOLT_INLINE bool JsonReader::at_end() {
+  skip_whitespace();
+  return pos_ == text_.size();
+}
+
+VOLT_INLINE char JsonReader::peek() {
+  skip_whitespace();
+  if (pos_ == text_.size()) fail("the header ends early");
+  return text_[pos_];
+}
+
+VOLT_INLINE void JsonReader::expect(char c) {
+  if (peek() != c) fail(std::string("expected '") + c + "', found " + shown(text_[pos_]));
+  ++pos_;
+}
+
+VOLT_INLINE bool JsonReader::consume(char c) {
+  if (peek() != c) return false;
+  ++pos_;
+  return true;
+}
+
+VOLT_INLINE std::string JsonReader::read_string() {
+  expect('"');
+  std::string out;
+  while (true) {
+    if (pos_ == text_.size()) fail("a string is not closed");
+    const char c = text_[pos_++];
+    if (c == '"') return out;
+    if (static_cast<unsigned char>(c) < 0x20) fail("a control character inside a string");
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    if (pos_ == text_.size()) fail("a string is not closed");
+    const char escape = text_[pos_++];
+    switch (escape) {
+      case '"': out += '"'; break;
+      case '\\': out += '\\'; break;
+      case '/': out += '/'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case 'u': append_code_point(out); break;
+      default: --pos_, fail(std::string("an unknown escape \\") + shown(escape));
+    }
+  }
+}
+
+VOLT_INLINE std::uint64_t JsonReader::read_uint() {
+  const char first = peek();
+  if (first < '0' || first > '9') fail("expected a non-negative integer, found " + shown(first));
+  std::uint64_t value = 0;
+  const std::size_t start = pos_;
+  while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+    const auto digit = static_cast<std::uint64_t>(text_[pos_] - '0');
+    if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) fail("an integer over 64 bits");
+    value = value * 10 + digit;
     ++pos_;
-    return true;
   }
-
-  std::string read_string() {
-    expect('"');
-    std::string out;
-    while (true) {
-      if (pos_ == text_.size()) fail("a string is not closed");
-      const char c = text_[pos_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("a control character inside a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos_ == text_.size()) fail("a string is not closed");
-      const char escape = text_[pos_++];
-      switch (escape) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': append_code_point(out); break;
-        default: --pos_, fail(std::string("an unknown escape \\") + shown(escape));
-      }
-    }
+  if (text_[start] == '0' && pos_ - start > 1) fail("an integer with a leading zero");
+  if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
+    fail("expected an integer, found a fraction or exponent");
   }
+  return value;
+}
 
-  /// A non-negative integer of at most 64 bits.
-  std::uint64_t read_uint() {
-    const char first = peek();
-    if (first < '0' || first > '9') fail("expected a non-negative integer, found " + shown(first));
-    std::uint64_t value = 0;
-    const std::size_t start = pos_;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      const auto digit = static_cast<std::uint64_t>(text_[pos_] - '0');
-      if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) fail("an integer over 64 bits");
-      value = value * 10 + digit;
-      ++pos_;
-    }
-    if (text_[start] == '0' && pos_ - start > 1) fail("an integer with a leading zero");
-    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      fail("expected an integer, found a fraction or exponent");
-    }
-    return value;
-  }
+VOLT_INLINE auto JsonReader::read_uint_array() -> std::vector<std::uint64_t> {
+  std::vector<std::uint64_t> values;
+  expect('[');
+  if (consume(']')) return values;
+  do {
+    values.push_back(read_uint());
+  } while (consume(','));
+  expect(']');
+  return values;
+}
 
-  std::vector<std::uint64_t> read_uint_array() {
-    std::vector<std::uint64_t> values;
-    expect('[');
-    if (consume(']')) return values;
+VOLT_INLINE void JsonReader::skip_value(int depth) {
+  if (depth > max_depth) fail("nesting deeper than " + std::to_string(max_depth));
+  const char c = peek();
+  if (c == '"') {
+    read_string();
+  } else if (c == '{' || c == '[') {
+    const char close = c == '{' ? '}' : ']';
+    ++pos_;
+    if (consume(close)) return;
     do {
-      values.push_back(read_uint());
+      if (c == '{') {
+        read_string();
+        expect(':');
+      }
+      skip_value(depth + 1);
     } while (consume(','));
-    expect(']');
-    return values;
+    expect(close);
+  } else if (c == '-' || (c >= '0' && c <= '9')) {
+    skip_number();
+  } else if (!literal("true") && !literal("false") && !literal("null")) {
+    fail("expected a JSON value, found " + shown(c));
   }
+}
 
-  /// Skips one value of any JSON type (a member the format does not define).
-  void skip_value(int depth) {
-    if (depth > max_depth) fail("nesting deeper than " + std::to_string(max_depth));
-    const char c = peek();
-    if (c == '"') {
-      read_string();
-    } else if (c == '{' || c == '[') {
-      const char close = c == '{' ? '}' : ']';
-      ++pos_;
-      if (consume(close)) return;
-      do {
-        if (c == '{') {
-          read_string();
-          expect(':');
-        }
-        skip_value(depth + 1);
-      } while (consume(','));
-      expect(close);
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      skip_number();
-    } else if (!literal("true") && !literal("false") && !literal("null")) {
-      fail("expected a JSON value, found " + shown(c));
-    }
+VOLT_INLINE bool JsonReader::literal(std::string_view word) {
+  if (peek() != word.front() || text_.substr(pos_, word.size()) != word) return false;
+  pos_ += word.size();
+  return true;
+}
+
+VOLT_INLINE std::string JsonReader::shown(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7F) return std::string("'") + c + "'";
+  return "byte " + std::to_string(u);
+}
+
+VOLT_INLINE unsigned JsonReader::read_hex4() {
+  if (text_.size() - pos_ < 4) fail("a \\u escape is cut short");
+  unsigned value = 0;
+  for (int i = 0; i < 4; ++i) {
+    const char h = text_[pos_++];
+    value <<= 4;
+    if (h >= '0' && h <= '9') value |= static_cast<unsigned>(h - '0');
+    else if (h >= 'a' && h <= 'f') value |= static_cast<unsigned>(h - 'a' + 10);
+    else if (h >= 'A' && h <= 'F') value |= static_cast<unsigned>(h - 'A' + 10);
+    else --pos_, fail("a \\u escape with a non-hexadecimal digit " + shown(h));
   }
+  return value;
+}
 
-  /// Consumes `word` if it comes next.
-  bool literal(std::string_view word) {
-    if (peek() != word.front() || text_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
+VOLT_INLINE void JsonReader::append_code_point(std::string& out) {
+  std::uint32_t point = read_hex4();
+  if (point >= 0xDC00 && point <= 0xDFFF) fail("a \\u escape of a lone low surrogate");
+  if (point >= 0xD800 && point <= 0xDBFF) {
+    if (text_.substr(pos_, 2) != "\\u") fail("a high surrogate without its low surrogate");
+    pos_ += 2;
+    const std::uint32_t low = read_hex4();
+    if (low < 0xDC00 || low > 0xDFFF) fail("a high surrogate without its low surrogate");
+    point = 0x10000 + ((point - 0xD800) << 10) + (low - 0xDC00);
   }
-
- private:
-  static std::string shown(char c) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7F) return std::string("'") + c + "'";
-    return "byte " + std::to_string(u);
+  if (point < 0x80) {
+    out += static_cast<char>(point);
+  } else if (point < 0x800) {
+    out += static_cast<char>(0xC0 | (point >> 6));
+    out += static_cast<char>(0x80 | (point & 0x3F));
+  } else if (point < 0x10000) {
+    out += static_cast<char>(0xE0 | (point >> 12));
+    out += static_cast<char>(0x80 | ((point >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (point & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (point >> 18));
+    out += static_cast<char>(0x80 | ((point >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((point >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (point & 0x3F));
   }
+}
 
-  unsigned read_hex4() {
-    if (text_.size() - pos_ < 4) fail("a \\u escape is cut short");
-    unsigned value = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char h = text_[pos_++];
-      value <<= 4;
-      if (h >= '0' && h <= '9') value |= static_cast<unsigned>(h - '0');
-      else if (h >= 'a' && h <= 'f') value |= static_cast<unsigned>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') value |= static_cast<unsigned>(h - 'A' + 10);
-      else --pos_, fail("a \\u escape with a non-hexadecimal digit " + shown(h));
-    }
-    return value;
-  }
-
-  void append_code_point(std::string& out) {
-    std::uint32_t point = read_hex4();
-    if (point >= 0xDC00 && point <= 0xDFFF) fail("a \\u escape of a lone low surrogate");
-    if (point >= 0xD800 && point <= 0xDBFF) {
-      if (text_.substr(pos_, 2) != "\\u") fail("a high surrogate without its low surrogate");
-      pos_ += 2;
-      const std::uint32_t low = read_hex4();
-      if (low < 0xDC00 || low > 0xDFFF) fail("a high surrogate without its low surrogate");
-      point = 0x10000 + ((point - 0xD800) << 10) + (low - 0xDC00);
-    }
-    if (point < 0x80) {
-      out += static_cast<char>(point);
-    } else if (point < 0x800) {
-      out += static_cast<char>(0xC0 | (point >> 6));
-      out += static_cast<char>(0x80 | (point & 0x3F));
-    } else if (point < 0x10000) {
-      out += static_cast<char>(0xE0 | (point >> 12));
-      out += static_cast<char>(0x80 | ((point >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (point & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (point >> 18));
-      out += static_cast<char>(0x80 | ((point >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((point >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (point & 0x3F));
-    }
-  }
-
-  void skip_number() {
-    const auto digits = [this] {
-      const std::size_t start = pos_;
-      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
-      if (pos_ == start) fail("a number without digits");
-    };
-    if (text_[pos_] == '-') ++pos_;
+VOLT_INLINE void JsonReader::skip_number() {
+  const auto digits = [this] {
+    const std::size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
+    if (pos_ == start) fail("a number without digits");
+  };
+  if (text_[pos_] == '-') ++pos_;
+  digits();
+  if (pos_ < text_.size() && text_[pos_] == '.') ++pos_, digits();
+  if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+    ++pos_;
+    if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
     digits();
-    if (pos_ < text_.size() && text_[pos_] == '.') ++pos_, digits();
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
-      digits();
-    }
   }
+}
 
-  std::string_view text_;
-  std::size_t pos_ = 0;
-};
-
-
-}  // namespace detail::safetensors
-}  // namespace volt
+}  // namespace volt::detail::safetensors
+// ---- end volt/serialization/detail/impl/safetensors_json.ipp
+#endif
 // ---- end volt/serialization/detail/safetensors_json.hpp
 
 #include <algorithm>
@@ -10084,19 +11277,10 @@ inline constexpr DType dtypes[] = {
     {"U64", 64, 21, "UInt64"},
 };
 
-inline const DType* find_dtype(std::string_view name) {
-  for (const auto& dtype : dtypes) {
-    if (dtype.name == name) return &dtype;
-  }
-  return nullptr;
-}
+VOLT_INLINE const DType* find_dtype(std::string_view name);
 
 /// The format's dtype names, for messages ("BOOL, F4, ...").
-inline std::string dtype_names() {
-  std::string text;
-  for (const auto& dtype : dtypes) text += (text.empty() ? "" : ", ") + std::string(dtype.name);
-  return text;
-}
+VOLT_INLINE std::string dtype_names();
 
 /// The largest header the reader accepts (the Rust crate's limit).
 inline constexpr std::uint64_t max_header_size = 100'000'000;
@@ -10116,7 +11300,47 @@ struct Header {
 };
 
 /// Reads one tensor entry ({"dtype": ..., "shape": [...], "data_offsets": [begin, end]}, other members skipped).
-inline Entry read_entry(JsonReader& json, std::string name) {
+VOLT_INLINE Entry read_entry(JsonReader& json, std::string name);
+
+/// The bytes a tensor of `entry`'s dtype and shape takes; throws when the count overflows 64 bits or is not
+/// a whole number of bytes.
+VOLT_INLINE std::uint64_t byte_size(const Entry& entry);
+
+/// Parses and checks the header text `json` of a file whose data (after the header) holds `data_size` bytes:
+/// a JSON object starting with '{', every tensor's byte count matching dtype and shape, the tensors' ranges
+/// following each other from 0 without gap or overlap and ending at `data_size`. Throws SafetensorsError
+/// saying what is wrong (without the file's name, which the caller adds).
+VOLT_INLINE Header parse_header(std::string_view json, std::uint64_t data_size);
+
+/// The header bytes for `entries` (in data order, offsets set) and `metadata`: the 8-byte little-endian
+/// length, then compact JSON padded with spaces to a multiple of 8 bytes, as Python's package writes it
+/// (`__metadata__` first and only when not empty).
+VOLT_INLINE std::string write_header(const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata);
+
+}  // namespace volt::detail::safetensors
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/safetensors_header.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/safetensors_header.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::safetensors {
+
+VOLT_INLINE const DType* find_dtype(std::string_view name) {
+  for (const auto& dtype : dtypes) {
+    if (dtype.name == name) return &dtype;
+  }
+  return nullptr;
+}
+
+VOLT_INLINE std::string dtype_names() {
+  std::string text;
+  for (const auto& dtype : dtypes) text += (text.empty() ? "" : ", ") + std::string(dtype.name);
+  return text;
+}
+
+VOLT_INLINE Entry read_entry(JsonReader& json, std::string name) {
   Entry entry;
   entry.name = std::move(name);
   const std::string who = "the tensor \"" + entry.name + "\"";
@@ -10168,9 +11392,7 @@ inline Entry read_entry(JsonReader& json, std::string name) {
   return entry;
 }
 
-/// The bytes a tensor of `entry`'s dtype and shape takes; throws when the count overflows 64 bits or is not
-/// a whole number of bytes.
-inline std::uint64_t byte_size(const Entry& entry) {
+VOLT_INLINE std::uint64_t byte_size(const Entry& entry) {
   std::uint64_t elements = 1;
   for (const std::int64_t size : entry.shape) {
     const auto dim = static_cast<std::uint64_t>(size);
@@ -10190,11 +11412,7 @@ inline std::uint64_t byte_size(const Entry& entry) {
   return elements * bits / 8;
 }
 
-/// Parses and checks the header text `json` of a file whose data (after the header) holds `data_size` bytes:
-/// a JSON object starting with '{', every tensor's byte count matching dtype and shape, the tensors' ranges
-/// following each other from 0 without gap or overlap and ending at `data_size`. Throws SafetensorsError
-/// saying what is wrong (without the file's name, which the caller adds).
-inline Header parse_header(std::string_view json, std::uint64_t data_size) {
+VOLT_INLINE Header parse_header(std::string_view json, std::uint64_t data_size) {
   if (!valid_utf8(json)) throw SafetensorsError("the JSON header is not valid UTF-8");
   if (json.empty() || json.front() != '{') throw SafetensorsError("the JSON header does not start with '{'");
   JsonReader reader(json);
@@ -10264,10 +11482,7 @@ inline Header parse_header(std::string_view json, std::uint64_t data_size) {
   return header;
 }
 
-/// The header bytes for `entries` (in data order, offsets set) and `metadata`: the 8-byte little-endian
-/// length, then compact JSON padded with spaces to a multiple of 8 bytes, as Python's package writes it
-/// (`__metadata__` first and only when not empty).
-inline std::string write_header(const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata) {
+VOLT_INLINE std::string write_header(const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata) {
   std::string json = "{";
   if (!metadata.empty()) {
     json += "\"__metadata__\":{";
@@ -10297,6 +11512,8 @@ inline std::string write_header(const std::vector<Entry>& entries, const std::ma
 }
 
 }  // namespace volt::detail::safetensors
+// ---- end volt/serialization/detail/impl/safetensors_header.ipp
+#endif
 // ---- end volt/serialization/detail/safetensors_header.hpp
 // ---- begin volt/serialization/weights.hpp
 /// \file
@@ -10350,7 +11567,23 @@ inline std::string write_header(const std::vector<Entry>& entries, const std::ma
 namespace volt::detail::pickle {
 
 /// The storage class name torch.save writes for a dtype ("FloatStorage" for float32, ...).
-inline std::string storage_class(c10::ScalarType dtype) {
+VOLT_INLINE std::string storage_class(c10::ScalarType dtype);
+
+/// The dtype of a storage class name ("FloatStorage" -> float32); std::nullopt for a name torch.save does
+/// not write.
+VOLT_INLINE std::optional<c10::ScalarType> storage_dtype(std::string_view name);
+
+}  // namespace volt::detail::pickle
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/pickle_storage.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/pickle_storage.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::pickle {
+
+VOLT_INLINE std::string storage_class(c10::ScalarType dtype) {
   switch (dtype) {
     case c10::ScalarType::Float: return "FloatStorage";
     case c10::ScalarType::Double: return "DoubleStorage";
@@ -10371,9 +11604,7 @@ inline std::string storage_class(c10::ScalarType dtype) {
                               "int64, int32, int16, int8, uint8, bool, complex64, complex128)");
 }
 
-/// The dtype of a storage class name ("FloatStorage" -> float32); std::nullopt for a name torch.save does
-/// not write.
-inline std::optional<c10::ScalarType> storage_dtype(std::string_view name) {
+VOLT_INLINE std::optional<c10::ScalarType> storage_dtype(std::string_view name) {
   static const std::map<std::string_view, c10::ScalarType> dtypes = {
       {"FloatStorage", c10::ScalarType::Float},      {"DoubleStorage", c10::ScalarType::Double},
       {"HalfStorage", c10::ScalarType::Half},        {"BFloat16Storage", c10::ScalarType::BFloat16},
@@ -10388,6 +11619,8 @@ inline std::optional<c10::ScalarType> storage_dtype(std::string_view name) {
 }
 
 }  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/impl/pickle_storage.ipp
+#endif
 // ---- end volt/serialization/detail/pickle_storage.hpp
 
 #include <torch/torch.h>
@@ -10448,173 +11681,24 @@ class Reader {
 
   Reader(std::string_view bytes, StorageLoader load_storage) : bytes_(bytes), load_storage_(std::move(load_storage)) {}
 
-  ValuePtr read() {
-    while (true) {
-      const auto opcode = static_cast<unsigned char>(take(1)[0]);
-      switch (opcode) {
-        case 0x80: take(1); break;             // PROTO
-        case 0x95: take(8); break;             // FRAME
-        case '(': marks_.push_back(stack_.size()); break;
-        case '.': {                            // STOP
-          if (stack_.empty()) fail("STOP with an empty stack");
-          return stack_.back();
-        }
-        case 'N': push(None{}); break;
-        case 0x88: push(true); break;
-        case 0x89: push(false); break;
-        case 'J': push(static_cast<std::int64_t>(static_cast<std::int32_t>(little_endian(take(4))))); break;
-        case 'K': push(static_cast<std::int64_t>(little_endian(take(1)))); break;
-        case 'M': push(static_cast<std::int64_t>(little_endian(take(2)))); break;
-        case 0x8a: {                           // LONG1
-          const auto size = little_endian(take(1));
-          if (size > 8) fail("integer wider than 64 bits");
-          std::uint64_t raw = size == 0 ? 0 : little_endian(take(size));
-          if (size > 0 && size < 8 && (raw >> (8 * size - 1)) != 0) raw |= ~std::uint64_t{0} << (8 * size);
-          push(static_cast<std::int64_t>(raw));
-          break;
-        }
-        case 'G': {                            // BINFLOAT, big endian
-          const auto raw = take(8);
-          std::uint64_t bits = 0;
-          for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
-          double value = 0;
-          std::memcpy(&value, &bits, sizeof value);
-          push(value);
-          break;
-        }
-        case 'X': push(std::string(take(little_endian(take(4))))); break;
-        case 0x8c: push(std::string(take(little_endian(take(1))))); break;
-        case 0x8d: push(std::string(take(little_endian(take(8))))); break;
-        case 'c': {
-          Global global;
-          global.module = line();
-          global.name = line();
-          push(std::move(global));
-          break;
-        }
-        case 0x93: {                           // STACK_GLOBAL
-          auto name = pop_as<std::string>("STACK_GLOBAL");
-          auto module = pop_as<std::string>("STACK_GLOBAL");
-          push(Global{std::move(module), std::move(name)});
-          break;
-        }
-        case 'q': memo_[little_endian(take(1))] = top(); break;
-        case 'r': memo_[little_endian(take(4))] = top(); break;
-        case 0x94: memo_[memo_.size()] = top(); break;
-        case 'h': stack_.push_back(memo_at(little_endian(take(1)))); break;
-        case 'j': stack_.push_back(memo_at(little_endian(take(4)))); break;
-        case ')': push(Tuple{}); break;
-        case ']': push(List{}); break;
-        case '}': push(Dict{}); break;
-        case 't': push(Tuple{pop_mark()}); break;
-        case 'l': push(List{pop_mark()}); break;
-        case 0x85: case 0x86: case 0x87: {     // TUPLE1..3
-          const std::size_t count = opcode - 0x84U;
-          if (stack_.size() < count) fail("TUPLE with too few items");
-          Tuple tuple{std::vector<ValuePtr>(stack_.end() - static_cast<std::ptrdiff_t>(count), stack_.end())};
-          stack_.resize(stack_.size() - count);
-          push(std::move(tuple));
-          break;
-        }
-        case 'a': {
-          auto item = pop();
-          as<List>(top(), "APPEND").items.push_back(std::move(item));
-          break;
-        }
-        case 'e': {
-          auto items = pop_mark();
-          auto& list = as<List>(top(), "APPENDS").items;
-          list.insert(list.end(), items.begin(), items.end());
-          break;
-        }
-        case 's': {
-          auto value = pop();
-          auto key = pop();
-          as<Dict>(top(), "SETITEM").items.emplace_back(std::move(key), std::move(value));
-          break;
-        }
-        case 'u': case 'd': {
-          auto items = pop_mark();
-          if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
-          if (opcode == 'd') push(Dict{});
-          auto& dict = as<Dict>(top(), "SETITEMS").items;
-          for (std::size_t i = 0; i < items.size(); i += 2) dict.emplace_back(items[i], items[i + 1]);
-          break;
-        }
-        case 'b': {                            // BUILD: state of an OrderedDict (`_metadata`) is not needed
-          pop();
-          if (!std::holds_alternative<Dict>(top()->data)) fail("BUILD on an object other than a dict");
-          break;
-        }
-        case 'Q': push(persistent_load(pop())); break;
-        case 'R': {
-          auto arguments = pop();
-          auto callable = pop();
-          push(call(as<Global>(callable, "REDUCE"), as<Tuple>(arguments, "REDUCE").items));
-          break;
-        }
-        default: {
-          char hex[8];
-          std::snprintf(hex, sizeof hex, "0x%02x", opcode);
-          fail(std::string("unsupported pickle opcode ") + hex);
-        }
-      }
-    }
-  }
+  ValuePtr read();
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::runtime_error("the pickle (data.pkl) is not a state_dict volt can read: " + what + " at byte " +
-                             std::to_string(position_));
-  }
+  [[noreturn]] void fail(const std::string& what) const;
 
-  std::string_view take(std::size_t count) {
-    if (position_ + count > bytes_.size()) fail("truncated data");
-    const auto result = bytes_.substr(position_, count);
-    position_ += count;
-    return result;
-  }
-  std::string line() {
-    const auto end = bytes_.find('\n', position_);
-    if (end == std::string_view::npos) fail("unterminated GLOBAL");
-    std::string result(bytes_.substr(position_, end - position_));
-    position_ = end + 1;
-    return result;
-  }
-  static std::uint64_t little_endian(std::string_view raw) {
-    std::uint64_t value = 0;
-    for (std::size_t i = 0; i < raw.size(); ++i) value |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
-    return value;
-  }
+  std::string_view take(std::size_t count);
+  std::string line();
+  static std::uint64_t little_endian(std::string_view raw);
 
   void push(ValuePtr value) { stack_.push_back(std::move(value)); }
   template <class T>
   void push(T value) {
     stack_.push_back(std::make_shared<Value>(Value{std::move(value)}));
   }
-  ValuePtr pop() {
-    if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) fail("stack underflow");
-    auto value = std::move(stack_.back());
-    stack_.pop_back();
-    return value;
-  }
-  const ValuePtr& top() {
-    if (stack_.empty()) fail("stack underflow");
-    return stack_.back();
-  }
-  std::vector<ValuePtr> pop_mark() {
-    if (marks_.empty()) fail("no MARK");
-    const std::size_t start = marks_.back();
-    marks_.pop_back();
-    std::vector<ValuePtr> items(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
-    stack_.resize(start);
-    return items;
-  }
-  ValuePtr memo_at(std::uint64_t index) {
-    const auto found = memo_.find(index);
-    if (found == memo_.end()) fail("unknown memo entry " + std::to_string(index));
-    return found->second;
-  }
+  ValuePtr pop();
+  const ValuePtr& top();
+  std::vector<ValuePtr> pop_mark();
+  ValuePtr memo_at(std::uint64_t index);
   template <class T>
   T& as(const ValuePtr& value, const char* where) {
     if (auto* result = std::get_if<T>(&value->data)) return *result;
@@ -10626,58 +11710,13 @@ class Reader {
     return as<T>(value, where);
   }
 
-  ValuePtr persistent_load(const ValuePtr& id) {
-    const auto& items = as<Tuple>(id, "a persistent id").items;
-    if (items.size() != 5 || as<std::string>(items[0], "a persistent id") != "storage") {
-      fail("a persistent id other than ('storage', type, key, location, numel)");
-    }
-    const auto& type = as<Global>(items[1], "a persistent id");
-    const auto dtype = storage_dtype(type.name);
-    if (type.module != "torch" || !dtype) fail("unsupported storage type " + type.module + "." + type.name);
-    Storage storage{*dtype, as<std::string>(items[2], "a persistent id"), as<std::int64_t>(items[4], "a persistent id")};
-    return std::make_shared<Value>(Value{storage});
-  }
+  ValuePtr persistent_load(const ValuePtr& id);
 
-  torch::Tensor storage_tensor(const Storage& storage) {
-    auto found = storages_.find(storage.key);
-    if (found == storages_.end()) {
-      found = storages_.emplace(storage.key, load_storage_(storage.key, storage.dtype, storage.numel)).first;
-    }
-    return found->second;
-  }
+  torch::Tensor storage_tensor(const Storage& storage);
 
-  static std::vector<std::int64_t> int_list(Reader& reader, const ValuePtr& value) {
-    std::vector<std::int64_t> result;
-    for (const auto& item : reader.as<Tuple>(value, "a tensor's size or stride").items) {
-      result.push_back(reader.as<std::int64_t>(item, "a tensor's size or stride"));
-    }
-    return result;
-  }
+  static std::vector<std::int64_t> int_list(Reader& reader, const ValuePtr& value);
 
-  ValuePtr call(const Global& callable, const std::vector<ValuePtr>& arguments) {
-    const std::string name = callable.module + "." + callable.name;
-    if (name == "collections.OrderedDict" && arguments.empty()) return std::make_shared<Value>(Value{Dict{}});
-    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
-      if (arguments.size() < 4) fail(name + " with fewer than 4 arguments");
-      const auto& storage = as<Storage>(arguments[0], name.c_str());
-      const auto offset = as<std::int64_t>(arguments[1], name.c_str());
-      const auto sizes = int_list(*this, arguments[2]);
-      const auto strides = int_list(*this, arguments[3]);
-      auto flat = storage_tensor(storage);
-      if (sizes.size() != strides.size()) fail(name + ": size and stride of different lengths");
-      if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
-        std::int64_t last = offset;
-        for (std::size_t i = 0; i < sizes.size(); ++i) last += (sizes[i] - 1) * strides[i];
-        if (offset < 0 || last >= flat.numel()) fail(name + ": the tensor reaches past its storage");
-      }
-      return std::make_shared<Value>(Value{flat.as_strided(sizes, strides, offset)});
-    }
-    if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
-      if (arguments.empty()) fail(name + " without arguments");
-      return std::make_shared<Value>(Value{as<torch::Tensor>(arguments[0], name.c_str())});
-    }
-    fail("unsupported callable " + name + " (volt reads dicts of tensors only)");
-  }
+  ValuePtr call(const Global& callable, const std::vector<ValuePtr>& arguments);
 
   std::string_view bytes_;
   StorageLoader load_storage_;
@@ -10689,6 +11728,238 @@ class Reader {
 };
 
 }  // namespace volt::detail::pickle
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/pickle_reader.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/pickle_reader.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::pickle {
+
+VOLT_INLINE auto Reader::read() -> ValuePtr {
+  while (true) {
+    const auto opcode = static_cast<unsigned char>(take(1)[0]);
+    switch (opcode) {
+      case 0x80: take(1); break;             // PROTO
+      case 0x95: take(8); break;             // FRAME
+      case '(': marks_.push_back(stack_.size()); break;
+      case '.': {                            // STOP
+        if (stack_.empty()) fail("STOP with an empty stack");
+        return stack_.back();
+      }
+      case 'N': push(None{}); break;
+      case 0x88: push(true); break;
+      case 0x89: push(false); break;
+      case 'J': push(static_cast<std::int64_t>(static_cast<std::int32_t>(little_endian(take(4))))); break;
+      case 'K': push(static_cast<std::int64_t>(little_endian(take(1)))); break;
+      case 'M': push(static_cast<std::int64_t>(little_endian(take(2)))); break;
+      case 0x8a: {                           // LONG1
+        const auto size = little_endian(take(1));
+        if (size > 8) fail("integer wider than 64 bits");
+        std::uint64_t raw = size == 0 ? 0 : little_endian(take(size));
+        if (size > 0 && size < 8 && (raw >> (8 * size - 1)) != 0) raw |= ~std::uint64_t{0} << (8 * size);
+        push(static_cast<std::int64_t>(raw));
+        break;
+      }
+      case 'G': {                            // BINFLOAT, big endian
+        const auto raw = take(8);
+        std::uint64_t bits = 0;
+        for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
+        double value = 0;
+        std::memcpy(&value, &bits, sizeof value);
+        push(value);
+        break;
+      }
+      case 'X': push(std::string(take(little_endian(take(4))))); break;
+      case 0x8c: push(std::string(take(little_endian(take(1))))); break;
+      case 0x8d: push(std::string(take(little_endian(take(8))))); break;
+      case 'c': {
+        Global global;
+        global.module = line();
+        global.name = line();
+        push(std::move(global));
+        break;
+      }
+      case 0x93: {                           // STACK_GLOBAL
+        auto name = pop_as<std::string>("STACK_GLOBAL");
+        auto module = pop_as<std::string>("STACK_GLOBAL");
+        push(Global{std::move(module), std::move(name)});
+        break;
+      }
+      case 'q': memo_[little_endian(take(1))] = top(); break;
+      case 'r': memo_[little_endian(take(4))] = top(); break;
+      case 0x94: memo_[memo_.size()] = top(); break;
+      case 'h': stack_.push_back(memo_at(little_endian(take(1)))); break;
+      case 'j': stack_.push_back(memo_at(little_endian(take(4)))); break;
+      case ')': push(Tuple{}); break;
+      case ']': push(List{}); break;
+      case '}': push(Dict{}); break;
+      case 't': push(Tuple{pop_mark()}); break;
+      case 'l': push(List{pop_mark()}); break;
+      case 0x85: case 0x86: case 0x87: {     // TUPLE1..3
+        const std::size_t count = opcode - 0x84U;
+        if (stack_.size() < count) fail("TUPLE with too few items");
+        Tuple tuple{std::vector<ValuePtr>(stack_.end() - static_cast<std::ptrdiff_t>(count), stack_.end())};
+        stack_.resize(stack_.size() - count);
+        push(std::move(tuple));
+        break;
+      }
+      case 'a': {
+        auto item = pop();
+        as<List>(top(), "APPEND").items.push_back(std::move(item));
+        break;
+      }
+      case 'e': {
+        auto items = pop_mark();
+        auto& list = as<List>(top(), "APPENDS").items;
+        list.insert(list.end(), items.begin(), items.end());
+        break;
+      }
+      case 's': {
+        auto value = pop();
+        auto key = pop();
+        as<Dict>(top(), "SETITEM").items.emplace_back(std::move(key), std::move(value));
+        break;
+      }
+      case 'u': case 'd': {
+        auto items = pop_mark();
+        if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
+        if (opcode == 'd') push(Dict{});
+        auto& dict = as<Dict>(top(), "SETITEMS").items;
+        for (std::size_t i = 0; i < items.size(); i += 2) dict.emplace_back(items[i], items[i + 1]);
+        break;
+      }
+      case 'b': {                            // BUILD: state of an OrderedDict (`_metadata`) is not needed
+        pop();
+        if (!std::holds_alternative<Dict>(top()->data)) fail("BUILD on an object other than a dict");
+        break;
+      }
+      case 'Q': push(persistent_load(pop())); break;
+      case 'R': {
+        auto arguments = pop();
+        auto callable = pop();
+        push(call(as<Global>(callable, "REDUCE"), as<Tuple>(arguments, "REDUCE").items));
+        break;
+      }
+      default: {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", opcode);
+        fail(std::string("unsupported pickle opcode ") + hex);
+      }
+    }
+  }
+}
+
+VOLT_INLINE auto Reader::fail(const std::string& what) const -> [[noreturn]] void {
+  throw std::runtime_error("the pickle (data.pkl) is not a state_dict volt can read: " + what + " at byte " +
+                           std::to_string(position_));
+}
+
+VOLT_INLINE auto Reader::take(std::size_t count) -> std::string_view {
+  if (position_ + count > bytes_.size()) fail("truncated data");
+  const auto result = bytes_.substr(position_, count);
+  position_ += count;
+  return result;
+}
+
+VOLT_INLINE std::string Reader::line() {
+  const auto end = bytes_.find('\n', position_);
+  if (end == std::string_view::npos) fail("unterminated GLOBAL");
+  std::string result(bytes_.substr(position_, end - position_));
+  position_ = end + 1;
+  return result;
+}
+
+VOLT_INLINE std::uint64_t Reader::little_endian(std::string_view raw) {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < raw.size(); ++i) value |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
+  return value;
+}
+
+VOLT_INLINE auto Reader::pop() -> ValuePtr {
+  if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) fail("stack underflow");
+  auto value = std::move(stack_.back());
+  stack_.pop_back();
+  return value;
+}
+
+VOLT_INLINE auto Reader::top() -> const ValuePtr& {
+  if (stack_.empty()) fail("stack underflow");
+  return stack_.back();
+}
+
+VOLT_INLINE auto Reader::pop_mark() -> std::vector<ValuePtr> {
+  if (marks_.empty()) fail("no MARK");
+  const std::size_t start = marks_.back();
+  marks_.pop_back();
+  std::vector<ValuePtr> items(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
+  stack_.resize(start);
+  return items;
+}
+
+VOLT_INLINE auto Reader::memo_at(std::uint64_t index) -> ValuePtr {
+  const auto found = memo_.find(index);
+  if (found == memo_.end()) fail("unknown memo entry " + std::to_string(index));
+  return found->second;
+}
+
+VOLT_INLINE auto Reader::persistent_load(const ValuePtr& id) -> ValuePtr {
+  const auto& items = as<Tuple>(id, "a persistent id").items;
+  if (items.size() != 5 || as<std::string>(items[0], "a persistent id") != "storage") {
+    fail("a persistent id other than ('storage', type, key, location, numel)");
+  }
+  const auto& type = as<Global>(items[1], "a persistent id");
+  const auto dtype = storage_dtype(type.name);
+  if (type.module != "torch" || !dtype) fail("unsupported storage type " + type.module + "." + type.name);
+  Storage storage{*dtype, as<std::string>(items[2], "a persistent id"), as<std::int64_t>(items[4], "a persistent id")};
+  return std::make_shared<Value>(Value{storage});
+}
+
+VOLT_INLINE torch::Tensor Reader::storage_tensor(const Storage& storage) {
+  auto found = storages_.find(storage.key);
+  if (found == storages_.end()) {
+    found = storages_.emplace(storage.key, load_storage_(storage.key, storage.dtype, storage.numel)).first;
+  }
+  return found->second;
+}
+
+VOLT_INLINE auto Reader::int_list(Reader& reader, const ValuePtr& value) -> std::vector<std::int64_t> {
+  std::vector<std::int64_t> result;
+  for (const auto& item : reader.as<Tuple>(value, "a tensor's size or stride").items) {
+    result.push_back(reader.as<std::int64_t>(item, "a tensor's size or stride"));
+  }
+  return result;
+}
+
+VOLT_INLINE auto Reader::call(const Global& callable, const std::vector<ValuePtr>& arguments) -> ValuePtr {
+  const std::string name = callable.module + "." + callable.name;
+  if (name == "collections.OrderedDict" && arguments.empty()) return std::make_shared<Value>(Value{Dict{}});
+  if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
+    if (arguments.size() < 4) fail(name + " with fewer than 4 arguments");
+    const auto& storage = as<Storage>(arguments[0], name.c_str());
+    const auto offset = as<std::int64_t>(arguments[1], name.c_str());
+    const auto sizes = int_list(*this, arguments[2]);
+    const auto strides = int_list(*this, arguments[3]);
+    auto flat = storage_tensor(storage);
+    if (sizes.size() != strides.size()) fail(name + ": size and stride of different lengths");
+    if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
+      std::int64_t last = offset;
+      for (std::size_t i = 0; i < sizes.size(); ++i) last += (sizes[i] - 1) * strides[i];
+      if (offset < 0 || last >= flat.numel()) fail(name + ": the tensor reaches past its storage");
+    }
+    return std::make_shared<Value>(Value{flat.as_strided(sizes, strides, offset)});
+  }
+  if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
+    if (arguments.empty()) fail(name + " without arguments");
+    return std::make_shared<Value>(Value{as<torch::Tensor>(arguments[0], name.c_str())});
+  }
+  fail("unsupported callable " + name + " (volt reads dicts of tensors only)");
+}
+
+}  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/impl/pickle_reader.ipp
+#endif
 // ---- end volt/serialization/detail/pickle_reader.hpp
 // ---- begin volt/serialization/detail/pickle_writer.hpp
 /// \file
@@ -10712,32 +11983,10 @@ class Writer {
  public:
   Writer() { bytes_ += "\x80\x02"; }  // PROTO 2
   void mark() { bytes_ += '('; }
-  void global(std::string_view module, std::string_view name) {
-    bytes_ += 'c';
-    bytes_.append(module);
-    bytes_ += '\n';
-    bytes_.append(name);
-    bytes_ += '\n';
-  }
-  void string(std::string_view text) {
-    bytes_ += 'X';
-    append_u32(static_cast<std::uint32_t>(text.size()));
-    bytes_.append(text);
-  }
-  void integer(std::int64_t value) {
-    if (value >= INT32_MIN && value <= INT32_MAX) {
-      bytes_ += 'J';  // BININT
-      append_u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(value)));
-    } else {
-      bytes_ += "\x8a\x08";  // LONG1, 8 bytes two's complement
-      for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFFU);
-    }
-  }
-  void int_tuple(c10::IntArrayRef values) {
-    mark();
-    for (const auto value : values) integer(value);
-    tuple();
-  }
+  void global(std::string_view module, std::string_view name);
+  void string(std::string_view text);
+  void integer(std::int64_t value);
+  void int_tuple(c10::IntArrayRef values);
   void tuple() { bytes_ += 't'; }
   void empty_tuple() { bytes_ += ')'; }
   void false_() { bytes_ += '\x89'; }
@@ -10748,15 +11997,25 @@ class Writer {
   const std::string& bytes() const { return bytes_; }
 
  private:
-  void append_u32(std::uint32_t value) {
-    for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((value >> (8 * i)) & 0xFFU);
-  }
+  void append_u32(std::uint32_t value);
   std::string bytes_;
 };
 
 /// The pickle of an OrderedDict name -> tensor as torch.save writes it; tensor i refers to storage record
 /// data/<i> (its contiguous CPU bytes, which the caller writes). `tensors` must be contiguous CPU tensors.
-inline std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+VOLT_INLINE std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
+
+}  // namespace volt::detail::pickle
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/pickle_writer.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/pickle_writer.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::pickle {
+
+VOLT_INLINE std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
   Writer out;
   out.global("collections", "OrderedDict");
   out.empty_tuple();
@@ -10792,7 +12051,43 @@ inline std::string state_dict_pickle(const std::vector<std::pair<std::string, to
   return out.bytes();
 }
 
+VOLT_INLINE void Writer::global(std::string_view module, std::string_view name) {
+  bytes_ += 'c';
+  bytes_.append(module);
+  bytes_ += '\n';
+  bytes_.append(name);
+  bytes_ += '\n';
+}
+
+VOLT_INLINE void Writer::string(std::string_view text) {
+  bytes_ += 'X';
+  append_u32(static_cast<std::uint32_t>(text.size()));
+  bytes_.append(text);
+}
+
+VOLT_INLINE void Writer::integer(std::int64_t value) {
+  if (value >= INT32_MIN && value <= INT32_MAX) {
+    bytes_ += 'J';  // BININT
+    append_u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(value)));
+  } else {
+    bytes_ += "\x8a\x08";  // LONG1, 8 bytes two's complement
+    for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFFU);
+  }
+}
+
+VOLT_INLINE void Writer::int_tuple(c10::IntArrayRef values) {
+  mark();
+  for (const auto value : values) integer(value);
+  tuple();
+}
+
+VOLT_INLINE void Writer::append_u32(std::uint32_t value) {
+  for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((value >> (8 * i)) & 0xFFU);
+}
+
 }  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/impl/pickle_writer.ipp
+#endif
 // ---- end volt/serialization/detail/pickle_writer.hpp
 // ---- end volt/serialization/pickle.hpp
 
@@ -10836,7 +12131,7 @@ concept weights_module_pointer = requires(const T& pointer) {
   { *pointer } -> std::convertible_to<const torch::nn::Module&>;
 };
 
-inline const torch::nn::Module& weights_module(const torch::nn::Module& module) { return module; }
+VOLT_INLINE const torch::nn::Module& weights_module(const torch::nn::Module& module);
 /// A std::shared_ptr to a module or a ModuleHolder (torch::nn::Linear, a TORCH_MODULE type).
 template <weights_module_pointer Pointer>
 const torch::nn::Module& weights_module(const Pointer& pointer) {
@@ -10849,23 +12144,11 @@ const torch::nn::Module& weights_module(const Pointer& pointer) {
 }
 
 /// Python's Module.state_dict() order: each module (pre-order), its parameters then its buffers.
-inline void collect_state(const torch::nn::Module& module, const std::string& prefix, StateDict& out) {
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
-  for (const auto& child : module.named_children()) collect_state(*child.value(), prefix + child.key() + ".", out);
-}
+VOLT_INLINE void collect_state(const torch::nn::Module& module, const std::string& prefix, StateDict& out);
 
-inline std::string python_shape(c10::IntArrayRef sizes) {
-  std::string text = "torch.Size([";
-  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "])";
-}
+VOLT_INLINE std::string python_shape(c10::IntArrayRef sizes);
 
-inline std::string quoted_list(const std::vector<std::string>& keys) {
-  std::string text;
-  for (std::size_t i = 0; i < keys.size(); ++i) text += (i ? ", \"" : "\"") + keys[i] + "\"";
-  return text;
-}
+VOLT_INLINE std::string quoted_list(const std::vector<std::string>& keys);
 
 }  // namespace detail
 
@@ -10885,48 +12168,7 @@ StateDict state_dict(const Module& module) {
 /// existing file is never left torn. Throws std::runtime_error naming `path` when the file cannot be
 /// written, std::invalid_argument for an undefined tensor or a dtype torch.save has no storage class for.
 /// No rank check: under DDP every rank that calls it writes the file, so call it on global rank 0 only.
-inline void save_weights(const StateDict& weights, const std::filesystem::path& path) {
-  std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  tensors.reserve(weights.size());
-  for (const auto& item : weights) {
-    if (!item.value().defined()) {
-      throw std::invalid_argument("volt: save_weights: the tensor \"" + item.key() + "\" is undefined");
-    }
-    tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU).contiguous());
-  }
-  const std::string pickle = detail::pickle::state_dict_pickle(tensors);
-
-  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::error_code error;
-  std::filesystem::create_directories(folder, error);
-  detail::remove_stale_temporaries(path);  // left by a write that was killed before its rename
-  std::random_device entropy;
-  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
-  try {
-    {
-      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-      if (!out) throw std::runtime_error("cannot create " + temporary.string());
-      caffe2::serialize::PyTorchStreamWriter writer([&out](const void* data, std::size_t size) -> std::size_t {
-        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-        return out ? size : 0;
-      });
-      writer.writeRecord("data.pkl", pickle.data(), pickle.size());
-      writer.writeRecord("byteorder", "little", 6);
-      for (std::size_t i = 0; i < tensors.size(); ++i) {
-        const auto& tensor = tensors[i].second;
-        writer.writeRecord("data/" + std::to_string(i), tensor.data_ptr(), tensor.numel() * tensor.element_size());
-      }
-      writer.writeEndOfFile();
-      out.flush();
-      if (!out) throw std::runtime_error("write error");
-    }
-    detail::fsync_file(temporary);
-    std::filesystem::rename(temporary, path);
-  } catch (const std::exception& cause) {
-    std::filesystem::remove(temporary, error);
-    throw std::runtime_error("volt: could not write the weights file " + path.string() + ": " + cause.what());
-  }
-}
+VOLT_INLINE void save_weights(const StateDict& weights, const std::filesystem::path& path);
 
 /// Writes the state_dict of `module` (see state_dict()) to `path`; see save_weights(StateDict, path).
 template <class Module>
@@ -10939,50 +12181,7 @@ void save_weights(const Module& module, const std::filesystem::path& path) {
 /// zip format, the default since torch 1.6) or by save_weights, with every tensor on `map_location`.
 /// Throws std::runtime_error naming `path` when the file is missing, not a zip archive of torch.save, or
 /// holds something other than a dict of tensors (e.g. a whole pickled model).
-inline StateDict load_weights(const std::filesystem::path& path, torch::Device map_location = torch::kCPU) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    throw std::runtime_error("volt: weights file " + path.string() + " does not exist or is not a file");
-  }
-  try {
-    caffe2::serialize::PyTorchStreamReader reader(path.string());
-    if (!reader.hasRecord("data.pkl")) throw std::runtime_error("no data.pkl record");
-    const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
-    const std::string_view pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
-    auto load_storage = [&reader, &path](const std::string& key, c10::ScalarType dtype, std::int64_t numel) {
-      const std::string record = "data/" + key;
-      if (!reader.hasRecord(record)) throw std::runtime_error("missing storage record " + record);
-      auto [data, size] = reader.getRecord(record);
-      auto storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
-      const auto expected = static_cast<std::size_t>(numel) * storage.element_size();
-      if (size < expected) {
-        throw std::runtime_error("storage record " + record + " of " + path.filename().string() + " holds " +
-                                 std::to_string(size) + " bytes, expected " + std::to_string(expected));
-      }
-      if (expected > 0) std::memcpy(storage.data_ptr(), data.get(), expected);
-      return storage;
-    };
-    detail::pickle::Reader unpickler(pickle, load_storage);
-    const auto root = unpickler.read();
-    const auto* dict = std::get_if<detail::pickle::Dict>(&root->data);
-    if (dict == nullptr) throw std::runtime_error("the file holds something other than a dict of tensors");
-    StateDict result;
-    for (const auto& [key, value] : dict->items) {
-      const auto* name = std::get_if<std::string>(&key->data);
-      const auto* tensor = std::get_if<torch::Tensor>(&value->data);
-      if (name == nullptr || tensor == nullptr) {
-        throw std::runtime_error("the dict holds an entry that is not a string -> tensor pair" +
-                                 (name ? " (key \"" + *name + "\")" : std::string()));
-      }
-      // Views of one storage become separate tensors, as after load_state_dict copies them.
-      result.insert(*name, tensor->to(map_location).clone(at::MemoryFormat::Contiguous));
-    }
-    return result;
-  } catch (const std::exception& cause) {
-    throw std::runtime_error("volt: could not read the weights file " + path.string() +
-                             " (a torch.save'd state_dict): " + cause.what());
-  }
-}
+VOLT_INLINE StateDict load_weights(const std::filesystem::path& path, torch::Device map_location = torch::kCPU);
 
 /// Copies `weights` into `module`'s parameters and buffers (on their devices and dtypes), as PyTorch's
 /// load_state_dict. Throws std::runtime_error listing every missing key (strict), unexpected key (strict)
@@ -11037,6 +12236,129 @@ LoadWeightsResult load_weights(const Module& module, const std::filesystem::path
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/impl/weights.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/weights.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE const torch::nn::Module& weights_module(const torch::nn::Module& module) { return module; }
+
+VOLT_INLINE void collect_state(const torch::nn::Module& module, const std::string& prefix, StateDict& out) {
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) out.insert(prefix + item.key(), item.value());
+  for (const auto& child : module.named_children()) collect_state(*child.value(), prefix + child.key() + ".", out);
+}
+
+VOLT_INLINE std::string python_shape(c10::IntArrayRef sizes) {
+  std::string text = "torch.Size([";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "])";
+}
+
+VOLT_INLINE std::string quoted_list(const std::vector<std::string>& keys) {
+  std::string text;
+  for (std::size_t i = 0; i < keys.size(); ++i) text += (i ? ", \"" : "\"") + keys[i] + "\"";
+  return text;
+}
+}  // namespace volt::detail
+
+namespace volt {
+
+VOLT_INLINE void save_weights(const StateDict& weights, const std::filesystem::path& path) {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  tensors.reserve(weights.size());
+  for (const auto& item : weights) {
+    if (!item.value().defined()) {
+      throw std::invalid_argument("volt: save_weights: the tensor \"" + item.key() + "\" is undefined");
+    }
+    tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU).contiguous());
+  }
+  const std::string pickle = detail::pickle::state_dict_pickle(tensors);
+
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  detail::remove_stale_temporaries(path);  // left by a write that was killed before its rename
+  std::random_device entropy;
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
+  try {
+    {
+      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+      if (!out) throw std::runtime_error("cannot create " + temporary.string());
+      caffe2::serialize::PyTorchStreamWriter writer([&out](const void* data, std::size_t size) -> std::size_t {
+        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+        return out ? size : 0;
+      });
+      writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+      writer.writeRecord("byteorder", "little", 6);
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const auto& tensor = tensors[i].second;
+        writer.writeRecord("data/" + std::to_string(i), tensor.data_ptr(), tensor.numel() * tensor.element_size());
+      }
+      writer.writeEndOfFile();
+      out.flush();
+      if (!out) throw std::runtime_error("write error");
+    }
+    detail::fsync_file(temporary);
+    std::filesystem::rename(temporary, path);
+  } catch (const std::exception& cause) {
+    std::filesystem::remove(temporary, error);
+    throw std::runtime_error("volt: could not write the weights file " + path.string() + ": " + cause.what());
+  }
+}
+
+VOLT_INLINE StateDict load_weights(const std::filesystem::path& path, torch::Device map_location) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw std::runtime_error("volt: weights file " + path.string() + " does not exist or is not a file");
+  }
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path.string());
+    if (!reader.hasRecord("data.pkl")) throw std::runtime_error("no data.pkl record");
+    const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
+    const std::string_view pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
+    auto load_storage = [&reader, &path](const std::string& key, c10::ScalarType dtype, std::int64_t numel) {
+      const std::string record = "data/" + key;
+      if (!reader.hasRecord(record)) throw std::runtime_error("missing storage record " + record);
+      auto [data, size] = reader.getRecord(record);
+      auto storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+      const auto expected = static_cast<std::size_t>(numel) * storage.element_size();
+      if (size < expected) {
+        throw std::runtime_error("storage record " + record + " of " + path.filename().string() + " holds " +
+                                 std::to_string(size) + " bytes, expected " + std::to_string(expected));
+      }
+      if (expected > 0) std::memcpy(storage.data_ptr(), data.get(), expected);
+      return storage;
+    };
+    detail::pickle::Reader unpickler(pickle, load_storage);
+    const auto root = unpickler.read();
+    const auto* dict = std::get_if<detail::pickle::Dict>(&root->data);
+    if (dict == nullptr) throw std::runtime_error("the file holds something other than a dict of tensors");
+    StateDict result;
+    for (const auto& [key, value] : dict->items) {
+      const auto* name = std::get_if<std::string>(&key->data);
+      const auto* tensor = std::get_if<torch::Tensor>(&value->data);
+      if (name == nullptr || tensor == nullptr) {
+        throw std::runtime_error("the dict holds an entry that is not a string -> tensor pair" +
+                                 (name ? " (key \"" + *name + "\")" : std::string()));
+      }
+      // Views of one storage become separate tensors, as after load_state_dict copies them.
+      result.insert(*name, tensor->to(map_location).clone(at::MemoryFormat::Contiguous));
+    }
+    return result;
+  } catch (const std::exception& cause) {
+    throw std::runtime_error("volt: could not read the weights file " + path.string() +
+                             " (a torch.save'd state_dict): " + cause.what());
+  }
+}
+
+}  // namespace volt
+// ---- end volt/serialization/impl/weights.ipp
+#endif
 // ---- end volt/serialization/weights.hpp
 
 #include <torch/torch.h>
@@ -11082,7 +12404,72 @@ struct SafetensorsLoadOptions {
 
 namespace detail::safetensors {
 
-inline const DType& dtype_of(const torch::Tensor& tensor, const std::string& name) {
+VOLT_INLINE const DType& dtype_of(const torch::Tensor& tensor, const std::string& name);
+
+VOLT_INLINE void check_little_endian();
+
+/// Builds the tensors of a file's bytes (`file`), checked as parse_header does. `shown` names the file in
+/// errors; `zero_copy` makes CPU tensors views of `file` (aligned ones).
+VOLT_INLINE SafetensorsFile read(const std::shared_ptr<MappedFile>& file, const std::string& shown,
+                                 const SafetensorsLoadOptions& options);
+
+}  // namespace detail::safetensors
+
+/// Writes `weights` to `path` in the safetensors format with `metadata` as its `__metadata__` (left out when
+/// empty), readable by Python's `safetensors.torch.load_file` and by load_safetensors. Tensors are written
+/// detached, contiguous and from the CPU, in every dtype the format names that this LibTorch has (bool, the
+/// 8/16/32/64-bit integers, float16, bfloat16, float32, float64, complex64, and on newer LibTorch the float8
+/// types, float4_e2m1fn_x2 and the unsigned 16/32/64-bit integers). Atomic: a temporary file next to `path`
+/// is written, flushed to disk and renamed over it, so an existing file is never left torn. Throws
+/// std::invalid_argument for an undefined tensor, a dtype the format has no name for, or a name or metadata
+/// text that is not UTF-8 (or the name "__metadata__"); SafetensorsError naming `path` and the system error
+/// when the file cannot be written. No rank check: under DDP call it on global rank 0 only.
+VOLT_INLINE void save_safetensors(const StateDict& weights, const std::filesystem::path& path,
+                                  const SafetensorsMetadata& metadata = {});
+
+/// Writes the state_dict of `module` (see state_dict(): parameters and buffers under Python's dotted names)
+/// to `path`; see save_safetensors(StateDict, path, metadata).
+template <class Module>
+  requires(!std::is_same_v<Module, StateDict>)
+void save_safetensors(const Module& module, const std::filesystem::path& path, const SafetensorsMetadata& metadata = {}) {
+  save_safetensors(state_dict(module), path, metadata);
+}
+
+/// Reads the safetensors file at `path`: its tensors (memory-mapped on the CPU by default, see
+/// SafetensorsLoadOptions) and metadata. Throws SafetensorsError naming the file and what is wrong when it is
+/// missing, unreadable, shorter than its header says, has a malformed header (bad JSON, unknown dtype, a
+/// byte count that does not match dtype and shape, offsets with gaps, overlaps or past the end), or holds a
+/// dtype this LibTorch lacks.
+VOLT_INLINE SafetensorsFile load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options = {});
+
+/// Reads `path` (see load_safetensors(path)) and copies its tensors into `module`'s parameters and buffers
+/// (on their devices and dtypes), as load_state_dict does: strict by default (every key of the module in the
+/// file and every key of the file in the module), shapes checked either way. Throws SafetensorsError listing
+/// every missing key, unexpected key and shape mismatch, naming the file; the module is then unchanged.
+/// Returns the keys a non-strict load left out.
+template <class Module>
+  requires(!std::is_convertible_v<Module, std::filesystem::path>)
+LoadWeightsResult load_safetensors(const Module& module, const std::filesystem::path& path,
+                                   LoadWeightsOptions options = {}) {
+  const auto file = load_safetensors(path);
+  try {
+    return load_state_dict(module, file.tensors, options);
+  } catch (const std::runtime_error& cause) {
+    throw SafetensorsError(std::string(cause.what()) + " (safetensors file " + path.string() + ")");
+  }
+}
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/impl/safetensors.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/safetensors.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::safetensors {
+
+VOLT_INLINE const DType& dtype_of(const torch::Tensor& tensor, const std::string& name) {
   for (const auto& dtype : dtypes) {
     if (dtype.torch_name.empty()) continue;
     if (const auto type = compat::scalar_type_named(dtype.torch_name); type && *type == tensor.scalar_type()) return dtype;
@@ -11098,17 +12485,15 @@ inline const DType& dtype_of(const torch::Tensor& tensor, const std::string& nam
                               ", which the safetensors format has no name for (allowed: " + allowed + ")");
 }
 
-inline void check_little_endian() {
+VOLT_INLINE void check_little_endian() {
   if constexpr (std::endian::native != std::endian::little) {
     throw SafetensorsError("volt: safetensors files are little-endian; this machine is not, and volt does not "
                            "convert byte order");
   }
 }
 
-/// Builds the tensors of a file's bytes (`file`), checked as parse_header does. `shown` names the file in
-/// errors; `zero_copy` makes CPU tensors views of `file` (aligned ones).
-inline SafetensorsFile read(const std::shared_ptr<MappedFile>& file, const std::string& shown,
-                            const SafetensorsLoadOptions& options) {
+VOLT_INLINE SafetensorsFile read(const std::shared_ptr<MappedFile>& file, const std::string& shown,
+                                 const SafetensorsLoadOptions& options) {
   check_little_endian();
   const auto bad = [&shown](const std::string& what) {
     return SafetensorsError("volt: " + shown + " is not a valid safetensors file: " + what);
@@ -11168,20 +12553,12 @@ inline SafetensorsFile read(const std::shared_ptr<MappedFile>& file, const std::
   }
   return result;
 }
+}  // namespace volt::detail::safetensors
 
-}  // namespace detail::safetensors
+namespace volt {
 
-/// Writes `weights` to `path` in the safetensors format with `metadata` as its `__metadata__` (left out when
-/// empty), readable by Python's `safetensors.torch.load_file` and by load_safetensors. Tensors are written
-/// detached, contiguous and from the CPU, in every dtype the format names that this LibTorch has (bool, the
-/// 8/16/32/64-bit integers, float16, bfloat16, float32, float64, complex64, and on newer LibTorch the float8
-/// types, float4_e2m1fn_x2 and the unsigned 16/32/64-bit integers). Atomic: a temporary file next to `path`
-/// is written, flushed to disk and renamed over it, so an existing file is never left torn. Throws
-/// std::invalid_argument for an undefined tensor, a dtype the format has no name for, or a name or metadata
-/// text that is not UTF-8 (or the name "__metadata__"); SafetensorsError naming `path` and the system error
-/// when the file cannot be written. No rank check: under DDP call it on global rank 0 only.
-inline void save_safetensors(const StateDict& weights, const std::filesystem::path& path,
-                             const SafetensorsMetadata& metadata = {}) {
+VOLT_INLINE void save_safetensors(const StateDict& weights, const std::filesystem::path& path,
+                                  const SafetensorsMetadata& metadata) {
   namespace st = detail::safetensors;
   st::check_little_endian();
   for (const auto& [key, value] : metadata) {
@@ -11249,20 +12626,7 @@ inline void save_safetensors(const StateDict& weights, const std::filesystem::pa
   detail::fsync_folder(folder);
 }
 
-/// Writes the state_dict of `module` (see state_dict(): parameters and buffers under Python's dotted names)
-/// to `path`; see save_safetensors(StateDict, path, metadata).
-template <class Module>
-  requires(!std::is_same_v<Module, StateDict>)
-void save_safetensors(const Module& module, const std::filesystem::path& path, const SafetensorsMetadata& metadata = {}) {
-  save_safetensors(state_dict(module), path, metadata);
-}
-
-/// Reads the safetensors file at `path`: its tensors (memory-mapped on the CPU by default, see
-/// SafetensorsLoadOptions) and metadata. Throws SafetensorsError naming the file and what is wrong when it is
-/// missing, unreadable, shorter than its header says, has a malformed header (bad JSON, unknown dtype, a
-/// byte count that does not match dtype and shape, offsets with gaps, overlaps or past the end), or holds a
-/// dtype this LibTorch lacks.
-inline SafetensorsFile load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options = {}) {
+VOLT_INLINE SafetensorsFile load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options) {
   std::shared_ptr<detail::MappedFile> file;
   try {
     file = detail::MappedFile::open(path, options.mmap);
@@ -11272,24 +12636,9 @@ inline SafetensorsFile load_safetensors(const std::filesystem::path& path, const
   return detail::safetensors::read(file, path.string(), options);
 }
 
-/// Reads `path` (see load_safetensors(path)) and copies its tensors into `module`'s parameters and buffers
-/// (on their devices and dtypes), as load_state_dict does: strict by default (every key of the module in the
-/// file and every key of the file in the module), shapes checked either way. Throws SafetensorsError listing
-/// every missing key, unexpected key and shape mismatch, naming the file; the module is then unchanged.
-/// Returns the keys a non-strict load left out.
-template <class Module>
-  requires(!std::is_convertible_v<Module, std::filesystem::path>)
-LoadWeightsResult load_safetensors(const Module& module, const std::filesystem::path& path,
-                                   LoadWeightsOptions options = {}) {
-  const auto file = load_safetensors(path);
-  try {
-    return load_state_dict(module, file.tensors, options);
-  } catch (const std::runtime_error& cause) {
-    throw SafetensorsError(std::string(cause.what()) + " (safetensors file " + path.string() + ")");
-  }
-}
-
 }  // namespace volt
+// ---- end volt/serialization/impl/safetensors.ipp
+#endif
 // ---- end volt/serialization/safetensors.hpp
 
 #include <algorithm>
@@ -11326,13 +12675,7 @@ class ModelCheckpoint {
 
   /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
   /// interval, two intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
-  explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
-    const auto intervals = detail::check_model_checkpoint_options(options_);
-    every_n_train_steps_ = intervals.every_n_train_steps;
-    every_n_epochs_ = intervals.every_n_epochs;
-    kth_value_ = worst_value();
-    best_model_score_ = std::nullopt;
-  }
+  explicit ModelCheckpoint(ModelCheckpointOptions options = {});
 
   /// The options as given.
   const ModelCheckpointOptions& options() const { return options_; }
@@ -11349,32 +12692,7 @@ class ModelCheckpoint {
 
   /// Lightning's name formatting: `{epoch}` -> `epoch=3` (with auto_insert_metric_name), metric values with
   /// an optional printf format (`{val_loss:.2f}`); unknown names are left as written.
-  std::string format_checkpoint_name(const std::map<std::string, double, std::less<>>& metrics) const {
-    const std::string pattern = options_.filename.empty() ? "{epoch}-{step}" : options_.filename;
-    std::string out;
-    std::size_t pos = 0;
-    while (pos < pattern.size()) {
-      const auto open = pattern.find('{', pos);
-      const auto close = open == std::string::npos ? std::string::npos : pattern.find('}', open);
-      if (close == std::string::npos) {
-        out += pattern.substr(pos);
-        break;
-      }
-      out += pattern.substr(pos, open - pos);
-      const std::string field = pattern.substr(open + 1, close - open - 1);
-      const auto colon = field.find(':');
-      const std::string name = field.substr(0, colon);
-      const std::string format = colon == std::string::npos ? "" : field.substr(colon + 1);
-      if (auto it = metrics.find(name); it != metrics.end()) {
-        if (options_.auto_insert_metric_name) out += name + "=";
-        out += format_value(name, it->second, format);
-      } else {
-        out += "{" + field + "}";
-      }
-      pos = close + 1;
-    }
-    return out;
-  }
+  std::string format_checkpoint_name(const std::map<std::string, double, std::less<>>& metrics) const;
 
   /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`), then
   /// applies the state a resumed checkpoint brought (load_state runs before the folder is known).
@@ -11415,50 +12733,17 @@ class ModelCheckpoint {
   }
 
   /// Writes the best and last paths, the best score, the kept top-k and the last saved step into a checkpoint.
-  void save_state(torch::serialize::OutputArchive& archive) const {
-    archive.write("best_model_path", c10::IValue(best_model_path_.string()));
-    archive.write("last_model_path", c10::IValue(last_model_path_.string()));
-    archive.write("best_model_score", c10::IValue(best_model_score_.value_or(std::nan(""))));
-    std::vector<std::string> paths;
-    std::vector<double> scores;
-    for (const auto& [path, score] : best_k_models_) {
-      paths.push_back(path.string());
-      scores.push_back(score);
-    }
-    archive.write("best_k_paths", c10::IValue(c10::List<std::string>(paths)));
-    archive.write("best_k_scores", c10::IValue(c10::List<double>(scores)));
-    archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
-    archive.write("dirpath", c10::IValue(dirpath_.string()));
-    archive.write("saved_at", c10::IValue(detail::file_clock_now()));
-  }
+  void save_state(torch::serialize::OutputArchive& archive) const;
 
   /// Reads what save_state wrote; it takes effect once the folder is known (at once when it is, else in
   /// setup()). Throws what LibTorch's archive throws when a key is missing.
-  void load_state(torch::serialize::InputArchive& archive) {
-    restored_ = detail::read_checkpoint_callback_state(archive);
-    if (!dirpath_.empty()) apply_restored();
-  }
+  void load_state(torch::serialize::InputArchive& archive);
 
  private:
-  double worst_value() const {
-    return options_.mode == "min" ? std::numeric_limits<double>::infinity()
-                                  : -std::numeric_limits<double>::infinity();
-  }
-  bool better(double current, double reference) const {
-    return options_.mode == "min" ? current < reference : current > reference;
-  }
+  double worst_value() const;
+  bool better(double current, double reference) const;
 
-  static std::string format_value(const std::string& name, double value, const std::string& format) {
-    char buffer[64];
-    if (!format.empty()) {
-      std::snprintf(buffer, sizeof buffer, ("%" + format).c_str(), value);
-    } else if ((name == "epoch" || name == "step") && value == std::floor(value)) {
-      std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(value));
-    } else {
-      std::snprintf(buffer, sizeof buffer, "%.4g", value);
-    }
-    return buffer;
-  }
+  static std::string format_value(const std::string& name, double value, const std::string& format);
 
   template <class State>
   bool should_skip(const State& state) const {
@@ -11480,14 +12765,7 @@ class ModelCheckpoint {
     return metrics;
   }
 
-  std::filesystem::path unique_path(const std::string& name, const std::filesystem::path& keep) const {
-    auto path = dirpath_ / (name + file_extension);
-    if (!options_.enable_version_counter) return path;
-    for (int version = 1; std::filesystem::exists(path) && path != keep && !rewritable_.count(path); ++version) {
-      path = dirpath_ / (name + "-v" + std::to_string(version) + file_extension);
-    }
-    return path;
-  }
+  std::filesystem::path unique_path(const std::string& name, const std::filesystem::path& keep) const;
 
   /// Saves to `path`; false when the save failed and the Trainer only logged it (on_checkpoint_failure=warn).
   template <class State>
@@ -11591,27 +12869,9 @@ class ModelCheckpoint {
     update_kth();
   }
 
-  std::filesystem::path worst_path() const {
-    auto worst = best_k_models_.begin();
-    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
-      if (better(worst->second, it->second)) worst = it;
-    }
-    return worst->first;
-  }
+  std::filesystem::path worst_path() const;
 
-  void update_kth() {
-    if (best_k_models_.empty()) {
-      kth_value_ = worst_value();
-      return;
-    }
-    kth_value_ = best_k_models_.at(worst_path());
-    auto best = best_k_models_.begin();
-    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
-      if (better(it->second, best->second)) best = it;
-    }
-    best_model_path_ = best->first;
-    best_model_score_ = best->second;
-  }
+  void update_kth();
 
   template <class State>
   void save_last(State& state) {
@@ -11624,21 +12884,7 @@ class ModelCheckpoint {
   }
 
   /// Lightning's load_state_dict once the folder is known (another folder: only best_model_path is restored).
-  void apply_restored() {
-    auto restored = std::move(*restored_);
-    restored_.reset();
-    if (restored.dirpath.empty() || detail::same_checkpoint_folder(restored.dirpath, dirpath_)) {
-      best_model_score_ = restored.best_model_score;
-      last_model_path_ = restored.last_model_path;
-      best_k_models_ = restored.best_k_models;
-      last_global_step_saved_ = restored.last_global_step_saved;
-      update_kth();
-      rewritable_ = detail::files_written_after(dirpath_, restored);
-    } else {
-      log::warn(detail::dirpath_changed_warning(restored.dirpath, dirpath_));
-    }
-    best_model_path_ = restored.best_model_path;
-  }
+  void apply_restored();
 
   ModelCheckpointOptions options_;
   std::int64_t every_n_train_steps_ = 0;
@@ -11656,6 +12902,149 @@ class ModelCheckpoint {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/model_checkpoint.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/model_checkpoint.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE std::string ModelCheckpoint::format_checkpoint_name(const std::map<std::string, double, std::less<>>& metrics) const {
+  const std::string pattern = options_.filename.empty() ? "{epoch}-{step}" : options_.filename;
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < pattern.size()) {
+    const auto open = pattern.find('{', pos);
+    const auto close = open == std::string::npos ? std::string::npos : pattern.find('}', open);
+    if (close == std::string::npos) {
+      out += pattern.substr(pos);
+      break;
+    }
+    out += pattern.substr(pos, open - pos);
+    const std::string field = pattern.substr(open + 1, close - open - 1);
+    const auto colon = field.find(':');
+    const std::string name = field.substr(0, colon);
+    const std::string format = colon == std::string::npos ? "" : field.substr(colon + 1);
+    if (auto it = metrics.find(name); it != metrics.end()) {
+      if (options_.auto_insert_metric_name) out += name + "=";
+      out += format_value(name, it->second, format);
+    } else {
+      out += "{" + field + "}";
+    }
+    pos = close + 1;
+  }
+  return out;
+}
+
+VOLT_INLINE void ModelCheckpoint::save_state(torch::serialize::OutputArchive& archive) const {
+  archive.write("best_model_path", c10::IValue(best_model_path_.string()));
+  archive.write("last_model_path", c10::IValue(last_model_path_.string()));
+  archive.write("best_model_score", c10::IValue(best_model_score_.value_or(std::nan(""))));
+  std::vector<std::string> paths;
+  std::vector<double> scores;
+  for (const auto& [path, score] : best_k_models_) {
+    paths.push_back(path.string());
+    scores.push_back(score);
+  }
+  archive.write("best_k_paths", c10::IValue(c10::List<std::string>(paths)));
+  archive.write("best_k_scores", c10::IValue(c10::List<double>(scores)));
+  archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
+  archive.write("dirpath", c10::IValue(dirpath_.string()));
+  archive.write("saved_at", c10::IValue(detail::file_clock_now()));
+}
+
+VOLT_INLINE void ModelCheckpoint::load_state(torch::serialize::InputArchive& archive) {
+  restored_ = detail::read_checkpoint_callback_state(archive);
+  if (!dirpath_.empty()) apply_restored();
+}
+
+VOLT_INLINE double ModelCheckpoint::worst_value() const {
+  return options_.mode == "min" ? std::numeric_limits<double>::infinity()
+                                : -std::numeric_limits<double>::infinity();
+}
+
+VOLT_INLINE bool ModelCheckpoint::better(double current, double reference) const {
+  return options_.mode == "min" ? current < reference : current > reference;
+}
+
+VOLT_INLINE std::string ModelCheckpoint::format_value(const std::string& name, double value,
+                                                      const std::string& format) {
+  char buffer[64];
+  if (!format.empty()) {
+    std::snprintf(buffer, sizeof buffer, ("%" + format).c_str(), value);
+  } else if ((name == "epoch" || name == "step") && value == std::floor(value)) {
+    std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(value));
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.4g", value);
+  }
+  return buffer;
+}
+
+VOLT_INLINE auto ModelCheckpoint::unique_path(const std::string& name, const std::filesystem::path& keep) const -> std::filesystem::path {
+  auto path = dirpath_ / (name + file_extension);
+  if (!options_.enable_version_counter) return path;
+  for (int version = 1; std::filesystem::exists(path) && path != keep && !rewritable_.count(path); ++version) {
+    path = dirpath_ / (name + "-v" + std::to_string(version) + file_extension);
+  }
+  return path;
+}
+
+VOLT_INLINE auto ModelCheckpoint::worst_path() const -> std::filesystem::path {
+  auto worst = best_k_models_.begin();
+  for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
+    if (better(worst->second, it->second)) worst = it;
+  }
+  return worst->first;
+}
+
+VOLT_INLINE void ModelCheckpoint::update_kth() {
+  if (best_k_models_.empty()) {
+    kth_value_ = worst_value();
+    return;
+  }
+  kth_value_ = best_k_models_.at(worst_path());
+  auto best = best_k_models_.begin();
+  for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
+    if (better(it->second, best->second)) best = it;
+  }
+  best_model_path_ = best->first;
+  best_model_score_ = best->second;
+}
+
+VOLT_INLINE void ModelCheckpoint::apply_restored() {
+  auto restored = std::move(*restored_);
+  restored_.reset();
+  if (restored.dirpath.empty() || detail::same_checkpoint_folder(restored.dirpath, dirpath_)) {
+    best_model_score_ = restored.best_model_score;
+    last_model_path_ = restored.last_model_path;
+    best_k_models_ = restored.best_k_models;
+    last_global_step_saved_ = restored.last_global_step_saved;
+    update_kth();
+    rewritable_ = detail::files_written_after(dirpath_, restored);
+  } else {
+    log::warn(detail::dirpath_changed_warning(restored.dirpath, dirpath_));
+  }
+  best_model_path_ = restored.best_model_path;
+}
+
+}  // namespace volt
+
+namespace volt {
+
+VOLT_INLINE ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
+    : options_(std::move(options)) {
+  const auto intervals = detail::check_model_checkpoint_options(options_);
+  every_n_train_steps_ = intervals.every_n_train_steps;
+  every_n_epochs_ = intervals.every_n_epochs;
+  kth_value_ = worst_value();
+  best_model_score_ = std::nullopt;
+}
+
+}  // namespace volt
+// ---- end volt/callbacks/impl/model_checkpoint.ipp
+#endif
 // ---- end volt/callbacks/model_checkpoint.hpp
 // ---- begin volt/callbacks/early_stopping.hpp
 /// \file
@@ -11707,22 +13096,7 @@ class EarlyStopping {
  public:
   /// Checks the options. Throws MisconfigurationError for a mode other than "min"/"max", an empty monitor or a
   /// negative patience.
-  explicit EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
-    if (options_.mode != "min" && options_.mode != "max") {
-      throw MisconfigurationError("`mode` can be min, max, got " + options_.mode);
-    }
-    if (options_.monitor.empty()) {
-      throw MisconfigurationError("EarlyStopping needs a `monitor`: the name of a logged metric.");
-    }
-    if (options_.patience < 0) {
-      throw MisconfigurationError("EarlyStopping(patience=" + std::to_string(options_.patience) +
-                                  ") must be >= 0.");
-    }
-    // Lightning flips min_delta's sign for "min" so that `current - min_delta` beats the best by min_delta.
-    min_delta_ = options_.mode == "min" ? -std::abs(options_.min_delta) : std::abs(options_.min_delta);
-    best_score_ = options_.mode == "min" ? std::numeric_limits<double>::infinity()
-                                         : -std::numeric_limits<double>::infinity();
-  }
+  explicit EarlyStopping(EarlyStoppingOptions options);
 
   /// The options as given.
   const EarlyStoppingOptions& options() const { return options_; }
@@ -11749,23 +13123,10 @@ class EarlyStopping {
   }
 
   /// Writes wait_count, stopped_epoch, best_score and patience into the callback's part of a checkpoint.
-  void save_state(torch::serialize::OutputArchive& archive) const {
-    archive.write("wait_count", c10::IValue(wait_count_));
-    archive.write("stopped_epoch", c10::IValue(stopped_epoch_));
-    archive.write("best_score", c10::IValue(best_score_));
-    archive.write("patience", c10::IValue(options_.patience));
-  }
+  void save_state(torch::serialize::OutputArchive& archive) const;
   /// Restores wait_count, stopped_epoch and best_score from a checkpoint (patience stays as constructed).
   /// Throws what LibTorch's archive throws when a key is missing.
-  void load_state(torch::serialize::InputArchive& archive) {
-    c10::IValue value;
-    archive.read("wait_count", value);
-    wait_count_ = value.toInt();
-    archive.read("stopped_epoch", value);
-    stopped_epoch_ = value.toInt();
-    archive.read("best_score", value);
-    best_score_ = value.toDouble();
-  }
+  void load_state(torch::serialize::InputArchive& archive);
 
  private:
   template <class State>
@@ -11776,15 +13137,9 @@ class EarlyStopping {
   template <class State>
   static bool skip(const State& state) { return state.stage != State::Stage::fitting || state.fast_dev_run; }
 
-  bool improves(double current, double reference) const {
-    return options_.mode == "min" ? current < reference : current > reference;
-  }
+  bool improves(double current, double reference) const;
 
-  static std::string number(double value) {
-    char buffer[48];
-    std::snprintf(buffer, sizeof buffer, "%.3f", value);
-    return buffer;
-  }
+  static std::string number(double value);
 
   template <class State>
   void run_check(State& state) {
@@ -11852,6 +13207,63 @@ class EarlyStopping {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/early_stopping.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/early_stopping.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE EarlyStopping::EarlyStopping(EarlyStoppingOptions options)
+    : options_(std::move(options)) {
+  if (options_.mode != "min" && options_.mode != "max") {
+    throw MisconfigurationError("`mode` can be min, max, got " + options_.mode);
+  }
+  if (options_.monitor.empty()) {
+    throw MisconfigurationError("EarlyStopping needs a `monitor`: the name of a logged metric.");
+  }
+  if (options_.patience < 0) {
+    throw MisconfigurationError("EarlyStopping(patience=" + std::to_string(options_.patience) +
+                                ") must be >= 0.");
+  }
+  // Lightning flips min_delta's sign for "min" so that `current - min_delta` beats the best by min_delta.
+  min_delta_ = options_.mode == "min" ? -std::abs(options_.min_delta) : std::abs(options_.min_delta);
+  best_score_ = options_.mode == "min" ? std::numeric_limits<double>::infinity()
+                                       : -std::numeric_limits<double>::infinity();
+}
+
+VOLT_INLINE void EarlyStopping::save_state(torch::serialize::OutputArchive& archive) const {
+  archive.write("wait_count", c10::IValue(wait_count_));
+  archive.write("stopped_epoch", c10::IValue(stopped_epoch_));
+  archive.write("best_score", c10::IValue(best_score_));
+  archive.write("patience", c10::IValue(options_.patience));
+}
+
+VOLT_INLINE void EarlyStopping::load_state(torch::serialize::InputArchive& archive) {
+  c10::IValue value;
+  archive.read("wait_count", value);
+  wait_count_ = value.toInt();
+  archive.read("stopped_epoch", value);
+  stopped_epoch_ = value.toInt();
+  archive.read("best_score", value);
+  best_score_ = value.toDouble();
+}
+
+VOLT_INLINE bool EarlyStopping::improves(double current, double reference) const {
+  return options_.mode == "min" ? current < reference : current > reference;
+}
+
+VOLT_INLINE std::string EarlyStopping::number(double value) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.3f", value);
+  return buffer;
+}
+
+}  // namespace volt
+// ---- end volt/callbacks/impl/early_stopping.ipp
+#endif
 // ---- end volt/callbacks/early_stopping.hpp
 // ---- begin volt/callbacks/gradient_accumulation_scheduler.hpp
 /// \file
@@ -11881,10 +13293,7 @@ class GradientAccumulationScheduler {
   /// Checks `scheduling` as Lightning does: an empty map throws std::invalid_argument ("Empty dict cannot be
   /// interpreted correct"), a negative epoch or a factor below 1 volt::MisconfigurationError with Lightning's
   /// message (the keys or values listed in epoch order).
-  explicit GradientAccumulationScheduler(std::map<std::int64_t, std::int64_t> scheduling)
-      : scheduling_(std::move(scheduling)) {
-    check();
-  }
+  explicit GradientAccumulationScheduler(std::map<std::int64_t, std::int64_t> scheduling);
   /// The schedule as a list of {first epoch, factor} pairs: `GradientAccumulationScheduler({{0, 8}, {4, 2}})`.
   explicit GradientAccumulationScheduler(
       std::initializer_list<std::pair<const std::int64_t, std::int64_t>> scheduling)
@@ -11894,18 +13303,10 @@ class GradientAccumulationScheduler {
   const std::map<std::int64_t, std::int64_t>& scheduling() const { return scheduling_; }
 
   /// Whether any factor is above 1.
-  bool going_to_accumulate_grad_batches() const {
-    for (const auto& [epoch, factor] : scheduling_) {
-      if (factor > 1) return true;
-    }
-    return false;
-  }
+  bool going_to_accumulate_grad_batches() const;
 
   /// The factor for `epoch`.
-  std::int64_t get_accumulate_grad_batches(std::int64_t epoch) const {
-    auto it = scheduling_.upper_bound(epoch);
-    return it == scheduling_.begin() ? 1 : std::prev(it)->second;
-  }
+  std::int64_t get_accumulate_grad_batches(std::int64_t epoch) const;
 
   /// Hook: refuses a Trainer that accumulates already (Lightning's ValueError), then sets the factor of the
   /// epoch training starts in (also the epoch a checkpoint resumes in the middle of).
@@ -11926,29 +13327,60 @@ class GradientAccumulationScheduler {
   }
 
  private:
-  void check() {
-    if (scheduling_.empty()) throw std::invalid_argument("Empty dict cannot be interpreted correct");
-    std::string keys;
-    std::string values;
-    bool bad_key = false;
-    bool bad_value = false;
-    for (const auto& [epoch, factor] : scheduling_) {
-      keys += (keys.empty() ? "" : ", ") + std::to_string(epoch);
-      values += (values.empty() ? "" : ", ") + std::to_string(factor);
-      bad_key = bad_key || epoch < 0;
-      bad_value = bad_value || factor < 1;
-    }
-    if (bad_key) throw MisconfigurationError("Epoch should be an int greater than or equal to 0. Got [" + keys + "].");
-    if (bad_value) {
-      throw MisconfigurationError("Accumulation factor should be an int greater than 0. Got [" + values + "].");
-    }
-    scheduling_.emplace(0, 1);  // no effect when epoch 0 has an entry
-  }
+  void check();
 
   std::map<std::int64_t, std::int64_t> scheduling_;
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/gradient_accumulation_scheduler.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/gradient_accumulation_scheduler.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE GradientAccumulationScheduler::GradientAccumulationScheduler(std::map<std::int64_t, std::int64_t> scheduling)
+    : scheduling_(std::move(scheduling)) {
+  check();
+}
+
+VOLT_INLINE bool GradientAccumulationScheduler::going_to_accumulate_grad_batches() const {
+  for (const auto& [epoch, factor] : scheduling_) {
+    if (factor > 1) return true;
+  }
+  return false;
+}
+
+VOLT_INLINE std::int64_t GradientAccumulationScheduler::get_accumulate_grad_batches(std::int64_t epoch) const {
+  auto it = scheduling_.upper_bound(epoch);
+  return it == scheduling_.begin() ? 1 : std::prev(it)->second;
+}
+
+VOLT_INLINE void GradientAccumulationScheduler::check() {
+  if (scheduling_.empty()) throw std::invalid_argument("Empty dict cannot be interpreted correct");
+  std::string keys;
+  std::string values;
+  bool bad_key = false;
+  bool bad_value = false;
+  for (const auto& [epoch, factor] : scheduling_) {
+    keys += (keys.empty() ? "" : ", ") + std::to_string(epoch);
+    values += (values.empty() ? "" : ", ") + std::to_string(factor);
+    bad_key = bad_key || epoch < 0;
+    bad_value = bad_value || factor < 1;
+  }
+  if (bad_key) throw MisconfigurationError("Epoch should be an int greater than or equal to 0. Got [" + keys + "].");
+  if (bad_value) {
+    throw MisconfigurationError("Accumulation factor should be an int greater than 0. Got [" + values + "].");
+  }
+  scheduling_.emplace(0, 1);  // no effect when epoch 0 has an entry
+}
+
+}  // namespace volt
+// ---- end volt/callbacks/impl/gradient_accumulation_scheduler.ipp
+#endif
 // ---- end volt/callbacks/gradient_accumulation_scheduler.hpp
 // ---- begin volt/callbacks/timer.hpp
 /// \file
@@ -12011,27 +13443,16 @@ class Timer {
   const std::optional<Duration>& duration() const { return options_.duration; }
 
   /// When the stage last started (nullopt: not yet).
-  std::optional<Clock::time_point> start_time(TimerStage stage = TimerStage::train) const {
-    return start_[index(stage)];
-  }
+  std::optional<Clock::time_point> start_time(TimerStage stage = TimerStage::train) const;
   /// When the stage last ended (nullopt: not yet, or it is running).
   std::optional<Clock::time_point> end_time(TimerStage stage = TimerStage::train) const { return end_[index(stage)]; }
 
   /// Seconds spent in the stage: up to now while it runs, to its end once it ended; for training, plus the
   /// training time of the checkpoint the fit resumed from.
-  double time_elapsed(TimerStage stage = TimerStage::train) const {
-    const double offset = stage == TimerStage::train ? offset_ : 0.0;
-    const auto& start = start_[index(stage)];
-    if (!start) return offset;
-    const auto end = end_[index(stage)].value_or(Clock::now());
-    return std::chrono::duration<double>(end - *start).count() + offset;
-  }
+  double time_elapsed(TimerStage stage = TimerStage::train) const;
 
   /// Seconds left before the limit (negative once past it); nullopt without a duration.
-  std::optional<double> time_remaining(TimerStage stage = TimerStage::train) const {
-    if (!options_.duration) return std::nullopt;
-    return options_.duration->seconds() - time_elapsed(stage);
-  }
+  std::optional<double> time_remaining(TimerStage stage = TimerStage::train) const;
 
   /// Hook: checks the limit before anything runs (a resumed fit may have none left).
   template <class State>
@@ -12081,26 +13502,15 @@ class Timer {
 
   /// Writes the seconds elapsed per stage ("time_elapsed/train", ".../validate", ".../test"), as Lightning's
   /// state_dict holds them.
-  void save_state(torch::serialize::OutputArchive& archive) const {
-    archive.write("time_elapsed/train", c10::IValue(time_elapsed(TimerStage::train)));
-    archive.write("time_elapsed/validate", c10::IValue(time_elapsed(TimerStage::validate)));
-    archive.write("time_elapsed/test", c10::IValue(time_elapsed(TimerStage::test)));
-  }
+  void save_state(torch::serialize::OutputArchive& archive) const;
   /// Reads the training time of a checkpoint: a resumed fit counts it as already spent. Throws what
   /// LibTorch's archive throws when the key is missing.
-  void load_state(torch::serialize::InputArchive& archive) {
-    c10::IValue value;
-    archive.read("time_elapsed/train", value);
-    offset_ = value.toDouble();
-  }
+  void load_state(torch::serialize::InputArchive& archive);
 
  private:
   static constexpr std::size_t index(TimerStage stage) { return static_cast<std::size_t>(stage); }
 
-  void start(TimerStage stage) {
-    start_[index(stage)] = Clock::now();
-    end_[index(stage)].reset();
-  }
+  void start(TimerStage stage);
 
   template <class State>
   void check_time_remaining(State& state) {
@@ -12123,6 +13533,52 @@ class Timer {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/timer.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/timer.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE auto Timer::start_time(TimerStage stage) const -> std::optional<Clock::time_point> {
+  return start_[index(stage)];
+}
+
+VOLT_INLINE double Timer::time_elapsed(TimerStage stage) const {
+  const double offset = stage == TimerStage::train ? offset_ : 0.0;
+  const auto& start = start_[index(stage)];
+  if (!start) return offset;
+  const auto end = end_[index(stage)].value_or(Clock::now());
+  return std::chrono::duration<double>(end - *start).count() + offset;
+}
+
+VOLT_INLINE auto Timer::time_remaining(TimerStage stage) const -> std::optional<double> {
+  if (!options_.duration) return std::nullopt;
+  return options_.duration->seconds() - time_elapsed(stage);
+}
+
+VOLT_INLINE void Timer::save_state(torch::serialize::OutputArchive& archive) const {
+  archive.write("time_elapsed/train", c10::IValue(time_elapsed(TimerStage::train)));
+  archive.write("time_elapsed/validate", c10::IValue(time_elapsed(TimerStage::validate)));
+  archive.write("time_elapsed/test", c10::IValue(time_elapsed(TimerStage::test)));
+}
+
+VOLT_INLINE void Timer::load_state(torch::serialize::InputArchive& archive) {
+  c10::IValue value;
+  archive.read("time_elapsed/train", value);
+  offset_ = value.toDouble();
+}
+
+VOLT_INLINE void Timer::start(TimerStage stage) {
+  start_[index(stage)] = Clock::now();
+  end_[index(stage)].reset();
+}
+
+}  // namespace volt
+// ---- end volt/callbacks/impl/timer.ipp
+#endif
 // ---- end volt/callbacks/timer.hpp
 // ---- begin volt/callbacks/progress_bar.hpp
 /// \file
@@ -12231,26 +13687,9 @@ class ProgressBar {
  private:
   using Clock = std::chrono::steady_clock;
 
-  static std::string clock_text(double seconds) {
-    const auto total = static_cast<long long>(seconds + 0.5);
-    char buffer[32];
-    if (total >= 3600) {
-      std::snprintf(buffer, sizeof buffer, "%lld:%02lld:%02lld", total / 3600, total / 60 % 60, total % 60);
-    } else {
-      std::snprintf(buffer, sizeof buffer, "%02lld:%02lld", total / 60, total % 60);
-    }
-    return buffer;
-  }
+  static std::string clock_text(double seconds);
 
-  bool terminal() const {
-    if (options_.terminal) return *options_.terminal;
-    if (options_.stream != nullptr) return false;
-#if defined(_WIN32)
-    return _isatty(2) != 0;
-#else
-    return ::isatty(2) != 0;
-#endif
-  }
+  bool terminal() const;
 
   template <class State>
   void draw(State& state, bool final) {
@@ -12272,6 +13711,39 @@ class ProgressBar {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/progress_bar.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/progress_bar.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE std::string ProgressBar::clock_text(double seconds) {
+  const auto total = static_cast<long long>(seconds + 0.5);
+  char buffer[32];
+  if (total >= 3600) {
+    std::snprintf(buffer, sizeof buffer, "%lld:%02lld:%02lld", total / 3600, total / 60 % 60, total % 60);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%02lld:%02lld", total / 60, total % 60);
+  }
+  return buffer;
+}
+
+VOLT_INLINE bool ProgressBar::terminal() const {
+  if (options_.terminal) return *options_.terminal;
+  if (options_.stream != nullptr) return false;
+#if defined(_WIN32)
+  return _isatty(2) != 0;
+#else
+  return ::isatty(2) != 0;
+#endif
+}
+
+}  // namespace volt
+// ---- end volt/callbacks/impl/progress_bar.ipp
+#endif
 // ---- end volt/callbacks/progress_bar.hpp
 // ---- begin volt/callbacks/model_summary.hpp
 /// \file
@@ -12290,28 +13762,10 @@ class ProgressBar {
 namespace volt {
 
 /// Lightning's short parameter counts: 235146 -> "235 K", 1234 -> "1.2 K", 12 -> "12  ".
-inline std::string human_readable_count(std::int64_t number) {
-  static const char* labels[] = {" ", "K", "M", "B", "T"};
-  const int digits = number > 0 ? static_cast<int>(std::floor(std::log10(static_cast<double>(number)))) + 1 : 1;
-  int groups = (digits + 2) / 3;
-  groups = std::min(groups, 5);
-  const double scaled = static_cast<double>(number) * std::pow(10.0, -3.0 * (groups - 1));
-  char buffer[48];
-  if (groups - 1 < 1 || scaled >= 100) {
-    std::snprintf(buffer, sizeof buffer, "%lld %s", static_cast<long long>(scaled), labels[groups - 1]);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.1f %s", scaled, labels[groups - 1]);
-  }
-  return buffer;
-}
+VOLT_INLINE std::string human_readable_count(std::int64_t number);
 
 /// The module's C++ class name without namespaces and LibTorch's `Impl` suffix ("Sequential", "Linear").
-inline std::string module_type_name(const torch::nn::Module& module) {
-  std::string name = module.name();
-  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
-  if (name.size() > 4 && name.ends_with("Impl")) name.resize(name.size() - 4);
-  return name;
-}
+VOLT_INLINE std::string module_type_name(const torch::nn::Module& module);
 
 /// Callback: logs a table of the model's submodules (name, type, parameter count, mode) and the parameter totals
 /// at fit start, on global rank zero (Lightning's ModelSummary).
@@ -12327,66 +13781,102 @@ class ModelSummary {
   }
 
   /// The table as text, for `model` up to the depth given at construction. Does not print.
-  std::string summarize(const torch::nn::Module& model) const {
-    struct Row {
-      std::string name, type, params, mode;
-    };
-    std::vector<Row> rows;
-    if (max_depth_ != 0) {
-      for (const auto& item : model.named_modules("", /*include_self=*/false)) {
-        const auto depth = 1 + std::count(item.key().begin(), item.key().end(), '.');
-        if (max_depth_ > 0 && depth > max_depth_) continue;
-        std::int64_t count = 0;
-        for (const auto& p : item.value()->parameters()) count += p.numel();
-        rows.push_back({item.key(), module_type_name(*item.value()), human_readable_count(count),
-                        item.value()->is_training() ? "train" : "eval"});
-      }
-    }
-    std::int64_t trainable = 0, frozen = 0, bytes = 0;
-    for (const auto& p : model.parameters()) {
-      (p.requires_grad() ? trainable : frozen) += p.numel();
-      bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
-    }
-    std::size_t w_index = std::to_string(rows.size()).size(), w_name = 4, w_type = 4, w_params = 6, w_mode = 5;
-    for (const auto& row : rows) {
-      w_name = std::max(w_name, row.name.size());
-      w_type = std::max(w_type, row.type.size());
-      w_params = std::max(w_params, row.params.size());
-    }
-    std::ostringstream out;
-    auto cell = [&out](const std::string& text, std::size_t width) { out << text << std::string(width - text.size(), ' '); };
-    if (!rows.empty()) {
-      out << std::string(w_index, ' ') << " | ";
-      cell("Name", w_name), out << " | ", cell("Type", w_type), out << " | ", cell("Params", w_params),
-          out << " | ", cell("Mode", w_mode), out << '\n';
-      const std::size_t width = w_index + w_name + w_type + w_params + w_mode + 12;
-      out << std::string(width, '-') << '\n';
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        cell(std::to_string(i), w_index), out << " | ", cell(rows[i].name, w_name), out << " | ",
-            cell(rows[i].type, w_type), out << " | ", cell(rows[i].params, w_params), out << " | ",
-            cell(rows[i].mode, w_mode), out << '\n';
-      }
-      out << std::string(width, '-') << '\n';
-    }
-    char size[32];
-    std::snprintf(size, sizeof size, "%.3f", static_cast<double>(bytes) / 1e6);
-    auto total_line = [&out](const std::string& value, const char* label) {
-      out << value << std::string(value.size() < 10 ? 10 - value.size() : 1, ' ') << label << '\n';
-    };
-    total_line(human_readable_count(trainable), "Trainable params");
-    total_line(human_readable_count(frozen), "Non-trainable params");
-    total_line(human_readable_count(trainable + frozen), "Total params");
-    total_line(size, "Total estimated model params size (MB)");
-    std::string text = out.str();
-    text.pop_back();
-    return text;
-  }
+  std::string summarize(const torch::nn::Module& model) const;
 
  private:
   int max_depth_;
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/model_summary.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/model_summary.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE std::string human_readable_count(std::int64_t number) {
+  static const char* labels[] = {" ", "K", "M", "B", "T"};
+  const int digits = number > 0 ? static_cast<int>(std::floor(std::log10(static_cast<double>(number)))) + 1 : 1;
+  int groups = (digits + 2) / 3;
+  groups = std::min(groups, 5);
+  const double scaled = static_cast<double>(number) * std::pow(10.0, -3.0 * (groups - 1));
+  char buffer[48];
+  if (groups - 1 < 1 || scaled >= 100) {
+    std::snprintf(buffer, sizeof buffer, "%lld %s", static_cast<long long>(scaled), labels[groups - 1]);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f %s", scaled, labels[groups - 1]);
+  }
+  return buffer;
+}
+
+VOLT_INLINE std::string module_type_name(const torch::nn::Module& module) {
+  std::string name = module.name();
+  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  if (name.size() > 4 && name.ends_with("Impl")) name.resize(name.size() - 4);
+  return name;
+}
+
+VOLT_INLINE std::string ModelSummary::summarize(const torch::nn::Module& model) const {
+  struct Row {
+    std::string name, type, params, mode;
+  };
+  std::vector<Row> rows;
+  if (max_depth_ != 0) {
+    for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+      const auto depth = 1 + std::count(item.key().begin(), item.key().end(), '.');
+      if (max_depth_ > 0 && depth > max_depth_) continue;
+      std::int64_t count = 0;
+      for (const auto& p : item.value()->parameters()) count += p.numel();
+      rows.push_back({item.key(), module_type_name(*item.value()), human_readable_count(count),
+                      item.value()->is_training() ? "train" : "eval"});
+    }
+  }
+  std::int64_t trainable = 0, frozen = 0, bytes = 0;
+  for (const auto& p : model.parameters()) {
+    (p.requires_grad() ? trainable : frozen) += p.numel();
+    bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
+  }
+  std::size_t w_index = std::to_string(rows.size()).size(), w_name = 4, w_type = 4, w_params = 6, w_mode = 5;
+  for (const auto& row : rows) {
+    w_name = std::max(w_name, row.name.size());
+    w_type = std::max(w_type, row.type.size());
+    w_params = std::max(w_params, row.params.size());
+  }
+  std::ostringstream out;
+  auto cell = [&out](const std::string& text, std::size_t width) { out << text << std::string(width - text.size(), ' '); };
+  if (!rows.empty()) {
+    out << std::string(w_index, ' ') << " | ";
+    cell("Name", w_name), out << " | ", cell("Type", w_type), out << " | ", cell("Params", w_params),
+        out << " | ", cell("Mode", w_mode), out << '\n';
+    const std::size_t width = w_index + w_name + w_type + w_params + w_mode + 12;
+    out << std::string(width, '-') << '\n';
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      cell(std::to_string(i), w_index), out << " | ", cell(rows[i].name, w_name), out << " | ",
+          cell(rows[i].type, w_type), out << " | ", cell(rows[i].params, w_params), out << " | ",
+          cell(rows[i].mode, w_mode), out << '\n';
+    }
+    out << std::string(width, '-') << '\n';
+  }
+  char size[32];
+  std::snprintf(size, sizeof size, "%.3f", static_cast<double>(bytes) / 1e6);
+  auto total_line = [&out](const std::string& value, const char* label) {
+    out << value << std::string(value.size() < 10 ? 10 - value.size() : 1, ' ') << label << '\n';
+  };
+  total_line(human_readable_count(trainable), "Trainable params");
+  total_line(human_readable_count(frozen), "Non-trainable params");
+  total_line(human_readable_count(trainable + frozen), "Total params");
+  total_line(size, "Total estimated model params size (MB)");
+  std::string text = out.str();
+  text.pop_back();
+  return text;
+}
+
+}  // namespace volt
+// ---- end volt/callbacks/impl/model_summary.ipp
+#endif
 // ---- end volt/callbacks/model_summary.hpp
 // ---- begin volt/callbacks/learning_rate_monitor.hpp
 /// \file
@@ -12410,18 +13900,7 @@ namespace volt {
 
 namespace detail {
 /// The optimizer's class name without namespaces ("Adam", "SGD").
-inline std::string optimizer_name(const torch::optim::Optimizer& optimizer) {
-  std::string name = typeid(optimizer).name();
-#if __has_include(<cxxabi.h>)
-  int status = 0;
-  if (char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status); status == 0) {
-    name = demangled;
-    std::free(demangled);
-  }
-#endif
-  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
-  return name;
-}
+VOLT_INLINE std::string optimizer_name(const torch::optim::Optimizer& optimizer);
 }  // namespace detail
 
 /// The options of volt::LearningRateMonitor.
@@ -12438,12 +13917,7 @@ struct LearningRateMonitorOptions {
 class LearningRateMonitor {
  public:
   /// Throws MisconfigurationError when logging_interval is not "step", "epoch" or empty.
-  explicit LearningRateMonitor(LearningRateMonitorOptions options = {}) : options_(std::move(options)) {
-    if (!options_.logging_interval.empty() && options_.logging_interval != "step" &&
-        options_.logging_interval != "epoch") {
-      throw MisconfigurationError("logging_interval should be `step` or `epoch` or `None`.");
-    }
-  }
+  explicit LearningRateMonitor(LearningRateMonitorOptions options = {});
 
   /// Runs at fit start. Throws MisconfigurationError when the Trainer has no logger.
   template <class State>
@@ -12488,6 +13962,43 @@ class LearningRateMonitor {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/learning_rate_monitor.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/learning_rate_monitor.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string optimizer_name(const torch::optim::Optimizer& optimizer) {
+  std::string name = typeid(optimizer).name();
+#if __has_include(<cxxabi.h>)
+  int status = 0;
+  if (char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status); status == 0) {
+    name = demangled;
+    std::free(demangled);
+  }
+#endif
+  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  return name;
+}
+
+}  // namespace volt::detail
+
+namespace volt {
+
+VOLT_INLINE LearningRateMonitor::LearningRateMonitor(LearningRateMonitorOptions options)
+    : options_(std::move(options)) {
+  if (!options_.logging_interval.empty() && options_.logging_interval != "step" &&
+      options_.logging_interval != "epoch") {
+    throw MisconfigurationError("logging_interval should be `step` or `epoch` or `None`.");
+  }
+}
+
+}  // namespace volt
+// ---- end volt/callbacks/impl/learning_rate_monitor.ipp
+#endif
 // ---- end volt/callbacks/learning_rate_monitor.hpp
 // ---- begin volt/callbacks/device_stats_monitor.hpp
 /// \file
@@ -12578,77 +14089,28 @@ namespace volt {
 namespace detail::tensorboard {
 
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord uses.
-inline std::uint32_t crc32c(std::string_view bytes) {
-  static const std::array<std::uint32_t, 256> table = [] {
-    std::array<std::uint32_t, 256> result{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t crc = i;
-      for (int bit = 0; bit < 8; ++bit) crc = (crc & 1U) != 0 ? (crc >> 1) ^ 0x82F63B78U : crc >> 1;
-      result[i] = crc;
-    }
-    return result;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFU;
-  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFU;
-}
+VOLT_INLINE std::uint32_t crc32c(std::string_view bytes);
 
 /// TFRecord's masked CRC: rotate right by 15 bits and add a constant.
-inline std::uint32_t masked_crc32c(std::string_view bytes) {
-  const std::uint32_t crc = crc32c(bytes);
-  return ((crc >> 15) | (crc << 17)) + 0xA282EAD8U;
-}
+VOLT_INLINE std::uint32_t masked_crc32c(std::string_view bytes);
 
-inline void append_little_endian(std::string& out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFU));
-}
+VOLT_INLINE void append_little_endian(std::string& out, std::uint64_t value, int bytes);
 
 /// One TFRecord: length (u64 LE), masked CRC of the length bytes, payload, masked CRC of the payload.
-inline std::string tfrecord(std::string_view payload) {
-  std::string length;
-  append_little_endian(length, payload.size(), 8);
-  std::string record = length;
-  append_little_endian(record, masked_crc32c(length), 4);
-  record.append(payload);
-  append_little_endian(record, masked_crc32c(payload), 4);
-  return record;
-}
+VOLT_INLINE std::string tfrecord(std::string_view payload);
 
 /// Protocol-buffer wire format writer (varint, 64-bit, length-delimited and 32-bit fields).
 class ProtoWriter {
  public:
-  void varint_field(int field, std::uint64_t value) {
-    key(field, 0);
-    varint(value);
-  }
-  void double_field(int field, double value) {
-    key(field, 1);
-    std::uint64_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    append_little_endian(bytes_, bits, 8);
-  }
-  void float_field(int field, float value) {
-    key(field, 5);
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    append_little_endian(bytes_, bits, 4);
-  }
-  void bytes_field(int field, std::string_view value) {
-    key(field, 2);
-    varint(value.size());
-    bytes_.append(value);
-  }
+  void varint_field(int field, std::uint64_t value);
+  void double_field(int field, double value);
+  void float_field(int field, float value);
+  void bytes_field(int field, std::string_view value);
   const std::string& bytes() const { return bytes_; }
 
  private:
   void key(int field, int wire_type) { varint((static_cast<std::uint64_t>(field) << 3) | static_cast<std::uint64_t>(wire_type)); }
-  void varint(std::uint64_t value) {
-    while (value >= 0x80U) {
-      bytes_.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-      value >>= 7;
-    }
-    bytes_.push_back(static_cast<char>(value));
-  }
+  void varint(std::uint64_t value);
   std::string bytes_;
 };
 
@@ -12665,23 +14127,131 @@ inline constexpr int map_key = 1, map_value = 2;
 inline constexpr int struct_number_value = 2, struct_string_value = 3, struct_bool_value = 4;
 
 /// An Event: wall time, step, then the already serialized fields of `body_fields`.
-inline std::string event(double wall_time, std::int64_t step, const ProtoWriter& body_fields) {
+VOLT_INLINE std::string event(double wall_time, std::int64_t step, const ProtoWriter& body_fields);
+
+VOLT_INLINE std::string scalar_value(std::string_view tag, double value);
+
+/// A google.protobuf.Value for a hyperparameter: a number when the whole text parses as a finite number,
+/// a bool for "true"/"false"/"True"/"False", else a string (what torch's hparams() does for Python values).
+VOLT_INLINE std::string hparam_value(const std::string& text);
+
+/// The hparams plugin's Summary.Value "_hparams_/session_start_info" (metadata only, as torch writes it).
+VOLT_INLINE std::string session_start_info_value(const std::map<std::string, std::string>& params, double start_time);
+
+VOLT_INLINE double now_seconds();
+
+VOLT_INLINE std::string host_name();
+
+VOLT_INLINE long process_id();
+
+/// tensorboard's per-process counter of event files (the last part of the file name).
+VOLT_INLINE int next_file_uid();
+
+
+// Field numbers for images, histograms, text and the rest of the hparams plugin (summary.proto, tensor.proto,
+// tensor_shape.proto, tensorboard/plugins/hparams/api.proto and plugin_data.proto).
+inline constexpr int value_image = 4, value_histo = 5, value_tensor = 8;
+inline constexpr int image_height = 1, image_width = 2, image_colorspace = 3, image_encoded = 4;
+inline constexpr int histo_min = 1, histo_max = 2, histo_num = 3, histo_sum = 4, histo_sum_squares = 5,
+                     histo_bucket_limit = 6, histo_bucket = 7;
+inline constexpr int tensor_dtype = 1, tensor_shape = 2, tensor_string_val = 8, shape_dim = 2, dim_size = 1;
+inline constexpr int dt_string = 7;
+inline constexpr int hparams_experiment = 2, hparams_session_end_info = 4;
+inline constexpr int experiment_hparam_infos = 4, experiment_metric_infos = 5;
+inline constexpr int hparam_info_name = 1, hparam_info_type = 4, metric_info_name = 1, metric_name_tag = 2;
+inline constexpr int data_type_string = 1, data_type_bool = 2, data_type_float64 = 3;
+inline constexpr int session_end_status = 1, status_success = 1;
+
+/// A Summary.Value with `tag` and plugin metadata naming `plugin` with `content`, plus the serialized
+/// `payload_fields` (a value's data: image, histo, tensor).
+VOLT_INLINE std::string plugin_value(std::string_view tag, std::string_view plugin, std::string_view content,
+                                     const std::string& payload_fields = {});
+
+/// An hparams plugin value: HParamsPluginData{version 0, `field` = `message`} under `tag`.
+VOLT_INLINE std::string hparams_value(std::string_view tag, int field, const std::string& message);
+
+/// "_hparams_/experiment": the names and types of the hyperparameters and the metric tags (what
+/// torch.utils.tensorboard.summary.hparams writes), which TensorBoard's HPARAMS tab shows as columns.
+VOLT_INLINE std::string experiment_value(const std::map<std::string, std::string>& params,
+                                         const std::map<std::string, double>& metrics);
+
+/// "_hparams_/session_end_info" with STATUS_SUCCESS.
+VOLT_INLINE std::string session_end_info_value();
+
+/// A Summary.Value holding a PNG image (Summary.Image: height, width, colorspace = channels, the PNG bytes).
+VOLT_INLINE std::string image_value(std::string_view tag, std::int64_t height, std::int64_t width, int channels,
+                                    const std::string& png);
+
+/// A Summary.Value holding a HistogramProto: min, max, count, sum, sum of squares, then the buckets' right
+/// edges and counts as packed doubles.
+VOLT_INLINE std::string histogram_value(std::string_view tag, double min, double max, double num, double sum,
+                                        double sum_squares, const std::vector<double>& limits,
+                                        const std::vector<double>& counts);
+
+/// A Summary.Value of the text plugin: a one-element DT_STRING TensorProto (what torch's add_text writes).
+VOLT_INLINE std::string text_value(std::string_view tag, std::string_view text);
+
+}  // namespace detail::tensorboard
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/loggers/detail/impl/tensorboard_encoding.ipp
+/// \file
+/// Definitions of the functions declared in volt/loggers/detail/tensorboard_encoding.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::tensorboard {
+
+VOLT_INLINE std::uint32_t crc32c(std::string_view bytes) {
+  static const std::array<std::uint32_t, 256> table = [] {
+    std::array<std::uint32_t, 256> result{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t crc = i;
+      for (int bit = 0; bit < 8; ++bit) crc = (crc & 1U) != 0 ? (crc >> 1) ^ 0x82F63B78U : crc >> 1;
+      result[i] = crc;
+    }
+    return result;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+VOLT_INLINE std::uint32_t masked_crc32c(std::string_view bytes) {
+  const std::uint32_t crc = crc32c(bytes);
+  return ((crc >> 15) | (crc << 17)) + 0xA282EAD8U;
+}
+
+VOLT_INLINE void append_little_endian(std::string& out, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFU));
+}
+
+VOLT_INLINE std::string tfrecord(std::string_view payload) {
+  std::string length;
+  append_little_endian(length, payload.size(), 8);
+  std::string record = length;
+  append_little_endian(record, masked_crc32c(length), 4);
+  record.append(payload);
+  append_little_endian(record, masked_crc32c(payload), 4);
+  return record;
+}
+
+VOLT_INLINE std::string event(double wall_time, std::int64_t step, const ProtoWriter& body_fields) {
   ProtoWriter event;
   event.double_field(event_wall_time, wall_time);
   event.varint_field(event_step, static_cast<std::uint64_t>(step));
   return event.bytes() + body_fields.bytes();
 }
 
-inline std::string scalar_value(std::string_view tag, double value) {
+VOLT_INLINE std::string scalar_value(std::string_view tag, double value) {
   ProtoWriter entry;
   entry.bytes_field(value_tag, tag);
   entry.float_field(value_simple_value, static_cast<float>(value));
   return entry.bytes();
 }
 
-/// A google.protobuf.Value for a hyperparameter: a number when the whole text parses as a finite number,
-/// a bool for "true"/"false"/"True"/"False", else a string (what torch's hparams() does for Python values).
-inline std::string hparam_value(const std::string& text) {
+VOLT_INLINE std::string hparam_value(const std::string& text) {
   ProtoWriter value;
   if (text == "true" || text == "True" || text == "false" || text == "False") {
     value.varint_field(struct_bool_value, text == "true" || text == "True" ? 1 : 0);
@@ -12701,8 +14271,7 @@ inline std::string hparam_value(const std::string& text) {
   return value.bytes();
 }
 
-/// The hparams plugin's Summary.Value "_hparams_/session_start_info" (metadata only, as torch writes it).
-inline std::string session_start_info_value(const std::map<std::string, std::string>& params, double start_time) {
+VOLT_INLINE std::string session_start_info_value(const std::map<std::string, std::string>& params, double start_time) {
   ProtoWriter session;
   for (const auto& [key, text] : params) {
     ProtoWriter entry;
@@ -12726,11 +14295,11 @@ inline std::string session_start_info_value(const std::map<std::string, std::str
   return value.bytes();
 }
 
-inline double now_seconds() {
+VOLT_INLINE double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-inline std::string host_name() {
+VOLT_INLINE std::string host_name() {
 #if !defined(_WIN32)
   std::array<char, 256> name{};
   if (::gethostname(name.data(), name.size() - 1) == 0) return std::string(name.data());
@@ -12738,7 +14307,7 @@ inline std::string host_name() {
   return "localhost";
 }
 
-inline long process_id() {
+VOLT_INLINE long process_id() {
 #if !defined(_WIN32)
   return static_cast<long>(::getpid());
 #else
@@ -12746,31 +14315,13 @@ inline long process_id() {
 #endif
 }
 
-/// tensorboard's per-process counter of event files (the last part of the file name).
-inline int next_file_uid() {
+VOLT_INLINE int next_file_uid() {
   static int uid = 0;
   return uid++;
 }
 
-
-// Field numbers for images, histograms, text and the rest of the hparams plugin (summary.proto, tensor.proto,
-// tensor_shape.proto, tensorboard/plugins/hparams/api.proto and plugin_data.proto).
-inline constexpr int value_image = 4, value_histo = 5, value_tensor = 8;
-inline constexpr int image_height = 1, image_width = 2, image_colorspace = 3, image_encoded = 4;
-inline constexpr int histo_min = 1, histo_max = 2, histo_num = 3, histo_sum = 4, histo_sum_squares = 5,
-                     histo_bucket_limit = 6, histo_bucket = 7;
-inline constexpr int tensor_dtype = 1, tensor_shape = 2, tensor_string_val = 8, shape_dim = 2, dim_size = 1;
-inline constexpr int dt_string = 7;
-inline constexpr int hparams_experiment = 2, hparams_session_end_info = 4;
-inline constexpr int experiment_hparam_infos = 4, experiment_metric_infos = 5;
-inline constexpr int hparam_info_name = 1, hparam_info_type = 4, metric_info_name = 1, metric_name_tag = 2;
-inline constexpr int data_type_string = 1, data_type_bool = 2, data_type_float64 = 3;
-inline constexpr int session_end_status = 1, status_success = 1;
-
-/// A Summary.Value with `tag` and plugin metadata naming `plugin` with `content`, plus the serialized
-/// `payload_fields` (a value's data: image, histo, tensor).
-inline std::string plugin_value(std::string_view tag, std::string_view plugin, std::string_view content,
-                                const std::string& payload_fields = {}) {
+VOLT_INLINE std::string plugin_value(std::string_view tag, std::string_view plugin, std::string_view content,
+                                     const std::string& payload_fields) {
   ProtoWriter plugin_data;
   plugin_data.bytes_field(plugin_name, plugin);
   if (!content.empty()) plugin_data.bytes_field(plugin_content, content);
@@ -12782,18 +14333,15 @@ inline std::string plugin_value(std::string_view tag, std::string_view plugin, s
   return value.bytes() + payload_fields;
 }
 
-/// An hparams plugin value: HParamsPluginData{version 0, `field` = `message`} under `tag`.
-inline std::string hparams_value(std::string_view tag, int field, const std::string& message) {
+VOLT_INLINE std::string hparams_value(std::string_view tag, int field, const std::string& message) {
   ProtoWriter data;
   data.varint_field(hparams_version, 0);
   data.bytes_field(field, message);
   return plugin_value(tag, "hparams", data.bytes());
 }
 
-/// "_hparams_/experiment": the names and types of the hyperparameters and the metric tags (what
-/// torch.utils.tensorboard.summary.hparams writes), which TensorBoard's HPARAMS tab shows as columns.
-inline std::string experiment_value(const std::map<std::string, std::string>& params,
-                                    const std::map<std::string, double>& metrics) {
+VOLT_INLINE std::string experiment_value(const std::map<std::string, std::string>& params,
+                                         const std::map<std::string, double>& metrics) {
   ProtoWriter experiment;
   for (const auto& [key, text] : params) {
     const std::string encoded = hparam_value(text);
@@ -12814,16 +14362,14 @@ inline std::string experiment_value(const std::map<std::string, std::string>& pa
   return hparams_value("_hparams_/experiment", hparams_experiment, experiment.bytes());
 }
 
-/// "_hparams_/session_end_info" with STATUS_SUCCESS.
-inline std::string session_end_info_value() {
+VOLT_INLINE std::string session_end_info_value() {
   ProtoWriter end;
   end.varint_field(session_end_status, status_success);
   return hparams_value("_hparams_/session_end_info", hparams_session_end_info, end.bytes());
 }
 
-/// A Summary.Value holding a PNG image (Summary.Image: height, width, colorspace = channels, the PNG bytes).
-inline std::string image_value(std::string_view tag, std::int64_t height, std::int64_t width, int channels,
-                               const std::string& png) {
+VOLT_INLINE std::string image_value(std::string_view tag, std::int64_t height, std::int64_t width, int channels,
+                                    const std::string& png) {
   ProtoWriter image;
   image.varint_field(image_height, static_cast<std::uint64_t>(height));
   image.varint_field(image_width, static_cast<std::uint64_t>(width));
@@ -12835,11 +14381,9 @@ inline std::string image_value(std::string_view tag, std::int64_t height, std::i
   return value.bytes();
 }
 
-/// A Summary.Value holding a HistogramProto: min, max, count, sum, sum of squares, then the buckets' right
-/// edges and counts as packed doubles.
-inline std::string histogram_value(std::string_view tag, double min, double max, double num, double sum,
-                                   double sum_squares, const std::vector<double>& limits,
-                                   const std::vector<double>& counts) {
+VOLT_INLINE std::string histogram_value(std::string_view tag, double min, double max, double num, double sum,
+                                        double sum_squares, const std::vector<double>& limits,
+                                        const std::vector<double>& counts) {
   const auto packed = [](const std::vector<double>& values) {
     std::string bytes;
     for (const double value : values) {
@@ -12863,8 +14407,7 @@ inline std::string histogram_value(std::string_view tag, double min, double max,
   return value.bytes();
 }
 
-/// A Summary.Value of the text plugin: a one-element DT_STRING TensorProto (what torch's add_text writes).
-inline std::string text_value(std::string_view tag, std::string_view text) {
+VOLT_INLINE std::string text_value(std::string_view tag, std::string_view text) {
   ProtoWriter dim;
   dim.varint_field(dim_size, 1);
   ProtoWriter shape;
@@ -12878,9 +14421,42 @@ inline std::string text_value(std::string_view tag, std::string_view text) {
   return plugin_value(tag, "text", "", payload.bytes());
 }
 
-}  // namespace detail::tensorboard
+VOLT_INLINE void ProtoWriter::varint_field(int field, std::uint64_t value) {
+  key(field, 0);
+  varint(value);
+}
 
-}  // namespace volt
+VOLT_INLINE void ProtoWriter::double_field(int field, double value) {
+  key(field, 1);
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  append_little_endian(bytes_, bits, 8);
+}
+
+VOLT_INLINE void ProtoWriter::float_field(int field, float value) {
+  key(field, 5);
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  append_little_endian(bytes_, bits, 4);
+}
+
+VOLT_INLINE void ProtoWriter::bytes_field(int field, std::string_view value) {
+  key(field, 2);
+  varint(value.size());
+  bytes_.append(value);
+}
+
+VOLT_INLINE void ProtoWriter::varint(std::uint64_t value) {
+  while (value >= 0x80U) {
+    bytes_.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
+    value >>= 7;
+  }
+  bytes_.push_back(static_cast<char>(value));
+}
+
+}  // namespace volt::detail::tensorboard
+// ---- end volt/loggers/detail/impl/tensorboard_encoding.ipp
+#endif
 // ---- end volt/loggers/detail/tensorboard_encoding.hpp
 // ---- begin volt/loggers/images.hpp
 /// \file
@@ -12914,7 +14490,41 @@ struct ImageGridOptions {
 /// torchvision.utils.make_grid does: single-channel images become three-channel, a batch of one is returned
 /// as that image, values are kept as they are (no normalization). A (C, H, W) image is returned unchanged.
 /// Throws std::invalid_argument for other shapes, nrow < 1 or a negative padding.
-inline torch::Tensor make_image_grid(const torch::Tensor& images, const ImageGridOptions& options = {}) {
+VOLT_INLINE torch::Tensor make_image_grid(const torch::Tensor& images, const ImageGridOptions& options = {});
+
+namespace detail::png {
+
+using volt::detail::crc32;  // CRC-32 as PNG chunks use it (core/encoding.hpp)
+
+VOLT_INLINE void append_big_endian(std::string& out, std::uint32_t value);
+
+VOLT_INLINE void append_chunk(std::string& out, std::string_view type, std::string_view data);
+
+/// A zlib stream of `raw` in stored deflate blocks (at most 65,535 bytes each) with its Adler-32.
+VOLT_INLINE std::string zlib_stored(std::string_view raw);
+
+}  // namespace detail::png
+
+/// `image` as (H, W, C) uint8 on the CPU, C in {1, 3, 4}: from (C, H, W) or (H, W); floating-point values are
+/// scaled by 255 and clipped to [0, 255] (then truncated, as torch.utils.tensorboard does), uint8 is kept.
+/// Throws std::invalid_argument for another shape, channel count or dtype.
+VOLT_INLINE torch::Tensor image_to_hwc_uint8(const torch::Tensor& image);
+
+/// The PNG file of `image` ((C, H, W) or (H, W); see image_to_hwc_uint8): 8 bits per channel, gray, RGB or
+/// RGBA, no filtering, stored deflate blocks.
+VOLT_INLINE std::string encode_png(const torch::Tensor& image);
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/loggers/impl/images.ipp
+/// \file
+/// Definitions of the functions declared in volt/loggers/images.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE torch::Tensor make_image_grid(const torch::Tensor& images, const ImageGridOptions& options) {
   if (!images.defined() || (images.dim() != 3 && images.dim() != 4)) {
     throw std::invalid_argument("volt: make_image_grid expects images of shape (N, C, H, W) or (C, H, W), got " +
                                 (images.defined() ? std::to_string(images.dim()) + " dimensions" : std::string("undefined")));
@@ -12940,16 +14550,15 @@ inline torch::Tensor make_image_grid(const torch::Tensor& images, const ImageGri
   }
   return grid;
 }
+}  // namespace volt
 
-namespace detail::png {
+namespace volt::detail::png {
 
-using volt::detail::crc32;  // CRC-32 as PNG chunks use it (core/encoding.hpp)
-
-inline void append_big_endian(std::string& out, std::uint32_t value) {
+VOLT_INLINE void append_big_endian(std::string& out, std::uint32_t value) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xFFU));
 }
 
-inline void append_chunk(std::string& out, std::string_view type, std::string_view data) {
+VOLT_INLINE void append_chunk(std::string& out, std::string_view type, std::string_view data) {
   append_big_endian(out, static_cast<std::uint32_t>(data.size()));
   std::string body(type);
   body.append(data);
@@ -12957,8 +14566,7 @@ inline void append_chunk(std::string& out, std::string_view type, std::string_vi
   append_big_endian(out, crc32(body));
 }
 
-/// A zlib stream of `raw` in stored deflate blocks (at most 65,535 bytes each) with its Adler-32.
-inline std::string zlib_stored(std::string_view raw) {
+VOLT_INLINE std::string zlib_stored(std::string_view raw) {
   std::string out("\x78\x01", 2);
   std::size_t at = 0;
   do {
@@ -12980,13 +14588,11 @@ inline std::string zlib_stored(std::string_view raw) {
   append_big_endian(out, b << 16 | a);
   return out;
 }
+}  // namespace volt::detail::png
 
-}  // namespace detail::png
+namespace volt {
 
-/// `image` as (H, W, C) uint8 on the CPU, C in {1, 3, 4}: from (C, H, W) or (H, W); floating-point values are
-/// scaled by 255 and clipped to [0, 255] (then truncated, as torch.utils.tensorboard does), uint8 is kept.
-/// Throws std::invalid_argument for another shape, channel count or dtype.
-inline torch::Tensor image_to_hwc_uint8(const torch::Tensor& image) {
+VOLT_INLINE torch::Tensor image_to_hwc_uint8(const torch::Tensor& image) {
   if (!image.defined() || (image.dim() != 2 && image.dim() != 3)) {
     throw std::invalid_argument("volt: an image must have shape (C, H, W) or (H, W), got " +
                                 (image.defined() ? std::to_string(image.dim()) + " dimensions" : std::string("undefined")));
@@ -13007,9 +14613,7 @@ inline torch::Tensor image_to_hwc_uint8(const torch::Tensor& image) {
   return pixels.permute({1, 2, 0}).contiguous();
 }
 
-/// The PNG file of `image` ((C, H, W) or (H, W); see image_to_hwc_uint8): 8 bits per channel, gray, RGB or
-/// RGBA, no filtering, stored deflate blocks.
-inline std::string encode_png(const torch::Tensor& image) {
+VOLT_INLINE std::string encode_png(const torch::Tensor& image) {
   const auto hwc = image_to_hwc_uint8(image);
   const auto height = hwc.size(0), width = hwc.size(1), channels = hwc.size(2);
   if (height < 1 || width < 1) throw std::invalid_argument("volt: encode_png: the image is empty");
@@ -13034,6 +14638,8 @@ inline std::string encode_png(const torch::Tensor& image) {
 }
 
 }  // namespace volt
+// ---- end volt/loggers/impl/images.ipp
+#endif
 // ---- end volt/loggers/images.hpp
 // ---- begin volt/loggers/logger.hpp
 /// \file
@@ -13075,68 +14681,19 @@ class Logger {
 namespace detail {
 
 /// "<what> <path>: <reason>" for a failed log write; `error` is the errno seen (0: unknown).
-inline std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail = {}) {
-  return "volt: could not write the log file " + path.string() + ": " +
-         (error != 0 ? std::generic_category().message(error) : std::string("the write failed")) + detail +
-         "; logs would be lost, so the run stops";
-}
+VOLT_INLINE std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail = {});
 
 /// Writes `text` as the whole content of `path` atomically (temporary file in the same folder, flushed, then
 /// renamed over `path`): a full disk leaves the previous file as it was. Throws std::runtime_error naming the
 /// file and the system error.
-inline void write_log_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  remove_stale_temporaries(path);
-  const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp" +
-                                               std::to_string(std::random_device{}()));
-  std::error_code ignored;
-  if (const auto failure = write_file_durably(temporary, text)) {
-    std::filesystem::remove(temporary, ignored);
-    throw std::runtime_error(log_write_error(path, failure->error, " (after " + std::to_string(failure->written) +
-                                                                       " of " + std::to_string(text.size()) + " bytes)"));
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, ignored);
-    throw std::runtime_error(log_write_error(path, error.value()));
-  }
-}
+VOLT_INLINE void write_log_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 /// Appends `text` to `path`. On failure the file is cut back to its previous size (no torn row) and
 /// std::runtime_error names the file and the system error.
-inline void append_log_file(const std::filesystem::path& path, const std::string& text) {
-  std::error_code error;
-  const auto previous = std::filesystem::exists(path, error) ? std::filesystem::file_size(path, error) : 0;
-  std::ofstream out(path, std::ios::binary | std::ios::app);
-  errno = 0;
-  if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  if (out) out.flush();
-  int seen = errno;
-  out.close();
-  if (out) return;
-  if (seen == 0) seen = errno;
-  std::filesystem::resize_file(path, previous, error);
-  throw std::runtime_error(log_write_error(path, seen));
-}
+VOLT_INLINE void append_log_file(const std::filesystem::path& path, const std::string& text);
 
 /// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
-inline int next_version(const std::filesystem::path& root) {
-  std::error_code error;
-  int next = 0;
-  if (!std::filesystem::is_directory(root, error)) return 0;
-  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
-    try {
-      std::size_t used = 0;
-      const int number = std::stoi(name.substr(8), &used);
-      if (used == name.size() - 8) next = std::max(next, number + 1);
-    } catch (const std::exception&) {
-      // not a version folder of ours
-    }
-  }
-  return next;
-}
+VOLT_INLINE int next_version(const std::filesystem::path& root);
 
 /// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
 /// options' version or else the next free one, chosen once (`version` caches it).
@@ -13155,6 +14712,75 @@ void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) 
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/loggers/impl/logger.ipp
+/// \file
+/// Definitions of the functions declared in volt/loggers/logger.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail) {
+  return "volt: could not write the log file " + path.string() + ": " +
+         (error != 0 ? std::generic_category().message(error) : std::string("the write failed")) + detail +
+         "; logs would be lost, so the run stops";
+}
+
+VOLT_INLINE void write_log_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  remove_stale_temporaries(path);
+  const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp" +
+                                               std::to_string(std::random_device{}()));
+  std::error_code ignored;
+  if (const auto failure = write_file_durably(temporary, text)) {
+    std::filesystem::remove(temporary, ignored);
+    throw std::runtime_error(log_write_error(path, failure->error, " (after " + std::to_string(failure->written) +
+                                                                       " of " + std::to_string(text.size()) + " bytes)"));
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, ignored);
+    throw std::runtime_error(log_write_error(path, error.value()));
+  }
+}
+
+VOLT_INLINE void append_log_file(const std::filesystem::path& path, const std::string& text) {
+  std::error_code error;
+  const auto previous = std::filesystem::exists(path, error) ? std::filesystem::file_size(path, error) : 0;
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  errno = 0;
+  if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (out) out.flush();
+  int seen = errno;
+  out.close();
+  if (out) return;
+  if (seen == 0) seen = errno;
+  std::filesystem::resize_file(path, previous, error);
+  throw std::runtime_error(log_write_error(path, seen));
+}
+
+VOLT_INLINE int next_version(const std::filesystem::path& root) {
+  std::error_code error;
+  int next = 0;
+  if (!std::filesystem::is_directory(root, error)) return 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
+    try {
+      std::size_t used = 0;
+      const int number = std::stoi(name.substr(8), &used);
+      if (used == name.size() - 8) next = std::max(next, number + 1);
+    } catch (const std::exception&) {
+      // not a version folder of ours
+    }
+  }
+  return next;
+}
+
+}  // namespace volt::detail
+// ---- end volt/loggers/impl/logger.ipp
+#endif
 // ---- end volt/loggers/logger.hpp
 
 #include <torch/torch.h>
@@ -13215,148 +14841,54 @@ class TensorBoardLogger : public Logger {
   const std::filesystem::path& event_file() const { return event_file_; }
 
   /// One event at `step` holding a simple_value per metric (float32, as TensorBoard stores scalars).
-  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
-    if (metrics.empty()) return;
-    detail::tensorboard::ProtoWriter summary;
-    for (const auto& [key, value] : metrics) {
-      summary.bytes_field(detail::tensorboard::summary_value, detail::tensorboard::scalar_value(prefixed(key), value));
-    }
-    write_summary(step, summary);
-  }
+  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override;
 
   /// Writes hparams.yaml, the hparams plugin's session_start_info summary and, with default_hp_metric,
   /// "hp_metric" = -1 at step 0 with the experiment and session_end_info summaries that make TensorBoard's
   /// HPARAMS tab show it (Lightning's TensorBoardLogger.log_hyperparams).
-  void log_hyperparams(const std::map<std::string, std::string>& params) override {
-    std::map<std::string, double> metrics;
-    if (options_.default_hp_metric) metrics["hp_metric"] = -1.0;
-    log_hyperparams(params, metrics);
-  }
+  void log_hyperparams(const std::map<std::string, std::string>& params) override;
 
   /// log_hyperparams(params) with `metrics` as the HPARAMS tab's metric columns (Lightning's
   /// log_hyperparams(params, metrics)): the metrics are logged at step 0, and the experiment summary names
   /// them (with the prefix, as log_metrics writes them). Later log_metrics calls with the same names fill the
   /// columns.
-  void log_hyperparams(const std::map<std::string, std::string>& params, const std::map<std::string, double>& metrics) {
-    namespace tb = detail::tensorboard;
-    std::filesystem::create_directories(log_dir());
-    const auto yaml = log_dir() / "hparams.yaml";
-    {
-      std::ostringstream out;
-      for (const auto& [key, value] : params) out << key << ": " << value << '\n';
-      if (params.empty()) out << "{}\n";
-      detail::write_log_file_atomically(yaml, out.str());
-    }
-    log_metrics(metrics, 0);
-    std::map<std::string, double> columns;  // the names log_metrics wrote (with the prefix)
-    for (const auto& [key, value] : metrics) columns[prefixed(key)] = value;
-    if (!metrics.empty()) write_value(0, tb::experiment_value(params, columns));
-    write_value(0, tb::session_start_info_value(params, tb::now_seconds()));
-    if (!metrics.empty()) write_value(0, tb::session_end_info_value());
-  }
+  void log_hyperparams(const std::map<std::string, std::string>& params, const std::map<std::string, double>& metrics);
 
   /// One image at `step` (TensorBoard's IMAGES tab; torch's add_image): (C, H, W) with 1, 3 or 4 channels,
   /// or (H, W); floating point in [0, 1] (scaled by 255, clipped) or uint8. PNG-encoded (volt::encode_png).
   /// Throws std::invalid_argument for another shape or dtype.
-  void log_image(const std::string& tag, const torch::Tensor& image, std::int64_t step) {
-    const auto hwc = image_to_hwc_uint8(image);
-    write_value(step, detail::tensorboard::image_value(prefixed(tag), hwc.size(0), hwc.size(1),
-                                                       static_cast<int>(hwc.size(2)), encode_png(hwc.permute({2, 0, 1}))));
-  }
+  void log_image(const std::string& tag, const torch::Tensor& image, std::int64_t step);
 
   /// A batch of images (N, C, H, W) as one grid image at `step` (make_image_grid, then log_image; torch's
   /// add_images after torchvision's make_grid).
-  void log_images(const std::string& tag, const torch::Tensor& images, std::int64_t step, const ImageGridOptions& grid = {}) {
-    log_image(tag, make_image_grid(images, grid), step);
-  }
+  void log_images(const std::string& tag, const torch::Tensor& images, std::int64_t step, const ImageGridOptions& grid = {});
 
   /// A histogram of `values` at `step` (TensorBoard's HISTOGRAMS and DISTRIBUTIONS tabs; torch's
   /// add_histogram): `bins` equal-width buckets between the smallest and largest finite value, with count,
   /// sum and sum of squares. Non-finite values are left out. Throws std::invalid_argument when no finite value
   /// remains or bins < 1.
-  void log_histogram(const std::string& tag, const torch::Tensor& values, std::int64_t step, int bins = 64) {
-    if (bins < 1) throw std::invalid_argument("volt: log_histogram: bins must be >= 1, got " + std::to_string(bins));
-    auto flat = values.detach().to(torch::kCPU, torch::kDouble).flatten();
-    flat = flat.masked_select(torch::isfinite(flat));
-    if (flat.numel() == 0) {
-      throw std::invalid_argument("volt: log_histogram: \"" + tag + "\" has no finite value to show");
-    }
-    const double min = flat.min().item<double>(), max = flat.max().item<double>();
-    const auto counts = torch::histc(flat, bins, min, max);
-    std::vector<double> limits, buckets;
-    for (int i = 0; i < bins; ++i) {
-      limits.push_back(i + 1 == bins ? max : min + (max - min) * (i + 1) / bins);
-      buckets.push_back(counts[i].item<double>());
-    }
-    write_value(step, detail::tensorboard::histogram_value(prefixed(tag), min, max, static_cast<double>(flat.numel()),
-                                                           flat.sum().item<double>(), flat.square().sum().item<double>(),
-                                                           limits, buckets));
-  }
+  void log_histogram(const std::string& tag, const torch::Tensor& values, std::int64_t step, int bins = 64);
 
   /// Text (Markdown) at `step` under `<tag>/text_summary` (TensorBoard's TEXT tab; torch's add_text).
-  void log_text(const std::string& tag, const std::string& text, std::int64_t step) {
-    write_value(step, detail::tensorboard::text_value(prefixed(tag) + "/text_summary", text));
-  }
+  void log_text(const std::string& tag, const std::string& text, std::int64_t step);
 
   /// Flushes the event file to the operating system.
-  void save() override {
-    if (!out_.is_open()) return;
-    errno = 0;
-    out_.flush();
-    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
-  }
+  void save() override;
 
   /// Flushes and closes the event file (the status is not recorded). Throws std::runtime_error when the flush
   /// fails.
-  void finalize(const std::string& /*status*/) override {
-    save();
-    if (!out_.is_open()) return;
-    errno = 0;
-    out_.close();
-    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
-  }
+  void finalize(const std::string& /*status*/) override;
 
  private:
-  void open() {
-    if (out_.is_open()) return;
-    const auto dir = log_dir();
-    std::error_code error;
-    std::filesystem::create_directories(dir, error);
-    if (error) throw std::runtime_error("volt: cannot create the TensorBoard log folder " + dir.string() + ": " + error.message());
-    const double now = detail::tensorboard::now_seconds();
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%010lld", static_cast<long long>(now));
-    event_file_ = dir / ("events.out.tfevents." + std::string(seconds) + "." + detail::tensorboard::host_name() + "." +
-                         std::to_string(detail::tensorboard::process_id()) + "." +
-                         std::to_string(detail::tensorboard::next_file_uid()));
-    out_.open(event_file_, std::ios::binary | std::ios::trunc);
-    if (!out_) throw std::runtime_error("volt: cannot create the TensorBoard event file " + event_file_.string());
-    detail::tensorboard::ProtoWriter version;
-    version.bytes_field(detail::tensorboard::event_file_version, "brain.Event:2");
-    write_record(detail::tensorboard::event(now, 0, version));
-  }
+  void open();
 
   std::string prefixed(const std::string& tag) const { return options_.prefix.empty() ? tag : options_.prefix + "-" + tag; }
 
-  void write_value(std::int64_t step, const std::string& value) {
-    detail::tensorboard::ProtoWriter summary;
-    summary.bytes_field(detail::tensorboard::summary_value, value);
-    write_summary(step, summary);
-  }
+  void write_value(std::int64_t step, const std::string& value);
 
-  void write_summary(std::int64_t step, const detail::tensorboard::ProtoWriter& summary) {
-    open();
-    detail::tensorboard::ProtoWriter body;
-    body.bytes_field(detail::tensorboard::event_summary, summary.bytes());
-    write_record(detail::tensorboard::event(detail::tensorboard::now_seconds(), step, body));
-  }
+  void write_summary(std::int64_t step, const detail::tensorboard::ProtoWriter& summary);
 
-  void write_record(const std::string& payload) {
-    const std::string record = detail::tensorboard::tfrecord(payload);
-    errno = 0;
-    out_.write(record.data(), static_cast<std::streamsize>(record.size()));
-    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
-  }
+  void write_record(const std::string& payload);
 
   TensorBoardLoggerOptions options_;
   mutable std::optional<int> version_;
@@ -13365,6 +14897,145 @@ class TensorBoardLogger : public Logger {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/loggers/impl/tensorboard_logger.ipp
+/// \file
+/// Definitions of the functions declared in volt/loggers/tensorboard_logger.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE void TensorBoardLogger::log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) {
+  if (metrics.empty()) return;
+  detail::tensorboard::ProtoWriter summary;
+  for (const auto& [key, value] : metrics) {
+    summary.bytes_field(detail::tensorboard::summary_value, detail::tensorboard::scalar_value(prefixed(key), value));
+  }
+  write_summary(step, summary);
+}
+
+VOLT_INLINE void TensorBoardLogger::log_hyperparams(const std::map<std::string, std::string>& params) {
+  std::map<std::string, double> metrics;
+  if (options_.default_hp_metric) metrics["hp_metric"] = -1.0;
+  log_hyperparams(params, metrics);
+}
+
+VOLT_INLINE void TensorBoardLogger::log_hyperparams(const std::map<std::string, std::string>& params,
+                                                    const std::map<std::string, double>& metrics) {
+  namespace tb = detail::tensorboard;
+  std::filesystem::create_directories(log_dir());
+  const auto yaml = log_dir() / "hparams.yaml";
+  {
+    std::ostringstream out;
+    for (const auto& [key, value] : params) out << key << ": " << value << '\n';
+    if (params.empty()) out << "{}\n";
+    detail::write_log_file_atomically(yaml, out.str());
+  }
+  log_metrics(metrics, 0);
+  std::map<std::string, double> columns;  // the names log_metrics wrote (with the prefix)
+  for (const auto& [key, value] : metrics) columns[prefixed(key)] = value;
+  if (!metrics.empty()) write_value(0, tb::experiment_value(params, columns));
+  write_value(0, tb::session_start_info_value(params, tb::now_seconds()));
+  if (!metrics.empty()) write_value(0, tb::session_end_info_value());
+}
+
+VOLT_INLINE void TensorBoardLogger::log_image(const std::string& tag, const torch::Tensor& image, std::int64_t step) {
+  const auto hwc = image_to_hwc_uint8(image);
+  write_value(step, detail::tensorboard::image_value(prefixed(tag), hwc.size(0), hwc.size(1),
+                                                     static_cast<int>(hwc.size(2)), encode_png(hwc.permute({2, 0, 1}))));
+}
+
+VOLT_INLINE void TensorBoardLogger::log_histogram(const std::string& tag, const torch::Tensor& values,
+                                                  std::int64_t step, int bins) {
+  if (bins < 1) throw std::invalid_argument("volt: log_histogram: bins must be >= 1, got " + std::to_string(bins));
+  auto flat = values.detach().to(torch::kCPU, torch::kDouble).flatten();
+  flat = flat.masked_select(torch::isfinite(flat));
+  if (flat.numel() == 0) {
+    throw std::invalid_argument("volt: log_histogram: \"" + tag + "\" has no finite value to show");
+  }
+  const double min = flat.min().item<double>(), max = flat.max().item<double>();
+  const auto counts = torch::histc(flat, bins, min, max);
+  std::vector<double> limits, buckets;
+  for (int i = 0; i < bins; ++i) {
+    limits.push_back(i + 1 == bins ? max : min + (max - min) * (i + 1) / bins);
+    buckets.push_back(counts[i].item<double>());
+  }
+  write_value(step, detail::tensorboard::histogram_value(prefixed(tag), min, max, static_cast<double>(flat.numel()),
+                                                         flat.sum().item<double>(), flat.square().sum().item<double>(),
+                                                         limits, buckets));
+}
+
+VOLT_INLINE void TensorBoardLogger::log_text(const std::string& tag, const std::string& text, std::int64_t step) {
+  write_value(step, detail::tensorboard::text_value(prefixed(tag) + "/text_summary", text));
+}
+
+VOLT_INLINE void TensorBoardLogger::save() {
+  if (!out_.is_open()) return;
+  errno = 0;
+  out_.flush();
+  if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
+}
+
+VOLT_INLINE void TensorBoardLogger::finalize(const std::string& /*status*/) {
+  save();
+  if (!out_.is_open()) return;
+  errno = 0;
+  out_.close();
+  if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
+}
+
+VOLT_INLINE void TensorBoardLogger::open() {
+  if (out_.is_open()) return;
+  const auto dir = log_dir();
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) throw std::runtime_error("volt: cannot create the TensorBoard log folder " + dir.string() + ": " + error.message());
+  const double now = detail::tensorboard::now_seconds();
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%010lld", static_cast<long long>(now));
+  event_file_ = dir / ("events.out.tfevents." + std::string(seconds) + "." + detail::tensorboard::host_name() + "." +
+                       std::to_string(detail::tensorboard::process_id()) + "." +
+                       std::to_string(detail::tensorboard::next_file_uid()));
+  out_.open(event_file_, std::ios::binary | std::ios::trunc);
+  if (!out_) throw std::runtime_error("volt: cannot create the TensorBoard event file " + event_file_.string());
+  detail::tensorboard::ProtoWriter version;
+  version.bytes_field(detail::tensorboard::event_file_version, "brain.Event:2");
+  write_record(detail::tensorboard::event(now, 0, version));
+}
+
+VOLT_INLINE void TensorBoardLogger::write_value(std::int64_t step, const std::string& value) {
+  detail::tensorboard::ProtoWriter summary;
+  summary.bytes_field(detail::tensorboard::summary_value, value);
+  write_summary(step, summary);
+}
+
+VOLT_INLINE void TensorBoardLogger::write_summary(std::int64_t step, const detail::tensorboard::ProtoWriter& summary) {
+  open();
+  detail::tensorboard::ProtoWriter body;
+  body.bytes_field(detail::tensorboard::event_summary, summary.bytes());
+  write_record(detail::tensorboard::event(detail::tensorboard::now_seconds(), step, body));
+}
+
+VOLT_INLINE void TensorBoardLogger::write_record(const std::string& payload) {
+  const std::string record = detail::tensorboard::tfrecord(payload);
+  errno = 0;
+  out_.write(record.data(), static_cast<std::streamsize>(record.size()));
+  if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
+}
+
+}  // namespace volt
+
+namespace volt {
+
+VOLT_INLINE void TensorBoardLogger::log_images(const std::string& tag, const torch::Tensor& images,
+                                               std::int64_t step, const ImageGridOptions& grid) {
+  log_image(tag, make_image_grid(images, grid), step);
+}
+
+}  // namespace volt
+// ---- end volt/loggers/impl/tensorboard_logger.ipp
+#endif
 // ---- end volt/loggers/tensorboard_logger.hpp
 
 #include <torch/torch.h>
@@ -13393,12 +15064,7 @@ struct HistogramMonitorOptions {
 class HistogramMonitor {
  public:
   /// Throws MisconfigurationError for every_n_steps < 1 or bins < 1.
-  explicit HistogramMonitor(HistogramMonitorOptions options = {}) : options_(options) {
-    if (options_.every_n_steps < 1 || options_.bins < 1) {
-      throw MisconfigurationError("HistogramMonitor: every_n_steps and bins must be >= 1 (got every_n_steps=" +
-                                  std::to_string(options_.every_n_steps) + ", bins=" + std::to_string(options_.bins) + ")");
-    }
-  }
+  explicit HistogramMonitor(HistogramMonitorOptions options = {});
 
   /// Runs at fit start. Throws MisconfigurationError when the Trainer has no TensorBoardLogger.
   template <class State>
@@ -13438,6 +15104,26 @@ class HistogramMonitor {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/histogram_monitor.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/histogram_monitor.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE HistogramMonitor::HistogramMonitor(HistogramMonitorOptions options)
+    : options_(options) {
+  if (options_.every_n_steps < 1 || options_.bins < 1) {
+    throw MisconfigurationError("HistogramMonitor: every_n_steps and bins must be >= 1 (got every_n_steps=" +
+                                std::to_string(options_.every_n_steps) + ", bins=" + std::to_string(options_.bins) + ")");
+  }
+}
+
+}  // namespace volt
+// ---- end volt/callbacks/impl/histogram_monitor.ipp
+#endif
 // ---- end volt/callbacks/histogram_monitor.hpp
 // ---- end volt/callbacks.hpp
 // ---- begin volt/loggers.hpp
@@ -13492,63 +15178,16 @@ class CSVLogger : public Logger {
 
   /// Buffers one row at `step`; writes the buffer (save()) once flush_logs_every_n_steps rows are waiting.
   /// Throws std::runtime_error when metrics.csv cannot be written.
-  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
-    Row row;
-    row.step = step;
-    for (const auto& [key, value] : metrics) {
-      if (column_index_.emplace(key, columns_.size()).second) {
-        columns_.push_back(key);
-        header_changed_ = true;
-      }
-      row.values.emplace_back(column_index_.at(key), value);
-    }
-    rows_.push_back(std::move(row));
-    if (static_cast<std::int64_t>(rows_.size() - written_rows_) >= options_.flush_logs_every_n_steps) save();
-  }
+  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override;
 
   /// Writes hparams.yaml (`key: value` per line, `{}` when empty) in log_dir(), creating the folder. Throws
   /// std::runtime_error when the file cannot be written.
-  void log_hyperparams(const std::map<std::string, std::string>& params) override {
-    ensure_dir();
-    std::ostringstream out;
-    for (const auto& [key, value] : params) out << key << ": " << value << '\n';
-    if (params.empty()) out << "{}\n";
-    detail::write_log_file_atomically(log_dir() / "hparams.yaml", out.str());
-  }
+  void log_hyperparams(const std::map<std::string, std::string>& params) override;
 
   /// Writes the rows not yet on disk (the whole file, atomically, when the header grew). Throws
   /// std::runtime_error naming the file and the system error when the write fails (e.g. a full disk); the file
   /// then holds the rows written before, and the rows stay buffered.
-  void save() override {
-    if (rows_.size() == written_rows_ && !header_changed_) return;
-    ensure_dir();
-    const auto path = log_dir() / "metrics.csv";
-    const bool rewrite = header_changed_ || written_rows_ == 0;
-    std::ostringstream out;
-    out << std::setprecision(std::numeric_limits<double>::max_digits10);
-    if (rewrite) {
-      out << "step";
-      for (const auto& column : columns_) out << ',' << column;
-      out << '\n';
-    }
-    for (std::size_t i = rewrite ? 0 : written_rows_; i < rows_.size(); ++i) {
-      std::vector<std::optional<double>> cells(columns_.size());
-      for (const auto& [index, value] : rows_[i].values) cells[index] = value;
-      out << rows_[i].step;
-      for (const auto& cell : cells) {
-        out << ',';
-        if (cell) out << *cell;
-      }
-      out << '\n';
-    }
-    if (rewrite) {
-      detail::write_log_file_atomically(path, out.str());
-    } else {
-      detail::append_log_file(path, out.str());
-    }
-    written_rows_ = rows_.size();
-    header_changed_ = false;
-  }
+  void save() override;
 
   /// The metric columns seen so far, in first-seen order (without "step").
   const std::vector<std::string>& columns() const { return columns_; }
@@ -13571,6 +15210,71 @@ class CSVLogger : public Logger {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/loggers/impl/csv_logger.ipp
+/// \file
+/// Definitions of the functions declared in volt/loggers/csv_logger.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE void CSVLogger::log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) {
+  Row row;
+  row.step = step;
+  for (const auto& [key, value] : metrics) {
+    if (column_index_.emplace(key, columns_.size()).second) {
+      columns_.push_back(key);
+      header_changed_ = true;
+    }
+    row.values.emplace_back(column_index_.at(key), value);
+  }
+  rows_.push_back(std::move(row));
+  if (static_cast<std::int64_t>(rows_.size() - written_rows_) >= options_.flush_logs_every_n_steps) save();
+}
+
+VOLT_INLINE void CSVLogger::log_hyperparams(const std::map<std::string, std::string>& params) {
+  ensure_dir();
+  std::ostringstream out;
+  for (const auto& [key, value] : params) out << key << ": " << value << '\n';
+  if (params.empty()) out << "{}\n";
+  detail::write_log_file_atomically(log_dir() / "hparams.yaml", out.str());
+}
+
+VOLT_INLINE void CSVLogger::save() {
+  if (rows_.size() == written_rows_ && !header_changed_) return;
+  ensure_dir();
+  const auto path = log_dir() / "metrics.csv";
+  const bool rewrite = header_changed_ || written_rows_ == 0;
+  std::ostringstream out;
+  out << std::setprecision(std::numeric_limits<double>::max_digits10);
+  if (rewrite) {
+    out << "step";
+    for (const auto& column : columns_) out << ',' << column;
+    out << '\n';
+  }
+  for (std::size_t i = rewrite ? 0 : written_rows_; i < rows_.size(); ++i) {
+    std::vector<std::optional<double>> cells(columns_.size());
+    for (const auto& [index, value] : rows_[i].values) cells[index] = value;
+    out << rows_[i].step;
+    for (const auto& cell : cells) {
+      out << ',';
+      if (cell) out << *cell;
+    }
+    out << '\n';
+  }
+  if (rewrite) {
+    detail::write_log_file_atomically(path, out.str());
+  } else {
+    detail::append_log_file(path, out.str());
+  }
+  written_rows_ = rows_.size();
+  header_changed_ = false;
+}
+
+}  // namespace volt
+// ---- end volt/loggers/impl/csv_logger.ipp
+#endif
 // ---- end volt/loggers/csv_logger.hpp
 // ---- end volt/loggers.hpp
 // ---- begin volt/serialization.hpp
@@ -13621,185 +15325,24 @@ class Decoder {
   Decoder(std::string_view input, std::size_t output_limit) : in_(input), limit_(output_limit) {}
 
   /// The inflated data, or std::nullopt when the stream is damaged, truncated or larger than the limit.
-  std::optional<std::string> run() {
-    for (;;) {
-      const int last = bits(1);
-      const int type = bits(2);
-      if (failed_) return std::nullopt;
-      bool ok = false;
-      if (type == 0) {
-        ok = stored();
-      } else if (type == 1) {
-        ok = fixed();
-      } else if (type == 2) {
-        ok = dynamic();
-      }
-      if (!ok || failed_) return std::nullopt;
-      if (last == 1) return std::move(out_);
-    }
-  }
+  std::optional<std::string> run();
 
  private:
-  int bits(int need) {
-    std::uint32_t value = bit_buffer_;
-    while (bit_count_ < need) {
-      if (position_ >= in_.size()) {
-        failed_ = true;
-        return 0;
-      }
-      value |= static_cast<std::uint32_t>(static_cast<unsigned char>(in_[position_++])) << bit_count_;
-      bit_count_ += 8;
-    }
-    bit_buffer_ = value >> need;
-    bit_count_ -= need;
-    return static_cast<int>(value & ((1U << need) - 1U));
-  }
+  int bits(int need);
 
-  bool stored() {
-    bit_buffer_ = 0;
-    bit_count_ = 0;
-    if (position_ + 4 > in_.size()) return false;
-    const auto byte = [&](std::size_t at) { return static_cast<std::uint32_t>(static_cast<unsigned char>(in_[at])); };
-    const std::uint32_t length = byte(position_) | byte(position_ + 1) << 8;
-    const std::uint32_t complement = byte(position_ + 2) | byte(position_ + 3) << 8;
-    position_ += 4;
-    if (length != (~complement & 0xFFFFU)) return false;
-    if (position_ + length > in_.size() || out_.size() + length > limit_) return false;
-    out_.append(in_.data() + position_, length);
-    position_ += length;
-    return true;
-  }
+  bool stored();
 
   /// Builds `code` from the code lengths of `n` symbols; false for an over-subscribed set of lengths.
   /// Incomplete codes are allowed (a single distance code is legal); decode() rejects unused codes.
-  static bool build(Huffman& code, const std::uint16_t* lengths, int n) {
-    code.count.fill(0);
-    for (int symbol = 0; symbol < n; ++symbol) ++code.count[lengths[symbol]];
-    if (code.count[0] == n) return true;
-    int left = 1;
-    for (int length = 1; length < 16; ++length) {
-      left <<= 1;
-      left -= code.count[static_cast<std::size_t>(length)];
-      if (left < 0) return false;
-    }
-    std::array<std::uint16_t, 16> offsets{};
-    for (int length = 1; length < 15; ++length) {
-      offsets[static_cast<std::size_t>(length + 1)] =
-          static_cast<std::uint16_t>(offsets[static_cast<std::size_t>(length)] + code.count[static_cast<std::size_t>(length)]);
-    }
-    for (int symbol = 0; symbol < n; ++symbol) {
-      if (lengths[symbol] != 0) code.symbol[offsets[lengths[symbol]]++] = static_cast<std::uint16_t>(symbol);
-    }
-    return true;
-  }
+  static bool build(Huffman& code, const std::uint16_t* lengths, int n);
 
-  int decode(const Huffman& code) {
-    int value = 0;
-    int first = 0;
-    int index = 0;
-    for (int length = 1; length < 16; ++length) {
-      value |= bits(1);
-      if (failed_) return -1;
-      const int count = code.count[static_cast<std::size_t>(length)];
-      if (value - count < first) return code.symbol[static_cast<std::size_t>(index + (value - first))];
-      index += count;
-      first += count;
-      first <<= 1;
-      value <<= 1;
-    }
-    failed_ = true;  // a code no symbol has
-    return -1;
-  }
+  int decode(const Huffman& code);
 
-  bool codes(const Huffman& lengths_code, const Huffman& distances_code) {
-    static constexpr std::array<std::uint16_t, 29> length_base{3,  4,  5,  6,  7,  8,  9,  10, 11,  13,
-                                                               15, 17, 19, 23, 27, 31, 35, 43, 51,  59,
-                                                               67, 83, 99, 115, 131, 163, 195, 227, 258};
-    static constexpr std::array<std::uint16_t, 29> length_extra{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
-                                                                2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-    static constexpr std::array<std::uint16_t, 30> distance_base{
-        1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
-        193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-    static constexpr std::array<std::uint16_t, 30> distance_extra{0, 0, 0, 0, 1, 1, 2,  2,  3,  3,  4,  4,  5,  5,  6,
-                                                                  6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
-    for (;;) {
-      int symbol = decode(lengths_code);
-      if (failed_ || symbol < 0) return false;
-      if (symbol < 256) {
-        if (out_.size() >= limit_) return false;
-        out_.push_back(static_cast<char>(symbol));
-        continue;
-      }
-      if (symbol == 256) return true;
-      symbol -= 257;
-      if (symbol >= 29) return false;
-      const std::size_t length = length_base[static_cast<std::size_t>(symbol)] +
-                                 static_cast<std::size_t>(bits(length_extra[static_cast<std::size_t>(symbol)]));
-      const int distance_symbol = decode(distances_code);
-      if (failed_ || distance_symbol < 0 || distance_symbol >= 30) return false;
-      const std::size_t distance = distance_base[static_cast<std::size_t>(distance_symbol)] +
-                                   static_cast<std::size_t>(bits(distance_extra[static_cast<std::size_t>(distance_symbol)]));
-      if (failed_ || distance > out_.size() || out_.size() + length > limit_) return false;
-      const std::size_t from = out_.size() - distance;
-      for (std::size_t i = 0; i < length; ++i) out_.push_back(out_[from + i]);
-    }
-  }
+  bool codes(const Huffman& lengths_code, const Huffman& distances_code);
 
-  bool fixed() {
-    std::array<std::uint16_t, 320> lengths{};
-    for (int symbol = 0; symbol < 144; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 8;
-    for (int symbol = 144; symbol < 256; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 9;
-    for (int symbol = 256; symbol < 280; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 7;
-    for (int symbol = 280; symbol < 288; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 8;
-    Huffman lengths_code;
-    Huffman distances_code;
-    build(lengths_code, lengths.data(), 288);
-    for (int symbol = 0; symbol < 30; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 5;
-    build(distances_code, lengths.data(), 30);
-    return codes(lengths_code, distances_code);
-  }
+  bool fixed();
 
-  bool dynamic() {
-    static constexpr std::array<std::uint8_t, 19> order{16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
-    const int literal_count = bits(5) + 257;
-    const int distance_count = bits(5) + 1;
-    const int code_count = bits(4) + 4;
-    if (failed_ || literal_count > 286 || distance_count > 30) return false;
-    std::array<std::uint16_t, 320> lengths{};
-    for (int i = 0; i < code_count; ++i) lengths[order[static_cast<std::size_t>(i)]] = static_cast<std::uint16_t>(bits(3));
-    if (failed_) return false;
-    Huffman length_code;
-    if (!build(length_code, lengths.data(), 19)) return false;
-    lengths.fill(0);
-    int index = 0;
-    while (index < literal_count + distance_count) {
-      const int symbol = decode(length_code);
-      if (failed_ || symbol < 0) return false;
-      if (symbol < 16) {
-        lengths[static_cast<std::size_t>(index++)] = static_cast<std::uint16_t>(symbol);
-        continue;
-      }
-      std::uint16_t repeated = 0;
-      int times = 0;
-      if (symbol == 16) {
-        if (index == 0) return false;
-        repeated = lengths[static_cast<std::size_t>(index - 1)];
-        times = 3 + bits(2);
-      } else if (symbol == 17) {
-        times = 3 + bits(3);
-      } else {
-        times = 11 + bits(7);
-      }
-      if (failed_ || index + times > literal_count + distance_count) return false;
-      while (times-- > 0) lengths[static_cast<std::size_t>(index++)] = repeated;
-    }
-    if (lengths[256] == 0) return false;  // no end-of-block code
-    Huffman lengths_code;
-    Huffman distances_code;
-    if (!build(lengths_code, lengths.data(), literal_count)) return false;
-    if (!build(distances_code, lengths.data() + literal_count, distance_count)) return false;
-    return codes(lengths_code, distances_code);
-  }
+  bool dynamic();
 
   std::string_view in_;
   std::size_t limit_;
@@ -13812,11 +15355,202 @@ class Decoder {
 
 /// Inflates the raw DEFLATE stream `input`, expecting at most `output_limit` bytes; std::nullopt when the
 /// stream is damaged or larger.
-inline std::optional<std::string> raw(std::string_view input, std::size_t output_limit) {
+VOLT_INLINE std::optional<std::string> raw(std::string_view input, std::size_t output_limit);
+
+}  // namespace volt::detail::inflate
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/inflate.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/inflate.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::inflate {
+
+VOLT_INLINE std::optional<std::string> raw(std::string_view input, std::size_t output_limit) {
   return Decoder(input, output_limit).run();
 }
 
+VOLT_INLINE auto Decoder::run() -> std::optional<std::string> {
+  for (;;) {
+    const int last = bits(1);
+    const int type = bits(2);
+    if (failed_) return std::nullopt;
+    bool ok = false;
+    if (type == 0) {
+      ok = stored();
+    } else if (type == 1) {
+      ok = fixed();
+    } else if (type == 2) {
+      ok = dynamic();
+    }
+    if (!ok || failed_) return std::nullopt;
+    if (last == 1) return std::move(out_);
+  }
+}
+
+VOLT_INLINE int Decoder::bits(int need) {
+  std::uint32_t value = bit_buffer_;
+  while (bit_count_ < need) {
+    if (position_ >= in_.size()) {
+      failed_ = true;
+      return 0;
+    }
+    value |= static_cast<std::uint32_t>(static_cast<unsigned char>(in_[position_++])) << bit_count_;
+    bit_count_ += 8;
+  }
+  bit_buffer_ = value >> need;
+  bit_count_ -= need;
+  return static_cast<int>(value & ((1U << need) - 1U));
+}
+
+VOLT_INLINE bool Decoder::stored() {
+  bit_buffer_ = 0;
+  bit_count_ = 0;
+  if (position_ + 4 > in_.size()) return false;
+  const auto byte = [&](std::size_t at) { return static_cast<std::uint32_t>(static_cast<unsigned char>(in_[at])); };
+  const std::uint32_t length = byte(position_) | byte(position_ + 1) << 8;
+  const std::uint32_t complement = byte(position_ + 2) | byte(position_ + 3) << 8;
+  position_ += 4;
+  if (length != (~complement & 0xFFFFU)) return false;
+  if (position_ + length > in_.size() || out_.size() + length > limit_) return false;
+  out_.append(in_.data() + position_, length);
+  position_ += length;
+  return true;
+}
+
+VOLT_INLINE bool Decoder::build(Huffman& code, const std::uint16_t* lengths, int n) {
+  code.count.fill(0);
+  for (int symbol = 0; symbol < n; ++symbol) ++code.count[lengths[symbol]];
+  if (code.count[0] == n) return true;
+  int left = 1;
+  for (int length = 1; length < 16; ++length) {
+    left <<= 1;
+    left -= code.count[static_cast<std::size_t>(length)];
+    if (left < 0) return false;
+  }
+  std::array<std::uint16_t, 16> offsets{};
+  for (int length = 1; length < 15; ++length) {
+    offsets[static_cast<std::size_t>(length + 1)] =
+        static_cast<std::uint16_t>(offsets[static_cast<std::size_t>(length)] + code.count[static_cast<std::size_t>(length)]);
+  }
+  for (int symbol = 0; symbol < n; ++symbol) {
+    if (lengths[symbol] != 0) code.symbol[offsets[lengths[symbol]]++] = static_cast<std::uint16_t>(symbol);
+  }
+  return true;
+}
+
+VOLT_INLINE int Decoder::decode(const Huffman& code) {
+  int value = 0;
+  int first = 0;
+  int index = 0;
+  for (int length = 1; length < 16; ++length) {
+    value |= bits(1);
+    if (failed_) return -1;
+    const int count = code.count[static_cast<std::size_t>(length)];
+    if (value - count < first) return code.symbol[static_cast<std::size_t>(index + (value - first))];
+    index += count;
+    first += count;
+    first <<= 1;
+    value <<= 1;
+  }
+  failed_ = true;  // a code no symbol has
+  return -1;
+}
+
+VOLT_INLINE bool Decoder::codes(const Huffman& lengths_code, const Huffman& distances_code) {
+  static constexpr std::array<std::uint16_t, 29> length_base{3,  4,  5,  6,  7,  8,  9,  10, 11,  13,
+                                                             15, 17, 19, 23, 27, 31, 35, 43, 51,  59,
+                                                             67, 83, 99, 115, 131, 163, 195, 227, 258};
+  static constexpr std::array<std::uint16_t, 29> length_extra{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                                              2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+  static constexpr std::array<std::uint16_t, 30> distance_base{
+      1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
+      193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+  static constexpr std::array<std::uint16_t, 30> distance_extra{0, 0, 0, 0, 1, 1, 2,  2,  3,  3,  4,  4,  5,  5,  6,
+                                                                6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+  for (;;) {
+    int symbol = decode(lengths_code);
+    if (failed_ || symbol < 0) return false;
+    if (symbol < 256) {
+      if (out_.size() >= limit_) return false;
+      out_.push_back(static_cast<char>(symbol));
+      continue;
+    }
+    if (symbol == 256) return true;
+    symbol -= 257;
+    if (symbol >= 29) return false;
+    const std::size_t length = length_base[static_cast<std::size_t>(symbol)] +
+                               static_cast<std::size_t>(bits(length_extra[static_cast<std::size_t>(symbol)]));
+    const int distance_symbol = decode(distances_code);
+    if (failed_ || distance_symbol < 0 || distance_symbol >= 30) return false;
+    const std::size_t distance = distance_base[static_cast<std::size_t>(distance_symbol)] +
+                                 static_cast<std::size_t>(bits(distance_extra[static_cast<std::size_t>(distance_symbol)]));
+    if (failed_ || distance > out_.size() || out_.size() + length > limit_) return false;
+    const std::size_t from = out_.size() - distance;
+    for (std::size_t i = 0; i < length; ++i) out_.push_back(out_[from + i]);
+  }
+}
+
+VOLT_INLINE bool Decoder::fixed() {
+  std::array<std::uint16_t, 320> lengths{};
+  for (int symbol = 0; symbol < 144; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 8;
+  for (int symbol = 144; symbol < 256; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 9;
+  for (int symbol = 256; symbol < 280; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 7;
+  for (int symbol = 280; symbol < 288; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 8;
+  Huffman lengths_code;
+  Huffman distances_code;
+  build(lengths_code, lengths.data(), 288);
+  for (int symbol = 0; symbol < 30; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 5;
+  build(distances_code, lengths.data(), 30);
+  return codes(lengths_code, distances_code);
+}
+
+VOLT_INLINE bool Decoder::dynamic() {
+  static constexpr std::array<std::uint8_t, 19> order{16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+  const int literal_count = bits(5) + 257;
+  const int distance_count = bits(5) + 1;
+  const int code_count = bits(4) + 4;
+  if (failed_ || literal_count > 286 || distance_count > 30) return false;
+  std::array<std::uint16_t, 320> lengths{};
+  for (int i = 0; i < code_count; ++i) lengths[order[static_cast<std::size_t>(i)]] = static_cast<std::uint16_t>(bits(3));
+  if (failed_) return false;
+  Huffman length_code;
+  if (!build(length_code, lengths.data(), 19)) return false;
+  lengths.fill(0);
+  int index = 0;
+  while (index < literal_count + distance_count) {
+    const int symbol = decode(length_code);
+    if (failed_ || symbol < 0) return false;
+    if (symbol < 16) {
+      lengths[static_cast<std::size_t>(index++)] = static_cast<std::uint16_t>(symbol);
+      continue;
+    }
+    std::uint16_t repeated = 0;
+    int times = 0;
+    if (symbol == 16) {
+      if (index == 0) return false;
+      repeated = lengths[static_cast<std::size_t>(index - 1)];
+      times = 3 + bits(2);
+    } else if (symbol == 17) {
+      times = 3 + bits(3);
+    } else {
+      times = 11 + bits(7);
+    }
+    if (failed_ || index + times > literal_count + distance_count) return false;
+    while (times-- > 0) lengths[static_cast<std::size_t>(index++)] = repeated;
+  }
+  if (lengths[256] == 0) return false;  // no end-of-block code
+  Huffman lengths_code;
+  Huffman distances_code;
+  if (!build(lengths_code, lengths.data(), literal_count)) return false;
+  if (!build(distances_code, lengths.data() + literal_count, distance_count)) return false;
+  return codes(lengths_code, distances_code);
+}
+
 }  // namespace volt::detail::inflate
+// ---- end volt/serialization/detail/impl/inflate.ipp
+#endif
 // ---- end volt/serialization/detail/inflate.hpp
 // ---- begin volt/serialization/detail/model_match.hpp
 /// \file
@@ -13841,14 +15575,48 @@ class CheckpointError : public std::runtime_error {
 
 namespace detail {
 
-inline std::string shape_text(c10::IntArrayRef sizes) {
+VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes);
+
+VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                     const std::string& prefix, std::vector<std::string>& problems);
+
+/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
+/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
+/// reports that).
+struct DtypeMismatch {
+  std::string name;
+  c10::ScalarType stored;
+  c10::ScalarType expected;
+};
+VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                              const torch::nn::Module& module,
+                                                              const std::string& prefix = "");
+
+/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
+/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
+/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
+VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                     const std::string& shown);
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/model_match.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/model_match.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes) {
   std::string text = "[";
   for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
   return text + "]";
 }
 
-inline void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                const std::string& prefix, std::vector<std::string>& problems) {
+VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                     const std::string& prefix, std::vector<std::string>& problems) {
   std::set<std::string> expected;
   const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
     expected.insert(name);
@@ -13876,17 +15644,9 @@ inline void compare_module_keys(torch::serialize::InputArchive& archive, const t
   }
 }
 
-/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
-/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
-/// reports that).
-struct DtypeMismatch {
-  std::string name;
-  c10::ScalarType stored;
-  c10::ScalarType expected;
-};
-inline std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
-                                                         const torch::nn::Module& module,
-                                                         const std::string& prefix = "") {
+VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                              const torch::nn::Module& module,
+                                                              const std::string& prefix) {
   const auto check = [&](const std::string& name, const torch::Tensor& tensor,
                          bool is_buffer) -> std::optional<DtypeMismatch> {
     torch::Tensor stored;
@@ -13908,11 +15668,8 @@ inline std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::Input
   return std::nullopt;
 }
 
-/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
-/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
-/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
-inline void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                const std::string& shown) {
+VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                     const std::string& shown) {
   std::vector<std::string> problems;
   try {
     compare_module_keys(model_archive, module, "", problems);
@@ -13927,8 +15684,9 @@ inline void check_model_matches(torch::serialize::InputArchive& model_archive, c
   throw CheckpointError(message);
 }
 
-}  // namespace detail
-}  // namespace volt
+}  // namespace volt::detail
+// ---- end volt/serialization/detail/impl/model_match.ipp
+#endif
 // ---- end volt/serialization/detail/model_match.hpp
 
 #include <torch/torch.h>
@@ -13962,13 +15720,140 @@ namespace detail {
 inline std::atomic<std::int64_t> checkpoint_write_fault_after_bytes{-1};
 inline std::atomic<int> checkpoint_write_fault_errno{0};
 
-inline std::string system_error_text(int error) { return std::generic_category().message(error); }
+VOLT_INLINE std::string system_error_text(int error);
 
 
 /// Writes `bytes` to a new file at `path` and flushes it to disk (detail::write_file_durably, with the test
 /// fault of ScopedCheckpointWriteFault). Throws CheckpointError (naming `shown` and the system error) on any
 /// failure; the caller removes the partial file.
-inline void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
+VOLT_INLINE void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown);
+
+/// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
+/// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
+/// and the system error (e.g. "No space left on device"). Temporary files of `path` left by a killed
+/// earlier write are removed first.
+VOLT_INLINE void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path);
+
+/// CRC-32 of `size` bytes at `data` (zip entries).
+VOLT_INLINE std::uint32_t crc32(const char* data, std::size_t size);
+
+/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
+/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
+/// in the TorchScript code of an archive crashes LibTorch 1.13). Deflated entries are inflated by volt's own
+/// bounds-checked decoder (detail/inflate.hpp) and their CRC-32 checked too. Archives in zip64 form are left
+/// to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
+/// `names`, when given, receives the names of the entries checked.
+VOLT_INLINE void check_zip_integrity(const std::string& bytes, const std::string& shown,
+                                     std::vector<std::string>* names = nullptr);
+
+/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
+/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
+VOLT_INLINE void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
+                                    const std::string& shown, torch::Device device);
+
+/// Loads an archive, mapping every tensor to `device`. Names the file in any error (see load_archive_bytes).
+VOLT_INLINE void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
+                              torch::Device device);
+
+/// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
+/// CheckpointError naming the file and the entry when it is missing or of another type:
+/// "volt: <file> is not a volt checkpoint or is corrupted: entry '<key>' is missing or not <a type>".
+/// Holds a reference to the archive, which must outlive it.
+class CheckpointReader {
+ public:
+  /// Reads from `archive`, naming the file `shown` in errors.
+  CheckpointReader(torch::serialize::InputArchive& archive, std::string shown)
+      : archive_(archive), shown_(std::move(shown)) {}
+
+  /// Whether the checkpoint has an entry `key`, of any type.
+  bool contains(const std::string& key) const;
+
+  /// The int entry `key`.
+  std::int64_t read_int(const std::string& key) const { return read_value(key, &c10::IValue::isInt, "an integer").toInt(); }
+
+  /// The bool entry `key`.
+  bool read_bool(const std::string& key) const { return read_value(key, &c10::IValue::isBool, "a bool").toBool(); }
+
+  /// The int list entry `key` (written as a c10::List<std::int64_t>).
+  std::vector<std::int64_t> read_int_list(const std::string& key) const;
+
+  /// The tensor entry `key`, written as a buffer (`archive.write(key, tensor, /*is_buffer=*/true)`), on the
+  /// device the archive was loaded to.
+  torch::Tensor read_tensor(const std::string& key) const;
+
+  /// The nested archive `key` (an OutputArchive written into the checkpoint) into `into`.
+  void read_archive(const std::string& key, torch::serialize::InputArchive& into) const;
+
+  /// The nested archive `key` into `into` if the checkpoint has one: false (and `into` untouched) when the
+  /// entry is missing or is not an archive, as InputArchive::try_read. For optional entries; never throws
+  /// CheckpointError.
+  bool try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const;
+
+  /// The archive read from.
+  torch::serialize::InputArchive& archive() const noexcept { return archive_; }
+  /// The file name shown in errors.
+  const std::string& shown() const noexcept { return shown_; }
+
+ private:
+  c10::IValue read_value(const std::string& key, bool (c10::IValue::*has_type)() const, const char* type) const;
+
+  CheckpointError entry_error(const std::string& key, const char* type) const;
+
+  torch::serialize::InputArchive& archive_;
+  std::string shown_;
+};
+
+}  // namespace detail
+
+/// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
+/// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
+/// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
+VOLT_INLINE void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                         torch::Device device = torch::kCPU);
+
+namespace detail {
+
+/// load_checkpoint_weights on the bytes of the file `shown` (loaded into `archive`, which the caller may read
+/// further). Throws CheckpointError only.
+VOLT_INLINE void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                                           const std::string& shown);
+
+}  // namespace detail
+
+namespace testing {
+
+/// Makes every checkpoint write in this process fail once `after_bytes` bytes of the file are written, with
+/// the system error `error` (default ENOSPC, "No space left on device"), while alive. For tests of the
+/// disk-full path; not thread-safe against concurrent instances.
+class ScopedCheckpointWriteFault {
+ public:
+  /// Installs the fault; the destructor restores the previous setting (so instances nest).
+  explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
+      : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
+        previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
+  ~ScopedCheckpointWriteFault();
+  ScopedCheckpointWriteFault(const ScopedCheckpointWriteFault&) = delete;
+  ScopedCheckpointWriteFault& operator=(const ScopedCheckpointWriteFault&) = delete;
+
+ private:
+  std::int64_t previous_after_;
+  int previous_errno_;
+};
+
+}  // namespace testing
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/impl/checkpoint_io.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/checkpoint_io.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string system_error_text(int error) { return std::generic_category().message(error); }
+
+VOLT_INLINE void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
   const FileWriteFault fault{checkpoint_write_fault_after_bytes.load(), checkpoint_write_fault_errno.load()};
   const auto failure = write_file_durably(path, bytes, fault);
   if (!failure) return;
@@ -13990,11 +15875,7 @@ inline void write_file_synced(const std::filesystem::path& path, const std::stri
   throw CheckpointError(prefix + "writing " + path.string() + " failed");
 }
 
-/// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
-/// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
-/// and the system error (e.g. "No space left on device"). Temporary files of `path` left by a killed
-/// earlier write are removed first.
-inline void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
+VOLT_INLINE void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
   const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code error;
   std::filesystem::create_directories(folder, error);
@@ -14025,17 +15906,10 @@ inline void save_archive_atomically(torch::serialize::OutputArchive& archive, co
   fsync_folder(folder);
 }
 
-/// CRC-32 of `size` bytes at `data` (zip entries).
-inline std::uint32_t crc32(const char* data, std::size_t size) { return crc32(std::string_view(data, size)); }
+VOLT_INLINE std::uint32_t crc32(const char* data, std::size_t size) { return crc32(std::string_view(data, size)); }
 
-/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
-/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
-/// in the TorchScript code of an archive crashes LibTorch 1.13). Deflated entries are inflated by volt's own
-/// bounds-checked decoder (detail/inflate.hpp) and their CRC-32 checked too. Archives in zip64 form are left
-/// to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
-/// `names`, when given, receives the names of the entries checked.
-inline void check_zip_integrity(const std::string& bytes, const std::string& shown,
-                                std::vector<std::string>* names = nullptr) {
+VOLT_INLINE void check_zip_integrity(const std::string& bytes, const std::string& shown,
+                                     std::vector<std::string>* names) {
   const auto u16 = [&](std::size_t at) {
     return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
            static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
@@ -14094,10 +15968,8 @@ inline void check_zip_integrity(const std::string& bytes, const std::string& sho
   }
 }
 
-/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
-/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
-inline void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
-                               const std::string& shown, torch::Device device) {
+VOLT_INLINE void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
+                                    const std::string& shown, torch::Device device) {
   if (bytes.empty()) throw CheckpointError("volt: checkpoint file " + shown + " is empty");
   // LibTorch archives are zip files: they start with a local file header "PK\3\4".
   if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
@@ -14126,9 +15998,8 @@ inline void load_archive_bytes(torch::serialize::InputArchive& archive, const st
   }
 }
 
-/// Loads an archive, mapping every tensor to `device`. Names the file in any error (see load_archive_bytes).
-inline void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
-                         torch::Device device) {
+VOLT_INLINE void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
+                              torch::Device device) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
     throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
@@ -14141,88 +16012,8 @@ inline void load_archive(torch::serialize::InputArchive& archive, const std::fil
   load_archive_bytes(archive, content, path.string(), device);
 }
 
-/// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
-/// CheckpointError naming the file and the entry when it is missing or of another type:
-/// "volt: <file> is not a volt checkpoint or is corrupted: entry '<key>' is missing or not <a type>".
-/// Holds a reference to the archive, which must outlive it.
-class CheckpointReader {
- public:
-  /// Reads from `archive`, naming the file `shown` in errors.
-  CheckpointReader(torch::serialize::InputArchive& archive, std::string shown)
-      : archive_(archive), shown_(std::move(shown)) {}
-
-  /// Whether the checkpoint has an entry `key`, of any type.
-  bool contains(const std::string& key) const {
-    c10::IValue value;
-    return archive_.try_read(key, value);
-  }
-
-  /// The int entry `key`.
-  std::int64_t read_int(const std::string& key) const { return read_value(key, &c10::IValue::isInt, "an integer").toInt(); }
-
-  /// The bool entry `key`.
-  bool read_bool(const std::string& key) const { return read_value(key, &c10::IValue::isBool, "a bool").toBool(); }
-
-  /// The int list entry `key` (written as a c10::List<std::int64_t>).
-  std::vector<std::int64_t> read_int_list(const std::string& key) const {
-    return read_value(key, &c10::IValue::isIntList, "a list of integers").toIntVector();
-  }
-
-  /// The tensor entry `key`, written as a buffer (`archive.write(key, tensor, /*is_buffer=*/true)`), on the
-  /// device the archive was loaded to.
-  torch::Tensor read_tensor(const std::string& key) const {
-    torch::Tensor tensor;
-    if (!archive_.try_read(key, tensor, /*is_buffer=*/true)) throw entry_error(key, "a tensor");
-    return tensor;
-  }
-
-  /// The nested archive `key` (an OutputArchive written into the checkpoint) into `into`.
-  void read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
-    if (!archive_.try_read(key, into)) throw entry_error(key, "an archive");
-  }
-
-  /// The nested archive `key` into `into` if the checkpoint has one: false (and `into` untouched) when the
-  /// entry is missing or is not an archive, as InputArchive::try_read. For optional entries; never throws
-  /// CheckpointError.
-  bool try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
-    return archive_.try_read(key, into);
-  }
-
-  /// The archive read from.
-  torch::serialize::InputArchive& archive() const noexcept { return archive_; }
-  /// The file name shown in errors.
-  const std::string& shown() const noexcept { return shown_; }
-
- private:
-  c10::IValue read_value(const std::string& key, bool (c10::IValue::*has_type)() const, const char* type) const {
-    c10::IValue value;
-    if (!archive_.try_read(key, value) || !(value.*has_type)()) throw entry_error(key, type);
-    return value;
-  }
-
-  CheckpointError entry_error(const std::string& key, const char* type) const {
-    return CheckpointError("volt: " + shown_ + " is not a volt checkpoint or is corrupted: entry '" + key +
-                           "' is missing or not " + type);
-  }
-
-  torch::serialize::InputArchive& archive_;
-  std::string shown_;
-};
-
-}  // namespace detail
-
-/// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
-/// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
-/// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
-inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
-                                    torch::Device device = torch::kCPU);
-
-namespace detail {
-
-/// load_checkpoint_weights on the bytes of the file `shown` (loaded into `archive`, which the caller may read
-/// further). Throws CheckpointError only.
-inline void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                                      const std::string& shown) {
+VOLT_INLINE void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                                           const std::string& shown) {
   const CheckpointReader reader(archive, shown);
   reader.read_int("volt/format");
   torch::serialize::InputArchive model_archive;
@@ -14236,41 +16027,66 @@ inline void load_weights_from_archive(torch::nn::Module& module, torch::serializ
     throw CheckpointError("volt: the model in " + shown + " cannot be loaded: " + cause.what());
   }
 }
+}  // namespace volt::detail
 
-}  // namespace detail
+namespace volt {
 
-inline void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
-                                    torch::Device device) {
+VOLT_INLINE void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                         torch::Device device) {
   torch::serialize::InputArchive archive;
   detail::load_archive(archive, path, device);
   detail::load_weights_from_archive(module, archive, path.string());
 }
-
-namespace testing {
-
-/// Makes every checkpoint write in this process fail once `after_bytes` bytes of the file are written, with
-/// the system error `error` (default ENOSPC, "No space left on device"), while alive. For tests of the
-/// disk-full path; not thread-safe against concurrent instances.
-class ScopedCheckpointWriteFault {
- public:
-  /// Installs the fault; the destructor restores the previous setting (so instances nest).
-  explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
-      : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
-        previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
-  ~ScopedCheckpointWriteFault() {
-    detail::checkpoint_write_fault_after_bytes = previous_after_;
-    detail::checkpoint_write_fault_errno = previous_errno_;
-  }
-  ScopedCheckpointWriteFault(const ScopedCheckpointWriteFault&) = delete;
-  ScopedCheckpointWriteFault& operator=(const ScopedCheckpointWriteFault&) = delete;
-
- private:
-  std::int64_t previous_after_;
-  int previous_errno_;
-};
-
-}  // namespace testing
 }  // namespace volt
+
+namespace volt::detail {
+
+VOLT_INLINE bool CheckpointReader::contains(const std::string& key) const {
+  c10::IValue value;
+  return archive_.try_read(key, value);
+}
+
+VOLT_INLINE auto CheckpointReader::read_int_list(const std::string& key) const -> std::vector<std::int64_t> {
+  return read_value(key, &c10::IValue::isIntList, "a list of integers").toIntVector();
+}
+
+VOLT_INLINE torch::Tensor CheckpointReader::read_tensor(const std::string& key) const {
+  torch::Tensor tensor;
+  if (!archive_.try_read(key, tensor, /*is_buffer=*/true)) throw entry_error(key, "a tensor");
+  return tensor;
+}
+
+VOLT_INLINE void CheckpointReader::read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
+  if (!archive_.try_read(key, into)) throw entry_error(key, "an archive");
+}
+
+VOLT_INLINE bool CheckpointReader::try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
+  return archive_.try_read(key, into);
+}
+
+VOLT_INLINE auto CheckpointReader::read_value(const std::string& key, bool (c10::IValue::*has_type)() const,
+                                              const char* type) const -> c10::IValue {
+  c10::IValue value;
+  if (!archive_.try_read(key, value) || !(value.*has_type)()) throw entry_error(key, type);
+  return value;
+}
+
+VOLT_INLINE auto CheckpointReader::entry_error(const std::string& key, const char* type) const -> CheckpointError {
+  return CheckpointError("volt: " + shown_ + " is not a volt checkpoint or is corrupted: entry '" + key +
+                         "' is missing or not " + type);
+}
+}  // namespace volt::detail
+
+namespace volt::testing {
+
+VOLT_INLINE ScopedCheckpointWriteFault::~ScopedCheckpointWriteFault() {
+  detail::checkpoint_write_fault_after_bytes = previous_after_;
+  detail::checkpoint_write_fault_errno = previous_errno_;
+}
+
+}  // namespace volt::testing
+// ---- end volt/serialization/impl/checkpoint_io.ipp
+#endif
 // ---- end volt/serialization/checkpoint_io.hpp
 // ---- begin volt/serialization/module_archive.hpp
 /// \file
@@ -14284,7 +16100,19 @@ namespace volt::detail {
 /// Writes `module` into `archive` with the entries and nesting torch::nn::Module::save writes (its own
 /// parameters, then its buffers, then one archive per serializable child), each tensor in contiguous strides,
 /// so that a model trained in channels-last is saved in the layout users expect and loads the same way.
-inline void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive) {
+VOLT_INLINE void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/impl/module_archive.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/module_archive.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive) {
   torch::NoGradGuard no_grad;
   auto contiguous = [](const torch::Tensor& tensor) {
     if (!tensor.defined() || tensor.is_contiguous()) return tensor;
@@ -14307,6 +16135,8 @@ inline void save_module_contiguous(const torch::nn::Module& module, torch::seria
 }
 
 }  // namespace volt::detail
+// ---- end volt/serialization/impl/module_archive.ipp
+#endif
 // ---- end volt/serialization/module_archive.hpp
 // ---- end volt/serialization.hpp
 // ---- begin volt/trainer.hpp
@@ -14334,7 +16164,19 @@ namespace volt::detail {
 /// Python's repr(float(value)): the shortest digits that read back as `value`, in fixed notation when the
 /// decimal exponent is in [-5, 16) (with ".0" for a whole number), otherwise as "<digits>e<sign><two or more
 /// digits>" ("1e-05", "1.5e+16").
-inline std::string python_float(double value) {
+VOLT_INLINE std::string python_float(double value);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/python_format.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/python_format.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string python_float(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
   if (value == 0.0) return std::signbit(value) ? "-0.0" : "0.0";
@@ -14373,6 +16215,8 @@ inline std::string python_float(double value) {
 }
 
 }  // namespace volt::detail
+// ---- end volt/core/impl/python_format.ipp
+#endif
 // ---- end volt/core/python_format.hpp
 
 #include <cmath>
@@ -14406,10 +16250,7 @@ class BatchAmount {
   constexpr std::int64_t count() const { return std::get<std::int64_t>(value_); }
 
   /// Number of batches out of `total`: a fraction gives int(total * f), a count min(total, n).
-  std::int64_t of(std::int64_t total) const {
-    if (is_fraction()) return static_cast<std::int64_t>(static_cast<double>(total) * fraction());
-    return std::min(total, count());
-  }
+  std::int64_t of(std::int64_t total) const;
   /// Whether this is the fraction 1.0. A count is never "the whole epoch", even one that covers every batch.
   bool is_whole_epoch() const { return is_fraction() && fraction() == 1.0; }
 
@@ -14546,7 +16387,20 @@ struct TrainerOptions {
 
 namespace detail {
 
-inline void validate(const TrainerOptions& options) {
+VOLT_INLINE void validate(const TrainerOptions& options);
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/impl/options.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/options.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void validate(const TrainerOptions& options) {
   auto fail = [](const std::string& message) { throw MisconfigurationError(message); };
   if (options.num_nodes < 1) {
     fail("`num_nodes` must be a positive integer, but got " + std::to_string(options.num_nodes) + ".");
@@ -14642,9 +16496,18 @@ inline void validate(const TrainerOptions& options) {
          std::to_string(*options.max_epochs) + ").");
   }
 }
+}  // namespace volt::detail
 
-}  // namespace detail
+namespace volt {
+
+VOLT_INLINE std::int64_t BatchAmount::of(std::int64_t total) const {
+  if (is_fraction()) return static_cast<std::int64_t>(static_cast<double>(total) * fraction());
+  return std::min(total, count());
+}
+
 }  // namespace volt
+// ---- end volt/trainer/impl/options.ipp
+#endif
 // ---- end volt/trainer/options.hpp
 // ---- begin volt/trainer/state.hpp
 /// \file
@@ -14752,126 +16615,22 @@ class MetricStore {
   void record_into(std::vector<RecordedLog>* sink) noexcept { recording_ = sink; }
 
   /// Repeats recorded calls (after a replay of the graph they were captured in).
-  void replay(const std::vector<RecordedLog>& calls) {
-    for (const auto& call : calls) log(call.name, call.value, call.options, call.phase);
-  }
+  void replay(const std::vector<RecordedLog>& calls);
 
-  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options, MetricPhase phase) {
-    if (recording_ != nullptr) {
-      TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name,
-                  "` must hold a single element, but it has shape ", value.sizes());
-      recording_->push_back(RecordedLog{std::string(name), value.detach(), options, phase});
-      return;
-    }
-    const bool training = phase == MetricPhase::train;
-    bool default_on_step = training;
-    bool default_on_epoch = !training;
-    if (!epoch_hook_.empty()) {
-      // Lightning's _FxValidator: in the epoch-level hooks a value is an epoch value only.
-      const auto refuse = [&](const char* option, bool given, const char* allowed) {
-        throw MisconfigurationError("You can't `self.log(" + std::string(option) + "=" + (given ? "True" : "False") +
-                                    ")` inside `" + std::string(epoch_hook_) + "`, must be one of " + allowed + ".");
-      };
-      if (options.on_step.value_or(false)) refuse("on_step", true, "(False,)");
-      if (!options.on_epoch.value_or(true)) refuse("on_epoch", false, "(True,)");
-      default_on_step = false;
-      default_on_epoch = true;
-    }
-    MetricEntry* entry = find(name, phase);
-    if (entry == nullptr) {
-      entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar,
-                                     options.on_step.value_or(default_on_step),
-                                     options.on_epoch.value_or(default_on_epoch), options.logger, options.reduce, {},
-                                     {}, 0, false});
-      entry = &entries_.back();
-    }
-    TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name, "` must hold a single element, but it has shape ",
-                value.sizes());
-    torch::Tensor detached = value.detach();
-    if (entry->on_step) {
-      entry->last = detached;
-      entry->logged_since_flush = true;
-    }
-    if (entry->on_epoch) {
-      torch::Tensor as_float = detached.to(torch::kFloat).reshape({});
-      if (entry->count == 0) {
-        entry->aggregate = as_float.clone();
-      } else {
-        switch (entry->reduce) {
-          case Reduce::mean:
-          case Reduce::sum: entry->aggregate.add_(as_float); break;
-          case Reduce::max: entry->aggregate = torch::maximum(entry->aggregate, as_float); break;
-          case Reduce::min: entry->aggregate = torch::minimum(entry->aggregate, as_float); break;
-        }
-      }
-      ++entry->count;
-    }
-  }
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options, MetricPhase phase);
 
-  void log(std::string_view name, double value, const LogOptions& options, MetricPhase phase) {
-    log(name, torch::tensor(value, torch::kDouble), options, phase);
-  }
+  void log(std::string_view name, double value, const LogOptions& options, MetricPhase phase);
 
   /// Step values logged since the last call, under their logger keys ("name" or "name_step"); reading them
   /// syncs with the device.
-  std::map<std::string, double> take_step_values_for_logger() {
-    std::map<std::string, double> out;
-    for (auto& entry : entries_) {
-      if (!entry.logged_since_flush) continue;
-      entry.logged_since_flush = false;
-      if (!entry.to_logger) continue;
-      const double value = entry.last.item<double>();
-      out[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
-      if (entry.on_epoch) callback_metrics_[entry.name + "_step"] = value;
-      callback_metrics_[entry.name] = value;
-    }
-    return out;
-  }
+  std::map<std::string, double> take_step_values_for_logger();
 
   /// Ends the epoch of `phase`: reduces the epoch values into the callback metrics and returns those meant
   /// for the loggers ("name" or "name_epoch"). Resets the phase's accumulators.
   /// `across_ranks`, when given, combines each reduction kind's epoch values with the other ranks' (a
   /// distributed run: every rank logs the same names in the same order); it is called once per kind in use.
   std::map<std::string, double> end_epoch(
-      MetricPhase phase, const std::function<void(std::vector<double>&, Reduce)>& across_ranks = {}) {
-    std::map<std::string, double> for_logger;
-    std::vector<double> epoch_values(entries_.size(), 0.0);
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      auto& entry = entries_[i];
-      if (entry.phase != phase || !entry.on_epoch || entry.count == 0) continue;
-      epoch_values[i] = entry.aggregate.item<double>();
-      if (entry.reduce == Reduce::mean) epoch_values[i] /= static_cast<double>(entry.count);
-    }
-    if (across_ranks) {
-      for (Reduce kind : {Reduce::mean, Reduce::sum, Reduce::max, Reduce::min}) {
-        std::vector<std::size_t> indices;
-        std::vector<double> values;
-        for (std::size_t i = 0; i < entries_.size(); ++i) {
-          const auto& entry = entries_[i];
-          if (entry.phase != phase || !entry.on_epoch || entry.reduce != kind) continue;
-          indices.push_back(i);
-          values.push_back(entry.count > 0 ? epoch_values[i] : 0.0);
-        }
-        if (values.empty()) continue;
-        across_ranks(values, kind);
-        for (std::size_t j = 0; j < indices.size(); ++j) epoch_values[indices[j]] = values[j];
-      }
-    }
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      auto& entry = entries_[i];
-      if (entry.phase != phase) continue;
-      publish_step_value(entry);
-      if (entry.on_epoch && entry.count > 0) {
-        const double value = epoch_values[i];
-        callback_metrics_[entry.name] = value;
-        if (entry.on_step) callback_metrics_[entry.name + "_epoch"] = value;
-        if (entry.to_logger) for_logger[entry.on_step ? entry.name + "_epoch" : entry.name] = value;
-      }
-      entry.count = 0;
-      entry.aggregate = torch::Tensor();
-    }
-    return for_logger;
-  }
+      MetricPhase phase, const std::function<void(std::vector<double>&, Reduce)>& across_ranks = {});
 
   /// While an epoch-level hook (on_train_epoch_end, on_validation_start, ...) named `hook` runs: log() then
   /// defaults to on_step=false, on_epoch=true and refuses on_step=true or on_epoch=false with Lightning's
@@ -14882,72 +16641,31 @@ class MetricStore {
 
   /// Whether a value of `phase` was logged for its epoch since the phase's last end_epoch (e.g. in a hook
   /// that runs after the epoch's values were reduced).
-  bool has_epoch_values(MetricPhase phase) const {
-    for (const auto& entry : entries_) {
-      if (entry.phase == phase && entry.on_epoch && entry.count > 0) return true;
-    }
-    return false;
-  }
+  bool has_epoch_values(MetricPhase phase) const;
 
   /// Brings the latest step values into the callback metrics (syncs) and returns them all.
-  const std::map<std::string, double, std::less<>>& callback_metrics() {
-    for (auto& entry : entries_) publish_step_value(entry);
-    return callback_metrics_;
-  }
+  const std::map<std::string, double, std::less<>>& callback_metrics();
 
-  std::optional<double> metric(std::string_view key) {
-    const auto& all = callback_metrics();
-    if (auto it = all.find(key); it != all.end()) return it->second;
-    return std::nullopt;
-  }
+  std::optional<double> metric(std::string_view key);
 
   /// Values for the progress bar: step values while an epoch runs, epoch values of earlier phases.
-  std::vector<std::pair<std::string, double>> progress_bar_values() {
-    std::vector<std::pair<std::string, double>> out;
-    for (auto& entry : entries_) {
-      if (!entry.prog_bar) continue;
-      if (entry.on_step && entry.last.defined()) {
-        out.emplace_back(entry.on_epoch ? entry.name + "_step" : entry.name, entry.last.item<double>());
-      }
-      if (entry.on_epoch) {
-        const auto key = entry.on_step ? entry.name + "_epoch" : entry.name;
-        if (auto it = callback_metrics_.find(key); it != callback_metrics_.end()) out.emplace_back(key, it->second);
-      }
-    }
-    return out;
-  }
+  std::vector<std::pair<std::string, double>> progress_bar_values();
 
   /// Puts `metrics` (from a checkpoint) into the callback metrics, as they were when it was written; values
   /// logged since are kept.
-  void restore_callback_metrics(const std::map<std::string, double, std::less<>>& metrics) {
-    for (const auto& [name, value] : metrics) callback_metrics_.try_emplace(name, value);
-  }
+  void restore_callback_metrics(const std::map<std::string, double, std::less<>>& metrics);
 
   /// Forgets the values of one phase (e.g. after the sanity check, whose metrics Lightning discards).
-  void discard(MetricPhase phase) {
-    std::erase_if(entries_, [phase](const MetricEntry& entry) { return entry.phase == phase; });
-    callback_metrics_.clear();
-  }
+  void discard(MetricPhase phase);
 
-  void clear() {
-    entries_.clear();
-    callback_metrics_.clear();
-  }
+  void clear();
 
  private:
   /// Puts the latest step value under its callback key: "name" (step only) or "name_step" (step and epoch,
   /// where "name" holds the epoch value once the epoch ends).
-  void publish_step_value(const MetricEntry& entry) {
-    if (!entry.on_step || !entry.last.defined()) return;
-    callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = entry.last.item<double>();
-  }
+  void publish_step_value(const MetricEntry& entry);
 
-  MetricEntry* find(std::string_view name, MetricPhase phase) {
-    for (auto& entry : entries_) {
-      if (entry.phase == phase && entry.name == name) return &entry;
-    }
-    return nullptr;
-  }
+  MetricEntry* find(std::string_view name, MetricPhase phase);
 
   std::vector<MetricEntry> entries_;
   std::map<std::string, double, std::less<>> callback_metrics_;
@@ -14960,14 +16678,8 @@ class MetricStore {
 class EpochHookScope {
  public:
   /// Marks `store` (nothing when null).
-  EpochHookScope(MetricStore* store, std::string_view hook) noexcept : store_(store) {
-    if (store_ == nullptr) return;
-    previous_ = store_->epoch_hook();
-    store_->set_epoch_hook(hook);
-  }
-  ~EpochHookScope() {
-    if (store_ != nullptr) store_->set_epoch_hook(previous_);
-  }
+  EpochHookScope(MetricStore* store, std::string_view hook) noexcept;
+  ~EpochHookScope();
   EpochHookScope(const EpochHookScope&) = delete;
   EpochHookScope& operator=(const EpochHookScope&) = delete;
 
@@ -15004,14 +16716,7 @@ class LoggerConnector {
 
   /// After the extras: the default CSVLogger when `enabled` and none was given; no logger at all when not
   /// `enabled` or under fast_dev_run (Lightning's rules).
-  void configure(bool enabled, bool fast_dev_run) {
-    if (enabled && !fast_dev_run && loggers_.empty()) {
-      auto csv = std::make_shared<CSVLogger>();
-      csv->set_default_save_dir(default_root_dir_);
-      loggers_.push_back(std::move(csv));
-    }
-    if (!enabled || fast_dev_run) loggers_.clear();
-  }
+  void configure(bool enabled, bool fast_dev_run);
 
   /// Whether this process writes to the loggers (global rank zero).
   void set_global_zero(bool is_global_zero) { is_global_zero_ = is_global_zero; }
@@ -15019,34 +16724,18 @@ class LoggerConnector {
   /// The loggers.
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
   /// The loggers as the plain pointers callbacks see (TrainerState::loggers).
-  std::vector<Logger*> pointers() const {
-    std::vector<Logger*> out;
-    for (const auto& logger : loggers_) out.push_back(logger.get());
-    return out;
-  }
+  std::vector<Logger*> pointers() const;
   /// The values logged through StepContext and TrainerState.
   MetricStore& metrics() { return metrics_; }
 
   /// The run's hyperparameters, once at fit start (rank zero, when there is a logger).
-  void log_hyperparams(const std::map<std::string, std::string>& params) {
-    if (!is_global_zero_) return;
-    for (const auto& logger : loggers_) logger->log_hyperparams(params);
-  }
+  void log_hyperparams(const std::map<std::string, std::string>& params);
   /// `values` with the "epoch" key added, at `step` (nothing when empty or off rank zero).
-  void log_metrics(std::map<std::string, double> values, std::int64_t step, std::int64_t epoch) {
-    if (values.empty() || !is_global_zero_) return;
-    values["epoch"] = static_cast<double>(epoch);
-    for (const auto& logger : loggers_) logger->log_metrics(values, step);
-  }
+  void log_metrics(std::map<std::string, double> values, std::int64_t step, std::int64_t epoch);
   /// Writes what the loggers buffer.
-  void save() {
-    for (const auto& logger : loggers_) logger->save();
-  }
+  void save();
   /// The run ended with `status` ("success", "failed").
-  void finalize(const std::string& status) {
-    if (!is_global_zero_) return;
-    for (const auto& logger : loggers_) logger->finalize(status);
-  }
+  void finalize(const std::string& status);
 
  private:
   template <class L>
@@ -15062,6 +16751,244 @@ class LoggerConnector {
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/connectors/impl/logger_connector.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/connectors/logger_connector.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void MetricStore::replay(const std::vector<RecordedLog>& calls) {
+  for (const auto& call : calls) log(call.name, call.value, call.options, call.phase);
+}
+
+VOLT_INLINE void MetricStore::log(std::string_view name, const torch::Tensor& value, const LogOptions& options,
+                                  MetricPhase phase) {
+  if (recording_ != nullptr) {
+    TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name,
+                "` must hold a single element, but it has shape ", value.sizes());
+    recording_->push_back(RecordedLog{std::string(name), value.detach(), options, phase});
+    return;
+  }
+  const bool training = phase == MetricPhase::train;
+  bool default_on_step = training;
+  bool default_on_epoch = !training;
+  if (!epoch_hook_.empty()) {
+    // Lightning's _FxValidator: in the epoch-level hooks a value is an epoch value only.
+    const auto refuse = [&](const char* option, bool given, const char* allowed) {
+      throw MisconfigurationError("You can't `self.log(" + std::string(option) + "=" + (given ? "True" : "False") +
+                                  ")` inside `" + std::string(epoch_hook_) + "`, must be one of " + allowed + ".");
+    };
+    if (options.on_step.value_or(false)) refuse("on_step", true, "(False,)");
+    if (!options.on_epoch.value_or(true)) refuse("on_epoch", false, "(True,)");
+    default_on_step = false;
+    default_on_epoch = true;
+  }
+  MetricEntry* entry = find(name, phase);
+  if (entry == nullptr) {
+    entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar,
+                                   options.on_step.value_or(default_on_step),
+                                   options.on_epoch.value_or(default_on_epoch), options.logger, options.reduce, {},
+                                   {}, 0, false});
+    entry = &entries_.back();
+  }
+  TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name, "` must hold a single element, but it has shape ",
+              value.sizes());
+  torch::Tensor detached = value.detach();
+  if (entry->on_step) {
+    entry->last = detached;
+    entry->logged_since_flush = true;
+  }
+  if (entry->on_epoch) {
+    torch::Tensor as_float = detached.to(torch::kFloat).reshape({});
+    if (entry->count == 0) {
+      entry->aggregate = as_float.clone();
+    } else {
+      switch (entry->reduce) {
+        case Reduce::mean:
+        case Reduce::sum: entry->aggregate.add_(as_float); break;
+        case Reduce::max: entry->aggregate = torch::maximum(entry->aggregate, as_float); break;
+        case Reduce::min: entry->aggregate = torch::minimum(entry->aggregate, as_float); break;
+      }
+    }
+    ++entry->count;
+  }
+}
+
+VOLT_INLINE void MetricStore::log(std::string_view name, double value, const LogOptions& options, MetricPhase phase) {
+  log(name, torch::tensor(value, torch::kDouble), options, phase);
+}
+
+VOLT_INLINE auto MetricStore::take_step_values_for_logger() -> std::map<std::string, double> {
+  std::map<std::string, double> out;
+  for (auto& entry : entries_) {
+    if (!entry.logged_since_flush) continue;
+    entry.logged_since_flush = false;
+    if (!entry.to_logger) continue;
+    const double value = entry.last.item<double>();
+    out[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
+    if (entry.on_epoch) callback_metrics_[entry.name + "_step"] = value;
+    callback_metrics_[entry.name] = value;
+  }
+  return out;
+}
+
+VOLT_INLINE bool MetricStore::has_epoch_values(MetricPhase phase) const {
+  for (const auto& entry : entries_) {
+    if (entry.phase == phase && entry.on_epoch && entry.count > 0) return true;
+  }
+  return false;
+}
+
+VOLT_INLINE auto MetricStore::callback_metrics() -> const std::map<std::string, double, std::less<>>& {
+  for (auto& entry : entries_) publish_step_value(entry);
+  return callback_metrics_;
+}
+
+VOLT_INLINE auto MetricStore::metric(std::string_view key) -> std::optional<double> {
+  const auto& all = callback_metrics();
+  if (auto it = all.find(key); it != all.end()) return it->second;
+  return std::nullopt;
+}
+
+VOLT_INLINE auto MetricStore::progress_bar_values() -> std::vector<std::pair<std::string, double>> {
+  std::vector<std::pair<std::string, double>> out;
+  for (auto& entry : entries_) {
+    if (!entry.prog_bar) continue;
+    if (entry.on_step && entry.last.defined()) {
+      out.emplace_back(entry.on_epoch ? entry.name + "_step" : entry.name, entry.last.item<double>());
+    }
+    if (entry.on_epoch) {
+      const auto key = entry.on_step ? entry.name + "_epoch" : entry.name;
+      if (auto it = callback_metrics_.find(key); it != callback_metrics_.end()) out.emplace_back(key, it->second);
+    }
+  }
+  return out;
+}
+
+VOLT_INLINE void MetricStore::restore_callback_metrics(const std::map<std::string, double, std::less<>>& metrics) {
+  for (const auto& [name, value] : metrics) callback_metrics_.try_emplace(name, value);
+}
+
+VOLT_INLINE void MetricStore::discard(MetricPhase phase) {
+  std::erase_if(entries_, [phase](const MetricEntry& entry) { return entry.phase == phase; });
+  callback_metrics_.clear();
+}
+
+VOLT_INLINE void MetricStore::clear() {
+  entries_.clear();
+  callback_metrics_.clear();
+}
+
+VOLT_INLINE void MetricStore::publish_step_value(const MetricEntry& entry) {
+  if (!entry.on_step || !entry.last.defined()) return;
+  callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = entry.last.item<double>();
+}
+
+VOLT_INLINE auto MetricStore::find(std::string_view name, MetricPhase phase) -> MetricEntry* {
+  for (auto& entry : entries_) {
+    if (entry.phase == phase && entry.name == name) return &entry;
+  }
+  return nullptr;
+}
+
+VOLT_INLINE EpochHookScope::EpochHookScope(MetricStore* store, std::string_view hook) noexcept
+    : store_(store) {
+  if (store_ == nullptr) return;
+  previous_ = store_->epoch_hook();
+  store_->set_epoch_hook(hook);
+}
+
+VOLT_INLINE EpochHookScope::~EpochHookScope() {
+  if (store_ != nullptr) store_->set_epoch_hook(previous_);
+}
+
+VOLT_INLINE void LoggerConnector::configure(bool enabled, bool fast_dev_run) {
+  if (enabled && !fast_dev_run && loggers_.empty()) {
+    auto csv = std::make_shared<CSVLogger>();
+    csv->set_default_save_dir(default_root_dir_);
+    loggers_.push_back(std::move(csv));
+  }
+  if (!enabled || fast_dev_run) loggers_.clear();
+}
+
+VOLT_INLINE auto LoggerConnector::pointers() const -> std::vector<Logger*> {
+  std::vector<Logger*> out;
+  for (const auto& logger : loggers_) out.push_back(logger.get());
+  return out;
+}
+
+VOLT_INLINE void LoggerConnector::log_hyperparams(const std::map<std::string, std::string>& params) {
+  if (!is_global_zero_) return;
+  for (const auto& logger : loggers_) logger->log_hyperparams(params);
+}
+
+VOLT_INLINE void LoggerConnector::log_metrics(std::map<std::string, double> values, std::int64_t step,
+                                              std::int64_t epoch) {
+  if (values.empty() || !is_global_zero_) return;
+  values["epoch"] = static_cast<double>(epoch);
+  for (const auto& logger : loggers_) logger->log_metrics(values, step);
+}
+
+VOLT_INLINE void LoggerConnector::save() {
+  for (const auto& logger : loggers_) logger->save();
+}
+
+VOLT_INLINE void LoggerConnector::finalize(const std::string& status) {
+  if (!is_global_zero_) return;
+  for (const auto& logger : loggers_) logger->finalize(status);
+}
+
+}  // namespace volt::detail
+
+namespace volt::detail {
+
+VOLT_INLINE auto MetricStore::end_epoch(MetricPhase phase,
+                                        const std::function<void(std::vector<double>&, Reduce)>& across_ranks) -> std::map<std::string, double> {
+  std::map<std::string, double> for_logger;
+  std::vector<double> epoch_values(entries_.size(), 0.0);
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    auto& entry = entries_[i];
+    if (entry.phase != phase || !entry.on_epoch || entry.count == 0) continue;
+    epoch_values[i] = entry.aggregate.item<double>();
+    if (entry.reduce == Reduce::mean) epoch_values[i] /= static_cast<double>(entry.count);
+  }
+  if (across_ranks) {
+    for (Reduce kind : {Reduce::mean, Reduce::sum, Reduce::max, Reduce::min}) {
+      std::vector<std::size_t> indices;
+      std::vector<double> values;
+      for (std::size_t i = 0; i < entries_.size(); ++i) {
+        const auto& entry = entries_[i];
+        if (entry.phase != phase || !entry.on_epoch || entry.reduce != kind) continue;
+        indices.push_back(i);
+        values.push_back(entry.count > 0 ? epoch_values[i] : 0.0);
+      }
+      if (values.empty()) continue;
+      across_ranks(values, kind);
+      for (std::size_t j = 0; j < indices.size(); ++j) epoch_values[indices[j]] = values[j];
+    }
+  }
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    auto& entry = entries_[i];
+    if (entry.phase != phase) continue;
+    publish_step_value(entry);
+    if (entry.on_epoch && entry.count > 0) {
+      const double value = epoch_values[i];
+      callback_metrics_[entry.name] = value;
+      if (entry.on_step) callback_metrics_[entry.name + "_epoch"] = value;
+      if (entry.to_logger) for_logger[entry.on_step ? entry.name + "_epoch" : entry.name] = value;
+    }
+    entry.count = 0;
+    entry.aggregate = torch::Tensor();
+  }
+  return for_logger;
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/connectors/impl/logger_connector.ipp
+#endif
 // ---- end volt/trainer/connectors/logger_connector.hpp
 
 #include <torch/torch.h>
@@ -15143,19 +17070,12 @@ struct TrainerState {
   std::vector<std::pair<std::string, double>> progress_bar_metrics() { return metrics_->progress_bar_values(); }
   /// Logs a value from a callback (as LightningModule.log does from a hook), with StepContext::log's
   /// defaults for the hook it is called from (an epoch value in the epoch-level hooks).
-  void log(std::string_view name, double value, const LogOptions& options = {}) {
-    metrics_->log(name, value, options, phase_);
-  }
+  void log(std::string_view name, double value, const LogOptions& options = {});
   /// Logs a tensor value from a callback; the value stays on the device until a logger or the progress bar
   /// reads it.
-  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
-    metrics_->log(name, value, options, phase_);
-  }
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {});
   /// Writes the metrics to every logger at the current global step (global rank zero only).
-  void log_to_loggers(const std::map<std::string, double>& values) const {
-    if (!is_global_zero) return;
-    for (Logger* logger : loggers) logger->log_metrics(values, global_step);
-  }
+  void log_to_loggers(const std::map<std::string, double>& values) const;
   /// Saves a full checkpoint of the run to `path` (atomically). Set by the Trainer during fit.
   std::function<void(const std::filesystem::path& path, bool weights_only)> save_checkpoint{};
   /// False when the last save_checkpoint call failed and the failure was only logged
@@ -15169,10 +17089,7 @@ struct TrainerState {
   std::function<std::map<std::string, double>()> device_stats{};
 
   /// The first logger's folder, or default_root_dir when there is no logger.
-  std::filesystem::path log_dir() const {
-    return loggers.empty() ? (default_root_dir.empty() ? std::filesystem::path(".") : default_root_dir)
-                           : loggers.front()->log_dir();
-  }
+  std::filesystem::path log_dir() const;
 
   /// \cond
   // Set by the Trainer.
@@ -15201,6 +17118,40 @@ struct ResumeState {
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/impl/state.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/state.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE void TrainerState::log_to_loggers(const std::map<std::string, double>& values) const {
+  if (!is_global_zero) return;
+  for (Logger* logger : loggers) logger->log_metrics(values, global_step);
+}
+
+VOLT_INLINE auto TrainerState::log_dir() const -> std::filesystem::path {
+  return loggers.empty() ? (default_root_dir.empty() ? std::filesystem::path(".") : default_root_dir)
+                         : loggers.front()->log_dir();
+}
+
+}  // namespace volt
+
+namespace volt {
+
+VOLT_INLINE void TrainerState::log(std::string_view name, double value, const LogOptions& options) {
+  metrics_->log(name, value, options, phase_);
+}
+
+VOLT_INLINE void TrainerState::log(std::string_view name, const torch::Tensor& value, const LogOptions& options) {
+  metrics_->log(name, value, options, phase_);
+}
+
+}  // namespace volt
+// ---- end volt/trainer/impl/state.ipp
+#endif
 // ---- end volt/trainer/state.hpp
 // ---- begin volt/trainer/step_context.hpp
 /// \file
@@ -15338,13 +17289,9 @@ class StepContext {
   /// c10::Error). Under DDP each rank logs its own values; epoch values are combined across ranks at the
   /// epoch's end (a collective), so every rank must log the same names in the same order.
   /// Call it only while the Trainer runs a step or hook (fit, validate, test).
-  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
-    state_->metrics_->log(name, value, options, state_->phase_);
-  }
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {});
   /// log() with a number (stored as a float64 tensor on the CPU).
-  void log(std::string_view name, double value, const LogOptions& options = {}) {
-    state_->metrics_->log(name, value, options, state_->phase_);
-  }
+  void log(std::string_view name, double value, const LogOptions& options = {});
 
   /// Optimizer steps taken so far in this fit (TrainerState::global_step).
   std::int64_t global_step() const { return state_->global_step; }
@@ -15364,14 +17311,7 @@ class StepContext {
   /// MisconfigurationError outside a manual-optimization fit.
   std::vector<ManualOptimizer>& optimizers() const { return driver("optimizers").optimizers(); }
   /// Manual optimization: optimizer `index` (std::out_of_range past the last one).
-  ManualOptimizer& optimizer(std::size_t index = 0) const {
-    auto& all = optimizers();
-    if (index >= all.size()) {
-      throw std::out_of_range("volt: ctx.optimizer(" + std::to_string(index) + "): the model configured " +
-                              std::to_string(all.size()) + " optimizer(s)");
-    }
-    return all[index];
-  }
+  ManualOptimizer& optimizer(std::size_t index = 0) const;
   /// Manual optimization: the fit's LR schedulers in configure_optimizers' order (Lightning's
   /// `self.lr_schedulers()`); the model steps them itself (ManualScheduler::step), the Trainer does not.
   std::vector<ManualScheduler>& lr_schedulers() const { return driver("lr_schedulers").lr_schedulers(); }
@@ -15382,9 +17322,7 @@ class StepContext {
   /// Manual optimization: clips the gradients of `optimizer`'s parameters (Lightning's `self.clip_gradients`):
   /// `value` <= 0 does nothing; norm: total 2-norm at most `value`; value: each element in [-value, value].
   /// Under a grad scaler the gradients are unscaled first (step() then does not unscale them again).
-  void clip_gradients(ManualOptimizer& optimizer, double value, GradClipAlgorithm algorithm = GradClipAlgorithm::norm) const {
-    driver("clip_gradients").clip_gradients(optimizer.optimizer(), value, algorithm);
-  }
+  void clip_gradients(ManualOptimizer& optimizer, double value, GradClipAlgorithm algorithm = GradClipAlgorithm::norm) const;
 
   /// \cond
   // Set by the training loop for a manual-optimization fit.
@@ -15392,20 +17330,59 @@ class StepContext {
   /// \endcond
 
  private:
-  detail::ManualDriver& driver(const char* what) const {
-    if (!manual_driver_) {
-      throw MisconfigurationError(std::string("volt: ctx.") + what +
-                                  "() is for manual optimization: declare `static constexpr bool "
-                                  "automatic_optimization = false;` in the model (the Trainer steps the optimizers "
-                                  "under automatic optimization; read them from ctx.trainer().optimizers)");
-    }
-    return *manual_driver_;
-  }
+  detail::ManualDriver& driver(const char* what) const;
 
   TrainerState* state_;
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/impl/step_context.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/step_context.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE auto StepContext::optimizer(std::size_t index) const -> ManualOptimizer& {
+  auto& all = optimizers();
+  if (index >= all.size()) {
+    throw std::out_of_range("volt: ctx.optimizer(" + std::to_string(index) + "): the model configured " +
+                            std::to_string(all.size()) + " optimizer(s)");
+  }
+  return all[index];
+}
+
+VOLT_INLINE void StepContext::clip_gradients(ManualOptimizer& optimizer, double value, GradClipAlgorithm algorithm) const {
+  driver("clip_gradients").clip_gradients(optimizer.optimizer(), value, algorithm);
+}
+
+VOLT_INLINE auto StepContext::driver(const char* what) const -> detail::ManualDriver& {
+  if (!manual_driver_) {
+    throw MisconfigurationError(std::string("volt: ctx.") + what +
+                                "() is for manual optimization: declare `static constexpr bool "
+                                "automatic_optimization = false;` in the model (the Trainer steps the optimizers "
+                                "under automatic optimization; read them from ctx.trainer().optimizers)");
+  }
+  return *manual_driver_;
+}
+
+}  // namespace volt
+
+namespace volt {
+
+VOLT_INLINE void StepContext::log(std::string_view name, const torch::Tensor& value, const LogOptions& options) {
+  state_->metrics_->log(name, value, options, state_->phase_);
+}
+
+VOLT_INLINE void StepContext::log(std::string_view name, double value, const LogOptions& options) {
+  state_->metrics_->log(name, value, options, state_->phase_);
+}
+
+}  // namespace volt
+// ---- end volt/trainer/impl/step_context.ipp
+#endif
 // ---- end volt/trainer/step_context.hpp
 // ---- begin volt/trainer/module.hpp
 /// \file
@@ -15599,11 +17576,7 @@ constexpr bool uses_automatic_optimization() {
   }
 }
 
-inline OptimizerConfig optimizer_entry_config(OptimizerConfig config, std::size_t index) {
-  TORCH_CHECK(config.optimizer != nullptr, "volt: configure_optimizers() returned an OptimizerConfig without an optimizer",
-              index > 0 ? " (entry " + std::to_string(index) + ")" : std::string());
-  return config;
-}
+VOLT_INLINE OptimizerConfig optimizer_entry_config(OptimizerConfig config, std::size_t index);
 template <optimizer_pointer P>
 OptimizerConfig optimizer_entry_config(P pointer, std::size_t index) {
   TORCH_CHECK(pointer != nullptr, "volt: configure_optimizers() returned a null optimizer",
@@ -15647,6 +17620,24 @@ constexpr void check_trainable() {
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/impl/module.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/module.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE OptimizerConfig optimizer_entry_config(OptimizerConfig config, std::size_t index) {
+  TORCH_CHECK(config.optimizer != nullptr, "volt: configure_optimizers() returned an OptimizerConfig without an optimizer",
+              index > 0 ? " (entry " + std::to_string(index) + ")" : std::string());
+  return config;
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/impl/module.ipp
+#endif
 // ---- end volt/trainer/module.hpp
 // ---- begin volt/trainer/data.hpp
 /// \file
@@ -15728,10 +17719,7 @@ namespace volt::detail {
 
 /// Seeds (TrainerOptions::seed) and sets the math modes (float32 matmul precision, cuDNN benchmark,
 /// deterministic algorithms), as the options ask.
-inline void set_torch_flags(const TrainerOptions& options) {
-  if (options.seed) torch::manual_seed(*options.seed);
-  set_math_modes(options.float32_matmul_precision, options.benchmark, options.deterministic);
-}
+VOLT_INLINE void set_torch_flags(const TrainerOptions& options);
 
 /// The devices the Trainer trains on: the options' device spec for the accelerator, with the strategy's
 /// rules (strategies/device_selection.hpp). Throws MisconfigurationError.
@@ -15741,14 +17729,34 @@ DeviceSelection select_trainer_devices(const TrainerOptions& options) {
 }
 
 /// The accelerator's device statistics of `device` (DeviceStatsMonitor reads them through TrainerState).
-inline std::function<std::map<std::string, double>()> device_stats_probe(AcceleratorKind accelerator,
-                                                                         torch::Device device) {
+VOLT_INLINE std::function<std::map<std::string, double>()> device_stats_probe(AcceleratorKind accelerator,
+                                                                              torch::Device device);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/connectors/impl/accelerator_connector.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/connectors/accelerator_connector.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void set_torch_flags(const TrainerOptions& options) {
+  if (options.seed) torch::manual_seed(*options.seed);
+  set_math_modes(options.float32_matmul_precision, options.benchmark, options.deterministic);
+}
+
+VOLT_INLINE std::function<std::map<std::string, double>()> device_stats_probe(AcceleratorKind accelerator,
+                                                                              torch::Device device) {
   return [accelerator, device] {
     return visit_accelerator(accelerator, [device](auto policy) { return decltype(policy)::get_device_stats(device); });
   };
 }
 
 }  // namespace volt::detail
+// ---- end volt/trainer/connectors/impl/accelerator_connector.ipp
+#endif
 // ---- end volt/trainer/connectors/accelerator_connector.hpp
 // ---- begin volt/trainer/connectors/data_connector.hpp
 /// \file
@@ -15766,17 +17774,49 @@ inline std::function<std::map<std::string, double>()> device_stats_probe(Acceler
 namespace volt::detail {
 
 /// fast_dev_run=N (Lightning's _init_debugging_flags): N training steps in one epoch, no sanity check.
-inline void apply_fast_dev_run(TrainerOptions& options) {
+VOLT_INLINE void apply_fast_dev_run(TrainerOptions& options);
+
+/// How many batches of data of `total` batches (nullopt: size unknown) a limit allows; nullopt means all.
+/// fast_dev_run caps every limit.
+VOLT_INLINE std::optional<std::int64_t> batch_limit(const TrainerOptions& options, const BatchAmount& amount,
+                                                    std::optional<std::int64_t> total, const char* name);
+
+/// The batch limit of `data` for `amount` (see batch_limit).
+template <class Data>
+std::optional<std::int64_t> data_limit(const TrainerOptions& options, const BatchAmount& amount, Data& data,
+                                       const char* name) {
+  return batch_limit(options, amount, size_of(data), name);
+}
+
+/// Rounds a fraction-of-epoch interval to batches as Lightning does.
+VOLT_INLINE std::int64_t batches_for(const BatchAmount& amount, std::int64_t total);
+
+/// Checks, before training starts, the limits and intervals that depend on the data sizes (Lightning's
+/// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch (refused,
+/// as Lightning's fit_loop.setup_data does, whether or not validation data was given, unless
+/// limit_val_batches is 0 or check_val_every_n_epoch is unset).
+VOLT_INLINE void check_data_sizes(const TrainerOptions& options, const TrainerState& state,
+                                  std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/connectors/impl/data_connector.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/connectors/data_connector.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void apply_fast_dev_run(TrainerOptions& options) {
   if (options.fast_dev_run <= 0) return;
   options.max_steps = options.fast_dev_run;
   options.max_epochs = 1;
   options.num_sanity_val_steps = 0;
 }
 
-/// How many batches of data of `total` batches (nullopt: size unknown) a limit allows; nullopt means all.
-/// fast_dev_run caps every limit.
-inline std::optional<std::int64_t> batch_limit(const TrainerOptions& options, const BatchAmount& amount,
-                                               std::optional<std::int64_t> total, const char* name) {
+VOLT_INLINE std::optional<std::int64_t> batch_limit(const TrainerOptions& options, const BatchAmount& amount,
+                                                    std::optional<std::int64_t> total, const char* name) {
   std::optional<std::int64_t> limit;
   if (total) {
     limit = amount.of(*total);
@@ -15790,25 +17830,13 @@ inline std::optional<std::int64_t> batch_limit(const TrainerOptions& options, co
   return limit;
 }
 
-/// The batch limit of `data` for `amount` (see batch_limit).
-template <class Data>
-std::optional<std::int64_t> data_limit(const TrainerOptions& options, const BatchAmount& amount, Data& data,
-                                       const char* name) {
-  return batch_limit(options, amount, size_of(data), name);
-}
-
-/// Rounds a fraction-of-epoch interval to batches as Lightning does.
-inline std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
+VOLT_INLINE std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
   if (amount.is_fraction()) return std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(total) * amount.fraction()));
   return amount.count();
 }
 
-/// Checks, before training starts, the limits and intervals that depend on the data sizes (Lightning's
-/// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch (refused,
-/// as Lightning's fit_loop.setup_data does, whether or not validation data was given, unless
-/// limit_val_batches is 0 or check_val_every_n_epoch is unset).
-inline void check_data_sizes(const TrainerOptions& options, const TrainerState& state,
-                             std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size) {
+VOLT_INLINE void check_data_sizes(const TrainerOptions& options, const TrainerState& state,
+                                  std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size) {
   auto check_fraction = [](const BatchAmount& amount, std::optional<std::int64_t> size, const char* stage) {
     if (!size || *size == 0 || !amount.is_fraction() || amount.fraction() == 0.0 || amount.of(*size) > 0) return;
     throw MisconfigurationError("You requested to check " + amount.to_string() + " of the `" + stage +
@@ -15833,6 +17861,8 @@ inline void check_data_sizes(const TrainerOptions& options, const TrainerState& 
 }
 
 }  // namespace volt::detail
+// ---- end volt/trainer/connectors/impl/data_connector.ipp
+#endif
 // ---- end volt/trainer/connectors/data_connector.hpp
 // ---- begin volt/trainer/connectors/signal_connector.hpp
 /// \file
@@ -15863,40 +17893,17 @@ namespace detail {
 inline volatile std::sig_atomic_t interrupt_signal = 0;
 
 /// The name of the signal that stopped the run ("SIGINT" or "SIGTERM").
-inline std::string interrupt_signal_name() { return interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
+VOLT_INLINE std::string interrupt_signal_name();
 
 /// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
 /// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
 /// signal during the graceful shutdown ends the process the default way.
 class ScopedInterruptHandler {
  public:
-  explicit ScopedInterruptHandler(bool enabled) : enabled_(enabled) {
-    interrupt_signal = 0;
-    if (!enabled_) return;
-#if !defined(_WIN32)
-    struct sigaction action {};
-    action.sa_handler = [](int signal) { interrupt_signal = signal; };
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &action, &previous_int_);
-    sigaction(SIGTERM, &action, &previous_term_);
-#else
-    previous_int_ = std::signal(SIGINT, [](int signal) { interrupt_signal = signal; });
-    previous_term_ = std::signal(SIGTERM, [](int signal) { interrupt_signal = signal; });
-#endif
-  }
+  explicit ScopedInterruptHandler(bool enabled);
   ScopedInterruptHandler(const ScopedInterruptHandler&) = delete;
   ScopedInterruptHandler& operator=(const ScopedInterruptHandler&) = delete;
-  ~ScopedInterruptHandler() {
-    if (!enabled_) return;
-#if !defined(_WIN32)
-    sigaction(SIGINT, &previous_int_, nullptr);
-    sigaction(SIGTERM, &previous_term_, nullptr);
-#else
-    std::signal(SIGINT, previous_int_);
-    std::signal(SIGTERM, previous_term_);
-#endif
-  }
+  ~ScopedInterruptHandler();
 
  private:
   bool enabled_;
@@ -15911,6 +17918,48 @@ class ScopedInterruptHandler {
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/connectors/impl/signal_connector.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/connectors/signal_connector.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string interrupt_signal_name() { return interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
+VOLT_INLINE ScopedInterruptHandler::ScopedInterruptHandler(bool enabled)
+    : enabled_(enabled) {
+  interrupt_signal = 0;
+  if (!enabled_) return;
+#if !defined(_WIN32)
+  struct sigaction action {};
+  action.sa_handler = [](int signal) { interrupt_signal = signal; };
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &action, &previous_int_);
+  sigaction(SIGTERM, &action, &previous_term_);
+#else
+  previous_int_ = std::signal(SIGINT, [](int signal) { interrupt_signal = signal; });
+  previous_term_ = std::signal(SIGTERM, [](int signal) { interrupt_signal = signal; });
+#endif
+}
+
+VOLT_INLINE ScopedInterruptHandler::~ScopedInterruptHandler() {
+  if (!enabled_) return;
+#if !defined(_WIN32)
+  sigaction(SIGINT, &previous_int_, nullptr);
+  sigaction(SIGTERM, &previous_term_, nullptr);
+#else
+  std::signal(SIGINT, previous_int_);
+  std::signal(SIGTERM, previous_term_);
+#endif
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/connectors/impl/signal_connector.ipp
+#endif
 // ---- end volt/trainer/connectors/signal_connector.hpp
 // ---- begin volt/trainer/loops/evaluation_loop.hpp
 /// \file
@@ -15963,76 +18012,124 @@ class CallbackConnector {
   /// After every extra, before reorder: the Timer max_time asks for (Lightning's _configure_timer_callback),
   /// unless one was given. It goes before the checkpoint callbacks, so that a checkpoint written after a batch
   /// holds the time counted at that batch.
-  void add_timer(const TrainerOptions& options) {
-    if (!options.max_time) return;
-    if (callbacks_.count<Timer>() > 0) {
-      log::info_rank_zero("Ignoring `Trainer(max_time=...)`, callbacks list already contains a Timer.");
-    } else {
-      callbacks_.add(Timer(*options.max_time, TimerInterval::step));
-    }
-  }
+  void add_timer(const TrainerOptions& options);
 
   /// After every extra, as Lightning's _reorder_callbacks: checkpoint callbacks run after the others (so a
   /// checkpoint written in a hook holds the other callbacks' state after that hook: exact resume).
-  void reorder() {
-    for (auto& checkpoint : deferred_checkpoints_) callbacks_.add(std::move(checkpoint));
-    deferred_checkpoints_.clear();
-  }
+  void reorder();
 
   /// The default callbacks the options ask for, with Lightning's errors for conflicts.
-  void add_defaults(const TrainerOptions& options) {
-    const auto progress_bars = callbacks_.count<ProgressBar>();
-    if (progress_bars > 1) {
-      throw MisconfigurationError(
-          "You added multiple progress bar callbacks to the Trainer, but currently only one progress bar is supported.");
-    }
-    if (!options.enable_progress_bar && progress_bars == 1) {
-      throw MisconfigurationError(
-          "Trainer was configured with `enable_progress_bar=False` but found `ProgressBar` in callbacks list.");
-    }
-    if (!options.enable_checkpointing && callbacks_.count<ModelCheckpoint>() > 0) {
-      throw MisconfigurationError(
-          "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks list.");
-    }
-    if (options.enable_progress_bar && progress_bars == 0) callbacks_.add(ProgressBar{});
-    if (options.enable_model_summary && callbacks_.count<ModelSummary>() == 0) callbacks_.add(ModelSummary{});
-    if (options.enable_checkpointing && callbacks_.count<ModelCheckpoint>() == 0) callbacks_.add(ModelCheckpoint{});
-  }
+  void add_defaults(const TrainerOptions& options);
 
   /// The callbacks.
   TrainerCallbacks& list() { return callbacks_; }
 
   /// Whether Lightning counts `callback` among the monitoring callbacks (checkpointing, early stopping), which
   /// run their on_train_epoch_end after the model's, once the epoch's values are reduced.
-  static bool is_monitoring(AnyCallback<TrainerState>& callback) {
-    return callback.get(typeid(ModelCheckpoint)) != nullptr || callback.get(typeid(EarlyStopping)) != nullptr;
-  }
+  static bool is_monitoring(AnyCallback<TrainerState>& callback);
 
   /// Runs on_train_epoch_end of the callbacks that are monitoring ones (`monitoring`) or the others.
-  void run_train_epoch_end(TrainerState& state, bool monitoring) {
-    for (auto* callback : callbacks_.with(Hook::on_train_epoch_end)) {
-      if (is_monitoring(*callback) == monitoring) callback->on_train_epoch_end(state);
-    }
-  }
+  void run_train_epoch_end(TrainerState& state, bool monitoring);
 
   /// Each callback's entry in a checkpoint: its type and its rank among callbacks of that type (as
   /// Lightning's state_key), so a resume with callbacks added, removed or reordered finds the right state.
-  std::vector<CallbackStateKey> state_keys() const {
-    std::vector<CallbackStateKey> keys;
-    std::map<std::string, int, std::less<>> seen;
-    for (const auto& callback : callbacks_.all()) {
-      const std::string type(callback->type_name());
-      keys.emplace_back(&*callback, "callbacks/" + type + "/" + std::to_string(seen[type]++));
-    }
-    return keys;
-  }
+  std::vector<CallbackStateKey> state_keys() const;
 
  private:
   TrainerCallbacks callbacks_;
   std::vector<ModelCheckpoint> deferred_checkpoints_;
 };
 
+// With VOLT_SEPARATE_COMPILATION the Trainer's erased forms of volt's own callbacks (each one's vtable and every
+// hook, instantiated for TrainerState) are compiled once, with VOLT_IMPLEMENTATION, not in every program.
+#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
+template class CallbackModel<ProgressBar, TrainerState>;
+template class CallbackModel<ModelSummary, TrainerState>;
+template class CallbackModel<ModelCheckpoint, TrainerState>;
+template class CallbackModel<EarlyStopping, TrainerState>;
+template class CallbackModel<Timer, TrainerState>;
+template class CallbackModel<LearningRateMonitor, TrainerState>;
+template class CallbackModel<DeviceStatsMonitor, TrainerState>;
+template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
+template class CallbackModel<HistogramMonitor, TrainerState>;
+#elif defined(VOLT_SEPARATE_COMPILATION)
+extern template class CallbackModel<ProgressBar, TrainerState>;
+extern template class CallbackModel<ModelSummary, TrainerState>;
+extern template class CallbackModel<ModelCheckpoint, TrainerState>;
+extern template class CallbackModel<EarlyStopping, TrainerState>;
+extern template class CallbackModel<Timer, TrainerState>;
+extern template class CallbackModel<LearningRateMonitor, TrainerState>;
+extern template class CallbackModel<DeviceStatsMonitor, TrainerState>;
+extern template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
+extern template class CallbackModel<HistogramMonitor, TrainerState>;
+#endif
+
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/connectors/impl/callback_connector.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/connectors/callback_connector.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void CallbackConnector::add_timer(const TrainerOptions& options) {
+  if (!options.max_time) return;
+  if (callbacks_.count<Timer>() > 0) {
+    log::info_rank_zero("Ignoring `Trainer(max_time=...)`, callbacks list already contains a Timer.");
+  } else {
+    callbacks_.add(Timer(*options.max_time, TimerInterval::step));
+  }
+}
+
+VOLT_INLINE void CallbackConnector::reorder() {
+  for (auto& checkpoint : deferred_checkpoints_) callbacks_.add(std::move(checkpoint));
+  deferred_checkpoints_.clear();
+}
+
+VOLT_INLINE void CallbackConnector::add_defaults(const TrainerOptions& options) {
+  const auto progress_bars = callbacks_.count<ProgressBar>();
+  if (progress_bars > 1) {
+    throw MisconfigurationError(
+        "You added multiple progress bar callbacks to the Trainer, but currently only one progress bar is supported.");
+  }
+  if (!options.enable_progress_bar && progress_bars == 1) {
+    throw MisconfigurationError(
+        "Trainer was configured with `enable_progress_bar=False` but found `ProgressBar` in callbacks list.");
+  }
+  if (!options.enable_checkpointing && callbacks_.count<ModelCheckpoint>() > 0) {
+    throw MisconfigurationError(
+        "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks list.");
+  }
+  if (options.enable_progress_bar && progress_bars == 0) callbacks_.add(ProgressBar{});
+  if (options.enable_model_summary && callbacks_.count<ModelSummary>() == 0) callbacks_.add(ModelSummary{});
+  if (options.enable_checkpointing && callbacks_.count<ModelCheckpoint>() == 0) callbacks_.add(ModelCheckpoint{});
+}
+
+VOLT_INLINE bool CallbackConnector::is_monitoring(AnyCallback<TrainerState>& callback) {
+  return callback.get(typeid(ModelCheckpoint)) != nullptr || callback.get(typeid(EarlyStopping)) != nullptr;
+}
+
+VOLT_INLINE void CallbackConnector::run_train_epoch_end(TrainerState& state, bool monitoring) {
+  for (auto* callback : callbacks_.with(Hook::on_train_epoch_end)) {
+    if (is_monitoring(*callback) == monitoring) callback->on_train_epoch_end(state);
+  }
+}
+
+VOLT_INLINE auto CallbackConnector::state_keys() const -> std::vector<CallbackStateKey> {
+  std::vector<CallbackStateKey> keys;
+  std::map<std::string, int, std::less<>> seen;
+  for (const auto& callback : callbacks_.all()) {
+    const std::string type(callback->type_name());
+    keys.emplace_back(&*callback, "callbacks/" + type + "/" + std::to_string(seen[type]++));
+  }
+  return keys;
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/connectors/impl/callback_connector.ipp
+#endif
 // ---- end volt/trainer/connectors/callback_connector.hpp
 
 #include <torch/torch.h>
@@ -16076,53 +18173,15 @@ void call_hook(M& module, StepContext& context, TrainerCallbacks& callbacks, Tra
 /// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error
 /// gets it as context and keeps its type; the standard exception types and volt's errors are rethrown as the
 /// same type (std::rethrow_if_nested gives back the original object); anything else is rethrown unchanged.
-[[noreturn]] inline void rethrow_with_context(const std::string& where) {
-  const auto message = [&](const std::exception& error) {
-    return std::string(error.what()) + "\n(volt: raised during " + where + ")";
-  };
-  try {
-    throw;
-  } catch (c10::Error& error) {
-    error.add_context("volt: raised during " + where);
-    throw;
-  } catch (const MisconfigurationError& error) {
-    std::throw_with_nested(MisconfigurationError(message(error)));
-  } catch (const CheckpointError& error) {
-    std::throw_with_nested(CheckpointError(message(error)));
-  } catch (const std::invalid_argument& error) {
-    std::throw_with_nested(std::invalid_argument(message(error)));
-  } catch (const std::out_of_range& error) {
-    std::throw_with_nested(std::out_of_range(message(error)));
-  } catch (const std::logic_error& error) {
-    std::throw_with_nested(std::logic_error(message(error)));
-  } catch (const std::overflow_error& error) {
-    std::throw_with_nested(std::overflow_error(message(error)));
-  } catch (const std::runtime_error& error) {
-    std::throw_with_nested(std::runtime_error(message(error)));
-  } catch (const std::exception& error) {
-    std::throw_with_nested(std::runtime_error(message(error)));
-  }
-}
+[[noreturn]] VOLT_INLINE void rethrow_with_context(const std::string& where);
 
 /// The text of `error` ("unknown exception" for a non-standard one).
-inline std::string exception_text(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
+VOLT_INLINE std::string exception_text(const std::exception_ptr& error);
 
 /// How a run that did not succeed ends: on_exception with `error`, then the loggers' "failed" status and
 /// teardown.
-inline void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
-                           const std::exception_ptr& error) {
-  callbacks.run<Hook::on_exception>(state, error);
-  logger.finalize("failed");
-  callbacks.run<Hook::teardown>(state);
-}
+VOLT_INLINE void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
+                                const std::exception_ptr& error);
 
 /// Lightning's _call_and_handle_interrupt around fit: runs `body(finished)`, where the body sets `finished`
 /// once the run has succeeded (what follows is its epilogue: the loggers' "success" and teardown). When the body
@@ -16154,6 +18213,67 @@ void call_and_handle_interrupt(Strategy& strategy, TrainerCallbacks& callbacks, 
 }
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/impl/call.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/call.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string exception_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+VOLT_INLINE void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
+                                const std::exception_ptr& error) {
+  callbacks.run<Hook::on_exception>(state, error);
+  logger.finalize("failed");
+  callbacks.run<Hook::teardown>(state);
+}
+
+}  // namespace volt::detail
+
+namespace volt::detail {
+
+[[noreturn]] VOLT_INLINE void rethrow_with_context(const std::string& where) {
+  const auto message = [&](const std::exception& error) {
+    return std::string(error.what()) + "\n(volt: raised during " + where + ")";
+  };
+  try {
+    throw;
+  } catch (c10::Error& error) {
+    error.add_context("volt: raised during " + where);
+    throw;
+  } catch (const MisconfigurationError& error) {
+    std::throw_with_nested(MisconfigurationError(message(error)));
+  } catch (const CheckpointError& error) {
+    std::throw_with_nested(CheckpointError(message(error)));
+  } catch (const std::invalid_argument& error) {
+    std::throw_with_nested(std::invalid_argument(message(error)));
+  } catch (const std::out_of_range& error) {
+    std::throw_with_nested(std::out_of_range(message(error)));
+  } catch (const std::logic_error& error) {
+    std::throw_with_nested(std::logic_error(message(error)));
+  } catch (const std::overflow_error& error) {
+    std::throw_with_nested(std::overflow_error(message(error)));
+  } catch (const std::runtime_error& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  } catch (const std::exception& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/impl/call.ipp
+#endif
 // ---- end volt/trainer/call.hpp
 // ---- begin volt/trainer/parts.hpp
 /// \file
@@ -16215,34 +18335,12 @@ class Optimization {
   /// automatic_optimization; with it only one optimizer is allowed (std::runtime_error with Lightning's
   /// message), without it the schedulers are the model's to step. Throws c10::Error for a null scheduler or a
   /// frequency below 1.
-  void configure(std::vector<OptimizerConfig> configs, bool automatic = true, TrainerState* state = nullptr) {
-    state_ = state;
-    if (automatic && configs.size() > 1) throw std::runtime_error(several_optimizers_message);
-    configs_ = std::move(configs);
-    automatic_ = automatic;
-    batches_stepped = 0;
-    schedulers_.clear();
-    for (std::size_t i = 0; i < configs_.size(); ++i) {
-      const auto& config = configs_[i];
-      if (config.lr_scheduler) {
-        add(i, {config.lr_scheduler, config.interval, config.frequency, {}, config.monitor}, /*dict_form=*/false);
-      }
-      for (const auto& extra : config.lr_schedulers) {
-        TORCH_CHECK(extra.scheduler != nullptr, "volt: configure_optimizers() gave an LRSchedulerConfig without a scheduler",
-                    extra.name.empty() ? std::string() : " (name \"" + extra.name + "\")");
-        add(i, extra, /*dict_form=*/true);
-      }
-    }
-  }
+  void configure(std::vector<OptimizerConfig> configs, bool automatic = true, TrainerState* state = nullptr);
 
   /// The first optimizer (configure() must have run): the one automatic optimization steps.
   torch::optim::Optimizer& optimizer() const { return *configs_.front().optimizer; }
   /// The optimizers in configure_optimizers' order, as TrainerState lists them.
-  std::vector<torch::optim::Optimizer*> optimizers() const {
-    std::vector<torch::optim::Optimizer*> result;
-    for (const auto& config : configs_) result.push_back(config.optimizer.get());
-    return result;
-  }
+  std::vector<torch::optim::Optimizer*> optimizers() const;
   /// The schedulers in the order configure_optimizers gave them.
   std::vector<SchedulerSlot>& schedulers() { return schedulers_; }
   /// Whether the Trainer steps the optimizers and schedulers (automatic optimization).
@@ -16257,65 +18355,10 @@ class Optimization {
   /// when it was not logged and strict is set; a warning and no step otherwise), unless `with_metrics` is false
   /// (a resume's replay: their state comes from the checkpoint). Nothing under manual optimization: the model
   /// steps its schedulers.
-  void step_schedulers(SchedulerInterval interval, bool with_metrics = true) {
-    if (!automatic_) return;
-    for (auto& slot : schedulers_) {
-      if (slot.interval != interval) continue;
-      if (++slot.intervals % slot.frequency != 0) continue;
-      if (slot.plateau == nullptr) {
-        slot.scheduler->step();
-        ++slot.steps;
-        continue;
-      }
-      if (!with_metrics) continue;
-      const auto value = state_ != nullptr ? state_->metric(slot.monitor) : std::nullopt;
-      if (!value) {
-        if (slot.strict) {
-          std::string available = "[";
-          if (state_ != nullptr) {
-            for (const auto& [key, metric] : state_->callback_metrics()) {
-              available += (available.size() > 1 ? ", '" : "'") + key + "'";
-            }
-          }
-          throw MisconfigurationError("ReduceLROnPlateau conditioned on metric " + slot.monitor +
-                                      " which is not available. Available metrics are: " + available +
-                                      "]. Condition can be set using `monitor` key in lr scheduler dict");
-        }
-        log::warn_rank_zero("ReduceLROnPlateau conditioned on metric " + slot.monitor +
-                            " which is not available but strict is set to `False`. Skipping learning rate update.");
-        continue;
-      }
-      slot.plateau->step(*value);
-      ++slot.steps;
-    }
-  }
+  void step_schedulers(SchedulerInterval interval, bool with_metrics = true);
 
  private:
-  void add(std::size_t optimizer, const LRSchedulerConfig& config, bool dict_form) {
-    TORCH_CHECK(config.frequency >= 1, "volt: an LR scheduler's frequency must be >= 1, got ", config.frequency);
-    auto* plateau = dynamic_cast<optim::ReduceLROnPlateau*>(config.scheduler.get());
-    auto* scheduler = dynamic_cast<optim::Scheduler*>(config.scheduler.get());
-    if (automatic_ && plateau != nullptr && config.monitor.empty()) {
-      throw MisconfigurationError(
-          dict_form ? "The lr scheduler dict must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
-                      "For example: {\"optimizer\": optimizer, \"lr_scheduler\": {\"scheduler\": scheduler, "
-                      "\"monitor\": \"your_loss\"}}"
-                    : "`configure_optimizers` must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
-                      "For example: {\"optimizer\": optimizer, \"lr_scheduler\": scheduler, \"monitor\": "
-                      "\"metric_to_track\"}");
-    }
-    if (!automatic_ && (!config.monitor.empty() || !config.strict)) {
-      std::string keys = !config.monitor.empty() && !config.strict ? "['monitor', 'strict']"
-                         : !config.monitor.empty()                 ? "['monitor']"
-                                                                   : "['strict']";
-      log::warn_rank_zero("The lr scheduler dict contains the key(s) " + keys +
-                          ", but the keys will be ignored. You need to call `lr_scheduler.step()` manually in manual "
-                          "optimization.");
-    }
-    schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name,
-                           config.monitor, config.strict, plateau,
-                           scheduler != nullptr && scheduler->has_state() ? scheduler : nullptr});
-  }
+  void add(std::size_t optimizer, const LRSchedulerConfig& config, bool dict_form);
 
   std::vector<OptimizerConfig> configs_{};
   std::vector<SchedulerSlot> schedulers_{};
@@ -16324,6 +18367,103 @@ class Optimization {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/impl/optimizers.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/optimizers.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void Optimization::configure(std::vector<OptimizerConfig> configs, bool automatic, TrainerState* state) {
+  state_ = state;
+  if (automatic && configs.size() > 1) throw std::runtime_error(several_optimizers_message);
+  configs_ = std::move(configs);
+  automatic_ = automatic;
+  batches_stepped = 0;
+  schedulers_.clear();
+  for (std::size_t i = 0; i < configs_.size(); ++i) {
+    const auto& config = configs_[i];
+    if (config.lr_scheduler) {
+      add(i, {config.lr_scheduler, config.interval, config.frequency, {}, config.monitor}, /*dict_form=*/false);
+    }
+    for (const auto& extra : config.lr_schedulers) {
+      TORCH_CHECK(extra.scheduler != nullptr, "volt: configure_optimizers() gave an LRSchedulerConfig without a scheduler",
+                  extra.name.empty() ? std::string() : " (name \"" + extra.name + "\")");
+      add(i, extra, /*dict_form=*/true);
+    }
+  }
+}
+
+VOLT_INLINE auto Optimization::optimizers() const -> std::vector<torch::optim::Optimizer*> {
+  std::vector<torch::optim::Optimizer*> result;
+  for (const auto& config : configs_) result.push_back(config.optimizer.get());
+  return result;
+}
+
+VOLT_INLINE void Optimization::step_schedulers(SchedulerInterval interval, bool with_metrics) {
+  if (!automatic_) return;
+  for (auto& slot : schedulers_) {
+    if (slot.interval != interval) continue;
+    if (++slot.intervals % slot.frequency != 0) continue;
+    if (slot.plateau == nullptr) {
+      slot.scheduler->step();
+      ++slot.steps;
+      continue;
+    }
+    if (!with_metrics) continue;
+    const auto value = state_ != nullptr ? state_->metric(slot.monitor) : std::nullopt;
+    if (!value) {
+      if (slot.strict) {
+        std::string available = "[";
+        if (state_ != nullptr) {
+          for (const auto& [key, metric] : state_->callback_metrics()) {
+            available += (available.size() > 1 ? ", '" : "'") + key + "'";
+          }
+        }
+        throw MisconfigurationError("ReduceLROnPlateau conditioned on metric " + slot.monitor +
+                                    " which is not available. Available metrics are: " + available +
+                                    "]. Condition can be set using `monitor` key in lr scheduler dict");
+      }
+      log::warn_rank_zero("ReduceLROnPlateau conditioned on metric " + slot.monitor +
+                          " which is not available but strict is set to `False`. Skipping learning rate update.");
+      continue;
+    }
+    slot.plateau->step(*value);
+    ++slot.steps;
+  }
+}
+
+VOLT_INLINE void Optimization::add(std::size_t optimizer, const LRSchedulerConfig& config, bool dict_form) {
+  TORCH_CHECK(config.frequency >= 1, "volt: an LR scheduler's frequency must be >= 1, got ", config.frequency);
+  auto* plateau = dynamic_cast<optim::ReduceLROnPlateau*>(config.scheduler.get());
+  auto* scheduler = dynamic_cast<optim::Scheduler*>(config.scheduler.get());
+  if (automatic_ && plateau != nullptr && config.monitor.empty()) {
+    throw MisconfigurationError(
+        dict_form ? "The lr scheduler dict must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
+                    "For example: {\"optimizer\": optimizer, \"lr_scheduler\": {\"scheduler\": scheduler, "
+                    "\"monitor\": \"your_loss\"}}"
+                  : "`configure_optimizers` must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
+                    "For example: {\"optimizer\": optimizer, \"lr_scheduler\": scheduler, \"monitor\": "
+                    "\"metric_to_track\"}");
+  }
+  if (!automatic_ && (!config.monitor.empty() || !config.strict)) {
+    std::string keys = !config.monitor.empty() && !config.strict ? "['monitor', 'strict']"
+                       : !config.monitor.empty()                 ? "['monitor']"
+                                                                 : "['strict']";
+    log::warn_rank_zero("The lr scheduler dict contains the key(s) " + keys +
+                        ", but the keys will be ignored. You need to call `lr_scheduler.step()` manually in manual "
+                        "optimization.");
+  }
+  schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name,
+                         config.monitor, config.strict, plateau,
+                         scheduler != nullptr && scheduler->has_state() ? scheduler : nullptr});
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/impl/optimizers.ipp
+#endif
 // ---- end volt/trainer/optimizers.hpp
 
 #include <torch/torch.h>
@@ -16341,17 +18481,9 @@ class Optimization {
 namespace volt::detail {
 
 /// The default CPU generator's state.
-inline torch::Tensor cpu_rng_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
+VOLT_INLINE torch::Tensor cpu_rng_state();
 /// Sets the default CPU generator's state.
-inline void set_cpu_rng_state(const torch::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
-}
+VOLT_INLINE void set_cpu_rng_state(const torch::Tensor& state);
 
 /// What a fit's checkpoint holds besides the loop progress, as the Trainer has it.
 struct CheckpointParts {
@@ -16382,220 +18514,262 @@ class CheckpointConnector {
   std::map<std::string, double, std::less<>> restored_metrics{};
 
   /// A new fit: no resume pending (the position is the loops' to update).
-  void reset() {
-    resume = {};
-    restored_metrics.clear();
-  }
+  void reset();
 
   /// Writes the checkpoint at `path` (atomically; on global rank zero only): the weights, and unless
   /// `weights_only` the training state.
-  void dump(const CheckpointParts& parts, const std::filesystem::path& path, bool weights_only) const {
-    if (!parts.state.is_global_zero) return;
-    torch::serialize::OutputArchive archive;
-    archive.write("volt/format", c10::IValue(std::int64_t{1}));
-    archive.write("volt/weights_only", c10::IValue(weights_only));
-    archive.write("volt/precision", c10::IValue(std::string(parts.precision_name)));
-    torch::serialize::OutputArchive model_archive;
-    if (parts.contiguous_weights) {
-      save_module_contiguous(parts.module, model_archive);
-    } else {
-      parts.module.save(model_archive);
-    }
-    archive.write("model", model_archive);
-    if (!weights_only) {
-      archive.write("loop/epoch", c10::IValue(resume_point.epoch));
-      archive.write("loop/global_step", c10::IValue(parts.state.global_step));
-      archive.write("loop/batches_done", c10::IValue(resume_point.batches_done));
-      archive.write("loop/at_epoch_end", c10::IValue(resume_point.at_epoch_end));
-      archive.write("loop/batches_stepped", c10::IValue(parts.optimization.batches_stepped));
-      // The first optimizer under "optimizer" (as checkpoints of one optimizer always had it), the others
-      // under "optimizers/<index>".
-      const auto optimizers = parts.optimization.optimizers();
-      archive.write("optimizers/count", c10::IValue(static_cast<std::int64_t>(optimizers.size())));
-      for (std::size_t i = 0; i < optimizers.size(); ++i) {
-        torch::serialize::OutputArchive optimizer_archive;
-        optimizers[i]->save(optimizer_archive);
-        archive.write(optimizer_key(i), optimizer_archive);
-      }
-      std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
-      for (const auto& slot : parts.optimization.schedulers()) {
-        scheduler_steps.push_back(slot.steps);
-        scheduler_intervals.push_back(slot.intervals);
-      }
-      archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
-      // Schedulers whose state is more than a step count (ReduceLROnPlateau) save it.
-      for (std::size_t i = 0; i < parts.optimization.schedulers().size(); ++i) {
-        if (const auto* stateful = parts.optimization.schedulers()[i].stateful) {
-          torch::serialize::OutputArchive scheduler_archive;
-          stateful->save(scheduler_archive);
-          archive.write("schedulers/" + std::to_string(i), scheduler_archive);
-        }
-      }
-      archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
-      torch::serialize::OutputArchive precision_archive;
-      parts.save_precision(precision_archive);
-      archive.write("precision", precision_archive);
-      for (const auto& [callback, key] : parts.callbacks.state_keys()) {
-        torch::serialize::OutputArchive callback_archive;
-        callback->save_state(callback_archive);
-        archive.write(key, callback_archive);
-      }
-      std::vector<std::string> metric_names;
-      std::vector<double> metric_values;
-      if (parts.state.metrics_ != nullptr) {
-        for (const auto& [name, value] : parts.state.callback_metrics()) {
-          metric_names.push_back(name);
-          metric_values.push_back(value);
-        }
-      }
-      archive.write("metrics/names", c10::IValue(c10::List<std::string>(metric_names)));
-      archive.write("metrics/values", c10::IValue(c10::List<double>(metric_values)));
-      archive.write("rng/cpu", cpu_rng_state(), /*is_buffer=*/true);
-      archive.write("rng/cpu_epoch_start", epoch_start_rng.defined() ? epoch_start_rng : cpu_rng_state(),
-                    /*is_buffer=*/true);
-    }
-    save_archive_atomically(archive, path);
-  }
+  void dump(const CheckpointParts& parts, const std::filesystem::path& path, bool weights_only) const;
 
   /// Restores the training state from `path` before a fit starts (Lightning's ckpt_path). Throws
   /// CheckpointError for an unreadable, foreign, weights-only or mismatched file, and for any other error while
   /// reading (e.g. a checkpoint of another configuration).
-  void restore(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
-    try {
-      read(parts, path, device);
-    } catch (const CheckpointError&) {
-      throw;
-    } catch (const std::exception& error) {
-      throw CheckpointError("volt: cannot resume from " + path.string() +
-                            " (corrupted, or written by another configuration): " + error.what());
-    }
-  }
+  void restore(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device);
 
  private:
   /// A checkpoint whose weights are of another dtype than the model's (64-true resumed at 32-true or bf16):
   /// refused before anything is loaded, naming both precisions.
   static void check_precision_matches(const CheckpointReader& reader, torch::serialize::InputArchive& model_archive,
-                                      const CheckpointParts& parts) {
-    const auto mismatch = first_dtype_mismatch(model_archive, parts.module);
-    if (!mismatch) return;
-    c10::IValue written;
-    const std::string written_at = reader.archive().try_read("volt/precision", written) && written.isString()
-                                       ? "precision '" + written.toStringRef() + "'"
-                                       : std::string("an unrecorded precision");
-    throw CheckpointError("volt: cannot resume from " + reader.shown() + " at precision '" +
-                          std::string(parts.precision_name) + "': it was written at " + written_at + " ('" +
-                          mismatch->name + "' is " + c10::toString(mismatch->stored) + " there, " +
-                          c10::toString(mismatch->expected) + " here); resume at the precision it was written "
-                          "with");
-  }
+                                      const CheckpointParts& parts);
 
-  static std::string optimizer_key(std::size_t index) {
-    return index == 0 ? std::string("optimizer") : "optimizers/" + std::to_string(index);
-  }
+  static std::string optimizer_key(std::size_t index);
 
-  void read(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device) {
-    torch::serialize::InputArchive archive;
-    load_archive(archive, path, device);
-    const CheckpointReader reader(archive, path.string());
-    if (!reader.contains("volt/format")) {
-      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
-    }
-    torch::serialize::InputArchive model_archive;
-    if (!reader.try_read_archive("model", model_archive)) {
-      throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
-    }
-    check_precision_matches(reader, model_archive, parts);
-    check_model_matches(model_archive, parts.module, path.string());
-    try {
-      parts.module.load(model_archive);
-    } catch (const std::exception& error) {
-      throw CheckpointError("volt: the model in " + path.string() + " does not match the model being fitted: " +
-                            error.what());
-    }
-    if (reader.read_bool("volt/weights_only")) {
-      throw CheckpointError("volt: " + path.string() +
-                            " holds weights only (save_weights_only); it cannot resume training. Load it with "
-                            "volt::load_checkpoint_weights instead.");
-    }
-    const std::int64_t epoch = reader.read_int("loop/epoch");
-    parts.state.global_step = reader.read_int("loop/global_step");
-    const std::int64_t batches_done = reader.read_int("loop/batches_done");
-    const bool at_epoch_end = reader.read_bool("loop/at_epoch_end");
-    // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
-    const auto steps = reader.read_int_list("schedulers/steps");
-    const auto intervals = reader.read_int_list("schedulers/intervals");
-    auto& schedulers = parts.optimization.schedulers();
-    const auto optimizers = parts.optimization.optimizers();
-    const std::int64_t saved_optimizers = reader.contains("optimizers/count") ? reader.read_int("optimizers/count") : 1;
-    if (saved_optimizers != static_cast<std::int64_t>(optimizers.size())) {
-      throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(saved_optimizers) +
-                            " optimizer(s), but configure_optimizers() returned " +
-                            std::to_string(optimizers.size()) + "; resume with the configuration that wrote it");
-    }
-    if (steps.size() != schedulers.size()) {
-      throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(steps.size()) +
-                            " LR scheduler(s), but configure_optimizers() returned " +
-                            std::to_string(schedulers.size()) + "; resume with the configuration that wrote it");
-    }
-    for (std::size_t i = 0; i < schedulers.size() && i < steps.size(); ++i) {
-      if (auto* stateful = schedulers[i].stateful) {
-        torch::serialize::InputArchive scheduler_archive;
-        reader.read_archive("schedulers/" + std::to_string(i), scheduler_archive);
-        stateful->load(scheduler_archive);
-      } else {
-        for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
-      }
-      schedulers[i].steps = steps[i];
-      schedulers[i].intervals = intervals[i];
-    }
-    for (std::size_t i = 0; i < optimizers.size(); ++i) {
-      torch::serialize::InputArchive optimizer_archive;
-      reader.read_archive(optimizer_key(i), optimizer_archive);
-      optimizers[i]->load(optimizer_archive);
-    }
-    parts.optimization.batches_stepped =
-        reader.contains("loop/batches_stepped") ? reader.read_int("loop/batches_stepped") : parts.state.global_step;
-    torch::serialize::InputArchive precision_archive;
-    reader.read_archive("precision", precision_archive);
-    parts.load_precision(precision_archive);
-    for (const auto& [callback, key] : parts.callbacks.state_keys()) {
-      torch::serialize::InputArchive callback_archive;
-      if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
-    }
-    restored_metrics.clear();
-    if (c10::IValue names, values; reader.archive().try_read("metrics/names", names) &&
-                                   reader.archive().try_read("metrics/values", values)) {  // absent in older checkpoints
-      if (!names.isList() || !values.isDoubleList() || names.toList().size() != values.toDoubleList().size()) {
-        throw CheckpointError("volt: " + path.string() + " is corrupted: its metrics/names and metrics/values differ");
-      }
-      const auto name_list = names.toList();
-      const auto value_list = values.toDoubleList();
-      for (std::size_t i = 0; i < name_list.size(); ++i) {
-        restored_metrics[name_list.get(i).toStringRef()] = value_list.get(i);
-      }
-    }
-    const torch::Tensor rng = reader.read_tensor("rng/cpu").to(torch::kCPU);
-    const torch::Tensor start_rng = reader.read_tensor("rng/cpu_epoch_start").to(torch::kCPU);
-    parts.state.current_epoch = epoch;
-    if (at_epoch_end) {
-      // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
-      parts.optimization.step_schedulers(SchedulerInterval::epoch, /*with_metrics=*/false);
-      parts.state.current_epoch = epoch + 1;
-      set_cpu_rng_state(rng);
-    } else if (batches_done > 0) {
-      resume = {batches_done, start_rng, rng};
-    } else {
-      set_cpu_rng_state(rng);
-    }
-    resume_point = {parts.state.current_epoch, batches_done, false};
-  }
+  void read(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device);
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/connectors/impl/checkpoint_connector.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/connectors/checkpoint_connector.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE torch::Tensor cpu_rng_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+VOLT_INLINE void set_cpu_rng_state(const torch::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+VOLT_INLINE void CheckpointConnector::reset() {
+  resume = {};
+  restored_metrics.clear();
+}
+
+VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const std::filesystem::path& path,
+                                           bool weights_only) const {
+  if (!parts.state.is_global_zero) return;
+  torch::serialize::OutputArchive archive;
+  archive.write("volt/format", c10::IValue(std::int64_t{1}));
+  archive.write("volt/weights_only", c10::IValue(weights_only));
+  archive.write("volt/precision", c10::IValue(std::string(parts.precision_name)));
+  torch::serialize::OutputArchive model_archive;
+  if (parts.contiguous_weights) {
+    save_module_contiguous(parts.module, model_archive);
+  } else {
+    parts.module.save(model_archive);
+  }
+  archive.write("model", model_archive);
+  if (!weights_only) {
+    archive.write("loop/epoch", c10::IValue(resume_point.epoch));
+    archive.write("loop/global_step", c10::IValue(parts.state.global_step));
+    archive.write("loop/batches_done", c10::IValue(resume_point.batches_done));
+    archive.write("loop/at_epoch_end", c10::IValue(resume_point.at_epoch_end));
+    archive.write("loop/batches_stepped", c10::IValue(parts.optimization.batches_stepped));
+    // The first optimizer under "optimizer" (as checkpoints of one optimizer always had it), the others
+    // under "optimizers/<index>".
+    const auto optimizers = parts.optimization.optimizers();
+    archive.write("optimizers/count", c10::IValue(static_cast<std::int64_t>(optimizers.size())));
+    for (std::size_t i = 0; i < optimizers.size(); ++i) {
+      torch::serialize::OutputArchive optimizer_archive;
+      optimizers[i]->save(optimizer_archive);
+      archive.write(optimizer_key(i), optimizer_archive);
+    }
+    std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
+    for (const auto& slot : parts.optimization.schedulers()) {
+      scheduler_steps.push_back(slot.steps);
+      scheduler_intervals.push_back(slot.intervals);
+    }
+    archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
+    // Schedulers whose state is more than a step count (ReduceLROnPlateau) save it.
+    for (std::size_t i = 0; i < parts.optimization.schedulers().size(); ++i) {
+      if (const auto* stateful = parts.optimization.schedulers()[i].stateful) {
+        torch::serialize::OutputArchive scheduler_archive;
+        stateful->save(scheduler_archive);
+        archive.write("schedulers/" + std::to_string(i), scheduler_archive);
+      }
+    }
+    archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
+    torch::serialize::OutputArchive precision_archive;
+    parts.save_precision(precision_archive);
+    archive.write("precision", precision_archive);
+    for (const auto& [callback, key] : parts.callbacks.state_keys()) {
+      torch::serialize::OutputArchive callback_archive;
+      callback->save_state(callback_archive);
+      archive.write(key, callback_archive);
+    }
+    std::vector<std::string> metric_names;
+    std::vector<double> metric_values;
+    if (parts.state.metrics_ != nullptr) {
+      for (const auto& [name, value] : parts.state.callback_metrics()) {
+        metric_names.push_back(name);
+        metric_values.push_back(value);
+      }
+    }
+    archive.write("metrics/names", c10::IValue(c10::List<std::string>(metric_names)));
+    archive.write("metrics/values", c10::IValue(c10::List<double>(metric_values)));
+    archive.write("rng/cpu", cpu_rng_state(), /*is_buffer=*/true);
+    archive.write("rng/cpu_epoch_start", epoch_start_rng.defined() ? epoch_start_rng : cpu_rng_state(),
+                  /*is_buffer=*/true);
+  }
+  save_archive_atomically(archive, path);
+}
+
+VOLT_INLINE void CheckpointConnector::restore(const CheckpointParts& parts, const std::filesystem::path& path,
+                                              torch::Device device) {
+  try {
+    read(parts, path, device);
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw CheckpointError("volt: cannot resume from " + path.string() +
+                          " (corrupted, or written by another configuration): " + error.what());
+  }
+}
+
+VOLT_INLINE void CheckpointConnector::check_precision_matches(const CheckpointReader& reader,
+                                                              torch::serialize::InputArchive& model_archive,
+                                                              const CheckpointParts& parts) {
+  const auto mismatch = first_dtype_mismatch(model_archive, parts.module);
+  if (!mismatch) return;
+  c10::IValue written;
+  const std::string written_at = reader.archive().try_read("volt/precision", written) && written.isString()
+                                     ? "precision '" + written.toStringRef() + "'"
+                                     : std::string("an unrecorded precision");
+  throw CheckpointError("volt: cannot resume from " + reader.shown() + " at precision '" +
+                        std::string(parts.precision_name) + "': it was written at " + written_at + " ('" +
+                        mismatch->name + "' is " + c10::toString(mismatch->stored) + " there, " +
+                        c10::toString(mismatch->expected) + " here); resume at the precision it was written "
+                        "with");
+}
+
+VOLT_INLINE std::string CheckpointConnector::optimizer_key(std::size_t index) {
+  return index == 0 ? std::string("optimizer") : "optimizers/" + std::to_string(index);
+}
+
+VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const std::filesystem::path& path,
+                                           torch::Device device) {
+  torch::serialize::InputArchive archive;
+  load_archive(archive, path, device);
+  const CheckpointReader reader(archive, path.string());
+  if (!reader.contains("volt/format")) {
+    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
+  }
+  torch::serialize::InputArchive model_archive;
+  if (!reader.try_read_archive("model", model_archive)) {
+    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+  }
+  check_precision_matches(reader, model_archive, parts);
+  check_model_matches(model_archive, parts.module, path.string());
+  try {
+    parts.module.load(model_archive);
+  } catch (const std::exception& error) {
+    throw CheckpointError("volt: the model in " + path.string() + " does not match the model being fitted: " +
+                          error.what());
+  }
+  if (reader.read_bool("volt/weights_only")) {
+    throw CheckpointError("volt: " + path.string() +
+                          " holds weights only (save_weights_only); it cannot resume training. Load it with "
+                          "volt::load_checkpoint_weights instead.");
+  }
+  const std::int64_t epoch = reader.read_int("loop/epoch");
+  parts.state.global_step = reader.read_int("loop/global_step");
+  const std::int64_t batches_done = reader.read_int("loop/batches_done");
+  const bool at_epoch_end = reader.read_bool("loop/at_epoch_end");
+  // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
+  const auto steps = reader.read_int_list("schedulers/steps");
+  const auto intervals = reader.read_int_list("schedulers/intervals");
+  auto& schedulers = parts.optimization.schedulers();
+  const auto optimizers = parts.optimization.optimizers();
+  const std::int64_t saved_optimizers = reader.contains("optimizers/count") ? reader.read_int("optimizers/count") : 1;
+  if (saved_optimizers != static_cast<std::int64_t>(optimizers.size())) {
+    throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(saved_optimizers) +
+                          " optimizer(s), but configure_optimizers() returned " +
+                          std::to_string(optimizers.size()) + "; resume with the configuration that wrote it");
+  }
+  if (steps.size() != schedulers.size()) {
+    throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(steps.size()) +
+                          " LR scheduler(s), but configure_optimizers() returned " +
+                          std::to_string(schedulers.size()) + "; resume with the configuration that wrote it");
+  }
+  for (std::size_t i = 0; i < schedulers.size() && i < steps.size(); ++i) {
+    if (auto* stateful = schedulers[i].stateful) {
+      torch::serialize::InputArchive scheduler_archive;
+      reader.read_archive("schedulers/" + std::to_string(i), scheduler_archive);
+      stateful->load(scheduler_archive);
+    } else {
+      for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
+    }
+    schedulers[i].steps = steps[i];
+    schedulers[i].intervals = intervals[i];
+  }
+  for (std::size_t i = 0; i < optimizers.size(); ++i) {
+    torch::serialize::InputArchive optimizer_archive;
+    reader.read_archive(optimizer_key(i), optimizer_archive);
+    optimizers[i]->load(optimizer_archive);
+  }
+  parts.optimization.batches_stepped =
+      reader.contains("loop/batches_stepped") ? reader.read_int("loop/batches_stepped") : parts.state.global_step;
+  torch::serialize::InputArchive precision_archive;
+  reader.read_archive("precision", precision_archive);
+  parts.load_precision(precision_archive);
+  for (const auto& [callback, key] : parts.callbacks.state_keys()) {
+    torch::serialize::InputArchive callback_archive;
+    if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
+  }
+  restored_metrics.clear();
+  if (c10::IValue names, values; reader.archive().try_read("metrics/names", names) &&
+                                 reader.archive().try_read("metrics/values", values)) {  // absent in older checkpoints
+    if (!names.isList() || !values.isDoubleList() || names.toList().size() != values.toDoubleList().size()) {
+      throw CheckpointError("volt: " + path.string() + " is corrupted: its metrics/names and metrics/values differ");
+    }
+    const auto name_list = names.toList();
+    const auto value_list = values.toDoubleList();
+    for (std::size_t i = 0; i < name_list.size(); ++i) {
+      restored_metrics[name_list.get(i).toStringRef()] = value_list.get(i);
+    }
+  }
+  const torch::Tensor rng = reader.read_tensor("rng/cpu").to(torch::kCPU);
+  const torch::Tensor start_rng = reader.read_tensor("rng/cpu_epoch_start").to(torch::kCPU);
+  parts.state.current_epoch = epoch;
+  if (at_epoch_end) {
+    // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
+    parts.optimization.step_schedulers(SchedulerInterval::epoch, /*with_metrics=*/false);
+    parts.state.current_epoch = epoch + 1;
+    set_cpu_rng_state(rng);
+  } else if (batches_done > 0) {
+    resume = {batches_done, start_rng, rng};
+  } else {
+    set_cpu_rng_state(rng);
+  }
+  resume_point = {parts.state.current_epoch, batches_done, false};
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/connectors/impl/checkpoint_connector.ipp
+#endif
 // ---- end volt/trainer/connectors/checkpoint_connector.hpp
 
 #include <torch/torch.h>
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <type_traits>
@@ -16615,6 +18789,42 @@ struct TrainerParts {
 
   explicit TrainerParts(TrainerOptions trainer_options)
       : options(std::move(trainer_options)), logger(options.default_root_dir) {}
+
+  /// The Trainer's construction (see Trainer::Trainer): validates the options, seeds, sets the math modes,
+  /// selects the devices of `Accelerator`, prints the device lines on rank zero, takes the `extras`
+  /// (callbacks, loggers, a configured Precision) and completes the callbacks and loggers with the defaults.
+  template <class Accelerator, class... Extras>
+  void set_up(Extras&&... extras) {
+    validate(options);
+    apply_fast_dev_run(options);
+    set_torch_flags(options);
+    selection = select_trainer_devices<Accelerator, Strategy>(options);
+    strategy.configure(selection, options.num_nodes);
+    state.global_rank = strategy.global_rank();
+    state.world_size = strategy.world_size();
+    state.is_global_zero = strategy.is_global_zero();
+    logger.set_global_zero(state.is_global_zero);
+    log_device_info(selection.accelerator);
+    (add_extra(std::forward<Extras>(extras)), ...);
+    callbacks.add_timer(options);
+    callbacks.reorder();
+    precision.setup(root_device());
+    callbacks.add_defaults(options);
+    logger.configure(options.logger, options.fast_dev_run > 0);
+  }
+
+  /// A constructor extra: the configured precision, a logger, or a callback.
+  template <class E>
+  void add_extra(E&& extra) {
+    using T = std::remove_cvref_t<E>;
+    if constexpr (std::same_as<T, Precision>) {
+      precision = std::forward<E>(extra);
+    } else if constexpr (std::derived_from<T, Logger> || logger_pointer<T>) {
+      logger.add(std::forward<E>(extra));
+    } else {
+      callbacks.add(std::forward<E>(extra));
+    }
+  }
 
   TrainerOptions options;
   DeviceSelection selection{};
@@ -16911,34 +19121,14 @@ namespace volt::detail {
 
 /// Clips the gradients of `optimizer`'s parameters (`value` <= 0: nothing), on the device (no host sync, so
 /// also inside a captured step); the coefficient is torch::nn::utils::clip_grad_norm_'s.
-inline void clip_gradients(torch::optim::Optimizer& optimizer, double value, GradClipAlgorithm algorithm) {
-  if (value <= 0.0) return;
-  std::vector<torch::Tensor> gradients;
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& parameter : group.params()) gradients.push_back(parameter.grad());
-  }
-  if (algorithm == GradClipAlgorithm::norm) {
-    (void)optim::clip_grad_norm_(gradients, value);
-  } else {
-    optim::clip_grad_value_(gradients, value);
-  }
-}
+VOLT_INLINE void clip_gradients(torch::optim::Optimizer& optimizer, double value, GradClipAlgorithm algorithm);
 
 /// Clips the gradients of `optimizer`'s parameters as the options ask (gradient_clip_val, its algorithm).
-inline void clip_gradients(const TrainerOptions& options, torch::optim::Optimizer& optimizer) {
-  if (options.gradient_clip_val) clip_gradients(optimizer, *options.gradient_clip_val, options.gradient_clip_algorithm);
-}
+VOLT_INLINE void clip_gradients(const TrainerOptions& options, torch::optim::Optimizer& optimizer);
 
 /// Throws when error_on_nonfinite_loss is set and `loss` is NaN or infinite.
-inline void check_finite_loss(const TrainerOptions& options, const TrainerState& state, const torch::Tensor& loss,
-                              std::int64_t batch_idx) {
-  if (!options.error_on_nonfinite_loss || torch::isfinite(loss.detach()).all().item<bool>()) return;
-  const double value = loss.detach().sum().item<double>();
-  throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : python_float(value)) +
-                           " at global step " + std::to_string(state.global_step) + " (epoch " +
-                           std::to_string(state.current_epoch) + ", batch " + std::to_string(batch_idx) +
-                           "); stopping because error_on_nonfinite_loss is set.");
-}
+VOLT_INLINE void check_finite_loss(const TrainerOptions& options, const TrainerState& state, const torch::Tensor& loss,
+                                   std::int64_t batch_idx);
 
 /// The training batch's hooks and steps around the optimization.
 struct AutomaticOptimization {
@@ -17046,6 +19236,45 @@ struct AutomaticOptimization {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/loops/impl/automatic_optimization.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/loops/automatic_optimization.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void clip_gradients(torch::optim::Optimizer& optimizer, double value, GradClipAlgorithm algorithm) {
+  if (value <= 0.0) return;
+  std::vector<torch::Tensor> gradients;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& parameter : group.params()) gradients.push_back(parameter.grad());
+  }
+  if (algorithm == GradClipAlgorithm::norm) {
+    (void)optim::clip_grad_norm_(gradients, value);
+  } else {
+    optim::clip_grad_value_(gradients, value);
+  }
+}
+
+VOLT_INLINE void clip_gradients(const TrainerOptions& options, torch::optim::Optimizer& optimizer) {
+  if (options.gradient_clip_val) clip_gradients(optimizer, *options.gradient_clip_val, options.gradient_clip_algorithm);
+}
+
+VOLT_INLINE void check_finite_loss(const TrainerOptions& options, const TrainerState& state, const torch::Tensor& loss,
+                                   std::int64_t batch_idx) {
+  if (!options.error_on_nonfinite_loss || torch::isfinite(loss.detach()).all().item<bool>()) return;
+  const double value = loss.detach().sum().item<double>();
+  throw std::runtime_error("volt: the training loss is " + (std::isnan(value) ? std::string("NaN") : python_float(value)) +
+                           " at global step " + std::to_string(state.global_step) + " (epoch " +
+                           std::to_string(state.current_epoch) + ", batch " + std::to_string(batch_idx) +
+                           "); stopping because error_on_nonfinite_loss is set.");
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/impl/automatic_optimization.ipp
+#endif
 // ---- end volt/trainer/loops/automatic_optimization.hpp
 // ---- begin volt/trainer/loops/train_step_graph.hpp
 /// \file
@@ -17090,38 +19319,19 @@ std::vector<torch::Tensor> tensor_leaves(const Batch& batch) {
 }
 
 /// Whether `a` and `b` hold tensors of the same sizes, dtypes and devices, in the same order.
-inline bool same_tensor_shapes(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i].defined() != b[i].defined()) return false;
-    if (!a[i].defined()) continue;
-    if (a[i].sizes() != b[i].sizes() || a[i].scalar_type() != b[i].scalar_type() || a[i].device() != b[i].device()) {
-      return false;
-    }
-  }
-  return true;
-}
+VOLT_INLINE bool same_tensor_shapes(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
 
 /// The Trainer's graph of its training step: state between fit()'s start and end. Without CUDA graph
 /// support in the build it stays disabled.
 class TrainStepGraph {
  public:
   /// Forgets everything (a new fit()): graph, static tensors, optimizer binding.
-  void reset() {
-    release();
-    enabled_ = false;
-    eager_steps_ = 0;
-    replays_ = 0;
-    eager_fallbacks_ = 0;
-  }
+  void reset();
 
   /// Turns capturing on for this fit().
   void enable() { enabled_ = true; }
   /// Turns capturing off for the rest of this fit() (a failed capture); the step runs eagerly.
-  void disable() {
-    release();
-    enabled_ = false;
-  }
+  void disable();
 
   bool enabled() const noexcept { return enabled_; }
   bool captured() const noexcept { return captured_; }
@@ -17152,22 +19362,10 @@ class TrainStepGraph {
   bool matches(const std::vector<torch::Tensor>& leaves) const { return same_tensor_shapes(leaves, static_leaves_); }
 
   /// Copies `leaves` into the static tensors (one multi-tensor copy on the current stream).
-  void load(const std::vector<torch::Tensor>& leaves) {
-    std::vector<torch::Tensor> sources, destinations;
-    for (std::size_t i = 0; i < leaves.size(); ++i) {
-      if (!leaves[i].defined()) continue;
-      sources.push_back(leaves[i]);
-      destinations.push_back(static_leaves_[i]);
-    }
-    torch::NoGradGuard no_grad;
-    compat::foreach_copy_(destinations, sources);
-  }
+  void load(const std::vector<torch::Tensor>& leaves);
 
   /// Binds the optimizer (it has stepped during the warm-up) and, with a grad scaler, makes the found-inf flag.
-  void prepare(torch::optim::Optimizer& optimizer, bool with_scaler, torch::Device device) {
-    step_ = std::make_unique<optim::CapturableStep>(optimizer);
-    if (with_scaler) found_inf_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
-  }
+  void prepare(torch::optim::Optimizer& optimizer, bool with_scaler, torch::Device device);
 
   optim::CapturableStep& optimizer_step() { return *step_; }
   /// The grad scaler's found-inf flag (undefined without a scaler).
@@ -17279,44 +19477,19 @@ class TrainStepGraph {
 #endif
 
   /// Before an eager step between replays: hands the optimizer's state to the host.
-  void before_eager_step() {
-    if (step_) step_->write_back();
-  }
+  void before_eager_step();
   /// After an eager step between replays: takes the optimizer's state back and points each .grad at the
   /// graph's gradient again.
-  void after_eager_step() {
-    ++eager_fallbacks_;
-    if (!step_) return;
-    step_->reload();
-    const auto& parameters = step_->parameters();
-    for (std::size_t i = 0; i < static_gradients_.size(); ++i) parameters[i].mutable_grad() = static_gradients_[i];
-  }
+  void after_eager_step();
 
   /// Writes the device-side optimizer state into LibTorch's (before a checkpoint is written).
-  void sync_optimizer_state() {
-    if (captured_ && step_) step_->write_back();
-  }
+  void sync_optimizer_state();
 
   /// Hands the optimizer state back to the host and frees the graph and its memory.
-  void release() {
-    if (captured_ && step_) step_->write_back();
-    captured_ = false;
-#if VOLT_DETAIL_HAS_CUDA_GRAPHS
-    graph_.reset();
-#endif
-    step_.reset();
-    static_batch_.reset();
-    static_leaves_.clear();
-    static_gradients_.clear();
-    logs_.clear();
-    loss_ = torch::Tensor();
-    found_inf_ = torch::Tensor();
-  }
+  void release();
 
  private:
-  static void drop_gradients(const std::vector<torch::Tensor>& parameters) {
-    for (auto parameter : parameters) parameter.mutable_grad() = torch::Tensor();
-  }
+  static void drop_gradients(const std::vector<torch::Tensor>& parameters);
 
 #if VOLT_DETAIL_HAS_CUDA_GRAPHS
   /// Makes `waiter` wait for the work queued on `queued` so far.
@@ -17344,12 +19517,101 @@ class TrainStepGraph {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/loops/impl/train_step_graph.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/loops/train_step_graph.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE bool same_tensor_shapes(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].defined() != b[i].defined()) return false;
+    if (!a[i].defined()) continue;
+    if (a[i].sizes() != b[i].sizes() || a[i].scalar_type() != b[i].scalar_type() || a[i].device() != b[i].device()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+VOLT_INLINE void TrainStepGraph::reset() {
+  release();
+  enabled_ = false;
+  eager_steps_ = 0;
+  replays_ = 0;
+  eager_fallbacks_ = 0;
+}
+
+VOLT_INLINE void TrainStepGraph::disable() {
+  release();
+  enabled_ = false;
+}
+
+VOLT_INLINE void TrainStepGraph::load(const std::vector<torch::Tensor>& leaves) {
+  std::vector<torch::Tensor> sources, destinations;
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    if (!leaves[i].defined()) continue;
+    sources.push_back(leaves[i]);
+    destinations.push_back(static_leaves_[i]);
+  }
+  torch::NoGradGuard no_grad;
+  compat::foreach_copy_(destinations, sources);
+}
+
+VOLT_INLINE void TrainStepGraph::prepare(torch::optim::Optimizer& optimizer, bool with_scaler, torch::Device device) {
+  step_ = std::make_unique<optim::CapturableStep>(optimizer);
+  if (with_scaler) found_inf_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+}
+
+VOLT_INLINE void TrainStepGraph::before_eager_step() {
+  if (step_) step_->write_back();
+}
+
+VOLT_INLINE void TrainStepGraph::after_eager_step() {
+  ++eager_fallbacks_;
+  if (!step_) return;
+  step_->reload();
+  const auto& parameters = step_->parameters();
+  for (std::size_t i = 0; i < static_gradients_.size(); ++i) parameters[i].mutable_grad() = static_gradients_[i];
+}
+
+VOLT_INLINE void TrainStepGraph::sync_optimizer_state() {
+  if (captured_ && step_) step_->write_back();
+}
+
+VOLT_INLINE void TrainStepGraph::release() {
+  if (captured_ && step_) step_->write_back();
+  captured_ = false;
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+  graph_.reset();
+#endif
+  step_.reset();
+  static_batch_.reset();
+  static_leaves_.clear();
+  static_gradients_.clear();
+  logs_.clear();
+  loss_ = torch::Tensor();
+  found_inf_ = torch::Tensor();
+}
+
+VOLT_INLINE void TrainStepGraph::drop_gradients(const std::vector<torch::Tensor>& parameters) {
+  for (auto parameter : parameters) parameter.mutable_grad() = torch::Tensor();
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/impl/train_step_graph.ipp
+#endif
 // ---- end volt/trainer/loops/train_step_graph.hpp
 
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17366,23 +19628,41 @@ class CudaGraphStep {
   template <class M, class Parts>
   void setup(Parts& parts) {
     graph_.reset();
-    const auto& options = parts.options;
-    if (!options.cuda_graphs) return;
-    const auto obstacles = this->template obstacles<M>(parts);
-    if (obstacles.empty()) {
-      graph_.enable();
-      log::info_rank_zero("cuda_graphs: the training step is captured in a CUDA graph after " +
-                          std::to_string(options.cuda_graph_warmup_steps) + " eager step(s) and replayed.");
-      return;
-    }
-    std::string text = "cuda_graphs=true, but the training step cannot be captured: ";
-    for (std::size_t i = 0; i < obstacles.size(); ++i) text += (i == 0 ? "" : "; ") + obstacles[i];
-    log::warn_rank_zero(text + ". Training eagerly.");
+    if (!parts.options.cuda_graphs) return;
+    // What depends on the model (its hooks inside the step), then what does not (compiled once).
+    std::vector<std::string> model_hooks;
+    const auto model_has = [&](std::string_view hook, bool defined) {
+      if (defined) model_hooks.emplace_back(hook);
+    };
+    model_has("on_before_zero_grad",
+              ModelHook<Hook::on_before_zero_grad>::defined<M, StepContext, torch::optim::Optimizer>);
+    model_has("on_before_backward", ModelHook<Hook::on_before_backward>::defined<M, StepContext, const torch::Tensor>);
+    model_has("on_after_backward", ModelHook<Hook::on_after_backward>::defined<M, StepContext>);
+    model_has("on_before_optimizer_step",
+              ModelHook<Hook::on_before_optimizer_step>::defined<M, StepContext, torch::optim::Optimizer>);
+    decide(parts.options, parts.root_device(), parts.strategy.cuda_graph_obstacle(), parts.callbacks.list(),
+           model_hooks, parts.optimization.optimizer());
   }
 
   /// One training batch (see the class comment).
   template <class Parts, class M, class Batch>
   void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last) {
+    // A build that cannot capture never enables the graph, and compiles none of the capture and replay code.
+    if constexpr (!cuda_graphs_compiled) {
+      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
+    } else {
+      run_with_graph(parts, module, batch, batch_idx, is_last);
+    }
+  }
+
+  /// The graph (replay counts, the optimizer state it holds on the device).
+  TrainStepGraph& graph() { return graph_; }
+  /// The graph, to read.
+  const TrainStepGraph& graph() const { return graph_; }
+
+ private:
+  template <class Parts, class M, class Batch>
+  void run_with_graph(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last) {
     if (!graph_.enabled()) {
       AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
       return;
@@ -17414,55 +19694,11 @@ class CudaGraphStep {
     graph_.count_eager_step();
   }
 
-  /// The graph (replay counts, the optimizer state it holds on the device).
-  TrainStepGraph& graph() { return graph_; }
-  /// The graph, to read.
-  const TrainStepGraph& graph() const { return graph_; }
-
- private:
-  /// Why this fit's training step cannot be captured; empty when it can.
-  template <class M, class Parts>
-  std::vector<std::string> obstacles(Parts& parts) {
-    std::vector<std::string> found;
-    const auto& options = parts.options;
-    const auto device = parts.root_device();
-    if (!device.is_cuda()) {
-      found.push_back(std::string("the device is ") + c10::DeviceTypeName(device.type(), /*lower_case=*/true) +
-                      ", not cuda");
-    }
-    if (!cuda_graphs_compiled) {
-      found.push_back(std::string("this build cannot capture CUDA graphs (it needs VOLT_WITH_CUDA and LibTorch 2.4 "
-                                  "or later; LibTorch is ") +
-                      compat::torch_version_string + ")");
-    }
-    if (auto why = parts.strategy.cuda_graph_obstacle()) found.push_back(*why);
-    if (options.accumulate_grad_batches > 1) {
-      found.push_back("accumulate_grad_batches is " + std::to_string(options.accumulate_grad_batches) +
-                      " (a captured step is one whole optimizer step)");
-    }
-    if (parts.callbacks.list().template count<GradientAccumulationScheduler>() > 0) {
-      found.push_back("a GradientAccumulationScheduler changes accumulate_grad_batches between epochs");
-    }
-    if (options.error_on_nonfinite_loss) found.push_back("error_on_nonfinite_loss reads the loss on the host at every step");
-    for (Hook hook : {Hook::on_before_zero_grad, Hook::on_before_backward, Hook::on_after_backward,
-                      Hook::on_before_optimizer_step}) {
-      for (auto* callback : parts.callbacks.list().with(hook)) {
-        found.push_back("the callback " + c10::demangle(std::string(callback->type_name()).c_str()) + " has " +
-                        std::string(hook_name(hook)) + ", which runs inside the step");
-      }
-    }
-    const auto model_has = [&](std::string_view hook, bool defined) {
-      if (defined) found.push_back("the model has " + std::string(hook) + ", which runs inside the step");
-    };
-    model_has("on_before_zero_grad",
-              ModelHook<Hook::on_before_zero_grad>::defined<M, StepContext, torch::optim::Optimizer>);
-    model_has("on_before_backward", ModelHook<Hook::on_before_backward>::defined<M, StepContext, const torch::Tensor>);
-    model_has("on_after_backward", ModelHook<Hook::on_after_backward>::defined<M, StepContext>);
-    model_has("on_before_optimizer_step",
-              ModelHook<Hook::on_before_optimizer_step>::defined<M, StepContext, torch::optim::Optimizer>);
-    if (auto why = optim::CapturableStep::obstacle(parts.optimization.optimizer(), device.type())) found.push_back(*why);
-    return found;
-  }
+  /// Enables the graph when nothing in the fit stands in the way of a capture; otherwise warns with every
+  /// reason (`model_hooks`: the model's hooks that run inside the step).
+  void decide(const TrainerOptions& options, torch::Device device, std::optional<std::string> strategy_obstacle,
+              CallbackList<TrainerState>& callbacks, const std::vector<std::string>& model_hooks,
+              torch::optim::Optimizer& optimizer);
 
   /// Captures the training step on `batch` and runs it once; when the capture fails, the graph stays off for
   /// this fit and the batch runs eagerly.
@@ -17528,6 +19764,62 @@ class CudaGraphStep {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/loops/impl/cuda_graph_step.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/loops/cuda_graph_step.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void CudaGraphStep::decide(const TrainerOptions& options, torch::Device device,
+                                       std::optional<std::string> strategy_obstacle,
+                                       CallbackList<TrainerState>& callbacks,
+                                       const std::vector<std::string>& model_hooks,
+                                       torch::optim::Optimizer& optimizer) {
+  std::vector<std::string> found;
+  if (!device.is_cuda()) {
+    found.push_back(std::string("the device is ") + c10::DeviceTypeName(device.type(), /*lower_case=*/true) +
+                    ", not cuda");
+  }
+  if (!cuda_graphs_compiled) {
+    found.push_back(std::string("this build cannot capture CUDA graphs (it needs VOLT_WITH_CUDA and LibTorch 2.4 "
+                                "or later; LibTorch is ") +
+                    compat::torch_version_string + ")");
+  }
+  if (strategy_obstacle) found.push_back(*strategy_obstacle);
+  if (options.accumulate_grad_batches > 1) {
+    found.push_back("accumulate_grad_batches is " + std::to_string(options.accumulate_grad_batches) +
+                    " (a captured step is one whole optimizer step)");
+  }
+  if (callbacks.count<GradientAccumulationScheduler>() > 0) {
+    found.push_back("a GradientAccumulationScheduler changes accumulate_grad_batches between epochs");
+  }
+  if (options.error_on_nonfinite_loss) found.push_back("error_on_nonfinite_loss reads the loss on the host at every step");
+  for (Hook hook : {Hook::on_before_zero_grad, Hook::on_before_backward, Hook::on_after_backward,
+                    Hook::on_before_optimizer_step}) {
+    for (auto* callback : callbacks.with(hook)) {
+      found.push_back("the callback " + c10::demangle(std::string(callback->type_name()).c_str()) + " has " +
+                      std::string(hook_name(hook)) + ", which runs inside the step");
+    }
+  }
+  for (const auto& hook : model_hooks) found.push_back("the model has " + hook + ", which runs inside the step");
+  if (auto why = optim::CapturableStep::obstacle(optimizer, device.type())) found.push_back(*why);
+  if (found.empty()) {
+    graph_.enable();
+    log::info_rank_zero("cuda_graphs: the training step is captured in a CUDA graph after " +
+                        std::to_string(options.cuda_graph_warmup_steps) + " eager step(s) and replayed.");
+    return;
+  }
+  std::string text = "cuda_graphs=true, but the training step cannot be captured: ";
+  for (std::size_t i = 0; i < found.size(); ++i) text += (i == 0 ? "" : "; ") + found[i];
+  log::warn_rank_zero(text + ". Training eagerly.");
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/impl/cuda_graph_step.ipp
+#endif
 // ---- end volt/trainer/loops/cuda_graph_step.hpp
 // ---- begin volt/trainer/loops/manual_optimization.hpp
 /// \file
@@ -17706,16 +19998,10 @@ struct ManualOptimization {
 namespace volt::detail {
 
 /// Whether max_steps is reached.
-inline bool max_steps_reached(const TrainerOptions& options, const TrainerState& state) {
-  return options.max_steps >= 0 && state.global_step >= options.max_steps;
-}
+VOLT_INLINE bool max_steps_reached(const TrainerOptions& options, const TrainerState& state);
 
 /// Whether min_epochs and min_steps allow stopping now.
-inline bool min_training_done(const TrainerOptions& options, const TrainerState& state) {
-  const bool epochs_ok = !options.min_epochs || state.current_epoch >= *options.min_epochs;
-  const bool steps_ok = !options.min_steps || state.global_step >= *options.min_steps;
-  return epochs_ok && steps_ok;
-}
+VOLT_INLINE bool min_training_done(const TrainerOptions& options, const TrainerState& state);
 
 /// Runs the batches of one training epoch.
 class TrainingEpochLoop {
@@ -17730,11 +20016,7 @@ class TrainingEpochLoop {
   bool interrupted = false;
 
   /// Before a fit's first epoch.
-  void reset(std::optional<std::int64_t> train_limit) {
-    limit = train_limit;
-    interrupted = false;
-    total_batch_idx_ = 0;
-  }
+  void reset(std::optional<std::int64_t> train_limit);
 
   /// The batches of the current epoch; returns how many ran.
   template <class Parts, class M, class TrainData, class ValData>
@@ -17805,31 +20087,65 @@ class TrainingEpochLoop {
 
  private:
   /// val_check_interval in batches, when it can be known.
-  static std::optional<std::int64_t> validation_interval(const TrainerOptions& options, const TrainerState& state) {
-    if (state.num_training_batches) return batches_for(options.val_check_interval, *state.num_training_batches);
-    if (!options.val_check_interval.is_fraction()) return options.val_check_interval.count();
-    return std::nullopt;
-  }
+  static std::optional<std::int64_t> validation_interval(const TrainerOptions& options, const TrainerState& state);
 
   /// Whether validation runs after the batch `batch_idx` (Lightning's _should_check_val_fx).
   bool should_validate(const TrainerOptions& options, const TrainerState& state, std::int64_t batch_idx, bool is_last,
-                       std::optional<std::int64_t> val_check_batch) const {
-    if (!state.has_validation) return false;
-    const auto every = options.check_val_every_n_epoch;
-    if (every && (state.current_epoch + 1) % *every != 0) return false;
-    if (state.should_stop && min_training_done(options, state)) return true;
-    if (options.check_val_every_n_epoch && options.val_check_interval.is_whole_epoch()) return is_last;
-    if (val_check_batch) {
-      const auto iteration = options.check_val_every_n_epoch ? batch_idx : total_batch_idx_ - 1;
-      return (iteration + 1) % *val_check_batch == 0;
-    }
-    return is_last;
-  }
+                       std::optional<std::int64_t> val_check_batch) const;
 
   std::int64_t total_batch_idx_ = 0;
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/loops/impl/training_epoch_loop.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/loops/training_epoch_loop.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE bool max_steps_reached(const TrainerOptions& options, const TrainerState& state) {
+  return options.max_steps >= 0 && state.global_step >= options.max_steps;
+}
+
+VOLT_INLINE bool min_training_done(const TrainerOptions& options, const TrainerState& state) {
+  const bool epochs_ok = !options.min_epochs || state.current_epoch >= *options.min_epochs;
+  const bool steps_ok = !options.min_steps || state.global_step >= *options.min_steps;
+  return epochs_ok && steps_ok;
+}
+
+VOLT_INLINE void TrainingEpochLoop::reset(std::optional<std::int64_t> train_limit) {
+  limit = train_limit;
+  interrupted = false;
+  total_batch_idx_ = 0;
+}
+
+VOLT_INLINE auto TrainingEpochLoop::validation_interval(const TrainerOptions& options, const TrainerState& state) -> std::optional<std::int64_t> {
+  if (state.num_training_batches) return batches_for(options.val_check_interval, *state.num_training_batches);
+  if (!options.val_check_interval.is_fraction()) return options.val_check_interval.count();
+  return std::nullopt;
+}
+
+VOLT_INLINE bool TrainingEpochLoop::should_validate(const TrainerOptions& options, const TrainerState& state,
+                                                    std::int64_t batch_idx, bool is_last,
+                                                    std::optional<std::int64_t> val_check_batch) const {
+  if (!state.has_validation) return false;
+  const auto every = options.check_val_every_n_epoch;
+  if (every && (state.current_epoch + 1) % *every != 0) return false;
+  if (state.should_stop && min_training_done(options, state)) return true;
+  if (options.check_val_every_n_epoch && options.val_check_interval.is_whole_epoch()) return is_last;
+  if (val_check_batch) {
+    const auto iteration = options.check_val_every_n_epoch ? batch_idx : total_batch_idx_ - 1;
+    return (iteration + 1) % *val_check_batch == 0;
+  }
+  return is_last;
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/impl/training_epoch_loop.ipp
+#endif
 // ---- end volt/trainer/loops/training_epoch_loop.hpp
 
 #include <torch/csrc/autograd/anomaly_mode.h>
@@ -17852,11 +20168,7 @@ namespace volt::detail {
 class AnomalyDetection {
  public:
   /// Turns anomaly detection (with the NaN check) on when `enabled`.
-  explicit AnomalyDetection(bool enabled)
-      : was_enabled_(torch::autograd::AnomalyMode::is_enabled()),
-        was_checking_nan_(torch::autograd::AnomalyMode::should_check_nan()) {
-    if (enabled) torch::autograd::AnomalyMode::set_enabled(true, /*check_nan=*/true);
-  }
+  explicit AnomalyDetection(bool enabled);
   ~AnomalyDetection() { torch::autograd::AnomalyMode::set_enabled(was_enabled_, was_checking_nan_); }
   AnomalyDetection(const AnomalyDetection&) = delete;
   AnomalyDetection& operator=(const AnomalyDetection&) = delete;
@@ -18139,6 +20451,23 @@ class FitLoop {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/loops/impl/fit_loop.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/loops/fit_loop.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE AnomalyDetection::AnomalyDetection(bool enabled)
+    : was_enabled_(torch::autograd::AnomalyMode::is_enabled()), was_checking_nan_(torch::autograd::AnomalyMode::should_check_nan()) {
+  if (enabled) torch::autograd::AnomalyMode::set_enabled(true, /*check_nan=*/true);
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/impl/fit_loop.ipp
+#endif
 // ---- end volt/trainer/loops/fit_loop.hpp
 // ---- begin volt/trainer/loops/prediction_loop.hpp
 /// \file
@@ -18233,24 +20562,7 @@ class Trainer {
   /// throws.
   template <class... Extras>
   explicit Trainer(TrainerOptions options = {}, Extras&&... extras) : parts_(std::move(options)) {
-    auto& opts = parts_.options;
-    detail::validate(opts);
-    detail::apply_fast_dev_run(opts);
-    detail::set_torch_flags(opts);
-    parts_.selection = detail::select_trainer_devices<Accelerator, Strategy>(opts);
-    parts_.strategy.configure(parts_.selection, opts.num_nodes);
-    auto& state = parts_.state;
-    state.global_rank = parts_.strategy.global_rank();
-    state.world_size = parts_.strategy.world_size();
-    state.is_global_zero = parts_.strategy.is_global_zero();
-    parts_.logger.set_global_zero(state.is_global_zero);
-    log_device_info(parts_.selection.accelerator);
-    (add_extra(std::forward<Extras>(extras)), ...);
-    parts_.callbacks.add_timer(opts);
-    parts_.callbacks.reorder();
-    parts_.precision.setup(root_device());
-    parts_.callbacks.add_defaults(opts);
-    parts_.logger.configure(opts.logger, opts.fast_dev_run > 0);
+    parts_.template set_up<Accelerator>(std::forward<Extras>(extras)...);
   }
 
   // ---- accessors ---------------------------------------------------------------------------------
@@ -18406,19 +20718,6 @@ class Trainer {
 
 
  private:
-  /// A constructor extra: the configured precision, a logger, or a callback.
-  template <class E>
-  void add_extra(E&& extra) {
-    using T = std::remove_cvref_t<E>;
-    if constexpr (std::same_as<T, Precision>) {
-      parts_.precision = std::forward<E>(extra);
-    } else if constexpr (std::derived_from<T, Logger> || detail::logger_pointer<T>) {
-      parts_.logger.add(std::forward<E>(extra));
-    } else {
-      parts_.callbacks.add(std::forward<E>(extra));
-    }
-  }
-
   detail::TrainerParts<Strategy, Precision> parts_;
   detail::FitLoop fit_loop_{};
   detail::EvaluationLoop evaluation_loop_{};
@@ -18470,15 +20769,29 @@ struct FabricOptions {
 namespace detail {
 
 /// Lightning Fabric's argument checks. Throws std::invalid_argument (ValueError) with Lightning's message.
-inline void validate(const FabricOptions& options) {
+VOLT_INLINE void validate(const FabricOptions& options);
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/fabric/impl/options.ipp
+/// \file
+/// Definitions of the functions declared in volt/fabric/options.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void validate(const FabricOptions& options) {
   if (options.num_nodes < 1) {
     throw std::invalid_argument("`num_nodes` must be a positive integer, but got " + std::to_string(options.num_nodes) +
                                 ". (volt::Fabric({.num_nodes = " + std::to_string(options.num_nodes) + "}))");
   }
 }
 
-}  // namespace detail
-}  // namespace volt
+}  // namespace volt::detail
+// ---- end volt/fabric/impl/options.ipp
+#endif
 // ---- end volt/fabric/options.hpp
 // ---- begin volt/fabric/state.hpp
 /// \file
@@ -18540,51 +20853,11 @@ class FabricStateEntry {
 
   /// Writes the referenced object into `archive` (a module's parameters and buffers, an optimizer's state,
   /// a tensor or a number as a 0-dim tensor).
-  void save(torch::serialize::OutputArchive& archive) const {
-    std::visit(
-        [&](const auto& target) {
-          using T = std::remove_cvref_t<decltype(target)>;
-          if constexpr (std::is_same_v<T, std::shared_ptr<torch::nn::Module>>) {
-            target->save(archive);
-          } else if constexpr (std::is_same_v<T, std::shared_ptr<torch::optim::Optimizer>>) {
-            target->save(archive);
-          } else if constexpr (std::is_same_v<T, torch::Tensor*>) {
-            archive.write("tensor", *target);
-          } else if constexpr (std::is_same_v<T, double*>) {
-            archive.write("value", torch::tensor(*target, torch::kDouble));
-          } else {
-            archive.write("value", torch::tensor(static_cast<std::int64_t>(*target), torch::kLong));
-          }
-        },
-        target_);
-  }
+  void save(torch::serialize::OutputArchive& archive) const;
 
   /// Restores the referenced object from `archive` (in place for modules and optimizers; a tensor moves to
   /// `device`). Throws what LibTorch throws for a missing or mis-shaped entry. Fabric::load calls it.
-  void load(torch::serialize::InputArchive& archive, torch::Device device) const {
-    std::visit(
-        [&](const auto& target) {
-          using T = std::remove_cvref_t<decltype(target)>;
-          if constexpr (std::is_same_v<T, std::shared_ptr<torch::nn::Module>>) {
-            target->load(archive);
-          } else if constexpr (std::is_same_v<T, std::shared_ptr<torch::optim::Optimizer>>) {
-            target->load(archive);
-          } else if constexpr (std::is_same_v<T, torch::Tensor*>) {
-            torch::Tensor value;
-            archive.read("tensor", value);
-            *target = value.to(device);
-          } else {
-            torch::Tensor value;
-            archive.read("value", value);
-            if constexpr (std::is_same_v<T, double*>) {
-              *target = value.item<double>();
-            } else {
-              *target = static_cast<std::remove_pointer_t<T>>(value.item<std::int64_t>());
-            }
-          }
-        },
-        target_);
-  }
+  void load(torch::serialize::InputArchive& archive, torch::Device device) const;
 
  private:
   std::variant<std::shared_ptr<torch::nn::Module>, std::shared_ptr<torch::optim::Optimizer>, torch::Tensor*,
@@ -18596,6 +20869,62 @@ class FabricStateEntry {
 using FabricState = std::map<std::string, FabricStateEntry>;
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/fabric/impl/state.ipp
+/// \file
+/// Definitions of the functions declared in volt/fabric/state.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE void FabricStateEntry::save(torch::serialize::OutputArchive& archive) const {
+  std::visit(
+      [&](const auto& target) {
+        using T = std::remove_cvref_t<decltype(target)>;
+        if constexpr (std::is_same_v<T, std::shared_ptr<torch::nn::Module>>) {
+          target->save(archive);
+        } else if constexpr (std::is_same_v<T, std::shared_ptr<torch::optim::Optimizer>>) {
+          target->save(archive);
+        } else if constexpr (std::is_same_v<T, torch::Tensor*>) {
+          archive.write("tensor", *target);
+        } else if constexpr (std::is_same_v<T, double*>) {
+          archive.write("value", torch::tensor(*target, torch::kDouble));
+        } else {
+          archive.write("value", torch::tensor(static_cast<std::int64_t>(*target), torch::kLong));
+        }
+      },
+      target_);
+}
+
+VOLT_INLINE void FabricStateEntry::load(torch::serialize::InputArchive& archive, torch::Device device) const {
+  std::visit(
+      [&](const auto& target) {
+        using T = std::remove_cvref_t<decltype(target)>;
+        if constexpr (std::is_same_v<T, std::shared_ptr<torch::nn::Module>>) {
+          target->load(archive);
+        } else if constexpr (std::is_same_v<T, std::shared_ptr<torch::optim::Optimizer>>) {
+          target->load(archive);
+        } else if constexpr (std::is_same_v<T, torch::Tensor*>) {
+          torch::Tensor value;
+          archive.read("tensor", value);
+          *target = value.to(device);
+        } else {
+          torch::Tensor value;
+          archive.read("value", value);
+          if constexpr (std::is_same_v<T, double*>) {
+            *target = value.item<double>();
+          } else {
+            *target = static_cast<std::remove_pointer_t<T>>(value.item<std::int64_t>());
+          }
+        }
+      },
+      target_);
+}
+
+}  // namespace volt
+// ---- end volt/fabric/impl/state.ipp
+#endif
 // ---- end volt/fabric/state.hpp
 // ---- begin volt/fabric/data_loader.hpp
 /// \file
@@ -18750,8 +21079,27 @@ inline constexpr std::string_view fabric_precision_state_key = "volt.precision";
 
 /// Fabric::save's write (on rank zero): every entry of `state` under its name, then `scaler`'s state when
 /// there is a scaler, written atomically to `path`. Throws CheckpointError naming the file.
-inline void write_fabric_checkpoint(const std::filesystem::path& path, const FabricState& state,
-                                    const GradScaler* scaler) {
+VOLT_INLINE void write_fabric_checkpoint(const std::filesystem::path& path, const FabricState& state,
+                                         const GradScaler* scaler);
+
+/// Fabric::load's read (on every rank): restores every entry of `state` from `path` in place, tensors mapped
+/// to `device`, and `scaler`'s state when there is a scaler and the file has its state. Returns the names in
+/// the file that `state` did not ask for. Throws as Fabric::load documents.
+VOLT_INLINE std::vector<std::string> read_fabric_checkpoint(const std::filesystem::path& path, const FabricState& state,
+                                                            bool strict, torch::Device device, GradScaler* scaler);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/fabric/impl/checkpoint.ipp
+/// \file
+/// Definitions of the functions declared in volt/fabric/checkpoint.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void write_fabric_checkpoint(const std::filesystem::path& path, const FabricState& state,
+                                         const GradScaler* scaler) {
   torch::serialize::OutputArchive archive;
   for (const auto& [name, entry] : state) {
     torch::serialize::OutputArchive part;
@@ -18766,11 +21114,8 @@ inline void write_fabric_checkpoint(const std::filesystem::path& path, const Fab
   save_archive_atomically(archive, path);
 }
 
-/// Fabric::load's read (on every rank): restores every entry of `state` from `path` in place, tensors mapped
-/// to `device`, and `scaler`'s state when there is a scaler and the file has its state. Returns the names in
-/// the file that `state` did not ask for. Throws as Fabric::load documents.
-inline std::vector<std::string> read_fabric_checkpoint(const std::filesystem::path& path, const FabricState& state,
-                                                       bool strict, torch::Device device, GradScaler* scaler) {
+VOLT_INLINE std::vector<std::string> read_fabric_checkpoint(const std::filesystem::path& path, const FabricState& state,
+                                                            bool strict, torch::Device device, GradScaler* scaler) {
   torch::serialize::InputArchive archive;
   load_archive(archive, path, device);
   const std::vector<std::string> keys = archive.keys();
@@ -18806,6 +21151,8 @@ inline std::vector<std::string> read_fabric_checkpoint(const std::filesystem::pa
 }
 
 }  // namespace volt::detail
+// ---- end volt/fabric/impl/checkpoint.ipp
+#endif
 // ---- end volt/fabric/checkpoint.hpp
 // ---- begin volt/fabric/collectives.hpp
 /// \file
@@ -18834,18 +21181,7 @@ inline constexpr bool fabric_collectives_return_input = !is_distributed_strategy
 
 /// The ReduceOp of Lightning Fabric's op name: "sum", "max", "min", "product", and the mean for "mean" and
 /// "avg". Throws std::invalid_argument for any other name.
-inline ReduceOp fabric_reduce_op(const std::string& op) {
-  static const std::set<std::string> ops = {"mean", "avg", "sum", "max", "min", "product"};
-  if (ops.count(op) == 0) {
-    throw std::invalid_argument("volt::Fabric::all_reduce: unsupported reduce op '" + op +
-                                "'; use \"mean\", \"sum\", \"max\", \"min\" or \"product\"");
-  }
-  if (op == "sum") return ReduceOp::sum;
-  if (op == "max") return ReduceOp::max;
-  if (op == "min") return ReduceOp::min;
-  if (op == "product") return ReduceOp::product;
-  return ReduceOp::mean;
-}
+VOLT_INLINE ReduceOp fabric_reduce_op(const std::string& op);
 
 /// Fabric::all_reduce of `tensor` (already on the runtime's device): `tensor` itself, or a new tensor reduced
 /// over the processes (`tensor` is not changed).
@@ -18905,9 +21241,7 @@ T fabric_broadcast(Runtime& runtime, T value, int src) {
 class NoBackwardSyncGuard {
  public:
   /// Skips gradient synchronisation from now on when `enabled`; remembers the previous setting either way.
-  NoBackwardSyncGuard(bool* flag, bool enabled) : flag_(flag), previous_(*flag) {
-    if (enabled) *flag_ = true;
-  }
+  NoBackwardSyncGuard(bool* flag, bool enabled);
   ~NoBackwardSyncGuard() { *flag_ = previous_; }
   NoBackwardSyncGuard(const NoBackwardSyncGuard&) = delete;
   NoBackwardSyncGuard& operator=(const NoBackwardSyncGuard&) = delete;
@@ -18918,6 +21252,36 @@ class NoBackwardSyncGuard {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/fabric/impl/collectives.ipp
+/// \file
+/// Definitions of the functions declared in volt/fabric/collectives.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE ReduceOp fabric_reduce_op(const std::string& op) {
+  static const std::set<std::string> ops = {"mean", "avg", "sum", "max", "min", "product"};
+  if (ops.count(op) == 0) {
+    throw std::invalid_argument("volt::Fabric::all_reduce: unsupported reduce op '" + op +
+                                "'; use \"mean\", \"sum\", \"max\", \"min\" or \"product\"");
+  }
+  if (op == "sum") return ReduceOp::sum;
+  if (op == "max") return ReduceOp::max;
+  if (op == "min") return ReduceOp::min;
+  if (op == "product") return ReduceOp::product;
+  return ReduceOp::mean;
+}
+
+VOLT_INLINE NoBackwardSyncGuard::NoBackwardSyncGuard(bool* flag, bool enabled)
+    : flag_(flag), previous_(*flag) {
+  if (enabled) *flag_ = true;
+}
+
+}  // namespace volt::detail
+// ---- end volt/fabric/impl/collectives.ipp
+#endif
 // ---- end volt/fabric/collectives.hpp
 // ---- begin volt/fabric/module.hpp
 /// \file
@@ -18973,7 +21337,19 @@ torch::nn::Module& fabric_module(const Model& model) {
 /// Moves an optimizer's state tensors (Adam's moments, SGD's momentum, ...) to `device` by a round trip
 /// through LibTorch's serialization, which maps every tensor to the device while loading. No-op when the
 /// optimizer has no state yet.
-inline void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch::Device device) {
+VOLT_INLINE void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch::Device device);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/fabric/impl/module.ipp
+/// \file
+/// Definitions of the functions declared in volt/fabric/module.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch::Device device) {
   if (optimizer.state().empty()) return;
   torch::serialize::OutputArchive out;
   optimizer.save(out);
@@ -18986,6 +21362,8 @@ inline void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch:
 }
 
 }  // namespace volt::detail
+// ---- end volt/fabric/impl/module.ipp
+#endif
 // ---- end volt/fabric/module.hpp
 
 #include <torch/torch.h>
@@ -19361,7 +21739,19 @@ namespace volt::detail {
 
 /// `options` for a trial of exactly `steps` optimizer steps: no epoch or step minimum, no sanity check, no
 /// checkpoints, progress bar, model summary or logger.
-inline void make_trial_options(TrainerOptions& options, std::int64_t steps) {
+VOLT_INLINE void make_trial_options(TrainerOptions& options, std::int64_t steps);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/tuner/detail/impl/trial_options.ipp
+/// \file
+/// Definitions of the functions declared in volt/tuner/detail/trial_options.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void make_trial_options(TrainerOptions& options, std::int64_t steps) {
   options.max_steps = steps;
   options.max_epochs = -1;
   options.min_epochs.reset();
@@ -19374,6 +21764,8 @@ inline void make_trial_options(TrainerOptions& options, std::int64_t steps) {
 }
 
 }  // namespace volt::detail
+// ---- end volt/tuner/detail/impl/trial_options.ipp
+#endif
 // ---- end volt/tuner/detail/trial_options.hpp
 
 #include <torch/torch.h>
@@ -19430,22 +21822,11 @@ struct BatchSizeFinderResult {
 /// introduced it, as torch.cuda.OutOfMemoryError in Python); the messages cover the allocators that throw
 /// a plain c10::Error (MPS: "MPS backend out of memory", CPU: "DefaultCPUAllocator: can't allocate memory"),
 /// cuBLAS/cuDNN failing to allocate, and std::bad_alloc.
-inline bool is_oom_error(const std::exception& error) {
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr) return true;
-  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return true;
-  const std::string_view message = error.what();
-  auto has = [&](std::string_view needle) { return message.find(needle) != std::string_view::npos; };
-  return (has("CUDA") && has("out of memory")) || has("MPS backend out of memory") ||
-         has("DefaultCPUAllocator: can't allocate memory") || has("CUBLAS_STATUS_ALLOC_FAILED") ||
-         has("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.") || has("CUDNN_STATUS_ALLOC_FAILED");
-}
+VOLT_INLINE bool is_oom_error(const std::exception& error);
 
 /// Lightning's garbage_collection_cuda: returns the caching allocators' unused blocks (CUDA, MPS) to the
 /// driver, so the next trial starts from what is really in use. No-op without those devices.
-inline void release_cached_device_memory() {
-  compat::cuda_empty_cache();
-  compat::mps_empty_cache();
-}
+VOLT_INLINE void release_cached_device_memory();
 
 /// Lightning's "power" search. Calls `trial(batch_size)` for init_val, 2 init_val, 4 init_val, ...: a trial
 /// that returns means the size fits, one that throws an out-of-memory error (is_oom_error) means it does
@@ -19545,6 +21926,33 @@ BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/tuner/impl/batch_size_finder.ipp
+/// \file
+/// Definitions of the functions declared in volt/tuner/batch_size_finder.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE bool is_oom_error(const std::exception& error) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr) return true;
+  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return true;
+  const std::string_view message = error.what();
+  auto has = [&](std::string_view needle) { return message.find(needle) != std::string_view::npos; };
+  return (has("CUDA") && has("out of memory")) || has("MPS backend out of memory") ||
+         has("DefaultCPUAllocator: can't allocate memory") || has("CUBLAS_STATUS_ALLOC_FAILED") ||
+         has("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.") || has("CUDNN_STATUS_ALLOC_FAILED");
+}
+
+VOLT_INLINE void release_cached_device_memory() {
+  compat::cuda_empty_cache();
+  compat::mps_empty_cache();
+}
+
+}  // namespace volt
+// ---- end volt/tuner/impl/batch_size_finder.ipp
+#endif
 // ---- end volt/tuner/batch_size_finder.hpp
 // ---- begin volt/tuner/lr_finder.hpp
 /// \file
@@ -19604,41 +22012,10 @@ struct LRFinderResult {
   /// and the suggestion is its first minimum. With fewer than 2 points, logs Lightning's message ("Failed
   /// to compute suggestion for learning rate because there are not enough points. ...") and returns
   /// std::nullopt.
-  std::optional<std::size_t> suggestion_index(std::int64_t skip_begin = 10, std::int64_t skip_end = 1) const {
-    const auto size = static_cast<std::int64_t>(std::min(lrs.size(), losses.size()));
-    const auto wrap = [size](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + size : i, 0, size); };
-    const std::int64_t begin = wrap(skip_begin);
-    const std::int64_t end = wrap(-skip_end);
-    std::vector<float> kept_losses, kept_lrs;
-    std::vector<std::size_t> kept_index;
-    for (std::int64_t i = begin; i < end; ++i) {
-      const auto loss = static_cast<float>(losses[static_cast<std::size_t>(i)]);
-      if (!std::isfinite(loss)) continue;
-      kept_losses.push_back(loss);
-      kept_lrs.push_back(static_cast<float>(lrs[static_cast<std::size_t>(i)]));
-      kept_index.push_back(static_cast<std::size_t>(i));
-    }
-    if (kept_losses.size() < 2) {
-      log::warn(
-          "Failed to compute suggestion for learning rate because there are not enough points. Increase the loop "
-          "iteration limits or the size of your dataset/dataloader.");
-      return std::nullopt;
-    }
-    const auto n = static_cast<std::int64_t>(kept_losses.size());
-    const torch::Tensor loss_tensor = torch::from_blob(kept_losses.data(), {n}, torch::kFloat32).clone();
-    const torch::Tensor lr_tensor = torch::from_blob(kept_lrs.data(), {n}, torch::kFloat32).clone();
-    const std::vector<torch::Tensor> spacing{lr_tensor};
-    const torch::Tensor gradients = torch::gradient(loss_tensor, torch::TensorList(spacing), c10::optional<std::int64_t>(0), 1)[0];
-    const auto steepest = torch::argmin(gradients).item<std::int64_t>();
-    return kept_index[static_cast<std::size_t>(steepest)];
-  }
+  std::optional<std::size_t> suggestion_index(std::int64_t skip_begin = 10, std::int64_t skip_end = 1) const;
 
   /// The learning rate at suggestion_index(), or std::nullopt (Lightning's `lr_finder.suggestion()`).
-  std::optional<double> suggestion(std::int64_t skip_begin = 10, std::int64_t skip_end = 1) const {
-    const auto index = suggestion_index(skip_begin, skip_end);
-    if (!index) return std::nullopt;
-    return lrs[*index];
-  }
+  std::optional<double> suggestion(std::int64_t skip_begin = 10, std::int64_t skip_end = 1) const;
 
   /// The plot as an SVG document (see write_svg).
   std::string svg(bool suggest = true) const;
@@ -19654,14 +22031,32 @@ struct LRFinderResult {
 namespace detail {
 
 /// `value` with 4 significant digits ("1e-05", "0.25"), for tick labels.
-inline std::string svg_number(double value) {
+VOLT_INLINE std::string svg_number(double value);
+
+/// Five evenly spaced ticks between `low` and `high` (powers of ten on a log axis).
+VOLT_INLINE std::vector<double> svg_ticks(double low, double high, bool log_axis);
+
+}  // namespace detail
+
+
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/tuner/impl/lr_finder_result.ipp
+/// \file
+/// Definitions of the functions declared in volt/tuner/lr_finder_result.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string svg_number(double value) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.4g", value);
   return buffer;
 }
 
-/// Five evenly spaced ticks between `low` and `high` (powers of ten on a log axis).
-inline std::vector<double> svg_ticks(double low, double high, bool log_axis) {
+VOLT_INLINE std::vector<double> svg_ticks(double low, double high, bool log_axis) {
   std::vector<double> ticks;
   if (log_axis) {
     const double first = std::ceil(low - 1e-9), last = std::floor(high + 1e-9);
@@ -19672,10 +22067,11 @@ inline std::vector<double> svg_ticks(double low, double high, bool log_axis) {
   }
   return ticks;
 }
+}  // namespace volt::detail
 
-}  // namespace detail
+namespace volt {
 
-inline std::string LRFinderResult::svg(bool suggest) const {
+VOLT_INLINE std::string LRFinderResult::svg(bool suggest) const {
   const bool log_x = mode == "exponential";
   constexpr double width = 640, height = 440, left = 80, right = 20, top = 30, bottom = 60;
   std::vector<std::pair<double, double>> points;  // (x in axis units, loss) of the finite points
@@ -19735,7 +22131,7 @@ inline std::string LRFinderResult::svg(bool suggest) const {
   return out + "</svg>\n";
 }
 
-inline void LRFinderResult::write_svg(const std::filesystem::path& path, bool suggest) const {
+VOLT_INLINE void LRFinderResult::write_svg(const std::filesystem::path& path, bool suggest) const {
   const std::string text = svg(suggest);
   detail::remove_stale_temporaries(path);
   const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
@@ -19752,7 +22148,44 @@ inline void LRFinderResult::write_svg(const std::filesystem::path& path, bool su
   if (error) fail(error.value());
 }
 
+VOLT_INLINE auto LRFinderResult::suggestion_index(std::int64_t skip_begin, std::int64_t skip_end) const -> std::optional<std::size_t> {
+  const auto size = static_cast<std::int64_t>(std::min(lrs.size(), losses.size()));
+  const auto wrap = [size](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + size : i, 0, size); };
+  const std::int64_t begin = wrap(skip_begin);
+  const std::int64_t end = wrap(-skip_end);
+  std::vector<float> kept_losses, kept_lrs;
+  std::vector<std::size_t> kept_index;
+  for (std::int64_t i = begin; i < end; ++i) {
+    const auto loss = static_cast<float>(losses[static_cast<std::size_t>(i)]);
+    if (!std::isfinite(loss)) continue;
+    kept_losses.push_back(loss);
+    kept_lrs.push_back(static_cast<float>(lrs[static_cast<std::size_t>(i)]));
+    kept_index.push_back(static_cast<std::size_t>(i));
+  }
+  if (kept_losses.size() < 2) {
+    log::warn(
+        "Failed to compute suggestion for learning rate because there are not enough points. Increase the loop "
+        "iteration limits or the size of your dataset/dataloader.");
+    return std::nullopt;
+  }
+  const auto n = static_cast<std::int64_t>(kept_losses.size());
+  const torch::Tensor loss_tensor = torch::from_blob(kept_losses.data(), {n}, torch::kFloat32).clone();
+  const torch::Tensor lr_tensor = torch::from_blob(kept_lrs.data(), {n}, torch::kFloat32).clone();
+  const std::vector<torch::Tensor> spacing{lr_tensor};
+  const torch::Tensor gradients = torch::gradient(loss_tensor, torch::TensorList(spacing), c10::optional<std::int64_t>(0), 1)[0];
+  const auto steepest = torch::argmin(gradients).item<std::int64_t>();
+  return kept_index[static_cast<std::size_t>(steepest)];
+}
+
+VOLT_INLINE auto LRFinderResult::suggestion(std::int64_t skip_begin, std::int64_t skip_end) const -> std::optional<double> {
+  const auto index = suggestion_index(skip_begin, skip_end);
+  if (!index) return std::nullopt;
+  return lrs[*index];
+}
+
 }  // namespace volt
+// ---- end volt/tuner/impl/lr_finder_result.ipp
+#endif
 // ---- end volt/tuner/lr_finder_result.hpp
 
 #include <torch/torch.h>
@@ -19796,32 +22229,11 @@ struct LRFinderOptions {
 /// (exponential) or min_lr + (step + 1) / num_training * (max_lr - min_lr) (linear), so that step
 /// num_training - 1 runs at max_lr. (Lightning's schedulers skip the ratio 1 / num_training: step 1 already
 /// uses 2 / num_training.)
-inline double lr_finder_learning_rate(const LRFinderOptions& options, std::int64_t step) {
-  if (step <= 0) return options.min_lr;
-  const double r = static_cast<double>(step + 1) / static_cast<double>(options.num_training);
-  if (options.mode == "linear") return options.min_lr + r * (options.max_lr - options.min_lr);
-  return options.min_lr * std::pow(options.max_lr / options.min_lr, r);
-}
+VOLT_INLINE double lr_finder_learning_rate(const LRFinderOptions& options, std::int64_t step);
 
 /// Throws MisconfigurationError when `options` cannot describe a sweep, naming the value given and what
 /// is allowed.
-inline void validate_lr_finder_options(const LRFinderOptions& options) {
-  const auto bad = [](const std::string& what) { throw MisconfigurationError("volt: lr_find: " + what); };
-  if (options.mode != "exponential" && options.mode != "linear") {
-    bad("mode should be either `linear` or `exponential`; got `" + options.mode + "`");
-  }
-  if (options.num_training < 1) bad("num_training must be >= 1; got " + std::to_string(options.num_training));
-  if (!std::isfinite(options.min_lr) || !std::isfinite(options.max_lr) || options.min_lr < 0 ||
-      (options.mode == "exponential" && options.min_lr <= 0) || options.max_lr <= options.min_lr) {
-    bad("needs finite 0 " + std::string(options.mode == "exponential" ? "< " : "<= ") +
-        "min_lr < max_lr (mode `" + options.mode + "`); got min_lr=" + detail::svg_number(options.min_lr) +
-        ", max_lr=" + detail::svg_number(options.max_lr));
-  }
-  if (options.early_stop_threshold && !(*options.early_stop_threshold > 0)) {
-    bad("early_stop_threshold must be > 0 or std::nullopt (no early stop); got " +
-        detail::svg_number(*options.early_stop_threshold));
-  }
-}
+VOLT_INLINE void validate_lr_finder_options(const LRFinderOptions& options);
 
 /// Lightning's _LRCallback loss rule: the running average avg = beta avg + (1 - beta) loss, debiased as
 /// avg / (1 - beta^(global_step + 1)) with the step count after the optimizer step (so the first value is
@@ -19834,13 +22246,7 @@ class LRFinderLossSmoother {
   /// Adds the loss of the step that made the step count `global_step`; returns whether the sweep should
   /// stop (the smoothed loss exceeds threshold times the best one, from the second step on). The smoothed
   /// loss is in smoothed().
-  bool add(double loss, std::int64_t global_step) {
-    avg_ = beta_ * avg_ + (1 - beta_) * loss;
-    smoothed_ = avg_ / (1 - std::pow(beta_, static_cast<double>(global_step + 1)));
-    const bool stop = threshold_ && global_step > 1 && smoothed_ > *threshold_ * best_;
-    if (smoothed_ < best_ || global_step == 1) best_ = smoothed_;
-    return stop;
-  }
+  bool add(double loss, std::int64_t global_step);
   /// The last smoothed loss.
   double smoothed() const { return smoothed_; }
 
@@ -19936,23 +22342,8 @@ constexpr bool has_learning_rate_member =
 /// Deep copies of a module's parameters and buffers, written back with restore().
 class ModuleSnapshot {
  public:
-  explicit ModuleSnapshot(torch::nn::Module& module) : module_(module) {
-    torch::NoGradGuard no_grad;
-    for (const auto& parameter : module.parameters()) parameters_.push_back(parameter.detach().clone());
-    for (const auto& buffer : module.buffers()) buffers_.push_back(buffer.detach().clone());
-  }
-  void restore() {
-    torch::NoGradGuard no_grad;
-    auto parameters = module_.parameters();
-    auto buffers = module_.buffers();
-    TORCH_CHECK(parameters.size() == parameters_.size() && buffers.size() == buffers_.size(),
-                "volt: lr_find: the model's parameters or buffers changed in number during the sweep; cannot restore it");
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-      parameters[i].copy_(parameters_[i]);
-      parameters[i].mutable_grad() = torch::Tensor();
-    }
-    for (std::size_t i = 0; i < buffers_.size(); ++i) buffers[i].copy_(buffers_[i]);
-  }
+  explicit ModuleSnapshot(torch::nn::Module& module);
+  void restore();
 
  private:
   torch::nn::Module& module_;
@@ -19960,18 +22351,7 @@ class ModuleSnapshot {
 };
 
 /// Puts the sweep's optimizer back as it was before its first step (state and parameter-group options).
-inline void restore_optimizer(LRFinderRun& run) {
-  if (run.optimizer == nullptr) return;
-  run.optimizer->state().clear();
-  std::istringstream bytes(run.optimizer_state);
-  torch::serialize::InputArchive archive;
-  archive.load_from(bytes);
-  run.optimizer->load(archive);
-  auto& groups = run.optimizer->param_groups();
-  for (std::size_t i = 0; i < groups.size() && i < run.group_options.size(); ++i) {
-    groups[i].set_options(run.group_options[i]->clone());
-  }
-}
+VOLT_INLINE void restore_optimizer(LRFinderRun& run);
 
 }  // namespace detail
 
@@ -20055,6 +22435,93 @@ LRFinderResult lr_find(TrainerOptions trainer_options, Model& model, TrainData&&
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/tuner/impl/lr_finder.ipp
+/// \file
+/// Definitions of the functions declared in volt/tuner/lr_finder.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE double lr_finder_learning_rate(const LRFinderOptions& options, std::int64_t step) {
+  if (step <= 0) return options.min_lr;
+  const double r = static_cast<double>(step + 1) / static_cast<double>(options.num_training);
+  if (options.mode == "linear") return options.min_lr + r * (options.max_lr - options.min_lr);
+  return options.min_lr * std::pow(options.max_lr / options.min_lr, r);
+}
+
+VOLT_INLINE void validate_lr_finder_options(const LRFinderOptions& options) {
+  const auto bad = [](const std::string& what) { throw MisconfigurationError("volt: lr_find: " + what); };
+  if (options.mode != "exponential" && options.mode != "linear") {
+    bad("mode should be either `linear` or `exponential`; got `" + options.mode + "`");
+  }
+  if (options.num_training < 1) bad("num_training must be >= 1; got " + std::to_string(options.num_training));
+  if (!std::isfinite(options.min_lr) || !std::isfinite(options.max_lr) || options.min_lr < 0 ||
+      (options.mode == "exponential" && options.min_lr <= 0) || options.max_lr <= options.min_lr) {
+    bad("needs finite 0 " + std::string(options.mode == "exponential" ? "< " : "<= ") +
+        "min_lr < max_lr (mode `" + options.mode + "`); got min_lr=" + detail::svg_number(options.min_lr) +
+        ", max_lr=" + detail::svg_number(options.max_lr));
+  }
+  if (options.early_stop_threshold && !(*options.early_stop_threshold > 0)) {
+    bad("early_stop_threshold must be > 0 or std::nullopt (no early stop); got " +
+        detail::svg_number(*options.early_stop_threshold));
+  }
+}
+}  // namespace volt
+
+namespace volt::detail {
+
+VOLT_INLINE void restore_optimizer(LRFinderRun& run) {
+  if (run.optimizer == nullptr) return;
+  run.optimizer->state().clear();
+  std::istringstream bytes(run.optimizer_state);
+  torch::serialize::InputArchive archive;
+  archive.load_from(bytes);
+  run.optimizer->load(archive);
+  auto& groups = run.optimizer->param_groups();
+  for (std::size_t i = 0; i < groups.size() && i < run.group_options.size(); ++i) {
+    groups[i].set_options(run.group_options[i]->clone());
+  }
+}
+}  // namespace volt::detail
+
+namespace volt {
+
+VOLT_INLINE bool LRFinderLossSmoother::add(double loss, std::int64_t global_step) {
+  avg_ = beta_ * avg_ + (1 - beta_) * loss;
+  smoothed_ = avg_ / (1 - std::pow(beta_, static_cast<double>(global_step + 1)));
+  const bool stop = threshold_ && global_step > 1 && smoothed_ > *threshold_ * best_;
+  if (smoothed_ < best_ || global_step == 1) best_ = smoothed_;
+  return stop;
+}
+}  // namespace volt
+
+namespace volt::detail {
+
+VOLT_INLINE ModuleSnapshot::ModuleSnapshot(torch::nn::Module& module)
+    : module_(module) {
+  torch::NoGradGuard no_grad;
+  for (const auto& parameter : module.parameters()) parameters_.push_back(parameter.detach().clone());
+  for (const auto& buffer : module.buffers()) buffers_.push_back(buffer.detach().clone());
+}
+
+VOLT_INLINE void ModuleSnapshot::restore() {
+  torch::NoGradGuard no_grad;
+  auto parameters = module_.parameters();
+  auto buffers = module_.buffers();
+  TORCH_CHECK(parameters.size() == parameters_.size() && buffers.size() == buffers_.size(),
+              "volt: lr_find: the model's parameters or buffers changed in number during the sweep; cannot restore it");
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    parameters[i].copy_(parameters_[i]);
+    parameters[i].mutable_grad() = torch::Tensor();
+  }
+  for (std::size_t i = 0; i < buffers_.size(); ++i) buffers[i].copy_(buffers_[i]);
+}
+
+}  // namespace volt::detail
+// ---- end volt/tuner/impl/lr_finder.ipp
+#endif
 // ---- end volt/tuner/lr_finder.hpp
 // ---- end volt/tuner.hpp
 // ---- begin volt/cli.hpp
@@ -20127,13 +22594,7 @@ bool one_of(std::string_view value, const std::string_view (&items)[N]) {
   return false;
 }
 
-inline std::string quoted(std::string_view text) {
-  // Built by appending: GCC 12 warns falsely (-Wrestrict) on "'" + std::string at -O3.
-  std::string out(1, '\'');
-  out.append(text);
-  out += '\'';
-  return out;
-}
+VOLT_INLINE std::string quoted(std::string_view text);
 
 /// `text` as a whole integer of type T (one optional sign, as Python's int()), else UsageError "argument <flag>:
 /// expected <what>, got 'text'".
@@ -20153,7 +22614,34 @@ T parse_number(std::string_view flag, std::string_view text, std::string_view wh
   return value;
 }
 
-inline double parse_real(std::string_view flag, std::string_view text) {
+VOLT_INLINE double parse_real(std::string_view flag, std::string_view text);
+
+}  // namespace detail
+
+/// Lightning's precision normalisation (spec 5.1) for a command-line value: a canonical name is returned
+/// as is; "64", "32", "16", "bf16" become "64-true", "32-true", "16-mixed", "bf16-mixed" ("16" and "bf16"
+/// warn, as Lightning does). Throws UsageError with Lightning's message for anything else.
+VOLT_INLINE std::string normalize_precision(std::string_view value);
+
+}  // namespace volt::cli
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/cli/impl/values.ipp
+/// \file
+/// Definitions of the functions declared in volt/cli/values.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::cli::detail {
+
+VOLT_INLINE std::string quoted(std::string_view text) {
+  // Built by appending: GCC 12 warns falsely (-Wrestrict) on "'" + std::string at -O3.
+  std::string out(1, '\'');
+  out.append(text);
+  out += '\'';
+  return out;
+}
+
+VOLT_INLINE double parse_real(std::string_view flag, std::string_view text) {
   try {
     std::size_t used = 0;
     const double value = std::stod(std::string(text), &used);
@@ -20162,13 +22650,11 @@ inline double parse_real(std::string_view flag, std::string_view text) {
   }
   throw UsageError("argument " + std::string(flag) + ": expected a number, got " + quoted(text));
 }
+}  // namespace volt::cli::detail
 
-}  // namespace detail
+namespace volt::cli {
 
-/// Lightning's precision normalisation (spec 5.1) for a command-line value: a canonical name is returned
-/// as is; "64", "32", "16", "bf16" become "64-true", "32-true", "16-mixed", "bf16-mixed" ("16" and "bf16"
-/// warn, as Lightning does). Throws UsageError with Lightning's message for anything else.
-inline std::string normalize_precision(std::string_view value) {
+VOLT_INLINE std::string normalize_precision(std::string_view value) {
   if (detail::one_of(value, precision_choices)) return std::string(value);
   for (const auto& [alias, canonical] : precision_aliases) {
     if (alias != value) continue;
@@ -20186,6 +22672,8 @@ inline std::string normalize_precision(std::string_view value) {
 }
 
 }  // namespace volt::cli
+// ---- end volt/cli/impl/values.ipp
+#endif
 // ---- end volt/cli/values.hpp
 // ---- begin volt/cli/args.hpp
 /// \file
@@ -20281,36 +22769,15 @@ struct Args {
   /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, max_time, accumulate_grad_batches,
   /// default_root_dir, seed, cuda_graphs and the math modes (deterministic, benchmark, float32_matmul_precision)
   /// from the command line; everything else at its default, for the program to adjust.
-  TrainerOptions trainer_options() const {
-    TrainerOptions options;
-    options.devices = device_spec();
-    options.num_nodes = num_nodes;
-    options.max_epochs = max_epochs;
-    options.max_steps = max_steps;
-    options.max_time = max_time;
-    options.accumulate_grad_batches = accumulate_grad_batches;
-    options.default_root_dir = default_root_dir;
-    options.seed = seed;
-    options.cuda_graphs = cuda_graphs;
-    options.deterministic = deterministic;
-    options.benchmark = benchmark;
-    options.float32_matmul_precision = float32_matmul_precision;
-    return options;
-  }
+  TrainerOptions trainer_options() const;
 
   /// Whether the program flag `flag` (e.g. "--data-dir") was given on the command line.
   bool is_set(std::string_view flag) const { return given_.count(std::string(flag)) != 0; }
   /// The value of the program option `flag` (its default when not given). Throws std::out_of_range for a
   /// flag the program did not add.
-  const std::string& get(std::string_view flag) const {
-    const auto found = values_.find(std::string(flag));
-    if (found == values_.end()) throw std::out_of_range("volt::cli: no flag " + std::string(flag) + " was added");
-    return found->second;
-  }
+  const std::string& get(std::string_view flag) const;
   /// get(flag) as an integer; throws UsageError when it is not one.
-  std::int64_t get_int(std::string_view flag) const {
-    return detail::parse_number<std::int64_t>(flag, get(flag), "an integer");
-  }
+  std::int64_t get_int(std::string_view flag) const;
   /// get(flag) as a number; throws UsageError when it is not one.
   double get_double(std::string_view flag) const { return detail::parse_real(flag, get(flag)); }
   /// Whether the switch `flag` (a flag without value) was given.
@@ -20338,116 +22805,16 @@ class Parser {
 
   /// Adds an option taking a value (`--name VALUE` or `--name=VALUE`). Throws std::invalid_argument for a
   /// name that does not start with "--" or is already taken.
-  Parser& add_option(std::string flag, std::string metavar, std::string help, std::string default_value = {}) {
-    add(std::move(flag), std::move(metavar), std::move(help), std::move(default_value), true);
-    return *this;
-  }
+  Parser& add_option(std::string flag, std::string metavar, std::string help, std::string default_value = {});
   /// Adds a switch without a value (`--name`); read it with Args::get_switch.
-  Parser& add_switch(std::string flag, std::string help) {
-    add(std::move(flag), {}, std::move(help), {}, false);
-    return *this;
-  }
+  Parser& add_switch(std::string flag, std::string help);
 
   /// Parses argv[1..argc-1]. Throws UsageError for an unknown flag, a missing value, an invalid choice, a
   /// malformed number or device spec. `--help`/`-h` sets Args::help and stops parsing.
-  Args parse(int argc, const char* const* argv) const {
-    Args args = defaults_;
-    for (const auto& extra : extras_) {
-      if (extra.takes_value) args.values_[extra.flag] = extra.default_value;
-    }
-    for (int i = 1; i < argc; ++i) {
-      std::string token = argv[i];
-      if (token == "--help" || token == "-h") {
-        args.help = true;
-        return args;
-      }
-      std::optional<std::string> inline_value;
-      if (const auto equals = token.find('='); token.rfind("--", 0) == 0 && equals != std::string::npos) {
-        inline_value = token.substr(equals + 1);
-        token.resize(equals);
-      }
-      auto value = [&]() -> std::string {
-        if (inline_value) return *inline_value;
-        if (i + 1 >= argc) throw UsageError("argument " + token + ": expected one argument");
-        return argv[++i];
-      };
-      if (token == "--cuda-graphs") {
-        if (inline_value) {
-          throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
-        }
-        args.cuda_graphs = true;
-      } else if (!apply_standard(args, token, value)) {
-        const Extra* extra = find_extra(token);
-        if (extra == nullptr) {
-          throw UsageError("unrecognized arguments: " + std::string(argv[i]) + " (see " + program_ + " --help)");
-        }
-        if (extra->takes_value) {
-          args.values_[extra->flag] = value();
-        } else if (inline_value) {
-          throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
-        }
-        args.given_.insert(extra->flag);
-      }
-    }
-    return args;
-  }
+  Args parse(int argc, const char* const* argv) const;
 
   /// The usage text printed for --help.
-  std::string help() const {
-    std::ostringstream out;
-    out << "usage: " << program_ << " [options]\n";
-    if (!description_.empty()) out << '\n' << description_ << '\n';
-    out << "\nTrainer options (Lightning's names):\n";
-    auto line = [&](std::string left, const std::string& text) {
-      if (left.size() < 34) left.resize(34, ' ');
-      else left += "\n" + std::string(36, ' ');
-      out << "  " << left << text << '\n';
-    };
-    line("--accelerator {" + detail::join(accelerator_choices, ",") + "}",
-         "default " + defaults_.accelerator + " (auto: MPS, then CUDA, then CPU)");
-    line("--devices SPEC", "default " + defaults_.devices + " (1, -1 for all, \"0,2\" for ids)");
-    line("--num-nodes N", "default " + std::to_string(defaults_.num_nodes) +
-                              " (machines in the run; more than 1: strategy auto is ddp)");
-    line("--strategy {" + detail::join(strategy_choices, ",") + "}",
-         "default " + defaults_.strategy + " (auto: ddp for more than one device or node)");
-    line("--precision {" + detail::join(precision_choices, ",") + "}",
-         "default " + defaults_.precision + "; aliases 64, 32, 16 (16-mixed), bf16 (bf16-mixed)");
-    line("--max-epochs N", "default " + (defaults_.max_epochs ? std::to_string(*defaults_.max_epochs) : std::string("1000 when --max-steps is -1")));
-    line("--max-steps N", "default " + std::to_string(defaults_.max_steps) + " (-1: no limit)");
-    line("--max-time DD:HH:MM:SS", defaults_.max_time ? "default " + defaults_.max_time->to_string()
-                                                      : std::string("stop fit after this training time (default: none)"));
-    line("--batch-size N", "default " + std::to_string(defaults_.batch_size));
-    line("--accumulate-grad-batches N", "default " + std::to_string(defaults_.accumulate_grad_batches));
-    line("--default-root-dir DIR", "logs and checkpoints (default: the current folder)");
-    line("--ckpt-path FILE", "checkpoint to resume from");
-    line("--seed N", defaults_.seed ? "default " + std::to_string(*defaults_.seed) : std::string("default: not seeded"));
-    line("--cuda-graphs", std::string(defaults_.cuda_graphs ? "on by default" : "off by default") +
-                              "; each training step replayed as one CUDA graph (one CUDA device)");
-    auto or_default = [](bool given, std::string_view value, std::string otherwise) {
-      return "default: " + (given ? std::string(value) : std::move(otherwise));
-    };
-    line("--deterministic {true,false,warn}",
-         or_default(defaults_.deterministic.is_set(), defaults_.deterministic.name(), "LibTorch's setting") +
-             " (deterministic algorithms only; warn: a warning where there is none)");
-    line("--benchmark {true,false}",
-         or_default(defaults_.benchmark.has_value(), defaults_.benchmark.value_or(false) ? "true" : "false",
-                    "off, or as --deterministic decides") +
-             " (cuDNN times the convolution algorithms for each input shape)");
-    line("--float32-matmul-precision {highest,high,medium}",
-         or_default(defaults_.float32_matmul_precision.is_set(), defaults_.float32_matmul_precision.name(),
-                    "LibTorch's setting (highest)") +
-             "; high: TF32 tensor cores on CUDA GPUs that have them");
-    line("-h, --help", "show this help and exit");
-    if (!extras_.empty()) {
-      out << "\n" << program_ << " options:\n";
-      for (const auto& extra : extras_) {
-        std::string text = extra.help;
-        if (extra.takes_value && !extra.default_value.empty()) text += " (default " + extra.default_value + ")";
-        line(extra.flag + (extra.takes_value ? " " + extra.metavar : std::string()), text);
-      }
-    }
-    return out.str();
-  }
+  std::string help() const;
 
  private:
   struct Extra {
@@ -20455,31 +22822,11 @@ class Parser {
     bool takes_value;
   };
 
-  static bool is_standard(std::string_view flag) {
-    constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
-                                          "--precision", "--max-epochs", "--max-steps", "--max-time", "--batch-size",
-                                          "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
-                                          "--seed", "--cuda-graphs", "--deterministic", "--benchmark",
-                                          "--float32-matmul-precision", "--help", "-h"};
-    return detail::one_of(flag, names);
-  }
+  static bool is_standard(std::string_view flag);
 
-  void add(std::string flag, std::string metavar, std::string help, std::string default_value, bool takes_value) {
-    if (flag.rfind("--", 0) != 0 || flag.size() < 3 || flag.find('=') != std::string::npos) {
-      throw std::invalid_argument("volt::cli: a flag name starts with \"--\" and holds no '=', got \"" + flag + "\"");
-    }
-    if (is_standard(flag) || find_extra(flag) != nullptr) {
-      throw std::invalid_argument("volt::cli: the flag " + flag + " is already defined");
-    }
-    extras_.push_back({std::move(flag), std::move(metavar), std::move(help), std::move(default_value), takes_value});
-  }
+  void add(std::string flag, std::string metavar, std::string help, std::string default_value, bool takes_value);
 
-  const Extra* find_extra(std::string_view flag) const {
-    for (const auto& extra : extras_) {
-      if (extra.flag == flag) return &extra;
-    }
-    return nullptr;
-  }
+  const Extra* find_extra(std::string_view flag) const;
 
   template <class Value>
   static bool apply_standard(Args& args, std::string_view flag, Value&& value) {
@@ -20573,6 +22920,185 @@ class Parser {
 };
 
 }  // namespace volt::cli
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/cli/impl/args.ipp
+/// \file
+/// Definitions of the functions declared in volt/cli/args.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::cli {
+
+VOLT_INLINE auto Args::trainer_options() const -> TrainerOptions {
+  TrainerOptions options;
+  options.devices = device_spec();
+  options.num_nodes = num_nodes;
+  options.max_epochs = max_epochs;
+  options.max_steps = max_steps;
+  options.max_time = max_time;
+  options.accumulate_grad_batches = accumulate_grad_batches;
+  options.default_root_dir = default_root_dir;
+  options.seed = seed;
+  options.cuda_graphs = cuda_graphs;
+  options.deterministic = deterministic;
+  options.benchmark = benchmark;
+  options.float32_matmul_precision = float32_matmul_precision;
+  return options;
+}
+
+VOLT_INLINE const std::string& Args::get(std::string_view flag) const {
+  const auto found = values_.find(std::string(flag));
+  if (found == values_.end()) throw std::out_of_range("volt::cli: no flag " + std::string(flag) + " was added");
+  return found->second;
+}
+
+VOLT_INLINE std::int64_t Args::get_int(std::string_view flag) const {
+  return detail::parse_number<std::int64_t>(flag, get(flag), "an integer");
+}
+
+VOLT_INLINE auto Parser::add_switch(std::string flag, std::string help) -> Parser& {
+  add(std::move(flag), {}, std::move(help), {}, false);
+  return *this;
+}
+
+VOLT_INLINE auto Parser::parse(int argc, const char* const* argv) const -> Args {
+  Args args = defaults_;
+  for (const auto& extra : extras_) {
+    if (extra.takes_value) args.values_[extra.flag] = extra.default_value;
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string token = argv[i];
+    if (token == "--help" || token == "-h") {
+      args.help = true;
+      return args;
+    }
+    std::optional<std::string> inline_value;
+    if (const auto equals = token.find('='); token.rfind("--", 0) == 0 && equals != std::string::npos) {
+      inline_value = token.substr(equals + 1);
+      token.resize(equals);
+    }
+    auto value = [&]() -> std::string {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= argc) throw UsageError("argument " + token + ": expected one argument");
+      return argv[++i];
+    };
+    if (token == "--cuda-graphs") {
+      if (inline_value) {
+        throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
+      }
+      args.cuda_graphs = true;
+    } else if (!apply_standard(args, token, value)) {
+      const Extra* extra = find_extra(token);
+      if (extra == nullptr) {
+        throw UsageError("unrecognized arguments: " + std::string(argv[i]) + " (see " + program_ + " --help)");
+      }
+      if (extra->takes_value) {
+        args.values_[extra->flag] = value();
+      } else if (inline_value) {
+        throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
+      }
+      args.given_.insert(extra->flag);
+    }
+  }
+  return args;
+}
+
+VOLT_INLINE std::string Parser::help() const {
+  std::ostringstream out;
+  out << "usage: " << program_ << " [options]\n";
+  if (!description_.empty()) out << '\n' << description_ << '\n';
+  out << "\nTrainer options (Lightning's names):\n";
+  auto line = [&](std::string left, const std::string& text) {
+    if (left.size() < 34) left.resize(34, ' ');
+    else left += "\n" + std::string(36, ' ');
+    out << "  " << left << text << '\n';
+  };
+  line("--accelerator {" + detail::join(accelerator_choices, ",") + "}",
+       "default " + defaults_.accelerator + " (auto: MPS, then CUDA, then CPU)");
+  line("--devices SPEC", "default " + defaults_.devices + " (1, -1 for all, \"0,2\" for ids)");
+  line("--num-nodes N", "default " + std::to_string(defaults_.num_nodes) +
+                            " (machines in the run; more than 1: strategy auto is ddp)");
+  line("--strategy {" + detail::join(strategy_choices, ",") + "}",
+       "default " + defaults_.strategy + " (auto: ddp for more than one device or node)");
+  line("--precision {" + detail::join(precision_choices, ",") + "}",
+       "default " + defaults_.precision + "; aliases 64, 32, 16 (16-mixed), bf16 (bf16-mixed)");
+  line("--max-epochs N", "default " + (defaults_.max_epochs ? std::to_string(*defaults_.max_epochs) : std::string("1000 when --max-steps is -1")));
+  line("--max-steps N", "default " + std::to_string(defaults_.max_steps) + " (-1: no limit)");
+  line("--max-time DD:HH:MM:SS", defaults_.max_time ? "default " + defaults_.max_time->to_string()
+                                                    : std::string("stop fit after this training time (default: none)"));
+  line("--batch-size N", "default " + std::to_string(defaults_.batch_size));
+  line("--accumulate-grad-batches N", "default " + std::to_string(defaults_.accumulate_grad_batches));
+  line("--default-root-dir DIR", "logs and checkpoints (default: the current folder)");
+  line("--ckpt-path FILE", "checkpoint to resume from");
+  line("--seed N", defaults_.seed ? "default " + std::to_string(*defaults_.seed) : std::string("default: not seeded"));
+  line("--cuda-graphs", std::string(defaults_.cuda_graphs ? "on by default" : "off by default") +
+                            "; each training step replayed as one CUDA graph (one CUDA device)");
+  auto or_default = [](bool given, std::string_view value, std::string otherwise) {
+    return "default: " + (given ? std::string(value) : std::move(otherwise));
+  };
+  line("--deterministic {true,false,warn}",
+       or_default(defaults_.deterministic.is_set(), defaults_.deterministic.name(), "LibTorch's setting") +
+           " (deterministic algorithms only; warn: a warning where there is none)");
+  line("--benchmark {true,false}",
+       or_default(defaults_.benchmark.has_value(), defaults_.benchmark.value_or(false) ? "true" : "false",
+                  "off, or as --deterministic decides") +
+           " (cuDNN times the convolution algorithms for each input shape)");
+  line("--float32-matmul-precision {highest,high,medium}",
+       or_default(defaults_.float32_matmul_precision.is_set(), defaults_.float32_matmul_precision.name(),
+                  "LibTorch's setting (highest)") +
+           "; high: TF32 tensor cores on CUDA GPUs that have them");
+  line("-h, --help", "show this help and exit");
+  if (!extras_.empty()) {
+    out << "\n" << program_ << " options:\n";
+    for (const auto& extra : extras_) {
+      std::string text = extra.help;
+      if (extra.takes_value && !extra.default_value.empty()) text += " (default " + extra.default_value + ")";
+      line(extra.flag + (extra.takes_value ? " " + extra.metavar : std::string()), text);
+    }
+  }
+  return out.str();
+}
+
+VOLT_INLINE bool Parser::is_standard(std::string_view flag) {
+  constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
+                                        "--precision", "--max-epochs", "--max-steps", "--max-time", "--batch-size",
+                                        "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
+                                        "--seed", "--cuda-graphs", "--deterministic", "--benchmark",
+                                        "--float32-matmul-precision", "--help", "-h"};
+  return detail::one_of(flag, names);
+}
+
+VOLT_INLINE void Parser::add(std::string flag, std::string metavar, std::string help, std::string default_value,
+                             bool takes_value) {
+  if (flag.rfind("--", 0) != 0 || flag.size() < 3 || flag.find('=') != std::string::npos) {
+    throw std::invalid_argument("volt::cli: a flag name starts with \"--\" and holds no '=', got \"" + flag + "\"");
+  }
+  if (is_standard(flag) || find_extra(flag) != nullptr) {
+    throw std::invalid_argument("volt::cli: the flag " + flag + " is already defined");
+  }
+  extras_.push_back({std::move(flag), std::move(metavar), std::move(help), std::move(default_value), takes_value});
+}
+
+VOLT_INLINE auto Parser::find_extra(std::string_view flag) const -> const Extra* {
+  for (const auto& extra : extras_) {
+    if (extra.flag == flag) return &extra;
+  }
+  return nullptr;
+}
+
+}  // namespace volt::cli
+
+namespace volt::cli {
+
+VOLT_INLINE auto Parser::add_option(std::string flag, std::string metavar, std::string help,
+                                    std::string default_value) -> Parser& {
+  add(std::move(flag), std::move(metavar), std::move(help), std::move(default_value), true);
+  return *this;
+}
+
+}  // namespace volt::cli
+// ---- end volt/cli/impl/args.ipp
+#endif
 // ---- end volt/cli/args.hpp
 // ---- begin volt/cli/dispatch.hpp
 /// \file
@@ -20643,21 +23169,7 @@ struct Streams {
 /// Why volt::MPS::is_available() is false here, with what to do, checking volt's rule in order: DISABLE_MPS
 /// set to 1, LibTorch reporting no MPS (not macOS, or a LibTorch without MPS), a process not running
 /// natively on arm64 (Rosetta). Empty when MPS is available. Reads the probes of volt/accelerators/machine.hpp.
-inline std::string mps_unavailable_reason() {
-  if (MPS::is_available()) return {};
-  const char* disable = std::getenv("DISABLE_MPS");
-  if (disable != nullptr && std::string_view(disable) == "1") return "DISABLE_MPS=1 is set; unset it";
-  if (!machine::torch_mps_available()) {
-#ifdef __APPLE__
-    return "LibTorch reports no MPS (a LibTorch built without MPS, or macOS older than 12.3)";
-#else
-    return "MPS exists only on Apple-silicon Macs, and this is not macOS";
-#endif
-  }
-  const std::string processor = machine::processor();
-  return "the process runs as '" + processor +
-         "', not natively on arm64 (an x86-64 build under Rosetta); build and run it for arm64";
-}
+VOLT_INLINE std::string mps_unavailable_reason();
 
 namespace detail {
 
@@ -20681,77 +23193,20 @@ std::string names_of(type_list<Types...>, Name&& name) {
   return out;
 }
 
-inline std::string_view accelerator_flag_class(AcceleratorKind kind) {
-  return volt::detail::accelerator_class_name(kind);
-}
+VOLT_INLINE std::string_view accelerator_flag_class(AcceleratorKind kind);
 
-inline bool available(AcceleratorKind kind) {
-  switch (kind) {
-    case AcceleratorKind::cuda: return CUDA::is_available();
-    case AcceleratorKind::mps: return MPS::is_available();
-    case AcceleratorKind::cpu: break;
-  }
-  return true;
-}
+VOLT_INLINE bool available(AcceleratorKind kind);
 
 /// The accelerators available here, in Lightning's list form: "['cuda', 'cpu']".
-inline std::string available_accelerators() {
-  std::string names;
-  for (AcceleratorKind kind : {AcceleratorKind::mps, AcceleratorKind::cuda, AcceleratorKind::cpu}) {
-    if (!available(kind)) continue;
-    if (!names.empty()) names += ", ";
-    names += detail::quoted(to_string(kind));
-  }
-  return "[" + names + "]";
-}
+VOLT_INLINE std::string available_accelerators();
 
 /// Step 1-2: the accelerator the flag names, resolved and available. Throws UsageError.
-inline AcceleratorKind resolve_accelerator_flag(const std::string& flag) {
-  const std::string choices = ". Valid choices: " + join(accelerator_choices) + "; available here: " +
-                              available_accelerators() + ".";
-  if (flag == "auto") return Auto::resolve();
-  if (flag == "gpu") {
-    if (MPS::is_available()) return AcceleratorKind::mps;
-    if (CUDA::is_available()) return AcceleratorKind::cuda;
-    throw UsageError("argument --accelerator gpu: No supported gpu backend found!" + choices);
-  }
-  const AcceleratorKind kind = flag == "cuda" ? AcceleratorKind::cuda
-                               : flag == "mps" ? AcceleratorKind::mps
-                                               : AcceleratorKind::cpu;
-  if (!available(kind)) {
-    std::string message = "argument --accelerator " + flag + ": `" + std::string(accelerator_flag_class(kind)) +
-                          "` can not run on your system since the accelerator is not available. The following "
-                          "accelerator(s) is available and can be passed into `--accelerator`: " +
-                          available_accelerators() + ".";
-    if (kind == AcceleratorKind::mps) message += " MPS is not available: " + cli::mps_unavailable_reason() + ".";
-    if (kind == AcceleratorKind::cuda) {
-      message += compat::built_with_cuda ? " No CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)."
-                                         : " This program was built against a LibTorch without CUDA.";
-    }
-    throw UsageError(message + " Run the doctor example for details.");
-  }
-  return kind;
-}
+VOLT_INLINE AcceleratorKind resolve_accelerator_flag(const std::string& flag);
 
 /// Lightning's precision "16-mixed" on the CPU: warn and use "bf16-mixed" (spec 5.2).
-inline std::string effective_precision(const std::string& precision, AcceleratorKind kind) {
-  if (precision == "16-mixed" && kind == AcceleratorKind::cpu) {
-    log::warn_rank_zero(
-        "You passed `--precision 16-mixed` and the accelerator is the CPU, but AMP with fp16 is not supported on "
-        "CPU. Using `precision='bf16-mixed'` instead.");
-    return "bf16-mixed";
-  }
-  return precision;
-}
+VOLT_INLINE std::string effective_precision(const std::string& precision, AcceleratorKind kind);
 
-inline c10::DeviceType device_type_of(AcceleratorKind kind) {
-  switch (kind) {
-    case AcceleratorKind::cuda: return c10::DeviceType::CUDA;
-    case AcceleratorKind::mps: return c10::DeviceType::MPS;
-    case AcceleratorKind::cpu: break;
-  }
-  return c10::DeviceType::CPU;
-}
+VOLT_INLINE c10::DeviceType device_type_of(AcceleratorKind kind);
 
 /// The program's status: what it returns (int), or 0 for void.
 template <class A, class S, class P, class Program>
@@ -20919,6 +23374,106 @@ int run(int argc, const char* const* argv, Program&& program, Streams streams = 
 }
 
 }  // namespace volt::cli
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/cli/impl/dispatch.ipp
+/// \file
+/// Definitions of the functions declared in volt/cli/dispatch.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::cli {
+
+VOLT_INLINE std::string mps_unavailable_reason() {
+  if (MPS::is_available()) return {};
+  const char* disable = std::getenv("DISABLE_MPS");
+  if (disable != nullptr && std::string_view(disable) == "1") return "DISABLE_MPS=1 is set; unset it";
+  if (!machine::torch_mps_available()) {
+#ifdef __APPLE__
+    return "LibTorch reports no MPS (a LibTorch built without MPS, or macOS older than 12.3)";
+#else
+    return "MPS exists only on Apple-silicon Macs, and this is not macOS";
+#endif
+  }
+  const std::string processor = machine::processor();
+  return "the process runs as '" + processor +
+         "', not natively on arm64 (an x86-64 build under Rosetta); build and run it for arm64";
+}
+}  // namespace volt::cli
+
+namespace volt::cli::detail {
+
+VOLT_INLINE std::string_view accelerator_flag_class(AcceleratorKind kind) {
+  return volt::detail::accelerator_class_name(kind);
+}
+
+VOLT_INLINE bool available(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return CUDA::is_available();
+    case AcceleratorKind::mps: return MPS::is_available();
+    case AcceleratorKind::cpu: break;
+  }
+  return true;
+}
+
+VOLT_INLINE std::string available_accelerators() {
+  std::string names;
+  for (AcceleratorKind kind : {AcceleratorKind::mps, AcceleratorKind::cuda, AcceleratorKind::cpu}) {
+    if (!available(kind)) continue;
+    if (!names.empty()) names += ", ";
+    names += detail::quoted(to_string(kind));
+  }
+  return "[" + names + "]";
+}
+
+VOLT_INLINE AcceleratorKind resolve_accelerator_flag(const std::string& flag) {
+  const std::string choices = ". Valid choices: " + join(accelerator_choices) + "; available here: " +
+                              available_accelerators() + ".";
+  if (flag == "auto") return Auto::resolve();
+  if (flag == "gpu") {
+    if (MPS::is_available()) return AcceleratorKind::mps;
+    if (CUDA::is_available()) return AcceleratorKind::cuda;
+    throw UsageError("argument --accelerator gpu: No supported gpu backend found!" + choices);
+  }
+  const AcceleratorKind kind = flag == "cuda" ? AcceleratorKind::cuda
+                               : flag == "mps" ? AcceleratorKind::mps
+                                               : AcceleratorKind::cpu;
+  if (!available(kind)) {
+    std::string message = "argument --accelerator " + flag + ": `" + std::string(accelerator_flag_class(kind)) +
+                          "` can not run on your system since the accelerator is not available. The following "
+                          "accelerator(s) is available and can be passed into `--accelerator`: " +
+                          available_accelerators() + ".";
+    if (kind == AcceleratorKind::mps) message += " MPS is not available: " + cli::mps_unavailable_reason() + ".";
+    if (kind == AcceleratorKind::cuda) {
+      message += compat::built_with_cuda ? " No CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)."
+                                         : " This program was built against a LibTorch without CUDA.";
+    }
+    throw UsageError(message + " Run the doctor example for details.");
+  }
+  return kind;
+}
+
+VOLT_INLINE std::string effective_precision(const std::string& precision, AcceleratorKind kind) {
+  if (precision == "16-mixed" && kind == AcceleratorKind::cpu) {
+    log::warn_rank_zero(
+        "You passed `--precision 16-mixed` and the accelerator is the CPU, but AMP with fp16 is not supported on "
+        "CPU. Using `precision='bf16-mixed'` instead.");
+    return "bf16-mixed";
+  }
+  return precision;
+}
+
+VOLT_INLINE c10::DeviceType device_type_of(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::cuda: return c10::DeviceType::CUDA;
+    case AcceleratorKind::mps: return c10::DeviceType::MPS;
+    case AcceleratorKind::cpu: break;
+  }
+  return c10::DeviceType::CPU;
+}
+
+}  // namespace volt::cli::detail
+// ---- end volt/cli/impl/dispatch.ipp
+#endif
 // ---- end volt/cli/dispatch.hpp
 
 /// \namespace volt::cli
@@ -20956,18 +23511,8 @@ class ScopedMachine {
   using Options = machine::FakeMachine;
 
   /// Starts faking `options` for every thread of the process (the probes are process-wide, behind a mutex).
-  explicit ScopedMachine(Options options) : options_(std::move(options)) {
-    auto& state = machine::detail::probe_state();
-    std::lock_guard lock(state.mutex);
-    previous_ = std::exchange(state.fake, &options_);
-    state.mps_available_cache = -1;
-  }
-  ~ScopedMachine() {
-    auto& state = machine::detail::probe_state();
-    std::lock_guard lock(state.mutex);
-    state.fake = previous_;
-    state.mps_available_cache = -1;
-  }
+  explicit ScopedMachine(Options options);
+  ~ScopedMachine();
   ScopedMachine(const ScopedMachine&) = delete;
   ScopedMachine& operator=(const ScopedMachine&) = delete;
 
@@ -20980,6 +23525,33 @@ class ScopedMachine {
 };
 
 }  // namespace volt::testing
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/testing/impl/scoped_machine.ipp
+/// \file
+/// Definitions of the functions declared in volt/testing/scoped_machine.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::testing {
+
+VOLT_INLINE ScopedMachine::ScopedMachine(Options options)
+    : options_(std::move(options)) {
+  auto& state = machine::detail::probe_state();
+  std::lock_guard lock(state.mutex);
+  previous_ = std::exchange(state.fake, &options_);
+  state.mps_available_cache = -1;
+}
+
+VOLT_INLINE ScopedMachine::~ScopedMachine() {
+  auto& state = machine::detail::probe_state();
+  std::lock_guard lock(state.mutex);
+  state.fake = previous_;
+  state.mps_available_cache = -1;
+}
+
+}  // namespace volt::testing
+// ---- end volt/testing/impl/scoped_machine.ipp
+#endif
 // ---- end volt/testing/scoped_machine.hpp
 // ---- end volt/testing.hpp
 

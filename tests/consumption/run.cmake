@@ -1,9 +1,9 @@
 # Builds and runs tests/consumption/consumer/main.cpp against volt consumed one way (-DMODE=...):
 #   install_find_package    cmake --install volt, then find_package(volt) from the install tree
 #   add_subdirectory        add_subdirectory(<volt source>)
-#   fetchcontent            FetchContent_Declare(volt URL <archive of volt's sources>)
+#   fetchcontent            FetchContent_Declare(volt URL <archive of volt's sources>), linking volt::compiled
 #   vendored_single_header  copy single_include/volt/volt.hpp into the project and compile with a plain
-#                           compiler command, no CMake
+#                           compiler command, no CMake, volt's code compiled once (VOLT_SEPARATE_COMPILATION)
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(consumer ${VOLT_SOURCE_DIR}/tests/consumption/consumer)
@@ -37,7 +37,7 @@ elseif(MODE STREQUAL "add_subdirectory")
 elseif(MODE STREQUAL "fetchcontent")
   # FetchContent downloads and unpacks an archive of volt's sources, as from a release, here from a file.
   execute_process(COMMAND ${CMAKE_COMMAND} -E tar czf ${WORK_DIR}/volt-src.tar.gz CMakeLists.txt cmake include
-                          single_include
+                          single_include src
                   WORKING_DIRECTORY ${VOLT_SOURCE_DIR} RESULT_VARIABLE result)
   if(NOT result EQUAL 0)
     message(FATAL_ERROR "could not pack volt's sources")
@@ -50,8 +50,12 @@ elseif(MODE STREQUAL "vendored_single_header")
   file(COPY ${consumer}/main.cpp DESTINATION ${WORK_DIR})
   include(${VOLT_SOURCE_DIR}/cmake/read_flags.cmake)
   volt_read_flags(flags "${FLAGS}" "${IMPLICIT_INCLUDES}")
-  run(${COMPILER} ${flags} -I${WORK_DIR}/vendor main.cpp -o consumer
-      -L${TORCH_LIB_DIR} -Wl,-rpath,${TORCH_LIB_DIR} -ltorch -ltorch_cpu -lc10)
+  # Compiled once, as README's "Faster builds" says for a program without CMake: every file with
+  # VOLT_SEPARATE_COMPILATION, one of them with VOLT_IMPLEMENTATION too (header-only, the single header is what
+  # the cuda tree's tests use).
+  file(WRITE ${WORK_DIR}/volt_implementation.cpp "#define VOLT_IMPLEMENTATION\n#include <volt/volt.hpp>\n")
+  run(${COMPILER} ${flags} -DVOLT_SEPARATE_COMPILATION -I${WORK_DIR}/vendor main.cpp volt_implementation.cpp
+      -o consumer -L${TORCH_LIB_DIR} -Wl,-rpath,${TORCH_LIB_DIR} -ltorch -ltorch_cpu -lc10)
   run(${WORK_DIR}/consumer)
   message(STATUS "${last_output}")
   return()

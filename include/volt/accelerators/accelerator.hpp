@@ -17,6 +17,7 @@
 /// ```
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/device_spec.hpp>
 #include <volt/core/errors.hpp>
 
@@ -78,14 +79,12 @@ namespace detail {
 
 /// Lightning's setup_device check: PL raises MisconfigurationException, Fabric ValueError. `label` is
 /// the name in the message ("CPU", "MPS"; PL's CUDA says "GPU" and omits the final period).
-inline void check_device_type(torch::Device device, c10::DeviceType expected, std::string_view label,
-                              bool final_period, Frontend frontend) {
-  if (device.type() == expected) return;
-  std::string message = "Device should be " + std::string(label) + ", got " + device.str() + " instead";
-  if (final_period) message += '.';
-  if (frontend == Frontend::fabric) throw std::invalid_argument(message);
-  throw MisconfigurationError(message);
-}
+VOLT_INLINE void check_device_type(torch::Device device, c10::DeviceType expected, std::string_view label,
+                                   bool final_period, Frontend frontend);
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/accelerators/impl/accelerator.ipp>
+#endif

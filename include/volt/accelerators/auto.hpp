@@ -3,6 +3,7 @@
 /// the static policies (visit_accelerator).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/accelerator.hpp>
 #include <volt/accelerators/cpu.hpp>
 #include <volt/accelerators/cuda.hpp>
@@ -22,11 +23,7 @@ struct Auto {
   static constexpr std::string_view name = "auto";
   /// Picks MPS, CUDA or CPU on this machine, at the call (Trainer and Fabric call it once, at construction, on
   /// every rank). Never throws: CPU is always there.
-  static AcceleratorKind resolve(Frontend /*frontend*/ = Frontend::trainer) {
-    if (MPS::is_available()) return AcceleratorKind::mps;
-    if (CUDA::is_available()) return AcceleratorKind::cuda;
-    return AcceleratorKind::cpu;
-  }
+  static AcceleratorKind resolve(Frontend /*frontend*/ = Frontend::trainer);
 };
 
 /// Lightning's accelerator="gpu": MPS if available, then CUDA. Throws MisconfigurationError
@@ -36,12 +33,7 @@ struct GPU {
   static constexpr std::string_view name = "gpu";
   /// Picks MPS or CUDA on this machine, at the call. Throws MisconfigurationError (Frontend::fabric:
   /// std::runtime_error) "No supported gpu backend found!" when neither is available.
-  static AcceleratorKind resolve(Frontend frontend = Frontend::trainer) {
-    if (MPS::is_available()) return AcceleratorKind::mps;
-    if (CUDA::is_available()) return AcceleratorKind::cuda;
-    if (frontend == Frontend::fabric) throw std::runtime_error("No supported gpu backend found!");
-    throw MisconfigurationError("No supported gpu backend found!");
-  }
+  static AcceleratorKind resolve(Frontend frontend = Frontend::trainer);
 };
 
 /// The accelerator an Accelerator parameter stands for: CPU, CUDA and MPS (and any AcceleratorPolicy)
@@ -69,3 +61,7 @@ decltype(auto) visit_accelerator(AcceleratorKind kind, F&& f) {
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/accelerators/impl/auto.ipp>
+#endif

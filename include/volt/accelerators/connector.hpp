@@ -3,6 +3,7 @@
 /// and devices go (spec 1.6, 3.1 steps 3-5, 3.3, 3.5).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/accelerator.hpp>
 #include <volt/accelerators/auto.hpp>
 #include <volt/accelerators/cpu.hpp>
@@ -39,91 +40,23 @@ struct DeviceSelection {
 
 namespace detail {
 
-inline std::string_view frontend_class(Frontend frontend) {
-  return frontend == Frontend::fabric ? "Fabric" : "Trainer";
-}
+VOLT_INLINE std::string_view frontend_class(Frontend frontend);
 
 /// Lightning's check of devices in ([], 0, "0") before parsing; volt applies it to every spec that
 /// selects no device (also " 0 " and "[]", which make Lightning fail later with a TypeError).
-[[noreturn]] inline void throw_no_devices(const DeviceSpec& devices, std::string_view accelerator_name,
-                                         Frontend frontend) {
-  const std::string message =
-      "`volt::" + std::string(frontend_class(frontend)) + "({.devices = " + devices.cpp_expression() +
-      "})` value is not a valid input using " + std::string(accelerator_name) +
-      " accelerator. Ask for at least one device: a count > 0, -1 for every device, or ids such as "
-      "volt::devices({0}) (Lightning: `" + std::string(frontend_class(frontend)) +
-      "(devices=" + devices.python_repr() + ")`).";
-  if (frontend == Frontend::fabric) throw std::invalid_argument(message);
-  throw MisconfigurationError(message);
-}
-inline void reject_no_devices(const DeviceSpec& devices, std::string_view accelerator_name, Frontend frontend) {
-  if (devices.selects_none()) throw_no_devices(devices, accelerator_name, frontend);
-}
+[[noreturn]] VOLT_INLINE void throw_no_devices(const DeviceSpec& devices, std::string_view accelerator_name,
+                                              Frontend frontend);
+VOLT_INLINE void reject_no_devices(const DeviceSpec& devices, std::string_view accelerator_name, Frontend frontend);
 
-inline std::string_view accelerator_class_name(AcceleratorKind kind) {
-  switch (kind) {
-    case AcceleratorKind::cuda: return "CUDAAccelerator";
-    case AcceleratorKind::mps: return "MPSAccelerator";
-    case AcceleratorKind::cpu: break;
-  }
-  return "CPUAccelerator";
-}
+VOLT_INLINE std::string_view accelerator_class_name(AcceleratorKind kind);
 
-inline std::string_view policy_name(AcceleratorKind kind) {
-  switch (kind) {
-    case AcceleratorKind::cuda: return "volt::CUDA";
-    case AcceleratorKind::mps: return "volt::MPS";
-    case AcceleratorKind::cpu: break;
-  }
-  return "volt::CPU";
-}
+VOLT_INLINE std::string_view policy_name(AcceleratorKind kind);
 
 /// Lightning's availability error (spec 3.3) with the available accelerators in volt's selection order
 /// and a hint at the usual causes.
-[[noreturn]] inline void throw_accelerator_unavailable(AcceleratorKind kind, Frontend frontend) {
-  std::string names = "[";
-  std::string policies;
-  for (AcceleratorKind candidate : {AcceleratorKind::mps, AcceleratorKind::cuda, AcceleratorKind::cpu}) {
-    const bool available = candidate == AcceleratorKind::mps    ? MPS::is_available()
-                           : candidate == AcceleratorKind::cuda ? CUDA::is_available()
-                                                                : CPU::is_available();
-    if (!available) continue;
-    if (names.size() > 1) {
-      names += ", ";
-      policies += ", ";
-    }
-    names += '\'';
-    names += to_string(candidate);
-    names += '\'';
-    policies += policy_name(candidate);
-  }
-  names += "]";
-  std::string message = "`" + std::string(accelerator_class_name(kind)) +
-                        "` can not run on your system since the accelerator is not available. The following "
-                        "accelerator(s) is available and can be passed as the Accelerator template argument of `volt::" +
-                        std::string(frontend_class(frontend)) + "`: " + names + " (" + policies + ").";
-  if (kind == AcceleratorKind::mps) {
-    message +=
-        " MPS needs an Apple-silicon Mac with macOS 12.3 or later, a process running natively on arm64 (not "
-        "under Rosetta), a LibTorch built with MPS, and DISABLE_MPS not set to 1.";
-  } else if (kind == AcceleratorKind::cuda) {
-    message +=
-        " CUDA needs a LibTorch built with CUDA and at least one visible NVIDIA GPU (check nvidia-smi and "
-        "CUDA_VISIBLE_DEVICES).";
-  }
-  if (frontend == Frontend::fabric) throw std::runtime_error(message);
-  throw MisconfigurationError(message);
-}
+[[noreturn]] VOLT_INLINE void throw_accelerator_unavailable(AcceleratorKind kind, Frontend frontend);
 
-inline std::vector<int> device_ids_of(const std::vector<torch::Device>& devices) {
-  std::vector<int> ids;
-  ids.reserve(devices.size());
-  for (std::size_t position = 0; position < devices.size(); ++position) {
-    const torch::Device& device = devices[position];
-    ids.push_back(device.has_index() && device.index() != 0 ? device.index() : static_cast<int>(position));
-  }
-  return ids;
-}
+VOLT_INLINE std::vector<int> device_ids_of(const std::vector<torch::Device>& devices);
 
 }  // namespace detail
 
@@ -162,19 +95,10 @@ DeviceSelection select_devices(const DeviceSpec& devices, Frontend frontend = Fr
 /// "GPU available: True (cuda), used: True" (CUDA is named before MPS, as in Lightning), and, once per
 /// process on rank zero, the warning "GPU available but not used. ..." when a CUDA or MPS device is
 /// available but `used` is another accelerator. volt prints no TPU line: it has no TPU support.
-inline void log_device_info(AcceleratorKind used) {
-  const bool cuda_available = CUDA::is_available();
-  const bool mps_available = MPS::is_available();
-  const std::string_view gpu_type = cuda_available ? " (cuda)" : mps_available ? " (mps)" : "";
-  const bool gpu_used = used == AcceleratorKind::cuda || used == AcceleratorKind::mps;
-  auto python_bool = [](bool value) { return value ? std::string("True") : std::string("False"); };
-  log::info_rank_zero("GPU available: " + python_bool(cuda_available || mps_available) + std::string(gpu_type) +
-                      ", used: " + python_bool(gpu_used));
-  if ((cuda_available && used != AcceleratorKind::cuda) || (mps_available && used != AcceleratorKind::mps)) {
-    log::warn_once(
-        "GPU available but not used. You can set it by doing `volt::Trainer<volt::GPU>` (or volt::CUDA / "
-        "volt::MPS as the Accelerator template argument; Lightning: `Trainer(accelerator='gpu')`).");
-  }
-}
+VOLT_INLINE void log_device_info(AcceleratorKind used);
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/accelerators/impl/connector.ipp>
+#endif

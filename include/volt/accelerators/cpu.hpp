@@ -2,6 +2,7 @@
 /// volt::CPU: Lightning's CPUAccelerator.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/accelerator.hpp>
 #include <volt/accelerators/device_parser.hpp>
 #include <volt/accelerators/device_spec.hpp>
@@ -32,32 +33,26 @@ struct CPU {
   /// Lightning's `_parse_cpu_cores`: {0, 1, ..., n-1} for an int n > 0 or a string of digits such as "3".
   /// Throws std::invalid_argument (Python's TypeError) "`devices` selected with `CPUAccelerator` should be
   /// an int > 0." for anything else: 0, "0", -1, "-1", "+2", lists, DeviceSpec{} ("auto").
-  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices) {
-    return detail::id_range(detail::parse_cpu_cores(devices));
-  }
+  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices);
 
   /// One torch::Device("cpu") per id.
-  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
-    return std::vector<torch::Device>(ids.size(), torch::Device(torch::kCPU));
-  }
+  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids);
 
   /// Throws MisconfigurationError "Device should be CPU, got cuda:0 instead." for a non-CPU device
   /// (Fabric: std::invalid_argument with the same text).
-  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
-    detail::check_device_type(device, torch::kCPU, "CPU", true, frontend);
-  }
+  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer);
 
   /// Host-wide figures, as Lightning reads them from psutil: "cpu_vm_percent" (memory in use),
   /// "cpu_percent" (busy CPU time since the previous call), "cpu_swap_percent". Throws
   /// std::runtime_error on systems other than Linux and macOS.
-  static std::map<std::string, double> get_device_stats(torch::Device /*device*/) {
-    return {{"cpu_vm_percent", detail::host_memory_percent()},
-            {"cpu_percent", detail::host_cpu_percent()},
-            {"cpu_swap_percent", detail::host_swap_percent()}};
-  }
+  static std::map<std::string, double> get_device_stats(torch::Device /*device*/);
 
   /// Nothing to release.
   static void teardown() {}
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/accelerators/impl/cpu.ipp>
+#endif

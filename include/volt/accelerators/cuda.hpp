@@ -2,6 +2,7 @@
 /// volt::CUDA: Lightning's CUDAAccelerator.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/accelerator.hpp>
 #include <volt/accelerators/device_parser.hpp>
 #include <volt/accelerators/device_spec.hpp>
@@ -30,31 +31,12 @@ namespace detail {
 /// Lightning's hint for a CUDA device with tensor cores (compute capability 8.0 or more) when float32 matmuls
 /// run at "highest", word for word (in volt the setting is TrainerOptions::float32_matmul_precision); nullopt
 /// when there is nothing to say.
-inline std::optional<std::string> tensor_core_hint(const compat::CudaDeviceInfo& device,
-                                                   Float32MatmulPrecision precision) {
-  if (device.major < 8 || precision.level() != Float32MatmulPrecision::Level::highest) return std::nullopt;
-  return "You are using a CUDA device ('" + device.name +
-         "') that has Tensor Cores. To properly utilize them, you should set "
-         "`torch.set_float32_matmul_precision('medium' | 'high')` which will trade-off precision for performance. "
-         "For more details, read https://pytorch.org/docs/stable/generated/torch.set_float32_matmul_precision.html"
-         "#torch.set_float32_matmul_precision";
-}
+VOLT_INLINE std::optional<std::string> tensor_core_hint(const compat::CudaDeviceInfo& device,
+                                                        Float32MatmulPrecision precision);
 
 /// Prints tensor_core_hint() for CUDA device `index` on rank zero, once per device and process (Lightning's
 /// `_check_cuda_matmul_precision`, cached per device).
-inline void check_cuda_matmul_precision(int index) {
-  const auto device = compat::cuda_device_info(index);
-  if (!device) return;
-  const auto hint = tensor_core_hint(*device, current_float32_matmul_precision());
-  if (!hint) return;
-  static std::mutex mutex;
-  static std::set<int> hinted;
-  {
-    std::lock_guard lock(mutex);
-    if (!hinted.insert(index).second) return;
-  }
-  log::info_rank_zero(*hint);
-}
+VOLT_INLINE void check_cuda_matmul_precision(int index);
 
 }  // namespace detail
 
@@ -77,55 +59,29 @@ struct CUDA {
   /// Throws MisconfigurationError "GPUs requested but none are available.", "Device ID's (GPU) must be
   /// unique." or "You requested gpu: [...]\n But your machine only has: [...]"; std::invalid_argument
   /// for DeviceSpec{} ("auto", which the connector resolves first).
-  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices) {
-    return detail::parse_gpu_ids(devices, available_ids());
-  }
+  static std::optional<std::vector<int>> parse_devices(const DeviceSpec& devices);
 
   /// torch::Device("cuda", id) for each id, in order ({3, 1} -> cuda:3, cuda:1). Ids are not checked against
   /// the machine; a negative id throws std::runtime_error "Device index must not be negative" (Python's
   /// torch.device("cuda", -2); reachable under torchrun, where Lightning skips the id checks).
-  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids) {
-    std::vector<torch::Device> devices;
-    devices.reserve(ids.size());
-    for (int id : ids) {
-      if (id < 0) throw std::runtime_error("Device index must not be negative");
-      devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
-    }
-    return devices;
-  }
+  static std::vector<torch::Device> get_parallel_devices(const std::vector<int>& ids);
 
   /// Makes `device` the current CUDA device. Throws MisconfigurationError "Device should be GPU, got cpu
   /// instead" (Lightning's PL text: "GPU", no final period) for a non-CUDA device; Fabric:
   /// std::invalid_argument "Device should be CUDA, got cpu instead.". LibTorch's c10::Error if the device
   /// does not exist. Then prints Lightning's tensor-core hint (detail::tensor_core_hint) once per device.
-  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer) {
-    if (frontend == Frontend::fabric) {
-      detail::check_device_type(device, torch::kCUDA, "CUDA", true, frontend);
-    } else {
-      detail::check_device_type(device, torch::kCUDA, "GPU", false, frontend);
-    }
-#ifdef VOLT_WITH_CUDA
-    if (device.has_index()) c10::cuda::set_device(device.index());
-#endif
-    detail::check_cuda_matmul_precision(device_index(device));
-  }
+  static void setup_device(torch::Device device, Frontend frontend = Frontend::trainer);
 
   /// The caching allocator's statistics for the device (Lightning: torch.cuda.memory_stats), under
   /// Lightning's key names ("allocated_bytes.all.current", "reserved_bytes.large_pool.peak", ...).
   /// Empty when volt was compiled without CUDA, and before the process's first CUDA allocation (as in
   /// Lightning). LibTorch's c10::Error for a device index that does not exist.
-  static std::map<std::string, double> get_device_stats(torch::Device device) {
-    if (!allocator_initialized(device)) return {};
-    return compat::cuda_memory_stats(device_index(device));
-  }
+  static std::map<std::string, double> get_device_stats(torch::Device device);
 
   /// Returns cached, unused blocks of the caching allocator to the driver (torch.cuda.empty_cache()).
   static void empty_cache() { compat::cuda_empty_cache(); }
   /// Bytes currently allocated to tensors on the device (0 without CUDA or before the first allocation).
-  static std::int64_t allocated_bytes(torch::Device device) {
-    if (!allocator_initialized(device)) return 0;
-    return compat::cuda_allocated_bytes(device_index(device));
-  }
+  static std::int64_t allocated_bytes(torch::Device device);
 
   /// Lightning's teardown: empties the allocator's cache.
   static void teardown() { empty_cache(); }
@@ -134,26 +90,13 @@ struct CUDA {
   // LibTorch's caching allocator is set up lazily, by the first CUDA allocation; asking it for statistics
   // before that throws "Invalid device argument <index>: did you call init?" (the index is printed as a
   // char, so what() may end early). A device that does not exist still throws.
-  static bool allocator_initialized(torch::Device device) {
-    const int index = device_index(device);
-    if (index < 0 || index >= compat::torch_cuda_device_count()) return true;
-    try {
-      (void)compat::cuda_allocated_bytes(index);
-      return true;
-    } catch (const std::exception& error) {
-      if (std::string_view(error.what()).starts_with("Invalid device argument")) return false;
-      throw;
-    }
-  }
+  static bool allocator_initialized(torch::Device device);
 
-  static int device_index(torch::Device device) {
-    if (device.has_index()) return device.index();
-#ifdef VOLT_WITH_CUDA
-    return c10::cuda::current_device();
-#else
-    return 0;
-#endif
-  }
+  static int device_index(torch::Device device);
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/accelerators/impl/cuda.ipp>
+#endif

@@ -23,6 +23,7 @@
 /// original string kept for messages (longer strings are parsed in full; only the copy kept is cut).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/detail/python_text.hpp>
 
 #include <climits>
@@ -101,36 +102,17 @@ inline constexpr std::string_view device_spec_grammar =
 
 // The error paths of DeviceSpec's constructors. They are not constexpr on purpose: reaching one during
 // constant evaluation makes the DeviceSpec a compile error whose message names the function.
-[[noreturn]] inline void invalid_literal_for_int_with_base_10(std::string_view stripped_piece) {
-  throw std::invalid_argument("invalid literal for int() with base 10: " + python_repr(stripped_piece) + " (" +
-                              std::string(device_spec_grammar) + ")");
-}
-[[noreturn]] inline void device_number_outside_int_range(std::string_view stripped_piece) {
-  throw std::invalid_argument("volt: the number " + python_repr(stripped_piece) +
-                              " in a device spec does not fit in an int (" + std::string(device_spec_grammar) + ")");
-}
-[[noreturn]] inline void device_count_outside_int_range(long long count) {
-  throw std::invalid_argument("volt: the device count " + std::to_string(count) + " does not fit in an int");
-}
-[[noreturn]] inline void too_many_device_ids(std::size_t count) {
-  throw std::invalid_argument("volt: a device spec holds at most " + std::to_string(max_device_ids) +
-                              " device ids, got " + std::to_string(count));
-}
+[[noreturn]] VOLT_INLINE void invalid_literal_for_int_with_base_10(std::string_view stripped_piece);
+[[noreturn]] VOLT_INLINE void device_number_outside_int_range(std::string_view stripped_piece);
+[[noreturn]] VOLT_INLINE void device_count_outside_int_range(long long count);
+[[noreturn]] VOLT_INLINE void too_many_device_ids(std::size_t count);
 // Python's TypeError for `devices=None` (no final period in Lightning's text).
-[[noreturn]] inline std::string_view null_device_spec_text() {
-  throw std::invalid_argument("Device IDs (GPU/TPU) must be an int, a string, a sequence of ints, but you passed None");
-}
+[[noreturn]] VOLT_INLINE std::string_view null_device_spec_text();
 // Reached only in constant evaluation, where a repeated id is refused for every accelerator (the GPU parsers:
 // "Device ID's (GPU) must be unique."; the CPU parser refuses every list); at run time the accelerator's
 // parse_devices() reports it with Lightning's message.
-[[noreturn]] inline void device_ids_must_be_unique() {
-  throw std::invalid_argument("Device ID's (GPU) must be unique.");
-}
-[[noreturn]] inline void device_ids_of_a_non_list_spec() {
-  throw std::logic_error(
-      "volt: DeviceSpec::ids() needs a list of ids or a count of at most volt::max_device_ids; "
-      "check request() first");
-}
+[[noreturn]] VOLT_INLINE void device_ids_must_be_unique();
+[[noreturn]] VOLT_INLINE void device_ids_of_a_non_list_spec();
 
 }  // namespace detail
 
@@ -265,47 +247,16 @@ struct DeviceSpec {
   constexpr bool cpu_int_rejects_text() const { return cpu_int_rejects_text_; }
 
   /// The value as Python's repr() would print what Lightning received: `2`, `'0,2'`, `[0, 2]`, `'auto'`.
-  std::string python_repr() const {
-    switch (form_) {
-      case DeviceSpecForm::automatic: return "'auto'";
-      case DeviceSpecForm::integer: return std::to_string(count_);
-      case DeviceSpecForm::string: return detail::python_repr(text()) + (text_truncated_ ? "..." : "");
-      case DeviceSpecForm::id_list: break;
-    }
-    return list_repr();
-  }
+  std::string python_repr() const;
 
   /// The value as a volt user writes it in the options: `2`, `"0,2"`, `volt::devices({0, 2})`, `volt::DeviceSpec{}`.
-  std::string cpp_expression() const {
-    switch (form_) {
-      case DeviceSpecForm::automatic: return "volt::DeviceSpec{}";
-      case DeviceSpecForm::integer: return std::to_string(count_);
-      case DeviceSpecForm::string: {
-        std::string repr = detail::python_repr(text());
-        if (repr.front() == '\'') {
-          repr.front() = '"';
-          repr.back() = '"';
-        }
-        return repr + (text_truncated_ ? "..." : "");
-      }
-      case DeviceSpecForm::id_list: break;
-    }
-    std::string list = list_repr();
-    return "volt::devices({" + list.substr(1, list.size() - 2) + "})";
-  }
+  std::string cpp_expression() const;
 
   /// Member-wise equality: the same form, request, count, ids and kept text.
   friend constexpr bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
 
  private:
-  std::string list_repr() const {
-    std::string out = "[";
-    for (int i = 0; i < ids_.size(); ++i) {
-      if (i > 0) out += ", ";
-      out += std::to_string(ids_[i]);
-    }
-    return out + "]";
-  }
+  std::string list_repr() const;
 
   constexpr void keep_text(std::string_view text) {
     const std::size_t kept = text.size() < static_cast<std::size_t>(max_device_spec_text)
@@ -389,3 +340,7 @@ constexpr DeviceSpec devices(std::initializer_list<int> ids) {
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/accelerators/impl/device_spec.ipp>
+#endif

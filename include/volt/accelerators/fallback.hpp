@@ -10,6 +10,7 @@
 /// ```
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <torch/torch.h>
 
 #include <c10/util/Exception.h>
@@ -31,16 +32,7 @@ namespace volt {
 /// implemented for the MPS device ..." or "Could not run '<op>' with arguments from the '<backend>' backend".
 /// The messages are matched on any std::exception because LibTorch builds differ in the type they throw
 /// (Debian's 1.13 throws some TORCH_CHECK failures as plain std::runtime_error).
-inline bool is_not_implemented_error(const std::exception& error) {
-  if (dynamic_cast<const c10::NotImplementedError*>(&error) != nullptr) return true;
-  const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
-  const std::string_view message = torch_error != nullptr ? std::string_view(torch_error->msg()) : error.what();
-  if (message.find("not currently implemented for the MPS device") != std::string_view::npos) return true;
-  const auto could_not_run = message.find("Could not run '");
-  return could_not_run != std::string_view::npos &&
-         message.find("with arguments from the '", could_not_run) != std::string_view::npos &&
-         message.find("' backend", could_not_run) != std::string_view::npos;
-}
+VOLT_INLINE bool is_not_implemented_error(const std::exception& error);
 
 namespace detail {
 
@@ -101,9 +93,7 @@ class CpuArgument<Arg> {
   std::vector<torch::Tensor> copies_;
 };
 
-inline void note_device(std::optional<torch::Device>& found, const torch::Tensor& tensor) {
-  if (!found && tensor.defined()) found = tensor.device();
-}
+VOLT_INLINE void note_device(std::optional<torch::Device>& found, const torch::Tensor& tensor);
 template <class Arg>
 void note_device(std::optional<torch::Device>& found, const Arg& argument) {
   if constexpr (std::is_same_v<Arg, torch::Tensor>) {
@@ -159,3 +149,7 @@ auto with_cpu_fallback(Op&& op, Args&&... args) -> std::decay_t<std::invoke_resu
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/accelerators/impl/fallback.ipp>
+#endif

@@ -2,6 +2,7 @@
 /// volt::EarlyStopping: stop training when a monitored metric stops improving (Lightning's EarlyStopping).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 
@@ -50,22 +51,7 @@ class EarlyStopping {
  public:
   /// Checks the options. Throws MisconfigurationError for a mode other than "min"/"max", an empty monitor or a
   /// negative patience.
-  explicit EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
-    if (options_.mode != "min" && options_.mode != "max") {
-      throw MisconfigurationError("`mode` can be min, max, got " + options_.mode);
-    }
-    if (options_.monitor.empty()) {
-      throw MisconfigurationError("EarlyStopping needs a `monitor`: the name of a logged metric.");
-    }
-    if (options_.patience < 0) {
-      throw MisconfigurationError("EarlyStopping(patience=" + std::to_string(options_.patience) +
-                                  ") must be >= 0.");
-    }
-    // Lightning flips min_delta's sign for "min" so that `current - min_delta` beats the best by min_delta.
-    min_delta_ = options_.mode == "min" ? -std::abs(options_.min_delta) : std::abs(options_.min_delta);
-    best_score_ = options_.mode == "min" ? std::numeric_limits<double>::infinity()
-                                         : -std::numeric_limits<double>::infinity();
-  }
+  explicit EarlyStopping(EarlyStoppingOptions options);
 
   /// The options as given.
   const EarlyStoppingOptions& options() const { return options_; }
@@ -92,23 +78,10 @@ class EarlyStopping {
   }
 
   /// Writes wait_count, stopped_epoch, best_score and patience into the callback's part of a checkpoint.
-  void save_state(torch::serialize::OutputArchive& archive) const {
-    archive.write("wait_count", c10::IValue(wait_count_));
-    archive.write("stopped_epoch", c10::IValue(stopped_epoch_));
-    archive.write("best_score", c10::IValue(best_score_));
-    archive.write("patience", c10::IValue(options_.patience));
-  }
+  void save_state(torch::serialize::OutputArchive& archive) const;
   /// Restores wait_count, stopped_epoch and best_score from a checkpoint (patience stays as constructed).
   /// Throws what LibTorch's archive throws when a key is missing.
-  void load_state(torch::serialize::InputArchive& archive) {
-    c10::IValue value;
-    archive.read("wait_count", value);
-    wait_count_ = value.toInt();
-    archive.read("stopped_epoch", value);
-    stopped_epoch_ = value.toInt();
-    archive.read("best_score", value);
-    best_score_ = value.toDouble();
-  }
+  void load_state(torch::serialize::InputArchive& archive);
 
  private:
   template <class State>
@@ -119,15 +92,9 @@ class EarlyStopping {
   template <class State>
   static bool skip(const State& state) { return state.stage != State::Stage::fitting || state.fast_dev_run; }
 
-  bool improves(double current, double reference) const {
-    return options_.mode == "min" ? current < reference : current > reference;
-  }
+  bool improves(double current, double reference) const;
 
-  static std::string number(double value) {
-    char buffer[48];
-    std::snprintf(buffer, sizeof buffer, "%.3f", value);
-    return buffer;
-  }
+  static std::string number(double value);
 
   template <class State>
   void run_check(State& state) {
@@ -195,3 +162,7 @@ class EarlyStopping {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/callbacks/impl/early_stopping.ipp>
+#endif

@@ -4,6 +4,7 @@
 /// epochs 0-3, 4 in epochs 4-7, then 1.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/errors.hpp>
 
 #include <torch/torch.h>
@@ -27,10 +28,7 @@ class GradientAccumulationScheduler {
   /// Checks `scheduling` as Lightning does: an empty map throws std::invalid_argument ("Empty dict cannot be
   /// interpreted correct"), a negative epoch or a factor below 1 volt::MisconfigurationError with Lightning's
   /// message (the keys or values listed in epoch order).
-  explicit GradientAccumulationScheduler(std::map<std::int64_t, std::int64_t> scheduling)
-      : scheduling_(std::move(scheduling)) {
-    check();
-  }
+  explicit GradientAccumulationScheduler(std::map<std::int64_t, std::int64_t> scheduling);
   /// The schedule as a list of {first epoch, factor} pairs: `GradientAccumulationScheduler({{0, 8}, {4, 2}})`.
   explicit GradientAccumulationScheduler(
       std::initializer_list<std::pair<const std::int64_t, std::int64_t>> scheduling)
@@ -40,18 +38,10 @@ class GradientAccumulationScheduler {
   const std::map<std::int64_t, std::int64_t>& scheduling() const { return scheduling_; }
 
   /// Whether any factor is above 1.
-  bool going_to_accumulate_grad_batches() const {
-    for (const auto& [epoch, factor] : scheduling_) {
-      if (factor > 1) return true;
-    }
-    return false;
-  }
+  bool going_to_accumulate_grad_batches() const;
 
   /// The factor for `epoch`.
-  std::int64_t get_accumulate_grad_batches(std::int64_t epoch) const {
-    auto it = scheduling_.upper_bound(epoch);
-    return it == scheduling_.begin() ? 1 : std::prev(it)->second;
-  }
+  std::int64_t get_accumulate_grad_batches(std::int64_t epoch) const;
 
   /// Hook: refuses a Trainer that accumulates already (Lightning's ValueError), then sets the factor of the
   /// epoch training starts in (also the epoch a checkpoint resumes in the middle of).
@@ -72,26 +62,13 @@ class GradientAccumulationScheduler {
   }
 
  private:
-  void check() {
-    if (scheduling_.empty()) throw std::invalid_argument("Empty dict cannot be interpreted correct");
-    std::string keys;
-    std::string values;
-    bool bad_key = false;
-    bool bad_value = false;
-    for (const auto& [epoch, factor] : scheduling_) {
-      keys += (keys.empty() ? "" : ", ") + std::to_string(epoch);
-      values += (values.empty() ? "" : ", ") + std::to_string(factor);
-      bad_key = bad_key || epoch < 0;
-      bad_value = bad_value || factor < 1;
-    }
-    if (bad_key) throw MisconfigurationError("Epoch should be an int greater than or equal to 0. Got [" + keys + "].");
-    if (bad_value) {
-      throw MisconfigurationError("Accumulation factor should be an int greater than 0. Got [" + values + "].");
-    }
-    scheduling_.emplace(0, 1);  // no effect when epoch 0 has an entry
-  }
+  void check();
 
   std::map<std::int64_t, std::int64_t> scheduling_;
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/callbacks/impl/gradient_accumulation_scheduler.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// (what Lightning users write by hand with `logger.experiment.add_histogram` in a hook).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/loggers/tensorboard_logger.hpp>
 
@@ -32,12 +33,7 @@ struct HistogramMonitorOptions {
 class HistogramMonitor {
  public:
   /// Throws MisconfigurationError for every_n_steps < 1 or bins < 1.
-  explicit HistogramMonitor(HistogramMonitorOptions options = {}) : options_(options) {
-    if (options_.every_n_steps < 1 || options_.bins < 1) {
-      throw MisconfigurationError("HistogramMonitor: every_n_steps and bins must be >= 1 (got every_n_steps=" +
-                                  std::to_string(options_.every_n_steps) + ", bins=" + std::to_string(options_.bins) + ")");
-    }
-  }
+  explicit HistogramMonitor(HistogramMonitorOptions options = {});
 
   /// Runs at fit start. Throws MisconfigurationError when the Trainer has no TensorBoardLogger.
   template <class State>
@@ -77,3 +73,7 @@ class HistogramMonitor {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/callbacks/impl/histogram_monitor.ipp>
+#endif

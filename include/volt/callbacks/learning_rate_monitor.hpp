@@ -2,6 +2,7 @@
 /// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/errors.hpp>
 
 #include <torch/torch.h>
@@ -21,18 +22,7 @@ namespace volt {
 
 namespace detail {
 /// The optimizer's class name without namespaces ("Adam", "SGD").
-inline std::string optimizer_name(const torch::optim::Optimizer& optimizer) {
-  std::string name = typeid(optimizer).name();
-#if __has_include(<cxxabi.h>)
-  int status = 0;
-  if (char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status); status == 0) {
-    name = demangled;
-    std::free(demangled);
-  }
-#endif
-  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
-  return name;
-}
+VOLT_INLINE std::string optimizer_name(const torch::optim::Optimizer& optimizer);
 }  // namespace detail
 
 /// The options of volt::LearningRateMonitor.
@@ -49,12 +39,7 @@ struct LearningRateMonitorOptions {
 class LearningRateMonitor {
  public:
   /// Throws MisconfigurationError when logging_interval is not "step", "epoch" or empty.
-  explicit LearningRateMonitor(LearningRateMonitorOptions options = {}) : options_(std::move(options)) {
-    if (!options_.logging_interval.empty() && options_.logging_interval != "step" &&
-        options_.logging_interval != "epoch") {
-      throw MisconfigurationError("logging_interval should be `step` or `epoch` or `None`.");
-    }
-  }
+  explicit LearningRateMonitor(LearningRateMonitorOptions options = {});
 
   /// Runs at fit start. Throws MisconfigurationError when the Trainer has no logger.
   template <class State>
@@ -99,3 +84,7 @@ class LearningRateMonitor {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/callbacks/impl/learning_rate_monitor.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// (Lightning's ModelCheckpoint; file names like `epoch=0-step=100.ckpt`).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/callbacks/detail/checkpoint_resume.hpp>
 #include <volt/callbacks/detail/time_trigger.hpp>
 #include <volt/callbacks/model_checkpoint_options.hpp>
@@ -45,13 +46,7 @@ class ModelCheckpoint {
 
   /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
   /// interval, two intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
-  explicit ModelCheckpoint(ModelCheckpointOptions options = {}) : options_(std::move(options)) {
-    const auto intervals = detail::check_model_checkpoint_options(options_);
-    every_n_train_steps_ = intervals.every_n_train_steps;
-    every_n_epochs_ = intervals.every_n_epochs;
-    kth_value_ = worst_value();
-    best_model_score_ = std::nullopt;
-  }
+  explicit ModelCheckpoint(ModelCheckpointOptions options = {});
 
   /// The options as given.
   const ModelCheckpointOptions& options() const { return options_; }
@@ -68,32 +63,7 @@ class ModelCheckpoint {
 
   /// Lightning's name formatting: `{epoch}` -> `epoch=3` (with auto_insert_metric_name), metric values with
   /// an optional printf format (`{val_loss:.2f}`); unknown names are left as written.
-  std::string format_checkpoint_name(const std::map<std::string, double, std::less<>>& metrics) const {
-    const std::string pattern = options_.filename.empty() ? "{epoch}-{step}" : options_.filename;
-    std::string out;
-    std::size_t pos = 0;
-    while (pos < pattern.size()) {
-      const auto open = pattern.find('{', pos);
-      const auto close = open == std::string::npos ? std::string::npos : pattern.find('}', open);
-      if (close == std::string::npos) {
-        out += pattern.substr(pos);
-        break;
-      }
-      out += pattern.substr(pos, open - pos);
-      const std::string field = pattern.substr(open + 1, close - open - 1);
-      const auto colon = field.find(':');
-      const std::string name = field.substr(0, colon);
-      const std::string format = colon == std::string::npos ? "" : field.substr(colon + 1);
-      if (auto it = metrics.find(name); it != metrics.end()) {
-        if (options_.auto_insert_metric_name) out += name + "=";
-        out += format_value(name, it->second, format);
-      } else {
-        out += "{" + field + "}";
-      }
-      pos = close + 1;
-    }
-    return out;
-  }
+  std::string format_checkpoint_name(const std::map<std::string, double, std::less<>>& metrics) const;
 
   /// Hook at the start of fit: resolves the folder (options.dirpath, else `<log_dir>/checkpoints`), then
   /// applies the state a resumed checkpoint brought (load_state runs before the folder is known).
@@ -134,50 +104,17 @@ class ModelCheckpoint {
   }
 
   /// Writes the best and last paths, the best score, the kept top-k and the last saved step into a checkpoint.
-  void save_state(torch::serialize::OutputArchive& archive) const {
-    archive.write("best_model_path", c10::IValue(best_model_path_.string()));
-    archive.write("last_model_path", c10::IValue(last_model_path_.string()));
-    archive.write("best_model_score", c10::IValue(best_model_score_.value_or(std::nan(""))));
-    std::vector<std::string> paths;
-    std::vector<double> scores;
-    for (const auto& [path, score] : best_k_models_) {
-      paths.push_back(path.string());
-      scores.push_back(score);
-    }
-    archive.write("best_k_paths", c10::IValue(c10::List<std::string>(paths)));
-    archive.write("best_k_scores", c10::IValue(c10::List<double>(scores)));
-    archive.write("last_global_step_saved", c10::IValue(last_global_step_saved_));
-    archive.write("dirpath", c10::IValue(dirpath_.string()));
-    archive.write("saved_at", c10::IValue(detail::file_clock_now()));
-  }
+  void save_state(torch::serialize::OutputArchive& archive) const;
 
   /// Reads what save_state wrote; it takes effect once the folder is known (at once when it is, else in
   /// setup()). Throws what LibTorch's archive throws when a key is missing.
-  void load_state(torch::serialize::InputArchive& archive) {
-    restored_ = detail::read_checkpoint_callback_state(archive);
-    if (!dirpath_.empty()) apply_restored();
-  }
+  void load_state(torch::serialize::InputArchive& archive);
 
  private:
-  double worst_value() const {
-    return options_.mode == "min" ? std::numeric_limits<double>::infinity()
-                                  : -std::numeric_limits<double>::infinity();
-  }
-  bool better(double current, double reference) const {
-    return options_.mode == "min" ? current < reference : current > reference;
-  }
+  double worst_value() const;
+  bool better(double current, double reference) const;
 
-  static std::string format_value(const std::string& name, double value, const std::string& format) {
-    char buffer[64];
-    if (!format.empty()) {
-      std::snprintf(buffer, sizeof buffer, ("%" + format).c_str(), value);
-    } else if ((name == "epoch" || name == "step") && value == std::floor(value)) {
-      std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(value));
-    } else {
-      std::snprintf(buffer, sizeof buffer, "%.4g", value);
-    }
-    return buffer;
-  }
+  static std::string format_value(const std::string& name, double value, const std::string& format);
 
   template <class State>
   bool should_skip(const State& state) const {
@@ -199,14 +136,7 @@ class ModelCheckpoint {
     return metrics;
   }
 
-  std::filesystem::path unique_path(const std::string& name, const std::filesystem::path& keep) const {
-    auto path = dirpath_ / (name + file_extension);
-    if (!options_.enable_version_counter) return path;
-    for (int version = 1; std::filesystem::exists(path) && path != keep && !rewritable_.count(path); ++version) {
-      path = dirpath_ / (name + "-v" + std::to_string(version) + file_extension);
-    }
-    return path;
-  }
+  std::filesystem::path unique_path(const std::string& name, const std::filesystem::path& keep) const;
 
   /// Saves to `path`; false when the save failed and the Trainer only logged it (on_checkpoint_failure=warn).
   template <class State>
@@ -310,27 +240,9 @@ class ModelCheckpoint {
     update_kth();
   }
 
-  std::filesystem::path worst_path() const {
-    auto worst = best_k_models_.begin();
-    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
-      if (better(worst->second, it->second)) worst = it;
-    }
-    return worst->first;
-  }
+  std::filesystem::path worst_path() const;
 
-  void update_kth() {
-    if (best_k_models_.empty()) {
-      kth_value_ = worst_value();
-      return;
-    }
-    kth_value_ = best_k_models_.at(worst_path());
-    auto best = best_k_models_.begin();
-    for (auto it = best_k_models_.begin(); it != best_k_models_.end(); ++it) {
-      if (better(it->second, best->second)) best = it;
-    }
-    best_model_path_ = best->first;
-    best_model_score_ = best->second;
-  }
+  void update_kth();
 
   template <class State>
   void save_last(State& state) {
@@ -343,21 +255,7 @@ class ModelCheckpoint {
   }
 
   /// Lightning's load_state_dict once the folder is known (another folder: only best_model_path is restored).
-  void apply_restored() {
-    auto restored = std::move(*restored_);
-    restored_.reset();
-    if (restored.dirpath.empty() || detail::same_checkpoint_folder(restored.dirpath, dirpath_)) {
-      best_model_score_ = restored.best_model_score;
-      last_model_path_ = restored.last_model_path;
-      best_k_models_ = restored.best_k_models;
-      last_global_step_saved_ = restored.last_global_step_saved;
-      update_kth();
-      rewritable_ = detail::files_written_after(dirpath_, restored);
-    } else {
-      log::warn(detail::dirpath_changed_warning(restored.dirpath, dirpath_));
-    }
-    best_model_path_ = restored.best_model_path;
-  }
+  void apply_restored();
 
   ModelCheckpointOptions options_;
   std::int64_t every_n_train_steps_ = 0;
@@ -375,3 +273,7 @@ class ModelCheckpoint {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/callbacks/impl/model_checkpoint.ipp>
+#endif

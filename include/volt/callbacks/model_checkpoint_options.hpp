@@ -3,6 +3,7 @@
 /// and Lightning's checks of them.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/duration.hpp>
 #include <volt/core/errors.hpp>
 
@@ -64,36 +65,11 @@ struct CheckpointIntervals {
 /// Lightning's checks of ModelCheckpoint's arguments, and the intervals they give. Throws MisconfigurationError
 /// for save_top_k < -1, a negative interval, more than one of the intervals, a mode other than "min"/"max", or
 /// save_top_k above 1 without a monitor.
-inline CheckpointIntervals check_model_checkpoint_options(const ModelCheckpointOptions& o) {
-  if (o.save_top_k < -1) {
-    throw MisconfigurationError("Invalid value for save_top_k=" + std::to_string(o.save_top_k) + ". Must be >= -1");
-  }
-  if (o.every_n_train_steps && *o.every_n_train_steps < 0) {
-    throw MisconfigurationError("Invalid value for every_n_train_steps=" + std::to_string(*o.every_n_train_steps) +
-                                ". Must be >= 0");
-  }
-  if (o.every_n_epochs && *o.every_n_epochs < 0) {
-    throw MisconfigurationError("Invalid value for every_n_epochs=" + std::to_string(*o.every_n_epochs) +
-                                ". Must be >= 0");
-  }
-  const std::int64_t every_n_train_steps = o.every_n_train_steps.value_or(0);
-  const std::int64_t every_n_epochs = o.every_n_epochs.value_or(o.every_n_train_steps || o.train_time_interval ? 0 : 1);
-  if ((every_n_train_steps >= 1) + (every_n_epochs >= 1) + o.train_time_interval.has_value() > 1) {
-    throw MisconfigurationError("Combination of parameters every_n_train_steps=" +
-                                std::to_string(every_n_train_steps) + ", every_n_epochs=" +
-                                std::to_string(every_n_epochs) + " and train_time_interval=" +
-                                (o.train_time_interval ? o.train_time_interval->to_string() : "None") +
-                                " should be mutually exclusive.");
-  }
-  if (o.mode != "min" && o.mode != "max") {
-    throw MisconfigurationError("`mode` can be min, max but got " + o.mode);
-  }
-  if (o.monitor.empty() && o.save_top_k != -1 && o.save_top_k != 0 && o.save_top_k != 1) {
-    throw MisconfigurationError("ModelCheckpoint(save_top_k=" + std::to_string(o.save_top_k) +
-                                ", monitor=None) is not a valid configuration. No quantity for top_k to track.");
-  }
-  return {every_n_train_steps, every_n_epochs};
-}
+VOLT_INLINE CheckpointIntervals check_model_checkpoint_options(const ModelCheckpointOptions& o);
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/callbacks/impl/model_checkpoint_options.ipp>
+#endif

@@ -7,6 +7,7 @@
 #pragma once
 
 
+#include <volt/core/linkage.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -105,26 +106,9 @@ class ProgressBar {
  private:
   using Clock = std::chrono::steady_clock;
 
-  static std::string clock_text(double seconds) {
-    const auto total = static_cast<long long>(seconds + 0.5);
-    char buffer[32];
-    if (total >= 3600) {
-      std::snprintf(buffer, sizeof buffer, "%lld:%02lld:%02lld", total / 3600, total / 60 % 60, total % 60);
-    } else {
-      std::snprintf(buffer, sizeof buffer, "%02lld:%02lld", total / 60, total % 60);
-    }
-    return buffer;
-  }
+  static std::string clock_text(double seconds);
 
-  bool terminal() const {
-    if (options_.terminal) return *options_.terminal;
-    if (options_.stream != nullptr) return false;
-#if defined(_WIN32)
-    return _isatty(2) != 0;
-#else
-    return ::isatty(2) != 0;
-#endif
-  }
+  bool terminal() const;
 
   template <class State>
   void draw(State& state, bool final) {
@@ -146,3 +130,7 @@ class ProgressBar {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/callbacks/impl/progress_bar.ipp>
+#endif

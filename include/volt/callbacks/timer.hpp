@@ -4,6 +4,7 @@
 /// resumed fit counts the training time already spent.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/duration.hpp>
 #include <volt/core/log.hpp>
 
@@ -61,27 +62,16 @@ class Timer {
   const std::optional<Duration>& duration() const { return options_.duration; }
 
   /// When the stage last started (nullopt: not yet).
-  std::optional<Clock::time_point> start_time(TimerStage stage = TimerStage::train) const {
-    return start_[index(stage)];
-  }
+  std::optional<Clock::time_point> start_time(TimerStage stage = TimerStage::train) const;
   /// When the stage last ended (nullopt: not yet, or it is running).
   std::optional<Clock::time_point> end_time(TimerStage stage = TimerStage::train) const { return end_[index(stage)]; }
 
   /// Seconds spent in the stage: up to now while it runs, to its end once it ended; for training, plus the
   /// training time of the checkpoint the fit resumed from.
-  double time_elapsed(TimerStage stage = TimerStage::train) const {
-    const double offset = stage == TimerStage::train ? offset_ : 0.0;
-    const auto& start = start_[index(stage)];
-    if (!start) return offset;
-    const auto end = end_[index(stage)].value_or(Clock::now());
-    return std::chrono::duration<double>(end - *start).count() + offset;
-  }
+  double time_elapsed(TimerStage stage = TimerStage::train) const;
 
   /// Seconds left before the limit (negative once past it); nullopt without a duration.
-  std::optional<double> time_remaining(TimerStage stage = TimerStage::train) const {
-    if (!options_.duration) return std::nullopt;
-    return options_.duration->seconds() - time_elapsed(stage);
-  }
+  std::optional<double> time_remaining(TimerStage stage = TimerStage::train) const;
 
   /// Hook: checks the limit before anything runs (a resumed fit may have none left).
   template <class State>
@@ -131,26 +121,15 @@ class Timer {
 
   /// Writes the seconds elapsed per stage ("time_elapsed/train", ".../validate", ".../test"), as Lightning's
   /// state_dict holds them.
-  void save_state(torch::serialize::OutputArchive& archive) const {
-    archive.write("time_elapsed/train", c10::IValue(time_elapsed(TimerStage::train)));
-    archive.write("time_elapsed/validate", c10::IValue(time_elapsed(TimerStage::validate)));
-    archive.write("time_elapsed/test", c10::IValue(time_elapsed(TimerStage::test)));
-  }
+  void save_state(torch::serialize::OutputArchive& archive) const;
   /// Reads the training time of a checkpoint: a resumed fit counts it as already spent. Throws what
   /// LibTorch's archive throws when the key is missing.
-  void load_state(torch::serialize::InputArchive& archive) {
-    c10::IValue value;
-    archive.read("time_elapsed/train", value);
-    offset_ = value.toDouble();
-  }
+  void load_state(torch::serialize::InputArchive& archive);
 
  private:
   static constexpr std::size_t index(TimerStage stage) { return static_cast<std::size_t>(stage); }
 
-  void start(TimerStage stage) {
-    start_[index(stage)] = Clock::now();
-    end_[index(stage)].reset();
-  }
+  void start(TimerStage stage);
 
   template <class State>
   void check_time_remaining(State& state) {
@@ -173,3 +152,7 @@ class Timer {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/callbacks/impl/timer.ipp>
+#endif

@@ -18,6 +18,7 @@
 /// machine and picks the policy types.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/accelerator.hpp>
 #include <volt/accelerators/device_spec.hpp>
 #include <volt/cli/values.hpp>
@@ -98,36 +99,15 @@ struct Args {
   /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, max_time, accumulate_grad_batches,
   /// default_root_dir, seed, cuda_graphs and the math modes (deterministic, benchmark, float32_matmul_precision)
   /// from the command line; everything else at its default, for the program to adjust.
-  TrainerOptions trainer_options() const {
-    TrainerOptions options;
-    options.devices = device_spec();
-    options.num_nodes = num_nodes;
-    options.max_epochs = max_epochs;
-    options.max_steps = max_steps;
-    options.max_time = max_time;
-    options.accumulate_grad_batches = accumulate_grad_batches;
-    options.default_root_dir = default_root_dir;
-    options.seed = seed;
-    options.cuda_graphs = cuda_graphs;
-    options.deterministic = deterministic;
-    options.benchmark = benchmark;
-    options.float32_matmul_precision = float32_matmul_precision;
-    return options;
-  }
+  TrainerOptions trainer_options() const;
 
   /// Whether the program flag `flag` (e.g. "--data-dir") was given on the command line.
   bool is_set(std::string_view flag) const { return given_.count(std::string(flag)) != 0; }
   /// The value of the program option `flag` (its default when not given). Throws std::out_of_range for a
   /// flag the program did not add.
-  const std::string& get(std::string_view flag) const {
-    const auto found = values_.find(std::string(flag));
-    if (found == values_.end()) throw std::out_of_range("volt::cli: no flag " + std::string(flag) + " was added");
-    return found->second;
-  }
+  const std::string& get(std::string_view flag) const;
   /// get(flag) as an integer; throws UsageError when it is not one.
-  std::int64_t get_int(std::string_view flag) const {
-    return detail::parse_number<std::int64_t>(flag, get(flag), "an integer");
-  }
+  std::int64_t get_int(std::string_view flag) const;
   /// get(flag) as a number; throws UsageError when it is not one.
   double get_double(std::string_view flag) const { return detail::parse_real(flag, get(flag)); }
   /// Whether the switch `flag` (a flag without value) was given.
@@ -155,116 +135,16 @@ class Parser {
 
   /// Adds an option taking a value (`--name VALUE` or `--name=VALUE`). Throws std::invalid_argument for a
   /// name that does not start with "--" or is already taken.
-  Parser& add_option(std::string flag, std::string metavar, std::string help, std::string default_value = {}) {
-    add(std::move(flag), std::move(metavar), std::move(help), std::move(default_value), true);
-    return *this;
-  }
+  Parser& add_option(std::string flag, std::string metavar, std::string help, std::string default_value = {});
   /// Adds a switch without a value (`--name`); read it with Args::get_switch.
-  Parser& add_switch(std::string flag, std::string help) {
-    add(std::move(flag), {}, std::move(help), {}, false);
-    return *this;
-  }
+  Parser& add_switch(std::string flag, std::string help);
 
   /// Parses argv[1..argc-1]. Throws UsageError for an unknown flag, a missing value, an invalid choice, a
   /// malformed number or device spec. `--help`/`-h` sets Args::help and stops parsing.
-  Args parse(int argc, const char* const* argv) const {
-    Args args = defaults_;
-    for (const auto& extra : extras_) {
-      if (extra.takes_value) args.values_[extra.flag] = extra.default_value;
-    }
-    for (int i = 1; i < argc; ++i) {
-      std::string token = argv[i];
-      if (token == "--help" || token == "-h") {
-        args.help = true;
-        return args;
-      }
-      std::optional<std::string> inline_value;
-      if (const auto equals = token.find('='); token.rfind("--", 0) == 0 && equals != std::string::npos) {
-        inline_value = token.substr(equals + 1);
-        token.resize(equals);
-      }
-      auto value = [&]() -> std::string {
-        if (inline_value) return *inline_value;
-        if (i + 1 >= argc) throw UsageError("argument " + token + ": expected one argument");
-        return argv[++i];
-      };
-      if (token == "--cuda-graphs") {
-        if (inline_value) {
-          throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
-        }
-        args.cuda_graphs = true;
-      } else if (!apply_standard(args, token, value)) {
-        const Extra* extra = find_extra(token);
-        if (extra == nullptr) {
-          throw UsageError("unrecognized arguments: " + std::string(argv[i]) + " (see " + program_ + " --help)");
-        }
-        if (extra->takes_value) {
-          args.values_[extra->flag] = value();
-        } else if (inline_value) {
-          throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
-        }
-        args.given_.insert(extra->flag);
-      }
-    }
-    return args;
-  }
+  Args parse(int argc, const char* const* argv) const;
 
   /// The usage text printed for --help.
-  std::string help() const {
-    std::ostringstream out;
-    out << "usage: " << program_ << " [options]\n";
-    if (!description_.empty()) out << '\n' << description_ << '\n';
-    out << "\nTrainer options (Lightning's names):\n";
-    auto line = [&](std::string left, const std::string& text) {
-      if (left.size() < 34) left.resize(34, ' ');
-      else left += "\n" + std::string(36, ' ');
-      out << "  " << left << text << '\n';
-    };
-    line("--accelerator {" + detail::join(accelerator_choices, ",") + "}",
-         "default " + defaults_.accelerator + " (auto: MPS, then CUDA, then CPU)");
-    line("--devices SPEC", "default " + defaults_.devices + " (1, -1 for all, \"0,2\" for ids)");
-    line("--num-nodes N", "default " + std::to_string(defaults_.num_nodes) +
-                              " (machines in the run; more than 1: strategy auto is ddp)");
-    line("--strategy {" + detail::join(strategy_choices, ",") + "}",
-         "default " + defaults_.strategy + " (auto: ddp for more than one device or node)");
-    line("--precision {" + detail::join(precision_choices, ",") + "}",
-         "default " + defaults_.precision + "; aliases 64, 32, 16 (16-mixed), bf16 (bf16-mixed)");
-    line("--max-epochs N", "default " + (defaults_.max_epochs ? std::to_string(*defaults_.max_epochs) : std::string("1000 when --max-steps is -1")));
-    line("--max-steps N", "default " + std::to_string(defaults_.max_steps) + " (-1: no limit)");
-    line("--max-time DD:HH:MM:SS", defaults_.max_time ? "default " + defaults_.max_time->to_string()
-                                                      : std::string("stop fit after this training time (default: none)"));
-    line("--batch-size N", "default " + std::to_string(defaults_.batch_size));
-    line("--accumulate-grad-batches N", "default " + std::to_string(defaults_.accumulate_grad_batches));
-    line("--default-root-dir DIR", "logs and checkpoints (default: the current folder)");
-    line("--ckpt-path FILE", "checkpoint to resume from");
-    line("--seed N", defaults_.seed ? "default " + std::to_string(*defaults_.seed) : std::string("default: not seeded"));
-    line("--cuda-graphs", std::string(defaults_.cuda_graphs ? "on by default" : "off by default") +
-                              "; each training step replayed as one CUDA graph (one CUDA device)");
-    auto or_default = [](bool given, std::string_view value, std::string otherwise) {
-      return "default: " + (given ? std::string(value) : std::move(otherwise));
-    };
-    line("--deterministic {true,false,warn}",
-         or_default(defaults_.deterministic.is_set(), defaults_.deterministic.name(), "LibTorch's setting") +
-             " (deterministic algorithms only; warn: a warning where there is none)");
-    line("--benchmark {true,false}",
-         or_default(defaults_.benchmark.has_value(), defaults_.benchmark.value_or(false) ? "true" : "false",
-                    "off, or as --deterministic decides") +
-             " (cuDNN times the convolution algorithms for each input shape)");
-    line("--float32-matmul-precision {highest,high,medium}",
-         or_default(defaults_.float32_matmul_precision.is_set(), defaults_.float32_matmul_precision.name(),
-                    "LibTorch's setting (highest)") +
-             "; high: TF32 tensor cores on CUDA GPUs that have them");
-    line("-h, --help", "show this help and exit");
-    if (!extras_.empty()) {
-      out << "\n" << program_ << " options:\n";
-      for (const auto& extra : extras_) {
-        std::string text = extra.help;
-        if (extra.takes_value && !extra.default_value.empty()) text += " (default " + extra.default_value + ")";
-        line(extra.flag + (extra.takes_value ? " " + extra.metavar : std::string()), text);
-      }
-    }
-    return out.str();
-  }
+  std::string help() const;
 
  private:
   struct Extra {
@@ -272,31 +152,11 @@ class Parser {
     bool takes_value;
   };
 
-  static bool is_standard(std::string_view flag) {
-    constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
-                                          "--precision", "--max-epochs", "--max-steps", "--max-time", "--batch-size",
-                                          "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
-                                          "--seed", "--cuda-graphs", "--deterministic", "--benchmark",
-                                          "--float32-matmul-precision", "--help", "-h"};
-    return detail::one_of(flag, names);
-  }
+  static bool is_standard(std::string_view flag);
 
-  void add(std::string flag, std::string metavar, std::string help, std::string default_value, bool takes_value) {
-    if (flag.rfind("--", 0) != 0 || flag.size() < 3 || flag.find('=') != std::string::npos) {
-      throw std::invalid_argument("volt::cli: a flag name starts with \"--\" and holds no '=', got \"" + flag + "\"");
-    }
-    if (is_standard(flag) || find_extra(flag) != nullptr) {
-      throw std::invalid_argument("volt::cli: the flag " + flag + " is already defined");
-    }
-    extras_.push_back({std::move(flag), std::move(metavar), std::move(help), std::move(default_value), takes_value});
-  }
+  void add(std::string flag, std::string metavar, std::string help, std::string default_value, bool takes_value);
 
-  const Extra* find_extra(std::string_view flag) const {
-    for (const auto& extra : extras_) {
-      if (extra.flag == flag) return &extra;
-    }
-    return nullptr;
-  }
+  const Extra* find_extra(std::string_view flag) const;
 
   template <class Value>
   static bool apply_standard(Args& args, std::string_view flag, Value&& value) {
@@ -390,3 +250,7 @@ class Parser {
 };
 
 }  // namespace volt::cli
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/cli/impl/args.ipp>
+#endif

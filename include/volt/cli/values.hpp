@@ -4,6 +4,7 @@
 /// volt::cli::UsageError for bad input. volt::cli::Parser (volt/cli/args.hpp) uses them.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/log.hpp>
 
 #include <charconv>
@@ -58,13 +59,7 @@ bool one_of(std::string_view value, const std::string_view (&items)[N]) {
   return false;
 }
 
-inline std::string quoted(std::string_view text) {
-  // Built by appending: GCC 12 warns falsely (-Wrestrict) on "'" + std::string at -O3.
-  std::string out(1, '\'');
-  out.append(text);
-  out += '\'';
-  return out;
-}
+VOLT_INLINE std::string quoted(std::string_view text);
 
 /// `text` as a whole integer of type T (one optional sign, as Python's int()), else UsageError "argument <flag>:
 /// expected <what>, got 'text'".
@@ -84,36 +79,17 @@ T parse_number(std::string_view flag, std::string_view text, std::string_view wh
   return value;
 }
 
-inline double parse_real(std::string_view flag, std::string_view text) {
-  try {
-    std::size_t used = 0;
-    const double value = std::stod(std::string(text), &used);
-    if (used == text.size()) return value;
-  } catch (const std::logic_error&) {
-  }
-  throw UsageError("argument " + std::string(flag) + ": expected a number, got " + quoted(text));
-}
+VOLT_INLINE double parse_real(std::string_view flag, std::string_view text);
 
 }  // namespace detail
 
 /// Lightning's precision normalisation (spec 5.1) for a command-line value: a canonical name is returned
 /// as is; "64", "32", "16", "bf16" become "64-true", "32-true", "16-mixed", "bf16-mixed" ("16" and "bf16"
 /// warn, as Lightning does). Throws UsageError with Lightning's message for anything else.
-inline std::string normalize_precision(std::string_view value) {
-  if (detail::one_of(value, precision_choices)) return std::string(value);
-  for (const auto& [alias, canonical] : precision_aliases) {
-    if (alias != value) continue;
-    if (alias == "16" || alias == "bf16") {
-      log::warn_rank_zero("`precision=" + std::string(alias) +
-                          "` is supported for historical reasons but its usage is discouraged. Please set your "
-                          "precision to " + std::string(canonical) + " instead!");
-    }
-    return std::string(canonical);
-  }
-  std::string aliases;
-  for (const auto& [alias, canonical] : precision_aliases) aliases += ", " + std::string(alias);
-  throw UsageError("argument --precision: Precision " + detail::quoted(value) +
-                   " is invalid. Allowed precision values: " + detail::join(precision_choices) + aliases);
-}
+VOLT_INLINE std::string normalize_precision(std::string_view value);
 
 }  // namespace volt::cli
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/cli/impl/values.ipp>
+#endif

@@ -5,6 +5,7 @@
 /// its end; include either.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/compat.hpp>
 
 #include <torch/torch.h>
@@ -30,23 +31,10 @@ namespace volt::compat {
 
 /// Whether the loaded LibTorch's dispatcher has a kernel of operator `name` (overload `overload`, "" for the
 /// default one) for `device_type` (CPU, CUDA or MPS; false for any other).
-inline bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type) {
-  c10::DispatchKey key{};
-  switch (device_type) {
-    case c10::DeviceType::CPU: key = c10::DispatchKey::CPU; break;
-    case c10::DeviceType::CUDA: key = c10::DispatchKey::CUDA; break;
-    case c10::DeviceType::MPS: key = c10::DispatchKey::MPS; break;
-    default: return false;
-  }
-  const auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
-  return handle && handle->hasKernelForDispatchKey(key);
-}
+VOLT_INLINE bool has_kernel(const char* name, const char* overload, c10::DeviceType device_type);
 
 /// Whether both fused grad-scaler kernels are registered for `device_type` in the loaded LibTorch.
-inline bool amp_scaler_kernels_available(c10::DeviceType device_type) {
-  return has_kernel("aten::_amp_foreach_non_finite_check_and_unscale_", "", device_type) &&
-         has_kernel("aten::_amp_update_scale_", "", device_type);
-}
+VOLT_INLINE bool amp_scaler_kernels_available(c10::DeviceType device_type);
 
 // ---------------------------------------------------------------------------------------------------
 // Optimizer internals (volt/optim/).
@@ -79,54 +67,22 @@ inline constexpr bool has_fused_adam = VOLT_TORCH_VERSION >= 20100;
 
 /// Whether the loaded LibTorch has a fused Adam (`decoupled_weight_decay` false) or AdamW kernel for
 /// `device_type`.
-inline bool fused_adam_available(c10::DeviceType device_type, bool decoupled_weight_decay) {
-  if constexpr (!has_fused_adam) {
-    return false;
-  } else {
-    if (device_type != c10::DeviceType::CPU && device_type != c10::DeviceType::CUDA) return false;
-    return has_kernel(decoupled_weight_decay ? "aten::_fused_adamw_" : "aten::_fused_adam_", "", device_type);
-  }
-}
+VOLT_INLINE bool fused_adam_available(c10::DeviceType device_type, bool decoupled_weight_decay);
 
 /// `at::_fused_adamw_` when `decoupled_weight_decay`, else `at::_fused_adam_`, with `maximize` false and
 /// no grad scale or found-inf tensor. `state_steps` are float32 tensors on the parameters' device holding
 /// the step number each update is the n-th of (already counted). Throws c10::Error where absent.
-inline void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
-                        at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
-                        at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay,
-                        double eps, bool amsgrad) {
-#if VOLT_TORCH_VERSION >= 20100
-  if (decoupled_weight_decay) {
-    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                      weight_decay, eps, amsgrad, /*maximize=*/false);
-  } else {
-    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                     weight_decay, eps, amsgrad, /*maximize=*/false);
-  }
-#else
-  (void)decoupled_weight_decay, (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs,
-      (void)max_exp_avg_sqs, (void)state_steps, (void)lr, (void)beta1, (void)beta2, (void)weight_decay,
-      (void)eps, (void)amsgrad;
-  TORCH_CHECK(false, "volt: fused Adam kernels are not used with this LibTorch (", torch_version_string,
-              "); use the multi-tensor implementation");
-#endif
-}
+VOLT_INLINE void fused_adam_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
+                             at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
+                             at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay,
+                             double eps, bool amsgrad);
 
 // ---------------------------------------------------------------------------------------------------
 // Multi-tensor copies.
 
 /// `destinations[i].copy_(sources[i])` for every i (same dtypes and sizes): one multi-tensor kernel per
 /// device where LibTorch has `at::_foreach_copy_` (2.4 on), else one copy per tensor.
-inline void foreach_copy_(at::TensorList destinations, at::TensorList sources) {
-  TORCH_CHECK(destinations.size() == sources.size(), "volt: foreach_copy_ got ", destinations.size(),
-              " destinations and ", sources.size(), " sources");
-  if (destinations.empty()) return;
-#if VOLT_TORCH_VERSION >= 20400
-  at::_foreach_copy_(destinations, sources);
-#else
-  for (std::size_t i = 0; i < destinations.size(); ++i) destinations[i].copy_(sources[i]);
-#endif
-}
+VOLT_INLINE void foreach_copy_(at::TensorList destinations, at::TensorList sources);
 
 // ---------------------------------------------------------------------------------------------------
 // Multi-tensor gradient clipping and optimizer steps with a tensor learning rate (volt/optim/capturable.hpp).
@@ -142,80 +98,36 @@ inline constexpr bool has_tensor_lr_fused_optimizers = VOLT_TORCH_VERSION >= 204
 
 /// The 2-norm of each tensor of `tensors` (one multi-tensor kernel per device from LibTorch 2.4, else one
 /// norm per tensor), each a 0-dim tensor of the tensor's dtype.
-inline std::vector<at::Tensor> foreach_norm(at::TensorList tensors) {
-#if VOLT_TORCH_VERSION >= 20400
-  return at::_foreach_norm(tensors, 2);
-#else
-  std::vector<at::Tensor> norms;
-  norms.reserve(tensors.size());
-  for (const auto& tensor : tensors) norms.push_back(tensor.norm(2));
-  return norms;
-#endif
-}
+VOLT_INLINE std::vector<at::Tensor> foreach_norm(at::TensorList tensors);
 
 /// Multiplies every tensor of `tensors` in place by the 0-dim tensor `factor` (one multi-tensor kernel per
 /// device from LibTorch 2.4, else one multiplication per tensor, with `factor` cast to the tensor's dtype).
-inline void foreach_mul_(at::TensorList tensors, const at::Tensor& factor) {
-#if VOLT_TORCH_VERSION >= 20400
-  at::_foreach_mul_(tensors, factor);
-#else
-  for (auto tensor : tensors) tensor.mul_(factor.to(tensor.scalar_type()));
-#endif
-}
+VOLT_INLINE void foreach_mul_(at::TensorList tensors, const at::Tensor& factor);
 
 /// Clamps every element of `tensors` in place to [low, high] (two multi-tensor ops per device from LibTorch
 /// 2.4, else one clamp_ per tensor).
-inline void foreach_clamp_(at::TensorList tensors, double low, double high) {
-#if VOLT_TORCH_VERSION >= 20400
-  at::_foreach_clamp_min_(tensors, at::Scalar(low));
-  at::_foreach_clamp_max_(tensors, at::Scalar(high));
-#else
-  for (auto tensor : tensors) tensor.clamp_(low, high);
-#endif
-}
+VOLT_INLINE void foreach_clamp_(at::TensorList tensors, double low, double high);
 
 /// `at::_fused_adamw_` when `decoupled_weight_decay`, else `at::_fused_adam_`, in their overloads with a
 /// tensor learning rate `lr` (a 0-dim float32 tensor on the parameters' device), `maximize` false, no grad
 /// scale, and `found_inf` (where nonzero, the kernel changes nothing). `state_steps` are float32 tensors on
 /// the device, already counted. Throws c10::Error where has_tensor_lr_fused_optimizers is false.
-inline void fused_adam_tensor_lr_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
-                                  at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                                  at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor& lr,
-                                  double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
-                                  const std::optional<at::Tensor>& found_inf) {
-#if VOLT_TORCH_VERSION >= 20400
-  if (decoupled_weight_decay) {
-    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                      weight_decay, eps, amsgrad, /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
-  } else {
-    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                     weight_decay, eps, amsgrad, /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
-  }
-#else
-  (void)decoupled_weight_decay, (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs,
-      (void)max_exp_avg_sqs, (void)state_steps, (void)lr, (void)beta1, (void)beta2, (void)weight_decay,
-      (void)eps, (void)amsgrad, (void)found_inf;
-  TORCH_CHECK(false, "volt: fused optimizer kernels with a tensor learning rate need LibTorch 2.4 or later (this is ",
-              torch_version_string, ")");
-#endif
-}
+VOLT_INLINE void fused_adam_tensor_lr_(bool decoupled_weight_decay, at::TensorList params, at::TensorList grads,
+                                       at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                                       at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor& lr,
+                                       double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
+                                       const std::optional<at::Tensor>& found_inf);
 
 /// `at::_fused_sgd_` in its overload with a tensor learning rate `lr` (a 0-dim float32 tensor on the
 /// parameters' device), `maximize` and `is_first_step` false, no grad scale, and `found_inf` (where nonzero,
 /// the kernel changes nothing). `momentum_buffers` is empty without momentum. Throws c10::Error where
 /// has_tensor_lr_fused_optimizers is false.
-inline void fused_sgd_tensor_lr_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
-                                 double weight_decay, double momentum, const at::Tensor& lr, double dampening,
-                                 bool nesterov, const std::optional<at::Tensor>& found_inf) {
-#if VOLT_TORCH_VERSION >= 20400
-  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov,
-                  /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::nullopt, found_inf);
-#else
-  (void)params, (void)grads, (void)momentum_buffers, (void)weight_decay, (void)momentum, (void)lr,
-      (void)dampening, (void)nesterov, (void)found_inf;
-  TORCH_CHECK(false, "volt: fused optimizer kernels with a tensor learning rate need LibTorch 2.4 or later (this is ",
-              torch_version_string, ")");
-#endif
-}
+VOLT_INLINE void fused_sgd_tensor_lr_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+                                      double weight_decay, double momentum, const at::Tensor& lr, double dampening,
+                                      bool nesterov, const std::optional<at::Tensor>& found_inf);
 
 }  // namespace volt::compat
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/core/impl/compat_kernels.ipp>
+#endif

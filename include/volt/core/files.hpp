@@ -6,6 +6,7 @@
 /// write a temporary file with these, then rename it over the target.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
@@ -52,25 +53,11 @@ struct FileWriteFault {
 };
 
 /// The name of a temporary file for writing `path` atomically: `.<name>.tmp<random>` in the same folder.
-inline bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target) {
-  const std::string prefix = "." + target.filename().string() + ".tmp";
-  const std::string name = candidate.filename().string();
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
-  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
-                     [](char c) { return c >= '0' && c <= '9'; });
-}
+VOLT_INLINE bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target);
 
 /// Removes the temporary files `.<name>.tmp<digits>` that an earlier write of `target` left when its process
 /// was killed before the rename (only one process writes a given target; best effort, errors are ignored).
-inline void remove_stale_temporaries(const std::filesystem::path& target) {
-  const auto folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::error_code error;
-  std::vector<std::filesystem::path> stale;
-  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
-    if (is_temporary_of(entry.path(), target)) stale.push_back(entry.path());
-  }
-  for (const auto& path : stale) std::filesystem::remove(path, error);
-}
+VOLT_INLINE void remove_stale_temporaries(const std::filesystem::path& target);
 
 #if !defined(_WIN32)
 
@@ -199,3 +186,7 @@ inline int read_file_bytes(const std::filesystem::path& path, std::string& out) 
 #endif
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/core/impl/files.ipp>
+#endif

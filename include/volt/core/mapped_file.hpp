@@ -5,6 +5,7 @@
 /// builds tensors over it without copying.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <cerrno>
 #include <cstddef>
 #include <filesystem>
@@ -32,64 +33,14 @@ class MappedFile {
  public:
   /// Maps `path` (or, with `map` false or where mmap is not available, reads it into memory). Throws
   /// std::runtime_error naming the file and the system error when it cannot be opened, examined or mapped.
-  static std::shared_ptr<MappedFile> open(const std::filesystem::path& path, bool map = true) {
-    auto file = std::shared_ptr<MappedFile>(new MappedFile());
-#if !defined(_WIN32)
-    if (map) {
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) throw failure("cannot open", path, errno);
-      struct ::stat info {};
-      if (::fstat(fd, &info) != 0) {
-        const int error = errno;
-        ::close(fd);
-        throw failure("cannot examine", path, error);
-      }
-      if (!S_ISREG(info.st_mode)) {
-        ::close(fd);
-        throw std::runtime_error(path.string() + " is not a regular file");
-      }
-      file->size_ = static_cast<std::size_t>(info.st_size);
-      if (file->size_ > 0) {
-        void* address = ::mmap(nullptr, file->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-        if (address == MAP_FAILED) {
-          const int error = errno;
-          ::close(fd);
-          throw failure("cannot memory-map", path, error);
-        }
-        file->mapping_ = address;
-        file->data_ = static_cast<char*>(address);
-      }
-      ::close(fd);  // the mapping stays valid without the descriptor
-      return file;
-    }
-#else
-    (void)map;
-#endif
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw failure("cannot open", path, errno);
-    file->buffer_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (in.bad()) throw failure("cannot read", path, errno);
-    file->data_ = file->buffer_.data();
-    file->size_ = file->buffer_.size();
-    return file;
-  }
+  static std::shared_ptr<MappedFile> open(const std::filesystem::path& path, bool map = true);
 
   /// Holds a copy of `bytes` (for tests and fuzzing: the same code path without a file).
-  static std::shared_ptr<MappedFile> from_bytes(std::string bytes) {
-    auto file = std::shared_ptr<MappedFile>(new MappedFile());
-    file->buffer_ = std::move(bytes);
-    file->data_ = file->buffer_.data();
-    file->size_ = file->buffer_.size();
-    return file;
-  }
+  static std::shared_ptr<MappedFile> from_bytes(std::string bytes);
 
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile() {
-#if !defined(_WIN32)
-    if (mapping_ != nullptr) ::munmap(mapping_, size_);
-#endif
-  }
+  ~MappedFile();
 
   /// The first byte (nullptr for an empty file). Writable: mapped pages are private copies on write.
   char* data() const { return data_; }
@@ -101,9 +52,7 @@ class MappedFile {
  private:
   MappedFile() = default;
 
-  static std::runtime_error failure(const char* what, const std::filesystem::path& path, int error) {
-    return std::runtime_error(std::string(what) + " " + path.string() + ": " + std::generic_category().message(error));
-  }
+  static std::runtime_error failure(const char* what, const std::filesystem::path& path, int error);
 
   void* mapping_ = nullptr;
   char* data_ = nullptr;
@@ -112,3 +61,7 @@ class MappedFile {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/core/impl/mapped_file.ipp>
+#endif

@@ -12,6 +12,7 @@
 /// goes through their `parse` functions, which throw MisconfigurationError.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 
@@ -28,13 +29,8 @@ namespace volt {
 namespace detail {
 // Reached only for a bad value. Not constexpr on purpose: in constant evaluation (a string literal given to
 // a consteval constructor) the call is the compile error, and its name says what is wrong.
-[[noreturn]] inline void float32_matmul_precision_must_be_highest_high_or_medium(std::string_view given) {
-  throw MisconfigurationError("`float32_matmul_precision` must be \"highest\", \"high\" or \"medium\", got \"" +
-                              std::string(given) + "\".");
-}
-[[noreturn]] inline void deterministic_must_be_true_false_or_warn(std::string_view given) {
-  throw MisconfigurationError("`deterministic` must be true, false or \"warn\", got \"" + std::string(given) + "\".");
-}
+[[noreturn]] VOLT_INLINE void float32_matmul_precision_must_be_highest_high_or_medium(std::string_view given);
+[[noreturn]] VOLT_INLINE void deterministic_must_be_true_false_or_warn(std::string_view given);
 }  // namespace detail
 
 /// How float32 matrix multiplications may run (torch.set_float32_matmul_precision): "highest" (full
@@ -116,11 +112,7 @@ class Deterministic {
 
   /// The value of run-time text ("true", "false" or "warn", as a command line gives it); throws
   /// MisconfigurationError naming what was given and what is allowed.
-  static Deterministic parse(std::string_view text) {
-    Deterministic value;
-    value.mode_ = mode_of(text, true);
-    return value;
-  }
+  static Deterministic parse(std::string_view text);
 
   /// Whether a value was given.
   constexpr bool is_set() const { return mode_ != Mode::unset; }
@@ -161,34 +153,15 @@ inline constexpr std::string_view deterministic_with_benchmark_warning =
 /// Sets LibTorch's process-wide math modes as Lightning's `_set_torch_flags` does (deterministic first decides
 /// benchmark's default; benchmark is set only when known; deterministic algorithms are switched only when
 /// `deterministic` is set), and the float32 matmul precision when given.
-inline void set_math_modes(Float32MatmulPrecision matmul_precision, std::optional<bool> benchmark,
-                           Deterministic deterministic) {
-  if (deterministic.is_on()) {
-    if (!benchmark) {
-      benchmark = false;
-    } else if (*benchmark) {
-      log::warn_rank_zero(deterministic_with_benchmark_warning);
-    }
-  }
-  if (benchmark) at::globalContext().setBenchmarkCuDNN(*benchmark);
-  switch (deterministic.mode()) {
-    case Deterministic::Mode::warn: at::globalContext().setDeterministicAlgorithms(true, true); break;
-    case Deterministic::Mode::on: at::globalContext().setDeterministicAlgorithms(true, false); break;
-    case Deterministic::Mode::off: at::globalContext().setDeterministicAlgorithms(false, false); break;
-    case Deterministic::Mode::unset: break;
-  }
-  if (deterministic.is_on()) ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
-  if (matmul_precision.is_set()) at::globalContext().setFloat32MatmulPrecision(std::string(matmul_precision.name()));
-}
+VOLT_INLINE void set_math_modes(Float32MatmulPrecision matmul_precision, std::optional<bool> benchmark,
+                                Deterministic deterministic);
 
 /// LibTorch's current float32 matmul precision.
-inline Float32MatmulPrecision current_float32_matmul_precision() {
-  switch (at::globalContext().float32MatmulPrecision()) {
-    case at::Float32MatmulPrecision::HIGH: return Float32MatmulPrecision::Level::high;
-    case at::Float32MatmulPrecision::MEDIUM: return Float32MatmulPrecision::Level::medium;
-    default: return Float32MatmulPrecision::Level::highest;
-  }
-}
+VOLT_INLINE Float32MatmulPrecision current_float32_matmul_precision();
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/core/impl/math_modes.ipp>
+#endif

@@ -11,6 +11,7 @@
 /// its weights are loaded from a file.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/log.hpp>
 
 #include <torch/torch.h>
@@ -36,32 +37,12 @@ namespace detail {
 
 /// The process's rank as Lightning's _get_rank reads it (set_global_rank, then RANK, LOCAL_RANK,
 /// SLURM_PROCID, JSM_NAMESPACE_RANK), or nullopt when nothing names one.
-inline std::optional<int> rank_if_known() {
-  if (const int rank = log::detail::rank_override().load(); rank >= 0) return rank;
-  for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"}) {
-    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return std::atoi(value);
-  }
-  return std::nullopt;
-}
+VOLT_INLINE std::optional<int> rank_if_known();
 
 /// Python's int(text) for the digits of an environment variable (surrounding spaces allowed).
-inline std::optional<std::int64_t> parse_seed_text(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n')) text.remove_suffix(1);
-  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-  std::int64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
+VOLT_INLINE std::optional<std::int64_t> parse_seed_text(std::string_view text);
 
-inline void set_environment(const char* name, const std::string& value) {
-#ifdef _WIN32
-  _putenv_s(name, value.c_str());
-#else
-  setenv(name, value.c_str(), /*overwrite=*/1);
-#endif
-}
+VOLT_INLINE void set_environment(const char* name, const std::string& value);
 
 }  // namespace detail
 
@@ -78,39 +59,11 @@ inline void set_environment(const char* name, const std::string& value) {
 /// `workers`: LibTorch's data loader workers are threads of this process and draw from its generator, so
 /// there is no per-worker seeding to set up; the flag is recorded in PL_SEED_WORKERS for programs and
 /// processes that read it, as Lightning does.
-inline std::int64_t seed_everything(std::optional<std::int64_t> seed = std::nullopt, bool workers = false,
-                                    bool verbose = true) {
-  if (!seed) {
-    const char* text = std::getenv("PL_GLOBAL_SEED");
-    if (text == nullptr) {
-      seed = 0;
-      if (verbose) log::warn_rank_zero("No seed found, seed set to 0");
-    } else {
-      seed = detail::parse_seed_text(text);
-      if (!seed) {
-        std::string quoted = "'";
-        for (const char c : std::string_view(text)) {
-          if (c == '\'' || c == '\\') quoted += '\\';
-          quoted += c;
-        }
-        throw std::invalid_argument("Invalid seed specified via PL_GLOBAL_SEED: " + quoted + "'");
-      }
-    }
-  }
-  if (*seed < min_seed_value || *seed > max_seed_value) {
-    throw std::invalid_argument(std::to_string(*seed) + " is not in bounds, numpy accepts from " +
-                                std::to_string(min_seed_value) + " to " + std::to_string(max_seed_value));
-  }
-  if (verbose) {
-    const auto rank = detail::rank_if_known();
-    log::info((rank ? "[rank: " + std::to_string(*rank) + "] " : std::string()) + "Seed set to " +
-              std::to_string(*seed));
-  }
-  detail::set_environment("PL_GLOBAL_SEED", std::to_string(*seed));
-  std::srand(static_cast<unsigned>(*seed));
-  torch::manual_seed(static_cast<std::uint64_t>(*seed));
-  detail::set_environment("PL_SEED_WORKERS", workers ? "1" : "0");
-  return *seed;
-}
+VOLT_INLINE std::int64_t seed_everything(std::optional<std::int64_t> seed = std::nullopt, bool workers = false,
+                                         bool verbose = true);
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/core/impl/seed.ipp>
+#endif

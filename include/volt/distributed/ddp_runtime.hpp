@@ -7,6 +7,7 @@
 /// collectives (spec section 6.2). SingleDevice's is in volt/strategies/single_device.hpp.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/connector.hpp>
 #include <volt/core/compat.hpp>
 #include <volt/core/errors.hpp>
@@ -34,34 +35,20 @@
 namespace volt::detail {
 
 /// The process group of this process, shared by every Trainer and Fabric of the run (created once).
-inline std::shared_ptr<ProcessGroup>& process_group_slot() {
-  static std::shared_ptr<ProcessGroup> group;
-  return group;
-}
+VOLT_INLINE std::shared_ptr<ProcessGroup>& process_group_slot();
 
 /// How long a rank waits for its peers (rendezvous and each collective): VOLT_DDP_TIMEOUT_S seconds, default
 /// 1800 (PyTorch's default process-group timeout).
-inline std::chrono::milliseconds distributed_timeout() {
-  if (auto seconds = env_int("VOLT_DDP_TIMEOUT_S"); seconds && *seconds > 0) return std::chrono::seconds(*seconds);
-  return std::chrono::seconds(1800);
-}
+VOLT_INLINE std::chrono::milliseconds distributed_timeout();
 
 /// Gradient bucket capacity: VOLT_DDP_BUCKET_MB megabytes (PyTorch DDP's bucket_cap_mb; an integer >= 1),
 /// default 25.
-inline std::int64_t ddp_bucket_bytes() {
-  if (auto megabytes = env_int("VOLT_DDP_BUCKET_MB"); megabytes && *megabytes > 0) {
-    return static_cast<std::int64_t>(*megabytes) * 1024 * 1024;
-  }
-  return std::int64_t{25} * 1024 * 1024;
-}
+VOLT_INLINE std::int64_t ddp_bucket_bytes();
 
 /// Whether buffers (BatchNorm statistics) are broadcast from rank 0 before each training step: true unless
 /// VOLT_DDP_BROADCAST_BUFFERS is 0 (PyTorch DDP's broadcast_buffers=False; each rank then keeps its own
 /// statistics and checkpoints hold rank 0's).
-inline bool ddp_broadcast_buffers() {
-  const auto value = env_int("VOLT_DDP_BROADCAST_BUFFERS");
-  return !value || *value != 0;
-}
+VOLT_INLINE bool ddp_broadcast_buffers();
 
 #ifdef VOLT_DETAIL_HAS_C10D
 
@@ -295,3 +282,7 @@ class StrategyRuntime<DDP> : public StrategyRuntimeBase<StrategyRuntime<DDP>> {
 
 static_assert(volt::StrategyRuntimeInterface<volt::detail::StrategyRuntime<volt::DDP>>,
               "volt: StrategyRuntime<DDP> must provide every member of volt::StrategyRuntimeInterface");
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/distributed/impl/ddp_runtime.ipp>
+#endif

@@ -4,6 +4,7 @@
 /// comes is seen at once rather than after the whole timeout.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/compat.hpp>
 #include <volt/core/log.hpp>
 #include <volt/distributed/environment.hpp>
@@ -24,23 +25,10 @@ namespace volt::detail {
 
 /// How often a rank waiting at the rendezvous repeats whom it waits for: a fifth of the timeout, between 1 s
 /// and 30 s.
-inline std::chrono::milliseconds rendezvous_report_interval(std::chrono::milliseconds timeout) {
-  return std::clamp(timeout / 5, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000));
-}
+VOLT_INLINE std::chrono::milliseconds rendezvous_report_interval(std::chrono::milliseconds timeout);
 
 /// "2026-12-01 21:55:03 UTC".
-inline std::string utc_time_text(std::chrono::system_clock::time_point when) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
-  std::tm parts{};
-#if defined(_WIN32)
-  gmtime_s(&parts, &seconds);
-#else
-  gmtime_r(&seconds, &parts);
-#endif
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &parts);
-  return text;
-}
+VOLT_INLINE std::string utc_time_text(std::chrono::system_clock::time_point when);
 
 #ifdef VOLT_DETAIL_HAS_C10D
 
@@ -127,3 +115,7 @@ c10::intrusive_ptr<c10d::TCPStore> join_rendezvous(const ClusterEnvironment& env
 #endif
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/distributed/impl/rendezvous.ipp>
+#endif

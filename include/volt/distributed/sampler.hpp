@@ -21,6 +21,7 @@
 /// number of steps (volt::detail::RankShard). Data wrapped with volt::per_rank is used as it is.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <torch/torch.h>
 
 #include <cstddef>
@@ -57,50 +58,19 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
  public:
   /// A sampler over indices 0..size-1 for epoch 0. Throws std::invalid_argument when num_replicas < 1 or
   /// rank is not in [0, num_replicas) (PyTorch's message).
-  DistributedSampler(std::size_t size, DistributedSamplerOptions options = {}) : size_(size), options_(options) {
-    if (options_.num_replicas < 1) {
-      throw std::invalid_argument("DistributedSampler: num_replicas must be at least 1, got " +
-                                  std::to_string(options_.num_replicas));
-    }
-    if (options_.rank < 0 || options_.rank >= options_.num_replicas) {
-      throw std::invalid_argument("Invalid rank " + std::to_string(options_.rank) + ", rank should be in the interval [0, " +
-                                  std::to_string(options_.num_replicas - 1) + "]");
-    }
-    build();
-  }
+  DistributedSampler(std::size_t size, DistributedSamplerOptions options = {});
 
   /// Starts a pass: rebuilds this rank's indices for the current epoch, then advances the epoch for the next pass.
-  void reset(c10::optional<std::size_t> new_size = c10::nullopt) override {
-    if (new_size) size_ = *new_size;
-    build();
-    ++epoch_;
-  }
+  void reset(c10::optional<std::size_t> new_size = c10::nullopt) override;
 
   /// The next up to `batch_size` indices, or nullopt at the end of the pass.
-  c10::optional<std::vector<std::size_t>> next(std::size_t batch_size) override {
-    if (position_ >= indices_.size()) return c10::nullopt;
-    const auto end = std::min(indices_.size(), position_ + batch_size);
-    std::vector<std::size_t> batch(indices_.begin() + static_cast<std::ptrdiff_t>(position_),
-                                   indices_.begin() + static_cast<std::ptrdiff_t>(end));
-    position_ = end;
-    return batch;
-  }
+  c10::optional<std::vector<std::size_t>> next(std::size_t batch_size) override;
 
   /// Writes the epoch and the position within the current pass (torch::data's sampler checkpointing).
-  void save(torch::serialize::OutputArchive& archive) const override {
-    archive.write("epoch", torch::tensor(static_cast<std::int64_t>(epoch_)), /*is_buffer=*/true);
-    archive.write("position", torch::tensor(static_cast<std::int64_t>(position_)), /*is_buffer=*/true);
-  }
+  void save(torch::serialize::OutputArchive& archive) const override;
   /// Restores what save() wrote: rebuilds the indices for the saved epoch and resumes at the saved position.
   /// Throws what LibTorch's archive throws for missing entries.
-  void load(torch::serialize::InputArchive& archive) override {
-    torch::Tensor epoch, position;
-    archive.read("epoch", epoch, /*is_buffer=*/true);
-    archive.read("position", position, /*is_buffer=*/true);
-    epoch_ = static_cast<std::uint64_t>(epoch.item<std::int64_t>());
-    build();
-    position_ = static_cast<std::size_t>(position.item<std::int64_t>());
-  }
+  void load(torch::serialize::InputArchive& archive) override;
 
   /// The epoch the next reset() uses for shuffling.
   void set_epoch(std::uint64_t epoch) { epoch_ = epoch; }
@@ -112,29 +82,7 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
   const std::vector<std::size_t>& indices() const { return indices_; }
 
  private:
-  void build() {
-    const auto replicas = static_cast<std::size_t>(options_.num_replicas);
-    std::vector<std::size_t> all(size_);
-    if (options_.shuffle) {
-      torch::Generator generator = at::detail::createCPUGenerator(options_.seed + epoch_);
-      const auto order = torch::randperm(static_cast<std::int64_t>(size_), generator, torch::kLong);
-      const auto* data = order.data_ptr<std::int64_t>();
-      for (std::size_t i = 0; i < size_; ++i) all[i] = static_cast<std::size_t>(data[i]);
-    } else {
-      for (std::size_t i = 0; i < size_; ++i) all[i] = i;
-    }
-    std::size_t total = 0;
-    if (options_.drop_last && size_ % replicas != 0) {
-      total = (size_ / replicas) * replicas;
-      all.resize(total);
-    } else {
-      total = (size_ + replicas - 1) / replicas * replicas;
-      for (std::size_t i = 0; all.size() < total && size_ > 0; ++i) all.push_back(all[i % size_]);
-    }
-    indices_.clear();
-    for (std::size_t i = static_cast<std::size_t>(options_.rank); i < total; i += replicas) indices_.push_back(all[i]);
-    position_ = 0;
-  }
+  void build();
 
   std::size_t size_;
   DistributedSamplerOptions options_;
@@ -263,3 +211,7 @@ class RankShard {
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/distributed/impl/sampler.ipp>
+#endif

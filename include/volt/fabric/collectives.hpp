@@ -7,6 +7,7 @@
 /// functions below keep that difference, which is one of the Lightning API, not of the strategy's run time.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/strategies/compatibility.hpp>
 #include <volt/strategies/strategy.hpp>
 
@@ -27,18 +28,7 @@ inline constexpr bool fabric_collectives_return_input = !is_distributed_strategy
 
 /// The ReduceOp of Lightning Fabric's op name: "sum", "max", "min", "product", and the mean for "mean" and
 /// "avg". Throws std::invalid_argument for any other name.
-inline ReduceOp fabric_reduce_op(const std::string& op) {
-  static const std::set<std::string> ops = {"mean", "avg", "sum", "max", "min", "product"};
-  if (ops.count(op) == 0) {
-    throw std::invalid_argument("volt::Fabric::all_reduce: unsupported reduce op '" + op +
-                                "'; use \"mean\", \"sum\", \"max\", \"min\" or \"product\"");
-  }
-  if (op == "sum") return ReduceOp::sum;
-  if (op == "max") return ReduceOp::max;
-  if (op == "min") return ReduceOp::min;
-  if (op == "product") return ReduceOp::product;
-  return ReduceOp::mean;
-}
+VOLT_INLINE ReduceOp fabric_reduce_op(const std::string& op);
 
 /// Fabric::all_reduce of `tensor` (already on the runtime's device): `tensor` itself, or a new tensor reduced
 /// over the processes (`tensor` is not changed).
@@ -98,9 +88,7 @@ T fabric_broadcast(Runtime& runtime, T value, int src) {
 class NoBackwardSyncGuard {
  public:
   /// Skips gradient synchronisation from now on when `enabled`; remembers the previous setting either way.
-  NoBackwardSyncGuard(bool* flag, bool enabled) : flag_(flag), previous_(*flag) {
-    if (enabled) *flag_ = true;
-  }
+  NoBackwardSyncGuard(bool* flag, bool enabled);
   ~NoBackwardSyncGuard() { *flag_ = previous_; }
   NoBackwardSyncGuard(const NoBackwardSyncGuard&) = delete;
   NoBackwardSyncGuard& operator=(const NoBackwardSyncGuard&) = delete;
@@ -111,3 +99,7 @@ class NoBackwardSyncGuard {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/fabric/impl/collectives.ipp>
+#endif

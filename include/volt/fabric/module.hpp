@@ -3,6 +3,7 @@
 /// implementation of volt::Fabric, no public API.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <torch/torch.h>
 
 #include <concepts>
@@ -52,16 +53,10 @@ torch::nn::Module& fabric_module(const Model& model) {
 /// Moves an optimizer's state tensors (Adam's moments, SGD's momentum, ...) to `device` by a round trip
 /// through LibTorch's serialization, which maps every tensor to the device while loading. No-op when the
 /// optimizer has no state yet.
-inline void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch::Device device) {
-  if (optimizer.state().empty()) return;
-  torch::serialize::OutputArchive out;
-  optimizer.save(out);
-  std::ostringstream bytes;
-  out.save_to(bytes);
-  std::istringstream in_bytes(bytes.str());
-  torch::serialize::InputArchive in;
-  in.load_from(in_bytes, device);
-  optimizer.load(in);
-}
+VOLT_INLINE void optimizer_state_to_device(torch::optim::Optimizer& optimizer, torch::Device device);
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/fabric/impl/module.ipp>
+#endif

@@ -4,6 +4,7 @@
 /// They are Lightning's Fabric(...) arguments that are not policies.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/device_spec.hpp>
 #include <volt/core/math_modes.hpp>
 #include <volt/transfer/memory_format.hpp>
@@ -40,12 +41,11 @@ struct FabricOptions {
 namespace detail {
 
 /// Lightning Fabric's argument checks. Throws std::invalid_argument (ValueError) with Lightning's message.
-inline void validate(const FabricOptions& options) {
-  if (options.num_nodes < 1) {
-    throw std::invalid_argument("`num_nodes` must be a positive integer, but got " + std::to_string(options.num_nodes) +
-                                ". (volt::Fabric({.num_nodes = " + std::to_string(options.num_nodes) + "}))");
-  }
-}
+VOLT_INLINE void validate(const FabricOptions& options);
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/fabric/impl/options.ipp>
+#endif

@@ -12,6 +12,7 @@
 /// ```
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <torch/torch.h>
 
 #include <concepts>
@@ -58,51 +59,11 @@ class FabricStateEntry {
 
   /// Writes the referenced object into `archive` (a module's parameters and buffers, an optimizer's state,
   /// a tensor or a number as a 0-dim tensor).
-  void save(torch::serialize::OutputArchive& archive) const {
-    std::visit(
-        [&](const auto& target) {
-          using T = std::remove_cvref_t<decltype(target)>;
-          if constexpr (std::is_same_v<T, std::shared_ptr<torch::nn::Module>>) {
-            target->save(archive);
-          } else if constexpr (std::is_same_v<T, std::shared_ptr<torch::optim::Optimizer>>) {
-            target->save(archive);
-          } else if constexpr (std::is_same_v<T, torch::Tensor*>) {
-            archive.write("tensor", *target);
-          } else if constexpr (std::is_same_v<T, double*>) {
-            archive.write("value", torch::tensor(*target, torch::kDouble));
-          } else {
-            archive.write("value", torch::tensor(static_cast<std::int64_t>(*target), torch::kLong));
-          }
-        },
-        target_);
-  }
+  void save(torch::serialize::OutputArchive& archive) const;
 
   /// Restores the referenced object from `archive` (in place for modules and optimizers; a tensor moves to
   /// `device`). Throws what LibTorch throws for a missing or mis-shaped entry. Fabric::load calls it.
-  void load(torch::serialize::InputArchive& archive, torch::Device device) const {
-    std::visit(
-        [&](const auto& target) {
-          using T = std::remove_cvref_t<decltype(target)>;
-          if constexpr (std::is_same_v<T, std::shared_ptr<torch::nn::Module>>) {
-            target->load(archive);
-          } else if constexpr (std::is_same_v<T, std::shared_ptr<torch::optim::Optimizer>>) {
-            target->load(archive);
-          } else if constexpr (std::is_same_v<T, torch::Tensor*>) {
-            torch::Tensor value;
-            archive.read("tensor", value);
-            *target = value.to(device);
-          } else {
-            torch::Tensor value;
-            archive.read("value", value);
-            if constexpr (std::is_same_v<T, double*>) {
-              *target = value.item<double>();
-            } else {
-              *target = static_cast<std::remove_pointer_t<T>>(value.item<std::int64_t>());
-            }
-          }
-        },
-        target_);
-  }
+  void load(torch::serialize::InputArchive& archive, torch::Device device) const;
 
  private:
   std::variant<std::shared_ptr<torch::nn::Module>, std::shared_ptr<torch::optim::Optimizer>, torch::Tensor*,
@@ -114,3 +75,7 @@ class FabricStateEntry {
 using FabricState = std::map<std::string, FabricStateEntry>;
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/fabric/impl/state.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// `<save_dir>/<name>/version_<N>/{metrics.csv,hparams.yaml}`.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/loggers/logger.hpp>
 
 #include <cmath>
@@ -47,63 +48,16 @@ class CSVLogger : public Logger {
 
   /// Buffers one row at `step`; writes the buffer (save()) once flush_logs_every_n_steps rows are waiting.
   /// Throws std::runtime_error when metrics.csv cannot be written.
-  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
-    Row row;
-    row.step = step;
-    for (const auto& [key, value] : metrics) {
-      if (column_index_.emplace(key, columns_.size()).second) {
-        columns_.push_back(key);
-        header_changed_ = true;
-      }
-      row.values.emplace_back(column_index_.at(key), value);
-    }
-    rows_.push_back(std::move(row));
-    if (static_cast<std::int64_t>(rows_.size() - written_rows_) >= options_.flush_logs_every_n_steps) save();
-  }
+  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override;
 
   /// Writes hparams.yaml (`key: value` per line, `{}` when empty) in log_dir(), creating the folder. Throws
   /// std::runtime_error when the file cannot be written.
-  void log_hyperparams(const std::map<std::string, std::string>& params) override {
-    ensure_dir();
-    std::ostringstream out;
-    for (const auto& [key, value] : params) out << key << ": " << value << '\n';
-    if (params.empty()) out << "{}\n";
-    detail::write_log_file_atomically(log_dir() / "hparams.yaml", out.str());
-  }
+  void log_hyperparams(const std::map<std::string, std::string>& params) override;
 
   /// Writes the rows not yet on disk (the whole file, atomically, when the header grew). Throws
   /// std::runtime_error naming the file and the system error when the write fails (e.g. a full disk); the file
   /// then holds the rows written before, and the rows stay buffered.
-  void save() override {
-    if (rows_.size() == written_rows_ && !header_changed_) return;
-    ensure_dir();
-    const auto path = log_dir() / "metrics.csv";
-    const bool rewrite = header_changed_ || written_rows_ == 0;
-    std::ostringstream out;
-    out << std::setprecision(std::numeric_limits<double>::max_digits10);
-    if (rewrite) {
-      out << "step";
-      for (const auto& column : columns_) out << ',' << column;
-      out << '\n';
-    }
-    for (std::size_t i = rewrite ? 0 : written_rows_; i < rows_.size(); ++i) {
-      std::vector<std::optional<double>> cells(columns_.size());
-      for (const auto& [index, value] : rows_[i].values) cells[index] = value;
-      out << rows_[i].step;
-      for (const auto& cell : cells) {
-        out << ',';
-        if (cell) out << *cell;
-      }
-      out << '\n';
-    }
-    if (rewrite) {
-      detail::write_log_file_atomically(path, out.str());
-    } else {
-      detail::append_log_file(path, out.str());
-    }
-    written_rows_ = rows_.size();
-    header_changed_ = false;
-  }
+  void save() override;
 
   /// The metric columns seen so far, in first-seen order (without "step").
   const std::vector<std::string>& columns() const { return columns_; }
@@ -126,3 +80,7 @@ class CSVLogger : public Logger {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/loggers/impl/csv_logger.ipp>
+#endif

@@ -2,6 +2,7 @@
 /// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/files.hpp>
 
 #include <cerrno>
@@ -39,68 +40,19 @@ class Logger {
 namespace detail {
 
 /// "<what> <path>: <reason>" for a failed log write; `error` is the errno seen (0: unknown).
-inline std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail = {}) {
-  return "volt: could not write the log file " + path.string() + ": " +
-         (error != 0 ? std::generic_category().message(error) : std::string("the write failed")) + detail +
-         "; logs would be lost, so the run stops";
-}
+VOLT_INLINE std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail = {});
 
 /// Writes `text` as the whole content of `path` atomically (temporary file in the same folder, flushed, then
 /// renamed over `path`): a full disk leaves the previous file as it was. Throws std::runtime_error naming the
 /// file and the system error.
-inline void write_log_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  remove_stale_temporaries(path);
-  const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp" +
-                                               std::to_string(std::random_device{}()));
-  std::error_code ignored;
-  if (const auto failure = write_file_durably(temporary, text)) {
-    std::filesystem::remove(temporary, ignored);
-    throw std::runtime_error(log_write_error(path, failure->error, " (after " + std::to_string(failure->written) +
-                                                                       " of " + std::to_string(text.size()) + " bytes)"));
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, ignored);
-    throw std::runtime_error(log_write_error(path, error.value()));
-  }
-}
+VOLT_INLINE void write_log_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 /// Appends `text` to `path`. On failure the file is cut back to its previous size (no torn row) and
 /// std::runtime_error names the file and the system error.
-inline void append_log_file(const std::filesystem::path& path, const std::string& text) {
-  std::error_code error;
-  const auto previous = std::filesystem::exists(path, error) ? std::filesystem::file_size(path, error) : 0;
-  std::ofstream out(path, std::ios::binary | std::ios::app);
-  errno = 0;
-  if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  if (out) out.flush();
-  int seen = errno;
-  out.close();
-  if (out) return;
-  if (seen == 0) seen = errno;
-  std::filesystem::resize_file(path, previous, error);
-  throw std::runtime_error(log_write_error(path, seen));
-}
+VOLT_INLINE void append_log_file(const std::filesystem::path& path, const std::string& text);
 
 /// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
-inline int next_version(const std::filesystem::path& root) {
-  std::error_code error;
-  int next = 0;
-  if (!std::filesystem::is_directory(root, error)) return 0;
-  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
-    try {
-      std::size_t used = 0;
-      const int number = std::stoi(name.substr(8), &used);
-      if (used == name.size() - 8) next = std::max(next, number + 1);
-    } catch (const std::exception&) {
-      // not a version folder of ours
-    }
-  }
-  return next;
-}
+VOLT_INLINE int next_version(const std::filesystem::path& root);
 
 /// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
 /// options' version or else the next free one, chosen once (`version` caches it).
@@ -119,3 +71,7 @@ void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) 
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/loggers/impl/logger.ipp>
+#endif

@@ -12,6 +12,7 @@
 /// log_histogram, log_text and log_hyperparams (Lightning users reach these through `logger.experiment`).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/loggers/detail/tensorboard_encoding.hpp>
 #include <volt/loggers/images.hpp>
 #include <volt/loggers/logger.hpp>
@@ -74,148 +75,54 @@ class TensorBoardLogger : public Logger {
   const std::filesystem::path& event_file() const { return event_file_; }
 
   /// One event at `step` holding a simple_value per metric (float32, as TensorBoard stores scalars).
-  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
-    if (metrics.empty()) return;
-    detail::tensorboard::ProtoWriter summary;
-    for (const auto& [key, value] : metrics) {
-      summary.bytes_field(detail::tensorboard::summary_value, detail::tensorboard::scalar_value(prefixed(key), value));
-    }
-    write_summary(step, summary);
-  }
+  void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override;
 
   /// Writes hparams.yaml, the hparams plugin's session_start_info summary and, with default_hp_metric,
   /// "hp_metric" = -1 at step 0 with the experiment and session_end_info summaries that make TensorBoard's
   /// HPARAMS tab show it (Lightning's TensorBoardLogger.log_hyperparams).
-  void log_hyperparams(const std::map<std::string, std::string>& params) override {
-    std::map<std::string, double> metrics;
-    if (options_.default_hp_metric) metrics["hp_metric"] = -1.0;
-    log_hyperparams(params, metrics);
-  }
+  void log_hyperparams(const std::map<std::string, std::string>& params) override;
 
   /// log_hyperparams(params) with `metrics` as the HPARAMS tab's metric columns (Lightning's
   /// log_hyperparams(params, metrics)): the metrics are logged at step 0, and the experiment summary names
   /// them (with the prefix, as log_metrics writes them). Later log_metrics calls with the same names fill the
   /// columns.
-  void log_hyperparams(const std::map<std::string, std::string>& params, const std::map<std::string, double>& metrics) {
-    namespace tb = detail::tensorboard;
-    std::filesystem::create_directories(log_dir());
-    const auto yaml = log_dir() / "hparams.yaml";
-    {
-      std::ostringstream out;
-      for (const auto& [key, value] : params) out << key << ": " << value << '\n';
-      if (params.empty()) out << "{}\n";
-      detail::write_log_file_atomically(yaml, out.str());
-    }
-    log_metrics(metrics, 0);
-    std::map<std::string, double> columns;  // the names log_metrics wrote (with the prefix)
-    for (const auto& [key, value] : metrics) columns[prefixed(key)] = value;
-    if (!metrics.empty()) write_value(0, tb::experiment_value(params, columns));
-    write_value(0, tb::session_start_info_value(params, tb::now_seconds()));
-    if (!metrics.empty()) write_value(0, tb::session_end_info_value());
-  }
+  void log_hyperparams(const std::map<std::string, std::string>& params, const std::map<std::string, double>& metrics);
 
   /// One image at `step` (TensorBoard's IMAGES tab; torch's add_image): (C, H, W) with 1, 3 or 4 channels,
   /// or (H, W); floating point in [0, 1] (scaled by 255, clipped) or uint8. PNG-encoded (volt::encode_png).
   /// Throws std::invalid_argument for another shape or dtype.
-  void log_image(const std::string& tag, const torch::Tensor& image, std::int64_t step) {
-    const auto hwc = image_to_hwc_uint8(image);
-    write_value(step, detail::tensorboard::image_value(prefixed(tag), hwc.size(0), hwc.size(1),
-                                                       static_cast<int>(hwc.size(2)), encode_png(hwc.permute({2, 0, 1}))));
-  }
+  void log_image(const std::string& tag, const torch::Tensor& image, std::int64_t step);
 
   /// A batch of images (N, C, H, W) as one grid image at `step` (make_image_grid, then log_image; torch's
   /// add_images after torchvision's make_grid).
-  void log_images(const std::string& tag, const torch::Tensor& images, std::int64_t step, const ImageGridOptions& grid = {}) {
-    log_image(tag, make_image_grid(images, grid), step);
-  }
+  void log_images(const std::string& tag, const torch::Tensor& images, std::int64_t step, const ImageGridOptions& grid = {});
 
   /// A histogram of `values` at `step` (TensorBoard's HISTOGRAMS and DISTRIBUTIONS tabs; torch's
   /// add_histogram): `bins` equal-width buckets between the smallest and largest finite value, with count,
   /// sum and sum of squares. Non-finite values are left out. Throws std::invalid_argument when no finite value
   /// remains or bins < 1.
-  void log_histogram(const std::string& tag, const torch::Tensor& values, std::int64_t step, int bins = 64) {
-    if (bins < 1) throw std::invalid_argument("volt: log_histogram: bins must be >= 1, got " + std::to_string(bins));
-    auto flat = values.detach().to(torch::kCPU, torch::kDouble).flatten();
-    flat = flat.masked_select(torch::isfinite(flat));
-    if (flat.numel() == 0) {
-      throw std::invalid_argument("volt: log_histogram: \"" + tag + "\" has no finite value to show");
-    }
-    const double min = flat.min().item<double>(), max = flat.max().item<double>();
-    const auto counts = torch::histc(flat, bins, min, max);
-    std::vector<double> limits, buckets;
-    for (int i = 0; i < bins; ++i) {
-      limits.push_back(i + 1 == bins ? max : min + (max - min) * (i + 1) / bins);
-      buckets.push_back(counts[i].item<double>());
-    }
-    write_value(step, detail::tensorboard::histogram_value(prefixed(tag), min, max, static_cast<double>(flat.numel()),
-                                                           flat.sum().item<double>(), flat.square().sum().item<double>(),
-                                                           limits, buckets));
-  }
+  void log_histogram(const std::string& tag, const torch::Tensor& values, std::int64_t step, int bins = 64);
 
   /// Text (Markdown) at `step` under `<tag>/text_summary` (TensorBoard's TEXT tab; torch's add_text).
-  void log_text(const std::string& tag, const std::string& text, std::int64_t step) {
-    write_value(step, detail::tensorboard::text_value(prefixed(tag) + "/text_summary", text));
-  }
+  void log_text(const std::string& tag, const std::string& text, std::int64_t step);
 
   /// Flushes the event file to the operating system.
-  void save() override {
-    if (!out_.is_open()) return;
-    errno = 0;
-    out_.flush();
-    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
-  }
+  void save() override;
 
   /// Flushes and closes the event file (the status is not recorded). Throws std::runtime_error when the flush
   /// fails.
-  void finalize(const std::string& /*status*/) override {
-    save();
-    if (!out_.is_open()) return;
-    errno = 0;
-    out_.close();
-    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
-  }
+  void finalize(const std::string& /*status*/) override;
 
  private:
-  void open() {
-    if (out_.is_open()) return;
-    const auto dir = log_dir();
-    std::error_code error;
-    std::filesystem::create_directories(dir, error);
-    if (error) throw std::runtime_error("volt: cannot create the TensorBoard log folder " + dir.string() + ": " + error.message());
-    const double now = detail::tensorboard::now_seconds();
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%010lld", static_cast<long long>(now));
-    event_file_ = dir / ("events.out.tfevents." + std::string(seconds) + "." + detail::tensorboard::host_name() + "." +
-                         std::to_string(detail::tensorboard::process_id()) + "." +
-                         std::to_string(detail::tensorboard::next_file_uid()));
-    out_.open(event_file_, std::ios::binary | std::ios::trunc);
-    if (!out_) throw std::runtime_error("volt: cannot create the TensorBoard event file " + event_file_.string());
-    detail::tensorboard::ProtoWriter version;
-    version.bytes_field(detail::tensorboard::event_file_version, "brain.Event:2");
-    write_record(detail::tensorboard::event(now, 0, version));
-  }
+  void open();
 
   std::string prefixed(const std::string& tag) const { return options_.prefix.empty() ? tag : options_.prefix + "-" + tag; }
 
-  void write_value(std::int64_t step, const std::string& value) {
-    detail::tensorboard::ProtoWriter summary;
-    summary.bytes_field(detail::tensorboard::summary_value, value);
-    write_summary(step, summary);
-  }
+  void write_value(std::int64_t step, const std::string& value);
 
-  void write_summary(std::int64_t step, const detail::tensorboard::ProtoWriter& summary) {
-    open();
-    detail::tensorboard::ProtoWriter body;
-    body.bytes_field(detail::tensorboard::event_summary, summary.bytes());
-    write_record(detail::tensorboard::event(detail::tensorboard::now_seconds(), step, body));
-  }
+  void write_summary(std::int64_t step, const detail::tensorboard::ProtoWriter& summary);
 
-  void write_record(const std::string& payload) {
-    const std::string record = detail::tensorboard::tfrecord(payload);
-    errno = 0;
-    out_.write(record.data(), static_cast<std::streamsize>(record.size()));
-    if (!out_) throw std::runtime_error(detail::log_write_error(event_file_, errno));
-  }
+  void write_record(const std::string& payload);
 
   TensorBoardLoggerOptions options_;
   mutable std::optional<int> version_;
@@ -224,3 +131,7 @@ class TensorBoardLogger : public Logger {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/loggers/impl/tensorboard_logger.ipp>
+#endif

@@ -11,6 +11,7 @@
 /// write_back() is LibTorch's format, and optimizer.step() may take over at any point after it.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/compat.hpp>
 #include <volt/optim/detail/gather.hpp>
 
@@ -38,36 +39,11 @@ inline constexpr bool has_capturable_step = compat::has_tensor_lr_fused_optimize
 /// torch::nn::utils::clip_grad_norm_ does (coefficient max_norm / (norm + 1e-6), capped at 1), but computed
 /// on the device: nothing is read back, so the call costs no sync and can be captured in a CUDA graph.
 /// Returns the total norm (a 0-dim float32 tensor on the gradients' device). Undefined entries are skipped.
-inline at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& gradients, double max_norm) {
-  std::vector<at::Tensor> present;
-  present.reserve(gradients.size());
-  for (const auto& gradient : gradients) {
-    if (gradient.defined()) present.push_back(gradient);
-  }
-  if (present.empty()) return at::zeros({});
-  torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> norms = compat::foreach_norm(present);
-  for (auto& norm : norms) {
-    if (norm.scalar_type() != at::kFloat) norm = norm.to(at::kFloat);
-  }
-  const at::Tensor total = norms.size() == 1 ? norms.front() : at::stack(norms).norm(2);
-  const at::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
-  compat::foreach_mul_(present, coefficient);
-  return total;
-}
+VOLT_INLINE at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& gradients, double max_norm);
 
 /// Clamps every element of `gradients` to [-clip_value, clip_value], as torch::nn::utils::clip_grad_value_
 /// (one multi-tensor op per bound from LibTorch 2.4). Undefined entries are skipped.
-inline void clip_grad_value_(const std::vector<at::Tensor>& gradients, double clip_value) {
-  std::vector<at::Tensor> present;
-  present.reserve(gradients.size());
-  for (const auto& gradient : gradients) {
-    if (gradient.defined()) present.push_back(gradient);
-  }
-  if (present.empty()) return;
-  torch::NoGradGuard no_grad;
-  compat::foreach_clamp_(present, -clip_value, clip_value);
-}
+VOLT_INLINE void clip_grad_value_(const std::vector<at::Tensor>& gradients, double clip_value);
 
 /// One optimizer's step on device-only state (see the file comment). Made after the optimizer has stepped
 /// at least once (its state exists), it binds the parameters that have a gradient at construction; step()
@@ -80,49 +56,13 @@ class CapturableStep {
  public:
   /// Why CapturableStep cannot step `optimizer` on `device_type`, or std::nullopt when it can: the type
   /// (exactly Adam, AdamW or SGD), the LibTorch version (2.4+) and the kernels the device has.
-  static std::optional<std::string> obstacle(torch::optim::Optimizer& optimizer, c10::DeviceType device_type) {
-    const auto& type = typeid(optimizer);
-    const bool adam = type == typeid(torch::optim::Adam);
-    const bool adamw = type == typeid(torch::optim::AdamW);
-    const bool sgd = type == typeid(torch::optim::SGD);
-    if (!adam && !adamw && !sgd) {
-      return "the optimizer is " + c10::demangle(type.name()) +
-             "; a captured step needs exactly torch::optim::Adam, AdamW or SGD";
-    }
-    if constexpr (!has_capturable_step) {
-      // A stream, not string concatenation: g++ 12 at -O2 and above warns falsely (-Warray-bounds) on that.
-      std::ostringstream text;
-      text << "LibTorch " << compat::torch_version_string
-           << " has no fused optimizer kernels with a tensor learning rate (LibTorch 2.4 or later has them)";
-      return text.str();
-    } else {
-      const char* kernel = adam ? "aten::_fused_adam_" : adamw ? "aten::_fused_adamw_" : "aten::_fused_sgd_";
-      if (!compat::has_kernel(kernel, "tensor_lr", device_type)) {
-        return std::string("this LibTorch has no ") + kernel + " kernel with a tensor learning rate for " +
-               c10::DeviceTypeName(device_type, /*lower_case=*/true);
-      }
-      return std::nullopt;
-    }
-  }
+  static std::optional<std::string> obstacle(torch::optim::Optimizer& optimizer, c10::DeviceType device_type);
 
   /// Binds `optimizer` (which must outlive this object; obstacle() must have said nothing): the parameters
   /// that have a gradient now. Reads the learning rates and step counts into device tensors. Throws
   /// std::invalid_argument when such a parameter has no state yet (step the optimizer once first) or state
   /// of another type.
-  explicit CapturableStep(torch::optim::Optimizer& optimizer) : optimizer_(&optimizer) {
-    const auto& type = typeid(optimizer);
-    kind_ = type == typeid(torch::optim::Adam)    ? Kind::adam
-            : type == typeid(torch::optim::AdamW) ? Kind::adamw
-                                                  : Kind::sgd;
-    if (kind_ == Kind::adam) {
-      bind<torch::optim::AdamOptions, torch::optim::AdamParamState>();
-    } else if (kind_ == Kind::adamw) {
-      bind<torch::optim::AdamWOptions, torch::optim::AdamWParamState>();
-    } else {
-      bind<torch::optim::SGDOptions, torch::optim::SGDParamState>();
-    }
-    reload();
-  }
+  explicit CapturableStep(torch::optim::Optimizer& optimizer);
 
   /// Every bound parameter (in param-group order), the tensors whose .grad step() reads.
   const std::vector<at::Tensor>& parameters() const noexcept { return parameters_; }
@@ -132,67 +72,19 @@ class CapturableStep {
   /// unscale sets it): where it is nonzero, the kernels change nothing and the count is taken back, as
   /// PyTorch's fused optimizers do under a GradScaler. Launches device work only; capturable.
   /// Throws c10::Error when a bound parameter has no gradient.
-  void step(const std::optional<at::Tensor>& found_inf = std::nullopt) {
-    TORCH_CHECK(has_capturable_step, "volt: CapturableStep needs LibTorch 2.4 or later (this is ",
-                compat::torch_version_string, ")");
-    torch::NoGradGuard no_grad;
-    if (steps_.defined()) steps_.add_(1);
-    for (auto& group : groups_) {
-      std::vector<at::Tensor> grads;
-      grads.reserve(group.params.size());
-      for (const auto& parameter : group.params) {
-        const auto& grad = parameter.grad();
-        TORCH_CHECK(grad.defined(), "volt: a captured optimizer step found a parameter without gradient (shape ",
-                    parameter.sizes(), "); every parameter that stepped before must get a gradient");
-        grads.push_back(grad);
-      }
-      const auto& lr = learning_rates_[group.index];
-      if (kind_ == Kind::sgd) {
-        compat::fused_sgd_tensor_lr_(group.params, grads, group.momentum_buffers, group.weight_decay, group.momentum,
-                                     lr, group.dampening, group.nesterov, found_inf);
-      } else {
-        compat::fused_adam_tensor_lr_(kind_ == Kind::adamw, group.params, grads, group.exp_avgs, group.exp_avg_sqs,
-                                      group.max_exp_avg_sqs, group.steps, lr, group.beta1, group.beta2,
-                                      group.weight_decay, group.eps, group.amsgrad, found_inf);
-      }
-    }
-    if (found_inf && steps_.defined()) steps_.sub_(*found_inf);
-  }
+  void step(const std::optional<at::Tensor>& found_inf = std::nullopt);
 
   /// Copies learning rates that changed on the host (a scheduler, a callback) into the device tensors the
   /// kernels read; launches nothing when none changed. Call it before each replay of a captured step.
-  void refresh_learning_rates() {
-    for (std::size_t i = 0; i < learning_rates_.size(); ++i) {
-      const double lr = host_learning_rate(i);
-      if (lr != cached_learning_rates_[i]) {
-        learning_rates_[i].fill_(lr);
-        cached_learning_rates_[i] = lr;
-      }
-    }
-  }
+  void refresh_learning_rates();
 
   /// Writes the device step counts into LibTorch's Adam/AdamW state (one device-to-host copy, a sync), so
   /// the optimizer's state is LibTorch's own again: before saving it or stepping it on the host.
-  void write_back() {
-    if (!steps_.defined()) return;
-    const auto host = steps_.to(at::kCPU, at::kDouble);
-    const auto* counts = host.data_ptr<double>();
-    for (std::size_t i = 0; i < step_setters_.size(); ++i) step_setters_[i](static_cast<std::int64_t>(counts[i]));
-  }
+  void write_back();
 
   /// Reads LibTorch's state into the device: learning rates and Adam's step counts. After the host stepped
   /// the optimizer (optimizer.step(), volt::optim::step) or loaded a state.
-  void reload() {
-    for (std::size_t i = 0; i < learning_rates_.size(); ++i) {
-      cached_learning_rates_[i] = host_learning_rate(i);
-      learning_rates_[i].fill_(cached_learning_rates_[i]);
-    }
-    if (step_getters_.empty()) return;
-    auto host = at::empty({static_cast<std::int64_t>(step_getters_.size())}, at::kFloat);
-    auto* counts = host.data_ptr<float>();
-    for (std::size_t i = 0; i < step_getters_.size(); ++i) counts[i] = static_cast<float>(step_getters_[i]());
-    steps_.copy_(host);
-  }
+  void reload();
 
  private:
   enum class Kind { adam, adamw, sgd };
@@ -206,10 +98,7 @@ class CapturableStep {
     bool amsgrad = false, nesterov = false;
   };
 
-  double host_learning_rate(std::size_t group) const {
-    auto& options = optimizer_->param_groups()[group].options();
-    return options.get_lr();
-  }
+  double host_learning_rate(std::size_t group) const;
 
   template <class Options, class State>
   void bind() {
@@ -294,3 +183,7 @@ class CapturableStep {
 };
 
 }  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/optim/impl/capturable.ipp>
+#endif

@@ -6,6 +6,7 @@
 /// what actually ran.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
@@ -43,33 +44,19 @@ constexpr std::string_view to_string(Implementation implementation) noexcept {
 }
 
 /// The Implementation named `text` (one of to_string's names). Throws std::invalid_argument otherwise.
-inline Implementation parse_implementation(std::string_view text) {
-  for (auto candidate : {Implementation::automatic, Implementation::fused, Implementation::multi_tensor,
-                         Implementation::per_parameter}) {
-    if (to_string(candidate) == text) return candidate;
-  }
-  throw std::invalid_argument("volt: unknown optimizer step implementation \"" + std::string(text) +
-                              "\"; use automatic, fused, multi_tensor or per_parameter");
-}
+VOLT_INLINE Implementation parse_implementation(std::string_view text);
 
 namespace detail {
-inline std::atomic<Implementation>& default_implementation_slot() noexcept {
-  static std::atomic<Implementation> slot{Implementation::automatic};
-  return slot;
-}
+VOLT_INLINE std::atomic<Implementation>& default_implementation_slot() noexcept;
 }  // namespace detail
 
 /// The implementation volt::optim::step(optimizer) requests when none is given, which is what every
 /// precision policy, the GradScaler and so the Trainer and Fabric use. Starts as automatic.
-inline Implementation default_implementation() noexcept {
-  return detail::default_implementation_slot().load(std::memory_order_relaxed);
-}
+VOLT_INLINE Implementation default_implementation() noexcept;
 
 /// Sets the process-wide default; per_parameter opts out of volt's optimizer steps everywhere (every
 /// optimizer.step() is LibTorch's own again). Thread-safe; takes effect at the next step.
-inline void set_default_implementation(Implementation implementation) noexcept {
-  detail::default_implementation_slot().store(implementation, std::memory_order_relaxed);
-}
+VOLT_INLINE void set_default_implementation(Implementation implementation) noexcept;
 
 /// Sets the default implementation for its lifetime and restores the previous one on destruction. The
 /// default is process-wide, so the scope affects every thread's steps; nest scopes in LIFO order.
@@ -97,21 +84,17 @@ struct StepCounts {
 };
 
 namespace detail {
-inline StepCounts& thread_step_counts() noexcept {
-  thread_local StepCounts counts;
-  return counts;
-}
-inline void count_step(Implementation implementation) noexcept {
-  auto& counts = thread_step_counts();
-  if (implementation == Implementation::fused) ++counts.fused;
-  if (implementation == Implementation::multi_tensor) ++counts.multi_tensor;
-  if (implementation == Implementation::per_parameter) ++counts.per_parameter;
-}
+VOLT_INLINE StepCounts& thread_step_counts() noexcept;
+VOLT_INLINE void count_step(Implementation implementation) noexcept;
 }  // namespace detail
 
 /// This thread's counts since it started or since reset_step_counts().
-inline StepCounts step_counts() noexcept { return detail::thread_step_counts(); }
+VOLT_INLINE StepCounts step_counts() noexcept;
 /// Sets this thread's counts to zero.
-inline void reset_step_counts() noexcept { detail::thread_step_counts() = {}; }
+VOLT_INLINE void reset_step_counts() noexcept;
 
 }  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/optim/impl/implementation.ipp>
+#endif

@@ -5,6 +5,7 @@
 /// kernels, on LibTorch's own state and options; anything else runs optimizer.step().
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/optim/adam.hpp>
 #include <volt/optim/implementation.hpp>
 #include <volt/optim/sgd.hpp>
@@ -29,25 +30,13 @@ namespace volt::optim {
 /// checkpoints and a later optimizer.step() continue seamlessly. Call it where optimizer.step() would be
 /// called (after backward, without a closure); counts the step in step_counts(). Throws what the ATen ops
 /// or optimizer.step() throw.
-inline Implementation step(torch::optim::Optimizer& optimizer, Implementation requested) {
-  std::optional<Implementation> ran;
-  const auto& type = typeid(optimizer);
-  if (type == typeid(torch::optim::Adam)) {
-    ran = try_adam_step(static_cast<torch::optim::Adam&>(optimizer), requested);
-  } else if (type == typeid(torch::optim::AdamW)) {
-    ran = try_adam_step(static_cast<torch::optim::AdamW&>(optimizer), requested);
-  } else if (type == typeid(torch::optim::SGD)) {
-    ran = try_sgd_step(static_cast<torch::optim::SGD&>(optimizer), requested);
-  }
-  if (!ran) {
-    optimizer.step();
-    ran = Implementation::per_parameter;
-  }
-  detail::count_step(*ran);
-  return *ran;
-}
+VOLT_INLINE Implementation step(torch::optim::Optimizer& optimizer, Implementation requested);
 
 /// step(optimizer, default_implementation()): what the precision policies and the GradScaler call.
-inline Implementation step(torch::optim::Optimizer& optimizer) { return step(optimizer, default_implementation()); }
+VOLT_INLINE Implementation step(torch::optim::Optimizer& optimizer);
 
 }  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/optim/impl/step.ipp>
+#endif

@@ -12,6 +12,7 @@
 /// host whether to call optimizer.step().
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/compat.hpp>
 #include <volt/optim/step.hpp>
 #include <volt/precision/detail/grad_scaler_ops.hpp>
@@ -77,32 +78,18 @@ class GradScaler {
   /// The scale tensor is created on the device of the first tensor passed to scale().
   /// Throws std::invalid_argument when enabled with growth_factor <= 1, backoff_factor >= 1 or
   /// growth_interval <= 0.
-  explicit GradScaler(GradScalerOptions options = {}) : options_(options) {
-    if (!options_.enabled) return;
-    if (!(options_.growth_factor > 1.0)) throw std::invalid_argument("The growth factor must be > 1.0.");
-    if (!(options_.backoff_factor < 1.0)) throw std::invalid_argument("The backoff factor must be < 1.0.");
-    if (options_.growth_interval <= 0) {
-      throw std::invalid_argument("volt: GradScaler growth_interval must be > 0, got " +
-                                  std::to_string(options_.growth_interval));
-    }
-  }
+  explicit GradScaler(GradScalerOptions options = {});
 
   /// Creates the scale on `device` right away (what the precision policies do with the root device).
   /// Throws as the other constructor, and what LibTorch throws for an unusable device.
-  GradScaler(GradScalerOptions options, torch::Device device) : GradScaler(options) {
-    if (options_.enabled) initialize_scale(device);
-  }
+  GradScaler(GradScalerOptions options, torch::Device device);
 
   /// Whether the scaler scales (GradScalerOptions::enabled); a disabled one is a pass-through.
   bool is_enabled() const noexcept { return options_.enabled; }
 
   /// `outputs` multiplied by the current scale (a new tensor; autograd sees the multiplication).
   /// Returns `outputs` unchanged when disabled.
-  torch::Tensor scale(const torch::Tensor& outputs) {
-    if (!options_.enabled) return outputs;
-    if (!scale_.defined()) initialize_scale(outputs.device());
-    return outputs * scale_.to(outputs.device(), /*non_blocking=*/true);
-  }
+  torch::Tensor scale(const torch::Tensor& outputs);
 
   /// Divides the gradients of `optimizer`'s parameters by the scale, in place, and records on the device
   /// whether any of them is inf/NaN. Call it at most once per optimizer between update()s, after every
@@ -110,23 +97,7 @@ class GradScaler {
   /// Throws std::runtime_error when called twice or after step() in one iteration, or before any scale();
   /// std::invalid_argument when a gradient is fp16 (fp16 parameters cannot be unscaled safely: train
   /// fp32 parameters under autocast instead).
-  void unscale_(torch::optim::Optimizer& optimizer) {
-    if (!options_.enabled) return;
-    require_scale("unscale_");
-    auto& state = optimizer_states_[&optimizer];
-    if (state.stage == Stage::unscaled) {
-      throw std::runtime_error("unscale_() has already been called on this optimizer since the last update().");
-    }
-    if (state.stage == Stage::stepped) throw std::runtime_error("unscale_() is being called after step().");
-
-    // The reciprocal is taken in fp64 because fp32 division can be imprecise under some compile options;
-    // MPS has no fp64.
-    const auto inv_scale = scale_.device().is_mps() ? scale_.reciprocal()
-                                                    : scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
-    auto found_inf = torch::zeros({}, scale_.options().dtype(torch::kFloat));
-    state.found_inf_per_device = unscale_gradients(optimizer, inv_scale, found_inf);
-    state.stage = Stage::unscaled;
-  }
+  void unscale_(torch::optim::Optimizer& optimizer);
 
   /// Unscales `optimizer`'s gradients unless unscale_() already did, then steps the optimizer only if no
   /// gradient was inf/NaN. Returns whether the optimizer stepped. This is the one place that reads the
@@ -137,59 +108,14 @@ class GradScaler {
   /// optimizer's state (step counts included) untouched, as with optimizer.step().
   /// Throws std::runtime_error when called twice in one iteration, when no parameter of `optimizer` has a
   /// gradient, or before any scale(); whatever the optimizer step throws.
-  bool step(torch::optim::Optimizer& optimizer) {
-    if (!options_.enabled) {
-      optim::step(optimizer);
-      return true;
-    }
-    require_scale("step");
-    if (optimizer_states_[&optimizer].stage == Stage::stepped) {
-      throw std::runtime_error("step() has already been called since the last update().");
-    }
-    if (optimizer_states_[&optimizer].stage == Stage::ready) unscale_(optimizer);
-    auto& state = optimizer_states_[&optimizer];
-    if (state.found_inf_per_device.empty()) {
-      throw std::runtime_error(
-          "No inf checks were recorded for this optimizer. (volt: none of its parameters has a gradient; "
-          "run backward on the scaled loss before step())");
-    }
-    bool skip = false;
-    for (const auto& [device, found_inf] : state.found_inf_per_device) {
-      if (found_inf.item<float>() != 0.0F) {
-        skip = true;
-        break;
-      }
-    }
-    if (!skip) optim::step(optimizer);
-    state.stage = Stage::stepped;
-    return !skip;
-  }
+  bool step(torch::optim::Optimizer& optimizer);
 
   /// Adapts the scale from the inf/NaN checks of every optimizer unscaled this iteration: times
   /// backoff_factor if any found inf/NaN, else times growth_factor when this completes growth_interval
   /// finite steps in a row (and only if the grown scale is finite). Runs on the device without waiting
   /// for it. Then forgets the iteration's per-optimizer bookkeeping. No-op when disabled.
   /// Throws std::runtime_error before any scale() or when no optimizer was unscaled or stepped.
-  void update() {
-    if (!options_.enabled) return;
-    require_scale("update");
-    torch::Tensor found_inf_combined;
-    for (const auto& [optimizer, state] : optimizer_states_) {
-      for (const auto& [device, found_inf] : state.found_inf_per_device) {
-        auto here = found_inf.to(scale_.device(), /*non_blocking=*/true);
-        found_inf_combined = found_inf_combined.defined() ? found_inf_combined + here : here;
-      }
-    }
-    if (!found_inf_combined.defined()) throw std::runtime_error("No inf checks were recorded prior to update.");
-
-    if (use_fused(scale_.device().type())) {
-      at::_amp_update_scale_(scale_, growth_tracker_, found_inf_combined, options_.growth_factor,
-                             options_.backoff_factor, options_.growth_interval);
-    } else {
-      update_scale_with_tensor_ops(found_inf_combined);
-    }
-    optimizer_states_.clear();
-  }
+  void update();
 
   /// unscale_() and update()'s device work for a step captured in a CUDA graph, without the host-side
   /// iteration bookkeeping (nothing is read back or remembered, so both can be captured and replayed):
@@ -197,52 +123,25 @@ class GradScaler {
   /// scale in place and sets `found_inf` to 1 where any is inf/NaN. The optimizer step that follows must
   /// honour `found_inf` itself (volt::optim::CapturableStep does). No-op when disabled; throws
   /// std::runtime_error before any scale().
-  void unscale_on_device(torch::optim::Optimizer& optimizer, torch::Tensor& found_inf) {
-    if (!options_.enabled) return;
-    require_scale("unscale_on_device");
-    found_inf.zero_();
-    const auto inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
-    unscale_gradients(optimizer, inv_scale, found_inf);
-  }
+  void unscale_on_device(torch::optim::Optimizer& optimizer, torch::Tensor& found_inf);
 
   /// update()'s scale adaptation from `found_inf` (as unscale_on_device() set it), on the device only.
   /// No-op when disabled; throws std::runtime_error before any scale().
-  void update_on_device(const torch::Tensor& found_inf) {
-    if (!options_.enabled) return;
-    require_scale("update_on_device");
-    if (use_fused(scale_.device().type())) {
-      at::_amp_update_scale_(scale_, growth_tracker_, found_inf, options_.growth_factor, options_.backoff_factor,
-                             options_.growth_interval);
-    } else {
-      update_scale_with_tensor_ops(found_inf);
-    }
-  }
+  void update_on_device(const torch::Tensor& found_inf);
 
   /// Sets the scale to `new_scale` instead of adapting it, and forgets the iteration's bookkeeping.
   /// No-op when disabled. Throws std::runtime_error before any scale().
-  void update(double new_scale) {
-    if (!options_.enabled) return;
-    require_scale("update");
-    scale_.fill_(new_scale);
-    optimizer_states_.clear();
-  }
+  void update(double new_scale);
 
   /// The current scale: init_scale before the first scale(), 1.0 when disabled. Waits for the device.
-  double get_scale() const {
-    if (!options_.enabled) return 1.0;
-    return scale_.defined() ? static_cast<double>(scale_.item<float>()) : options_.init_scale;
-  }
+  double get_scale() const;
 
   /// The scale as a 0-dim float32 device tensor (undefined before the first scale() or when disabled);
   /// reading it does not synchronise.
   const torch::Tensor& scale_tensor() const noexcept { return scale_; }
 
   /// Consecutive finite steps since the last growth or backoff. Waits for the device.
-  std::int64_t growth_tracker() const {
-    if (!options_.enabled) return 0;
-    return growth_tracker_.defined() ? static_cast<std::int64_t>(growth_tracker_.item<int>())
-                                     : initial_growth_tracker_;
-  }
+  std::int64_t growth_tracker() const;
 
   /// The factor the scale grows by after growth_interval finite steps.
   double growth_factor() const noexcept { return options_.growth_factor; }
@@ -258,61 +157,22 @@ class GradScaler {
   void set_growth_interval(std::int64_t interval) noexcept { options_.growth_interval = interval; }
 
   /// Where `optimizer` stands in the current iteration (ready before unscale_ and after update()).
-  Stage stage(const torch::optim::Optimizer& optimizer) const {
-    const auto it = optimizer_states_.find(&optimizer);
-    return it == optimizer_states_.end() ? Stage::ready : it->second.stage;
-  }
+  Stage stage(const torch::optim::Optimizer& optimizer) const;
 
   /// The state to checkpoint (call it after update()); std::nullopt when disabled, as PyTorch returns {}.
   /// Waits for the device.
-  std::optional<GradScalerState> state_dict() const {
-    if (!options_.enabled) return std::nullopt;
-    return GradScalerState{get_scale(), options_.growth_factor, options_.backoff_factor, options_.growth_interval,
-                           growth_tracker()};
-  }
+  std::optional<GradScalerState> state_dict() const;
 
   /// Restores a state from state_dict(). No-op when disabled.
-  void load_state_dict(const GradScalerState& state) {
-    if (!options_.enabled) return;
-    options_.init_scale = state.scale;
-    options_.growth_factor = state.growth_factor;
-    options_.backoff_factor = state.backoff_factor;
-    options_.growth_interval = state.growth_interval;
-    initial_growth_tracker_ = state.growth_tracker;
-    if (scale_.defined()) scale_.fill_(state.scale);
-    if (growth_tracker_.defined()) growth_tracker_.fill_(state.growth_tracker);
-  }
+  void load_state_dict(const GradScalerState& state);
 
   /// Writes state_dict() into `archive` under PyTorch's key names ("scale", "growth_factor",
   /// "backoff_factor", "growth_interval", "_growth_tracker"); writes nothing when disabled.
-  void save(torch::serialize::OutputArchive& archive) const {
-    const auto state = state_dict();
-    if (!state) return;
-    archive.write("scale", c10::IValue(state->scale));
-    archive.write("growth_factor", c10::IValue(state->growth_factor));
-    archive.write("backoff_factor", c10::IValue(state->backoff_factor));
-    archive.write("growth_interval", c10::IValue(state->growth_interval));
-    archive.write("_growth_tracker", c10::IValue(state->growth_tracker));
-  }
+  void save(torch::serialize::OutputArchive& archive) const;
 
   /// Reads what save() wrote. No-op when disabled. Throws std::runtime_error when the archive holds no
   /// scaler state (saved from a disabled scaler or by another precision) or only part of it.
-  void load(torch::serialize::InputArchive& archive) {
-    if (!options_.enabled) return;
-    c10::IValue value;
-    if (!archive.try_read("scale", value)) {
-      throw std::runtime_error(
-          "The source state dict is empty, possibly because it was saved from a disabled instance of "
-          "GradScaler.");
-    }
-    GradScalerState state;
-    state.scale = value.toDouble();
-    state.growth_factor = read_entry(archive, "growth_factor").toDouble();
-    state.backoff_factor = read_entry(archive, "backoff_factor").toDouble();
-    state.growth_interval = read_entry(archive, "growth_interval").toInt();
-    state.growth_tracker = read_entry(archive, "_growth_tracker").toInt();
-    load_state_dict(state);
-  }
+  void load(torch::serialize::InputArchive& archive);
 
  private:
   using PerDeviceTensors = detail::PerDeviceTensors;
@@ -322,61 +182,23 @@ class GradScaler {
     PerDeviceTensors found_inf_per_device;
   };
 
-  void initialize_scale(torch::Device device) {
-    scale_ = torch::full({}, options_.init_scale, torch::TensorOptions().dtype(torch::kFloat).device(device));
-    growth_tracker_ = torch::full({}, initial_growth_tracker_, torch::TensorOptions().dtype(torch::kInt).device(device));
-  }
+  void initialize_scale(torch::Device device);
 
-  void require_scale(const char* function) const {
-    if (!scale_.defined()) {
-      throw std::runtime_error(std::string("Attempted ") + function +
-                               " but _scale is None.  This may indicate your script did not use "
-                               "scaler.scale(loss or outputs) earlier in the iteration.");
-    }
-  }
+  void require_scale(const char* function) const;
 
-  bool use_fused(c10::DeviceType device_type) const {
-    return options_.use_fused_kernels && compat::amp_scaler_kernels_available(device_type);
-  }
+  bool use_fused(c10::DeviceType device_type) const;
 
   /// The fused unscale kernel is used for fp32 and fp64 gradients only: CUDA's kernel rejects bf16
   /// ("not implemented for 'BFloat16'"), and fp16 gradients are refused before this point.
-  bool fused_unscale_takes(c10::DeviceType device_type, c10::ScalarType dtype) const {
-    return (dtype == torch::kFloat || dtype == torch::kDouble) && use_fused(device_type);
-  }
+  bool fused_unscale_takes(c10::DeviceType device_type, c10::ScalarType dtype) const;
 
   PerDeviceTensors unscale_gradients(torch::optim::Optimizer& optimizer, const torch::Tensor& inv_scale,
-                                     const torch::Tensor& found_inf) {
-    torch::NoGradGuard no_grad;
-    auto groups = detail::gradients_by_device_and_dtype(optimizer);
-    PerDeviceTensors found_inf_per_device;
-    PerDeviceTensors inv_scale_per_device;
-    for (auto& group : groups) {
-      auto device_found_inf = detail::replica_on(found_inf_per_device, found_inf, group.device);
-      const auto device_inv_scale = detail::replica_on(inv_scale_per_device, inv_scale, group.device);
-      if (fused_unscale_takes(group.device.type(), group.dtype)) {
-        at::_amp_foreach_non_finite_check_and_unscale_(group.gradients, device_found_inf, device_inv_scale);
-      } else {
-        detail::unscale_with_tensor_ops(group.gradients, device_found_inf, device_inv_scale);
-      }
-    }
-    return found_inf_per_device;
-  }
+                                     const torch::Tensor& found_inf);
 
   /// What `_amp_update_scale_` computes, for backends without it (see detail::update_scale_with_tensor_ops).
-  void update_scale_with_tensor_ops(const torch::Tensor& found_inf) {
-    detail::update_scale_with_tensor_ops(scale_, growth_tracker_, found_inf, options_.growth_factor,
-                                         options_.backoff_factor, options_.growth_interval);
-  }
+  void update_scale_with_tensor_ops(const torch::Tensor& found_inf);
 
-  static c10::IValue read_entry(torch::serialize::InputArchive& archive, const char* key) {
-    c10::IValue value;
-    if (!archive.try_read(key, value)) {
-      throw std::runtime_error(std::string("volt: the GradScaler state in this checkpoint lacks \"") + key +
-                               "\"; it was not written by GradScaler::save()");
-    }
-    return value;
-  }
+  static c10::IValue read_entry(torch::serialize::InputArchive& archive, const char* key);
 
   GradScalerOptions options_;
   std::int64_t initial_growth_tracker_ = 0;
@@ -386,3 +208,7 @@ class GradScaler {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/precision/impl/grad_scaler.ipp>
+#endif

@@ -26,6 +26,7 @@
 /// None of them is thread-safe; forward_context()'s guard must be destroyed on the thread that made it.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/apply.hpp>
 #include <volt/core/compat.hpp>
 #include <volt/core/errors.hpp>
@@ -37,6 +38,7 @@
 
 #include <torch/torch.h>
 
+#include <cstddef>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -115,10 +117,8 @@ class TruePrecision {
     return true;
   }
 
-  /// nullptr: no loss scaling.
-  GradScaler* scaler() noexcept { return nullptr; }
-  /// nullptr: no loss scaling.
-  const GradScaler* scaler() const noexcept { return nullptr; }
+  /// nullptr (of type std::nullptr_t, so that code for a GradScaler is not compiled): no loss scaling.
+  std::nullptr_t scaler() const noexcept { return nullptr; }
   /// Nothing to save in checkpoints.
   void save(torch::serialize::OutputArchive& /*archive*/) const noexcept {}
   /// Nothing to restore from checkpoints.
@@ -156,6 +156,9 @@ inline constexpr std::string_view fp16_autocast_on_cpu_warning =
 /// autocast to `RequestedDtype` on the root device's type, and for fp16 a GradScaler.
 template <c10::ScalarType RequestedDtype>
 class AutocastPrecision {
+  // Only fp16 scales the loss; bf16 compiles none of the GradScaler's code.
+  static constexpr bool may_scale = RequestedDtype == c10::ScalarType::Half;
+
  public:
   static constexpr bool is_autocast = true;
 
@@ -183,10 +186,12 @@ class AutocastPrecision {
                             : "Using bfloat16 Automatic Mixed Precision (AMP)");
     device_type_ = root_device.type();
     dtype_ = resolved_dtype;
-    if (dtype_ == c10::ScalarType::Half) {
-      if (!scaler_) scaler_.emplace(scaler_options_, root_device);
-    } else {
-      scaler_.reset();
+    if constexpr (may_scale) {
+      if (dtype_ == c10::ScalarType::Half) {
+        if (!scaler_) scaler_.emplace(scaler_options_, root_device);
+      } else {
+        scaler_.reset();
+      }
     }
   }
 
@@ -210,7 +215,12 @@ class AutocastPrecision {
   }
 
   /// The tensor to call backward() on: the loss times the scale with a GradScaler, else `loss`.
-  torch::Tensor pre_backward(const torch::Tensor& loss) { return scaler_ ? scaler_->scale(loss) : loss; }
+  torch::Tensor pre_backward(const torch::Tensor& loss) {
+    if constexpr (may_scale) {
+      if (scaler_) return scaler_->scale(loss);
+    }
+    return loss;
+  }
 
   /// Lightning's AMP step: with a scaler, unscale_ the gradients, run `before_step()` (hooks and clipping
   /// see unscaled gradients), step unless a gradient is inf/NaN, update the scale. Without one,
@@ -223,17 +233,30 @@ class AutocastPrecision {
     if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
       throw MisconfigurationError("AMP and the LBFGS optimizer are not compatible.");
     }
-    if (!scaler_) {
-      std::forward<BeforeStep>(before_step)();
-      optim::step(optimizer);
-      return true;
+    if constexpr (may_scale) {
+      if (scaler_) return amp_optimizer_step(*scaler_, optimizer, std::forward<BeforeStep>(before_step));
     }
-    return amp_optimizer_step(*scaler_, optimizer, std::forward<BeforeStep>(before_step));
+    std::forward<BeforeStep>(before_step)();
+    optim::step(optimizer);
+    return true;
   }
 
-  /// The GradScaler (fp16 after setup() or load()), else nullptr.
-  GradScaler* scaler() noexcept { return scaler_ ? &*scaler_ : nullptr; }
-  const GradScaler* scaler() const noexcept { return scaler_ ? &*scaler_ : nullptr; }
+  /// fp16: the GradScaler (after setup() or load()), else nullptr. bf16: nullptr of type std::nullptr_t.
+  auto scaler() noexcept {
+    if constexpr (may_scale) {
+      return scaler_ ? &*scaler_ : static_cast<GradScaler*>(nullptr);
+    } else {
+      return nullptr;
+    }
+  }
+  /// As scaler(), to read.
+  auto scaler() const noexcept {
+    if constexpr (may_scale) {
+      return scaler_ ? &*scaler_ : static_cast<const GradScaler*>(nullptr);
+    } else {
+      return nullptr;
+    }
+  }
 
   /// The dtype autocast uses: RequestedDtype, or bf16 after setup() on a CPU device for fp16.
   c10::ScalarType autocast_dtype() const noexcept { return dtype_; }
@@ -242,15 +265,19 @@ class AutocastPrecision {
 
   /// Writes the GradScaler's state (see GradScaler::save); nothing without a scaler.
   void save(torch::serialize::OutputArchive& archive) const {
-    if (scaler_) scaler_->save(archive);
+    if constexpr (may_scale) {
+      if (scaler_) scaler_->save(archive);
+    }
   }
 
   /// Restores the GradScaler's state, creating the scaler if load() runs before setup(). bf16: no-op.
   /// Throws std::runtime_error when the archive holds no scaler state (see GradScaler::load).
   void load(torch::serialize::InputArchive& archive) {
-    if (dtype_ != c10::ScalarType::Half) return;
-    if (!scaler_) scaler_.emplace(scaler_options_);
-    scaler_->load(archive);
+    if constexpr (may_scale) {
+      if (dtype_ != c10::ScalarType::Half) return;
+      if (!scaler_) scaler_.emplace(scaler_options_);
+      scaler_->load(archive);
+    }
   }
 
  private:
@@ -276,11 +303,7 @@ struct FP64 : detail::TruePrecision<c10::ScalarType::Double> {
 
   /// Throws MisconfigurationError on an MPS device (an Auto or GPU accelerator that resolved to MPS):
   /// Metal has no float64. volt::MPS with FP64 does not compile at all.
-  void setup(torch::Device root_device) {
-    if (root_device.is_mps()) {
-      throw MisconfigurationError("volt: FP64 is not supported on MPS devices (Metal has no float64); use volt::FP32");
-    }
-  }
+  void setup(torch::Device root_device);
 };
 
 /// "16-true": model, floating inputs and new tensors in float16 (Lightning's HalfPrecision).
@@ -291,20 +314,7 @@ struct FP16True : detail::TruePrecision<c10::ScalarType::Half> {
   /// On a CPU: checks that this LibTorch multiplies float16 matrices there (LibTorch 1.13 does not) and throws
   /// MisconfigurationError naming the precision and what to use instead, so the run is refused at set-up
   /// rather than at its first forward. Other devices: nothing to check.
-  void setup(torch::Device root_device) {
-    if (!root_device.is_cpu()) return;
-    try {
-      const auto probe = torch::ones({2, 2}, torch::TensorOptions().dtype(torch::kHalf));
-      (void)torch::addmm(probe, probe, probe);
-    } catch (const std::exception& error) {
-      std::string reason = error.what();
-      reason = reason.substr(0, reason.find('\n'));
-      throw MisconfigurationError("volt: precision '16-true' on the CPU needs float16 matrix multiplication, "
-                                  "which this LibTorch (" + std::string(compat::torch_version_string) +
-                                  ") does not have on the CPU (" + reason +
-                                  "); use 'bf16-true', 'bf16-mixed' or '32-true' on the CPU, or train on a GPU");
-    }
-  }
+  void setup(torch::Device root_device);
 };
 
 /// "bf16-true": model, floating inputs and new tensors in bfloat16 (Lightning's HalfPrecision).
@@ -329,3 +339,7 @@ struct BF16Autocast : detail::AutocastPrecision<c10::ScalarType::BFloat16> {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/precision/impl/policies.ipp>
+#endif

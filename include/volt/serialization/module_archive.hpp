@@ -3,6 +3,7 @@
 /// channels-last run holds).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <torch/torch.h>
 
 namespace volt::detail {
@@ -10,26 +11,10 @@ namespace volt::detail {
 /// Writes `module` into `archive` with the entries and nesting torch::nn::Module::save writes (its own
 /// parameters, then its buffers, then one archive per serializable child), each tensor in contiguous strides,
 /// so that a model trained in channels-last is saved in the layout users expect and loads the same way.
-inline void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive) {
-  torch::NoGradGuard no_grad;
-  auto contiguous = [](const torch::Tensor& tensor) {
-    if (!tensor.defined() || tensor.is_contiguous()) return tensor;
-    auto copy = tensor.detach().contiguous();
-    copy.set_requires_grad(tensor.requires_grad());
-    return copy;
-  };
-  for (const auto& parameter : module.named_parameters(/*recurse=*/false)) {
-    archive.write(parameter.key(), contiguous(parameter.value()));
-  }
-  for (const auto& buffer : module.named_buffers(/*recurse=*/false)) {
-    archive.write(buffer.key(), contiguous(buffer.value()), /*is_buffer=*/true);
-  }
-  for (const auto& child : module.named_children()) {
-    if (!child.value()->is_serializable()) continue;
-    torch::serialize::OutputArchive child_archive(archive.compilation_unit());
-    save_module_contiguous(*child.value(), child_archive);
-    archive.write(child.key(), child_archive);
-  }
-}
+VOLT_INLINE void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive);
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/serialization/impl/module_archive.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// once for the Trainer and Fabric; implementation, no public API.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/accelerator.hpp>
 #include <volt/accelerators/connector.hpp>
 #include <volt/accelerators/device_spec.hpp>
@@ -15,11 +16,7 @@
 namespace volt::detail {
 
 /// The selection's device ids as "0, 1, 2", for messages.
-inline std::string device_id_list(const DeviceSelection& selection) {
-  std::string ids;
-  for (int id : selection.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-  return ids;
-}
+VOLT_INLINE std::string device_id_list(const DeviceSelection& selection);
 
 /// What a host's constructor does to find the devices of its `Strategy` on `Accelerator`, in the order each
 /// host has always done it:
@@ -60,4 +57,33 @@ DeviceSelection select_strategy_devices(const DeviceSpec& devices, int num_nodes
   return selection;
 }
 
+// With VOLT_SEPARATE_COMPILATION the selection for volt's own accelerators and strategies is compiled once.
+#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
+template DeviceSelection select_strategy_devices<Auto, SingleDevice>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<Auto, DDP>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<GPU, SingleDevice>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<GPU, DDP>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<CPU, SingleDevice>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<CPU, DDP>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<CUDA, SingleDevice>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<CUDA, DDP>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<MPS, SingleDevice>(const DeviceSpec&, int, Frontend);
+template DeviceSelection select_strategy_devices<MPS, DDP>(const DeviceSpec&, int, Frontend);
+#elif defined(VOLT_SEPARATE_COMPILATION)
+extern template DeviceSelection select_strategy_devices<Auto, SingleDevice>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<Auto, DDP>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<GPU, SingleDevice>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<GPU, DDP>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<CPU, SingleDevice>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<CPU, DDP>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<CUDA, SingleDevice>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<CUDA, DDP>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<MPS, SingleDevice>(const DeviceSpec&, int, Frontend);
+extern template DeviceSelection select_strategy_devices<MPS, DDP>(const DeviceSpec&, int, Frontend);
+#endif
+
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/strategies/impl/device_selection.ipp>
+#endif

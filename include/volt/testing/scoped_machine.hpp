@@ -2,6 +2,7 @@
 /// volt::testing::ScopedMachine: fake the machine the accelerators see, for tests.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators/machine.hpp>
 
 #include <mutex>
@@ -26,18 +27,8 @@ class ScopedMachine {
   using Options = machine::FakeMachine;
 
   /// Starts faking `options` for every thread of the process (the probes are process-wide, behind a mutex).
-  explicit ScopedMachine(Options options) : options_(std::move(options)) {
-    auto& state = machine::detail::probe_state();
-    std::lock_guard lock(state.mutex);
-    previous_ = std::exchange(state.fake, &options_);
-    state.mps_available_cache = -1;
-  }
-  ~ScopedMachine() {
-    auto& state = machine::detail::probe_state();
-    std::lock_guard lock(state.mutex);
-    state.fake = previous_;
-    state.mps_available_cache = -1;
-  }
+  explicit ScopedMachine(Options options);
+  ~ScopedMachine();
   ScopedMachine(const ScopedMachine&) = delete;
   ScopedMachine& operator=(const ScopedMachine&) = delete;
 
@@ -50,3 +41,7 @@ class ScopedMachine {
 };
 
 }  // namespace volt::testing
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/testing/impl/scoped_machine.ipp>
+#endif

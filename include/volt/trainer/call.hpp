@@ -5,6 +5,7 @@
 /// note).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/callbacks/hooks.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/serialization/checkpoint_io.hpp>
@@ -54,53 +55,15 @@ void call_hook(M& module, StepContext& context, TrainerCallbacks& callbacks, Tra
 /// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error
 /// gets it as context and keeps its type; the standard exception types and volt's errors are rethrown as the
 /// same type (std::rethrow_if_nested gives back the original object); anything else is rethrown unchanged.
-[[noreturn]] inline void rethrow_with_context(const std::string& where) {
-  const auto message = [&](const std::exception& error) {
-    return std::string(error.what()) + "\n(volt: raised during " + where + ")";
-  };
-  try {
-    throw;
-  } catch (c10::Error& error) {
-    error.add_context("volt: raised during " + where);
-    throw;
-  } catch (const MisconfigurationError& error) {
-    std::throw_with_nested(MisconfigurationError(message(error)));
-  } catch (const CheckpointError& error) {
-    std::throw_with_nested(CheckpointError(message(error)));
-  } catch (const std::invalid_argument& error) {
-    std::throw_with_nested(std::invalid_argument(message(error)));
-  } catch (const std::out_of_range& error) {
-    std::throw_with_nested(std::out_of_range(message(error)));
-  } catch (const std::logic_error& error) {
-    std::throw_with_nested(std::logic_error(message(error)));
-  } catch (const std::overflow_error& error) {
-    std::throw_with_nested(std::overflow_error(message(error)));
-  } catch (const std::runtime_error& error) {
-    std::throw_with_nested(std::runtime_error(message(error)));
-  } catch (const std::exception& error) {
-    std::throw_with_nested(std::runtime_error(message(error)));
-  }
-}
+[[noreturn]] VOLT_INLINE void rethrow_with_context(const std::string& where);
 
 /// The text of `error` ("unknown exception" for a non-standard one).
-inline std::string exception_text(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
+VOLT_INLINE std::string exception_text(const std::exception_ptr& error);
 
 /// How a run that did not succeed ends: on_exception with `error`, then the loggers' "failed" status and
 /// teardown.
-inline void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
-                           const std::exception_ptr& error) {
-  callbacks.run<Hook::on_exception>(state, error);
-  logger.finalize("failed");
-  callbacks.run<Hook::teardown>(state);
-}
+VOLT_INLINE void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
+                                const std::exception_ptr& error);
 
 /// Lightning's _call_and_handle_interrupt around fit: runs `body(finished)`, where the body sets `finished`
 /// once the run has succeeded (what follows is its epilogue: the loggers' "success" and teardown). When the body
@@ -132,3 +95,7 @@ void call_and_handle_interrupt(Strategy& strategy, TrainerCallbacks& callbacks, 
 }
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/impl/call.ipp>
+#endif

@@ -50,6 +50,7 @@
 /// ```
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/trainer/step_context.hpp>
 
 #include <torch/torch.h>
@@ -191,11 +192,7 @@ constexpr bool uses_automatic_optimization() {
   }
 }
 
-inline OptimizerConfig optimizer_entry_config(OptimizerConfig config, std::size_t index) {
-  TORCH_CHECK(config.optimizer != nullptr, "volt: configure_optimizers() returned an OptimizerConfig without an optimizer",
-              index > 0 ? " (entry " + std::to_string(index) + ")" : std::string());
-  return config;
-}
+VOLT_INLINE OptimizerConfig optimizer_entry_config(OptimizerConfig config, std::size_t index);
 template <optimizer_pointer P>
 OptimizerConfig optimizer_entry_config(P pointer, std::size_t index) {
   TORCH_CHECK(pointer != nullptr, "volt: configure_optimizers() returned a null optimizer",
@@ -239,3 +236,7 @@ constexpr void check_trainable() {
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/impl/module.ipp>
+#endif

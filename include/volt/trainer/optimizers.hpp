@@ -3,6 +3,7 @@
 /// returned, its checks, and when each scheduler steps).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 #include <volt/optim/plateau.hpp>
@@ -52,34 +53,12 @@ class Optimization {
   /// automatic_optimization; with it only one optimizer is allowed (std::runtime_error with Lightning's
   /// message), without it the schedulers are the model's to step. Throws c10::Error for a null scheduler or a
   /// frequency below 1.
-  void configure(std::vector<OptimizerConfig> configs, bool automatic = true, TrainerState* state = nullptr) {
-    state_ = state;
-    if (automatic && configs.size() > 1) throw std::runtime_error(several_optimizers_message);
-    configs_ = std::move(configs);
-    automatic_ = automatic;
-    batches_stepped = 0;
-    schedulers_.clear();
-    for (std::size_t i = 0; i < configs_.size(); ++i) {
-      const auto& config = configs_[i];
-      if (config.lr_scheduler) {
-        add(i, {config.lr_scheduler, config.interval, config.frequency, {}, config.monitor}, /*dict_form=*/false);
-      }
-      for (const auto& extra : config.lr_schedulers) {
-        TORCH_CHECK(extra.scheduler != nullptr, "volt: configure_optimizers() gave an LRSchedulerConfig without a scheduler",
-                    extra.name.empty() ? std::string() : " (name \"" + extra.name + "\")");
-        add(i, extra, /*dict_form=*/true);
-      }
-    }
-  }
+  void configure(std::vector<OptimizerConfig> configs, bool automatic = true, TrainerState* state = nullptr);
 
   /// The first optimizer (configure() must have run): the one automatic optimization steps.
   torch::optim::Optimizer& optimizer() const { return *configs_.front().optimizer; }
   /// The optimizers in configure_optimizers' order, as TrainerState lists them.
-  std::vector<torch::optim::Optimizer*> optimizers() const {
-    std::vector<torch::optim::Optimizer*> result;
-    for (const auto& config : configs_) result.push_back(config.optimizer.get());
-    return result;
-  }
+  std::vector<torch::optim::Optimizer*> optimizers() const;
   /// The schedulers in the order configure_optimizers gave them.
   std::vector<SchedulerSlot>& schedulers() { return schedulers_; }
   /// Whether the Trainer steps the optimizers and schedulers (automatic optimization).
@@ -94,65 +73,10 @@ class Optimization {
   /// when it was not logged and strict is set; a warning and no step otherwise), unless `with_metrics` is false
   /// (a resume's replay: their state comes from the checkpoint). Nothing under manual optimization: the model
   /// steps its schedulers.
-  void step_schedulers(SchedulerInterval interval, bool with_metrics = true) {
-    if (!automatic_) return;
-    for (auto& slot : schedulers_) {
-      if (slot.interval != interval) continue;
-      if (++slot.intervals % slot.frequency != 0) continue;
-      if (slot.plateau == nullptr) {
-        slot.scheduler->step();
-        ++slot.steps;
-        continue;
-      }
-      if (!with_metrics) continue;
-      const auto value = state_ != nullptr ? state_->metric(slot.monitor) : std::nullopt;
-      if (!value) {
-        if (slot.strict) {
-          std::string available = "[";
-          if (state_ != nullptr) {
-            for (const auto& [key, metric] : state_->callback_metrics()) {
-              available += (available.size() > 1 ? ", '" : "'") + key + "'";
-            }
-          }
-          throw MisconfigurationError("ReduceLROnPlateau conditioned on metric " + slot.monitor +
-                                      " which is not available. Available metrics are: " + available +
-                                      "]. Condition can be set using `monitor` key in lr scheduler dict");
-        }
-        log::warn_rank_zero("ReduceLROnPlateau conditioned on metric " + slot.monitor +
-                            " which is not available but strict is set to `False`. Skipping learning rate update.");
-        continue;
-      }
-      slot.plateau->step(*value);
-      ++slot.steps;
-    }
-  }
+  void step_schedulers(SchedulerInterval interval, bool with_metrics = true);
 
  private:
-  void add(std::size_t optimizer, const LRSchedulerConfig& config, bool dict_form) {
-    TORCH_CHECK(config.frequency >= 1, "volt: an LR scheduler's frequency must be >= 1, got ", config.frequency);
-    auto* plateau = dynamic_cast<optim::ReduceLROnPlateau*>(config.scheduler.get());
-    auto* scheduler = dynamic_cast<optim::Scheduler*>(config.scheduler.get());
-    if (automatic_ && plateau != nullptr && config.monitor.empty()) {
-      throw MisconfigurationError(
-          dict_form ? "The lr scheduler dict must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
-                      "For example: {\"optimizer\": optimizer, \"lr_scheduler\": {\"scheduler\": scheduler, "
-                      "\"monitor\": \"your_loss\"}}"
-                    : "`configure_optimizers` must include a monitor when a `ReduceLROnPlateau` scheduler is used. "
-                      "For example: {\"optimizer\": optimizer, \"lr_scheduler\": scheduler, \"monitor\": "
-                      "\"metric_to_track\"}");
-    }
-    if (!automatic_ && (!config.monitor.empty() || !config.strict)) {
-      std::string keys = !config.monitor.empty() && !config.strict ? "['monitor', 'strict']"
-                         : !config.monitor.empty()                 ? "['monitor']"
-                                                                   : "['strict']";
-      log::warn_rank_zero("The lr scheduler dict contains the key(s) " + keys +
-                          ", but the keys will be ignored. You need to call `lr_scheduler.step()` manually in manual "
-                          "optimization.");
-    }
-    schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name,
-                           config.monitor, config.strict, plateau,
-                           scheduler != nullptr && scheduler->has_state() ? scheduler : nullptr});
-  }
+  void add(std::size_t optimizer, const LRSchedulerConfig& config, bool dict_form);
 
   std::vector<OptimizerConfig> configs_{};
   std::vector<SchedulerSlot> schedulers_{};
@@ -161,3 +85,7 @@ class Optimization {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/impl/optimizers.ipp>
+#endif

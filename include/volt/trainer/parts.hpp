@@ -7,6 +7,7 @@
 #include <volt/distributed.hpp>
 #include <volt/precision.hpp>
 #include <volt/strategies.hpp>
+#include <volt/trainer/connectors/accelerator_connector.hpp>
 #include <volt/trainer/connectors/callback_connector.hpp>
 #include <volt/trainer/connectors/checkpoint_connector.hpp>
 #include <volt/trainer/connectors/logger_connector.hpp>
@@ -18,6 +19,7 @@
 
 #include <torch/torch.h>
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <type_traits>
@@ -37,6 +39,42 @@ struct TrainerParts {
 
   explicit TrainerParts(TrainerOptions trainer_options)
       : options(std::move(trainer_options)), logger(options.default_root_dir) {}
+
+  /// The Trainer's construction (see Trainer::Trainer): validates the options, seeds, sets the math modes,
+  /// selects the devices of `Accelerator`, prints the device lines on rank zero, takes the `extras`
+  /// (callbacks, loggers, a configured Precision) and completes the callbacks and loggers with the defaults.
+  template <class Accelerator, class... Extras>
+  void set_up(Extras&&... extras) {
+    validate(options);
+    apply_fast_dev_run(options);
+    set_torch_flags(options);
+    selection = select_trainer_devices<Accelerator, Strategy>(options);
+    strategy.configure(selection, options.num_nodes);
+    state.global_rank = strategy.global_rank();
+    state.world_size = strategy.world_size();
+    state.is_global_zero = strategy.is_global_zero();
+    logger.set_global_zero(state.is_global_zero);
+    log_device_info(selection.accelerator);
+    (add_extra(std::forward<Extras>(extras)), ...);
+    callbacks.add_timer(options);
+    callbacks.reorder();
+    precision.setup(root_device());
+    callbacks.add_defaults(options);
+    logger.configure(options.logger, options.fast_dev_run > 0);
+  }
+
+  /// A constructor extra: the configured precision, a logger, or a callback.
+  template <class E>
+  void add_extra(E&& extra) {
+    using T = std::remove_cvref_t<E>;
+    if constexpr (std::same_as<T, Precision>) {
+      precision = std::forward<E>(extra);
+    } else if constexpr (std::derived_from<T, Logger> || logger_pointer<T>) {
+      logger.add(std::forward<E>(extra));
+    } else {
+      callbacks.add(std::forward<E>(extra));
+    }
+  }
 
   TrainerOptions options;
   DeviceSelection selection{};

@@ -3,6 +3,7 @@
 /// callbacks and model hooks see (volt::TrainerState), and where a checkpoint resumes (detail::ResumePoint).
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/loggers/logger.hpp>
 #include <volt/trainer/connectors/logger_connector.hpp>
 
@@ -85,19 +86,12 @@ struct TrainerState {
   std::vector<std::pair<std::string, double>> progress_bar_metrics() { return metrics_->progress_bar_values(); }
   /// Logs a value from a callback (as LightningModule.log does from a hook), with StepContext::log's
   /// defaults for the hook it is called from (an epoch value in the epoch-level hooks).
-  void log(std::string_view name, double value, const LogOptions& options = {}) {
-    metrics_->log(name, value, options, phase_);
-  }
+  void log(std::string_view name, double value, const LogOptions& options = {});
   /// Logs a tensor value from a callback; the value stays on the device until a logger or the progress bar
   /// reads it.
-  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
-    metrics_->log(name, value, options, phase_);
-  }
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {});
   /// Writes the metrics to every logger at the current global step (global rank zero only).
-  void log_to_loggers(const std::map<std::string, double>& values) const {
-    if (!is_global_zero) return;
-    for (Logger* logger : loggers) logger->log_metrics(values, global_step);
-  }
+  void log_to_loggers(const std::map<std::string, double>& values) const;
   /// Saves a full checkpoint of the run to `path` (atomically). Set by the Trainer during fit.
   std::function<void(const std::filesystem::path& path, bool weights_only)> save_checkpoint{};
   /// False when the last save_checkpoint call failed and the failure was only logged
@@ -111,10 +105,7 @@ struct TrainerState {
   std::function<std::map<std::string, double>()> device_stats{};
 
   /// The first logger's folder, or default_root_dir when there is no logger.
-  std::filesystem::path log_dir() const {
-    return loggers.empty() ? (default_root_dir.empty() ? std::filesystem::path(".") : default_root_dir)
-                           : loggers.front()->log_dir();
-  }
+  std::filesystem::path log_dir() const;
 
   /// \cond
   // Set by the Trainer.
@@ -143,3 +134,7 @@ struct ResumeState {
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/impl/state.ipp>
+#endif

@@ -4,6 +4,7 @@
 /// The model needs to inherit from nothing to use it.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/trainer/manual_optimizer.hpp>
 #include <volt/trainer/options.hpp>
@@ -37,13 +38,9 @@ class StepContext {
   /// c10::Error). Under DDP each rank logs its own values; epoch values are combined across ranks at the
   /// epoch's end (a collective), so every rank must log the same names in the same order.
   /// Call it only while the Trainer runs a step or hook (fit, validate, test).
-  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {}) {
-    state_->metrics_->log(name, value, options, state_->phase_);
-  }
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {});
   /// log() with a number (stored as a float64 tensor on the CPU).
-  void log(std::string_view name, double value, const LogOptions& options = {}) {
-    state_->metrics_->log(name, value, options, state_->phase_);
-  }
+  void log(std::string_view name, double value, const LogOptions& options = {});
 
   /// Optimizer steps taken so far in this fit (TrainerState::global_step).
   std::int64_t global_step() const { return state_->global_step; }
@@ -63,14 +60,7 @@ class StepContext {
   /// MisconfigurationError outside a manual-optimization fit.
   std::vector<ManualOptimizer>& optimizers() const { return driver("optimizers").optimizers(); }
   /// Manual optimization: optimizer `index` (std::out_of_range past the last one).
-  ManualOptimizer& optimizer(std::size_t index = 0) const {
-    auto& all = optimizers();
-    if (index >= all.size()) {
-      throw std::out_of_range("volt: ctx.optimizer(" + std::to_string(index) + "): the model configured " +
-                              std::to_string(all.size()) + " optimizer(s)");
-    }
-    return all[index];
-  }
+  ManualOptimizer& optimizer(std::size_t index = 0) const;
   /// Manual optimization: the fit's LR schedulers in configure_optimizers' order (Lightning's
   /// `self.lr_schedulers()`); the model steps them itself (ManualScheduler::step), the Trainer does not.
   std::vector<ManualScheduler>& lr_schedulers() const { return driver("lr_schedulers").lr_schedulers(); }
@@ -81,9 +71,7 @@ class StepContext {
   /// Manual optimization: clips the gradients of `optimizer`'s parameters (Lightning's `self.clip_gradients`):
   /// `value` <= 0 does nothing; norm: total 2-norm at most `value`; value: each element in [-value, value].
   /// Under a grad scaler the gradients are unscaled first (step() then does not unscale them again).
-  void clip_gradients(ManualOptimizer& optimizer, double value, GradClipAlgorithm algorithm = GradClipAlgorithm::norm) const {
-    driver("clip_gradients").clip_gradients(optimizer.optimizer(), value, algorithm);
-  }
+  void clip_gradients(ManualOptimizer& optimizer, double value, GradClipAlgorithm algorithm = GradClipAlgorithm::norm) const;
 
   /// \cond
   // Set by the training loop for a manual-optimization fit.
@@ -91,17 +79,13 @@ class StepContext {
   /// \endcond
 
  private:
-  detail::ManualDriver& driver(const char* what) const {
-    if (!manual_driver_) {
-      throw MisconfigurationError(std::string("volt: ctx.") + what +
-                                  "() is for manual optimization: declare `static constexpr bool "
-                                  "automatic_optimization = false;` in the model (the Trainer steps the optimizers "
-                                  "under automatic optimization; read them from ctx.trainer().optimizers)");
-    }
-    return *manual_driver_;
-  }
+  detail::ManualDriver& driver(const char* what) const;
 
   TrainerState* state_;
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/impl/step_context.ipp>
+#endif

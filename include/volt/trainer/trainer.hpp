@@ -81,24 +81,7 @@ class Trainer {
   /// throws.
   template <class... Extras>
   explicit Trainer(TrainerOptions options = {}, Extras&&... extras) : parts_(std::move(options)) {
-    auto& opts = parts_.options;
-    detail::validate(opts);
-    detail::apply_fast_dev_run(opts);
-    detail::set_torch_flags(opts);
-    parts_.selection = detail::select_trainer_devices<Accelerator, Strategy>(opts);
-    parts_.strategy.configure(parts_.selection, opts.num_nodes);
-    auto& state = parts_.state;
-    state.global_rank = parts_.strategy.global_rank();
-    state.world_size = parts_.strategy.world_size();
-    state.is_global_zero = parts_.strategy.is_global_zero();
-    parts_.logger.set_global_zero(state.is_global_zero);
-    log_device_info(parts_.selection.accelerator);
-    (add_extra(std::forward<Extras>(extras)), ...);
-    parts_.callbacks.add_timer(opts);
-    parts_.callbacks.reorder();
-    parts_.precision.setup(root_device());
-    parts_.callbacks.add_defaults(opts);
-    parts_.logger.configure(opts.logger, opts.fast_dev_run > 0);
+    parts_.template set_up<Accelerator>(std::forward<Extras>(extras)...);
   }
 
   // ---- accessors ---------------------------------------------------------------------------------
@@ -254,19 +237,6 @@ class Trainer {
 
 
  private:
-  /// A constructor extra: the configured precision, a logger, or a callback.
-  template <class E>
-  void add_extra(E&& extra) {
-    using T = std::remove_cvref_t<E>;
-    if constexpr (std::same_as<T, Precision>) {
-      parts_.precision = std::forward<E>(extra);
-    } else if constexpr (std::derived_from<T, Logger> || detail::logger_pointer<T>) {
-      parts_.logger.add(std::forward<E>(extra));
-    } else {
-      parts_.callbacks.add(std::forward<E>(extra));
-    }
-  }
-
   detail::TrainerParts<Strategy, Precision> parts_;
   detail::FitLoop fit_loop_{};
   detail::EvaluationLoop evaluation_loop_{};

@@ -7,6 +7,7 @@
 /// with a `.to(device)` member, plus user types taught through volt::batch_transfer.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/apply.hpp>
 
 #include <torch/torch.h>
@@ -33,9 +34,7 @@ struct batch_transfer {
 /// Whether batch_to_device passes non_blocking=true when it copies a tensor to `device`: for every device type
 /// except CPU and MPS, as Lightning does (non-blocking copies to MPS race, PyTorch issue 83015; to the CPU
 /// they would hand back memory before the copy finished). Values with their own `.to` never get it.
-inline bool transfer_is_non_blocking(torch::Device device) noexcept {
-  return device.type() != c10::DeviceType::CPU && device.type() != c10::DeviceType::MPS;
-}
+VOLT_INLINE bool transfer_is_non_blocking(torch::Device device) noexcept;
 
 namespace detail {
 
@@ -198,3 +197,7 @@ std::remove_cvref_t<Batch> batch_to_device(Batch&& batch, torch::Device device) 
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/transfer/impl/batch_to_device.ipp>
+#endif

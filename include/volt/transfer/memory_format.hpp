@@ -8,6 +8,7 @@
 /// shapes and state dict keys stay as they are.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/apply.hpp>
 
 #include <torch/torch.h>
@@ -37,15 +38,10 @@ constexpr std::string_view to_string(MemoryFormat format) {
 namespace detail {
 
 /// Whether `tensor` is one that channels-last applies to: defined, floating point, 4-D.
-inline bool takes_channels_last(const torch::Tensor& tensor) {
-  return tensor.defined() && tensor.dim() == 4 && tensor.is_floating_point();
-}
+VOLT_INLINE bool takes_channels_last(const torch::Tensor& tensor);
 
 /// `tensor` in channels-last strides when takes_channels_last(), else `tensor` itself (no copy when it already is).
-inline torch::Tensor to_channels_last(const torch::Tensor& tensor) {
-  if (!takes_channels_last(tensor)) return tensor;
-  return tensor.contiguous(torch::MemoryFormat::ChannelsLast);
-}
+VOLT_INLINE torch::Tensor to_channels_last(const torch::Tensor& tensor);
 
 /// `batch` with every 4-D floating tensor in channels-last strides (any collection apply_to_collection walks).
 template <class Batch>
@@ -55,40 +51,19 @@ std::remove_cvref_t<Batch> batch_to_channels_last(Batch&& batch) {
 }
 
 /// Whether `module` or one of its submodules is a 2-D convolution (Inductor's reason to pick channels-last).
-inline bool has_conv2d(torch::nn::Module& module) {
-  auto is_conv2d = [](torch::nn::Module& candidate) {
-    return candidate.as<torch::nn::Conv2d>() != nullptr || candidate.as<torch::nn::ConvTranspose2d>() != nullptr;
-  };
-  if (is_conv2d(module)) return true;
-  // modules(false): the module itself need not be held by a shared_ptr.
-  for (const auto& child : module.modules(/*include_self=*/false)) {
-    if (is_conv2d(*child)) return true;
-  }
-  return false;
-}
+VOLT_INLINE bool has_conv2d(torch::nn::Module& module);
 
 /// Whether `format` means channels-last for `module` on `device` (automatic: CUDA and a 2-D convolution).
-inline bool uses_channels_last(MemoryFormat format, torch::Device device, torch::nn::Module& module) {
-  if (format == MemoryFormat::channels_last) return true;
-  return format == MemoryFormat::automatic && device.is_cuda() && has_conv2d(module);
-}
+VOLT_INLINE bool uses_channels_last(MemoryFormat format, torch::Device device, torch::nn::Module& module);
 
 /// Puts every 4-D floating parameter and buffer of `module` in channels-last strides, in place (the tensors
 /// keep their identity, so optimizers and hooks holding them see the change; as Python's
 /// `module.to(memory_format=torch.channels_last)`).
-inline void module_to_channels_last(torch::nn::Module& module) {
-  torch::NoGradGuard no_grad;
-  for (auto& parameter : module.parameters()) {
-    if (takes_channels_last(parameter) && !parameter.is_contiguous(torch::MemoryFormat::ChannelsLast)) {
-      parameter.set_data(parameter.contiguous(torch::MemoryFormat::ChannelsLast));
-    }
-  }
-  for (auto& buffer : module.buffers()) {
-    if (takes_channels_last(buffer) && !buffer.is_contiguous(torch::MemoryFormat::ChannelsLast)) {
-      buffer.set_data(buffer.contiguous(torch::MemoryFormat::ChannelsLast));
-    }
-  }
-}
+VOLT_INLINE void module_to_channels_last(torch::nn::Module& module);
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/transfer/impl/memory_format.ipp>
+#endif

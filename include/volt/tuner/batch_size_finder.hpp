@@ -15,6 +15,7 @@
 /// used without a Trainer, and tested on a CPU with a trial that throws the out-of-memory error past a size.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/compat.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
@@ -77,22 +78,11 @@ struct BatchSizeFinderResult {
 /// introduced it, as torch.cuda.OutOfMemoryError in Python); the messages cover the allocators that throw
 /// a plain c10::Error (MPS: "MPS backend out of memory", CPU: "DefaultCPUAllocator: can't allocate memory"),
 /// cuBLAS/cuDNN failing to allocate, and std::bad_alloc.
-inline bool is_oom_error(const std::exception& error) {
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr) return true;
-  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return true;
-  const std::string_view message = error.what();
-  auto has = [&](std::string_view needle) { return message.find(needle) != std::string_view::npos; };
-  return (has("CUDA") && has("out of memory")) || has("MPS backend out of memory") ||
-         has("DefaultCPUAllocator: can't allocate memory") || has("CUBLAS_STATUS_ALLOC_FAILED") ||
-         has("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.") || has("CUDNN_STATUS_ALLOC_FAILED");
-}
+VOLT_INLINE bool is_oom_error(const std::exception& error);
 
 /// Lightning's garbage_collection_cuda: returns the caching allocators' unused blocks (CUDA, MPS) to the
 /// driver, so the next trial starts from what is really in use. No-op without those devices.
-inline void release_cached_device_memory() {
-  compat::cuda_empty_cache();
-  compat::mps_empty_cache();
-}
+VOLT_INLINE void release_cached_device_memory();
 
 /// Lightning's "power" search. Calls `trial(batch_size)` for init_val, 2 init_val, 4 init_val, ...: a trial
 /// that returns means the size fits, one that throws an out-of-memory error (is_oom_error) means it does
@@ -192,3 +182,7 @@ BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/tuner/impl/batch_size_finder.ipp>
+#endif

@@ -13,6 +13,7 @@
 /// ```
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 #include <volt/strategies/ddp.hpp>
@@ -62,32 +63,11 @@ struct LRFinderOptions {
 /// (exponential) or min_lr + (step + 1) / num_training * (max_lr - min_lr) (linear), so that step
 /// num_training - 1 runs at max_lr. (Lightning's schedulers skip the ratio 1 / num_training: step 1 already
 /// uses 2 / num_training.)
-inline double lr_finder_learning_rate(const LRFinderOptions& options, std::int64_t step) {
-  if (step <= 0) return options.min_lr;
-  const double r = static_cast<double>(step + 1) / static_cast<double>(options.num_training);
-  if (options.mode == "linear") return options.min_lr + r * (options.max_lr - options.min_lr);
-  return options.min_lr * std::pow(options.max_lr / options.min_lr, r);
-}
+VOLT_INLINE double lr_finder_learning_rate(const LRFinderOptions& options, std::int64_t step);
 
 /// Throws MisconfigurationError when `options` cannot describe a sweep, naming the value given and what
 /// is allowed.
-inline void validate_lr_finder_options(const LRFinderOptions& options) {
-  const auto bad = [](const std::string& what) { throw MisconfigurationError("volt: lr_find: " + what); };
-  if (options.mode != "exponential" && options.mode != "linear") {
-    bad("mode should be either `linear` or `exponential`; got `" + options.mode + "`");
-  }
-  if (options.num_training < 1) bad("num_training must be >= 1; got " + std::to_string(options.num_training));
-  if (!std::isfinite(options.min_lr) || !std::isfinite(options.max_lr) || options.min_lr < 0 ||
-      (options.mode == "exponential" && options.min_lr <= 0) || options.max_lr <= options.min_lr) {
-    bad("needs finite 0 " + std::string(options.mode == "exponential" ? "< " : "<= ") +
-        "min_lr < max_lr (mode `" + options.mode + "`); got min_lr=" + detail::svg_number(options.min_lr) +
-        ", max_lr=" + detail::svg_number(options.max_lr));
-  }
-  if (options.early_stop_threshold && !(*options.early_stop_threshold > 0)) {
-    bad("early_stop_threshold must be > 0 or std::nullopt (no early stop); got " +
-        detail::svg_number(*options.early_stop_threshold));
-  }
-}
+VOLT_INLINE void validate_lr_finder_options(const LRFinderOptions& options);
 
 /// Lightning's _LRCallback loss rule: the running average avg = beta avg + (1 - beta) loss, debiased as
 /// avg / (1 - beta^(global_step + 1)) with the step count after the optimizer step (so the first value is
@@ -100,13 +80,7 @@ class LRFinderLossSmoother {
   /// Adds the loss of the step that made the step count `global_step`; returns whether the sweep should
   /// stop (the smoothed loss exceeds threshold times the best one, from the second step on). The smoothed
   /// loss is in smoothed().
-  bool add(double loss, std::int64_t global_step) {
-    avg_ = beta_ * avg_ + (1 - beta_) * loss;
-    smoothed_ = avg_ / (1 - std::pow(beta_, static_cast<double>(global_step + 1)));
-    const bool stop = threshold_ && global_step > 1 && smoothed_ > *threshold_ * best_;
-    if (smoothed_ < best_ || global_step == 1) best_ = smoothed_;
-    return stop;
-  }
+  bool add(double loss, std::int64_t global_step);
   /// The last smoothed loss.
   double smoothed() const { return smoothed_; }
 
@@ -202,23 +176,8 @@ constexpr bool has_learning_rate_member =
 /// Deep copies of a module's parameters and buffers, written back with restore().
 class ModuleSnapshot {
  public:
-  explicit ModuleSnapshot(torch::nn::Module& module) : module_(module) {
-    torch::NoGradGuard no_grad;
-    for (const auto& parameter : module.parameters()) parameters_.push_back(parameter.detach().clone());
-    for (const auto& buffer : module.buffers()) buffers_.push_back(buffer.detach().clone());
-  }
-  void restore() {
-    torch::NoGradGuard no_grad;
-    auto parameters = module_.parameters();
-    auto buffers = module_.buffers();
-    TORCH_CHECK(parameters.size() == parameters_.size() && buffers.size() == buffers_.size(),
-                "volt: lr_find: the model's parameters or buffers changed in number during the sweep; cannot restore it");
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-      parameters[i].copy_(parameters_[i]);
-      parameters[i].mutable_grad() = torch::Tensor();
-    }
-    for (std::size_t i = 0; i < buffers_.size(); ++i) buffers[i].copy_(buffers_[i]);
-  }
+  explicit ModuleSnapshot(torch::nn::Module& module);
+  void restore();
 
  private:
   torch::nn::Module& module_;
@@ -226,18 +185,7 @@ class ModuleSnapshot {
 };
 
 /// Puts the sweep's optimizer back as it was before its first step (state and parameter-group options).
-inline void restore_optimizer(LRFinderRun& run) {
-  if (run.optimizer == nullptr) return;
-  run.optimizer->state().clear();
-  std::istringstream bytes(run.optimizer_state);
-  torch::serialize::InputArchive archive;
-  archive.load_from(bytes);
-  run.optimizer->load(archive);
-  auto& groups = run.optimizer->param_groups();
-  for (std::size_t i = 0; i < groups.size() && i < run.group_options.size(); ++i) {
-    groups[i].set_options(run.group_options[i]->clone());
-  }
-}
+VOLT_INLINE void restore_optimizer(LRFinderRun& run);
 
 }  // namespace detail
 
@@ -321,3 +269,7 @@ LRFinderResult lr_find(TrainerOptions trainer_options, Model& model, TrainData&&
 }
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/tuner/impl/lr_finder.ipp>
+#endif

@@ -4,6 +4,7 @@
 /// volt/accelerators/device_spec.hpp, no public API; like it, includes nothing of LibTorch.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <climits>
 #include <cstddef>
 #include <string>
@@ -72,34 +73,10 @@ constexpr ParsedInt python_int(std::string_view text) {
 /// Python's repr() of an ASCII str: single quotes unless the text holds ' and no ", backslash escapes
 /// for \\, \n, \r, \t and other control characters as \xNN. Bytes >= 0x80 are copied unchanged (volt
 /// treats them as opaque; Python would show printable Unicode as is and escape the rest).
-inline std::string python_repr(std::string_view text) {
-  const bool use_double = text.find('\'') != std::string_view::npos && text.find('"') == std::string_view::npos;
-  const char quote = use_double ? '"' : '\'';
-  std::string out(1, quote);
-  constexpr char hex[] = "0123456789abcdef";
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == quote) {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (byte < 0x20 || byte == 0x7f) {
-      out += "\\x";
-      out += hex[byte >> 4];
-      out += hex[byte & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  out += quote;
-  return out;
-}
+VOLT_INLINE std::string python_repr(std::string_view text);
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/accelerators/detail/impl/python_text.ipp>
+#endif

@@ -7,6 +7,7 @@
 // type. Anything else is left to optimizer.step(), which also raises LibTorch's own errors.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/compat.hpp>
 
 #include <torch/torch.h>
@@ -24,13 +25,7 @@ namespace volt::optim::detail {
 class CommonDevice {
  public:
   /// False when `tensor` is on another device than the tensors seen before it.
-  bool admit(const at::Tensor& tensor) {
-    if (!device_) {
-      device_ = tensor.device();
-      return true;
-    }
-    return tensor.device() == *device_;
-  }
+  bool admit(const at::Tensor& tensor);
   std::optional<torch::Device> device() const noexcept { return device_; }
 
  private:
@@ -38,24 +33,14 @@ class CommonDevice {
 };
 
 /// Whether LibTorch's loop and a multi-tensor step would treat (parameter, gradient) alike.
-inline bool plain_dense_pair(const at::Tensor& parameter, const at::Tensor& gradient) {
-  return parameter.layout() == c10::kStrided && gradient.layout() == c10::kStrided && !gradient.is_sparse() &&
-         parameter.is_floating_point() && gradient.scalar_type() == parameter.scalar_type() &&
-         gradient.sizes() == parameter.sizes();
-}
+VOLT_INLINE bool plain_dense_pair(const at::Tensor& parameter, const at::Tensor& gradient);
 
 /// Whether `state_tensor` is defined, dense, on the common device and shaped like `parameter`.
-inline bool usable_state_tensor(const at::Tensor& state_tensor, const at::Tensor& parameter, CommonDevice& device) {
-  return state_tensor.defined() && state_tensor.layout() == c10::kStrided && device.admit(state_tensor) &&
-         state_tensor.sizes() == parameter.sizes();
-}
+VOLT_INLINE bool usable_state_tensor(const at::Tensor& state_tensor, const at::Tensor& parameter, CommonDevice& device);
 
 /// True when some TensorImpl occurs twice in `impls` (a parameter in two groups or twice in one):
 /// LibTorch's loop would update it twice in sequence, a multi-tensor op once per list entry.
-inline bool has_duplicates(std::vector<const c10::TensorImpl*>& impls) {
-  std::sort(impls.begin(), impls.end());
-  return std::adjacent_find(impls.begin(), impls.end()) != impls.end();
-}
+VOLT_INLINE bool has_duplicates(std::vector<const c10::TensorImpl*>& impls);
 
 /// The state of `parameter` in `optimizer` as `State`; nullptr when it has none. Sets `foreign` when it
 /// has state of another type (volt then leaves the step to LibTorch).
@@ -78,20 +63,16 @@ State* insert_state(torch::optim::Optimizer& optimizer, const at::Tensor& parame
 }
 
 /// Whether all `tensors` are contiguous and of `dtype` (what LibTorch's fused kernels take).
-inline bool contiguous_of_dtype(const std::vector<at::Tensor>& tensors, c10::ScalarType dtype) {
-  return std::all_of(tensors.begin(), tensors.end(), [dtype](const at::Tensor& tensor) {
-    return tensor.scalar_type() == dtype && tensor.is_contiguous();
-  });
-}
+VOLT_INLINE bool contiguous_of_dtype(const std::vector<at::Tensor>& tensors, c10::ScalarType dtype);
 
 /// `std::vector<at::Scalar>` from doubles, for the ScalarList overloads of the foreach ops.
-inline std::vector<at::Scalar> to_scalars(const std::vector<double>& values) {
-  return std::vector<at::Scalar>(values.begin(), values.end());
-}
+VOLT_INLINE std::vector<at::Scalar> to_scalars(const std::vector<double>& values);
 
 /// True when every value in `values` equals the first (one Scalar can then serve all tensors).
-inline bool all_equal(const std::vector<double>& values) {
-  return std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
-}
+VOLT_INLINE bool all_equal(const std::vector<double>& values);
 
 }  // namespace volt::optim::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/optim/detail/impl/gather.ipp>
+#endif

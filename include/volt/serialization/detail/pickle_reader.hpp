@@ -3,6 +3,7 @@
 /// implementation of volt/serialization/pickle.hpp, no public API.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/serialization/detail/pickle_storage.hpp>
 
 #include <torch/torch.h>
@@ -63,173 +64,24 @@ class Reader {
 
   Reader(std::string_view bytes, StorageLoader load_storage) : bytes_(bytes), load_storage_(std::move(load_storage)) {}
 
-  ValuePtr read() {
-    while (true) {
-      const auto opcode = static_cast<unsigned char>(take(1)[0]);
-      switch (opcode) {
-        case 0x80: take(1); break;             // PROTO
-        case 0x95: take(8); break;             // FRAME
-        case '(': marks_.push_back(stack_.size()); break;
-        case '.': {                            // STOP
-          if (stack_.empty()) fail("STOP with an empty stack");
-          return stack_.back();
-        }
-        case 'N': push(None{}); break;
-        case 0x88: push(true); break;
-        case 0x89: push(false); break;
-        case 'J': push(static_cast<std::int64_t>(static_cast<std::int32_t>(little_endian(take(4))))); break;
-        case 'K': push(static_cast<std::int64_t>(little_endian(take(1)))); break;
-        case 'M': push(static_cast<std::int64_t>(little_endian(take(2)))); break;
-        case 0x8a: {                           // LONG1
-          const auto size = little_endian(take(1));
-          if (size > 8) fail("integer wider than 64 bits");
-          std::uint64_t raw = size == 0 ? 0 : little_endian(take(size));
-          if (size > 0 && size < 8 && (raw >> (8 * size - 1)) != 0) raw |= ~std::uint64_t{0} << (8 * size);
-          push(static_cast<std::int64_t>(raw));
-          break;
-        }
-        case 'G': {                            // BINFLOAT, big endian
-          const auto raw = take(8);
-          std::uint64_t bits = 0;
-          for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
-          double value = 0;
-          std::memcpy(&value, &bits, sizeof value);
-          push(value);
-          break;
-        }
-        case 'X': push(std::string(take(little_endian(take(4))))); break;
-        case 0x8c: push(std::string(take(little_endian(take(1))))); break;
-        case 0x8d: push(std::string(take(little_endian(take(8))))); break;
-        case 'c': {
-          Global global;
-          global.module = line();
-          global.name = line();
-          push(std::move(global));
-          break;
-        }
-        case 0x93: {                           // STACK_GLOBAL
-          auto name = pop_as<std::string>("STACK_GLOBAL");
-          auto module = pop_as<std::string>("STACK_GLOBAL");
-          push(Global{std::move(module), std::move(name)});
-          break;
-        }
-        case 'q': memo_[little_endian(take(1))] = top(); break;
-        case 'r': memo_[little_endian(take(4))] = top(); break;
-        case 0x94: memo_[memo_.size()] = top(); break;
-        case 'h': stack_.push_back(memo_at(little_endian(take(1)))); break;
-        case 'j': stack_.push_back(memo_at(little_endian(take(4)))); break;
-        case ')': push(Tuple{}); break;
-        case ']': push(List{}); break;
-        case '}': push(Dict{}); break;
-        case 't': push(Tuple{pop_mark()}); break;
-        case 'l': push(List{pop_mark()}); break;
-        case 0x85: case 0x86: case 0x87: {     // TUPLE1..3
-          const std::size_t count = opcode - 0x84U;
-          if (stack_.size() < count) fail("TUPLE with too few items");
-          Tuple tuple{std::vector<ValuePtr>(stack_.end() - static_cast<std::ptrdiff_t>(count), stack_.end())};
-          stack_.resize(stack_.size() - count);
-          push(std::move(tuple));
-          break;
-        }
-        case 'a': {
-          auto item = pop();
-          as<List>(top(), "APPEND").items.push_back(std::move(item));
-          break;
-        }
-        case 'e': {
-          auto items = pop_mark();
-          auto& list = as<List>(top(), "APPENDS").items;
-          list.insert(list.end(), items.begin(), items.end());
-          break;
-        }
-        case 's': {
-          auto value = pop();
-          auto key = pop();
-          as<Dict>(top(), "SETITEM").items.emplace_back(std::move(key), std::move(value));
-          break;
-        }
-        case 'u': case 'd': {
-          auto items = pop_mark();
-          if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
-          if (opcode == 'd') push(Dict{});
-          auto& dict = as<Dict>(top(), "SETITEMS").items;
-          for (std::size_t i = 0; i < items.size(); i += 2) dict.emplace_back(items[i], items[i + 1]);
-          break;
-        }
-        case 'b': {                            // BUILD: state of an OrderedDict (`_metadata`) is not needed
-          pop();
-          if (!std::holds_alternative<Dict>(top()->data)) fail("BUILD on an object other than a dict");
-          break;
-        }
-        case 'Q': push(persistent_load(pop())); break;
-        case 'R': {
-          auto arguments = pop();
-          auto callable = pop();
-          push(call(as<Global>(callable, "REDUCE"), as<Tuple>(arguments, "REDUCE").items));
-          break;
-        }
-        default: {
-          char hex[8];
-          std::snprintf(hex, sizeof hex, "0x%02x", opcode);
-          fail(std::string("unsupported pickle opcode ") + hex);
-        }
-      }
-    }
-  }
+  ValuePtr read();
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::runtime_error("the pickle (data.pkl) is not a state_dict volt can read: " + what + " at byte " +
-                             std::to_string(position_));
-  }
+  [[noreturn]] void fail(const std::string& what) const;
 
-  std::string_view take(std::size_t count) {
-    if (position_ + count > bytes_.size()) fail("truncated data");
-    const auto result = bytes_.substr(position_, count);
-    position_ += count;
-    return result;
-  }
-  std::string line() {
-    const auto end = bytes_.find('\n', position_);
-    if (end == std::string_view::npos) fail("unterminated GLOBAL");
-    std::string result(bytes_.substr(position_, end - position_));
-    position_ = end + 1;
-    return result;
-  }
-  static std::uint64_t little_endian(std::string_view raw) {
-    std::uint64_t value = 0;
-    for (std::size_t i = 0; i < raw.size(); ++i) value |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
-    return value;
-  }
+  std::string_view take(std::size_t count);
+  std::string line();
+  static std::uint64_t little_endian(std::string_view raw);
 
   void push(ValuePtr value) { stack_.push_back(std::move(value)); }
   template <class T>
   void push(T value) {
     stack_.push_back(std::make_shared<Value>(Value{std::move(value)}));
   }
-  ValuePtr pop() {
-    if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) fail("stack underflow");
-    auto value = std::move(stack_.back());
-    stack_.pop_back();
-    return value;
-  }
-  const ValuePtr& top() {
-    if (stack_.empty()) fail("stack underflow");
-    return stack_.back();
-  }
-  std::vector<ValuePtr> pop_mark() {
-    if (marks_.empty()) fail("no MARK");
-    const std::size_t start = marks_.back();
-    marks_.pop_back();
-    std::vector<ValuePtr> items(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
-    stack_.resize(start);
-    return items;
-  }
-  ValuePtr memo_at(std::uint64_t index) {
-    const auto found = memo_.find(index);
-    if (found == memo_.end()) fail("unknown memo entry " + std::to_string(index));
-    return found->second;
-  }
+  ValuePtr pop();
+  const ValuePtr& top();
+  std::vector<ValuePtr> pop_mark();
+  ValuePtr memo_at(std::uint64_t index);
   template <class T>
   T& as(const ValuePtr& value, const char* where) {
     if (auto* result = std::get_if<T>(&value->data)) return *result;
@@ -241,58 +93,13 @@ class Reader {
     return as<T>(value, where);
   }
 
-  ValuePtr persistent_load(const ValuePtr& id) {
-    const auto& items = as<Tuple>(id, "a persistent id").items;
-    if (items.size() != 5 || as<std::string>(items[0], "a persistent id") != "storage") {
-      fail("a persistent id other than ('storage', type, key, location, numel)");
-    }
-    const auto& type = as<Global>(items[1], "a persistent id");
-    const auto dtype = storage_dtype(type.name);
-    if (type.module != "torch" || !dtype) fail("unsupported storage type " + type.module + "." + type.name);
-    Storage storage{*dtype, as<std::string>(items[2], "a persistent id"), as<std::int64_t>(items[4], "a persistent id")};
-    return std::make_shared<Value>(Value{storage});
-  }
+  ValuePtr persistent_load(const ValuePtr& id);
 
-  torch::Tensor storage_tensor(const Storage& storage) {
-    auto found = storages_.find(storage.key);
-    if (found == storages_.end()) {
-      found = storages_.emplace(storage.key, load_storage_(storage.key, storage.dtype, storage.numel)).first;
-    }
-    return found->second;
-  }
+  torch::Tensor storage_tensor(const Storage& storage);
 
-  static std::vector<std::int64_t> int_list(Reader& reader, const ValuePtr& value) {
-    std::vector<std::int64_t> result;
-    for (const auto& item : reader.as<Tuple>(value, "a tensor's size or stride").items) {
-      result.push_back(reader.as<std::int64_t>(item, "a tensor's size or stride"));
-    }
-    return result;
-  }
+  static std::vector<std::int64_t> int_list(Reader& reader, const ValuePtr& value);
 
-  ValuePtr call(const Global& callable, const std::vector<ValuePtr>& arguments) {
-    const std::string name = callable.module + "." + callable.name;
-    if (name == "collections.OrderedDict" && arguments.empty()) return std::make_shared<Value>(Value{Dict{}});
-    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
-      if (arguments.size() < 4) fail(name + " with fewer than 4 arguments");
-      const auto& storage = as<Storage>(arguments[0], name.c_str());
-      const auto offset = as<std::int64_t>(arguments[1], name.c_str());
-      const auto sizes = int_list(*this, arguments[2]);
-      const auto strides = int_list(*this, arguments[3]);
-      auto flat = storage_tensor(storage);
-      if (sizes.size() != strides.size()) fail(name + ": size and stride of different lengths");
-      if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
-        std::int64_t last = offset;
-        for (std::size_t i = 0; i < sizes.size(); ++i) last += (sizes[i] - 1) * strides[i];
-        if (offset < 0 || last >= flat.numel()) fail(name + ": the tensor reaches past its storage");
-      }
-      return std::make_shared<Value>(Value{flat.as_strided(sizes, strides, offset)});
-    }
-    if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
-      if (arguments.empty()) fail(name + " without arguments");
-      return std::make_shared<Value>(Value{as<torch::Tensor>(arguments[0], name.c_str())});
-    }
-    fail("unsupported callable " + name + " (volt reads dicts of tensors only)");
-  }
+  ValuePtr call(const Global& callable, const std::vector<ValuePtr>& arguments);
 
   std::string_view bytes_;
   StorageLoader load_storage_;
@@ -304,3 +111,7 @@ class Reader {
 };
 
 }  // namespace volt::detail::pickle
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/serialization/detail/impl/pickle_reader.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// options set (seed, math modes), the devices the strategy trains on, and the device lines.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/accelerators.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/strategies.hpp>
@@ -18,10 +19,7 @@ namespace volt::detail {
 
 /// Seeds (TrainerOptions::seed) and sets the math modes (float32 matmul precision, cuDNN benchmark,
 /// deterministic algorithms), as the options ask.
-inline void set_torch_flags(const TrainerOptions& options) {
-  if (options.seed) torch::manual_seed(*options.seed);
-  set_math_modes(options.float32_matmul_precision, options.benchmark, options.deterministic);
-}
+VOLT_INLINE void set_torch_flags(const TrainerOptions& options);
 
 /// The devices the Trainer trains on: the options' device spec for the accelerator, with the strategy's
 /// rules (strategies/device_selection.hpp). Throws MisconfigurationError.
@@ -31,11 +29,11 @@ DeviceSelection select_trainer_devices(const TrainerOptions& options) {
 }
 
 /// The accelerator's device statistics of `device` (DeviceStatsMonitor reads them through TrainerState).
-inline std::function<std::map<std::string, double>()> device_stats_probe(AcceleratorKind accelerator,
-                                                                         torch::Device device) {
-  return [accelerator, device] {
-    return visit_accelerator(accelerator, [device](auto policy) { return decltype(policy)::get_device_stats(device); });
-  };
-}
+VOLT_INLINE std::function<std::map<std::string, double>()> device_stats_probe(AcceleratorKind accelerator,
+                                                                              torch::Device device);
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/connectors/impl/accelerator_connector.ipp>
+#endif

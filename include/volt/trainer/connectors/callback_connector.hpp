@@ -4,6 +4,7 @@
 /// rules that forbid conflicting ones, and each callback's key in checkpoints.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/callbacks.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/trainer/options.hpp>
@@ -39,73 +40,60 @@ class CallbackConnector {
   /// After every extra, before reorder: the Timer max_time asks for (Lightning's _configure_timer_callback),
   /// unless one was given. It goes before the checkpoint callbacks, so that a checkpoint written after a batch
   /// holds the time counted at that batch.
-  void add_timer(const TrainerOptions& options) {
-    if (!options.max_time) return;
-    if (callbacks_.count<Timer>() > 0) {
-      log::info_rank_zero("Ignoring `Trainer(max_time=...)`, callbacks list already contains a Timer.");
-    } else {
-      callbacks_.add(Timer(*options.max_time, TimerInterval::step));
-    }
-  }
+  void add_timer(const TrainerOptions& options);
 
   /// After every extra, as Lightning's _reorder_callbacks: checkpoint callbacks run after the others (so a
   /// checkpoint written in a hook holds the other callbacks' state after that hook: exact resume).
-  void reorder() {
-    for (auto& checkpoint : deferred_checkpoints_) callbacks_.add(std::move(checkpoint));
-    deferred_checkpoints_.clear();
-  }
+  void reorder();
 
   /// The default callbacks the options ask for, with Lightning's errors for conflicts.
-  void add_defaults(const TrainerOptions& options) {
-    const auto progress_bars = callbacks_.count<ProgressBar>();
-    if (progress_bars > 1) {
-      throw MisconfigurationError(
-          "You added multiple progress bar callbacks to the Trainer, but currently only one progress bar is supported.");
-    }
-    if (!options.enable_progress_bar && progress_bars == 1) {
-      throw MisconfigurationError(
-          "Trainer was configured with `enable_progress_bar=False` but found `ProgressBar` in callbacks list.");
-    }
-    if (!options.enable_checkpointing && callbacks_.count<ModelCheckpoint>() > 0) {
-      throw MisconfigurationError(
-          "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks list.");
-    }
-    if (options.enable_progress_bar && progress_bars == 0) callbacks_.add(ProgressBar{});
-    if (options.enable_model_summary && callbacks_.count<ModelSummary>() == 0) callbacks_.add(ModelSummary{});
-    if (options.enable_checkpointing && callbacks_.count<ModelCheckpoint>() == 0) callbacks_.add(ModelCheckpoint{});
-  }
+  void add_defaults(const TrainerOptions& options);
 
   /// The callbacks.
   TrainerCallbacks& list() { return callbacks_; }
 
   /// Whether Lightning counts `callback` among the monitoring callbacks (checkpointing, early stopping), which
   /// run their on_train_epoch_end after the model's, once the epoch's values are reduced.
-  static bool is_monitoring(AnyCallback<TrainerState>& callback) {
-    return callback.get(typeid(ModelCheckpoint)) != nullptr || callback.get(typeid(EarlyStopping)) != nullptr;
-  }
+  static bool is_monitoring(AnyCallback<TrainerState>& callback);
 
   /// Runs on_train_epoch_end of the callbacks that are monitoring ones (`monitoring`) or the others.
-  void run_train_epoch_end(TrainerState& state, bool monitoring) {
-    for (auto* callback : callbacks_.with(Hook::on_train_epoch_end)) {
-      if (is_monitoring(*callback) == monitoring) callback->on_train_epoch_end(state);
-    }
-  }
+  void run_train_epoch_end(TrainerState& state, bool monitoring);
 
   /// Each callback's entry in a checkpoint: its type and its rank among callbacks of that type (as
   /// Lightning's state_key), so a resume with callbacks added, removed or reordered finds the right state.
-  std::vector<CallbackStateKey> state_keys() const {
-    std::vector<CallbackStateKey> keys;
-    std::map<std::string, int, std::less<>> seen;
-    for (const auto& callback : callbacks_.all()) {
-      const std::string type(callback->type_name());
-      keys.emplace_back(&*callback, "callbacks/" + type + "/" + std::to_string(seen[type]++));
-    }
-    return keys;
-  }
+  std::vector<CallbackStateKey> state_keys() const;
 
  private:
   TrainerCallbacks callbacks_;
   std::vector<ModelCheckpoint> deferred_checkpoints_;
 };
 
+// With VOLT_SEPARATE_COMPILATION the Trainer's erased forms of volt's own callbacks (each one's vtable and every
+// hook, instantiated for TrainerState) are compiled once, with VOLT_IMPLEMENTATION, not in every program.
+#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
+template class CallbackModel<ProgressBar, TrainerState>;
+template class CallbackModel<ModelSummary, TrainerState>;
+template class CallbackModel<ModelCheckpoint, TrainerState>;
+template class CallbackModel<EarlyStopping, TrainerState>;
+template class CallbackModel<Timer, TrainerState>;
+template class CallbackModel<LearningRateMonitor, TrainerState>;
+template class CallbackModel<DeviceStatsMonitor, TrainerState>;
+template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
+template class CallbackModel<HistogramMonitor, TrainerState>;
+#elif defined(VOLT_SEPARATE_COMPILATION)
+extern template class CallbackModel<ProgressBar, TrainerState>;
+extern template class CallbackModel<ModelSummary, TrainerState>;
+extern template class CallbackModel<ModelCheckpoint, TrainerState>;
+extern template class CallbackModel<EarlyStopping, TrainerState>;
+extern template class CallbackModel<Timer, TrainerState>;
+extern template class CallbackModel<LearningRateMonitor, TrainerState>;
+extern template class CallbackModel<DeviceStatsMonitor, TrainerState>;
+extern template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
+extern template class CallbackModel<HistogramMonitor, TrainerState>;
+#endif
+
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/connectors/impl/callback_connector.ipp>
+#endif

@@ -8,6 +8,7 @@
 /// asking), so logging adds no host-device sync per step.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/loggers/csv_logger.hpp>
 #include <volt/loggers/logger.hpp>
@@ -61,126 +62,22 @@ class MetricStore {
   void record_into(std::vector<RecordedLog>* sink) noexcept { recording_ = sink; }
 
   /// Repeats recorded calls (after a replay of the graph they were captured in).
-  void replay(const std::vector<RecordedLog>& calls) {
-    for (const auto& call : calls) log(call.name, call.value, call.options, call.phase);
-  }
+  void replay(const std::vector<RecordedLog>& calls);
 
-  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options, MetricPhase phase) {
-    if (recording_ != nullptr) {
-      TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name,
-                  "` must hold a single element, but it has shape ", value.sizes());
-      recording_->push_back(RecordedLog{std::string(name), value.detach(), options, phase});
-      return;
-    }
-    const bool training = phase == MetricPhase::train;
-    bool default_on_step = training;
-    bool default_on_epoch = !training;
-    if (!epoch_hook_.empty()) {
-      // Lightning's _FxValidator: in the epoch-level hooks a value is an epoch value only.
-      const auto refuse = [&](const char* option, bool given, const char* allowed) {
-        throw MisconfigurationError("You can't `self.log(" + std::string(option) + "=" + (given ? "True" : "False") +
-                                    ")` inside `" + std::string(epoch_hook_) + "`, must be one of " + allowed + ".");
-      };
-      if (options.on_step.value_or(false)) refuse("on_step", true, "(False,)");
-      if (!options.on_epoch.value_or(true)) refuse("on_epoch", false, "(True,)");
-      default_on_step = false;
-      default_on_epoch = true;
-    }
-    MetricEntry* entry = find(name, phase);
-    if (entry == nullptr) {
-      entries_.push_back(MetricEntry{std::string(name), phase, options.prog_bar,
-                                     options.on_step.value_or(default_on_step),
-                                     options.on_epoch.value_or(default_on_epoch), options.logger, options.reduce, {},
-                                     {}, 0, false});
-      entry = &entries_.back();
-    }
-    TORCH_CHECK(value.numel() == 1, "volt: the logged value `", name, "` must hold a single element, but it has shape ",
-                value.sizes());
-    torch::Tensor detached = value.detach();
-    if (entry->on_step) {
-      entry->last = detached;
-      entry->logged_since_flush = true;
-    }
-    if (entry->on_epoch) {
-      torch::Tensor as_float = detached.to(torch::kFloat).reshape({});
-      if (entry->count == 0) {
-        entry->aggregate = as_float.clone();
-      } else {
-        switch (entry->reduce) {
-          case Reduce::mean:
-          case Reduce::sum: entry->aggregate.add_(as_float); break;
-          case Reduce::max: entry->aggregate = torch::maximum(entry->aggregate, as_float); break;
-          case Reduce::min: entry->aggregate = torch::minimum(entry->aggregate, as_float); break;
-        }
-      }
-      ++entry->count;
-    }
-  }
+  void log(std::string_view name, const torch::Tensor& value, const LogOptions& options, MetricPhase phase);
 
-  void log(std::string_view name, double value, const LogOptions& options, MetricPhase phase) {
-    log(name, torch::tensor(value, torch::kDouble), options, phase);
-  }
+  void log(std::string_view name, double value, const LogOptions& options, MetricPhase phase);
 
   /// Step values logged since the last call, under their logger keys ("name" or "name_step"); reading them
   /// syncs with the device.
-  std::map<std::string, double> take_step_values_for_logger() {
-    std::map<std::string, double> out;
-    for (auto& entry : entries_) {
-      if (!entry.logged_since_flush) continue;
-      entry.logged_since_flush = false;
-      if (!entry.to_logger) continue;
-      const double value = entry.last.item<double>();
-      out[entry.on_epoch ? entry.name + "_step" : entry.name] = value;
-      if (entry.on_epoch) callback_metrics_[entry.name + "_step"] = value;
-      callback_metrics_[entry.name] = value;
-    }
-    return out;
-  }
+  std::map<std::string, double> take_step_values_for_logger();
 
   /// Ends the epoch of `phase`: reduces the epoch values into the callback metrics and returns those meant
   /// for the loggers ("name" or "name_epoch"). Resets the phase's accumulators.
   /// `across_ranks`, when given, combines each reduction kind's epoch values with the other ranks' (a
   /// distributed run: every rank logs the same names in the same order); it is called once per kind in use.
   std::map<std::string, double> end_epoch(
-      MetricPhase phase, const std::function<void(std::vector<double>&, Reduce)>& across_ranks = {}) {
-    std::map<std::string, double> for_logger;
-    std::vector<double> epoch_values(entries_.size(), 0.0);
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      auto& entry = entries_[i];
-      if (entry.phase != phase || !entry.on_epoch || entry.count == 0) continue;
-      epoch_values[i] = entry.aggregate.item<double>();
-      if (entry.reduce == Reduce::mean) epoch_values[i] /= static_cast<double>(entry.count);
-    }
-    if (across_ranks) {
-      for (Reduce kind : {Reduce::mean, Reduce::sum, Reduce::max, Reduce::min}) {
-        std::vector<std::size_t> indices;
-        std::vector<double> values;
-        for (std::size_t i = 0; i < entries_.size(); ++i) {
-          const auto& entry = entries_[i];
-          if (entry.phase != phase || !entry.on_epoch || entry.reduce != kind) continue;
-          indices.push_back(i);
-          values.push_back(entry.count > 0 ? epoch_values[i] : 0.0);
-        }
-        if (values.empty()) continue;
-        across_ranks(values, kind);
-        for (std::size_t j = 0; j < indices.size(); ++j) epoch_values[indices[j]] = values[j];
-      }
-    }
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      auto& entry = entries_[i];
-      if (entry.phase != phase) continue;
-      publish_step_value(entry);
-      if (entry.on_epoch && entry.count > 0) {
-        const double value = epoch_values[i];
-        callback_metrics_[entry.name] = value;
-        if (entry.on_step) callback_metrics_[entry.name + "_epoch"] = value;
-        if (entry.to_logger) for_logger[entry.on_step ? entry.name + "_epoch" : entry.name] = value;
-      }
-      entry.count = 0;
-      entry.aggregate = torch::Tensor();
-    }
-    return for_logger;
-  }
+      MetricPhase phase, const std::function<void(std::vector<double>&, Reduce)>& across_ranks = {});
 
   /// While an epoch-level hook (on_train_epoch_end, on_validation_start, ...) named `hook` runs: log() then
   /// defaults to on_step=false, on_epoch=true and refuses on_step=true or on_epoch=false with Lightning's
@@ -191,72 +88,31 @@ class MetricStore {
 
   /// Whether a value of `phase` was logged for its epoch since the phase's last end_epoch (e.g. in a hook
   /// that runs after the epoch's values were reduced).
-  bool has_epoch_values(MetricPhase phase) const {
-    for (const auto& entry : entries_) {
-      if (entry.phase == phase && entry.on_epoch && entry.count > 0) return true;
-    }
-    return false;
-  }
+  bool has_epoch_values(MetricPhase phase) const;
 
   /// Brings the latest step values into the callback metrics (syncs) and returns them all.
-  const std::map<std::string, double, std::less<>>& callback_metrics() {
-    for (auto& entry : entries_) publish_step_value(entry);
-    return callback_metrics_;
-  }
+  const std::map<std::string, double, std::less<>>& callback_metrics();
 
-  std::optional<double> metric(std::string_view key) {
-    const auto& all = callback_metrics();
-    if (auto it = all.find(key); it != all.end()) return it->second;
-    return std::nullopt;
-  }
+  std::optional<double> metric(std::string_view key);
 
   /// Values for the progress bar: step values while an epoch runs, epoch values of earlier phases.
-  std::vector<std::pair<std::string, double>> progress_bar_values() {
-    std::vector<std::pair<std::string, double>> out;
-    for (auto& entry : entries_) {
-      if (!entry.prog_bar) continue;
-      if (entry.on_step && entry.last.defined()) {
-        out.emplace_back(entry.on_epoch ? entry.name + "_step" : entry.name, entry.last.item<double>());
-      }
-      if (entry.on_epoch) {
-        const auto key = entry.on_step ? entry.name + "_epoch" : entry.name;
-        if (auto it = callback_metrics_.find(key); it != callback_metrics_.end()) out.emplace_back(key, it->second);
-      }
-    }
-    return out;
-  }
+  std::vector<std::pair<std::string, double>> progress_bar_values();
 
   /// Puts `metrics` (from a checkpoint) into the callback metrics, as they were when it was written; values
   /// logged since are kept.
-  void restore_callback_metrics(const std::map<std::string, double, std::less<>>& metrics) {
-    for (const auto& [name, value] : metrics) callback_metrics_.try_emplace(name, value);
-  }
+  void restore_callback_metrics(const std::map<std::string, double, std::less<>>& metrics);
 
   /// Forgets the values of one phase (e.g. after the sanity check, whose metrics Lightning discards).
-  void discard(MetricPhase phase) {
-    std::erase_if(entries_, [phase](const MetricEntry& entry) { return entry.phase == phase; });
-    callback_metrics_.clear();
-  }
+  void discard(MetricPhase phase);
 
-  void clear() {
-    entries_.clear();
-    callback_metrics_.clear();
-  }
+  void clear();
 
  private:
   /// Puts the latest step value under its callback key: "name" (step only) or "name_step" (step and epoch,
   /// where "name" holds the epoch value once the epoch ends).
-  void publish_step_value(const MetricEntry& entry) {
-    if (!entry.on_step || !entry.last.defined()) return;
-    callback_metrics_[entry.on_epoch ? entry.name + "_step" : entry.name] = entry.last.item<double>();
-  }
+  void publish_step_value(const MetricEntry& entry);
 
-  MetricEntry* find(std::string_view name, MetricPhase phase) {
-    for (auto& entry : entries_) {
-      if (entry.phase == phase && entry.name == name) return &entry;
-    }
-    return nullptr;
-  }
+  MetricEntry* find(std::string_view name, MetricPhase phase);
 
   std::vector<MetricEntry> entries_;
   std::map<std::string, double, std::less<>> callback_metrics_;
@@ -269,14 +125,8 @@ class MetricStore {
 class EpochHookScope {
  public:
   /// Marks `store` (nothing when null).
-  EpochHookScope(MetricStore* store, std::string_view hook) noexcept : store_(store) {
-    if (store_ == nullptr) return;
-    previous_ = store_->epoch_hook();
-    store_->set_epoch_hook(hook);
-  }
-  ~EpochHookScope() {
-    if (store_ != nullptr) store_->set_epoch_hook(previous_);
-  }
+  EpochHookScope(MetricStore* store, std::string_view hook) noexcept;
+  ~EpochHookScope();
   EpochHookScope(const EpochHookScope&) = delete;
   EpochHookScope& operator=(const EpochHookScope&) = delete;
 
@@ -313,14 +163,7 @@ class LoggerConnector {
 
   /// After the extras: the default CSVLogger when `enabled` and none was given; no logger at all when not
   /// `enabled` or under fast_dev_run (Lightning's rules).
-  void configure(bool enabled, bool fast_dev_run) {
-    if (enabled && !fast_dev_run && loggers_.empty()) {
-      auto csv = std::make_shared<CSVLogger>();
-      csv->set_default_save_dir(default_root_dir_);
-      loggers_.push_back(std::move(csv));
-    }
-    if (!enabled || fast_dev_run) loggers_.clear();
-  }
+  void configure(bool enabled, bool fast_dev_run);
 
   /// Whether this process writes to the loggers (global rank zero).
   void set_global_zero(bool is_global_zero) { is_global_zero_ = is_global_zero; }
@@ -328,34 +171,18 @@ class LoggerConnector {
   /// The loggers.
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
   /// The loggers as the plain pointers callbacks see (TrainerState::loggers).
-  std::vector<Logger*> pointers() const {
-    std::vector<Logger*> out;
-    for (const auto& logger : loggers_) out.push_back(logger.get());
-    return out;
-  }
+  std::vector<Logger*> pointers() const;
   /// The values logged through StepContext and TrainerState.
   MetricStore& metrics() { return metrics_; }
 
   /// The run's hyperparameters, once at fit start (rank zero, when there is a logger).
-  void log_hyperparams(const std::map<std::string, std::string>& params) {
-    if (!is_global_zero_) return;
-    for (const auto& logger : loggers_) logger->log_hyperparams(params);
-  }
+  void log_hyperparams(const std::map<std::string, std::string>& params);
   /// `values` with the "epoch" key added, at `step` (nothing when empty or off rank zero).
-  void log_metrics(std::map<std::string, double> values, std::int64_t step, std::int64_t epoch) {
-    if (values.empty() || !is_global_zero_) return;
-    values["epoch"] = static_cast<double>(epoch);
-    for (const auto& logger : loggers_) logger->log_metrics(values, step);
-  }
+  void log_metrics(std::map<std::string, double> values, std::int64_t step, std::int64_t epoch);
   /// Writes what the loggers buffer.
-  void save() {
-    for (const auto& logger : loggers_) logger->save();
-  }
+  void save();
   /// The run ended with `status` ("success", "failed").
-  void finalize(const std::string& status) {
-    if (!is_global_zero_) return;
-    for (const auto& logger : loggers_) logger->finalize(status);
-  }
+  void finalize(const std::string& status);
 
  private:
   template <class L>
@@ -371,3 +198,7 @@ class LoggerConnector {
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/connectors/impl/logger_connector.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// SIGTERM ask it to stop after the current batch instead of ending the process.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <csignal>
 #include <stdexcept>
 #include <string>
@@ -27,40 +28,17 @@ namespace detail {
 inline volatile std::sig_atomic_t interrupt_signal = 0;
 
 /// The name of the signal that stopped the run ("SIGINT" or "SIGTERM").
-inline std::string interrupt_signal_name() { return interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
+VOLT_INLINE std::string interrupt_signal_name();
 
 /// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
 /// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
 /// signal during the graceful shutdown ends the process the default way.
 class ScopedInterruptHandler {
  public:
-  explicit ScopedInterruptHandler(bool enabled) : enabled_(enabled) {
-    interrupt_signal = 0;
-    if (!enabled_) return;
-#if !defined(_WIN32)
-    struct sigaction action {};
-    action.sa_handler = [](int signal) { interrupt_signal = signal; };
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &action, &previous_int_);
-    sigaction(SIGTERM, &action, &previous_term_);
-#else
-    previous_int_ = std::signal(SIGINT, [](int signal) { interrupt_signal = signal; });
-    previous_term_ = std::signal(SIGTERM, [](int signal) { interrupt_signal = signal; });
-#endif
-  }
+  explicit ScopedInterruptHandler(bool enabled);
   ScopedInterruptHandler(const ScopedInterruptHandler&) = delete;
   ScopedInterruptHandler& operator=(const ScopedInterruptHandler&) = delete;
-  ~ScopedInterruptHandler() {
-    if (!enabled_) return;
-#if !defined(_WIN32)
-    sigaction(SIGINT, &previous_int_, nullptr);
-    sigaction(SIGTERM, &previous_term_, nullptr);
-#else
-    std::signal(SIGINT, previous_int_);
-    std::signal(SIGTERM, previous_term_);
-#endif
-  }
+  ~ScopedInterruptHandler();
 
  private:
   bool enabled_;
@@ -75,3 +53,7 @@ class ScopedInterruptHandler {
 
 }  // namespace detail
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/connectors/impl/signal_connector.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// optimization (detail::CudaGraphStep), over the graph of volt/trainer/loops/train_step_graph.hpp.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/log.hpp>
 #include <volt/optim/capturable.hpp>
 #include <volt/trainer/loops/automatic_optimization.hpp>
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,23 +30,41 @@ class CudaGraphStep {
   template <class M, class Parts>
   void setup(Parts& parts) {
     graph_.reset();
-    const auto& options = parts.options;
-    if (!options.cuda_graphs) return;
-    const auto obstacles = this->template obstacles<M>(parts);
-    if (obstacles.empty()) {
-      graph_.enable();
-      log::info_rank_zero("cuda_graphs: the training step is captured in a CUDA graph after " +
-                          std::to_string(options.cuda_graph_warmup_steps) + " eager step(s) and replayed.");
-      return;
-    }
-    std::string text = "cuda_graphs=true, but the training step cannot be captured: ";
-    for (std::size_t i = 0; i < obstacles.size(); ++i) text += (i == 0 ? "" : "; ") + obstacles[i];
-    log::warn_rank_zero(text + ". Training eagerly.");
+    if (!parts.options.cuda_graphs) return;
+    // What depends on the model (its hooks inside the step), then what does not (compiled once).
+    std::vector<std::string> model_hooks;
+    const auto model_has = [&](std::string_view hook, bool defined) {
+      if (defined) model_hooks.emplace_back(hook);
+    };
+    model_has("on_before_zero_grad",
+              ModelHook<Hook::on_before_zero_grad>::defined<M, StepContext, torch::optim::Optimizer>);
+    model_has("on_before_backward", ModelHook<Hook::on_before_backward>::defined<M, StepContext, const torch::Tensor>);
+    model_has("on_after_backward", ModelHook<Hook::on_after_backward>::defined<M, StepContext>);
+    model_has("on_before_optimizer_step",
+              ModelHook<Hook::on_before_optimizer_step>::defined<M, StepContext, torch::optim::Optimizer>);
+    decide(parts.options, parts.root_device(), parts.strategy.cuda_graph_obstacle(), parts.callbacks.list(),
+           model_hooks, parts.optimization.optimizer());
   }
 
   /// One training batch (see the class comment).
   template <class Parts, class M, class Batch>
   void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last) {
+    // A build that cannot capture never enables the graph, and compiles none of the capture and replay code.
+    if constexpr (!cuda_graphs_compiled) {
+      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
+    } else {
+      run_with_graph(parts, module, batch, batch_idx, is_last);
+    }
+  }
+
+  /// The graph (replay counts, the optimizer state it holds on the device).
+  TrainStepGraph& graph() { return graph_; }
+  /// The graph, to read.
+  const TrainStepGraph& graph() const { return graph_; }
+
+ private:
+  template <class Parts, class M, class Batch>
+  void run_with_graph(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last) {
     if (!graph_.enabled()) {
       AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
       return;
@@ -76,55 +96,11 @@ class CudaGraphStep {
     graph_.count_eager_step();
   }
 
-  /// The graph (replay counts, the optimizer state it holds on the device).
-  TrainStepGraph& graph() { return graph_; }
-  /// The graph, to read.
-  const TrainStepGraph& graph() const { return graph_; }
-
- private:
-  /// Why this fit's training step cannot be captured; empty when it can.
-  template <class M, class Parts>
-  std::vector<std::string> obstacles(Parts& parts) {
-    std::vector<std::string> found;
-    const auto& options = parts.options;
-    const auto device = parts.root_device();
-    if (!device.is_cuda()) {
-      found.push_back(std::string("the device is ") + c10::DeviceTypeName(device.type(), /*lower_case=*/true) +
-                      ", not cuda");
-    }
-    if (!cuda_graphs_compiled) {
-      found.push_back(std::string("this build cannot capture CUDA graphs (it needs VOLT_WITH_CUDA and LibTorch 2.4 "
-                                  "or later; LibTorch is ") +
-                      compat::torch_version_string + ")");
-    }
-    if (auto why = parts.strategy.cuda_graph_obstacle()) found.push_back(*why);
-    if (options.accumulate_grad_batches > 1) {
-      found.push_back("accumulate_grad_batches is " + std::to_string(options.accumulate_grad_batches) +
-                      " (a captured step is one whole optimizer step)");
-    }
-    if (parts.callbacks.list().template count<GradientAccumulationScheduler>() > 0) {
-      found.push_back("a GradientAccumulationScheduler changes accumulate_grad_batches between epochs");
-    }
-    if (options.error_on_nonfinite_loss) found.push_back("error_on_nonfinite_loss reads the loss on the host at every step");
-    for (Hook hook : {Hook::on_before_zero_grad, Hook::on_before_backward, Hook::on_after_backward,
-                      Hook::on_before_optimizer_step}) {
-      for (auto* callback : parts.callbacks.list().with(hook)) {
-        found.push_back("the callback " + c10::demangle(std::string(callback->type_name()).c_str()) + " has " +
-                        std::string(hook_name(hook)) + ", which runs inside the step");
-      }
-    }
-    const auto model_has = [&](std::string_view hook, bool defined) {
-      if (defined) found.push_back("the model has " + std::string(hook) + ", which runs inside the step");
-    };
-    model_has("on_before_zero_grad",
-              ModelHook<Hook::on_before_zero_grad>::defined<M, StepContext, torch::optim::Optimizer>);
-    model_has("on_before_backward", ModelHook<Hook::on_before_backward>::defined<M, StepContext, const torch::Tensor>);
-    model_has("on_after_backward", ModelHook<Hook::on_after_backward>::defined<M, StepContext>);
-    model_has("on_before_optimizer_step",
-              ModelHook<Hook::on_before_optimizer_step>::defined<M, StepContext, torch::optim::Optimizer>);
-    if (auto why = optim::CapturableStep::obstacle(parts.optimization.optimizer(), device.type())) found.push_back(*why);
-    return found;
-  }
+  /// Enables the graph when nothing in the fit stands in the way of a capture; otherwise warns with every
+  /// reason (`model_hooks`: the model's hooks that run inside the step).
+  void decide(const TrainerOptions& options, torch::Device device, std::optional<std::string> strategy_obstacle,
+              CallbackList<TrainerState>& callbacks, const std::vector<std::string>& model_hooks,
+              torch::optim::Optimizer& optimizer);
 
   /// Captures the training step on `batch` and runs it once; when the capture fails, the graph stays off for
   /// this fit and the batch runs eagerly.
@@ -190,3 +166,7 @@ class CudaGraphStep {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/loops/impl/cuda_graph_step.ipp>
+#endif

@@ -7,6 +7,7 @@
 /// the ranks' agreement on stopping.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/log.hpp>
 #include <volt/core/range.hpp>
 #include <volt/trainer/call.hpp>
@@ -38,11 +39,7 @@ namespace volt::detail {
 class AnomalyDetection {
  public:
   /// Turns anomaly detection (with the NaN check) on when `enabled`.
-  explicit AnomalyDetection(bool enabled)
-      : was_enabled_(torch::autograd::AnomalyMode::is_enabled()),
-        was_checking_nan_(torch::autograd::AnomalyMode::should_check_nan()) {
-    if (enabled) torch::autograd::AnomalyMode::set_enabled(true, /*check_nan=*/true);
-  }
+  explicit AnomalyDetection(bool enabled);
   ~AnomalyDetection() { torch::autograd::AnomalyMode::set_enabled(was_enabled_, was_checking_nan_); }
   AnomalyDetection(const AnomalyDetection&) = delete;
   AnomalyDetection& operator=(const AnomalyDetection&) = delete;
@@ -325,3 +322,7 @@ class FitLoop {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/loops/impl/fit_loop.ipp>
+#endif

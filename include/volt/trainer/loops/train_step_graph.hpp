@@ -13,6 +13,7 @@
 /// between replays, with the optimizer's state handed to the host and back.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/apply.hpp>
 #include <volt/core/compat.hpp>
 #include <volt/optim/capturable.hpp>
@@ -45,38 +46,19 @@ std::vector<torch::Tensor> tensor_leaves(const Batch& batch) {
 }
 
 /// Whether `a` and `b` hold tensors of the same sizes, dtypes and devices, in the same order.
-inline bool same_tensor_shapes(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i].defined() != b[i].defined()) return false;
-    if (!a[i].defined()) continue;
-    if (a[i].sizes() != b[i].sizes() || a[i].scalar_type() != b[i].scalar_type() || a[i].device() != b[i].device()) {
-      return false;
-    }
-  }
-  return true;
-}
+VOLT_INLINE bool same_tensor_shapes(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
 
 /// The Trainer's graph of its training step: state between fit()'s start and end. Without CUDA graph
 /// support in the build it stays disabled.
 class TrainStepGraph {
  public:
   /// Forgets everything (a new fit()): graph, static tensors, optimizer binding.
-  void reset() {
-    release();
-    enabled_ = false;
-    eager_steps_ = 0;
-    replays_ = 0;
-    eager_fallbacks_ = 0;
-  }
+  void reset();
 
   /// Turns capturing on for this fit().
   void enable() { enabled_ = true; }
   /// Turns capturing off for the rest of this fit() (a failed capture); the step runs eagerly.
-  void disable() {
-    release();
-    enabled_ = false;
-  }
+  void disable();
 
   bool enabled() const noexcept { return enabled_; }
   bool captured() const noexcept { return captured_; }
@@ -107,22 +89,10 @@ class TrainStepGraph {
   bool matches(const std::vector<torch::Tensor>& leaves) const { return same_tensor_shapes(leaves, static_leaves_); }
 
   /// Copies `leaves` into the static tensors (one multi-tensor copy on the current stream).
-  void load(const std::vector<torch::Tensor>& leaves) {
-    std::vector<torch::Tensor> sources, destinations;
-    for (std::size_t i = 0; i < leaves.size(); ++i) {
-      if (!leaves[i].defined()) continue;
-      sources.push_back(leaves[i]);
-      destinations.push_back(static_leaves_[i]);
-    }
-    torch::NoGradGuard no_grad;
-    compat::foreach_copy_(destinations, sources);
-  }
+  void load(const std::vector<torch::Tensor>& leaves);
 
   /// Binds the optimizer (it has stepped during the warm-up) and, with a grad scaler, makes the found-inf flag.
-  void prepare(torch::optim::Optimizer& optimizer, bool with_scaler, torch::Device device) {
-    step_ = std::make_unique<optim::CapturableStep>(optimizer);
-    if (with_scaler) found_inf_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
-  }
+  void prepare(torch::optim::Optimizer& optimizer, bool with_scaler, torch::Device device);
 
   optim::CapturableStep& optimizer_step() { return *step_; }
   /// The grad scaler's found-inf flag (undefined without a scaler).
@@ -234,44 +204,19 @@ class TrainStepGraph {
 #endif
 
   /// Before an eager step between replays: hands the optimizer's state to the host.
-  void before_eager_step() {
-    if (step_) step_->write_back();
-  }
+  void before_eager_step();
   /// After an eager step between replays: takes the optimizer's state back and points each .grad at the
   /// graph's gradient again.
-  void after_eager_step() {
-    ++eager_fallbacks_;
-    if (!step_) return;
-    step_->reload();
-    const auto& parameters = step_->parameters();
-    for (std::size_t i = 0; i < static_gradients_.size(); ++i) parameters[i].mutable_grad() = static_gradients_[i];
-  }
+  void after_eager_step();
 
   /// Writes the device-side optimizer state into LibTorch's (before a checkpoint is written).
-  void sync_optimizer_state() {
-    if (captured_ && step_) step_->write_back();
-  }
+  void sync_optimizer_state();
 
   /// Hands the optimizer state back to the host and frees the graph and its memory.
-  void release() {
-    if (captured_ && step_) step_->write_back();
-    captured_ = false;
-#if VOLT_DETAIL_HAS_CUDA_GRAPHS
-    graph_.reset();
-#endif
-    step_.reset();
-    static_batch_.reset();
-    static_leaves_.clear();
-    static_gradients_.clear();
-    logs_.clear();
-    loss_ = torch::Tensor();
-    found_inf_ = torch::Tensor();
-  }
+  void release();
 
  private:
-  static void drop_gradients(const std::vector<torch::Tensor>& parameters) {
-    for (auto parameter : parameters) parameter.mutable_grad() = torch::Tensor();
-  }
+  static void drop_gradients(const std::vector<torch::Tensor>& parameters);
 
 #if VOLT_DETAIL_HAS_CUDA_GRAPHS
   /// Makes `waiter` wait for the work queued on `queued` so far.
@@ -299,3 +244,7 @@ class TrainStepGraph {
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/loops/impl/train_step_graph.ipp>
+#endif

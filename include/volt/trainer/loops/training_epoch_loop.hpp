@@ -5,6 +5,7 @@
 /// validation when val_check_interval says so, the stop checks between batches.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/core/range.hpp>
 #include <volt/trainer/call.hpp>
 #include <volt/trainer/connectors/checkpoint_connector.hpp>
@@ -23,16 +24,10 @@
 namespace volt::detail {
 
 /// Whether max_steps is reached.
-inline bool max_steps_reached(const TrainerOptions& options, const TrainerState& state) {
-  return options.max_steps >= 0 && state.global_step >= options.max_steps;
-}
+VOLT_INLINE bool max_steps_reached(const TrainerOptions& options, const TrainerState& state);
 
 /// Whether min_epochs and min_steps allow stopping now.
-inline bool min_training_done(const TrainerOptions& options, const TrainerState& state) {
-  const bool epochs_ok = !options.min_epochs || state.current_epoch >= *options.min_epochs;
-  const bool steps_ok = !options.min_steps || state.global_step >= *options.min_steps;
-  return epochs_ok && steps_ok;
-}
+VOLT_INLINE bool min_training_done(const TrainerOptions& options, const TrainerState& state);
 
 /// Runs the batches of one training epoch.
 class TrainingEpochLoop {
@@ -47,11 +42,7 @@ class TrainingEpochLoop {
   bool interrupted = false;
 
   /// Before a fit's first epoch.
-  void reset(std::optional<std::int64_t> train_limit) {
-    limit = train_limit;
-    interrupted = false;
-    total_batch_idx_ = 0;
-  }
+  void reset(std::optional<std::int64_t> train_limit);
 
   /// The batches of the current epoch; returns how many ran.
   template <class Parts, class M, class TrainData, class ValData>
@@ -122,28 +113,17 @@ class TrainingEpochLoop {
 
  private:
   /// val_check_interval in batches, when it can be known.
-  static std::optional<std::int64_t> validation_interval(const TrainerOptions& options, const TrainerState& state) {
-    if (state.num_training_batches) return batches_for(options.val_check_interval, *state.num_training_batches);
-    if (!options.val_check_interval.is_fraction()) return options.val_check_interval.count();
-    return std::nullopt;
-  }
+  static std::optional<std::int64_t> validation_interval(const TrainerOptions& options, const TrainerState& state);
 
   /// Whether validation runs after the batch `batch_idx` (Lightning's _should_check_val_fx).
   bool should_validate(const TrainerOptions& options, const TrainerState& state, std::int64_t batch_idx, bool is_last,
-                       std::optional<std::int64_t> val_check_batch) const {
-    if (!state.has_validation) return false;
-    const auto every = options.check_val_every_n_epoch;
-    if (every && (state.current_epoch + 1) % *every != 0) return false;
-    if (state.should_stop && min_training_done(options, state)) return true;
-    if (options.check_val_every_n_epoch && options.val_check_interval.is_whole_epoch()) return is_last;
-    if (val_check_batch) {
-      const auto iteration = options.check_val_every_n_epoch ? batch_idx : total_batch_idx_ - 1;
-      return (iteration + 1) % *val_check_batch == 0;
-    }
-    return is_last;
-  }
+                       std::optional<std::int64_t> val_check_batch) const;
 
   std::int64_t total_batch_idx_ = 0;
 };
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/loops/impl/training_epoch_loop.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// what Lightning's Tuner turns off before it fits.
 #pragma once
 
+#include <volt/core/linkage.hpp>
 #include <volt/trainer/options.hpp>
 
 #include <cstdint>
@@ -11,16 +12,10 @@ namespace volt::detail {
 
 /// `options` for a trial of exactly `steps` optimizer steps: no epoch or step minimum, no sanity check, no
 /// checkpoints, progress bar, model summary or logger.
-inline void make_trial_options(TrainerOptions& options, std::int64_t steps) {
-  options.max_steps = steps;
-  options.max_epochs = -1;
-  options.min_epochs.reset();
-  options.min_steps.reset();
-  options.num_sanity_val_steps = 0;
-  options.enable_checkpointing = false;
-  options.enable_progress_bar = false;
-  options.enable_model_summary = false;
-  options.logger = false;
-}
+VOLT_INLINE void make_trial_options(TrainerOptions& options, std::int64_t steps);
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/tuner/detail/impl/trial_options.ipp>
+#endif

@@ -1,0 +1,224 @@
+/// \file
+/// Definitions of the functions declared in volt/trainer/connectors/checkpoint_connector.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+#pragma once
+
+namespace volt::detail {
+
+VOLT_INLINE torch::Tensor cpu_rng_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+VOLT_INLINE void set_cpu_rng_state(const torch::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+VOLT_INLINE void CheckpointConnector::reset() {
+  resume = {};
+  restored_metrics.clear();
+}
+
+VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const std::filesystem::path& path,
+                                           bool weights_only) const {
+  if (!parts.state.is_global_zero) return;
+  torch::serialize::OutputArchive archive;
+  archive.write("volt/format", c10::IValue(std::int64_t{1}));
+  archive.write("volt/weights_only", c10::IValue(weights_only));
+  archive.write("volt/precision", c10::IValue(std::string(parts.precision_name)));
+  torch::serialize::OutputArchive model_archive;
+  if (parts.contiguous_weights) {
+    save_module_contiguous(parts.module, model_archive);
+  } else {
+    parts.module.save(model_archive);
+  }
+  archive.write("model", model_archive);
+  if (!weights_only) {
+    archive.write("loop/epoch", c10::IValue(resume_point.epoch));
+    archive.write("loop/global_step", c10::IValue(parts.state.global_step));
+    archive.write("loop/batches_done", c10::IValue(resume_point.batches_done));
+    archive.write("loop/at_epoch_end", c10::IValue(resume_point.at_epoch_end));
+    archive.write("loop/batches_stepped", c10::IValue(parts.optimization.batches_stepped));
+    // The first optimizer under "optimizer" (as checkpoints of one optimizer always had it), the others
+    // under "optimizers/<index>".
+    const auto optimizers = parts.optimization.optimizers();
+    archive.write("optimizers/count", c10::IValue(static_cast<std::int64_t>(optimizers.size())));
+    for (std::size_t i = 0; i < optimizers.size(); ++i) {
+      torch::serialize::OutputArchive optimizer_archive;
+      optimizers[i]->save(optimizer_archive);
+      archive.write(optimizer_key(i), optimizer_archive);
+    }
+    std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
+    for (const auto& slot : parts.optimization.schedulers()) {
+      scheduler_steps.push_back(slot.steps);
+      scheduler_intervals.push_back(slot.intervals);
+    }
+    archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
+    // Schedulers whose state is more than a step count (ReduceLROnPlateau) save it.
+    for (std::size_t i = 0; i < parts.optimization.schedulers().size(); ++i) {
+      if (const auto* stateful = parts.optimization.schedulers()[i].stateful) {
+        torch::serialize::OutputArchive scheduler_archive;
+        stateful->save(scheduler_archive);
+        archive.write("schedulers/" + std::to_string(i), scheduler_archive);
+      }
+    }
+    archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
+    torch::serialize::OutputArchive precision_archive;
+    parts.save_precision(precision_archive);
+    archive.write("precision", precision_archive);
+    for (const auto& [callback, key] : parts.callbacks.state_keys()) {
+      torch::serialize::OutputArchive callback_archive;
+      callback->save_state(callback_archive);
+      archive.write(key, callback_archive);
+    }
+    std::vector<std::string> metric_names;
+    std::vector<double> metric_values;
+    if (parts.state.metrics_ != nullptr) {
+      for (const auto& [name, value] : parts.state.callback_metrics()) {
+        metric_names.push_back(name);
+        metric_values.push_back(value);
+      }
+    }
+    archive.write("metrics/names", c10::IValue(c10::List<std::string>(metric_names)));
+    archive.write("metrics/values", c10::IValue(c10::List<double>(metric_values)));
+    archive.write("rng/cpu", cpu_rng_state(), /*is_buffer=*/true);
+    archive.write("rng/cpu_epoch_start", epoch_start_rng.defined() ? epoch_start_rng : cpu_rng_state(),
+                  /*is_buffer=*/true);
+  }
+  save_archive_atomically(archive, path);
+}
+
+VOLT_INLINE void CheckpointConnector::restore(const CheckpointParts& parts, const std::filesystem::path& path,
+                                              torch::Device device) {
+  try {
+    read(parts, path, device);
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw CheckpointError("volt: cannot resume from " + path.string() +
+                          " (corrupted, or written by another configuration): " + error.what());
+  }
+}
+
+VOLT_INLINE void CheckpointConnector::check_precision_matches(const CheckpointReader& reader,
+                                                              torch::serialize::InputArchive& model_archive,
+                                                              const CheckpointParts& parts) {
+  const auto mismatch = first_dtype_mismatch(model_archive, parts.module);
+  if (!mismatch) return;
+  c10::IValue written;
+  const std::string written_at = reader.archive().try_read("volt/precision", written) && written.isString()
+                                     ? "precision '" + written.toStringRef() + "'"
+                                     : std::string("an unrecorded precision");
+  throw CheckpointError("volt: cannot resume from " + reader.shown() + " at precision '" +
+                        std::string(parts.precision_name) + "': it was written at " + written_at + " ('" +
+                        mismatch->name + "' is " + c10::toString(mismatch->stored) + " there, " +
+                        c10::toString(mismatch->expected) + " here); resume at the precision it was written "
+                        "with");
+}
+
+VOLT_INLINE std::string CheckpointConnector::optimizer_key(std::size_t index) {
+  return index == 0 ? std::string("optimizer") : "optimizers/" + std::to_string(index);
+}
+
+VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const std::filesystem::path& path,
+                                           torch::Device device) {
+  torch::serialize::InputArchive archive;
+  load_archive(archive, path, device);
+  const CheckpointReader reader(archive, path.string());
+  if (!reader.contains("volt/format")) {
+    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint (no volt/format entry)");
+  }
+  torch::serialize::InputArchive model_archive;
+  if (!reader.try_read_archive("model", model_archive)) {
+    throw CheckpointError("volt: " + path.string() + " is not a volt checkpoint or is corrupted: it has no model");
+  }
+  check_precision_matches(reader, model_archive, parts);
+  check_model_matches(model_archive, parts.module, path.string());
+  try {
+    parts.module.load(model_archive);
+  } catch (const std::exception& error) {
+    throw CheckpointError("volt: the model in " + path.string() + " does not match the model being fitted: " +
+                          error.what());
+  }
+  if (reader.read_bool("volt/weights_only")) {
+    throw CheckpointError("volt: " + path.string() +
+                          " holds weights only (save_weights_only); it cannot resume training. Load it with "
+                          "volt::load_checkpoint_weights instead.");
+  }
+  const std::int64_t epoch = reader.read_int("loop/epoch");
+  parts.state.global_step = reader.read_int("loop/global_step");
+  const std::int64_t batches_done = reader.read_int("loop/batches_done");
+  const bool at_epoch_end = reader.read_bool("loop/at_epoch_end");
+  // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
+  const auto steps = reader.read_int_list("schedulers/steps");
+  const auto intervals = reader.read_int_list("schedulers/intervals");
+  auto& schedulers = parts.optimization.schedulers();
+  const auto optimizers = parts.optimization.optimizers();
+  const std::int64_t saved_optimizers = reader.contains("optimizers/count") ? reader.read_int("optimizers/count") : 1;
+  if (saved_optimizers != static_cast<std::int64_t>(optimizers.size())) {
+    throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(saved_optimizers) +
+                          " optimizer(s), but configure_optimizers() returned " +
+                          std::to_string(optimizers.size()) + "; resume with the configuration that wrote it");
+  }
+  if (steps.size() != schedulers.size()) {
+    throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(steps.size()) +
+                          " LR scheduler(s), but configure_optimizers() returned " +
+                          std::to_string(schedulers.size()) + "; resume with the configuration that wrote it");
+  }
+  for (std::size_t i = 0; i < schedulers.size() && i < steps.size(); ++i) {
+    if (auto* stateful = schedulers[i].stateful) {
+      torch::serialize::InputArchive scheduler_archive;
+      reader.read_archive("schedulers/" + std::to_string(i), scheduler_archive);
+      stateful->load(scheduler_archive);
+    } else {
+      for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
+    }
+    schedulers[i].steps = steps[i];
+    schedulers[i].intervals = intervals[i];
+  }
+  for (std::size_t i = 0; i < optimizers.size(); ++i) {
+    torch::serialize::InputArchive optimizer_archive;
+    reader.read_archive(optimizer_key(i), optimizer_archive);
+    optimizers[i]->load(optimizer_archive);
+  }
+  parts.optimization.batches_stepped =
+      reader.contains("loop/batches_stepped") ? reader.read_int("loop/batches_stepped") : parts.state.global_step;
+  torch::serialize::InputArchive precision_archive;
+  reader.read_archive("precision", precision_archive);
+  parts.load_precision(precision_archive);
+  for (const auto& [callback, key] : parts.callbacks.state_keys()) {
+    torch::serialize::InputArchive callback_archive;
+    if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
+  }
+  restored_metrics.clear();
+  if (c10::IValue names, values; reader.archive().try_read("metrics/names", names) &&
+                                 reader.archive().try_read("metrics/values", values)) {  // absent in older checkpoints
+    if (!names.isList() || !values.isDoubleList() || names.toList().size() != values.toDoubleList().size()) {
+      throw CheckpointError("volt: " + path.string() + " is corrupted: its metrics/names and metrics/values differ");
+    }
+    const auto name_list = names.toList();
+    const auto value_list = values.toDoubleList();
+    for (std::size_t i = 0; i < name_list.size(); ++i) {
+      restored_metrics[name_list.get(i).toStringRef()] = value_list.get(i);
+    }
+  }
+  const torch::Tensor rng = reader.read_tensor("rng/cpu").to(torch::kCPU);
+  const torch::Tensor start_rng = reader.read_tensor("rng/cpu_epoch_start").to(torch::kCPU);
+  parts.state.current_epoch = epoch;
+  if (at_epoch_end) {
+    // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
+    parts.optimization.step_schedulers(SchedulerInterval::epoch, /*with_metrics=*/false);
+    parts.state.current_epoch = epoch + 1;
+    set_cpu_rng_state(rng);
+  } else if (batches_done > 0) {
+    resume = {batches_done, start_rng, rng};
+  } else {
+    set_cpu_rng_state(rng);
+  }
+  resume_point = {parts.state.current_epoch, batches_done, false};
+}
+
+}  // namespace volt::detail
