@@ -20,6 +20,19 @@ NAMESPACE_OPEN = re.compile(r"^namespace ([\w:]+) \{\s*$")
 NAMESPACE_CLOSE = re.compile(r"^\}\s*// namespace ([\w:]+)\s*$")
 
 
+def track_scope(line, namespaces):
+    """Follows `namespace x {` / `}  // namespace x` in `namespaces`; returns +1 for an #if line, -1 for #endif."""
+    if (m := NAMESPACE_OPEN.match(line)):
+        namespaces.append(m.group(1))
+    elif NAMESPACE_CLOSE.match(line):
+        namespaces.pop()
+    elif re.match(r"^\s*#\s*if", line):
+        return 1
+    elif re.match(r"^\s*#\s*endif", line):
+        return -1
+    return 0
+
+
 def scan_code(text, start, stop_at_top_level_brace=False):
     """Yields (index, char) of code characters from `start`, skipping comments and string/char literals."""
     i = start
@@ -114,14 +127,7 @@ def split_members(lines, _unused, moved):
     current_class = None
     while index < len(lines):
         line = lines[index]
-        if (m := NAMESPACE_OPEN.match(line)):
-            namespaces.append(m.group(1))
-        elif NAMESPACE_CLOSE.match(line):
-            namespaces.pop()
-        elif re.match(r"^\s*#\s*if", line):
-            conditionals += 1
-        elif re.match(r"^\s*#\s*endif", line):
-            conditionals -= 1
+        conditionals += track_scope(line, namespaces)
         if (m := CLASS_OPEN.match(line)):
             previous = out[-1] if out else ""
             current_class = None if previous.startswith("template") else m.group(1)
@@ -274,17 +280,9 @@ def process(header):
     moved = []  # (namespace path, definition text)
     out = []
     index = 0
-    skip_until = -1
     while index < len(lines):
         line = lines[index]
-        if (m := NAMESPACE_OPEN.match(line)):
-            namespaces.append(m.group(1))
-        elif NAMESPACE_CLOSE.match(line):
-            namespaces.pop()
-        elif re.match(r"^\s*#\s*if", line):
-            conditionals += 1
-        elif re.match(r"^\s*#\s*endif", line):
-            conditionals -= 1
+        conditionals += track_scope(line, namespaces)
         previous = out[-1] if out else ""
         # Functions inside #if blocks stay: the .ipp is included outside them.
         attribute = ""
