@@ -128,6 +128,20 @@ inline void foreach_copy_(at::TensorList destinations, at::TensorList sources) {
 #endif
 }
 
+/// `tensors[i].lerp_(ends[i], weight)` for every i (floating tensors of the same dtypes and sizes, as
+/// torch.optim.swa_utils averages with): one multi-tensor kernel per device where LibTorch has
+/// `at::_foreach_lerp_` (2.0 on), else one lerp per tensor; the values are the same (one formula).
+inline void foreach_lerp_(at::TensorList tensors, at::TensorList ends, double weight) {
+  TORCH_CHECK(tensors.size() == ends.size(), "volt: foreach_lerp_ got ", tensors.size(), " tensors and ", ends.size(),
+              " ends");
+  if (tensors.empty()) return;
+#if VOLT_TORCH_VERSION >= 20000
+  at::_foreach_lerp_(tensors, ends, at::Scalar(weight));
+#else
+  for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].lerp_(ends[i], weight);
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Multi-tensor gradient clipping and optimizer steps with a tensor learning rate (volt/optim/capturable.hpp).
 //

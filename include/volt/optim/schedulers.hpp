@@ -62,6 +62,13 @@ class Scheduler : public torch::optim::LRScheduler {
     epoch_ = 0;
     apply(lrs_at(0));
   }
+  /// Continues from `epoch` step() calls with `base_lrs` as the base rates, setting that step's rates (a
+  /// scheduler rebuilt on resume from what it had saved).
+  void restore(std::vector<double> base_lrs, std::int64_t epoch) {
+    base_lrs_ = std::move(base_lrs);
+    epoch_ = epoch;
+    apply(lrs_at(epoch));
+  }
   /// Writes `lrs` to the param groups.
   void apply(const std::vector<double>& lrs) {
     auto& groups = optimizer_->param_groups();
