@@ -14399,6 +14399,11 @@ class StochasticWeightAveraging {
       torch::nn::BatchNormOptions* options;
       c10::optional<double> momentum;
     };
+    if (!state.forward_training_epoch) {
+      log::warn_rank_zero("StochasticWeightAveraging: the Trainer offers no pass over the training data here, so "
+                          "the BatchNorm statistics were not recomputed for the averaged weights.");
+      return;
+    }
     std::vector<Saved> momenta;
     auto reset = [&momenta](auto* norm) {
       if (norm == nullptr || !norm->options.track_running_stats() || !norm->running_mean.defined()) return;
@@ -14411,7 +14416,7 @@ class StochasticWeightAveraging {
       reset(dynamic_cast<torch::nn::BatchNorm2dImpl*>(module.get()));
       reset(dynamic_cast<torch::nn::BatchNorm3dImpl*>(module.get()));
     }
-    if (momenta.empty() || !state.forward_training_epoch) return;
+    if (momenta.empty()) return;
     struct Restore {
       std::vector<Saved>& momenta;
       ~Restore() {

@@ -22,6 +22,7 @@ struct Linear2 : torch::nn::Module {
   torch::nn::Linear linear{torch::nn::Linear(2, 1)};
   bool with_step_lr = false;
   bool two_schedulers = false;
+  bool step_interval = false;
   Linear2() {
     register_module("linear", linear);
     torch::NoGradGuard no_grad;
@@ -41,6 +42,7 @@ struct Linear2 : torch::nn::Module {
     auto optimizer = std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.1));
     volt::OptimizerConfig config{optimizer};
     if (with_step_lr) config.lr_scheduler = std::make_shared<torch::optim::StepLR>(*optimizer, 1, 0.5);
+    if (step_interval) config.interval = volt::SchedulerInterval::step;
     if (two_schedulers) config.lr_schedulers.push_back({std::make_shared<torch::optim::StepLR>(*optimizer, 1, 0.5)});
     return config;
   }
@@ -609,4 +611,26 @@ TEST_CASE("StochasticWeightAveraging and EMAWeightAveraging as Lightning 2.6.6: 
     for (std::size_t i = 0; i < c.lrs.size(); ++i) CHECK((*recorder.lrs)[i] == doctest::Approx(c.lrs[i]).epsilon(1e-14));
     check_close(flat_parameters(*model), torch::tensor(c.weights, torch::kFloat), 2e-7);
   }
+}
+
+TEST_CASE("StochasticWeightAveraging: a scheduler that steps per step is swapped with Lightning's warning") {
+  TempDir dir;
+  auto options = volt_test::quiet_options(dir);
+  options.max_epochs = 3;
+  Recorder recorder;
+  volt_test::CaptureLog log;
+  volt::Trainer<volt::CPU> trainer(
+      options, recorder, volt::StochasticWeightAveraging({.swa_lrs = {0.02}, .swa_epoch_start = 2, .annealing_epochs = 1}));
+  auto model = std::make_shared<Linear2>();
+  model->with_step_lr = true;
+  model->step_interval = true;
+  trainer.fit(model, volt_test::make_batches(2));
+  CHECK(log.warned("SWA is currently only supported every epoch. Found LRSchedulerConfig(scheduler=StepLR, "
+                   "interval='step', frequency=1)"));
+  CHECK(log.informed("Swapping scheduler `StepLR` for `SWALR`"));
+  // LibTorch's StepLR(1, 0.5) per step: 0.1, 0.1, then halved after step 2; SWALR from epoch 1 on: its base
+  // rate 0.05 at epoch 1, 0.02 from epoch 2 (anneal_epochs 1), and no more per-step halving.
+  const std::vector<double> expected = {0.1, 0.1, 0.05, 0.05, 0.02, 0.02};
+  REQUIRE(recorder.lrs->size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) CHECK((*recorder.lrs)[i] == doctest::Approx(expected[i]));
 }
