@@ -94,17 +94,19 @@ CMAKE_PLACEHOLDERS = [
 SHORT_RUN = {
     "fashion_mnist": ["--max-steps", "3", "--limit-val-batches", "2", "--no-progress-bar"],
     "fashion_mnist_cnn": ["--max-steps", "3", "--limit-val-batches", "2", "--no-progress-bar"],
+    "fashion_mnist_gan": ["--max-steps", "4", "--limit-train-batches", "2", "--no-progress-bar"],
     "checkpoint_roundtrip": ["--max-steps", "3"],
     "batch_size_finder": ["--max-steps", "3", "--simulated-memory-mb", "16"],
     "matmul_benchmark": ["--repeats", "1"],
     "doctor": [],
 }
 # Programs that write files take the scratch folder as their root directory.
-WRITES_FILES = {"fashion_mnist", "fashion_mnist_cnn", "checkpoint_roundtrip"}
+WRITES_FILES = {"fashion_mnist", "fashion_mnist_cnn", "fashion_mnist_gan", "checkpoint_roundtrip"}
 # What a successful short run prints.
 SUCCESS = {
     "fashion_mnist": r"test accuracy: [01]\.[0-9]+",
     "fashion_mnist_cnn": r"test accuracy: [01]\.[0-9]+",
+    "fashion_mnist_gan": r"samples: .*epoch_0\.png",
     "checkpoint_roundtrip": r"1\. trained on .*2\. resumed on cpu .*3\. exported weights",
     "batch_size_finder": r"largest batch size that fits on .*\ntrained [0-9]+ steps with batch size",
     "matmul_benchmark": r"n +cpu ms +accel ms +speedup",

@@ -13,3 +13,5 @@
 #include <volt/callbacks/learning_rate_monitor.hpp>
 #include <volt/callbacks/device_stats_monitor.hpp>
 #include <volt/callbacks/histogram_monitor.hpp>
+#include <volt/callbacks/weight_averaging.hpp>
+#include <volt/callbacks/stochastic_weight_averaging.hpp>

@@ -14,6 +14,7 @@
 #include <volt/optim/schedulers.hpp>
 #include <volt/optim/sgd.hpp>
 #include <volt/optim/step.hpp>
+#include <volt/optim/swalr.hpp>
 
 /// \namespace volt::optim
 /// Multi-tensor (foreach) and fused optimizer steps for LibTorch's Adam, AdamW and SGD, and the choice of

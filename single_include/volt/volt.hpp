@@ -501,6 +501,11 @@ VOLT_INLINE void fused_adam_(bool decoupled_weight_decay, at::TensorList params,
 /// device where LibTorch has `at::_foreach_copy_` (2.4 on), else one copy per tensor.
 VOLT_INLINE void foreach_copy_(at::TensorList destinations, at::TensorList sources);
 
+/// `tensors[i].lerp_(ends[i], weight)` for every i (floating tensors of the same dtypes and sizes, as
+/// torch.optim.swa_utils averages with): one multi-tensor kernel per device where LibTorch has
+/// `at::_foreach_lerp_` (2.0 on), else one lerp per tensor; the values are the same (one formula).
+VOLT_INLINE void foreach_lerp_(at::TensorList tensors, at::TensorList ends, double weight);
+
 // ---------------------------------------------------------------------------------------------------
 // Multi-tensor gradient clipping and optimizer steps with a tensor learning rate (volt/optim/capturable.hpp).
 //
@@ -672,6 +677,21 @@ VOLT_INLINE void fused_sgd_tensor_lr_(at::TensorList params, at::TensorList grad
       (void)dampening, (void)nesterov, (void)found_inf;
   TORCH_CHECK(false, "volt: fused optimizer kernels with a tensor learning rate need LibTorch 2.4 or later (this is ",
               torch_version_string, ")");
+#endif
+}
+
+}  // namespace volt::compat
+
+namespace volt::compat {
+
+VOLT_INLINE void foreach_lerp_(at::TensorList tensors, at::TensorList ends, double weight) {
+  TORCH_CHECK(tensors.size() == ends.size(), "volt: foreach_lerp_ got ", tensors.size(), " tensors and ", ends.size(),
+              " ends");
+  if (tensors.empty()) return;
+#if VOLT_TORCH_VERSION >= 20000
+  at::_foreach_lerp_(tensors, ends, at::Scalar(weight));
+#else
+  for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].lerp_(ends[i], weight);
 #endif
 }
 
@@ -9170,6 +9190,9 @@ class Scheduler : public torch::optim::LRScheduler {
   explicit Scheduler(torch::optim::Optimizer& optimizer);
   /// Sets the rates of step 0 (the derived constructor calls it once its parameters are known).
   void initial_step();
+  /// Continues from `epoch` step() calls with `base_lrs` as the base rates, setting that step's rates (a
+  /// scheduler rebuilt on resume from what it had saved).
+  void restore(std::vector<double> base_lrs, std::int64_t epoch);
   /// Writes `lrs` to the param groups.
   void apply(const std::vector<double>& lrs);
   /// LibTorch's hook of step(): one step on.
@@ -9331,6 +9354,12 @@ VOLT_INLINE Scheduler::Scheduler(torch::optim::Optimizer& optimizer)
 VOLT_INLINE void Scheduler::initial_step() {
   epoch_ = 0;
   apply(lrs_at(0));
+}
+
+VOLT_INLINE void Scheduler::restore(std::vector<double> base_lrs, std::int64_t epoch) {
+  base_lrs_ = std::move(base_lrs);
+  epoch_ = epoch;
+  apply(lrs_at(epoch));
 }
 
 VOLT_INLINE void Scheduler::apply(const std::vector<double>& lrs) {
@@ -9676,6 +9705,115 @@ VOLT_INLINE ReduceLROnPlateau::ReduceLROnPlateau(torch::optim::Optimizer& optimi
 // ---- end volt/optim/impl/plateau.ipp
 #endif
 // ---- end volt/optim/plateau.hpp
+// ---- begin volt/optim/swalr.hpp
+/// \file
+/// volt::optim::SWALR: PyTorch's torch.optim.swa_utils.SWALR, the schedule of Stochastic Weight Averaging.
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt::optim {
+
+/// PyTorch's SWALR: anneals each param group's rate from its rate at construction to its SWA rate over
+/// `anneal_epochs` step() calls, by a cosine (`"cos"`) or a straight line (`"linear"`), then keeps the SWA rate.
+/// After `k` step() calls the rate is `swa_lr * a + base_lr * (1 - a)` with
+/// `a = f(min(1, k / max(1, anneal_epochs)))`, f(t) = (1 - cos(pi t)) / 2 or t (anneal_epochs 0: the SWA rate
+/// from construction on).
+/// PyTorch computes the same value step by step from the group's current rate; the two agree to rounding.
+class SWALR : public Scheduler {
+ public:
+  /// One SWA rate for every param group, or one per group. Throws std::invalid_argument with PyTorch's
+  /// messages for another strategy, a negative anneal_epochs, or a number of rates other than 1 or the groups'.
+  SWALR(torch::optim::Optimizer& optimizer, std::vector<double> swa_lrs, std::int64_t anneal_epochs = 10,
+        const std::string& anneal_strategy = "cos");
+
+  /// PyTorch's check of anneal_strategy.
+  static void check_strategy(const std::string& anneal_strategy);
+  /// PyTorch's check of anneal_epochs.
+  static void check_anneal_epochs(std::int64_t anneal_epochs);
+
+  /// The rates after `epoch` step() calls.
+  std::vector<double> lrs_at(std::int64_t epoch) const override;
+
+  /// The SWA rate of each param group.
+  const std::vector<double>& swa_lrs() const noexcept { return swa_lrs_; }
+
+  /// Continues a schedule that started with `base_lrs` and has taken `epoch` steps (StochasticWeightAveraging
+  /// rebuilds its scheduler with it on resume), setting that step's rates.
+  void resume(std::vector<double> base_lrs, std::int64_t epoch);
+
+ private:
+  std::int64_t anneal_epochs_;
+  bool cosine_;
+  std::vector<double> swa_lrs_{};
+};
+
+}  // namespace volt::optim
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/optim/impl/swalr.ipp
+/// \file
+/// Definitions of the functions declared in volt/optim/swalr.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::optim {
+
+VOLT_INLINE SWALR::SWALR(torch::optim::Optimizer& optimizer, std::vector<double> swa_lrs, std::int64_t anneal_epochs,
+                         const std::string& anneal_strategy)
+    : Scheduler(optimizer), anneal_epochs_(anneal_epochs), cosine_(anneal_strategy == "cos") {
+  if (swa_lrs.size() == 1) swa_lrs.resize(base_lrs().size(), swa_lrs.front());
+  if (swa_lrs.size() != base_lrs().size()) {
+    throw std::invalid_argument("swa_lr must have the same length as optimizer.param_groups. swa_lr has " +
+                                std::to_string(swa_lrs.size()) + " values, param_groups has " +
+                                std::to_string(base_lrs().size()) + ".");
+  }
+  check_strategy(anneal_strategy);
+  check_anneal_epochs(anneal_epochs);
+  swa_lrs_ = std::move(swa_lrs);
+  initial_step();
+}
+
+VOLT_INLINE void SWALR::check_strategy(const std::string& anneal_strategy) {
+  if (anneal_strategy != "cos" && anneal_strategy != "linear") {
+    throw std::invalid_argument("anneal_strategy must by one of 'cos' or 'linear', instead got " + anneal_strategy);
+  }
+}
+
+VOLT_INLINE void SWALR::check_anneal_epochs(std::int64_t anneal_epochs) {
+  if (anneal_epochs < 0) {
+    throw std::invalid_argument("anneal_epochs must be equal or greater than 0, got " + std::to_string(anneal_epochs));
+  }
+}
+
+VOLT_INLINE auto SWALR::lrs_at(std::int64_t epoch) const -> std::vector<double> {
+  const std::int64_t step = anneal_epochs_ == 0 ? std::max<std::int64_t>(1, epoch) : epoch;
+  const double t = std::clamp(static_cast<double>(step) / static_cast<double>(std::max<std::int64_t>(1, anneal_epochs_)),
+                              0.0, 1.0);
+  const double alpha = cosine_ ? (1.0 - std::cos(std::numbers::pi * t)) / 2.0 : t;
+  std::vector<double> lrs;
+  for (std::size_t i = 0; i < base_lrs().size(); ++i) {
+    lrs.push_back(alpha == 1.0 ? swa_lrs_[i] : swa_lrs_[i] * alpha + base_lrs()[i] * (1.0 - alpha));
+  }
+  return lrs;
+}
+
+VOLT_INLINE void SWALR::resume(std::vector<double> base_lrs, std::int64_t epoch) {
+  check_per_group(base_lrs.size(), "base_lrs");
+  restore(std::move(base_lrs), epoch);
+}
+
+}  // namespace volt::optim
+// ---- end volt/optim/impl/swalr.ipp
+#endif
+// ---- end volt/optim/swalr.hpp
 
 /// \namespace volt::optim
 /// Multi-tensor (foreach) and fused optimizer steps for LibTorch's Adam, AdamW and SGD, and the choice of
@@ -15125,6 +15263,1047 @@ VOLT_INLINE HistogramMonitor::HistogramMonitor(HistogramMonitorOptions options)
 // ---- end volt/callbacks/impl/histogram_monitor.ipp
 #endif
 // ---- end volt/callbacks/histogram_monitor.hpp
+// ---- begin volt/callbacks/weight_averaging.hpp
+/// \file
+/// volt::WeightAveraging and volt::EMAWeightAveraging: an averaged copy of the model's weights, updated after
+/// optimizer steps, used for validation and put into the model when training ends (Lightning 2.6's
+/// WeightAveraging and EMAWeightAveraging over torch.optim.swa_utils.AveragedModel).
+
+// ---- begin volt/callbacks/detail/averaged_weights.hpp
+/// \file
+/// The averaging that volt::WeightAveraging and volt::StochasticWeightAveraging share: the averaging functions
+/// (torch.optim.swa_utils' get_swa_multi_avg_fn and get_ema_multi_avg_fn) and detail::AveragedWeights, an
+/// averaged copy of a module's parameters and buffers (torch's AveragedModel without the module copy).
+
+// ---- begin volt/core/python_format.hpp
+/// \file
+/// Numbers in messages as Lightning prints them: Python's repr() of a float ("1.0", "0.25",
+/// "0.3333333333333333", "1e-05", "inf", "nan"), so an error message reads as Lightning's and gives a value
+/// that can be pasted back. Implementation detail of volt's messages; includes nothing of LibTorch.
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <system_error>
+
+namespace volt::detail {
+
+/// Python's repr(float(value)): the shortest digits that read back as `value`, in fixed notation when the
+/// decimal exponent is in [-5, 16) (with ".0" for a whole number), otherwise as "<digits>e<sign><two or more
+/// digits>" ("1e-05", "1.5e+16").
+VOLT_INLINE std::string python_float(double value);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/python_format.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/python_format.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string python_float(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
+  if (value == 0.0) return std::signbit(value) ? "-0.0" : "0.0";
+  // The shortest round-trip digits, in scientific form: "d[.ddd]e±XX".
+  char buffer[64];
+  const auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
+  if (error != std::errc{}) return std::to_string(value);
+  const std::string text(buffer, end);
+  const auto e = text.find('e');
+  const bool negative = text.front() == '-';
+  std::string mantissa = text.substr(negative ? 1 : 0, e - (negative ? 1 : 0));
+  const int exponent = std::atoi(text.c_str() + e + 1);
+  std::string digits;
+  for (char c : mantissa) {
+    if (c != '.') digits += c;
+  }
+  std::string out = negative ? "-" : "";
+  if (exponent < -4 || exponent >= 16) {
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    const int magnitude = exponent < 0 ? -exponent : exponent;
+    out += exponent < 0 ? "e-" : "e+";
+    if (magnitude < 10) out += "0";
+    out += std::to_string(magnitude);
+    return out;
+  }
+  const int point = exponent + 1;  // digits before the decimal point
+  if (point <= 0) {
+    out += "0." + std::string(static_cast<std::size_t>(-point), '0') + digits;
+  } else if (static_cast<std::size_t>(point) >= digits.size()) {
+    out += digits + std::string(static_cast<std::size_t>(point) - digits.size(), '0') + ".0";
+  } else {
+    out += digits.substr(0, static_cast<std::size_t>(point)) + "." + digits.substr(static_cast<std::size_t>(point));
+  }
+  return out;
+}
+
+}  // namespace volt::detail
+// ---- end volt/core/impl/python_format.ipp
+#endif
+// ---- end volt/core/python_format.hpp
+// ---- begin volt/serialization/detail/model_match.hpp
+/// \file
+/// volt::CheckpointError, and the comparison of a checkpoint's model entry with a module (keys, shapes,
+/// dtypes) that volt's checkpoint loaders run before LibTorch's Module::load.
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes);
+
+VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                     const std::string& prefix, std::vector<std::string>& problems);
+
+/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
+/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
+/// reports that).
+struct DtypeMismatch {
+  std::string name;
+  c10::ScalarType stored;
+  c10::ScalarType expected;
+};
+VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                              const torch::nn::Module& module,
+                                                              const std::string& prefix = "");
+
+/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
+/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
+/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
+VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                     const std::string& shown);
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/model_match.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/model_match.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
+
+VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                     const std::string& prefix, std::vector<std::string>& problems) {
+  std::set<std::string> expected;
+  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
+    expected.insert(name);
+    torch::Tensor stored;
+    if (!archive.try_read(name, stored, is_buffer)) {
+      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
+    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
+      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
+                         ", model " + shape_text(tensor.sizes()));
+    }
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
+  for (const auto& child : module.named_children()) {
+    expected.insert(child.key());
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      problems.push_back("missing submodule '" + prefix + child.key() + "'");
+      continue;
+    }
+    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
+  }
+  for (const auto& key : archive.keys()) {
+    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
+  }
+}
+
+VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                              const torch::nn::Module& module,
+                                                              const std::string& prefix) {
+  const auto check = [&](const std::string& name, const torch::Tensor& tensor,
+                         bool is_buffer) -> std::optional<DtypeMismatch> {
+    torch::Tensor stored;
+    if (!tensor.defined() || !tensor.is_floating_point() || !archive.try_read(name, stored, is_buffer)) return {};
+    if (!stored.defined() || stored.scalar_type() == tensor.scalar_type()) return {};
+    return DtypeMismatch{prefix + name, stored.scalar_type(), tensor.scalar_type()};
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), false)) return found;
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), true)) return found;
+  }
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) continue;
+    if (auto found = first_dtype_mismatch(child_archive, *child.value(), prefix + child.key() + ".")) return found;
+  }
+  return std::nullopt;
+}
+
+VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                     const std::string& shown) {
+  std::vector<std::string> problems;
+  try {
+    compare_module_keys(model_archive, module, "", problems);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
+  }
+  if (problems.empty()) return;
+  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
+                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
+  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
+  if (problems.size() > 20) message += "; ...";
+  throw CheckpointError(message);
+}
+
+}  // namespace volt::detail
+// ---- end volt/serialization/detail/impl/model_match.ipp
+#endif
+// ---- end volt/serialization/detail/model_match.hpp
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// An averaging function (torch's multi_avg_fn): updates each `averaged[i]` in place from `current[i]` (on the
+/// same device, of the same dtype: the lists hold the tensors of one dtype), where `num_averaged` (>= 1)
+/// updates went into the average before this one. The first update copies and does not call it.
+using AveragingFunction = std::function<void(const std::vector<torch::Tensor>& averaged,
+                                             const std::vector<torch::Tensor>& current, std::int64_t num_averaged)>;
+
+/// The equal average of every update (torch's get_swa_multi_avg_fn; the default of both averaging
+/// callbacks): `averaged += (current - averaged) / (num_averaged + 1)`, as one multi-tensor lerp on CUDA and
+/// per tensor elsewhere (torch's two paths); integer tensors get the value truncated, as in torch.
+VOLT_INLINE AveragingFunction swa_average();
+
+/// The exponential moving average (torch's get_ema_multi_avg_fn):
+/// `averaged = decay * averaged + (1 - decay) * current`, as lerp for floating tensors. Throws
+/// std::invalid_argument with torch's message for a decay outside [0, 1].
+VOLT_INLINE AveragingFunction ema_average(double decay = 0.999);
+
+namespace detail {
+
+/// An averaged copy of a module's parameters and buffers, with the number of updates (torch's AveragedModel
+/// over the module's tensors, in the order of parameters() and buffers()).
+class AveragedWeights {
+ public:
+  /// Whether the copy exists (the fit's setup made it).
+  bool ready() const noexcept { return ready_; }
+  /// Updates so far.
+  std::int64_t n_averaged() const noexcept { return n_averaged_; }
+  /// The averaged parameters.
+  const std::vector<torch::Tensor>& parameters() const noexcept { return parameters_; }
+  /// The averaged (or followed) buffers.
+  const std::vector<torch::Tensor>& buffers() const noexcept { return buffers_; }
+
+  /// A fresh copy of `module`'s weights on `device`, with no update counted.
+  void reset(torch::nn::Module& module, torch::Device device);
+
+  /// Uses the tensors load() read, on `device`, after checking them against `module`. Throws CheckpointError
+  /// naming `owner` when their number, shapes or dtypes differ from the module's.
+  void adopt(torch::nn::Module& module, torch::Device device, const std::string& owner);
+
+  /// torch's AveragedModel.update_parameters: the first update copies `module`'s weights, later ones apply
+  /// `average` to the parameters (and buffers with `use_buffers`; otherwise the buffers are copied).
+  void update(torch::nn::Module& module, const AveragingFunction& average, bool use_buffers);
+
+  /// Exchanges the averaged parameters and buffers with `module`'s (in place: the module's tensors keep their
+  /// storage), as Lightning's WeightAveraging swaps them around validation.
+  void swap(torch::nn::Module& module);
+
+  /// Copies the averaged parameters (and buffers, `with_buffers`) into `module`.
+  void copy_into(torch::nn::Module& module, bool with_buffers) const;
+
+  /// Writes the tensors and n_averaged ("ready" false and nothing else before the fit's setup).
+  void save(torch::serialize::OutputArchive& archive) const;
+
+  /// Reads what save() wrote; returns whether it held a copy (adopt() then puts it to use).
+  bool load(torch::serialize::InputArchive& archive);
+
+ private:
+  static std::vector<torch::Tensor> copies(const std::vector<torch::Tensor>& tensors, torch::Device device);
+
+  static std::vector<torch::Tensor> read_tensors(torch::serialize::InputArchive& archive, const std::string& prefix);
+
+  static void check_count(std::size_t mine, std::size_t theirs);
+
+  static void check_matches(const std::vector<torch::Tensor>& saved, const std::vector<torch::Tensor>& model,
+                            const std::string& owner, const std::string& kind);
+
+  void copy_buffers_from(torch::nn::Module& module);
+
+  static void copy_all(const std::vector<torch::Tensor>& destinations, const std::vector<torch::Tensor>& sources);
+
+  std::vector<torch::Tensor> parameters_{};
+  std::vector<torch::Tensor> buffers_{};
+  std::int64_t n_averaged_ = 0;
+  bool ready_ = false;
+};
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/detail/impl/averaged_weights.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/detail/averaged_weights.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE AveragingFunction swa_average() {
+  return [](const std::vector<torch::Tensor>& averaged, const std::vector<torch::Tensor>& current,
+            std::int64_t num_averaged) {
+    if (averaged.empty()) return;
+    torch::NoGradGuard no_grad;
+    const auto& first = averaged.front();
+    if ((first.is_floating_point() || first.is_complex()) && first.is_cuda()) {
+      compat::foreach_lerp_(averaged, current, 1.0 / static_cast<double>(num_averaged + 1));
+      return;
+    }
+    for (std::size_t i = 0; i < averaged.size(); ++i) {
+      averaged[i].copy_(averaged[i] + (current[i] - averaged[i]) / static_cast<double>(num_averaged + 1));
+    }
+  };
+}
+
+VOLT_INLINE AveragingFunction ema_average(double decay) {
+  if (!(decay >= 0.0 && decay <= 1.0)) {
+    throw std::invalid_argument("Invalid decay value " + detail::python_float(decay) +
+                                " provided. Please provide a value in [0,1] range.");
+  }
+  return [decay](const std::vector<torch::Tensor>& averaged, const std::vector<torch::Tensor>& current,
+                 std::int64_t /*num_averaged*/) {
+    if (averaged.empty()) return;
+    torch::NoGradGuard no_grad;
+    if (averaged.front().is_floating_point() || averaged.front().is_complex()) {
+      compat::foreach_lerp_(averaged, current, 1.0 - decay);
+      return;
+    }
+    for (std::size_t i = 0; i < averaged.size(); ++i) averaged[i].copy_(averaged[i] * decay + current[i] * (1.0 - decay));
+  };
+}
+}  // namespace volt
+
+namespace volt::detail {
+
+VOLT_INLINE void AveragedWeights::reset(torch::nn::Module& module, torch::Device device) {
+  torch::NoGradGuard no_grad;
+  parameters_ = copies(module.parameters(), device);
+  buffers_ = copies(module.buffers(), device);
+  n_averaged_ = 0;
+  ready_ = true;
+}
+
+VOLT_INLINE void AveragedWeights::adopt(torch::nn::Module& module, torch::Device device, const std::string& owner) {
+  check_matches(parameters_, module.parameters(), owner, "parameter");
+  check_matches(buffers_, module.buffers(), owner, "buffer");
+  for (auto& tensor : parameters_) tensor = tensor.to(device);
+  for (auto& tensor : buffers_) tensor = tensor.to(device);
+  ready_ = true;
+}
+
+VOLT_INLINE void AveragedWeights::update(torch::nn::Module& module, const AveragingFunction& average,
+                                         bool use_buffers) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> averaged = parameters_;
+  std::vector<torch::Tensor> current = module.parameters();
+  if (use_buffers) {
+    averaged.insert(averaged.end(), buffers_.begin(), buffers_.end());
+    for (auto& buffer : module.buffers()) current.push_back(buffer);
+  }
+  check_count(averaged.size(), current.size());
+  for (std::size_t i = 0; i < current.size(); ++i) current[i] = current[i].detach().to(averaged[i].device());
+  if (n_averaged_ == 0) {
+    for (std::size_t i = 0; i < averaged.size(); ++i) averaged[i].copy_(current[i]);
+  } else {
+    // One call per dtype, as torch groups the tensors by device and dtype (the copy has one device).
+    std::map<c10::ScalarType, std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>>> groups;
+    for (std::size_t i = 0; i < averaged.size(); ++i) {
+      auto& group = groups[averaged[i].scalar_type()];
+      group.first.push_back(averaged[i]);
+      group.second.push_back(current[i]);
+    }
+    for (auto& [dtype, group] : groups) average(group.first, group.second, n_averaged_);
+  }
+  if (!use_buffers) copy_buffers_from(module);
+  ++n_averaged_;
+}
+
+VOLT_INLINE void AveragedWeights::swap(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  auto swap_all = [](std::vector<torch::Tensor>& mine, const std::vector<torch::Tensor>& theirs) {
+    check_count(mine.size(), theirs.size());
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      torch::Tensor kept = mine[i].clone();
+      mine[i].copy_(theirs[i]);
+      theirs[i].copy_(kept);
+    }
+  };
+  swap_all(parameters_, module.parameters());
+  swap_all(buffers_, module.buffers());
+}
+
+VOLT_INLINE void AveragedWeights::copy_into(torch::nn::Module& module, bool with_buffers) const {
+  torch::NoGradGuard no_grad;
+  copy_all(module.parameters(), parameters_);
+  if (with_buffers) copy_all(module.buffers(), buffers_);
+}
+
+VOLT_INLINE void AveragedWeights::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("ready", c10::IValue(ready_));
+  archive.write("n_averaged", c10::IValue(n_averaged_));
+  archive.write("parameters/count", c10::IValue(static_cast<std::int64_t>(parameters_.size())));
+  archive.write("buffers/count", c10::IValue(static_cast<std::int64_t>(buffers_.size())));
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    archive.write("parameters/" + std::to_string(i), parameters_[i], /*is_buffer=*/true);
+  }
+  for (std::size_t i = 0; i < buffers_.size(); ++i) {
+    archive.write("buffers/" + std::to_string(i), buffers_[i], /*is_buffer=*/true);
+  }
+}
+
+VOLT_INLINE bool AveragedWeights::load(torch::serialize::InputArchive& archive) {
+  c10::IValue value;
+  archive.read("ready", value);
+  if (!value.toBool()) return false;
+  archive.read("n_averaged", value);
+  n_averaged_ = value.toInt();
+  parameters_ = read_tensors(archive, "parameters");
+  buffers_ = read_tensors(archive, "buffers");
+  return true;
+}
+
+VOLT_INLINE auto AveragedWeights::copies(const std::vector<torch::Tensor>& tensors, torch::Device device) -> std::vector<torch::Tensor> {
+  std::vector<torch::Tensor> result;
+  result.reserve(tensors.size());
+  for (const auto& tensor : tensors) result.push_back(tensor.detach().to(device, /*non_blocking=*/false, /*copy=*/true));
+  return result;
+}
+
+VOLT_INLINE auto AveragedWeights::read_tensors(torch::serialize::InputArchive& archive, const std::string& prefix) -> std::vector<torch::Tensor> {
+  c10::IValue value;
+  archive.read(prefix + "/count", value);
+  std::vector<torch::Tensor> tensors(static_cast<std::size_t>(value.toInt()));
+  for (std::size_t i = 0; i < tensors.size(); ++i) archive.read(prefix + "/" + std::to_string(i), tensors[i], true);
+  return tensors;
+}
+
+VOLT_INLINE void AveragedWeights::check_count(std::size_t mine, std::size_t theirs) {
+  if (mine != theirs) {
+    throw std::logic_error("volt: the averaged weights hold " + std::to_string(mine) +
+                           " tensors but the model has " + std::to_string(theirs) +
+                           " (the model changed its parameters or buffers during fit)");
+  }
+}
+
+VOLT_INLINE void AveragedWeights::check_matches(const std::vector<torch::Tensor>& saved,
+                                                const std::vector<torch::Tensor>& model, const std::string& owner,
+                                                const std::string& kind) {
+  std::string problem;
+  if (saved.size() != model.size()) {
+    problem = std::to_string(saved.size()) + " " + kind + "s, the model " + std::to_string(model.size());
+  }
+  for (std::size_t i = 0; problem.empty() && i < saved.size(); ++i) {
+    if (saved[i].sizes() != model[i].sizes() || saved[i].scalar_type() != model[i].scalar_type()) {
+      problem = kind + " " + std::to_string(i) + " is " + c10::toString(saved[i].scalar_type()) + " of shape " +
+                c10::str(saved[i].sizes()) + ", the model's " + c10::toString(model[i].scalar_type()) + " of shape " +
+                c10::str(model[i].sizes());
+    }
+  }
+  if (!problem.empty()) {
+    throw CheckpointError("volt: " + owner + ": the checkpoint's averaged weights do not match the model (" +
+                          problem + "); resume with the model that wrote it");
+  }
+}
+
+VOLT_INLINE void AveragedWeights::copy_buffers_from(torch::nn::Module& module) {
+  const auto model_buffers = module.buffers();
+  check_count(buffers_.size(), model_buffers.size());
+  for (std::size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(model_buffers[i].detach());
+}
+
+VOLT_INLINE void AveragedWeights::copy_all(const std::vector<torch::Tensor>& destinations,
+                                           const std::vector<torch::Tensor>& sources) {
+  check_count(sources.size(), destinations.size());
+  for (std::size_t i = 0; i < destinations.size(); ++i) destinations[i].copy_(sources[i]);
+}
+
+}  // namespace volt::detail
+// ---- end volt/callbacks/detail/impl/averaged_weights.ipp
+#endif
+// ---- end volt/callbacks/detail/averaged_weights.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// The options of volt::WeightAveraging.
+struct WeightAveragingOptions {
+  /// Where the averaged copy lives; nullopt: the model's device (Lightning's default). `torch::kCPU` keeps
+  /// it out of GPU memory, at the cost of a copy to the host at every update.
+  std::optional<torch::Device> device{};
+  /// Average the buffers (BatchNorm's running statistics) too; false: the copy's buffers follow the model's
+  /// at each update (torch's AveragedModel use_buffers; Lightning's default true).
+  bool use_buffers = true;
+  /// The averaging function (volt::swa_average(), volt::ema_average(decay), or one of your own); empty: the
+  /// equal average of every update, swa_average().
+  AveragingFunction avg_fn{};
+  /// When to update, asked after every optimizer step with the step's 0-based index (`step_idx`, epoch_idx
+  /// nullopt) and after every training epoch with the epoch's index (`epoch_idx`, step_idx nullopt);
+  /// Lightning's should_update. Empty: after every optimizer step and never at an epoch's end.
+  std::function<bool(std::optional<std::int64_t> step_idx, std::optional<std::int64_t> epoch_idx)> should_update{};
+};
+
+/// Callback: keeps an averaged copy of the model's parameters (and buffers with use_buffers), updated when
+/// should_update says (after every optimizer step by default), by avg_fn: the first update copies the
+/// weights, each later one averages them in (Lightning's WeightAveraging, torch's AveragedModel).
+///
+/// * Validation inside fit (and the sanity check) runs with the averaged weights: they are swapped into the
+///   model at on_validation_epoch_start and swapped back at on_validation_epoch_end.
+/// * When training ends (on_train_end, as Lightning), the averaged weights are copied into the model: after
+///   fit() the model holds them.
+/// * Checkpoints keep the averaged tensors, the number of updates and the last updated step and epoch (the
+///   callback's state), so a resumed fit averages exactly as an uninterrupted one. The checkpoint's model
+///   entry holds the model's own weights (Lightning writes the averaged ones there; see
+///   docs/differences/optimization.md).
+///
+/// Works with automatic and manual optimization, under DDP (every rank averages its identical weights) and
+/// with TrainerOptions::cuda_graphs (the update runs eagerly after each replay of the captured step; the
+/// swaps copy in place, so the graph's tensors stay where they are).
+class WeightAveraging {
+ public:
+  /// Takes the options (nothing to check: every value is valid).
+  explicit WeightAveraging(WeightAveragingOptions options = {});
+
+  /// When fit begins: the averaged copy of the model (or, on resume, the checkpoint's), on the device.
+  /// Throws MisconfigurationError when a checkpoint's averaged weights do not match the model.
+  template <class State>
+  void setup(State& state) {
+    if (state.stage != State::Stage::fitting || state.model == nullptr) return;
+    const torch::Device device = options_.device.value_or(state.root_device);
+    if (restored_) {
+      average_.adopt(*state.model, device, "WeightAveraging");
+      restored_ = false;
+    } else {
+      average_.reset(*state.model, device);
+      latest_update_step_ = 0;
+      latest_update_epoch_ = -1;
+    }
+  }
+
+  /// After each training batch: updates the average when an optimizer step was taken since the last update
+  /// and should_update(step_idx = global_step - 1) agrees.
+  template <class State>
+  void on_train_batch_end(State& state, const torch::Tensor& /*loss*/, std::int64_t /*batch_idx*/) {
+    if (!average_.ready() || state.global_step <= latest_update_step_) return;
+    if (!wants_update(state.global_step - 1, std::nullopt)) return;
+    average_.update(*state.model, options_.avg_fn, options_.use_buffers);
+    latest_update_step_ = state.global_step;
+  }
+
+  /// After each training epoch: updates the average when should_update(epoch_idx = current_epoch) agrees.
+  template <class State>
+  void on_train_epoch_end(State& state) {
+    if (!average_.ready() || state.current_epoch <= latest_update_epoch_) return;
+    if (!wants_update(std::nullopt, state.current_epoch)) return;
+    average_.update(*state.model, options_.avg_fn, options_.use_buffers);
+    latest_update_epoch_ = state.current_epoch;
+  }
+
+  /// Validation runs with the averaged weights (swapped in here, out at on_validation_epoch_end).
+  template <class State>
+  void on_validation_epoch_start(State& state) {
+    if (in_fit(state)) average_.swap(*state.model);
+  }
+  /// Puts the model's own weights back after validation.
+  template <class State>
+  void on_validation_epoch_end(State& state) {
+    if (in_fit(state)) average_.swap(*state.model);
+  }
+
+  /// When training ends: the model gets the averaged parameters and buffers.
+  template <class State>
+  void on_train_end(State& state) {
+    if (average_.ready() && state.model != nullptr) average_.copy_into(*state.model, /*with_buffers=*/true);
+  }
+
+  /// Writes the averaged tensors, the number of updates and the last updated step and epoch.
+  void save_state(torch::serialize::OutputArchive& archive) const;
+  /// Reads what save_state wrote; the fit's setup then checks it against the model and uses it.
+  void load_state(torch::serialize::InputArchive& archive);
+
+  /// How many times the average was updated (torch's n_averaged).
+  std::int64_t n_averaged() const noexcept { return average_.n_averaged(); }
+  /// The averaged parameters, in the order of the model's parameters() (empty before fit).
+  const std::vector<torch::Tensor>& averaged_parameters() const noexcept { return average_.parameters(); }
+  /// The averaged (or followed) buffers, in the order of the model's buffers().
+  const std::vector<torch::Tensor>& averaged_buffers() const noexcept { return average_.buffers(); }
+
+ private:
+  // Validation inside fit and its sanity check (after fit the model already holds the averaged weights).
+  template <class State>
+  bool in_fit(const State& state) const {
+    return average_.ready() && state.model != nullptr &&
+           (state.stage == State::Stage::fitting || state.stage == State::Stage::sanity_checking);
+  }
+
+  bool wants_update(std::optional<std::int64_t> step_idx, std::optional<std::int64_t> epoch_idx) const;
+
+  WeightAveragingOptions options_;
+  detail::AveragedWeights average_{};
+  std::int64_t latest_update_step_ = 0;
+  std::int64_t latest_update_epoch_ = -1;
+  bool restored_ = false;
+};
+
+/// The options of volt::EMAWeightAveraging (Lightning's EMAWeightAveraging arguments).
+struct EMAWeightAveragingOptions {
+  /// Where the averaged copy lives; nullopt: the model's device.
+  std::optional<torch::Device> device{};
+  /// Average the buffers too (see WeightAveragingOptions::use_buffers).
+  bool use_buffers = true;
+  /// The weight of the old average at each update, in [0, 1].
+  double decay = 0.999;
+  /// Update after every n-th optimizer step (step indices 0, n, 2n, ...); 0: never after a step.
+  std::int64_t update_every_n_steps = 1;
+  /// Update after steps from this 0-based index on; nullopt: from the first.
+  std::optional<std::int64_t> update_starting_at_step{};
+  /// Also update at the end of every epoch from this 0-based index on; nullopt: never at an epoch's end.
+  std::optional<std::int64_t> update_starting_at_epoch{};
+};
+
+/// Callback: WeightAveraging with an exponential moving average,
+/// `average = decay * average + (1 - decay) * weights` at each update (Lightning's EMAWeightAveraging, torch's get_ema_multi_avg_fn), after every
+/// update_every_n_steps-th step from update_starting_at_step, and at epoch ends from update_starting_at_epoch.
+class EMAWeightAveraging : public WeightAveraging {
+ public:
+  /// Throws std::invalid_argument (torch's message) for a decay outside [0, 1], MisconfigurationError for a
+  /// negative update_every_n_steps.
+  explicit EMAWeightAveraging(EMAWeightAveragingOptions options = {})
+      : WeightAveraging(weight_averaging_options(options)) {}
+
+ private:
+  static WeightAveragingOptions weight_averaging_options(const EMAWeightAveragingOptions& ema);
+};
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/weight_averaging.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/weight_averaging.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE WeightAveraging::WeightAveraging(WeightAveragingOptions options)
+    : options_(std::move(options)) {
+  if (!options_.avg_fn) options_.avg_fn = swa_average();
+}
+
+VOLT_INLINE void WeightAveraging::save_state(torch::serialize::OutputArchive& archive) const {
+  average_.save(archive);
+  archive.write("latest_update_step", c10::IValue(latest_update_step_));
+  archive.write("latest_update_epoch", c10::IValue(latest_update_epoch_));
+}
+
+VOLT_INLINE void WeightAveraging::load_state(torch::serialize::InputArchive& archive) {
+  restored_ = average_.load(archive);
+  c10::IValue value;
+  archive.read("latest_update_step", value);
+  latest_update_step_ = value.toInt();
+  archive.read("latest_update_epoch", value);
+  latest_update_epoch_ = value.toInt();
+}
+
+VOLT_INLINE bool WeightAveraging::wants_update(std::optional<std::int64_t> step_idx,
+                                               std::optional<std::int64_t> epoch_idx) const {
+  if (options_.should_update) return options_.should_update(step_idx, epoch_idx);
+  return step_idx.has_value();
+}
+
+VOLT_INLINE auto EMAWeightAveraging::weight_averaging_options(const EMAWeightAveragingOptions& ema) -> WeightAveragingOptions {
+  if (ema.update_every_n_steps < 0) {
+    throw MisconfigurationError("EMAWeightAveraging: update_every_n_steps must be >= 0 (0: never after a step), got " +
+                                std::to_string(ema.update_every_n_steps));
+  }
+  WeightAveragingOptions options;
+  options.device = ema.device;
+  options.use_buffers = ema.use_buffers;
+  options.avg_fn = ema_average(ema.decay);
+  options.should_update = [every = ema.update_every_n_steps, from_step = ema.update_starting_at_step,
+                           from_epoch = ema.update_starting_at_epoch](std::optional<std::int64_t> step_idx,
+                                                                      std::optional<std::int64_t> epoch_idx) {
+    if (step_idx && (!from_step || *step_idx >= *from_step) && every > 0 && *step_idx % every == 0) return true;
+    return epoch_idx && from_epoch && *epoch_idx >= *from_epoch;
+  };
+  return options;
+}
+
+}  // namespace volt
+// ---- end volt/callbacks/impl/weight_averaging.ipp
+#endif
+// ---- end volt/callbacks/weight_averaging.hpp
+// ---- begin volt/callbacks/stochastic_weight_averaging.hpp
+/// \file
+/// volt::StochasticWeightAveraging: Lightning 2.6's StochasticWeightAveraging callback (Izmailov et al., 2018):
+/// from swa_epoch_start the learning rate follows torch's SWALR and the weights are averaged once per epoch;
+/// when training ends the model gets the average and its BatchNorm statistics are recomputed.
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <typeinfo>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace volt {
+
+/// The epoch SWA starts at: an epoch number (int, >= 1: the n-th epoch) or a fraction of max_epochs (double
+/// in [0, 1]: epoch int(f * max_epochs)), as Lightning's swa_epoch_start.
+class SwaEpochStart {
+ public:
+  /// A fraction of max_epochs.
+  constexpr SwaEpochStart(double fraction) : value_(fraction) {}  // NOLINT(google-explicit-constructor)
+  /// The n-th epoch (1-based, as Lightning counts it here).
+  constexpr SwaEpochStart(int epoch) : value_(static_cast<std::int64_t>(epoch)) {}  // NOLINT
+  /// The n-th epoch (1-based).
+  constexpr SwaEpochStart(std::int64_t epoch) : value_(epoch) {}  // NOLINT
+  /// Deleted, so that `true` is not taken as epoch 1.
+  SwaEpochStart(bool) = delete;
+
+  /// Whether this is a fraction of max_epochs.
+  constexpr bool is_fraction() const { return std::holds_alternative<double>(value_); }
+  /// The fraction (is_fraction()).
+  constexpr double fraction() const { return std::get<double>(value_); }
+  /// The epoch number (!is_fraction()).
+  constexpr std::int64_t epoch() const { return std::get<std::int64_t>(value_); }
+
+ private:
+  std::variant<double, std::int64_t> value_;
+};
+
+/// The options of volt::StochasticWeightAveraging (Lightning's arguments, with its defaults).
+struct StochasticWeightAveragingOptions {
+  /// The SWA learning rate: one value for every param group of the optimizer, or one per group. Required;
+  /// each must be > 0.
+  std::vector<double> swa_lrs{};
+  /// When averaging starts: the n-th epoch (int >= 1) or a fraction of max_epochs (double in [0, 1]).
+  SwaEpochStart swa_epoch_start = 0.8;
+  /// Epochs over which SWALR anneals the rate to swa_lrs (>= 0).
+  std::int64_t annealing_epochs = 10;
+  /// How SWALR anneals: "cos" or "linear".
+  std::string annealing_strategy = "cos";
+  /// The averaging function (see volt::AveragingFunction); empty: the equal average, swa_average().
+  AveragingFunction avg_fn{};
+  /// Where the averaged weights live; nullopt: the model's device. Lightning's default: the CPU.
+  std::optional<torch::Device> device = torch::Device(torch::kCPU);
+};
+
+/// Callback: Stochastic Weight Averaging as Lightning's StochasticWeightAveraging does it.
+///
+/// * swa_start: epoch `swa_epoch_start - 1` (0-based; `int(swa_epoch_start * max_epochs) - 1` for a fraction,
+///   at least 0). From there to the last epoch: at the start of each epoch the model's parameters (as the
+///   previous epoch left them) are averaged in, and torch's SWALR (volt::optim::SWALR) replaces the
+///   optimizer's LR scheduler, stepped at each epoch's end (Lightning's order, with its messages: "Swapping
+///   scheduler `StepLR` for `SWALR`", and a warning for a scheduler that did not step once per epoch).
+/// * When training reaches max_epochs (or always with max_epochs = -1), the model gets the averaged
+///   parameters; with a BatchNorm layer (torch::nn::BatchNorm1d/2d/3d) the running statistics are then reset
+///   and recomputed with one pass of training_step over the training data, in training mode, without
+///   gradients, with the cumulative average (momentum none) as torch's update_bn does. Training stopped early
+///   (early stopping, max_steps before the last epoch) leaves the model as it is, as in Lightning.
+/// * Checkpoints keep the averaged parameters, n_averaged, the last averaged epoch and SWALR's base rates:
+///   a resumed fit continues the average and the schedule exactly.
+///
+/// Refused (MisconfigurationError, Lightning's messages): several optimizers, several LR schedulers, a
+/// fractional swa_epoch_start with max_epochs = -1; and (volt) manual optimization, where the Trainer does
+/// not step schedulers and training_step steps the optimizers itself.
+/// With TrainerOptions::cuda_graphs the averaging and the BatchNorm pass run eagerly outside the captured
+/// step, and SWALR's rates reach the captured optimizer as any scheduler's do.
+class StochasticWeightAveraging {
+ public:
+  /// Checks the options. Throws MisconfigurationError with Lightning's messages for swa_lrs empty or not
+  /// positive and for swa_epoch_start out of range, std::invalid_argument with torch's messages for
+  /// annealing_strategy and annealing_epochs.
+  explicit StochasticWeightAveraging(StochasticWeightAveragingOptions options);
+
+  /// Fit start: Lightning's checks, swa_start from swa_epoch_start and max_epochs, whether the model has
+  /// BatchNorm layers. A fit that does not resume from a checkpoint of this callback starts a new average.
+  template <class State>
+  void on_fit_start(State& state) {
+    if (state.optimizers.size() != 1) throw MisconfigurationError("SWA currently works with 1 `optimizer`.");
+    auto& optimization = *state.optimization_;
+    if (!optimization.automatic()) {
+      throw MisconfigurationError(
+          "StochasticWeightAveraging needs automatic optimization: with `automatic_optimization = false` the "
+          "model steps its optimizer and schedulers itself, so the Trainer can neither swap in SWALR nor run "
+          "the BatchNorm pass (training_step would step the optimizer). Average the weights with "
+          "volt::WeightAveraging instead.");
+    }
+    if (optimization.schedulers().size() > 1) {
+      throw MisconfigurationError("SWA currently not supported for more than 1 `lr_scheduler`.");
+    }
+    max_epochs_ = state.max_epochs.value_or(-1);
+    const auto& start = options_.swa_epoch_start;
+    if (start.is_fraction() && max_epochs_ == -1) {
+      throw MisconfigurationError("SWA with `swa_epoch_start` as a float is not supported when `max_epochs=-1`. "
+                                  "Please provide `swa_epoch_start` as an integer.");
+    }
+    const std::int64_t epoch =
+        start.is_fraction() ? static_cast<std::int64_t>(static_cast<double>(max_epochs_) * start.fraction()) : start.epoch();
+    swa_start_ = std::max<std::int64_t>(epoch - 1, 0);
+    has_batch_norm_ = false;
+    for (const auto& module : state.model->modules()) has_batch_norm_ = has_batch_norm_ || is_batch_norm(*module);
+    if (pending_parameters_) {
+      average_.adopt(*state.model, options_.device.value_or(state.root_device), "StochasticWeightAveraging");
+      pending_parameters_ = false;
+    }
+    if (!restored_) {
+      average_ = {};
+      latest_update_epoch_ = -1;
+      swalr_base_lrs_.clear();
+      swalr_start_epoch_ = -1;
+    }
+    restored_ = false;
+    initialized_ = false;
+    // A resume inside the SWA epochs: SWALR at once, since LibTorch's optimizer checkpoint does not hold the
+    // learning rates (the epoch may be resumed in its middle, where on_train_epoch_start does not run).
+    if (!swalr_base_lrs_.empty() && in_swa_epochs(state.current_epoch)) {
+      initialized_ = true;
+      install_swalr(state, state.current_epoch);
+    }
+  }
+
+  /// Each training epoch's start in [swa_start, last epoch]: the first one installs SWALR; each averages the
+  /// model's parameters in.
+  template <class State>
+  void on_train_epoch_start(State& state) {
+    const std::int64_t epoch = state.current_epoch;
+    if (!in_swa_epochs(epoch)) return;
+    if (!initialized_) {
+      initialized_ = true;
+      install_swalr(state, epoch);
+    }
+    if (epoch > latest_update_epoch_) {
+      if (!average_.ready()) average_.reset(*state.model, options_.device.value_or(state.root_device));
+      average_.update(*state.model, options_.avg_fn, /*use_buffers=*/false);
+      latest_update_epoch_ = epoch;
+    }
+  }
+
+  /// Training's end: when the last epoch was trained (or max_epochs is -1), the averaged parameters go into
+  /// the model and the BatchNorm statistics are recomputed.
+  template <class State>
+  void on_train_end(State& state) {
+    const bool reached_end = max_epochs_ == -1 || state.current_epoch - 1 == max_epochs_ - 1;
+    if (!reached_end || !average_.ready() || average_.n_averaged() == 0) return;
+    average_.copy_into(*state.model, /*with_buffers=*/false);
+    if (has_batch_norm_) update_batch_norm(state);
+  }
+
+  /// Writes n_averaged, the averaged parameters, the last averaged epoch and SWALR's base rates and start.
+  void save_state(torch::serialize::OutputArchive& archive) const;
+  /// Reads what save_state wrote (the fit that resumes continues from it).
+  void load_state(torch::serialize::InputArchive& archive);
+
+  /// How many times the parameters were averaged (torch's n_averaged).
+  std::int64_t n_averaged() const noexcept { return average_.n_averaged(); }
+  /// The 0-based epoch averaging starts at (known from on_fit_start on).
+  std::int64_t swa_start() const noexcept { return swa_start_; }
+  /// The averaged parameters, in the order of the model's parameters() (empty before the first average).
+  const std::vector<torch::Tensor>& averaged_parameters() const noexcept { return average_.parameters(); }
+
+ private:
+  bool in_swa_epochs(std::int64_t epoch) const { return epoch >= swa_start_ && (max_epochs_ == -1 || epoch <= max_epochs_ - 1); }
+
+  static bool is_batch_norm(torch::nn::Module& module);
+
+  template <class State>
+  void install_swalr(State& state, std::int64_t epoch) {
+    auto swalr = std::make_shared<optim::SWALR>(*state.optimizers.front(), options_.swa_lrs, options_.annealing_epochs,
+                                                options_.annealing_strategy);
+    if (!swalr_base_lrs_.empty()) {
+      swalr->resume(swalr_base_lrs_, epoch - swalr_start_epoch_);
+    } else {
+      swalr_base_lrs_ = swalr->base_lrs();
+      swalr_start_epoch_ = epoch;
+      if (epoch != swa_start_) {
+        log::warn_rank_zero("SWA is initializing after swa_start without any checkpoint data (a checkpoint written "
+                            "without StochasticWeightAveraging?). The average starts here.");
+      }
+    }
+    auto& schedulers = state.optimization_->schedulers();
+    if (!schedulers.empty()) {
+      const auto& slot = schedulers.front();
+      const std::string name = class_name(*slot.scheduler);
+      if (slot.interval != decltype(slot.interval)::epoch || slot.frequency != 1) {
+        log::warn_rank_zero("SWA is currently only supported every epoch. Found LRSchedulerConfig(scheduler=" + name +
+                            ", interval='" + (slot.interval == decltype(slot.interval)::epoch ? "epoch" : "step") +
+                            "', frequency=" + std::to_string(slot.frequency) + ")");
+      }
+      log::info_rank_zero("Swapping scheduler `" + name + "` for `SWALR`");
+    }
+    state.optimization_->replace_schedulers(std::move(swalr));
+  }
+
+  /// torch's update_bn on the model, with training_step's forward pass over the training data.
+  template <class State>
+  void update_batch_norm(State& state) {
+    struct Saved {
+      torch::nn::BatchNormOptions* options;
+      c10::optional<double> momentum;
+    };
+    if (!state.forward_training_epoch) {
+      log::warn_rank_zero("StochasticWeightAveraging: the Trainer offers no pass over the training data here, so "
+                          "the BatchNorm statistics were not recomputed for the averaged weights.");
+      return;
+    }
+    std::vector<Saved> momenta;
+    auto reset = [&momenta](auto* norm) {
+      if (norm == nullptr || !norm->options.track_running_stats() || !norm->running_mean.defined()) return;
+      norm->reset_running_stats();
+      momenta.push_back({&norm->options, norm->options.momentum()});
+      norm->options.momentum({});
+    };
+    for (const auto& module : state.model->modules()) {
+      reset(dynamic_cast<torch::nn::BatchNorm1dImpl*>(module.get()));
+      reset(dynamic_cast<torch::nn::BatchNorm2dImpl*>(module.get()));
+      reset(dynamic_cast<torch::nn::BatchNorm3dImpl*>(module.get()));
+    }
+    if (momenta.empty()) return;
+    struct Restore {
+      std::vector<Saved>& momenta;
+      ~Restore() {
+        for (auto& saved : momenta) saved.options->momentum(saved.momentum);
+      }
+    } restore{momenta};
+    state.forward_training_epoch();
+  }
+
+  static std::string class_name(const torch::optim::LRScheduler& scheduler);
+
+  StochasticWeightAveragingOptions options_;
+  detail::AveragedWeights average_{};
+  std::int64_t max_epochs_ = -1;
+  std::int64_t swa_start_ = 0;
+  std::int64_t latest_update_epoch_ = -1;
+  std::vector<double> swalr_base_lrs_{};
+  std::int64_t swalr_start_epoch_ = -1;
+  bool has_batch_norm_ = false;
+  bool initialized_ = false;
+  bool restored_ = false;
+  bool pending_parameters_ = false;
+};
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/callbacks/impl/stochastic_weight_averaging.ipp
+/// \file
+/// Definitions of the functions declared in volt/callbacks/stochastic_weight_averaging.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE StochasticWeightAveraging::StochasticWeightAveraging(StochasticWeightAveragingOptions options)
+    : options_(std::move(options)) {
+  const auto& start = options_.swa_epoch_start;
+  if ((start.is_fraction() && !(start.fraction() >= 0.0 && start.fraction() <= 1.0)) ||
+      (!start.is_fraction() && start.epoch() < 1)) {
+    throw MisconfigurationError("swa_epoch_start should be a >0 integer or a float between 0 and 1.");
+  }
+  bool positive = !options_.swa_lrs.empty();
+  for (double lr : options_.swa_lrs) positive = positive && lr > 0.0;
+  if (!positive) {
+    throw MisconfigurationError("The `swa_lrs` should a positive float, or a list of positive floats");
+  }
+  optim::SWALR::check_strategy(options_.annealing_strategy);
+  optim::SWALR::check_anneal_epochs(options_.annealing_epochs);
+  if (!options_.avg_fn) options_.avg_fn = swa_average();
+}
+
+VOLT_INLINE void StochasticWeightAveraging::save_state(torch::serialize::OutputArchive& archive) const {
+  average_.save(archive);
+  archive.write("latest_update_epoch", c10::IValue(latest_update_epoch_));
+  archive.write("swalr_start_epoch", c10::IValue(swalr_start_epoch_));
+  archive.write("swalr_base_lrs", c10::IValue(c10::List<double>(swalr_base_lrs_)));
+}
+
+VOLT_INLINE void StochasticWeightAveraging::load_state(torch::serialize::InputArchive& archive) {
+  average_ = {};
+  const bool held = average_.load(archive);
+  c10::IValue value;
+  archive.read("latest_update_epoch", value);
+  latest_update_epoch_ = value.toInt();
+  archive.read("swalr_start_epoch", value);
+  swalr_start_epoch_ = value.toInt();
+  archive.read("swalr_base_lrs", value);
+  swalr_base_lrs_ = value.toDoubleVector();
+  pending_parameters_ = held;
+  restored_ = true;
+}
+
+VOLT_INLINE bool StochasticWeightAveraging::is_batch_norm(torch::nn::Module& module) {
+  return dynamic_cast<torch::nn::BatchNorm1dImpl*>(&module) != nullptr ||
+         dynamic_cast<torch::nn::BatchNorm2dImpl*>(&module) != nullptr ||
+         dynamic_cast<torch::nn::BatchNorm3dImpl*>(&module) != nullptr;
+}
+
+VOLT_INLINE std::string StochasticWeightAveraging::class_name(const torch::optim::LRScheduler& scheduler) {
+  std::string name = c10::demangle(typeid(scheduler).name());
+  if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  return name;
+}
+
+}  // namespace volt
+// ---- end volt/callbacks/impl/stochastic_weight_averaging.ipp
+#endif
+// ---- end volt/callbacks/stochastic_weight_averaging.hpp
 // ---- end volt/callbacks.hpp
 // ---- begin volt/loggers.hpp
 /// \file
@@ -15552,142 +16731,6 @@ VOLT_INLINE bool Decoder::dynamic() {
 // ---- end volt/serialization/detail/impl/inflate.ipp
 #endif
 // ---- end volt/serialization/detail/inflate.hpp
-// ---- begin volt/serialization/detail/model_match.hpp
-/// \file
-/// volt::CheckpointError, and the comparison of a checkpoint's model entry with a module (keys, shapes,
-/// dtypes) that volt's checkpoint loaders run before LibTorch's Module::load.
-
-#include <torch/torch.h>
-
-#include <optional>
-#include <set>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-namespace volt {
-
-/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
-class CheckpointError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-namespace detail {
-
-VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes);
-
-VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                     const std::string& prefix, std::vector<std::string>& problems);
-
-/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
-/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
-/// reports that).
-struct DtypeMismatch {
-  std::string name;
-  c10::ScalarType stored;
-  c10::ScalarType expected;
-};
-VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
-                                                              const torch::nn::Module& module,
-                                                              const std::string& prefix = "");
-
-/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
-/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
-/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
-VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                     const std::string& shown);
-
-}  // namespace detail
-}  // namespace volt
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/serialization/detail/impl/model_match.ipp
-/// \file
-/// Definitions of the functions declared in volt/serialization/detail/model_match.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
-
-VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                     const std::string& prefix, std::vector<std::string>& problems) {
-  std::set<std::string> expected;
-  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
-    expected.insert(name);
-    torch::Tensor stored;
-    if (!archive.try_read(name, stored, is_buffer)) {
-      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
-    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
-      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
-                         ", model " + shape_text(tensor.sizes()));
-    }
-  };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
-  for (const auto& child : module.named_children()) {
-    expected.insert(child.key());
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) {
-      problems.push_back("missing submodule '" + prefix + child.key() + "'");
-      continue;
-    }
-    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
-  }
-  for (const auto& key : archive.keys()) {
-    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
-  }
-}
-
-VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
-                                                              const torch::nn::Module& module,
-                                                              const std::string& prefix) {
-  const auto check = [&](const std::string& name, const torch::Tensor& tensor,
-                         bool is_buffer) -> std::optional<DtypeMismatch> {
-    torch::Tensor stored;
-    if (!tensor.defined() || !tensor.is_floating_point() || !archive.try_read(name, stored, is_buffer)) return {};
-    if (!stored.defined() || stored.scalar_type() == tensor.scalar_type()) return {};
-    return DtypeMismatch{prefix + name, stored.scalar_type(), tensor.scalar_type()};
-  };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
-    if (auto found = check(item.key(), item.value(), false)) return found;
-  }
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
-    if (auto found = check(item.key(), item.value(), true)) return found;
-  }
-  for (const auto& child : module.named_children()) {
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) continue;
-    if (auto found = first_dtype_mismatch(child_archive, *child.value(), prefix + child.key() + ".")) return found;
-  }
-  return std::nullopt;
-}
-
-VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                     const std::string& shown) {
-  std::vector<std::string> problems;
-  try {
-    compare_module_keys(model_archive, module, "", problems);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
-  }
-  if (problems.empty()) return;
-  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
-                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
-  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
-  if (problems.size() > 20) message += "; ...";
-  throw CheckpointError(message);
-}
-
-}  // namespace volt::detail
-// ---- end volt/serialization/detail/impl/model_match.ipp
-#endif
-// ---- end volt/serialization/detail/model_match.hpp
 
 #include <torch/torch.h>
 
@@ -16147,77 +17190,6 @@ VOLT_INLINE void save_module_contiguous(const torch::nn::Module& module, torch::
 /// \file
 /// volt::TrainerOptions: the Trainer's flags, with Lightning's defaults and validation.
 
-// ---- begin volt/core/python_format.hpp
-/// \file
-/// Numbers in messages as Lightning prints them: Python's repr() of a float ("1.0", "0.25",
-/// "0.3333333333333333", "1e-05", "inf", "nan"), so an error message reads as Lightning's and gives a value
-/// that can be pasted back. Implementation detail of volt's messages; includes nothing of LibTorch.
-
-#include <charconv>
-#include <cmath>
-#include <cstdlib>
-#include <string>
-#include <system_error>
-
-namespace volt::detail {
-
-/// Python's repr(float(value)): the shortest digits that read back as `value`, in fixed notation when the
-/// decimal exponent is in [-5, 16) (with ".0" for a whole number), otherwise as "<digits>e<sign><two or more
-/// digits>" ("1e-05", "1.5e+16").
-VOLT_INLINE std::string python_float(double value);
-
-}  // namespace volt::detail
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/core/impl/python_format.ipp
-/// \file
-/// Definitions of the functions declared in volt/core/python_format.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE std::string python_float(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
-  if (value == 0.0) return std::signbit(value) ? "-0.0" : "0.0";
-  // The shortest round-trip digits, in scientific form: "d[.ddd]e±XX".
-  char buffer[64];
-  const auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
-  if (error != std::errc{}) return std::to_string(value);
-  const std::string text(buffer, end);
-  const auto e = text.find('e');
-  const bool negative = text.front() == '-';
-  std::string mantissa = text.substr(negative ? 1 : 0, e - (negative ? 1 : 0));
-  const int exponent = std::atoi(text.c_str() + e + 1);
-  std::string digits;
-  for (char c : mantissa) {
-    if (c != '.') digits += c;
-  }
-  std::string out = negative ? "-" : "";
-  if (exponent < -4 || exponent >= 16) {
-    out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    const int magnitude = exponent < 0 ? -exponent : exponent;
-    out += exponent < 0 ? "e-" : "e+";
-    if (magnitude < 10) out += "0";
-    out += std::to_string(magnitude);
-    return out;
-  }
-  const int point = exponent + 1;  // digits before the decimal point
-  if (point <= 0) {
-    out += "0." + std::string(static_cast<std::size_t>(-point), '0') + digits;
-  } else if (static_cast<std::size_t>(point) >= digits.size()) {
-    out += digits + std::string(static_cast<std::size_t>(point) - digits.size(), '0') + ".0";
-  } else {
-    out += digits.substr(0, static_cast<std::size_t>(point)) + "." + digits.substr(static_cast<std::size_t>(point));
-  }
-  return out;
-}
-
-}  // namespace volt::detail
-// ---- end volt/core/impl/python_format.ipp
-#endif
-// ---- end volt/core/python_format.hpp
 
 #include <cmath>
 #include <cstdint>
@@ -17005,6 +17977,10 @@ VOLT_INLINE auto MetricStore::end_epoch(MetricPhase phase,
 
 namespace volt {
 
+namespace detail {
+class Optimization;
+}  // namespace detail
+
 /// What the Trainer is doing (Lightning's TrainerFn plus the sanity check).
 enum class Stage { none, fitting, sanity_checking, validating, testing, predicting };
 
@@ -17087,6 +18063,11 @@ struct TrainerState {
   std::function<bool(bool value)> decide_across_ranks{};
   /// The accelerator's device statistics for the root device (DeviceStatsMonitor).
   std::function<std::map<std::string, double>()> device_stats{};
+  /// Runs training_step over one epoch of the training data (limit_train_batches applies), in training mode
+  /// and without autograd: no backward pass, optimizer step, hooks or logged values. What
+  /// StochasticWeightAveraging recomputes BatchNorm statistics with (torch.optim.swa_utils.update_bn). Set by
+  /// the Trainer during fit under automatic optimization (empty otherwise, and after fit returns).
+  std::function<void()> forward_training_epoch{};
 
   /// The first logger's folder, or default_root_dir when there is no logger.
   std::filesystem::path log_dir() const;
@@ -17095,6 +18076,9 @@ struct TrainerState {
   // Set by the Trainer.
   detail::MetricStore* metrics_ = nullptr;
   MetricPhase phase_ = MetricPhase::train;
+  // The fit's optimizers and LR schedulers (Lightning's trainer.optimizers and trainer.lr_scheduler_configs),
+  // for the callbacks that change the schedule (StochasticWeightAveraging swaps in SWALR).
+  detail::Optimization* optimization_ = nullptr;
   /// \endcond
 };
 
@@ -18346,6 +19330,18 @@ class Optimization {
   /// Whether the Trainer steps the optimizers and schedulers (automatic optimization).
   bool automatic() const { return automatic_; }
 
+  /// Replaces the schedulers by `scheduler`, stepped at every epoch's end, for the rest of the fit (what
+  /// Lightning's StochasticWeightAveraging does to trainer.lr_scheduler_configs). Checkpoints written from then
+  /// on record it, and a resume from them leaves the schedule to the callback that set it (Lightning's
+  /// _clear_schedulers).
+  void replace_schedulers(std::shared_ptr<torch::optim::LRScheduler> scheduler);
+  /// Whether a callback replaced the schedulers (replace_schedulers) in this fit or in the checkpoint it
+  /// resumed from.
+  bool schedulers_replaced() const { return replaced_by_callback_; }
+  /// On resume from a checkpoint whose schedulers a callback had replaced: no scheduler until the callback
+  /// installs its own again.
+  void clear_replaced_schedulers();
+
   /// Training batches that ran a step so far in this fit (Lightning's _batches_that_stepped: the step value
   /// the loggers get under manual optimization).
   std::int64_t batches_stepped = 0;
@@ -18363,6 +19359,7 @@ class Optimization {
   std::vector<OptimizerConfig> configs_{};
   std::vector<SchedulerSlot> schedulers_{};
   bool automatic_ = true;
+  bool replaced_by_callback_ = false;
   TrainerState* state_ = nullptr;
 };
 
@@ -18383,6 +19380,7 @@ VOLT_INLINE void Optimization::configure(std::vector<OptimizerConfig> configs, b
   automatic_ = automatic;
   batches_stepped = 0;
   schedulers_.clear();
+  replaced_by_callback_ = false;
   for (std::size_t i = 0; i < configs_.size(); ++i) {
     const auto& config = configs_[i];
     if (config.lr_scheduler) {
@@ -18400,6 +19398,17 @@ VOLT_INLINE auto Optimization::optimizers() const -> std::vector<torch::optim::O
   std::vector<torch::optim::Optimizer*> result;
   for (const auto& config : configs_) result.push_back(config.optimizer.get());
   return result;
+}
+
+VOLT_INLINE void Optimization::replace_schedulers(std::shared_ptr<torch::optim::LRScheduler> scheduler) {
+  schedulers_.clear();
+  schedulers_.push_back({std::move(scheduler), SchedulerInterval::epoch, 1});
+  replaced_by_callback_ = true;
+}
+
+VOLT_INLINE void Optimization::clear_replaced_schedulers() {
+  schedulers_.clear();
+  replaced_by_callback_ = true;
 }
 
 VOLT_INLINE void Optimization::step_schedulers(SchedulerInterval interval, bool with_metrics) {
@@ -18607,6 +19616,7 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
       }
     }
     archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
+    if (parts.optimization.schedulers_replaced()) archive.write("schedulers/replaced", c10::IValue(true));
     torch::serialize::OutputArchive precision_archive;
     parts.save_precision(precision_archive);
     archive.write("precision", precision_archive);
@@ -18704,7 +19714,10 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
                           " optimizer(s), but configure_optimizers() returned " +
                           std::to_string(optimizers.size()) + "; resume with the configuration that wrote it");
   }
-  if (steps.size() != schedulers.size()) {
+  // A callback (StochasticWeightAveraging) had replaced the schedulers: it installs its own again.
+  const bool replaced = reader.contains("schedulers/replaced") && reader.read_bool("schedulers/replaced");
+  if (replaced) parts.optimization.clear_replaced_schedulers();
+  if (!replaced && steps.size() != schedulers.size()) {
     throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(steps.size()) +
                           " LR scheduler(s), but configure_optimizers() returned " +
                           std::to_string(schedulers.size()) + "; resume with the configuration that wrote it");
@@ -20160,6 +21173,7 @@ VOLT_INLINE bool TrainingEpochLoop::should_validate(const TrainerOptions& option
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace volt::detail {
 
@@ -20205,6 +21219,11 @@ class FitLoop {
     if constexpr (has_training_step<M, Batch> && has_configure_optimizers<M>) {
       auto module = model_module(model);
       TORCH_CHECK(module != nullptr, "volt: fit() was given an empty model pointer");
+      // The pass over the training data that callbacks may run refers to train_data: gone with this fit.
+      struct ForwardPassRelease {
+        TrainerState& state;
+        ~ForwardPassRelease() { state.forward_training_epoch = {}; }
+      } forward_pass_release{parts.state};
       setup(parts, module, train_data, val_data, has_val_data, ckpt_path);
       // The graph and its memory live for this fit(); the optimizer's state is LibTorch's again afterwards.
       struct GraphRelease {
@@ -20307,6 +21326,10 @@ class FitLoop {
     parts.context.manual_driver_.reset();
     if constexpr (!automatic) ManualOptimization::setup(parts, module);
     state.optimizers = parts.optimization.optimizers();
+    state.optimization_ = &parts.optimization;
+    if constexpr (automatic) {
+      state.forward_training_epoch = [this, &parts, &module, &train_data] { forward_epoch(parts, module, train_data); };
+    }
     state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
     // Holds the module: trainer.save_checkpoint works after fit() returned.
     state.save_checkpoint = [this, &parts, module_pointer](const std::filesystem::path& path, bool weights_only) {
@@ -20338,6 +21361,38 @@ class FitLoop {
       epoch_loop.step.template setup<M>(parts);
     } else {
       epoch_loop.step.graph().reset();  // ManualOptimization::setup warned if cuda_graphs was asked for
+    }
+  }
+
+  /// TrainerState::forward_training_epoch: training_step over one epoch's batches, in training mode, without
+  /// autograd, with what it logs discarded.
+  template <class Parts, class M, class TrainData>
+  void forward_epoch(Parts& parts, M& module, TrainData& train_data) {
+    auto& metrics = parts.logger.metrics();
+    std::vector<RecordedLog> discarded;
+    metrics.record_into(&discarded);
+    struct Restore {
+      MetricStore& metrics;
+      torch::nn::Module& module;
+      bool was_training;
+      ~Restore() {
+        metrics.record_into(nullptr);
+        module.train(was_training);
+      }
+    } restore{metrics, module, module.is_training()};
+    torch::NoGradGuard no_grad;
+    module.train();
+    std::int64_t batch_idx = 0;
+    for (auto&& raw : as_range(train_data)) {
+      if (epoch_loop.limit && batch_idx >= *epoch_loop.limit) break;
+      try {
+        auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
+        auto context = parts.precision.forward_context();
+        (void)call_training_step(module, batch, batch_idx, parts.context);
+      } catch (...) {
+        rethrow_with_context("the forward pass over the training data, batch " + std::to_string(batch_idx));
+      }
+      ++batch_idx;
     }
   }
 

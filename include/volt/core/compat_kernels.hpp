@@ -84,6 +84,11 @@ VOLT_INLINE void fused_adam_(bool decoupled_weight_decay, at::TensorList params,
 /// device where LibTorch has `at::_foreach_copy_` (2.4 on), else one copy per tensor.
 VOLT_INLINE void foreach_copy_(at::TensorList destinations, at::TensorList sources);
 
+/// `tensors[i].lerp_(ends[i], weight)` for every i (floating tensors of the same dtypes and sizes, as
+/// torch.optim.swa_utils averages with): one multi-tensor kernel per device where LibTorch has
+/// `at::_foreach_lerp_` (2.0 on), else one lerp per tensor; the values are the same (one formula).
+VOLT_INLINE void foreach_lerp_(at::TensorList tensors, at::TensorList ends, double weight);
+
 // ---------------------------------------------------------------------------------------------------
 // Multi-tensor gradient clipping and optimizer steps with a tensor learning rate (volt/optim/capturable.hpp).
 //

@@ -54,6 +54,9 @@ class Scheduler : public torch::optim::LRScheduler {
   explicit Scheduler(torch::optim::Optimizer& optimizer);
   /// Sets the rates of step 0 (the derived constructor calls it once its parameters are known).
   void initial_step();
+  /// Continues from `epoch` step() calls with `base_lrs` as the base rates, setting that step's rates (a
+  /// scheduler rebuilt on resume from what it had saved).
+  void restore(std::vector<double> base_lrs, std::int64_t epoch);
   /// Writes `lrs` to the param groups.
   void apply(const std::vector<double>& lrs);
   /// LibTorch's hook of step(): one step on.

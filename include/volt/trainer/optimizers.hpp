@@ -64,6 +64,18 @@ class Optimization {
   /// Whether the Trainer steps the optimizers and schedulers (automatic optimization).
   bool automatic() const { return automatic_; }
 
+  /// Replaces the schedulers by `scheduler`, stepped at every epoch's end, for the rest of the fit (what
+  /// Lightning's StochasticWeightAveraging does to trainer.lr_scheduler_configs). Checkpoints written from then
+  /// on record it, and a resume from them leaves the schedule to the callback that set it (Lightning's
+  /// _clear_schedulers).
+  void replace_schedulers(std::shared_ptr<torch::optim::LRScheduler> scheduler);
+  /// Whether a callback replaced the schedulers (replace_schedulers) in this fit or in the checkpoint it
+  /// resumed from.
+  bool schedulers_replaced() const { return replaced_by_callback_; }
+  /// On resume from a checkpoint whose schedulers a callback had replaced: no scheduler until the callback
+  /// installs its own again.
+  void clear_replaced_schedulers();
+
   /// Training batches that ran a step so far in this fit (Lightning's _batches_that_stepped: the step value
   /// the loggers get under manual optimization).
   std::int64_t batches_stepped = 0;
@@ -81,6 +93,7 @@ class Optimization {
   std::vector<OptimizerConfig> configs_{};
   std::vector<SchedulerSlot> schedulers_{};
   bool automatic_ = true;
+  bool replaced_by_callback_ = false;
   TrainerState* state_ = nullptr;
 };
 

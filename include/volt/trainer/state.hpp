@@ -21,6 +21,10 @@
 
 namespace volt {
 
+namespace detail {
+class Optimization;
+}  // namespace detail
+
 /// What the Trainer is doing (Lightning's TrainerFn plus the sanity check).
 enum class Stage { none, fitting, sanity_checking, validating, testing, predicting };
 
@@ -103,6 +107,11 @@ struct TrainerState {
   std::function<bool(bool value)> decide_across_ranks{};
   /// The accelerator's device statistics for the root device (DeviceStatsMonitor).
   std::function<std::map<std::string, double>()> device_stats{};
+  /// Runs training_step over one epoch of the training data (limit_train_batches applies), in training mode
+  /// and without autograd: no backward pass, optimizer step, hooks or logged values. What
+  /// StochasticWeightAveraging recomputes BatchNorm statistics with (torch.optim.swa_utils.update_bn). Set by
+  /// the Trainer during fit under automatic optimization (empty otherwise, and after fit returns).
+  std::function<void()> forward_training_epoch{};
 
   /// The first logger's folder, or default_root_dir when there is no logger.
   std::filesystem::path log_dir() const;
@@ -111,6 +120,9 @@ struct TrainerState {
   // Set by the Trainer.
   detail::MetricStore* metrics_ = nullptr;
   MetricPhase phase_ = MetricPhase::train;
+  // The fit's optimizers and LR schedulers (Lightning's trainer.optimizers and trainer.lr_scheduler_configs),
+  // for the callbacks that change the schedule (StochasticWeightAveraging swaps in SWALR).
+  detail::Optimization* optimization_ = nullptr;
   /// \endcond
 };
 

@@ -128,3 +128,18 @@ VOLT_INLINE void fused_sgd_tensor_lr_(at::TensorList params, at::TensorList grad
 }
 
 }  // namespace volt::compat
+
+namespace volt::compat {
+
+VOLT_INLINE void foreach_lerp_(at::TensorList tensors, at::TensorList ends, double weight) {
+  TORCH_CHECK(tensors.size() == ends.size(), "volt: foreach_lerp_ got ", tensors.size(), " tensors and ", ends.size(),
+              " ends");
+  if (tensors.empty()) return;
+#if VOLT_TORCH_VERSION >= 20000
+  at::_foreach_lerp_(tensors, ends, at::Scalar(weight));
+#else
+  for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].lerp_(ends[i], weight);
+#endif
+}
+
+}  // namespace volt::compat

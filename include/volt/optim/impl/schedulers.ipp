@@ -21,6 +21,12 @@ VOLT_INLINE void Scheduler::initial_step() {
   apply(lrs_at(0));
 }
 
+VOLT_INLINE void Scheduler::restore(std::vector<double> base_lrs, std::int64_t epoch) {
+  base_lrs_ = std::move(base_lrs);
+  epoch_ = epoch;
+  apply(lrs_at(epoch));
+}
+
 VOLT_INLINE void Scheduler::apply(const std::vector<double>& lrs) {
   auto& groups = optimizer_->param_groups();
   for (std::size_t i = 0; i < groups.size() && i < lrs.size(); ++i) groups[i].options().set_lr(lrs[i]);

@@ -80,6 +80,9 @@ template class CallbackModel<LearningRateMonitor, TrainerState>;
 template class CallbackModel<DeviceStatsMonitor, TrainerState>;
 template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
 template class CallbackModel<HistogramMonitor, TrainerState>;
+template class CallbackModel<WeightAveraging, TrainerState>;
+template class CallbackModel<EMAWeightAveraging, TrainerState>;
+template class CallbackModel<StochasticWeightAveraging, TrainerState>;
 #elif defined(VOLT_SEPARATE_COMPILATION)
 extern template class CallbackModel<ProgressBar, TrainerState>;
 extern template class CallbackModel<ModelSummary, TrainerState>;
@@ -90,6 +93,12 @@ extern template class CallbackModel<LearningRateMonitor, TrainerState>;
 extern template class CallbackModel<DeviceStatsMonitor, TrainerState>;
 extern template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
 extern template class CallbackModel<HistogramMonitor, TrainerState>;
+extern template class CallbackModel<WeightAveraging, TrainerState>;
+extern template class CallbackModel<EMAWeightAveraging, TrainerState>;
+extern template class CallbackModel<StochasticWeightAveraging, TrainerState>;
+template class CallbackModel<WeightAveraging, TrainerState>;
+template class CallbackModel<EMAWeightAveraging, TrainerState>;
+template class CallbackModel<StochasticWeightAveraging, TrainerState>;
 #endif
 
 }  // namespace volt::detail

@@ -12,6 +12,7 @@ VOLT_INLINE void Optimization::configure(std::vector<OptimizerConfig> configs, b
   automatic_ = automatic;
   batches_stepped = 0;
   schedulers_.clear();
+  replaced_by_callback_ = false;
   for (std::size_t i = 0; i < configs_.size(); ++i) {
     const auto& config = configs_[i];
     if (config.lr_scheduler) {
@@ -29,6 +30,17 @@ VOLT_INLINE auto Optimization::optimizers() const -> std::vector<torch::optim::O
   std::vector<torch::optim::Optimizer*> result;
   for (const auto& config : configs_) result.push_back(config.optimizer.get());
   return result;
+}
+
+VOLT_INLINE void Optimization::replace_schedulers(std::shared_ptr<torch::optim::LRScheduler> scheduler) {
+  schedulers_.clear();
+  schedulers_.push_back({std::move(scheduler), SchedulerInterval::epoch, 1});
+  replaced_by_callback_ = true;
+}
+
+VOLT_INLINE void Optimization::clear_replaced_schedulers() {
+  schedulers_.clear();
+  replaced_by_callback_ = true;
 }
 
 VOLT_INLINE void Optimization::step_schedulers(SchedulerInterval interval, bool with_metrics) {

@@ -31,6 +31,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace volt::detail {
 
@@ -76,6 +77,11 @@ class FitLoop {
     if constexpr (has_training_step<M, Batch> && has_configure_optimizers<M>) {
       auto module = model_module(model);
       TORCH_CHECK(module != nullptr, "volt: fit() was given an empty model pointer");
+      // The pass over the training data that callbacks may run refers to train_data: gone with this fit.
+      struct ForwardPassRelease {
+        TrainerState& state;
+        ~ForwardPassRelease() { state.forward_training_epoch = {}; }
+      } forward_pass_release{parts.state};
       setup(parts, module, train_data, val_data, has_val_data, ckpt_path);
       // The graph and its memory live for this fit(); the optimizer's state is LibTorch's again afterwards.
       struct GraphRelease {
@@ -178,6 +184,10 @@ class FitLoop {
     parts.context.manual_driver_.reset();
     if constexpr (!automatic) ManualOptimization::setup(parts, module);
     state.optimizers = parts.optimization.optimizers();
+    state.optimization_ = &parts.optimization;
+    if constexpr (automatic) {
+      state.forward_training_epoch = [this, &parts, &module, &train_data] { forward_epoch(parts, module, train_data); };
+    }
     state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
     // Holds the module: trainer.save_checkpoint works after fit() returned.
     state.save_checkpoint = [this, &parts, module_pointer](const std::filesystem::path& path, bool weights_only) {
@@ -209,6 +219,38 @@ class FitLoop {
       epoch_loop.step.template setup<M>(parts);
     } else {
       epoch_loop.step.graph().reset();  // ManualOptimization::setup warned if cuda_graphs was asked for
+    }
+  }
+
+  /// TrainerState::forward_training_epoch: training_step over one epoch's batches, in training mode, without
+  /// autograd, with what it logs discarded.
+  template <class Parts, class M, class TrainData>
+  void forward_epoch(Parts& parts, M& module, TrainData& train_data) {
+    auto& metrics = parts.logger.metrics();
+    std::vector<RecordedLog> discarded;
+    metrics.record_into(&discarded);
+    struct Restore {
+      MetricStore& metrics;
+      torch::nn::Module& module;
+      bool was_training;
+      ~Restore() {
+        metrics.record_into(nullptr);
+        module.train(was_training);
+      }
+    } restore{metrics, module, module.is_training()};
+    torch::NoGradGuard no_grad;
+    module.train();
+    std::int64_t batch_idx = 0;
+    for (auto&& raw : as_range(train_data)) {
+      if (epoch_loop.limit && batch_idx >= *epoch_loop.limit) break;
+      try {
+        auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
+        auto context = parts.precision.forward_context();
+        (void)call_training_step(module, batch, batch_idx, parts.context);
+      } catch (...) {
+        rethrow_with_context("the forward pass over the training data, batch " + std::to_string(batch_idx));
+      }
+      ++batch_idx;
     }
   }
 

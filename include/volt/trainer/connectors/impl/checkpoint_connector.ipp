@@ -66,6 +66,7 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
       }
     }
     archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
+    if (parts.optimization.schedulers_replaced()) archive.write("schedulers/replaced", c10::IValue(true));
     torch::serialize::OutputArchive precision_archive;
     parts.save_precision(precision_archive);
     archive.write("precision", precision_archive);
@@ -163,7 +164,10 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
                           " optimizer(s), but configure_optimizers() returned " +
                           std::to_string(optimizers.size()) + "; resume with the configuration that wrote it");
   }
-  if (steps.size() != schedulers.size()) {
+  // A callback (StochasticWeightAveraging) had replaced the schedulers: it installs its own again.
+  const bool replaced = reader.contains("schedulers/replaced") && reader.read_bool("schedulers/replaced");
+  if (replaced) parts.optimization.clear_replaced_schedulers();
+  if (!replaced && steps.size() != schedulers.size()) {
     throw CheckpointError("volt: " + path.string() + " holds the state of " + std::to_string(steps.size()) +
                           " LR scheduler(s), but configure_optimizers() returned " +
                           std::to_string(schedulers.size()) + "; resume with the configuration that wrote it");
