@@ -63,7 +63,7 @@ rebuild=no
 if [ ! -x "$binary" ] || [ "$(cat "$binary.flags" 2>/dev/null)" != "$clangxx $flags" ]; then
   rebuild=yes
 else
-  for source in "fuzz/${name}_fuzzer.cpp" $(find include/volt -name '*.hpp'); do
+  for source in "fuzz/${name}_fuzzer.cpp" $(find include/volt -name '*.hpp' -o -name '*.ipp'); do
     if [ "$source" -nt "$binary" ]; then
       rebuild=yes
       break

@@ -17,7 +17,8 @@ if [ -n "${VOLT_TORCH_PREFIX:-}" ]; then
 fi
 mkdir -p "$out" "$out/corpus-checkpoint"
 if [ ! -x "$out/checkpoint_fuzzer" ] || [ fuzz/checkpoint_fuzzer.cpp -nt "$out/checkpoint_fuzzer" ] ||
-   [ include/volt/serialization/checkpoint_io.hpp -nt "$out/checkpoint_fuzzer" ]; then
+   [ include/volt/serialization/checkpoint_io.hpp -nt "$out/checkpoint_fuzzer" ] ||
+   [ include/volt/serialization/impl/checkpoint_io.ipp -nt "$out/checkpoint_fuzzer" ]; then
   clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address -D_GLIBCXX_USE_CXX11_ABI=1 -Wall -Wextra -Werror \
     -Iinclude $torch_flags fuzz/checkpoint_fuzzer.cpp -o "$out/checkpoint_fuzzer" \
     -ltorch -ltorch_cpu -lc10

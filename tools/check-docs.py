@@ -257,7 +257,8 @@ class Checker:
         token = re.compile(r'//[^\n]*|/\*.*?\*/|\'(?:[^\'\\\n]|\\.)*\'|"((?:[^"\\\n]|\\.)*)"', re.S)
         escapes = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'"}
         corpus = []
-        for header in sorted((self.root / "include" / "volt").rglob("*.hpp")):
+        volt_dir = self.root / "include" / "volt"
+        for header in sorted([*volt_dir.rglob("*.hpp"), *volt_dir.rglob("*.ipp")]):  # declarations and bodies
             text = header.read_text()
             joined, last_end = None, None
             for match in token.finditer(text):

@@ -404,6 +404,45 @@ TEST_CASE("resuming from an epoch-end checkpoint ends bit-identical to an uninte
   }
 }
 
+namespace {
+/// Halves every learning rate at each epoch end by hand (no scheduler), as a user's callback may.
+struct HalveLearningRates {
+  double* last_lr;
+  void on_train_epoch_end(volt::TrainerState& state) {
+    for (auto* optimizer : state.optimizers) {
+      for (auto& group : optimizer->param_groups()) group.options().set_lr(group.options().get_lr() * 0.5);
+    }
+    *last_lr = state.optimizers.front()->param_groups().front().options().get_lr();
+  }
+};
+}  // namespace
+
+TEST_CASE("a resume restores learning rates changed by hand, as Lightning's optimizer state_dict does") {
+  TempDir dir;
+  auto data = volt_test::make_batches(4);
+  double last_lr = 0.0;
+  auto run = [&](int epochs, const std::filesystem::path& resume_from, const std::filesystem::path& save_dir) {
+    torch::manual_seed(3);
+    auto model = std::make_shared<volt_test::Regressor>();
+    auto options = quiet_options(dir);
+    options.max_epochs = epochs;
+    options.enable_checkpointing = true;
+    volt::Trainer<volt::CPU> trainer(options, HalveLearningRates{&last_lr},
+                                     volt::ModelCheckpoint{{.dirpath = save_dir, .save_top_k = -1}});
+    trainer.fit(model, data, resume_from);
+    return model;
+  };
+  auto straight = run(4, {}, dir.path / "a");
+  CHECK(last_lr == doctest::Approx(1e-2 / 16));
+  run(2, {}, dir.path / "b");
+  REQUIRE(std::filesystem::exists(dir.path / "b" / "epoch=1-step=8.ckpt"));
+  auto resumed = run(4, dir.path / "b" / "epoch=1-step=8.ckpt", dir.path / "c");
+  CHECK(last_lr == doctest::Approx(1e-2 / 16));  // 1e-2 / 4 restored, then halved twice
+  for (std::size_t i = 0; i < straight->parameters().size(); ++i) {
+    CHECK(torch::equal(straight->parameters()[i], resumed->parameters()[i]));
+  }
+}
+
 TEST_CASE("resuming from a mid-epoch checkpoint (every_n_train_steps) is exact, data order included") {
   TempDir dir;
   auto data = volt_test::make_classification_batches(6, 8);

@@ -50,6 +50,11 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
       torch::serialize::OutputArchive optimizer_archive;
       optimizers[i]->save(optimizer_archive);
       archive.write(optimizer_key(i), optimizer_archive);
+      // LibTorch's Optimizer::save keeps the per-parameter state, not the groups' options: the learning rates
+      // are written beside it (Lightning's optimizer state_dict holds them in param_groups).
+      std::vector<double> learning_rates;
+      for (const auto& group : optimizers[i]->param_groups()) learning_rates.push_back(group.options().get_lr());
+      archive.write(optimizer_key(i) + "/lrs", c10::IValue(c10::List<double>(learning_rates)));
     }
     std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
     for (const auto& slot : parts.optimization.schedulers()) {
@@ -153,7 +158,7 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   parts.state.global_step = reader.read_int("loop/global_step");
   const std::int64_t batches_done = reader.read_int("loop/batches_done");
   const bool at_epoch_end = reader.read_bool("loop/at_epoch_end");
-  // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
+  // Schedulers: replay their steps (or load their state); the learning rates saved with each optimizer follow.
   const auto steps = reader.read_int_list("schedulers/steps");
   const auto intervals = reader.read_int_list("schedulers/intervals");
   auto& schedulers = parts.optimization.schedulers();
@@ -187,6 +192,18 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
     torch::serialize::InputArchive optimizer_archive;
     reader.read_archive(optimizer_key(i), optimizer_archive);
     optimizers[i]->load(optimizer_archive);
+    // The learning rates at the save (absent in older checkpoints, where the scheduler replay above set them).
+    if (c10::IValue saved; reader.archive().try_read(optimizer_key(i) + "/lrs", saved) && saved.isDoubleList()) {
+      const auto learning_rates = saved.toDoubleList();
+      auto& groups = optimizers[i]->param_groups();
+      if (learning_rates.size() != groups.size()) {
+        throw CheckpointError("volt: " + path.string() + " holds the learning rates of " +
+                              std::to_string(learning_rates.size()) + " parameter group(s) of optimizer " +
+                              std::to_string(i) + ", but it has " + std::to_string(groups.size()) +
+                              "; resume with the configuration that wrote it");
+      }
+      for (std::size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(learning_rates.get(g));
+    }
   }
   parts.optimization.batches_stepped =
       reader.contains("loop/batches_stepped") ? reader.read_int("loop/batches_stepped") : parts.state.global_step;
