@@ -112,6 +112,15 @@ struct TrainerOptions {
   BatchAmount limit_test_batches = 1.0;
   /// Batches trainer.predict() runs, as limit_train_batches.
   BatchAmount limit_predict_batches = 1.0;
+  /// Lightning's overfit_batches: train and validate on the same few batches every epoch (a fraction of the
+  /// epoch or a count; 0: off). It replaces limit_train_batches and limit_val_batches (fast_dev_run does not
+  /// shorten them), and a loader that shuffles (RandomSampler) yields the same batches each epoch, with
+  /// Lightning's warning. See docs/data-modules.md.
+  BatchAmount overfit_batches = 0.0;
+  /// Lightning's reload_dataloaders_every_n_epochs: data given as a loader factory (a callable returning a
+  /// loader, or a volt::DataModule's *_dataloader functions) is requested again every N epochs (the training
+  /// loader at the start of the epoch, the validation loader at the next validation); 0: once per fit.
+  std::int64_t reload_dataloaders_every_n_epochs = 0;
   /// Validation batches run before training to catch bugs early; -1: all.
   std::int64_t num_sanity_val_steps = 2;
   /// Logged metrics are written every N optimizer steps; 0 disables step logging.
@@ -212,6 +221,11 @@ inline void validate(const TrainerOptions& options) {
   check_limit(options.limit_val_batches, "limit_val_batches");
   check_limit(options.limit_test_batches, "limit_test_batches");
   check_limit(options.limit_predict_batches, "limit_predict_batches");
+  check_limit(options.overfit_batches, "overfit_batches");
+  if (options.reload_dataloaders_every_n_epochs < 0) {
+    fail("`reload_dataloaders_every_n_epochs` should be an int >= 0, got " +
+         std::to_string(options.reload_dataloaders_every_n_epochs) + ".");
+  }
   const auto& interval = options.val_check_interval;
   if (interval.is_fraction() && !(interval.fraction() >= 0.0 && interval.fraction() <= 1.0)) {
     fail("`val_check_interval` should be a fraction in [0.0, 1.0] or an int. Got " + interval.to_string() + ".");

@@ -65,6 +65,16 @@ class CheckpointConnector {
   /// saves then see what the uninterrupted run saw.
   std::map<std::string, double, std::less<>> restored_metrics{};
 
+  /// State kept in checkpoints besides the fit's own (a volt::DataModule's, under its class name, as Lightning
+  /// stores it): written after the callbacks' state, read back (when the checkpoint has it) after theirs.
+  struct ExtraState {
+    std::string key;
+    std::function<void(torch::serialize::OutputArchive&)> save;
+    std::function<void(torch::serialize::InputArchive&)> load;
+  };
+  /// The extra states of the fit being run (set by the Trainer for the length of that fit).
+  std::vector<ExtraState> extra_states{};
+
   /// A new fit: no resume pending (the position is the loops' to update).
   void reset() {
     resume = {};
@@ -123,6 +133,11 @@ class CheckpointConnector {
         torch::serialize::OutputArchive callback_archive;
         callback->save_state(callback_archive);
         archive.write(key, callback_archive);
+      }
+      for (const auto& extra : extra_states) {
+        torch::serialize::OutputArchive extra_archive;
+        extra.save(extra_archive);
+        archive.write(extra.key, extra_archive);
       }
       std::vector<std::string> metric_names;
       std::vector<double> metric_values;
@@ -245,6 +260,10 @@ class CheckpointConnector {
     for (const auto& [callback, key] : parts.callbacks.state_keys()) {
       torch::serialize::InputArchive callback_archive;
       if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
+    }
+    for (const auto& extra : extra_states) {
+      torch::serialize::InputArchive extra_archive;
+      if (reader.try_read_archive(extra.key, extra_archive)) extra.load(extra_archive);
     }
     restored_metrics.clear();
     if (c10::IValue names, values; reader.archive().try_read("metrics/names", names) &&

@@ -46,11 +46,22 @@ class TrainingEpochLoop {
   /// Set when SIGINT or SIGTERM asked the fit to stop; the epoch then ends at once.
   bool interrupted = false;
 
+  /// Under overfit_batches, the fixed order of a shuffling training loader.
+  OverfitOrder overfit_order{};
+
   /// Before a fit's first epoch.
-  void reset(std::optional<std::int64_t> train_limit) {
-    limit = train_limit;
+  void reset() {
+    limit.reset();
     interrupted = false;
     total_batch_idx_ = 0;
+    overfit_order.reset();
+    val_loop.overfit_order.reset();
+  }
+
+  /// Lightning's _should_check_val_epoch: whether validation runs in the current epoch.
+  static bool validates_in_epoch(const TrainerOptions& options, const TrainerState& state) {
+    const auto every = options.check_val_every_n_epoch;
+    return state.has_validation && (!every || (state.current_epoch + 1) % *every == 0);
   }
 
   /// The batches of the current epoch; returns how many ran.
@@ -69,7 +80,7 @@ class TrainingEpochLoop {
     };
     auto it = [&] {
       try {
-        return std::begin(range);
+        return overfit_order.begin(range, options, "train");
       } catch (...) {
         rethrow_with_context(where());
       }
