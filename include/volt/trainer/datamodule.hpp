@@ -88,14 +88,15 @@ struct StageLoader {
   }
 };
 
-/// Lightning's message when the data module lacks the run's loader (DataHooks' default *_dataloader).
+/// Whether data module `DM` has the loader function of stage `S` (`ok`); reading `ok` without it stops at the
+/// static_assert, with Lightning's message (DataHooks' default *_dataloader), before anything else is compiled.
 template <Stage S, class DM>
-constexpr void check_stage_loader() {
-  static_assert(StageLoader<S>::template defined<DM>,
-                "volt: the data module has no dataloader function for this call (`train_dataloader` for fit, "
-                "`val_dataloader` for validate, `test_dataloader` for test, `predict_dataloader` for predict): "
-                "`*_dataloader` must be implemented to be used with the Lightning Trainer");
-}
+struct StageLoaderCheck {
+  static constexpr bool ok = StageLoader<S>::template defined<DM>;
+  static_assert(ok, "volt: the data module has no dataloader function for this call (`train_dataloader` for fit, "
+                    "`val_dataloader` for validate, `test_dataloader` for test, `predict_dataloader` for predict): "
+                    "`*_dataloader` must be implemented to be used with the Lightning Trainer");
+};
 
 /// A factory over the data module's loader function for stage `S`.
 template <Stage S, class DM>
@@ -191,10 +192,9 @@ decltype(auto) with_datamodule(Parts& parts, DM& dm, Stage stage, Body&& body) {
   }
 }
 
-/// trainer.fit(model, dm[, ckpt_path]).
+/// trainer.fit(model, dm[, ckpt_path]) for a data module with train_dataloader().
 template <class Parts, class Model, class DM>
 void fit_datamodule(Parts& parts, FitLoop& loop, Model& model, DM& dm, const std::filesystem::path& ckpt_path) {
-  check_stage_loader<Stage::fitting, DM>();
   with_datamodule(parts, dm, Stage::fitting, [&] {
     auto& hooks = loop.data_hooks;
     if constexpr (requires { dm.hparams(); }) {
@@ -239,6 +239,25 @@ void fit_datamodule(Parts& parts, FitLoop& loop, Model& model, DM& dm, const std
   });
 }
 
+/// validate(model, dm) and test(model, dm) for a data module with the stage's loader function.
+template <Stage S, class Parts, class Model, class DM>
+std::map<std::string, double> evaluate_datamodule(Parts& parts, EvaluationLoop& loop, Model& model, DM& dm) {
+  return with_datamodule(parts, dm, S, [&] {
+    decltype(auto) loader = StageLoader<S>::call(dm);
+    auto&& mine = parts.distribute(loader);
+    return loop.run_standalone(parts, model, mine, S);
+  });
+}
+
+/// predict(model, dm) for a data module with predict_dataloader().
+template <class Parts, class Model, class DM>
+auto predict_datamodule(Parts& parts, Model& model, DM& dm) {
+  return with_datamodule(parts, dm, Stage::predicting, [&] {
+    decltype(auto) loader = StageLoader<Stage::predicting>::call(dm);
+    return run_prediction(parts, model, loader);
+  });
+}
+
 /// fit(): a data module, or data (a range, a pointer to one, or a loader factory) for training and validation.
 template <class Parts, class Model, class TrainData, class ValData>
 void run_fit(Parts& parts, FitLoop& loop, Model& model, TrainData& train_data, ValData& val_data,
@@ -247,7 +266,11 @@ void run_fit(Parts& parts, FitLoop& loop, Model& model, TrainData& train_data, V
     static_assert(std::is_same_v<ValData, NoData> && !DataModule<ValData>,
                   "volt: You cannot pass `train_dataloader` or `val_dataloaders` to `trainer.fit(datamodule=...)`: "
                   "give fit() the data module alone");
-    fit_datamodule(parts, loop, model, train_data, ckpt_path);
+    if constexpr (DataModule<TrainData> && std::is_same_v<ValData, NoData>) {
+      if constexpr (StageLoaderCheck<Stage::fitting, TrainData>::ok) {
+        fit_datamodule(parts, loop, model, train_data, ckpt_path);
+      }
+    }
   } else {
     parts.strategy.setup_environment();
     auto&& train_source = data_source(train_data);
@@ -263,12 +286,11 @@ void run_fit(Parts& parts, FitLoop& loop, Model& model, TrainData& train_data, V
 template <Stage S, class Parts, class Model, class Data>
 std::map<std::string, double> run_evaluation(Parts& parts, EvaluationLoop& loop, Model& model, Data& data) {
   if constexpr (DataModule<Data>) {
-    check_stage_loader<S, Data>();
-    return with_datamodule(parts, data, S, [&] {
-      decltype(auto) loader = StageLoader<S>::call(data);
-      auto&& mine = parts.distribute(loader);
-      return loop.run_standalone(parts, model, mine, S);
-    });
+    if constexpr (StageLoaderCheck<S, Data>::ok) {
+      return evaluate_datamodule<S>(parts, loop, model, data);
+    } else {
+      return std::map<std::string, double>{};
+    }
   } else {
     parts.strategy.setup_environment();
     auto&& mine = parts.distribute(data);
@@ -280,11 +302,7 @@ std::map<std::string, double> run_evaluation(Parts& parts, EvaluationLoop& loop,
 template <class Parts, class Model, class Data>
 auto run_predict(Parts& parts, Model& model, Data& data) {
   if constexpr (DataModule<Data>) {
-    check_stage_loader<Stage::predicting, Data>();
-    return with_datamodule(parts, data, Stage::predicting, [&] {
-      decltype(auto) loader = StageLoader<Stage::predicting>::call(data);
-      return run_prediction(parts, model, loader);
-    });
+    if constexpr (StageLoaderCheck<Stage::predicting, Data>::ok) return predict_datamodule(parts, model, data);
   } else {
     parts.strategy.setup_environment();
     return run_prediction(parts, model, data);

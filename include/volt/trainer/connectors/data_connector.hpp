@@ -167,11 +167,11 @@ class LoaderSource {
   auto begin() { return std::begin(as_range(loader())); }
   /// The current loader's end.
   auto end() { return std::end(as_range(loader())); }
-  /// The current loader's number of batches, when it can tell.
+  /// The current loader's number of batches, when it can tell (const for std::size; asking it changes nothing).
   std::size_t size() const
-    requires requires(const loader_type& l) { std::size(as_range(l)); }
+    requires requires(loader_type& l) { std::size(as_range(l)); }
   {
-    return std::size(as_range(loader()));
+    return std::size(as_range(const_cast<LoaderSource&>(*this).loader()));
   }
 
  private:
