@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -654,4 +655,45 @@ TEST_CASE("the batch-size finder takes a DataModule built for each batch size") 
   CHECK(found.batch_size == 8);
   CHECK(sizes == std::vector<std::int64_t>{2, 4, 8, 16});
   CHECK(val_requests == 0);  // trials do not validate
+}
+
+namespace {
+// The strategy's rank answers and its agreement step, as prepare_datamodule sees them on one rank of a run.
+struct FakeRanks {
+  int local = 0, node = 0;
+  int agreements = 0;
+  int local_rank() const { return local; }
+  int node_rank() const { return node; }
+  template <class Work, class PeerError>
+  void run_and_agree(Work&& work, PeerError&&) {
+    ++agreements;
+    work();
+  }
+};
+struct Preparing {
+  int prepared = 0;
+  void prepare_data() { ++prepared; }
+  volt_test::Batches train_dataloader() { return {}; }
+};
+struct PreparingOnce : Preparing {
+  static constexpr bool prepare_data_per_node = false;
+};
+}  // namespace
+
+TEST_CASE("prepare_data runs on local rank 0 of each node, or on global rank 0 without prepare_data_per_node") {
+  // Lightning's DataConnector.prepare_data: every rank takes part in the barrier, only one per node (or one
+  // per run) prepares.
+  for (const auto& [local, node, per_node, once] :
+       std::vector<std::tuple<int, int, int, int>>{{0, 0, 1, 1}, {1, 0, 0, 0}, {0, 1, 1, 0}, {1, 1, 0, 0}}) {
+    CAPTURE(local);
+    CAPTURE(node);
+    FakeRanks ranks{local, node};
+    Preparing per_node_dm;
+    volt::detail::prepare_datamodule(ranks, per_node_dm);
+    CHECK(per_node_dm.prepared == per_node);
+    PreparingOnce once_dm;
+    volt::detail::prepare_datamodule(ranks, once_dm);
+    CHECK(once_dm.prepared == once);
+    CHECK(ranks.agreements == 2);
+  }
 }
