@@ -18544,6 +18544,7 @@ auto run_prediction(Parts& parts, Model& model, Data& data) {
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -18778,8 +18779,8 @@ void run_fit(Parts& parts, FitLoop& loop, Model& model, TrainData& train_data, V
   }
 }
 
-/// validate() and test() (`S`: validating or testing): a data module's val_dataloader or test_dataloader, or
-/// the data.
+/// validate() and test() (`S`: validating or testing): a data module's val_dataloader or test_dataloader, a
+/// loader factory's loader (asked once per call), or the data.
 template <Stage S, class Parts, class Model, class Data>
 std::map<std::string, double> run_evaluation(Parts& parts, EvaluationLoop& loop, Model& model, Data& data) {
   if constexpr (DataModule<Data>) {
@@ -18788,6 +18789,11 @@ std::map<std::string, double> run_evaluation(Parts& parts, EvaluationLoop& loop,
     } else {
       return std::map<std::string, double>{};
     }
+  } else if constexpr (loader_factory<Data>) {
+    parts.strategy.setup_environment();
+    decltype(auto) loader = std::invoke(data);
+    auto&& mine = parts.distribute(loader);
+    return loop.run_standalone(parts, model, mine, S);
   } else {
     parts.strategy.setup_environment();
     auto&& mine = parts.distribute(data);
@@ -18795,11 +18801,15 @@ std::map<std::string, double> run_evaluation(Parts& parts, EvaluationLoop& loop,
   }
 }
 
-/// predict(): a data module's predict_dataloader, or the data.
+/// predict(): a data module's predict_dataloader, a loader factory's loader (asked once per call), or the data.
 template <class Parts, class Model, class Data>
 auto run_predict(Parts& parts, Model& model, Data& data) {
   if constexpr (DataModule<Data>) {
     if constexpr (StageLoaderCheck<Stage::predicting, Data>::ok) return predict_datamodule(parts, model, data);
+  } else if constexpr (loader_factory<Data>) {
+    parts.strategy.setup_environment();
+    decltype(auto) loader = std::invoke(data);
+    return run_prediction(parts, model, loader);
   } else {
     parts.strategy.setup_environment();
     return run_prediction(parts, model, data);

@@ -624,6 +624,27 @@ TEST_CASE("loader factories given to fit are asked again as reload_dataloaders_e
   CHECK(val_calls == std::vector<std::int64_t>{0, 1, 3});
   CHECK(model->train_seen.size() == 1 + 1 + 2 + 2 + 3);
   CHECK(trainer.state().num_training_batches == 3);
+
+  // A factory may return a reference to a loader it keeps; the Trainer then iterates that loader.
+  volt_test::Batches kept = numbered(4, 50);
+  int requests = 0;
+  auto by_reference = [&]() -> volt_test::Batches& {
+    ++requests;
+    return kept;
+  };
+  auto again = std::make_shared<Model>();
+  trainer.fit(again, by_reference);
+  CHECK(requests == 3);  // epochs 0, 2, 4
+  CHECK(again->train_seen.front() == std::vector<int>{50, 51});
+  CHECK(again->train_seen.size() == 10);
+
+  // validate, test and predict ask a factory once per call.
+  requests = 0;
+  trainer.validate(again, by_reference);
+  CHECK(requests == 1);
+  CHECK(again->val_seen.size() == 2);
+  CHECK(trainer.predict(again, by_reference).size() == 2);
+  CHECK(requests == 2);
 }
 
 TEST_CASE("the batch-size finder takes a DataModule built for each batch size") {
