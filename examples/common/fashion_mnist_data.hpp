@@ -3,6 +3,8 @@
 // batches by torch::data loaders.
 #pragma once
 
+#include <volt/volt.hpp>
+
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -12,8 +14,12 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace examples {
@@ -162,5 +168,49 @@ inline std::int64_t batches_per_epoch(const InMemoryImages& data, std::int64_t b
   const auto n = static_cast<std::int64_t>(*data.size());
   return (n + batch_size - 1) / batch_size;
 }
+
+/// A torch::data loader that owns its loader and tells its number of batches (volt::sized views a loader it does
+/// not own): what the data module's loader functions return.
+template <class Sampler>
+class SizedLoader {
+ public:
+  SizedLoader(const InMemoryImages& data, std::int64_t batch_size)
+      : batches_(batches_per_epoch(data, batch_size)),
+        loader_(torch::data::make_data_loader<Sampler>(data, torch::data::DataLoaderOptions(static_cast<std::size_t>(batch_size)))) {}
+  auto begin() { return loader_->begin(); }
+  auto end() { return loader_->end(); }
+  std::int64_t size() const { return batches_; }
+
+ private:
+  std::int64_t batches_;
+  std::unique_ptr<torch::data::StatelessDataLoader<InMemoryImages, Sampler>> loader_;
+};
+
+/// Fashion-MNIST as a volt::DataModule (Lightning's LightningDataModule): prepare_data finds (or unpacks) the
+/// files once per node, setup reads them on every process, and the loader functions serve the splits (the
+/// training split shuffled).
+class FashionMnistData {
+ public:
+  FashionMnistData(std::string requested_folder, std::int64_t batch_size)
+      : requested_(std::move(requested_folder)), batch_size_(batch_size) {}
+
+  void prepare_data() { fashion_mnist_folder(requested_); }
+  void setup(volt::Stage /*stage*/) {
+    if (!splits_) splits_.emplace(load_fashion_mnist(requested_));
+  }
+  SizedLoader<torch::data::samplers::RandomSampler> train_dataloader() { return {splits().train, batch_size_}; }
+  SizedLoader<torch::data::samplers::SequentialSampler> val_dataloader() { return {splits().val, batch_size_}; }
+  SizedLoader<torch::data::samplers::SequentialSampler> test_dataloader() { return {splits().test, batch_size_}; }
+  std::map<std::string, std::string> hparams() const { return {{"batch_size", std::to_string(batch_size_)}}; }
+
+ private:
+  const FashionMnistSplits& splits() {
+    if (!splits_) setup(volt::Stage::none);
+    return *splits_;
+  }
+  std::string requested_;
+  std::int64_t batch_size_;
+  std::optional<FashionMnistSplits> splits_;
+};
 
 }  // namespace examples

@@ -8346,6 +8346,8 @@ class RankShard {
 
   iterator begin() { return iterator(std::begin(*range_), std::end(*range_), replicas_, rank_); }
   std::default_sentinel_t end() { return {}; }
+  /// The range this view splits.
+  Range& base() const { return *range_; }
   std::size_t size() const
     requires requires(Range& r) { std::size(r); }
   {
@@ -17291,6 +17293,15 @@ struct TrainerOptions {
   BatchAmount limit_test_batches = 1.0;
   /// Batches trainer.predict() runs, as limit_train_batches.
   BatchAmount limit_predict_batches = 1.0;
+  /// Lightning's overfit_batches: train and validate on the same few batches every epoch (a fraction of the
+  /// epoch or a count; 0: off). It replaces limit_train_batches and limit_val_batches (fast_dev_run does not
+  /// shorten them), and a loader that shuffles (RandomSampler) yields the same batches each epoch, with
+  /// Lightning's warning. See docs/data-modules.md.
+  BatchAmount overfit_batches = 0.0;
+  /// Lightning's reload_dataloaders_every_n_epochs: data given as a loader factory (a callable returning a
+  /// loader, or a volt::DataModule's *_dataloader functions) is requested again every N epochs (the training
+  /// loader at the start of the epoch, the validation loader at the next validation); 0: once per fit.
+  std::int64_t reload_dataloaders_every_n_epochs = 0;
   /// Validation batches run before training to catch bugs early; -1: all.
   std::int64_t num_sanity_val_steps = 2;
   /// Logged metrics are written every N optimizer steps; 0 disables step logging.
@@ -17404,6 +17415,11 @@ VOLT_INLINE void validate(const TrainerOptions& options) {
   check_limit(options.limit_val_batches, "limit_val_batches");
   check_limit(options.limit_test_batches, "limit_test_batches");
   check_limit(options.limit_predict_batches, "limit_predict_batches");
+  check_limit(options.overfit_batches, "overfit_batches");
+  if (options.reload_dataloaders_every_n_epochs < 0) {
+    fail("`reload_dataloaders_every_n_epochs` should be an int >= 0, got " +
+         std::to_string(options.reload_dataloaders_every_n_epochs) + ".");
+  }
   const auto& interval = options.val_check_interval;
   if (interval.is_fraction() && !(interval.fraction() >= 0.0 && interval.fraction() <= 1.0)) {
     fail("`val_check_interval` should be a fraction in [0.0, 1.0] or an int. Got " + interval.to_string() + ".");
@@ -18745,219 +18761,15 @@ VOLT_INLINE std::function<std::map<std::string, double>()> device_stats_probe(Ac
 // ---- begin volt/trainer/connectors/data_connector.hpp
 /// \file
 /// The data connector (Lightning's trainer/connectors/data_connector.py): how many batches of each data
-/// argument a run uses (the limit_*_batches options, fast_dev_run) and the checks of those sizes before
-/// training starts.
+/// argument a run uses (the limit_*_batches options, overfit_batches, fast_dev_run), the checks of those sizes
+/// before training starts, data given as a loader factory (LoaderSource, requested again as
+/// reload_dataloaders_every_n_epochs says) and the fixed order of a shuffling loader under overfit_batches.
 
-
-#include <algorithm>
-#include <cstdint>
-#include <optional>
-#include <stdexcept>
-#include <string>
-
-namespace volt::detail {
-
-/// fast_dev_run=N (Lightning's _init_debugging_flags): N training steps in one epoch, no sanity check.
-VOLT_INLINE void apply_fast_dev_run(TrainerOptions& options);
-
-/// How many batches of data of `total` batches (nullopt: size unknown) a limit allows; nullopt means all.
-/// fast_dev_run caps every limit.
-VOLT_INLINE std::optional<std::int64_t> batch_limit(const TrainerOptions& options, const BatchAmount& amount,
-                                                    std::optional<std::int64_t> total, const char* name);
-
-/// The batch limit of `data` for `amount` (see batch_limit).
-template <class Data>
-std::optional<std::int64_t> data_limit(const TrainerOptions& options, const BatchAmount& amount, Data& data,
-                                       const char* name) {
-  return batch_limit(options, amount, size_of(data), name);
-}
-
-/// Rounds a fraction-of-epoch interval to batches as Lightning does.
-VOLT_INLINE std::int64_t batches_for(const BatchAmount& amount, std::int64_t total);
-
-/// Checks, before training starts, the limits and intervals that depend on the data sizes (Lightning's
-/// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch (refused,
-/// as Lightning's fit_loop.setup_data does, whether or not validation data was given, unless
-/// limit_val_batches is 0 or check_val_every_n_epoch is unset).
-VOLT_INLINE void check_data_sizes(const TrainerOptions& options, const TrainerState& state,
-                                  std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size);
-
-}  // namespace volt::detail
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/trainer/connectors/impl/data_connector.ipp
+// ---- begin volt/trainer/connectors/checkpoint_connector.hpp
 /// \file
-/// Definitions of the functions declared in volt/trainer/connectors/data_connector.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE void apply_fast_dev_run(TrainerOptions& options) {
-  if (options.fast_dev_run <= 0) return;
-  options.max_steps = options.fast_dev_run;
-  options.max_epochs = 1;
-  options.num_sanity_val_steps = 0;
-}
-
-VOLT_INLINE std::optional<std::int64_t> batch_limit(const TrainerOptions& options, const BatchAmount& amount,
-                                                    std::optional<std::int64_t> total, const char* name) {
-  std::optional<std::int64_t> limit;
-  if (total) {
-    limit = amount.of(*total);
-  } else if (amount.is_fraction() && !amount.is_whole_epoch()) {
-    throw MisconfigurationError(std::string("A fractional `") + name + "` needs data whose size is known; wrap "
-                                "the loader with volt::sized(loader, batches) or pass a batch count.");
-  } else if (!amount.is_fraction()) {
-    limit = amount.count();
-  }
-  if (options.fast_dev_run > 0) limit = limit ? std::min(*limit, options.fast_dev_run) : options.fast_dev_run;
-  return limit;
-}
-
-VOLT_INLINE std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
-  if (amount.is_fraction()) return std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(total) * amount.fraction()));
-  return amount.count();
-}
-
-VOLT_INLINE void check_data_sizes(const TrainerOptions& options, const TrainerState& state,
-                                  std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size) {
-  auto check_fraction = [](const BatchAmount& amount, std::optional<std::int64_t> size, const char* stage) {
-    if (!size || *size == 0 || !amount.is_fraction() || amount.fraction() == 0.0 || amount.of(*size) > 0) return;
-    throw MisconfigurationError("You requested to check " + amount.to_string() + " of the `" + stage +
-                                "_dataloader` but " + amount.to_string() + " * " + std::to_string(*size) +
-                                " < 1. Please increase the `limit_" + stage + "_batches` argument. Try at least `limit_" +
-                                stage + "_batches=" + python_float(1.0 / static_cast<double>(*size)) + "`");
-  };
-  check_fraction(options.limit_train_batches, train_size, "train");
-  if (state.has_validation) check_fraction(options.limit_val_batches, val_size, "val");
-  const auto& interval = options.val_check_interval;
-  const bool validation_allowed = options.limit_val_batches.is_fraction() ? options.limit_val_batches.fraction() > 0.0
-                                                                         : options.limit_val_batches.count() > 0;
-  if (validation_allowed && state.num_training_batches && options.check_val_every_n_epoch &&
-      !interval.is_fraction() && interval.count() > *state.num_training_batches) {
-    throw std::invalid_argument(" `val_check_interval` (" + interval.to_string() +
-                                ") must be less than or equal to the number of the training batches (" +
-                                std::to_string(*state.num_training_batches) +
-                                "). If you want to disable validation set `limit_val_batches` to 0.0 instead. If "
-                                "you want to validate based on the total training batches, set "
-                                "`check_val_every_n_epoch=None`.");
-  }
-}
-
-}  // namespace volt::detail
-// ---- end volt/trainer/connectors/impl/data_connector.ipp
-#endif
-// ---- end volt/trainer/connectors/data_connector.hpp
-// ---- begin volt/trainer/connectors/signal_connector.hpp
-/// \file
-/// The signal connector (Lightning's trainer/connectors/signal_connector.py): while fit() runs, SIGINT and
-/// SIGTERM ask it to stop after the current batch instead of ending the process.
-
-#include <csignal>
-#include <stdexcept>
-#include <string>
-
-#if !defined(_WIN32)
-#include <signal.h>
-#endif
-
-namespace volt {
-
-/// What on_exception callbacks receive when SIGINT or SIGTERM stopped fit() (Lightning's KeyboardInterrupt).
-/// fit() itself does not throw it: it returns, with trainer.interrupted() true.
-class TrainingInterrupted : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-namespace detail {
-
-/// The signal (SIGINT or SIGTERM) that asked the running fit() to stop, 0 when none did. Set by the
-/// handler fit() installs while it runs (TrainerOptions::handle_signals); read between training batches.
-inline volatile std::sig_atomic_t interrupt_signal = 0;
-
-/// The name of the signal that stopped the run ("SIGINT" or "SIGTERM").
-VOLT_INLINE std::string interrupt_signal_name();
-
-/// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
-/// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
-/// signal during the graceful shutdown ends the process the default way.
-class ScopedInterruptHandler {
- public:
-  explicit ScopedInterruptHandler(bool enabled);
-  ScopedInterruptHandler(const ScopedInterruptHandler&) = delete;
-  ScopedInterruptHandler& operator=(const ScopedInterruptHandler&) = delete;
-  ~ScopedInterruptHandler();
-
- private:
-  bool enabled_;
-#if !defined(_WIN32)
-  struct sigaction previous_int_ {};
-  struct sigaction previous_term_ {};
-#else
-  void (*previous_int_)(int) = nullptr;
-  void (*previous_term_)(int) = nullptr;
-#endif
-};
-
-}  // namespace detail
-}  // namespace volt
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/trainer/connectors/impl/signal_connector.ipp
-/// \file
-/// Definitions of the functions declared in volt/trainer/connectors/signal_connector.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE std::string interrupt_signal_name() { return interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
-
-VOLT_INLINE ScopedInterruptHandler::ScopedInterruptHandler(bool enabled)
-    : enabled_(enabled) {
-  interrupt_signal = 0;
-  if (!enabled_) return;
-#if !defined(_WIN32)
-  struct sigaction action {};
-  action.sa_handler = [](int signal) { interrupt_signal = signal; };
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESETHAND;
-  sigaction(SIGINT, &action, &previous_int_);
-  sigaction(SIGTERM, &action, &previous_term_);
-#else
-  previous_int_ = std::signal(SIGINT, [](int signal) { interrupt_signal = signal; });
-  previous_term_ = std::signal(SIGTERM, [](int signal) { interrupt_signal = signal; });
-#endif
-}
-
-VOLT_INLINE ScopedInterruptHandler::~ScopedInterruptHandler() {
-  if (!enabled_) return;
-#if !defined(_WIN32)
-  sigaction(SIGINT, &previous_int_, nullptr);
-  sigaction(SIGTERM, &previous_term_, nullptr);
-#else
-  std::signal(SIGINT, previous_int_);
-  std::signal(SIGTERM, previous_term_);
-#endif
-}
-
-}  // namespace volt::detail
-// ---- end volt/trainer/connectors/impl/signal_connector.ipp
-#endif
-// ---- end volt/trainer/connectors/signal_connector.hpp
-// ---- begin volt/trainer/loops/evaluation_loop.hpp
-/// \file
-/// The evaluation loop (Lightning's loops/evaluation_loop.py): validation inside fit, the sanity check before
-/// it, trainer.validate and trainer.test, as one loop parameterised by the stage. Each run: the start and
-/// epoch-start hooks, the steps in eval mode without autograd (the batch-start hook, validation_step or
-/// test_step, the batch-end hook), the epoch values (combined across ranks), the epoch-end and end hooks.
-
-// ---- begin volt/trainer/call.hpp
-/// \file
-/// The one place the Trainer calls hooks and handles a failed run (Lightning's trainer/call.py): a hook of the
-/// table (volt/callbacks/hooks.hpp) on the model and the callbacks, the error context added to an exception,
-/// and the guarded run of fit (on_exception, the loggers' "failed" status, teardown, the strategy's failure
-/// note).
+/// The checkpoint connector (Lightning's trainer/connectors/checkpoint_connector.py): what a checkpoint of a
+/// fit holds (model, loop progress, optimizer, schedulers, precision, callbacks, the CPU generator) and how a
+/// fit resumes from one. Independent of the model's type: it works on torch::nn::Module.
 
 // ---- begin volt/trainer/connectors/callback_connector.hpp
 /// \file
@@ -19036,6 +18848,9 @@ template class CallbackModel<LearningRateMonitor, TrainerState>;
 template class CallbackModel<DeviceStatsMonitor, TrainerState>;
 template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
 template class CallbackModel<HistogramMonitor, TrainerState>;
+template class CallbackModel<WeightAveraging, TrainerState>;
+template class CallbackModel<EMAWeightAveraging, TrainerState>;
+template class CallbackModel<StochasticWeightAveraging, TrainerState>;
 #elif defined(VOLT_SEPARATE_COMPILATION)
 extern template class CallbackModel<ProgressBar, TrainerState>;
 extern template class CallbackModel<ModelSummary, TrainerState>;
@@ -19046,6 +18861,12 @@ extern template class CallbackModel<LearningRateMonitor, TrainerState>;
 extern template class CallbackModel<DeviceStatsMonitor, TrainerState>;
 extern template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
 extern template class CallbackModel<HistogramMonitor, TrainerState>;
+extern template class CallbackModel<WeightAveraging, TrainerState>;
+extern template class CallbackModel<EMAWeightAveraging, TrainerState>;
+extern template class CallbackModel<StochasticWeightAveraging, TrainerState>;
+template class CallbackModel<WeightAveraging, TrainerState>;
+template class CallbackModel<EMAWeightAveraging, TrainerState>;
+template class CallbackModel<StochasticWeightAveraging, TrainerState>;
 #endif
 
 }  // namespace volt::detail
@@ -19115,161 +18936,6 @@ VOLT_INLINE auto CallbackConnector::state_keys() const -> std::vector<CallbackSt
 // ---- end volt/trainer/connectors/impl/callback_connector.ipp
 #endif
 // ---- end volt/trainer/connectors/callback_connector.hpp
-
-#include <torch/torch.h>
-
-#include <exception>
-#include <optional>
-#include <stdexcept>
-#include <string>
-
-namespace volt::detail {
-
-/// Whether Lightning logs epoch values only in hook `H` (its _FxValidator: the start hooks of training and
-/// evaluation and the epoch start and end hooks).
-constexpr bool epoch_level_logging(Hook hook) {
-  switch (hook) {
-    case Hook::on_train_start:
-    case Hook::on_validation_start:
-    case Hook::on_test_start:
-    case Hook::on_train_epoch_start:
-    case Hook::on_train_epoch_end:
-    case Hook::on_validation_epoch_start:
-    case Hook::on_validation_epoch_end:
-    case Hook::on_test_epoch_start:
-    case Hook::on_test_epoch_end: return true;
-    default: return false;
-  }
-}
-
-/// Calls hook `H` in Lightning's order (trainer/call.py): every callback's, when callbacks may define it
-/// (with `state` and `args`), then the model's, when the hook table lets models define it and the model does
-/// (with `args` and the step context, see ModelHook). Inside an epoch-level hook, values logged default to
-/// epoch values (EpochHookScope).
-template <Hook H, class M, class... Arguments>
-void call_hook(M& module, StepContext& context, TrainerCallbacks& callbacks, TrainerState& state, Arguments&&... args) {
-  std::optional<EpochHookScope> scope;
-  if constexpr (epoch_level_logging(H)) scope.emplace(state.metrics_, hook_name(H));
-  if constexpr (callback_hook(H)) callbacks.template run<H>(state, args...);
-  if constexpr (model_hook(H)) ModelHook<H>::call(module, context, args...);
-}
-
-/// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error
-/// gets it as context and keeps its type; the standard exception types and volt's errors are rethrown as the
-/// same type (std::rethrow_if_nested gives back the original object); anything else is rethrown unchanged.
-[[noreturn]] VOLT_INLINE void rethrow_with_context(const std::string& where);
-
-/// The text of `error` ("unknown exception" for a non-standard one).
-VOLT_INLINE std::string exception_text(const std::exception_ptr& error);
-
-/// How a run that did not succeed ends: on_exception with `error`, then the loggers' "failed" status and
-/// teardown.
-VOLT_INLINE void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
-                                const std::exception_ptr& error);
-
-/// Lightning's _call_and_handle_interrupt around fit: runs `body(finished)`, where the body sets `finished`
-/// once the run has succeeded (what follows is its epilogue: the loggers' "success" and teardown). When the body
-/// throws, the strategy leaves its failure note for the other ranks (`strategy.on_failure`), on_exception runs,
-/// then, unless the run had finished, the loggers' "failed" status and teardown (an error there is dropped: the
-/// original one is reported), and the exception propagates. The stage is none afterwards either way.
-template <class Strategy, class Body>
-void call_and_handle_interrupt(Strategy& strategy, TrainerCallbacks& callbacks, TrainerState& state,
-                               LoggerConnector& logger, Body&& body) {
-  bool finished = false;
-  try {
-    body(finished);
-  } catch (...) {
-    const auto error = std::current_exception();
-    strategy.on_failure(exception_text(error));
-    callbacks.run<Hook::on_exception>(state, error);
-    if (!finished) {
-      try {
-        logger.finalize("failed");
-        callbacks.run<Hook::teardown>(state);
-      } catch (...) {
-        // the original error is the one to report
-      }
-    }
-    state.stage = Stage::none;
-    throw;
-  }
-  state.stage = Stage::none;
-}
-
-}  // namespace volt::detail
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/trainer/impl/call.ipp
-/// \file
-/// Definitions of the functions declared in volt/trainer/call.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE std::string exception_text(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
-VOLT_INLINE void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
-                                const std::exception_ptr& error) {
-  callbacks.run<Hook::on_exception>(state, error);
-  logger.finalize("failed");
-  callbacks.run<Hook::teardown>(state);
-}
-
-}  // namespace volt::detail
-
-namespace volt::detail {
-
-[[noreturn]] VOLT_INLINE void rethrow_with_context(const std::string& where) {
-  const auto message = [&](const std::exception& error) {
-    return std::string(error.what()) + "\n(volt: raised during " + where + ")";
-  };
-  try {
-    throw;
-  } catch (c10::Error& error) {
-    error.add_context("volt: raised during " + where);
-    throw;
-  } catch (const MisconfigurationError& error) {
-    std::throw_with_nested(MisconfigurationError(message(error)));
-  } catch (const CheckpointError& error) {
-    std::throw_with_nested(CheckpointError(message(error)));
-  } catch (const std::invalid_argument& error) {
-    std::throw_with_nested(std::invalid_argument(message(error)));
-  } catch (const std::out_of_range& error) {
-    std::throw_with_nested(std::out_of_range(message(error)));
-  } catch (const std::logic_error& error) {
-    std::throw_with_nested(std::logic_error(message(error)));
-  } catch (const std::overflow_error& error) {
-    std::throw_with_nested(std::overflow_error(message(error)));
-  } catch (const std::runtime_error& error) {
-    std::throw_with_nested(std::runtime_error(message(error)));
-  } catch (const std::exception& error) {
-    std::throw_with_nested(std::runtime_error(message(error)));
-  }
-}
-
-}  // namespace volt::detail
-// ---- end volt/trainer/impl/call.ipp
-#endif
-// ---- end volt/trainer/call.hpp
-// ---- begin volt/trainer/parts.hpp
-/// \file
-/// What the Trainer's loops share (Lightning's loops reach these through `self.trainer`): the options, the
-/// strategy and precision policies' run-time objects, the connectors, the state and the step context.
-
-// ---- begin volt/trainer/connectors/checkpoint_connector.hpp
-/// \file
-/// The checkpoint connector (Lightning's trainer/connectors/checkpoint_connector.py): what a checkpoint of a
-/// fit holds (model, loop progress, optimizer, schedulers, precision, callbacks, the CPU generator) and how a
-/// fit resumes from one. Independent of the model's type: it works on torch::nn::Module.
-
 // ---- begin volt/trainer/optimizers.hpp
 /// \file
 /// The optimizers of a fit and their LR schedulers (Lightning's core/optimizer.py: what configure_optimizers
@@ -19522,6 +19188,16 @@ class CheckpointConnector {
   /// saves then see what the uninterrupted run saw.
   std::map<std::string, double, std::less<>> restored_metrics{};
 
+  /// State kept in checkpoints besides the fit's own (a volt::DataModule's, under its class name, as Lightning
+  /// stores it): written after the callbacks' state, read back (when the checkpoint has it) after theirs.
+  struct ExtraState {
+    std::string key;
+    std::function<void(torch::serialize::OutputArchive&)> save;
+    std::function<void(torch::serialize::InputArchive&)> load;
+  };
+  /// The extra states of the fit being run (set by the Trainer for the length of that fit).
+  std::vector<ExtraState> extra_states{};
+
   /// A new fit: no resume pending (the position is the loops' to update).
   void reset();
 
@@ -19600,6 +19276,11 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
       torch::serialize::OutputArchive optimizer_archive;
       optimizers[i]->save(optimizer_archive);
       archive.write(optimizer_key(i), optimizer_archive);
+      // LibTorch's Optimizer::save keeps the per-parameter state, not the groups' options: the learning rates
+      // are written beside it (Lightning's optimizer state_dict holds them in param_groups).
+      std::vector<double> learning_rates;
+      for (const auto& group : optimizers[i]->param_groups()) learning_rates.push_back(group.options().get_lr());
+      archive.write(optimizer_key(i) + "/lrs", c10::IValue(c10::List<double>(learning_rates)));
     }
     std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
     for (const auto& slot : parts.optimization.schedulers()) {
@@ -19624,6 +19305,11 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
       torch::serialize::OutputArchive callback_archive;
       callback->save_state(callback_archive);
       archive.write(key, callback_archive);
+    }
+    for (const auto& extra : extra_states) {
+      torch::serialize::OutputArchive extra_archive;
+      extra.save(extra_archive);
+      archive.write(extra.key, extra_archive);
     }
     std::vector<std::string> metric_names;
     std::vector<double> metric_values;
@@ -19703,7 +19389,7 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   parts.state.global_step = reader.read_int("loop/global_step");
   const std::int64_t batches_done = reader.read_int("loop/batches_done");
   const bool at_epoch_end = reader.read_bool("loop/at_epoch_end");
-  // Schedulers: replay their steps, then the optimizer state restores the exact learning rates.
+  // Schedulers: replay their steps (or load their state); the learning rates saved with each optimizer follow.
   const auto steps = reader.read_int_list("schedulers/steps");
   const auto intervals = reader.read_int_list("schedulers/intervals");
   auto& schedulers = parts.optimization.schedulers();
@@ -19737,6 +19423,18 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
     torch::serialize::InputArchive optimizer_archive;
     reader.read_archive(optimizer_key(i), optimizer_archive);
     optimizers[i]->load(optimizer_archive);
+    // The learning rates at the save (absent in older checkpoints, where the scheduler replay above set them).
+    if (c10::IValue saved; reader.archive().try_read(optimizer_key(i) + "/lrs", saved) && saved.isDoubleList()) {
+      const auto learning_rates = saved.toDoubleList();
+      auto& groups = optimizers[i]->param_groups();
+      if (learning_rates.size() != groups.size()) {
+        throw CheckpointError("volt: " + path.string() + " holds the learning rates of " +
+                              std::to_string(learning_rates.size()) + " parameter group(s) of optimizer " +
+                              std::to_string(i) + ", but it has " + std::to_string(groups.size()) +
+                              "; resume with the configuration that wrote it");
+      }
+      for (std::size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(learning_rates.get(g));
+    }
   }
   parts.optimization.batches_stepped =
       reader.contains("loop/batches_stepped") ? reader.read_int("loop/batches_stepped") : parts.state.global_step;
@@ -19746,6 +19444,10 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   for (const auto& [callback, key] : parts.callbacks.state_keys()) {
     torch::serialize::InputArchive callback_archive;
     if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
+  }
+  for (const auto& extra : extra_states) {
+    torch::serialize::InputArchive extra_archive;
+    if (reader.try_read_archive(extra.key, extra_archive)) extra.load(extra_archive);
   }
   restored_metrics.clear();
   if (c10::IValue names, values; reader.archive().try_read("metrics/names", names) &&
@@ -19779,6 +19481,610 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
 // ---- end volt/trainer/connectors/impl/checkpoint_connector.ipp
 #endif
 // ---- end volt/trainer/connectors/checkpoint_connector.hpp
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace volt::detail {
+
+/// Whether overfit_batches asks for something (a count or a fraction above 0).
+VOLT_INLINE bool overfit_enabled(const TrainerOptions& options);
+
+/// Lightning's _init_debugging_flags: overfit_batches replaces limit_train_batches and limit_val_batches;
+/// fast_dev_run=N gives N training steps in one epoch and no sanity check.
+VOLT_INLINE void apply_fast_dev_run(TrainerOptions& options);
+
+/// How many batches of data of `total` batches (nullopt: size unknown) a limit allows; nullopt means all.
+/// fast_dev_run caps every limit but those overfit_batches sets.
+VOLT_INLINE std::optional<std::int64_t> batch_limit(const TrainerOptions& options, const BatchAmount& amount,
+                                                    std::optional<std::int64_t> total, const char* name);
+
+/// The batch limit of `data` for `amount` (see batch_limit).
+template <class Data>
+std::optional<std::int64_t> data_limit(const TrainerOptions& options, const BatchAmount& amount, Data& data,
+                                       const char* name) {
+  return batch_limit(options, amount, size_of(data), name);
+}
+
+/// Rounds a fraction-of-epoch interval to batches as Lightning does.
+VOLT_INLINE std::int64_t batches_for(const BatchAmount& amount, std::int64_t total);
+
+/// Checks, before training starts, the limits and intervals that depend on the data sizes (Lightning's
+/// messages): a fraction that selects no batch, an integer val_check_interval longer than the epoch (refused,
+/// as Lightning's fit_loop.setup_data does, whether or not validation data was given, unless
+/// limit_val_batches is 0 or check_val_every_n_epoch is unset).
+/// Lightning's refusal of a fractional limit that selects no batch of `size` batches ("train", "val").
+VOLT_INLINE void check_fraction(const BatchAmount& amount, std::optional<std::int64_t> size, const char* stage);
+
+VOLT_INLINE void check_data_sizes(const TrainerOptions& options, const TrainerState& state,
+                                  std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size);
+
+/// A data argument given as a factory: a callable that returns a loader (a range of batches or a pointer to
+/// one) or a reference to one. The Trainer requests the loader when Lightning's loops call the matching
+/// *_dataloader hook, and again every reload_dataloaders_every_n_epochs epochs; in between this is a range over
+/// the current loader. `factory` must outlive the source.
+template <class Factory>
+class LoaderSource {
+  using Result = std::invoke_result_t<Factory&>;
+  static constexpr bool by_reference = std::is_lvalue_reference_v<Result>;
+
+ public:
+  /// What the factory returns, without reference.
+  using loader_type = std::remove_cvref_t<Result>;
+
+  explicit LoaderSource(Factory& factory) : factory_(&factory) {}
+
+  /// Requests a new loader at `epoch` (the previous one is released first: its workers and memory).
+  void load(std::int64_t epoch) {
+    held_.reset();
+    if constexpr (by_reference) {
+      held_.emplace(&std::invoke(*factory_));
+    } else {
+      held_.emplace(Make{factory_});
+    }
+    ++loads_;
+    loaded_at_epoch_ = epoch;
+  }
+  /// Whether a loader was requested.
+  bool loaded() const { return held_.has_value(); }
+  /// How many loaders were requested.
+  std::int64_t loads() const { return loads_; }
+  /// The epoch that counts as the last request (Lightning's _last_*_dl_reload_epoch); nullopt: none that counts.
+  std::optional<std::int64_t> counted_epoch() const { return counted_epoch_; }
+  /// Makes the last request count (or, with nullopt, not count) for reload_dataloaders_every_n_epochs.
+  void count_load(bool counts) { counted_epoch_ = counts ? std::optional<std::int64_t>(loaded_at_epoch_) : std::nullopt; }
+
+  /// The current loader; throws std::logic_error before the first load.
+  loader_type& loader() { return const_cast<loader_type&>(std::as_const(*this).loader()); }
+  /// The current loader; throws std::logic_error before the first load.
+  const loader_type& loader() const {
+    if (!held_) throw std::logic_error("volt: a loader factory was iterated before its loader was requested");
+    if constexpr (by_reference) {
+      return **held_;
+    } else {
+      return *held_;
+    }
+  }
+  /// Starts a pass over the current loader.
+  auto begin() { return std::begin(as_range(loader())); }
+  /// The current loader's end.
+  auto end() { return std::end(as_range(loader())); }
+  /// The current loader's number of batches, when it can tell (const for std::size; asking it changes nothing).
+  std::size_t size() const
+    requires requires(loader_type& l) { std::size(as_range(l)); }
+  {
+    return std::size(as_range(const_cast<LoaderSource&>(*this).loader()));
+  }
+
+ private:
+  // Constructs the loader in place from the factory's result (loaders need not be movable).
+  struct Make {
+    Factory* factory;
+    operator loader_type() const { return std::invoke(*factory); }  // NOLINT(google-explicit-constructor)
+  };
+  using Held = std::conditional_t<by_reference, std::remove_reference_t<Result>*, loader_type>;
+
+  Factory* factory_;
+  std::optional<Held> held_{};
+  std::int64_t loads_ = 0;
+  std::int64_t loaded_at_epoch_ = 0;
+  std::optional<std::int64_t> counted_epoch_{};
+};
+
+/// A callable that returns a loader, as opposed to a range or a pointer to one.
+template <class Data>
+concept loader_factory = std::invocable<Data&> && !requires(Data& data) { std::begin(data); } &&
+                         !requires(Data& data) { *data; };
+
+/// The data argument as the loops take it: a range as it is, a loader factory as a LoaderSource over it.
+template <class Data>
+decltype(auto) data_source(Data& data) {
+  if constexpr (loader_factory<Data>) {
+    return LoaderSource<Data>(data);
+  } else {
+    return (data);
+  }
+}
+
+template <class T>
+struct is_loader_source : std::false_type {};
+template <class F>
+struct is_loader_source<LoaderSource<F>> : std::true_type {};
+template <class R>
+struct is_loader_source<RankShard<R>> : is_loader_source<std::remove_cv_t<R>> {};
+
+/// Whether the loops' data `Data` (possibly this rank's view) comes from a loader factory.
+template <class Data>
+inline constexpr bool from_factory = is_loader_source<std::remove_cvref_t<Data>>::value;
+
+/// The LoaderSource behind the loops' data (`from_factory<Data>`).
+template <class Data>
+auto& loader_source(Data& data) {
+  if constexpr (requires { data.base(); }) {
+    return loader_source(data.base());
+  } else {
+    return data;
+  }
+}
+
+template <class F>
+struct uses_distributed_sampler<LoaderSource<F>> : uses_distributed_sampler<typename LoaderSource<F>::loader_type> {};
+template <class F>
+struct is_per_rank<LoaderSource<F>> : is_per_rank<typename LoaderSource<F>::loader_type> {};
+
+/// Whether a loader of `source` is due at `epoch` (Lightning's setup_data guard with _should_reload_train_dl
+/// and _should_reload_val_dl): none was requested yet, or `every` epochs have passed since the one that counts.
+template <class Source>
+bool reload_due(const Source& source, std::int64_t every, std::int64_t epoch) {
+  if (!source.loaded()) return true;
+  if (every <= 0) return false;
+  const auto counted = source.counted_epoch();
+  return !counted || epoch - *counted >= every;
+}
+
+/// Whether a pass over `T` draws a random order from LibTorch's default generator (a torch::data loader with a
+/// RandomSampler, or a view of one).
+template <class T>
+struct shuffles : std::false_type {};
+template <class Dataset>
+struct shuffles<torch::data::StatelessDataLoader<Dataset, torch::data::samplers::RandomSampler>> : std::true_type {};
+template <class T>
+struct shuffles<std::unique_ptr<T>> : shuffles<T> {};
+template <class T>
+struct shuffles<std::shared_ptr<T>> : shuffles<T> {};
+template <class R>
+struct shuffles<SizedRange<R>> : shuffles<std::remove_cv_t<R>> {};
+template <class R>
+struct shuffles<RankShard<R>> : shuffles<std::remove_cv_t<R>> {};
+template <class F>
+struct shuffles<LoaderSource<F>> : shuffles<typename LoaderSource<F>::loader_type> {};
+
+/// overfit_batches on a shuffling loader (Lightning's _resolve_overfit_batches): the warning, once per fit, and
+/// every pass drawn with the same generator state, so each epoch yields the same batches.
+class OverfitOrder {
+ public:
+  /// A new fit.
+  void reset();
+
+  /// Starts a pass over `range` (`prefix`: "train" or "val").
+  template <class Range>
+  auto begin(Range& range, const TrainerOptions& options, const char* prefix) {
+    if constexpr (shuffles<std::remove_cvref_t<Range>>::value) {
+      if (overfit_enabled(options)) {
+        if (!warned_) {
+          log::warn_rank_zero(std::string("You requested to overfit but enabled ") + prefix +
+                              " dataloader shuffling. We are turning off the " + prefix +
+                              " dataloader shuffling for you.");
+          warned_ = true;
+        }
+        const torch::Tensor current = cpu_rng_state();
+        if (!state_.defined()) state_ = current;
+        set_cpu_rng_state(state_);
+        auto it = std::begin(range);
+        set_cpu_rng_state(current);
+        return it;
+      }
+    }
+    return std::begin(range);
+  }
+
+ private:
+  torch::Tensor state_{};
+  bool warned_ = false;
+};
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/connectors/impl/data_connector.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/connectors/data_connector.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE bool overfit_enabled(const TrainerOptions& options) {
+  const auto& amount = options.overfit_batches;
+  return amount.is_fraction() ? amount.fraction() > 0.0 : amount.count() > 0;
+}
+
+VOLT_INLINE void apply_fast_dev_run(TrainerOptions& options) {
+  if (overfit_enabled(options)) {
+    options.limit_train_batches = options.overfit_batches;
+    options.limit_val_batches = options.overfit_batches;
+  }
+  if (options.fast_dev_run <= 0) return;
+  options.max_steps = options.fast_dev_run;
+  options.max_epochs = 1;
+  options.num_sanity_val_steps = 0;
+}
+
+VOLT_INLINE std::optional<std::int64_t> batch_limit(const TrainerOptions& options, const BatchAmount& amount,
+                                                    std::optional<std::int64_t> total, const char* name) {
+  const std::string_view limit_name(name);
+  const bool overfit_limit =
+      overfit_enabled(options) && (limit_name == "limit_train_batches" || limit_name == "limit_val_batches");
+  std::optional<std::int64_t> limit;
+  if (total) {
+    limit = amount.of(*total);
+  } else if (amount.is_fraction() && !amount.is_whole_epoch()) {
+    throw MisconfigurationError(std::string("A fractional `") + name + "` needs data whose size is known; wrap "
+                                "the loader with volt::sized(loader, batches) or pass a batch count.");
+  } else if (!amount.is_fraction()) {
+    limit = amount.count();
+  }
+  if (options.fast_dev_run > 0 && !overfit_limit) {
+    limit = limit ? std::min(*limit, options.fast_dev_run) : options.fast_dev_run;
+  }
+  return limit;
+}
+
+VOLT_INLINE std::int64_t batches_for(const BatchAmount& amount, std::int64_t total) {
+  if (amount.is_fraction()) return std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(total) * amount.fraction()));
+  return amount.count();
+}
+
+VOLT_INLINE void check_fraction(const BatchAmount& amount, std::optional<std::int64_t> size, const char* stage) {
+  if (!size || *size == 0 || !amount.is_fraction() || amount.fraction() == 0.0 || amount.of(*size) > 0) return;
+  throw MisconfigurationError("You requested to check " + amount.to_string() + " of the `" + stage +
+                              "_dataloader` but " + amount.to_string() + " * " + std::to_string(*size) +
+                              " < 1. Please increase the `limit_" + stage + "_batches` argument. Try at least `limit_" +
+                              stage + "_batches=" + python_float(1.0 / static_cast<double>(*size)) + "`");
+}
+
+VOLT_INLINE void check_data_sizes(const TrainerOptions& options, const TrainerState& state,
+                                  std::optional<std::int64_t> train_size, std::optional<std::int64_t> val_size) {
+  check_fraction(options.limit_train_batches, train_size, "train");
+  if (state.has_validation) check_fraction(options.limit_val_batches, val_size, "val");
+  const auto& interval = options.val_check_interval;
+  const bool validation_allowed = options.limit_val_batches.is_fraction() ? options.limit_val_batches.fraction() > 0.0
+                                                                         : options.limit_val_batches.count() > 0;
+  if (validation_allowed && state.num_training_batches && options.check_val_every_n_epoch &&
+      !interval.is_fraction() && interval.count() > *state.num_training_batches) {
+    throw std::invalid_argument(" `val_check_interval` (" + interval.to_string() +
+                                ") must be less than or equal to the number of the training batches (" +
+                                std::to_string(*state.num_training_batches) +
+                                "). If you want to disable validation set `limit_val_batches` to 0.0 instead. If "
+                                "you want to validate based on the total training batches, set "
+                                "`check_val_every_n_epoch=None`.");
+  }
+}
+
+VOLT_INLINE void OverfitOrder::reset() {
+  state_ = torch::Tensor();
+  warned_ = false;
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/connectors/impl/data_connector.ipp
+#endif
+// ---- end volt/trainer/connectors/data_connector.hpp
+// ---- begin volt/trainer/connectors/signal_connector.hpp
+/// \file
+/// The signal connector (Lightning's trainer/connectors/signal_connector.py): while fit() runs, SIGINT and
+/// SIGTERM ask it to stop after the current batch instead of ending the process.
+
+#include <csignal>
+#include <stdexcept>
+#include <string>
+
+#if !defined(_WIN32)
+#include <signal.h>
+#endif
+
+namespace volt {
+
+/// What on_exception callbacks receive when SIGINT or SIGTERM stopped fit() (Lightning's KeyboardInterrupt).
+/// fit() itself does not throw it: it returns, with trainer.interrupted() true.
+class TrainingInterrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+/// The signal (SIGINT or SIGTERM) that asked the running fit() to stop, 0 when none did. Set by the
+/// handler fit() installs while it runs (TrainerOptions::handle_signals); read between training batches.
+inline volatile std::sig_atomic_t interrupt_signal = 0;
+
+/// The name of the signal that stopped the run ("SIGINT" or "SIGTERM").
+VOLT_INLINE std::string interrupt_signal_name();
+
+/// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
+/// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
+/// signal during the graceful shutdown ends the process the default way.
+class ScopedInterruptHandler {
+ public:
+  explicit ScopedInterruptHandler(bool enabled);
+  ScopedInterruptHandler(const ScopedInterruptHandler&) = delete;
+  ScopedInterruptHandler& operator=(const ScopedInterruptHandler&) = delete;
+  ~ScopedInterruptHandler();
+
+ private:
+  bool enabled_;
+#if !defined(_WIN32)
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+#else
+  void (*previous_int_)(int) = nullptr;
+  void (*previous_term_)(int) = nullptr;
+#endif
+};
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/connectors/impl/signal_connector.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/connectors/signal_connector.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string interrupt_signal_name() { return interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
+VOLT_INLINE ScopedInterruptHandler::ScopedInterruptHandler(bool enabled)
+    : enabled_(enabled) {
+  interrupt_signal = 0;
+  if (!enabled_) return;
+#if !defined(_WIN32)
+  struct sigaction action {};
+  action.sa_handler = [](int signal) { interrupt_signal = signal; };
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &action, &previous_int_);
+  sigaction(SIGTERM, &action, &previous_term_);
+#else
+  previous_int_ = std::signal(SIGINT, [](int signal) { interrupt_signal = signal; });
+  previous_term_ = std::signal(SIGTERM, [](int signal) { interrupt_signal = signal; });
+#endif
+}
+
+VOLT_INLINE ScopedInterruptHandler::~ScopedInterruptHandler() {
+  if (!enabled_) return;
+#if !defined(_WIN32)
+  sigaction(SIGINT, &previous_int_, nullptr);
+  sigaction(SIGTERM, &previous_term_, nullptr);
+#else
+  std::signal(SIGINT, previous_int_);
+  std::signal(SIGTERM, previous_term_);
+#endif
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/connectors/impl/signal_connector.ipp
+#endif
+// ---- end volt/trainer/connectors/signal_connector.hpp
+// ---- begin volt/trainer/datamodule.hpp
+/// \file
+/// volt::DataModule (Lightning's LightningDataModule) and how the Trainer's fit, validate, test and predict take
+/// their data: a range, a loader factory, or a data module.
+///
+/// A data module is any class with one or more of the dataloader functions below, found at compile time (no
+/// base class, as with models):
+///
+/// ```
+/// struct FashionData {
+///   void prepare_data();                         // optional: download, unpack (one process per node)
+///   void setup(volt::Stage stage);               // optional: build the splits (every process); or setup()
+///   auto train_dataloader();                     // what fit() trains on: a range of batches, a pointer to one
+///   auto val_dataloader();                       // optional: fit()'s validation data and validate()'s
+///   auto test_dataloader();                      // optional: test()'s
+///   auto predict_dataloader();                   // optional: predict()'s
+///   void teardown(volt::Stage stage);            // optional; or teardown()
+///   void state_dict(torch::serialize::OutputArchive&) const;   // optional: state kept in checkpoints
+///   void load_state_dict(torch::serialize::InputArchive&);     // optional: restored by fit(..., ckpt_path)
+///   std::map<std::string, std::string> hparams();             // optional: logged with the model's
+///   void on_exception(const std::exception_ptr& error);       // optional: a run failed or was interrupted
+///   static constexpr bool prepare_data_per_node = false;      // optional: prepare_data on global rank 0 only
+/// };
+/// trainer.fit(model, data);  trainer.test(model, data);
+/// ```
+///
+/// The Trainer calls them in Lightning's order: prepare_data (under DDP on local rank 0 only, the other ranks
+/// wait), setup(stage) before the callbacks' setup, the stage's dataloader function when Lightning's loop asks
+/// for it (fit: validation data in the sanity check, then the training data; again every
+/// TrainerOptions::reload_dataloaders_every_n_epochs epochs), teardown(stage) before the callbacks' teardown
+/// after a run that succeeded; on_exception after the callbacks' when it failed (teardown then does not run).
+/// The data module must outlive the call, and, for its state to be in trainer.save_checkpoint after a fit, until
+/// the next fit. See docs/data-modules.md.
+
+// ---- begin volt/trainer/loops/evaluation_loop.hpp
+/// \file
+/// The evaluation loop (Lightning's loops/evaluation_loop.py): validation inside fit, the sanity check before
+/// it, trainer.validate and trainer.test, as one loop parameterised by the stage. Each run: the start and
+/// epoch-start hooks, the steps in eval mode without autograd (the batch-start hook, validation_step or
+/// test_step, the batch-end hook), the epoch values (combined across ranks), the epoch-end and end hooks.
+
+// ---- begin volt/trainer/call.hpp
+/// \file
+/// The one place the Trainer calls hooks and handles a failed run (Lightning's trainer/call.py): a hook of the
+/// table (volt/callbacks/hooks.hpp) on the model and the callbacks, the error context added to an exception,
+/// and the guarded run of fit (on_exception, the loggers' "failed" status, teardown, the strategy's failure
+/// note).
+
+
+#include <torch/torch.h>
+
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace volt::detail {
+
+/// Whether Lightning logs epoch values only in hook `H` (its _FxValidator: the start hooks of training and
+/// evaluation and the epoch start and end hooks).
+constexpr bool epoch_level_logging(Hook hook) {
+  switch (hook) {
+    case Hook::on_train_start:
+    case Hook::on_validation_start:
+    case Hook::on_test_start:
+    case Hook::on_train_epoch_start:
+    case Hook::on_train_epoch_end:
+    case Hook::on_validation_epoch_start:
+    case Hook::on_validation_epoch_end:
+    case Hook::on_test_epoch_start:
+    case Hook::on_test_epoch_end: return true;
+    default: return false;
+  }
+}
+
+/// Calls hook `H` in Lightning's order (trainer/call.py): every callback's, when callbacks may define it
+/// (with `state` and `args`), then the model's, when the hook table lets models define it and the model does
+/// (with `args` and the step context, see ModelHook). Inside an epoch-level hook, values logged default to
+/// epoch values (EpochHookScope).
+template <Hook H, class M, class... Arguments>
+void call_hook(M& module, StepContext& context, TrainerCallbacks& callbacks, TrainerState& state, Arguments&&... args) {
+  std::optional<EpochHookScope> scope;
+  if constexpr (epoch_level_logging(H)) scope.emplace(state.metrics_, hook_name(H));
+  if constexpr (callback_hook(H)) callbacks.template run<H>(state, args...);
+  if constexpr (model_hook(H)) ModelHook<H>::call(module, context, args...);
+}
+
+/// Rethrows the exception in flight with `where` (e.g. "epoch 2, batch 17") added to its message. c10::Error
+/// gets it as context and keeps its type; the standard exception types and volt's errors are rethrown as the
+/// same type (std::rethrow_if_nested gives back the original object); anything else is rethrown unchanged.
+[[noreturn]] VOLT_INLINE void rethrow_with_context(const std::string& where);
+
+/// The text of `error` ("unknown exception" for a non-standard one).
+VOLT_INLINE std::string exception_text(const std::exception_ptr& error);
+
+/// How a run that did not succeed ends: on_exception with `error`, then the loggers' "failed" status and
+/// teardown.
+VOLT_INLINE void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
+                                const std::exception_ptr& error);
+
+/// Lightning's _call_and_handle_interrupt around fit: runs `body(finished)`, where the body sets `finished`
+/// once the run has succeeded (what follows is its epilogue: the loggers' "success" and teardown). When the body
+/// throws, the strategy leaves its failure note for the other ranks (`strategy.on_failure`), on_exception runs,
+/// then, unless the run had finished, the loggers' "failed" status and teardown (an error there is dropped: the
+/// original one is reported), and the exception propagates. The stage is none afterwards either way.
+template <class Strategy, class Body>
+void call_and_handle_interrupt(Strategy& strategy, TrainerCallbacks& callbacks, TrainerState& state,
+                               LoggerConnector& logger, Body&& body) {
+  bool finished = false;
+  try {
+    body(finished);
+  } catch (...) {
+    const auto error = std::current_exception();
+    strategy.on_failure(exception_text(error));
+    callbacks.run<Hook::on_exception>(state, error);
+    if (!finished) {
+      try {
+        logger.finalize("failed");
+        callbacks.run<Hook::teardown>(state);
+      } catch (...) {
+        // the original error is the one to report
+      }
+    }
+    state.stage = Stage::none;
+    throw;
+  }
+  state.stage = Stage::none;
+}
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/impl/call.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/call.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string exception_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+VOLT_INLINE void end_failed_run(TrainerCallbacks& callbacks, TrainerState& state, LoggerConnector& logger,
+                                const std::exception_ptr& error) {
+  callbacks.run<Hook::on_exception>(state, error);
+  logger.finalize("failed");
+  callbacks.run<Hook::teardown>(state);
+}
+
+}  // namespace volt::detail
+
+namespace volt::detail {
+
+[[noreturn]] VOLT_INLINE void rethrow_with_context(const std::string& where) {
+  const auto message = [&](const std::exception& error) {
+    return std::string(error.what()) + "\n(volt: raised during " + where + ")";
+  };
+  try {
+    throw;
+  } catch (c10::Error& error) {
+    error.add_context("volt: raised during " + where);
+    throw;
+  } catch (const MisconfigurationError& error) {
+    std::throw_with_nested(MisconfigurationError(message(error)));
+  } catch (const CheckpointError& error) {
+    std::throw_with_nested(CheckpointError(message(error)));
+  } catch (const std::invalid_argument& error) {
+    std::throw_with_nested(std::invalid_argument(message(error)));
+  } catch (const std::out_of_range& error) {
+    std::throw_with_nested(std::out_of_range(message(error)));
+  } catch (const std::logic_error& error) {
+    std::throw_with_nested(std::logic_error(message(error)));
+  } catch (const std::overflow_error& error) {
+    std::throw_with_nested(std::overflow_error(message(error)));
+  } catch (const std::runtime_error& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  } catch (const std::exception& error) {
+    std::throw_with_nested(std::runtime_error(message(error)));
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/impl/call.ipp
+#endif
+// ---- end volt/trainer/call.hpp
+// ---- begin volt/trainer/parts.hpp
+/// \file
+/// What the Trainer's loops share (Lightning's loops reach these through `self.trainer`): the options, the
+/// strategy and precision policies' run-time objects, the connectors, the state and the step context.
+
 
 #include <torch/torch.h>
 
@@ -19921,6 +20227,7 @@ struct TrainerParts {
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -20017,16 +20324,39 @@ class EvaluationLoop {
   /// The epoch values of the last run.
   const std::map<std::string, double>& last_metrics() const { return last_metrics_; }
 
+  /// Under overfit_batches, the fixed order of a shuffling validation loader inside fit.
+  OverfitOrder overfit_order{};
+
+  /// Validation data from a loader factory inside fit (Lightning's evaluation_loop.setup_data): the loader is
+  /// requested when none was, or reload_dataloaders_every_n_epochs epochs after the request that counts (one
+  /// in the sanity check counts only in an epoch that validates); a fractional limit must select a batch.
+  template <class Parts, class Data>
+  void setup_data(Parts& parts, Data& data) {
+    const auto& options = parts.options;
+    const auto& state = parts.state;
+    auto& source = loader_source(data);
+    if (!reload_due(source, options.reload_dataloaders_every_n_epochs, state.current_epoch)) return;
+    source.load(state.current_epoch);
+    const auto every = options.check_val_every_n_epoch;
+    const bool validating_epoch = !every || (state.current_epoch + 1) % *every == 0;
+    source.count_load(state.stage != Stage::sanity_checking || validating_epoch);
+    check_fraction(options.limit_val_batches, size_of(data), "val");
+  }
+
  private:
   template <bool Testing, class Parts, class M, class Data>
   void run_kind(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override) {
     using Kind = EvaluationKind<Testing>;
     auto& state = parts.state;
     auto& callbacks = parts.callbacks.list();
-    const auto limit =
-        limit_override ? limit_override : data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
     const Stage previous = state.stage;
     state.stage = stage;
+    if constexpr (from_factory<Data>) {
+      if (stage == Stage::fitting || stage == Stage::sanity_checking) setup_data(parts, data);
+    }
+    // The sanity check runs at most num_sanity_val_steps of the batches validation would run.
+    auto limit = data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
+    if (limit_override) limit = limit ? std::min(*limit, *limit_override) : *limit_override;
     state.phase_ = Kind::phase;  // values logged in the start hooks belong to this evaluation
     call_hook<Kind::start>(module, parts.context, callbacks, state);
     call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
@@ -20057,10 +20387,13 @@ class EvaluationLoop {
     state.phase_ = Kind::phase;
     EvalGuard guard(parts.options.inference_mode);
     std::int64_t batch_idx = 0;
-    for (auto&& raw : as_range(data)) {
+    auto&& range = as_range(data);
+    const bool fitting = state.stage == Stage::fitting || state.stage == Stage::sanity_checking;
+    auto it = fitting ? overfit_order.begin(range, parts.options, "val") : std::begin(range);
+    for (const auto end = std::end(range); it != end; ++it) {
       if (limit && batch_idx >= *limit) break;
       try {
-        auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
+        auto batch = parts.prepare_batch(*it);
         using Batch = std::remove_cvref_t<decltype(batch)>;
         state.batch_idx = batch_idx;
         parts.callbacks.list().template run<Kind::batch_start>(state, batch_idx);
@@ -21028,8 +21361,14 @@ class TrainingEpochLoop {
   /// Set when SIGINT or SIGTERM asked the fit to stop; the epoch then ends at once.
   bool interrupted = false;
 
+  /// Under overfit_batches, the fixed order of a shuffling training loader.
+  OverfitOrder overfit_order{};
+
   /// Before a fit's first epoch.
-  void reset(std::optional<std::int64_t> train_limit);
+  void reset();
+
+  /// Lightning's _should_check_val_epoch: whether validation runs in the current epoch.
+  static bool validates_in_epoch(const TrainerOptions& options, const TrainerState& state);
 
   /// The batches of the current epoch; returns how many ran.
   template <class Parts, class M, class TrainData, class ValData>
@@ -21047,7 +21386,7 @@ class TrainingEpochLoop {
     };
     auto it = [&] {
       try {
-        return std::begin(range);
+        return overfit_order.begin(range, options, "train");
       } catch (...) {
         rethrow_with_context(where());
       }
@@ -21129,10 +21468,17 @@ VOLT_INLINE bool min_training_done(const TrainerOptions& options, const TrainerS
   return epochs_ok && steps_ok;
 }
 
-VOLT_INLINE void TrainingEpochLoop::reset(std::optional<std::int64_t> train_limit) {
-  limit = train_limit;
+VOLT_INLINE void TrainingEpochLoop::reset() {
+  limit.reset();
   interrupted = false;
   total_batch_idx_ = 0;
+  overfit_order.reset();
+  val_loop.overfit_order.reset();
+}
+
+VOLT_INLINE bool TrainingEpochLoop::validates_in_epoch(const TrainerOptions& options, const TrainerState& state) {
+  const auto every = options.check_val_every_n_epoch;
+  return state.has_validation && (!every || (state.current_epoch + 1) % *every == 0);
 }
 
 VOLT_INLINE auto TrainingEpochLoop::validation_interval(const TrainerOptions& options, const TrainerState& state) -> std::optional<std::int64_t> {
@@ -21167,6 +21513,7 @@ VOLT_INLINE bool TrainingEpochLoop::should_validate(const TrainerOptions& option
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21198,6 +21545,18 @@ class FitLoop {
   /// The batches of each epoch.
   TrainingEpochLoop epoch_loop{};
 
+  /// What a volt::DataModule adds to a fit.
+  struct DataHooks {
+    /// Adds the data's hyperparameters to the model's before they are logged; empty: none.
+    std::function<void(std::map<std::string, std::string>&)> hparams{};
+    /// State the fit's checkpoints hold besides its own (kept for save_checkpoint after the fit, until the next).
+    std::vector<CheckpointConnector::ExtraState> states{};
+    /// Runs after on_fit_end, before the callbacks' teardown, when the fit succeeded; empty: nothing.
+    std::function<void()> teardown{};
+  };
+  /// For the next fit only (run() takes them over; a fit without a data module gets none).
+  DataHooks data_hooks{};
+
   /// Why the last fit stopped.
   const std::string& stop_reason() const { return stop_reason_; }
   /// Whether the last fit returned early because of SIGINT or SIGTERM.
@@ -21210,6 +21569,7 @@ class FitLoop {
     using M = module_t<Model>;
     using Batch = batch_t<TrainData>;
     check_trainable<M, Batch>();
+    data_ = std::exchange(data_hooks, {});
     constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, NoData>;
     if constexpr (has_val_data) {
       static_assert(has_validation_step<M, batch_t<ValData>>,
@@ -21249,6 +21609,13 @@ class FitLoop {
             epoch_loop.val_loop.sanity_check(parts, *module, val_data);
           }
         }
+        // Loader factories are asked here, as Lightning's fit_loop.setup_data and on_run_start do.
+        if constexpr (from_factory<TrainData>) setup_train_data(parts, train_data, val_data);
+        if constexpr (from_factory<ValData>) {
+          if (!loader_source(val_data).loaded() && epoch_loop.validates_in_epoch(parts.options, state)) {
+            epoch_loop.val_loop.setup_data(parts, val_data);
+          }
+        }
         parts.logger.metrics().restore_callback_metrics(std::exchange(parts.checkpoint.restored_metrics, {}));
         call_hook<Hook::on_train_start>(*module, parts.context, callbacks, state);
         while (!done(parts)) {
@@ -21263,6 +21630,7 @@ class FitLoop {
         finished = true;
         log::info_rank_zero("`Trainer.fit` stopped: " + stop_reason_ + ".");
         parts.logger.finalize("success");
+        if (data_.teardown) data_.teardown();
         callbacks.template run<Hook::teardown>(state);
       });
     }
@@ -21343,16 +21711,11 @@ class FitLoop {
       }
     };
 
-    const auto train_size = size_of(train_data);
-    const auto train_limit = batch_limit(options, options.limit_train_batches, train_size, "limit_train_batches");
-    epoch_loop.reset(train_limit);
-    // Known when the data has a size (or fast_dev_run fixes it); otherwise learned in the first epoch.
-    state.num_training_batches = train_size || options.fast_dev_run > 0 ? train_limit : std::optional<std::int64_t>{};
-    std::optional<std::int64_t> val_size;
-    if constexpr (!std::is_same_v<std::remove_cvref_t<ValData>, NoData>) val_size = size_of(val_data);
-    check_data_sizes(options, state, train_size, val_size);
+    epoch_loop.reset();
+    if constexpr (!from_factory<TrainData>) setup_train_data(parts, train_data, val_data);
 
     parts.checkpoint.reset();
+    parts.checkpoint.extra_states = std::move(data_.states);
     if (!ckpt_path.empty()) {
       parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
       parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
@@ -21396,11 +21759,38 @@ class FitLoop {
     }
   }
 
+  /// The training data's sizes and their checks (Lightning's fit_loop.setup_data); a loader factory is asked
+  /// for its loader first when one is due (reload_dataloaders_every_n_epochs).
+  template <class Parts, class TrainData, class ValData>
+  void setup_train_data(Parts& parts, TrainData& train_data, ValData& val_data) {
+    const auto& options = parts.options;
+    auto& state = parts.state;
+    if constexpr (from_factory<TrainData>) {
+      auto& source = loader_source(train_data);
+      if (!reload_due(source, options.reload_dataloaders_every_n_epochs, state.current_epoch)) return;
+      source.load(state.current_epoch);
+      source.count_load(true);
+    }
+    const auto train_size = size_of(train_data);
+    const auto train_limit = batch_limit(options, options.limit_train_batches, train_size, "limit_train_batches");
+    epoch_loop.limit = train_limit;
+    // Known when the data has a size (or fast_dev_run fixes it); otherwise learned in the first epoch.
+    state.num_training_batches = train_size || options.fast_dev_run > 0 ? train_limit : std::optional<std::int64_t>{};
+    std::optional<std::int64_t> val_size;
+    if constexpr (from_factory<ValData>) {
+      if (loader_source(val_data).loaded()) val_size = size_of(val_data);
+    } else if constexpr (!std::is_same_v<std::remove_cvref_t<ValData>, NoData>) {
+      val_size = size_of(val_data);
+    }
+    check_data_sizes(options, state, train_size, val_size);
+  }
+
   template <class Parts, class M>
-  static void log_hyperparams(Parts& parts, M& module) {
+  void log_hyperparams(Parts& parts, M& module) {
     if (!parts.state.is_global_zero || parts.logger.loggers().empty()) return;
     std::map<std::string, std::string> params;
     if constexpr (requires { module.hparams(); }) params = module.hparams();
+    if (data_.hparams) data_.hparams(params);
     params["accelerator"] = std::string(to_string(parts.selection.accelerator));
     params["precision"] = std::string(Parts::precision_type::name);
     params["strategy"] = std::string(Parts::strategy_type::name);
@@ -21435,6 +21825,7 @@ class FitLoop {
     state.phase_ = MetricPhase::train;
     module.train();
     const bool resuming_mid_epoch = checkpoint.resume.batches_done > 0;
+    if constexpr (from_factory<TrainData>) setup_train_data(parts, train_data, val_data);
     if (resuming_mid_epoch) {
       set_cpu_rng_state(checkpoint.resume.epoch_start_rng);
     } else {
@@ -21503,6 +21894,7 @@ class FitLoop {
   }
 
   std::string stop_reason_{};
+  DataHooks data_{};
 };
 
 }  // namespace volt::detail
@@ -21569,6 +21961,301 @@ auto run_prediction(Parts& parts, Model& model, Data& data) {
 
 }  // namespace volt::detail
 // ---- end volt/trainer/loops/prediction_loop.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+/// A Lightning data module: a class (not a pointer, not a range) with at least one of train_dataloader(),
+/// val_dataloader(), test_dataloader(), predict_dataloader() (see the file comment for the other hooks).
+template <class T>
+concept DataModule = std::is_class_v<T> && !requires(T& t) { std::begin(t); } &&
+                     (requires(T& t) { t.train_dataloader(); } || requires(T& t) { t.val_dataloader(); } ||
+                      requires(T& t) { t.test_dataloader(); } || requires(T& t) { t.predict_dataloader(); });
+
+namespace detail {
+
+/// The data module's loader function for `stage` (fitting: train_dataloader; sanity_checking: val_dataloader).
+template <Stage S>
+struct StageLoader {
+  template <class DM>
+  static constexpr bool defined = S == Stage::fitting      ? requires(DM& dm) { dm.train_dataloader(); }
+                                  : S == Stage::testing    ? requires(DM& dm) { dm.test_dataloader(); }
+                                  : S == Stage::predicting ? requires(DM& dm) { dm.predict_dataloader(); }
+                                                           : requires(DM& dm) { dm.val_dataloader(); };
+  template <class DM>
+  static decltype(auto) call(DM& dm) {
+    if constexpr (S == Stage::fitting) {
+      return dm.train_dataloader();
+    } else if constexpr (S == Stage::testing) {
+      return dm.test_dataloader();
+    } else if constexpr (S == Stage::predicting) {
+      return dm.predict_dataloader();
+    } else {
+      return dm.val_dataloader();
+    }
+  }
+};
+
+/// Whether data module `DM` has the loader function of stage `S` (`ok`); reading `ok` without it stops at the
+/// static_assert, with Lightning's message (DataHooks' default *_dataloader), before anything else is compiled.
+template <Stage S, class DM>
+struct StageLoaderCheck {
+  static constexpr bool ok = StageLoader<S>::template defined<DM>;
+  static_assert(ok, "volt: the data module has no dataloader function for this call (`train_dataloader` for fit, "
+                    "`val_dataloader` for validate, `test_dataloader` for test, `predict_dataloader` for predict): "
+                    "`*_dataloader` must be implemented to be used with the Lightning Trainer");
+};
+
+/// A factory over the data module's loader function for stage `S`.
+template <Stage S, class DM>
+struct StageLoaderFactory {
+  DM* dm;
+  decltype(auto) operator()() const { return StageLoader<S>::call(*dm); }
+};
+
+/// The data module's class name without namespaces (Lightning keys its state with __qualname__).
+template <class DM>
+std::string datamodule_name() {
+  std::string name = c10::demangle(typeid(DM).name());
+  const auto template_start = name.find('<');
+  const auto colon = name.rfind("::", template_start);
+  if (colon != std::string::npos) name = name.substr(colon + 2);
+  return name;
+}
+
+/// Lightning's _log_hyperparams: the data module's hyperparameters join the model's; a key both have with
+/// different values is an error.
+VOLT_INLINE void merge_hparams(std::map<std::string, std::string>& params, const std::map<std::string, std::string>& extra);
+
+/// prepare_data on the process that prepares for its node (local rank 0), or for the run (global rank 0 when
+/// `prepare_data_per_node` is false); every rank then waits for it and learns whether it failed.
+template <class Strategy, class DM>
+void prepare_datamodule(Strategy& strategy, DM& dm) {
+  if constexpr (requires { dm.prepare_data(); }) {
+    bool per_node = true;
+    if constexpr (requires { DM::prepare_data_per_node; }) per_node = static_cast<bool>(DM::prepare_data_per_node);
+    const bool here = strategy.local_rank() == 0 && (per_node || strategy.node_rank() == 0);
+    strategy.run_and_agree([&] { if (here) dm.prepare_data(); }, [] {
+      return std::runtime_error("volt: the data module's prepare_data failed on the rank that ran it (its error is "
+                                "in that rank's output)");
+    });
+  }
+}
+
+template <class DM>
+void datamodule_setup(DM& dm, Stage stage) {
+  if constexpr (requires { dm.setup(stage); }) {
+    dm.setup(stage);
+  } else if constexpr (requires { dm.setup(); }) {
+    dm.setup();
+  }
+}
+
+template <class DM>
+void datamodule_teardown(DM& dm, Stage stage) {
+  if constexpr (requires { dm.teardown(stage); }) {
+    dm.teardown(stage);
+  } else if constexpr (requires { dm.teardown(); }) {
+    dm.teardown();
+  }
+}
+
+template <class DM>
+void datamodule_exception(DM& dm, const std::exception_ptr& error) {
+  if constexpr (requires { dm.on_exception(error); }) dm.on_exception(error);
+}
+
+/// A run of `stage` with data module `dm`: prepare_data, setup, `body()`, and teardown (by `body` itself when it
+/// returns false: fit tears down before the callbacks do); on_exception when it throws.
+template <class Parts, class DM, class Body>
+decltype(auto) with_datamodule(Parts& parts, DM& dm, Stage stage, Body&& body) {
+  try {
+    parts.strategy.setup_environment();
+    prepare_datamodule(parts.strategy, dm);
+    datamodule_setup(dm, stage);
+    if constexpr (std::is_void_v<decltype(body())>) {
+      body();
+    } else {
+      auto result = body();
+      datamodule_teardown(dm, stage);
+      return result;
+    }
+  } catch (...) {
+    datamodule_exception(dm, std::current_exception());
+    throw;
+  }
+}
+
+/// trainer.fit(model, dm[, ckpt_path]) for a data module with train_dataloader().
+template <class Parts, class Model, class DM>
+void fit_datamodule(Parts& parts, FitLoop& loop, Model& model, DM& dm, const std::filesystem::path& ckpt_path) {
+  with_datamodule(parts, dm, Stage::fitting, [&] {
+    auto& hooks = loop.data_hooks;
+    if constexpr (requires { dm.hparams(); }) {
+      hooks.hparams = [&dm](std::map<std::string, std::string>& params) { merge_hparams(params, dm.hparams()); };
+    }
+    if constexpr (requires(torch::serialize::OutputArchive& out, torch::serialize::InputArchive& in) {
+                    std::as_const(dm).state_dict(out);
+                    dm.load_state_dict(in);
+                  }) {
+      hooks.states.push_back({datamodule_name<DM>(),
+                                   [&dm](torch::serialize::OutputArchive& archive) { std::as_const(dm).state_dict(archive); },
+                                   [&dm](torch::serialize::InputArchive& archive) { dm.load_state_dict(archive); }});
+    }
+    hooks.teardown = [&dm] { datamodule_teardown(dm, Stage::fitting); };
+    StageLoaderFactory<Stage::fitting, DM> train_factory{&dm};
+    LoaderSource<decltype(train_factory)> train_source(train_factory);
+    auto&& train = parts.distribute(train_source);
+    using M = module_t<Model>;
+    using TrainBatch = batch_t<typename LoaderSource<decltype(train_factory)>::loader_type>;
+    if constexpr (StageLoader<Stage::validating>::template defined<DM>) {
+      StageLoaderFactory<Stage::validating, DM> val_factory{&dm};
+      using ValBatch = batch_t<typename LoaderSource<decltype(val_factory)>::loader_type>;
+      if constexpr (has_validation_step<M, ValBatch>) {
+        LoaderSource<decltype(val_factory)> val_source(val_factory);
+        auto&& val = parts.distribute(val_source);
+        loop.run(parts, model, train, val, ckpt_path);
+      } else {
+        log::warn_rank_zero("You passed in a `val_dataloader` but have no `validation_step`. Skipping val loop.");
+        NoData none;
+        loop.run(parts, model, train, none, ckpt_path);
+      }
+    } else {
+      if constexpr (has_validation_step<M, TrainBatch>) {
+        log::warn_rank_zero("You defined a `validation_step` but have no `val_dataloader`. Skipping val loop.");
+      }
+      NoData none;
+      loop.run(parts, model, train, none, ckpt_path);
+    }
+    if (loop.interrupted()) {
+      datamodule_exception(dm, std::make_exception_ptr(TrainingInterrupted("volt: training " + loop.stop_reason())));
+    }
+  });
+}
+
+/// validate(model, dm) and test(model, dm) for a data module with the stage's loader function.
+template <Stage S, class Parts, class Model, class DM>
+std::map<std::string, double> evaluate_datamodule(Parts& parts, EvaluationLoop& loop, Model& model, DM& dm) {
+  return with_datamodule(parts, dm, S, [&] {
+    decltype(auto) loader = StageLoader<S>::call(dm);
+    auto&& mine = parts.distribute(loader);
+    return loop.run_standalone(parts, model, mine, S);
+  });
+}
+
+/// predict(model, dm) for a data module with predict_dataloader().
+template <class Parts, class Model, class DM>
+auto predict_datamodule(Parts& parts, Model& model, DM& dm) {
+  return with_datamodule(parts, dm, Stage::predicting, [&] {
+    decltype(auto) loader = StageLoader<Stage::predicting>::call(dm);
+    return run_prediction(parts, model, loader);
+  });
+}
+
+/// fit(): a data module, or data (a range, a pointer to one, or a loader factory) for training and validation.
+template <class Parts, class Model, class TrainData, class ValData>
+void run_fit(Parts& parts, FitLoop& loop, Model& model, TrainData& train_data, ValData& val_data,
+             const std::filesystem::path& ckpt_path) {
+  if constexpr (DataModule<TrainData> || DataModule<ValData>) {
+    static_assert(std::is_same_v<ValData, NoData> && !DataModule<ValData>,
+                  "volt: You cannot pass `train_dataloader` or `val_dataloaders` to `trainer.fit(datamodule=...)`: "
+                  "give fit() the data module alone");
+    if constexpr (DataModule<TrainData> && std::is_same_v<ValData, NoData>) {
+      if constexpr (StageLoaderCheck<Stage::fitting, TrainData>::ok) {
+        fit_datamodule(parts, loop, model, train_data, ckpt_path);
+      }
+    }
+  } else {
+    parts.strategy.setup_environment();
+    auto&& train_source = data_source(train_data);
+    auto&& val_source = data_source(val_data);
+    auto&& train = parts.distribute(train_source);
+    auto&& val = parts.distribute(val_source);
+    loop.run(parts, model, train, val, ckpt_path);
+  }
+}
+
+/// validate() and test() (`S`: validating or testing): a data module's val_dataloader or test_dataloader, a
+/// loader factory's loader (asked once per call), or the data.
+template <Stage S, class Parts, class Model, class Data>
+std::map<std::string, double> run_evaluation(Parts& parts, EvaluationLoop& loop, Model& model, Data& data) {
+  if constexpr (DataModule<Data>) {
+    if constexpr (StageLoaderCheck<S, Data>::ok) {
+      return evaluate_datamodule<S>(parts, loop, model, data);
+    } else {
+      return std::map<std::string, double>{};
+    }
+  } else if constexpr (loader_factory<Data>) {
+    parts.strategy.setup_environment();
+    decltype(auto) loader = std::invoke(data);
+    auto&& mine = parts.distribute(loader);
+    return loop.run_standalone(parts, model, mine, S);
+  } else {
+    parts.strategy.setup_environment();
+    auto&& mine = parts.distribute(data);
+    return loop.run_standalone(parts, model, mine, S);
+  }
+}
+
+/// predict(): a data module's predict_dataloader, a loader factory's loader (asked once per call), or the data.
+template <class Parts, class Model, class Data>
+auto run_predict(Parts& parts, Model& model, Data& data) {
+  if constexpr (DataModule<Data>) {
+    if constexpr (StageLoaderCheck<Stage::predicting, Data>::ok) return predict_datamodule(parts, model, data);
+  } else if constexpr (loader_factory<Data>) {
+    parts.strategy.setup_environment();
+    decltype(auto) loader = std::invoke(data);
+    return run_prediction(parts, model, loader);
+  } else {
+    parts.strategy.setup_environment();
+    return run_prediction(parts, model, data);
+  }
+}
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/impl/datamodule.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/datamodule.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE void merge_hparams(std::map<std::string, std::string>& params, const std::map<std::string, std::string>& extra) {
+  std::vector<std::string> conflicts;
+  for (const auto& [key, value] : extra) {
+    const auto found = params.find(key);
+    if (found != params.end() && found->second != value) conflicts.push_back("'" + key + "'");
+  }
+  if (!conflicts.empty()) {
+    std::string keys;
+    for (const auto& key : conflicts) keys += (keys.empty() ? "" : ", ") + key;
+    throw std::runtime_error("Error while merging hparams: the keys [" + keys +
+                             "] are present in both the LightningModule's and LightningDataModule's hparams but "
+                             "have different values.");
+  }
+  for (const auto& [key, value] : extra) params.emplace(key, value);
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/impl/datamodule.ipp
+#endif
+// ---- end volt/trainer/datamodule.hpp
 
 #include <torch/torch.h>
 
@@ -21683,7 +22370,9 @@ class Trainer {
   // ---- fit ---------------------------------------------------------------------------------------
 
   /// Trains `model` on `train_data` (any range of batches, or a pointer to one such as the std::unique_ptr
-  /// that torch::data::make_data_loader returns). Resumes from `ckpt_path` when given.
+  /// that torch::data::make_data_loader returns; a callable returning one, asked again as
+  /// reload_dataloaders_every_n_epochs says; or a volt::DataModule, volt/trainer/datamodule.hpp). Resumes from
+  /// `ckpt_path` when given.
   /// Under DDP every rank must call it: the first call starts the other local processes (local rank 0 of a
   /// volt-launched run) and joins the process group, and each rank trains on its share of the data (see
   /// volt/distributed/sampler.hpp); only global rank 0 writes checkpoints and logs.
@@ -21702,9 +22391,7 @@ class Trainer {
   template <class Model, class TrainData>
   void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
     detail::NoData none;
-    parts_.strategy.setup_environment();
-    auto&& train = parts_.distribute(train_data);
-    fit_loop_.run(parts_, model, train, none, ckpt_path);
+    detail::run_fit(parts_, fit_loop_, model, train_data, none, ckpt_path);
   }
 
   /// fit() with validation on `val_data` (every val_check_interval and check_val_every_n_epoch, after a
@@ -21713,13 +22400,11 @@ class Trainer {
   template <class Model, class TrainData, class ValData>
     requires(!std::convertible_to<ValData, std::filesystem::path>)
   void fit(Model& model, TrainData&& train_data, ValData&& val_data, const std::filesystem::path& ckpt_path = {}) {
-    parts_.strategy.setup_environment();
-    auto&& train = parts_.distribute(train_data);
-    auto&& val = parts_.distribute(val_data);
-    fit_loop_.run(parts_, model, train, val, ckpt_path);
+    detail::run_fit(parts_, fit_loop_, model, train_data, val_data, ckpt_path);
   }
 
-  /// Runs validation_step over `data` (at most limit_val_batches batches) and returns the epoch metrics
+  /// Runs validation_step over `data` (at most limit_val_batches batches; a volt::DataModule: its
+  /// val_dataloader) and returns the epoch metrics
   /// (Lightning's trainer.validate). Under DDP every rank must call it (it joins the process group as fit()
   /// does): each rank evaluates its share of `data`, the epoch values are combined across ranks and every
   /// rank returns them; rank 0 sends them to the loggers. Throws MisconfigurationError ("No
@@ -21727,33 +22412,28 @@ class Trainer {
   /// type, and an exception from validation_step with the batch index added.
   template <class Model, class Data>
   std::map<std::string, double> validate(Model& model, Data&& data) {
-    parts_.strategy.setup_environment();
-    auto&& mine = parts_.distribute(data);
-    return evaluation_loop_.run_standalone(parts_, model, mine, Stage::validating);
+    return detail::run_evaluation<Stage::validating>(parts_, evaluation_loop_, model, data);
   }
 
-  /// Runs test_step over `data` (at most limit_test_batches batches) and returns the epoch metrics
+  /// Runs test_step over `data` (at most limit_test_batches batches; a volt::DataModule: its test_dataloader)
+  /// and returns the epoch metrics
   /// (Lightning's trainer.test), with validate()'s rank contract. Throws MisconfigurationError ("No
   /// `test_step()` method defined to run `Trainer.test`.") when the model has none for the batch type, and
   /// an exception from test_step with the batch index added.
   template <class Model, class Data>
   std::map<std::string, double> test(Model& model, Data&& data) {
-    parts_.strategy.setup_environment();
-    auto&& mine = parts_.distribute(data);
-    return evaluation_loop_.run_standalone(parts_, model, mine, Stage::testing);
+    return detail::run_evaluation<Stage::testing>(parts_, evaluation_loop_, model, data);
   }
 
-  /// Runs predict_step over `data` (at most limit_predict_batches batches, under inference mode and the
-  /// precision's forward context) and returns its results in order (Lightning's trainer.predict). The
+  /// Runs predict_step over `data` (a volt::DataModule: its predict_dataloader; at most limit_predict_batches
+  /// batches, under inference mode and the precision's forward context) and returns its results in order
+  /// (Lightning's trainer.predict). The
   /// model needs a predict_step for the batch type (checked at compile time). It does not split `data`
   /// across ranks and runs no collective of its own; under DDP it joins the process group as fit() does
   /// (when no earlier call has) and the model setup broadcasts rank 0's weights, so every rank must call it.
   template <class Model, class Data>
   auto predict(Model& model, Data&& data) {
-    static_assert(detail::has_predict_step<detail::module_t<Model>, detail::batch_t<Data>>,
-                  "volt: trainer.predict needs the model to define `predict_step(batch[, batch_idx])`");
-    parts_.strategy.setup_environment();
-    return detail::run_prediction(parts_, model, data);
+    return detail::run_predict(parts_, model, data);
   }
 
   /// Writes a checkpoint of the model passed to the last fit (Lightning's trainer.save_checkpoint): the
@@ -22953,7 +23633,8 @@ BatchSizeFinderResult find_batch_size(Trial&& trial, const BatchSizeFinderOption
 }
 
 /// The search with a `Trainer<Accelerator, Strategy, Precision>`: each trial builds a fresh model with
-/// `make_model()` and the training data with `make_train_data(batch_size)` (anything Trainer::fit takes),
+/// `make_model()` and the training data with `make_train_data(batch_size)` (anything Trainer::fit takes, a
+/// volt::DataModule too),
 /// and fits for options.steps_per_trial optimizer steps with `trainer_options`, minus what a trial does not
 /// need (no validation, sanity check, checkpoints, logger, progress bar or model summary). Fresh models
 /// leave the caller's model untouched, as Lightning restores the weights after its search.
@@ -22970,6 +23651,7 @@ BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel
         "volt::SingleDevice for the search, then train with volt::DDP and the size found.)");
   }
   detail::make_trial_options(trainer_options, options.steps_per_trial);
+  trainer_options.limit_val_batches = 0;  // a volt::DataModule's validation data is not needed either
   return find_batch_size(
       [&](std::int64_t batch_size) {
         auto model = make_model();

@@ -197,6 +197,8 @@ class RankShard {
 
   iterator begin() { return iterator(std::begin(*range_), std::end(*range_), replicas_, rank_); }
   std::default_sentinel_t end() { return {}; }
+  /// The range this view splits.
+  Range& base() const { return *range_; }
   std::size_t size() const
     requires requires(Range& r) { std::size(r); }
   {

@@ -110,6 +110,15 @@ struct TrainerOptions {
   BatchAmount limit_test_batches = 1.0;
   /// Batches trainer.predict() runs, as limit_train_batches.
   BatchAmount limit_predict_batches = 1.0;
+  /// Lightning's overfit_batches: train and validate on the same few batches every epoch (a fraction of the
+  /// epoch or a count; 0: off). It replaces limit_train_batches and limit_val_batches (fast_dev_run does not
+  /// shorten them), and a loader that shuffles (RandomSampler) yields the same batches each epoch, with
+  /// Lightning's warning. See docs/data-modules.md.
+  BatchAmount overfit_batches = 0.0;
+  /// Lightning's reload_dataloaders_every_n_epochs: data given as a loader factory (a callable returning a
+  /// loader, or a volt::DataModule's *_dataloader functions) is requested again every N epochs (the training
+  /// loader at the start of the epoch, the validation loader at the next validation); 0: once per fit.
+  std::int64_t reload_dataloaders_every_n_epochs = 0;
   /// Validation batches run before training to catch bugs early; -1: all.
   std::int64_t num_sanity_val_steps = 2;
   /// Logged metrics are written every N optimizer steps; 0 disables step logging.

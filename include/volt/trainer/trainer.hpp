@@ -25,6 +25,7 @@
 #include <volt/trainer/connectors/accelerator_connector.hpp>
 #include <volt/trainer/connectors/data_connector.hpp>
 #include <volt/trainer/connectors/signal_connector.hpp>
+#include <volt/trainer/datamodule.hpp>
 #include <volt/trainer/loops/evaluation_loop.hpp>
 #include <volt/trainer/loops/fit_loop.hpp>
 #include <volt/trainer/loops/prediction_loop.hpp>
@@ -147,7 +148,9 @@ class Trainer {
   // ---- fit ---------------------------------------------------------------------------------------
 
   /// Trains `model` on `train_data` (any range of batches, or a pointer to one such as the std::unique_ptr
-  /// that torch::data::make_data_loader returns). Resumes from `ckpt_path` when given.
+  /// that torch::data::make_data_loader returns; a callable returning one, asked again as
+  /// reload_dataloaders_every_n_epochs says; or a volt::DataModule, volt/trainer/datamodule.hpp). Resumes from
+  /// `ckpt_path` when given.
   /// Under DDP every rank must call it: the first call starts the other local processes (local rank 0 of a
   /// volt-launched run) and joins the process group, and each rank trains on its share of the data (see
   /// volt/distributed/sampler.hpp); only global rank 0 writes checkpoints and logs.
@@ -166,9 +169,7 @@ class Trainer {
   template <class Model, class TrainData>
   void fit(Model& model, TrainData&& train_data, const std::filesystem::path& ckpt_path = {}) {
     detail::NoData none;
-    parts_.strategy.setup_environment();
-    auto&& train = parts_.distribute(train_data);
-    fit_loop_.run(parts_, model, train, none, ckpt_path);
+    detail::run_fit(parts_, fit_loop_, model, train_data, none, ckpt_path);
   }
 
   /// fit() with validation on `val_data` (every val_check_interval and check_val_every_n_epoch, after a
@@ -177,13 +178,11 @@ class Trainer {
   template <class Model, class TrainData, class ValData>
     requires(!std::convertible_to<ValData, std::filesystem::path>)
   void fit(Model& model, TrainData&& train_data, ValData&& val_data, const std::filesystem::path& ckpt_path = {}) {
-    parts_.strategy.setup_environment();
-    auto&& train = parts_.distribute(train_data);
-    auto&& val = parts_.distribute(val_data);
-    fit_loop_.run(parts_, model, train, val, ckpt_path);
+    detail::run_fit(parts_, fit_loop_, model, train_data, val_data, ckpt_path);
   }
 
-  /// Runs validation_step over `data` (at most limit_val_batches batches) and returns the epoch metrics
+  /// Runs validation_step over `data` (at most limit_val_batches batches; a volt::DataModule: its
+  /// val_dataloader) and returns the epoch metrics
   /// (Lightning's trainer.validate). Under DDP every rank must call it (it joins the process group as fit()
   /// does): each rank evaluates its share of `data`, the epoch values are combined across ranks and every
   /// rank returns them; rank 0 sends them to the loggers. Throws MisconfigurationError ("No
@@ -191,33 +190,28 @@ class Trainer {
   /// type, and an exception from validation_step with the batch index added.
   template <class Model, class Data>
   std::map<std::string, double> validate(Model& model, Data&& data) {
-    parts_.strategy.setup_environment();
-    auto&& mine = parts_.distribute(data);
-    return evaluation_loop_.run_standalone(parts_, model, mine, Stage::validating);
+    return detail::run_evaluation<Stage::validating>(parts_, evaluation_loop_, model, data);
   }
 
-  /// Runs test_step over `data` (at most limit_test_batches batches) and returns the epoch metrics
+  /// Runs test_step over `data` (at most limit_test_batches batches; a volt::DataModule: its test_dataloader)
+  /// and returns the epoch metrics
   /// (Lightning's trainer.test), with validate()'s rank contract. Throws MisconfigurationError ("No
   /// `test_step()` method defined to run `Trainer.test`.") when the model has none for the batch type, and
   /// an exception from test_step with the batch index added.
   template <class Model, class Data>
   std::map<std::string, double> test(Model& model, Data&& data) {
-    parts_.strategy.setup_environment();
-    auto&& mine = parts_.distribute(data);
-    return evaluation_loop_.run_standalone(parts_, model, mine, Stage::testing);
+    return detail::run_evaluation<Stage::testing>(parts_, evaluation_loop_, model, data);
   }
 
-  /// Runs predict_step over `data` (at most limit_predict_batches batches, under inference mode and the
-  /// precision's forward context) and returns its results in order (Lightning's trainer.predict). The
+  /// Runs predict_step over `data` (a volt::DataModule: its predict_dataloader; at most limit_predict_batches
+  /// batches, under inference mode and the precision's forward context) and returns its results in order
+  /// (Lightning's trainer.predict). The
   /// model needs a predict_step for the batch type (checked at compile time). It does not split `data`
   /// across ranks and runs no collective of its own; under DDP it joins the process group as fit() does
   /// (when no earlier call has) and the model setup broadcasts rank 0's weights, so every rank must call it.
   template <class Model, class Data>
   auto predict(Model& model, Data&& data) {
-    static_assert(detail::has_predict_step<detail::module_t<Model>, detail::batch_t<Data>>,
-                  "volt: trainer.predict needs the model to define `predict_step(batch[, batch_idx])`");
-    parts_.strategy.setup_environment();
-    return detail::run_prediction(parts_, model, data);
+    return detail::run_predict(parts_, model, data);
   }
 
   /// Writes a checkpoint of the model passed to the last fit (Lightning's trainer.save_checkpoint): the

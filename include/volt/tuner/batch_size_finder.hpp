@@ -154,7 +154,8 @@ BatchSizeFinderResult find_batch_size(Trial&& trial, const BatchSizeFinderOption
 }
 
 /// The search with a `Trainer<Accelerator, Strategy, Precision>`: each trial builds a fresh model with
-/// `make_model()` and the training data with `make_train_data(batch_size)` (anything Trainer::fit takes),
+/// `make_model()` and the training data with `make_train_data(batch_size)` (anything Trainer::fit takes, a
+/// volt::DataModule too),
 /// and fits for options.steps_per_trial optimizer steps with `trainer_options`, minus what a trial does not
 /// need (no validation, sanity check, checkpoints, logger, progress bar or model summary). Fresh models
 /// leave the caller's model untouched, as Lightning restores the weights after its search.
@@ -171,6 +172,7 @@ BatchSizeFinderResult scale_batch_size(TrainerOptions trainer_options, MakeModel
         "volt::SingleDevice for the search, then train with volt::DDP and the size found.)");
   }
   detail::make_trial_options(trainer_options, options.steps_per_trial);
+  trainer_options.limit_val_batches = 0;  // a volt::DataModule's validation data is not needed either
   return find_batch_size(
       [&](std::int64_t batch_size) {
         auto model = make_model();

@@ -58,6 +58,16 @@ class CheckpointConnector {
   /// saves then see what the uninterrupted run saw.
   std::map<std::string, double, std::less<>> restored_metrics{};
 
+  /// State kept in checkpoints besides the fit's own (a volt::DataModule's, under its class name, as Lightning
+  /// stores it): written after the callbacks' state, read back (when the checkpoint has it) after theirs.
+  struct ExtraState {
+    std::string key;
+    std::function<void(torch::serialize::OutputArchive&)> save;
+    std::function<void(torch::serialize::InputArchive&)> load;
+  };
+  /// The extra states of the fit being run (set by the Trainer for the length of that fit).
+  std::vector<ExtraState> extra_states{};
+
   /// A new fit: no resume pending (the position is the loops' to update).
   void reset();
 

@@ -37,6 +37,11 @@ VOLT_INLINE void validate(const TrainerOptions& options) {
   check_limit(options.limit_val_batches, "limit_val_batches");
   check_limit(options.limit_test_batches, "limit_test_batches");
   check_limit(options.limit_predict_batches, "limit_predict_batches");
+  check_limit(options.overfit_batches, "overfit_batches");
+  if (options.reload_dataloaders_every_n_epochs < 0) {
+    fail("`reload_dataloaders_every_n_epochs` should be an int >= 0, got " +
+         std::to_string(options.reload_dataloaders_every_n_epochs) + ".");
+  }
   const auto& interval = options.val_check_interval;
   if (interval.is_fraction() && !(interval.fraction() >= 0.0 && interval.fraction() <= 1.0)) {
     fail("`val_check_interval` should be a fraction in [0.0, 1.0] or an int. Got " + interval.to_string() + ".");

@@ -14,6 +14,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -110,16 +111,39 @@ class EvaluationLoop {
   /// The epoch values of the last run.
   const std::map<std::string, double>& last_metrics() const { return last_metrics_; }
 
+  /// Under overfit_batches, the fixed order of a shuffling validation loader inside fit.
+  OverfitOrder overfit_order{};
+
+  /// Validation data from a loader factory inside fit (Lightning's evaluation_loop.setup_data): the loader is
+  /// requested when none was, or reload_dataloaders_every_n_epochs epochs after the request that counts (one
+  /// in the sanity check counts only in an epoch that validates); a fractional limit must select a batch.
+  template <class Parts, class Data>
+  void setup_data(Parts& parts, Data& data) {
+    const auto& options = parts.options;
+    const auto& state = parts.state;
+    auto& source = loader_source(data);
+    if (!reload_due(source, options.reload_dataloaders_every_n_epochs, state.current_epoch)) return;
+    source.load(state.current_epoch);
+    const auto every = options.check_val_every_n_epoch;
+    const bool validating_epoch = !every || (state.current_epoch + 1) % *every == 0;
+    source.count_load(state.stage != Stage::sanity_checking || validating_epoch);
+    check_fraction(options.limit_val_batches, size_of(data), "val");
+  }
+
  private:
   template <bool Testing, class Parts, class M, class Data>
   void run_kind(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override) {
     using Kind = EvaluationKind<Testing>;
     auto& state = parts.state;
     auto& callbacks = parts.callbacks.list();
-    const auto limit =
-        limit_override ? limit_override : data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
     const Stage previous = state.stage;
     state.stage = stage;
+    if constexpr (from_factory<Data>) {
+      if (stage == Stage::fitting || stage == Stage::sanity_checking) setup_data(parts, data);
+    }
+    // The sanity check runs at most num_sanity_val_steps of the batches validation would run.
+    auto limit = data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
+    if (limit_override) limit = limit ? std::min(*limit, *limit_override) : *limit_override;
     state.phase_ = Kind::phase;  // values logged in the start hooks belong to this evaluation
     call_hook<Kind::start>(module, parts.context, callbacks, state);
     call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
@@ -150,10 +174,13 @@ class EvaluationLoop {
     state.phase_ = Kind::phase;
     EvalGuard guard(parts.options.inference_mode);
     std::int64_t batch_idx = 0;
-    for (auto&& raw : as_range(data)) {
+    auto&& range = as_range(data);
+    const bool fitting = state.stage == Stage::fitting || state.stage == Stage::sanity_checking;
+    auto it = fitting ? overfit_order.begin(range, parts.options, "val") : std::begin(range);
+    for (const auto end = std::end(range); it != end; ++it) {
       if (limit && batch_idx >= *limit) break;
       try {
-        auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
+        auto batch = parts.prepare_batch(*it);
         using Batch = std::remove_cvref_t<decltype(batch)>;
         state.batch_idx = batch_idx;
         parts.callbacks.list().template run<Kind::batch_start>(state, batch_idx);

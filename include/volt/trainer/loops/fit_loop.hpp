@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -56,6 +57,18 @@ class FitLoop {
   /// The batches of each epoch.
   TrainingEpochLoop epoch_loop{};
 
+  /// What a volt::DataModule adds to a fit.
+  struct DataHooks {
+    /// Adds the data's hyperparameters to the model's before they are logged; empty: none.
+    std::function<void(std::map<std::string, std::string>&)> hparams{};
+    /// State the fit's checkpoints hold besides its own (kept for save_checkpoint after the fit, until the next).
+    std::vector<CheckpointConnector::ExtraState> states{};
+    /// Runs after on_fit_end, before the callbacks' teardown, when the fit succeeded; empty: nothing.
+    std::function<void()> teardown{};
+  };
+  /// For the next fit only (run() takes them over; a fit without a data module gets none).
+  DataHooks data_hooks{};
+
   /// Why the last fit stopped.
   const std::string& stop_reason() const { return stop_reason_; }
   /// Whether the last fit returned early because of SIGINT or SIGTERM.
@@ -68,6 +81,7 @@ class FitLoop {
     using M = module_t<Model>;
     using Batch = batch_t<TrainData>;
     check_trainable<M, Batch>();
+    data_ = std::exchange(data_hooks, {});
     constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, NoData>;
     if constexpr (has_val_data) {
       static_assert(has_validation_step<M, batch_t<ValData>>,
@@ -107,6 +121,13 @@ class FitLoop {
             epoch_loop.val_loop.sanity_check(parts, *module, val_data);
           }
         }
+        // Loader factories are asked here, as Lightning's fit_loop.setup_data and on_run_start do.
+        if constexpr (from_factory<TrainData>) setup_train_data(parts, train_data, val_data);
+        if constexpr (from_factory<ValData>) {
+          if (!loader_source(val_data).loaded() && epoch_loop.validates_in_epoch(parts.options, state)) {
+            epoch_loop.val_loop.setup_data(parts, val_data);
+          }
+        }
         parts.logger.metrics().restore_callback_metrics(std::exchange(parts.checkpoint.restored_metrics, {}));
         call_hook<Hook::on_train_start>(*module, parts.context, callbacks, state);
         while (!done(parts)) {
@@ -121,6 +142,7 @@ class FitLoop {
         finished = true;
         log::info_rank_zero("`Trainer.fit` stopped: " + stop_reason_ + ".");
         parts.logger.finalize("success");
+        if (data_.teardown) data_.teardown();
         callbacks.template run<Hook::teardown>(state);
       });
     }
@@ -201,16 +223,11 @@ class FitLoop {
       }
     };
 
-    const auto train_size = size_of(train_data);
-    const auto train_limit = batch_limit(options, options.limit_train_batches, train_size, "limit_train_batches");
-    epoch_loop.reset(train_limit);
-    // Known when the data has a size (or fast_dev_run fixes it); otherwise learned in the first epoch.
-    state.num_training_batches = train_size || options.fast_dev_run > 0 ? train_limit : std::optional<std::int64_t>{};
-    std::optional<std::int64_t> val_size;
-    if constexpr (!std::is_same_v<std::remove_cvref_t<ValData>, NoData>) val_size = size_of(val_data);
-    check_data_sizes(options, state, train_size, val_size);
+    epoch_loop.reset();
+    if constexpr (!from_factory<TrainData>) setup_train_data(parts, train_data, val_data);
 
     parts.checkpoint.reset();
+    parts.checkpoint.extra_states = std::move(data_.states);
     if (!ckpt_path.empty()) {
       parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
       parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
@@ -254,11 +271,38 @@ class FitLoop {
     }
   }
 
+  /// The training data's sizes and their checks (Lightning's fit_loop.setup_data); a loader factory is asked
+  /// for its loader first when one is due (reload_dataloaders_every_n_epochs).
+  template <class Parts, class TrainData, class ValData>
+  void setup_train_data(Parts& parts, TrainData& train_data, ValData& val_data) {
+    const auto& options = parts.options;
+    auto& state = parts.state;
+    if constexpr (from_factory<TrainData>) {
+      auto& source = loader_source(train_data);
+      if (!reload_due(source, options.reload_dataloaders_every_n_epochs, state.current_epoch)) return;
+      source.load(state.current_epoch);
+      source.count_load(true);
+    }
+    const auto train_size = size_of(train_data);
+    const auto train_limit = batch_limit(options, options.limit_train_batches, train_size, "limit_train_batches");
+    epoch_loop.limit = train_limit;
+    // Known when the data has a size (or fast_dev_run fixes it); otherwise learned in the first epoch.
+    state.num_training_batches = train_size || options.fast_dev_run > 0 ? train_limit : std::optional<std::int64_t>{};
+    std::optional<std::int64_t> val_size;
+    if constexpr (from_factory<ValData>) {
+      if (loader_source(val_data).loaded()) val_size = size_of(val_data);
+    } else if constexpr (!std::is_same_v<std::remove_cvref_t<ValData>, NoData>) {
+      val_size = size_of(val_data);
+    }
+    check_data_sizes(options, state, train_size, val_size);
+  }
+
   template <class Parts, class M>
-  static void log_hyperparams(Parts& parts, M& module) {
+  void log_hyperparams(Parts& parts, M& module) {
     if (!parts.state.is_global_zero || parts.logger.loggers().empty()) return;
     std::map<std::string, std::string> params;
     if constexpr (requires { module.hparams(); }) params = module.hparams();
+    if (data_.hparams) data_.hparams(params);
     params["accelerator"] = std::string(to_string(parts.selection.accelerator));
     params["precision"] = std::string(Parts::precision_type::name);
     params["strategy"] = std::string(Parts::strategy_type::name);
@@ -293,6 +337,7 @@ class FitLoop {
     state.phase_ = MetricPhase::train;
     module.train();
     const bool resuming_mid_epoch = checkpoint.resume.batches_done > 0;
+    if constexpr (from_factory<TrainData>) setup_train_data(parts, train_data, val_data);
     if (resuming_mid_epoch) {
       set_cpu_rng_state(checkpoint.resume.epoch_start_rng);
     } else {
@@ -361,6 +406,7 @@ class FitLoop {
   }
 
   std::string stop_reason_{};
+  DataHooks data_{};
 };
 
 }  // namespace volt::detail

@@ -41,8 +41,14 @@ class TrainingEpochLoop {
   /// Set when SIGINT or SIGTERM asked the fit to stop; the epoch then ends at once.
   bool interrupted = false;
 
+  /// Under overfit_batches, the fixed order of a shuffling training loader.
+  OverfitOrder overfit_order{};
+
   /// Before a fit's first epoch.
-  void reset(std::optional<std::int64_t> train_limit);
+  void reset();
+
+  /// Lightning's _should_check_val_epoch: whether validation runs in the current epoch.
+  static bool validates_in_epoch(const TrainerOptions& options, const TrainerState& state);
 
   /// The batches of the current epoch; returns how many ran.
   template <class Parts, class M, class TrainData, class ValData>
@@ -60,7 +66,7 @@ class TrainingEpochLoop {
     };
     auto it = [&] {
       try {
-        return std::begin(range);
+        return overfit_order.begin(range, options, "train");
       } catch (...) {
         rethrow_with_context(where());
       }

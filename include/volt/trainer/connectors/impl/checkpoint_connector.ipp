@@ -80,6 +80,11 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
       callback->save_state(callback_archive);
       archive.write(key, callback_archive);
     }
+    for (const auto& extra : extra_states) {
+      torch::serialize::OutputArchive extra_archive;
+      extra.save(extra_archive);
+      archive.write(extra.key, extra_archive);
+    }
     std::vector<std::string> metric_names;
     std::vector<double> metric_values;
     if (parts.state.metrics_ != nullptr) {
@@ -213,6 +218,10 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   for (const auto& [callback, key] : parts.callbacks.state_keys()) {
     torch::serialize::InputArchive callback_archive;
     if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
+  }
+  for (const auto& extra : extra_states) {
+    torch::serialize::InputArchive extra_archive;
+    if (reader.try_read_archive(extra.key, extra_archive)) extra.load(extra_archive);
   }
   restored_metrics.clear();
   if (c10::IValue names, values; reader.archive().try_read("metrics/names", names) &&

@@ -15,10 +15,17 @@ VOLT_INLINE bool min_training_done(const TrainerOptions& options, const TrainerS
   return epochs_ok && steps_ok;
 }
 
-VOLT_INLINE void TrainingEpochLoop::reset(std::optional<std::int64_t> train_limit) {
-  limit = train_limit;
+VOLT_INLINE void TrainingEpochLoop::reset() {
+  limit.reset();
   interrupted = false;
   total_batch_idx_ = 0;
+  overfit_order.reset();
+  val_loop.overfit_order.reset();
+}
+
+VOLT_INLINE bool TrainingEpochLoop::validates_in_epoch(const TrainerOptions& options, const TrainerState& state) {
+  const auto every = options.check_val_every_n_epoch;
+  return state.has_validation && (!every || (state.current_epoch + 1) % *every == 0);
 }
 
 VOLT_INLINE auto TrainingEpochLoop::validation_interval(const TrainerOptions& options, const TrainerState& state) -> std::optional<std::int64_t> {
