@@ -20432,6 +20432,56 @@ class EvaluationLoop {
 /// model, the monitoring callbacks) and then the epoch's row for the loggers, epoch-interval schedulers, and
 /// the ranks' agreement on stopping.
 
+// ---- begin volt/trainer/loops/forward_epoch.hpp
+/// \file
+/// TrainerState::forward_training_epoch's pass: training_step over one epoch's batches without autograd (what
+/// StochasticWeightAveraging's BatchNorm recomputation runs at the end of training).
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+/// TrainerState::forward_training_epoch: training_step over one epoch's batches, in training mode, without
+/// autograd, with what it logs discarded.
+template <class Parts, class M, class TrainData>
+void forward_training_epoch(Parts& parts, M& module, TrainData& train_data, std::optional<std::int64_t> limit) {
+  auto& metrics = parts.logger.metrics();
+  std::vector<RecordedLog> discarded;
+  metrics.record_into(&discarded);
+  struct Restore {
+    MetricStore& metrics;
+    torch::nn::Module& module;
+    bool was_training;
+    ~Restore() {
+      metrics.record_into(nullptr);
+      module.train(was_training);
+    }
+  } restore{metrics, module, module.is_training()};
+  torch::NoGradGuard no_grad;
+  module.train();
+  std::int64_t batch_idx = 0;
+  for (auto&& raw : as_range(train_data)) {
+    if (limit && batch_idx >= *limit) break;
+    try {
+      auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
+      auto context = parts.precision.forward_context();
+      (void)call_training_step(module, batch, batch_idx, parts.context);
+    } catch (...) {
+      rethrow_with_context("the forward pass over the training data, batch " + std::to_string(batch_idx));
+    }
+    ++batch_idx;
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/forward_epoch.hpp
 // ---- begin volt/trainer/loops/training_epoch_loop.hpp
 /// \file
 /// The training epoch loop (Lightning's loops/training_epoch_loop.py): one epoch's batches — skipping to the
@@ -21696,7 +21746,9 @@ class FitLoop {
     state.optimizers = parts.optimization.optimizers();
     state.optimization_ = &parts.optimization;
     if constexpr (automatic) {
-      state.forward_training_epoch = [this, &parts, &module, &train_data] { forward_epoch(parts, module, train_data); };
+      state.forward_training_epoch = [this, &parts, &module, &train_data] {
+        forward_training_epoch(parts, module, train_data, epoch_loop.limit);
+      };
     }
     state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
     // Holds the module: trainer.save_checkpoint works after fit() returned.
@@ -21724,38 +21776,6 @@ class FitLoop {
       epoch_loop.step.template setup<M>(parts);
     } else {
       epoch_loop.step.graph().reset();  // ManualOptimization::setup warned if cuda_graphs was asked for
-    }
-  }
-
-  /// TrainerState::forward_training_epoch: training_step over one epoch's batches, in training mode, without
-  /// autograd, with what it logs discarded.
-  template <class Parts, class M, class TrainData>
-  void forward_epoch(Parts& parts, M& module, TrainData& train_data) {
-    auto& metrics = parts.logger.metrics();
-    std::vector<RecordedLog> discarded;
-    metrics.record_into(&discarded);
-    struct Restore {
-      MetricStore& metrics;
-      torch::nn::Module& module;
-      bool was_training;
-      ~Restore() {
-        metrics.record_into(nullptr);
-        module.train(was_training);
-      }
-    } restore{metrics, module, module.is_training()};
-    torch::NoGradGuard no_grad;
-    module.train();
-    std::int64_t batch_idx = 0;
-    for (auto&& raw : as_range(train_data)) {
-      if (epoch_loop.limit && batch_idx >= *epoch_loop.limit) break;
-      try {
-        auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
-        auto context = parts.precision.forward_context();
-        (void)call_training_step(module, batch, batch_idx, parts.context);
-      } catch (...) {
-        rethrow_with_context("the forward pass over the training data, batch " + std::to_string(batch_idx));
-      }
-      ++batch_idx;
     }
   }
 

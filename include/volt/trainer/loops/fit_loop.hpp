@@ -15,6 +15,7 @@
 #include <volt/trainer/connectors/checkpoint_connector.hpp>
 #include <volt/trainer/connectors/data_connector.hpp>
 #include <volt/trainer/connectors/signal_connector.hpp>
+#include <volt/trainer/loops/forward_epoch.hpp>
 #include <volt/trainer/loops/training_epoch_loop.hpp>
 #include <volt/trainer/module.hpp>
 #include <volt/trainer/parts.hpp>
@@ -208,7 +209,9 @@ class FitLoop {
     state.optimizers = parts.optimization.optimizers();
     state.optimization_ = &parts.optimization;
     if constexpr (automatic) {
-      state.forward_training_epoch = [this, &parts, &module, &train_data] { forward_epoch(parts, module, train_data); };
+      state.forward_training_epoch = [this, &parts, &module, &train_data] {
+        forward_training_epoch(parts, module, train_data, epoch_loop.limit);
+      };
     }
     state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
     // Holds the module: trainer.save_checkpoint works after fit() returned.
@@ -236,38 +239,6 @@ class FitLoop {
       epoch_loop.step.template setup<M>(parts);
     } else {
       epoch_loop.step.graph().reset();  // ManualOptimization::setup warned if cuda_graphs was asked for
-    }
-  }
-
-  /// TrainerState::forward_training_epoch: training_step over one epoch's batches, in training mode, without
-  /// autograd, with what it logs discarded.
-  template <class Parts, class M, class TrainData>
-  void forward_epoch(Parts& parts, M& module, TrainData& train_data) {
-    auto& metrics = parts.logger.metrics();
-    std::vector<RecordedLog> discarded;
-    metrics.record_into(&discarded);
-    struct Restore {
-      MetricStore& metrics;
-      torch::nn::Module& module;
-      bool was_training;
-      ~Restore() {
-        metrics.record_into(nullptr);
-        module.train(was_training);
-      }
-    } restore{metrics, module, module.is_training()};
-    torch::NoGradGuard no_grad;
-    module.train();
-    std::int64_t batch_idx = 0;
-    for (auto&& raw : as_range(train_data)) {
-      if (epoch_loop.limit && batch_idx >= *epoch_loop.limit) break;
-      try {
-        auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
-        auto context = parts.precision.forward_context();
-        (void)call_training_step(module, batch, batch_idx, parts.context);
-      } catch (...) {
-        rethrow_with_context("the forward pass over the training data, batch " + std::to_string(batch_idx));
-      }
-      ++batch_idx;
     }
   }
 
