@@ -19888,46 +19888,20 @@ VOLT_INLINE ScopedInterruptHandler::~ScopedInterruptHandler() {
 // ---- end volt/trainer/connectors/impl/signal_connector.ipp
 #endif
 // ---- end volt/trainer/connectors/signal_connector.hpp
-// ---- begin volt/trainer/datamodule.hpp
+// ---- begin volt/trainer/instantiations.hpp
 /// \file
-/// volt::DataModule (Lightning's LightningDataModule) and how the Trainer's fit, validate, test and predict take
-/// their data: a range, a loader factory, or a data module.
-///
-/// A data module is any class with one or more of the dataloader functions below, found at compile time (no
-/// base class, as with models):
-///
-/// ```
-/// struct FashionData {
-///   void prepare_data();                         // optional: download, unpack (one process per node)
-///   void setup(volt::Stage stage);               // optional: build the splits (every process); or setup()
-///   auto train_dataloader();                     // what fit() trains on: a range of batches, a pointer to one
-///   auto val_dataloader();                       // optional: fit()'s validation data and validate()'s
-///   auto test_dataloader();                      // optional: test()'s
-///   auto predict_dataloader();                   // optional: predict()'s
-///   void teardown(volt::Stage stage);            // optional; or teardown()
-///   void state_dict(torch::serialize::OutputArchive&) const;   // optional: state kept in checkpoints
-///   void load_state_dict(torch::serialize::InputArchive&);     // optional: restored by fit(..., ckpt_path)
-///   std::map<std::string, std::string> hparams();             // optional: logged with the model's
-///   void on_exception(const std::exception_ptr& error);       // optional: a run failed or was interrupted
-///   static constexpr bool prepare_data_per_node = false;      // optional: prepare_data on global rank 0 only
-/// };
-/// trainer.fit(model, data);  trainer.test(model, data);
-/// ```
-///
-/// The Trainer calls them in Lightning's order: prepare_data (under DDP on local rank 0 only, the other ranks
-/// wait), setup(stage) before the callbacks' setup, the stage's dataloader function when Lightning's loop asks
-/// for it (fit: validation data in the sanity check, then the training data; again every
-/// TrainerOptions::reload_dataloaders_every_n_epochs epochs), teardown(stage) before the callbacks' teardown
-/// after a run that succeeded; on_exception after the callbacks' when it failed (teardown then does not run).
-/// The data module must outlive the call, and, for its state to be in trainer.save_checkpoint after a fit, until
-/// the next fit. See docs/data-modules.md.
+/// With VOLT_SEPARATE_COMPILATION (volt/core/linkage.hpp): the Trainer's parts and the fit loop's work that
+/// depend only on the strategy and the precision, compiled once in volt::compiled for volt's own policies
+/// (explicit instantiations), not in every program. Nothing here without VOLT_SEPARATE_COMPILATION.
 
-// ---- begin volt/trainer/loops/evaluation_loop.hpp
+// ---- begin volt/trainer/loops/fit_loop.hpp
 /// \file
-/// The evaluation loop (Lightning's loops/evaluation_loop.py): validation inside fit, the sanity check before
-/// it, trainer.validate and trainer.test, as one loop parameterised by the stage. Each run: the start and
-/// epoch-start hooks, the steps in eval mode without autograd (the batch-start hook, validation_step or
-/// test_step, the batch-end hook), the epoch values (combined across ranks), the epoch-end and end hooks.
+/// The fit loop (Lightning's loops/fit_loop.py): a fit from its setup (optimizers, data sizes, the resume
+/// point) through the hooks around training, the sanity check and the epochs, to the stop — done() names
+/// every reason — including the graceful end after SIGINT or SIGTERM. Each epoch: on_train_epoch_start, the
+/// epoch's batches (volt/trainer/loops/training_epoch_loop.hpp), on_train_epoch_end (the other callbacks, the
+/// model, the monitoring callbacks) and then the epoch's row for the loggers, epoch-interval schedulers, and
+/// the ranks' agreement on stopping.
 
 // ---- begin volt/trainer/call.hpp
 /// \file
@@ -20080,6 +20054,77 @@ namespace volt::detail {
 // ---- end volt/trainer/impl/call.ipp
 #endif
 // ---- end volt/trainer/call.hpp
+// ---- begin volt/trainer/loops/forward_epoch.hpp
+/// \file
+/// TrainerState::forward_training_epoch's pass: training_step over one epoch's batches without autograd (what
+/// StochasticWeightAveraging's BatchNorm recomputation runs at the end of training).
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+/// TrainerState::forward_training_epoch: training_step over one epoch's batches, in training mode, without
+/// autograd, with what it logs discarded.
+template <class Parts, class M, class TrainData>
+void forward_training_epoch(Parts& parts, M& module, TrainData& train_data, std::optional<std::int64_t> limit) {
+  auto& metrics = parts.logger.metrics();
+  std::vector<RecordedLog> discarded;
+  metrics.record_into(&discarded);
+  struct Restore {
+    MetricStore& metrics;
+    torch::nn::Module& module;
+    bool was_training;
+    ~Restore() {
+      metrics.record_into(nullptr);
+      module.train(was_training);
+    }
+  } restore{metrics, module, module.is_training()};
+  torch::NoGradGuard no_grad;
+  module.train();
+  std::int64_t batch_idx = 0;
+  for (auto&& raw : as_range(train_data)) {
+    if (limit && batch_idx >= *limit) break;
+    try {
+      auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
+      auto context = parts.precision.forward_context();
+      (void)call_training_step(module, batch, batch_idx, parts.context);
+    } catch (...) {
+      rethrow_with_context("the forward pass over the training data, batch " + std::to_string(batch_idx));
+    }
+    ++batch_idx;
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/forward_epoch.hpp
+// ---- begin volt/trainer/loops/training_epoch_loop.hpp
+/// \file
+/// The training epoch loop (Lightning's loops/training_epoch_loop.py): one epoch's batches — skipping to the
+/// resume point, each batch's step (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization, or
+/// volt/trainer/loops/manual_optimization.hpp),
+/// validation when val_check_interval says so, the stop checks between batches.
+
+// ---- begin volt/trainer/loops/cuda_graph_step.hpp
+/// \file
+/// The training step with TrainerOptions::cuda_graphs: warm-up, capture and replay around automatic
+/// optimization (detail::CudaGraphStep), over the graph of volt/trainer/loops/train_step_graph.hpp.
+
+// ---- begin volt/trainer/loops/automatic_optimization.hpp
+/// \file
+/// Automatic optimization (Lightning's loops/optimization/automatic.py): one training batch's step — the
+/// forward pass under the precision's context, accumulation over accumulate_grad_batches, the (scaled)
+/// backward pass and the gradient synchronisation, and at the end of an accumulation window unscale ->
+/// on_before_optimizer_step -> clipping -> optimizer step (skipped on inf under fp16) -> update, then the work
+/// after each optimizer step (global_step, step-interval schedulers) and after on_train_batch_end (the
+/// logger flush).
+
 // ---- begin volt/trainer/parts.hpp
 /// \file
 /// What the Trainer's loops share (Lightning's loops reach these through `self.trainer`): the options, the
@@ -20224,285 +20269,6 @@ struct TrainerParts {
 
 }  // namespace volt::detail
 // ---- end volt/trainer/parts.hpp
-
-#include <torch/torch.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <string>
-#include <type_traits>
-#include <utility>
-
-namespace volt::detail {
-
-/// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
-/// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
-class EvalGuard {
- public:
-  explicit EvalGuard(bool inference) : inference_(inference) {}
-
- private:
-  c10::InferenceMode inference_;
-  torch::NoGradGuard no_grad_;
-};
-
-/// The hooks, metric phase and limit of one kind of evaluation: validation, or test when `Testing`.
-template <bool Testing>
-struct EvaluationKind {
-  static constexpr Hook start = Testing ? Hook::on_test_start : Hook::on_validation_start;
-  static constexpr Hook epoch_start = Testing ? Hook::on_test_epoch_start : Hook::on_validation_epoch_start;
-  static constexpr Hook batch_start = Testing ? Hook::on_test_batch_start : Hook::on_validation_batch_start;
-  static constexpr Hook batch_end = Testing ? Hook::on_test_batch_end : Hook::on_validation_batch_end;
-  static constexpr Hook epoch_end = Testing ? Hook::on_test_epoch_end : Hook::on_validation_epoch_end;
-  static constexpr Hook end = Testing ? Hook::on_test_end : Hook::on_validation_end;
-  static constexpr MetricPhase phase = Testing ? MetricPhase::test : MetricPhase::validation;
-  static constexpr const char* limit_name = Testing ? "limit_test_batches" : "limit_val_batches";
-  static constexpr const char* batch_name = Testing ? "test" : "validation";
-  static const BatchAmount& limit(const TrainerOptions& options) {
-    return Testing ? options.limit_test_batches : options.limit_val_batches;
-  }
-};
-
-/// Runs evaluations and keeps the epoch values of the last one.
-class EvaluationLoop {
- public:
-  /// One evaluation of `data` under `stage` (fitting: validation inside fit; sanity_checking; validating;
-  /// testing), over the kind's limit or `limit_override`. Inside fit the epoch values reach the loggers.
-  template <class Parts, class M, class Data>
-  void run(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override = {}) {
-    if (stage == Stage::testing) {
-      run_kind<true>(parts, module, data, stage, limit_override);
-    } else {
-      run_kind<false>(parts, module, data, stage, limit_override);
-    }
-  }
-
-  /// The sanity check before fit's first epoch: num_sanity_val_steps batches, its values then discarded (as
-  /// Lightning does).
-  template <class Parts, class M, class Data>
-  void sanity_check(Parts& parts, M& module, Data& data) {
-    auto& state = parts.state;
-    const Stage previous = state.stage;
-    state.stage = Stage::sanity_checking;
-    parts.callbacks.list().template run<Hook::on_sanity_check_start>(state);
-    const std::int64_t steps = parts.options.num_sanity_val_steps;
-    run(parts, module, data, Stage::sanity_checking,
-        steps < 0 ? std::optional<std::int64_t>{} : std::optional<std::int64_t>{steps});
-    parts.logger.metrics().discard(MetricPhase::validation);
-    parts.callbacks.list().template run<Hook::on_sanity_check_end>(state);
-    state.stage = previous;
-  }
-
-  /// trainer.validate and trainer.test: prepares the model, evaluates, logs the epoch values at the current
-  /// global step and returns them. Throws Lightning's MisconfigurationError when the model has no step for
-  /// the stage.
-  template <class Parts, class Model, class Data>
-  std::map<std::string, double> run_standalone(Parts& parts, Model& model, Data& data, Stage stage) {
-    using M = module_t<Model>;
-    using Batch = batch_t<Data>;
-    if constexpr (!has_test_step<M, Batch>) {
-      if (stage == Stage::testing) throw MisconfigurationError("No `test_step()` method defined to run `Trainer.test`.");
-    }
-    if constexpr (!has_validation_step<M, Batch>) {
-      if (stage != Stage::testing) {
-        throw MisconfigurationError("No `validation_step()` method defined to run `Trainer.validate`.");
-      }
-    }
-    auto module = model_module(model);
-    parts.prepare_module(*module);
-    parts.logger.metrics().clear();
-    parts.state.stage = stage;
-    run(parts, *module, data, stage);
-    parts.log_metrics(last_metrics_, parts.state.global_step);
-    parts.logger.save();
-    parts.state.stage = Stage::none;
-    return last_metrics_;
-  }
-
-  /// The epoch values of the last run.
-  const std::map<std::string, double>& last_metrics() const { return last_metrics_; }
-
-  /// Under overfit_batches, the fixed order of a shuffling validation loader inside fit.
-  OverfitOrder overfit_order{};
-
-  /// Validation data from a loader factory inside fit (Lightning's evaluation_loop.setup_data): the loader is
-  /// requested when none was, or reload_dataloaders_every_n_epochs epochs after the request that counts (one
-  /// in the sanity check counts only in an epoch that validates); a fractional limit must select a batch.
-  template <class Parts, class Data>
-  void setup_data(Parts& parts, Data& data) {
-    const auto& options = parts.options;
-    const auto& state = parts.state;
-    auto& source = loader_source(data);
-    if (!reload_due(source, options.reload_dataloaders_every_n_epochs, state.current_epoch)) return;
-    source.load(state.current_epoch);
-    const auto every = options.check_val_every_n_epoch;
-    const bool validating_epoch = !every || (state.current_epoch + 1) % *every == 0;
-    source.count_load(state.stage != Stage::sanity_checking || validating_epoch);
-    check_fraction(options.limit_val_batches, size_of(data), "val");
-  }
-
- private:
-  template <bool Testing, class Parts, class M, class Data>
-  void run_kind(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override) {
-    using Kind = EvaluationKind<Testing>;
-    auto& state = parts.state;
-    auto& callbacks = parts.callbacks.list();
-    const Stage previous = state.stage;
-    state.stage = stage;
-    if constexpr (from_factory<Data>) {
-      if (stage == Stage::fitting || stage == Stage::sanity_checking) setup_data(parts, data);
-    }
-    // The sanity check runs at most num_sanity_val_steps of the batches validation would run.
-    auto limit = data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
-    if (limit_override) limit = limit ? std::min(*limit, *limit_override) : *limit_override;
-    state.phase_ = Kind::phase;  // values logged in the start hooks belong to this evaluation
-    call_hook<Kind::start>(module, parts.context, callbacks, state);
-    call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
-    evaluate<Kind>(parts, module, data, limit);
-    auto& metrics = parts.logger.metrics();
-    auto values = metrics.end_epoch(Kind::phase, parts.ranks_reducer());
-    call_hook<Kind::epoch_end>(module, parts.context, callbacks, state);
-    // Values logged in the epoch-end hooks are this evaluation's (Lightning's update_eval_epoch_metrics runs
-    // after them).
-    if (metrics.has_epoch_values(Kind::phase)) {
-      for (auto& [key, value] : metrics.end_epoch(Kind::phase, parts.ranks_reducer())) values[key] = value;
-    }
-    if (stage == Stage::fitting) {
-      parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
-      state.validation_has_run = true;
-    }
-    last_metrics_ = std::move(values);
-    call_hook<Kind::end>(module, parts.context, callbacks, state);
-    state.stage = previous;
-  }
-
-  /// The kind's step over up to `limit` batches, in eval mode, without autograd.
-  template <class Kind, class Parts, class M, class Data>
-  void evaluate(Parts& parts, M& module, Data& data, std::optional<std::int64_t> limit) {
-    auto& state = parts.state;
-    const bool was_training = module.is_training();
-    module.eval();
-    state.phase_ = Kind::phase;
-    EvalGuard guard(parts.options.inference_mode);
-    std::int64_t batch_idx = 0;
-    auto&& range = as_range(data);
-    const bool fitting = state.stage == Stage::fitting || state.stage == Stage::sanity_checking;
-    auto it = fitting ? overfit_order.begin(range, parts.options, "val") : std::begin(range);
-    for (const auto end = std::end(range); it != end; ++it) {
-      if (limit && batch_idx >= *limit) break;
-      try {
-        auto batch = parts.prepare_batch(*it);
-        using Batch = std::remove_cvref_t<decltype(batch)>;
-        state.batch_idx = batch_idx;
-        parts.callbacks.list().template run<Kind::batch_start>(state, batch_idx);
-        ModelHook<Kind::batch_start>::call(module, parts.context, std::as_const(batch), batch_idx);
-        {
-          auto context = parts.precision.forward_context();
-          if constexpr (Kind::phase == MetricPhase::test) {
-            if constexpr (has_test_step<M, Batch>) call_test_step(module, batch, batch_idx, parts.context);
-          } else {
-            if constexpr (has_validation_step<M, Batch>) call_validation_step(module, batch, batch_idx, parts.context);
-          }
-        }
-        parts.callbacks.list().template run<Kind::batch_end>(state, batch_idx);
-        ModelHook<Kind::batch_end>::call(module, parts.context, std::as_const(batch), batch_idx);
-      } catch (...) {
-        rethrow_with_context("epoch " + std::to_string(state.current_epoch) + ", " + Kind::batch_name + " batch " +
-                             std::to_string(batch_idx));
-      }
-      ++batch_idx;
-    }
-    state.num_val_batches = batch_idx;
-    if (was_training) module.train();
-  }
-
-  std::map<std::string, double> last_metrics_{};
-};
-
-}  // namespace volt::detail
-// ---- end volt/trainer/loops/evaluation_loop.hpp
-// ---- begin volt/trainer/loops/fit_loop.hpp
-/// \file
-/// The fit loop (Lightning's loops/fit_loop.py): a fit from its setup (optimizers, data sizes, the resume
-/// point) through the hooks around training, the sanity check and the epochs, to the stop — done() names
-/// every reason — including the graceful end after SIGINT or SIGTERM. Each epoch: on_train_epoch_start, the
-/// epoch's batches (volt/trainer/loops/training_epoch_loop.hpp), on_train_epoch_end (the other callbacks, the
-/// model, the monitoring callbacks) and then the epoch's row for the loggers, epoch-interval schedulers, and
-/// the ranks' agreement on stopping.
-
-// ---- begin volt/trainer/loops/forward_epoch.hpp
-/// \file
-/// TrainerState::forward_training_epoch's pass: training_step over one epoch's batches without autograd (what
-/// StochasticWeightAveraging's BatchNorm recomputation runs at the end of training).
-
-
-#include <torch/torch.h>
-
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <utility>
-#include <vector>
-
-namespace volt::detail {
-
-/// TrainerState::forward_training_epoch: training_step over one epoch's batches, in training mode, without
-/// autograd, with what it logs discarded.
-template <class Parts, class M, class TrainData>
-void forward_training_epoch(Parts& parts, M& module, TrainData& train_data, std::optional<std::int64_t> limit) {
-  auto& metrics = parts.logger.metrics();
-  std::vector<RecordedLog> discarded;
-  metrics.record_into(&discarded);
-  struct Restore {
-    MetricStore& metrics;
-    torch::nn::Module& module;
-    bool was_training;
-    ~Restore() {
-      metrics.record_into(nullptr);
-      module.train(was_training);
-    }
-  } restore{metrics, module, module.is_training()};
-  torch::NoGradGuard no_grad;
-  module.train();
-  std::int64_t batch_idx = 0;
-  for (auto&& raw : as_range(train_data)) {
-    if (limit && batch_idx >= *limit) break;
-    try {
-      auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
-      auto context = parts.precision.forward_context();
-      (void)call_training_step(module, batch, batch_idx, parts.context);
-    } catch (...) {
-      rethrow_with_context("the forward pass over the training data, batch " + std::to_string(batch_idx));
-    }
-    ++batch_idx;
-  }
-}
-
-}  // namespace volt::detail
-// ---- end volt/trainer/loops/forward_epoch.hpp
-// ---- begin volt/trainer/loops/training_epoch_loop.hpp
-/// \file
-/// The training epoch loop (Lightning's loops/training_epoch_loop.py): one epoch's batches — skipping to the
-/// resume point, each batch's step (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization, or
-/// volt/trainer/loops/manual_optimization.hpp),
-/// validation when val_check_interval says so, the stop checks between batches.
-
-// ---- begin volt/trainer/loops/cuda_graph_step.hpp
-/// \file
-/// The training step with TrainerOptions::cuda_graphs: warm-up, capture and replay around automatic
-/// optimization (detail::CudaGraphStep), over the graph of volt/trainer/loops/train_step_graph.hpp.
-
-// ---- begin volt/trainer/loops/automatic_optimization.hpp
-/// \file
-/// Automatic optimization (Lightning's loops/optimization/automatic.py): one training batch's step — the
-/// forward pass under the precision's context, accumulation over accumulate_grad_batches, the (scaled)
-/// backward pass and the gradient synchronisation, and at the end of an accumulation window unscale ->
-/// on_before_optimizer_step -> clipping -> optimizer step (skipped on inf under fp16) -> update, then the work
-/// after each optimizer step (global_step, step-interval schedulers) and after on_train_batch_end (the
-/// logger flush).
-
 
 #include <torch/torch.h>
 
@@ -21217,6 +20983,212 @@ VOLT_INLINE void CudaGraphStep::decide(const TrainerOptions& options, torch::Dev
 // ---- end volt/trainer/loops/impl/cuda_graph_step.ipp
 #endif
 // ---- end volt/trainer/loops/cuda_graph_step.hpp
+// ---- begin volt/trainer/loops/evaluation_loop.hpp
+/// \file
+/// The evaluation loop (Lightning's loops/evaluation_loop.py): validation inside fit, the sanity check before
+/// it, trainer.validate and trainer.test, as one loop parameterised by the stage. Each run: the start and
+/// epoch-start hooks, the steps in eval mode without autograd (the batch-start hook, validation_step or
+/// test_step, the batch-end hook), the epoch values (combined across ranks), the epoch-end and end hooks.
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace volt::detail {
+
+/// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
+/// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
+class EvalGuard {
+ public:
+  explicit EvalGuard(bool inference) : inference_(inference) {}
+
+ private:
+  c10::InferenceMode inference_;
+  torch::NoGradGuard no_grad_;
+};
+
+/// The hooks, metric phase and limit of one kind of evaluation: validation, or test when `Testing`.
+template <bool Testing>
+struct EvaluationKind {
+  static constexpr Hook start = Testing ? Hook::on_test_start : Hook::on_validation_start;
+  static constexpr Hook epoch_start = Testing ? Hook::on_test_epoch_start : Hook::on_validation_epoch_start;
+  static constexpr Hook batch_start = Testing ? Hook::on_test_batch_start : Hook::on_validation_batch_start;
+  static constexpr Hook batch_end = Testing ? Hook::on_test_batch_end : Hook::on_validation_batch_end;
+  static constexpr Hook epoch_end = Testing ? Hook::on_test_epoch_end : Hook::on_validation_epoch_end;
+  static constexpr Hook end = Testing ? Hook::on_test_end : Hook::on_validation_end;
+  static constexpr MetricPhase phase = Testing ? MetricPhase::test : MetricPhase::validation;
+  static constexpr const char* limit_name = Testing ? "limit_test_batches" : "limit_val_batches";
+  static constexpr const char* batch_name = Testing ? "test" : "validation";
+  static const BatchAmount& limit(const TrainerOptions& options) {
+    return Testing ? options.limit_test_batches : options.limit_val_batches;
+  }
+};
+
+/// Runs evaluations and keeps the epoch values of the last one.
+class EvaluationLoop {
+ public:
+  /// One evaluation of `data` under `stage` (fitting: validation inside fit; sanity_checking; validating;
+  /// testing), over the kind's limit or `limit_override`. Inside fit the epoch values reach the loggers.
+  template <class Parts, class M, class Data>
+  void run(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override = {}) {
+    if (stage == Stage::testing) {
+      run_kind<true>(parts, module, data, stage, limit_override);
+    } else {
+      run_kind<false>(parts, module, data, stage, limit_override);
+    }
+  }
+
+  /// The sanity check before fit's first epoch: num_sanity_val_steps batches, its values then discarded (as
+  /// Lightning does).
+  template <class Parts, class M, class Data>
+  void sanity_check(Parts& parts, M& module, Data& data) {
+    auto& state = parts.state;
+    const Stage previous = state.stage;
+    state.stage = Stage::sanity_checking;
+    parts.callbacks.list().template run<Hook::on_sanity_check_start>(state);
+    const std::int64_t steps = parts.options.num_sanity_val_steps;
+    run(parts, module, data, Stage::sanity_checking,
+        steps < 0 ? std::optional<std::int64_t>{} : std::optional<std::int64_t>{steps});
+    parts.logger.metrics().discard(MetricPhase::validation);
+    parts.callbacks.list().template run<Hook::on_sanity_check_end>(state);
+    state.stage = previous;
+  }
+
+  /// trainer.validate and trainer.test: prepares the model, evaluates, logs the epoch values at the current
+  /// global step and returns them. Throws Lightning's MisconfigurationError when the model has no step for
+  /// the stage.
+  template <class Parts, class Model, class Data>
+  std::map<std::string, double> run_standalone(Parts& parts, Model& model, Data& data, Stage stage) {
+    using M = module_t<Model>;
+    using Batch = batch_t<Data>;
+    if constexpr (!has_test_step<M, Batch>) {
+      if (stage == Stage::testing) throw MisconfigurationError("No `test_step()` method defined to run `Trainer.test`.");
+    }
+    if constexpr (!has_validation_step<M, Batch>) {
+      if (stage != Stage::testing) {
+        throw MisconfigurationError("No `validation_step()` method defined to run `Trainer.validate`.");
+      }
+    }
+    auto module = model_module(model);
+    parts.prepare_module(*module);
+    parts.logger.metrics().clear();
+    parts.state.stage = stage;
+    run(parts, *module, data, stage);
+    parts.log_metrics(last_metrics_, parts.state.global_step);
+    parts.logger.save();
+    parts.state.stage = Stage::none;
+    return last_metrics_;
+  }
+
+  /// The epoch values of the last run.
+  const std::map<std::string, double>& last_metrics() const { return last_metrics_; }
+
+  /// Under overfit_batches, the fixed order of a shuffling validation loader inside fit.
+  OverfitOrder overfit_order{};
+
+  /// Validation data from a loader factory inside fit (Lightning's evaluation_loop.setup_data): the loader is
+  /// requested when none was, or reload_dataloaders_every_n_epochs epochs after the request that counts (one
+  /// in the sanity check counts only in an epoch that validates); a fractional limit must select a batch.
+  template <class Parts, class Data>
+  void setup_data(Parts& parts, Data& data) {
+    const auto& options = parts.options;
+    const auto& state = parts.state;
+    auto& source = loader_source(data);
+    if (!reload_due(source, options.reload_dataloaders_every_n_epochs, state.current_epoch)) return;
+    source.load(state.current_epoch);
+    const auto every = options.check_val_every_n_epoch;
+    const bool validating_epoch = !every || (state.current_epoch + 1) % *every == 0;
+    source.count_load(state.stage != Stage::sanity_checking || validating_epoch);
+    check_fraction(options.limit_val_batches, size_of(data), "val");
+  }
+
+ private:
+  template <bool Testing, class Parts, class M, class Data>
+  void run_kind(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override) {
+    using Kind = EvaluationKind<Testing>;
+    auto& state = parts.state;
+    auto& callbacks = parts.callbacks.list();
+    const Stage previous = state.stage;
+    state.stage = stage;
+    if constexpr (from_factory<Data>) {
+      if (stage == Stage::fitting || stage == Stage::sanity_checking) setup_data(parts, data);
+    }
+    // The sanity check runs at most num_sanity_val_steps of the batches validation would run.
+    auto limit = data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
+    if (limit_override) limit = limit ? std::min(*limit, *limit_override) : *limit_override;
+    state.phase_ = Kind::phase;  // values logged in the start hooks belong to this evaluation
+    call_hook<Kind::start>(module, parts.context, callbacks, state);
+    call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
+    evaluate<Kind>(parts, module, data, limit);
+    auto& metrics = parts.logger.metrics();
+    auto values = metrics.end_epoch(Kind::phase, parts.ranks_reducer());
+    call_hook<Kind::epoch_end>(module, parts.context, callbacks, state);
+    // Values logged in the epoch-end hooks are this evaluation's (Lightning's update_eval_epoch_metrics runs
+    // after them).
+    if (metrics.has_epoch_values(Kind::phase)) {
+      for (auto& [key, value] : metrics.end_epoch(Kind::phase, parts.ranks_reducer())) values[key] = value;
+    }
+    if (stage == Stage::fitting) {
+      parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
+      state.validation_has_run = true;
+    }
+    last_metrics_ = std::move(values);
+    call_hook<Kind::end>(module, parts.context, callbacks, state);
+    state.stage = previous;
+  }
+
+  /// The kind's step over up to `limit` batches, in eval mode, without autograd.
+  template <class Kind, class Parts, class M, class Data>
+  void evaluate(Parts& parts, M& module, Data& data, std::optional<std::int64_t> limit) {
+    auto& state = parts.state;
+    const bool was_training = module.is_training();
+    module.eval();
+    state.phase_ = Kind::phase;
+    EvalGuard guard(parts.options.inference_mode);
+    std::int64_t batch_idx = 0;
+    auto&& range = as_range(data);
+    const bool fitting = state.stage == Stage::fitting || state.stage == Stage::sanity_checking;
+    auto it = fitting ? overfit_order.begin(range, parts.options, "val") : std::begin(range);
+    for (const auto end = std::end(range); it != end; ++it) {
+      if (limit && batch_idx >= *limit) break;
+      try {
+        auto batch = parts.prepare_batch(*it);
+        using Batch = std::remove_cvref_t<decltype(batch)>;
+        state.batch_idx = batch_idx;
+        parts.callbacks.list().template run<Kind::batch_start>(state, batch_idx);
+        ModelHook<Kind::batch_start>::call(module, parts.context, std::as_const(batch), batch_idx);
+        {
+          auto context = parts.precision.forward_context();
+          if constexpr (Kind::phase == MetricPhase::test) {
+            if constexpr (has_test_step<M, Batch>) call_test_step(module, batch, batch_idx, parts.context);
+          } else {
+            if constexpr (has_validation_step<M, Batch>) call_validation_step(module, batch, batch_idx, parts.context);
+          }
+        }
+        parts.callbacks.list().template run<Kind::batch_end>(state, batch_idx);
+        ModelHook<Kind::batch_end>::call(module, parts.context, std::as_const(batch), batch_idx);
+      } catch (...) {
+        rethrow_with_context("epoch " + std::to_string(state.current_epoch) + ", " + Kind::batch_name + " batch " +
+                             std::to_string(batch_idx));
+      }
+      ++batch_idx;
+    }
+    state.num_val_batches = batch_idx;
+    if (was_training) module.train();
+  }
+
+  std::map<std::string, double> last_metrics_{};
+};
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/evaluation_loop.hpp
 // ---- begin volt/trainer/loops/manual_optimization.hpp
 /// \file
 /// Manual optimization (Lightning's loops/optimization/manual.py): a model that declares
@@ -21936,6 +21908,173 @@ VOLT_INLINE AnomalyDetection::AnomalyDetection(bool enabled)
 // ---- end volt/trainer/loops/impl/fit_loop.ipp
 #endif
 // ---- end volt/trainer/loops/fit_loop.hpp
+
+#include <torch/torch.h>
+
+#include <filesystem>
+
+namespace volt::detail {
+
+#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
+template struct TrainerParts<SingleDevice, FP32>;
+template bool FitLoop::done<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&);
+template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<SingleDevice, FP64>;
+template bool FitLoop::done<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&);
+template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<SingleDevice, FP16True>;
+template bool FitLoop::done<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&);
+template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<SingleDevice, BF16True>;
+template bool FitLoop::done<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&);
+template void FitLoop::end_interrupted<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<SingleDevice, FP16Autocast>;
+template bool FitLoop::done<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&);
+template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<SingleDevice, BF16Autocast>;
+template bool FitLoop::done<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&);
+template void FitLoop::end_interrupted<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<DDP, FP32>;
+template bool FitLoop::done<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&);
+template void FitLoop::end_interrupted<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<DDP, FP64>;
+template bool FitLoop::done<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&);
+template void FitLoop::end_interrupted<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<DDP, FP16True>;
+template bool FitLoop::done<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&);
+template void FitLoop::end_interrupted<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<DDP, BF16True>;
+template bool FitLoop::done<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&);
+template void FitLoop::end_interrupted<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<DDP, FP16Autocast>;
+template bool FitLoop::done<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&);
+template void FitLoop::end_interrupted<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+template struct TrainerParts<DDP, BF16Autocast>;
+template bool FitLoop::done<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&);
+template void FitLoop::end_interrupted<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&, torch::nn::Module&);
+template void FitLoop::write_checkpoint<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&, torch::nn::Module&,
+                                                 const std::filesystem::path&, bool);
+#elif defined(VOLT_SEPARATE_COMPILATION)
+extern template struct TrainerParts<SingleDevice, FP32>;
+extern template bool FitLoop::done<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&);
+extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<SingleDevice, FP64>;
+extern template bool FitLoop::done<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&);
+extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<SingleDevice, FP16True>;
+extern template bool FitLoop::done<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&);
+extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<SingleDevice, BF16True>;
+extern template bool FitLoop::done<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&);
+extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<SingleDevice, FP16Autocast>;
+extern template bool FitLoop::done<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&);
+extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<SingleDevice, BF16Autocast>;
+extern template bool FitLoop::done<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&);
+extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<DDP, FP32>;
+extern template bool FitLoop::done<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&);
+extern template void FitLoop::end_interrupted<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<DDP, FP64>;
+extern template bool FitLoop::done<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&);
+extern template void FitLoop::end_interrupted<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<DDP, FP16True>;
+extern template bool FitLoop::done<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&);
+extern template void FitLoop::end_interrupted<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<DDP, BF16True>;
+extern template bool FitLoop::done<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&);
+extern template void FitLoop::end_interrupted<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<DDP, FP16Autocast>;
+extern template bool FitLoop::done<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&);
+extern template void FitLoop::end_interrupted<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+extern template struct TrainerParts<DDP, BF16Autocast>;
+extern template bool FitLoop::done<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&);
+extern template void FitLoop::end_interrupted<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&, torch::nn::Module&);
+extern template void FitLoop::write_checkpoint<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&, torch::nn::Module&,
+                                                        const std::filesystem::path&, bool);
+#endif
+
+}  // namespace volt::detail
+// ---- end volt/trainer/instantiations.hpp
+// ---- begin volt/trainer/datamodule.hpp
+/// \file
+/// volt::DataModule (Lightning's LightningDataModule) and how the Trainer's fit, validate, test and predict take
+/// their data: a range, a loader factory, or a data module.
+///
+/// A data module is any class with one or more of the dataloader functions below, found at compile time (no
+/// base class, as with models):
+///
+/// ```
+/// struct FashionData {
+///   void prepare_data();                         // optional: download, unpack (one process per node)
+///   void setup(volt::Stage stage);               // optional: build the splits (every process); or setup()
+///   auto train_dataloader();                     // what fit() trains on: a range of batches, a pointer to one
+///   auto val_dataloader();                       // optional: fit()'s validation data and validate()'s
+///   auto test_dataloader();                      // optional: test()'s
+///   auto predict_dataloader();                   // optional: predict()'s
+///   void teardown(volt::Stage stage);            // optional; or teardown()
+///   void state_dict(torch::serialize::OutputArchive&) const;   // optional: state kept in checkpoints
+///   void load_state_dict(torch::serialize::InputArchive&);     // optional: restored by fit(..., ckpt_path)
+///   std::map<std::string, std::string> hparams();             // optional: logged with the model's
+///   void on_exception(const std::exception_ptr& error);       // optional: a run failed or was interrupted
+///   static constexpr bool prepare_data_per_node = false;      // optional: prepare_data on global rank 0 only
+/// };
+/// trainer.fit(model, data);  trainer.test(model, data);
+/// ```
+///
+/// The Trainer calls them in Lightning's order: prepare_data (under DDP on local rank 0 only, the other ranks
+/// wait), setup(stage) before the callbacks' setup, the stage's dataloader function when Lightning's loop asks
+/// for it (fit: validation data in the sanity check, then the training data; again every
+/// TrainerOptions::reload_dataloaders_every_n_epochs epochs), teardown(stage) before the callbacks' teardown
+/// after a run that succeeded; on_exception after the callbacks' when it failed (teardown then does not run).
+/// The data module must outlive the call, and, for its state to be in trainer.save_checkpoint after a fit, until
+/// the next fit. See docs/data-modules.md.
+
 // ---- begin volt/trainer/loops/prediction_loop.hpp
 /// \file
 /// The prediction loop (Lightning's loops/prediction_loop.py): predict_step over the data under inference

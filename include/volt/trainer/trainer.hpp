@@ -25,6 +25,7 @@
 #include <volt/trainer/connectors/accelerator_connector.hpp>
 #include <volt/trainer/connectors/data_connector.hpp>
 #include <volt/trainer/connectors/signal_connector.hpp>
+#include <volt/trainer/instantiations.hpp>
 #include <volt/trainer/datamodule.hpp>
 #include <volt/trainer/loops/evaluation_loop.hpp>
 #include <volt/trainer/loops/fit_loop.hpp>
