@@ -18864,9 +18864,6 @@ extern template class CallbackModel<HistogramMonitor, TrainerState>;
 extern template class CallbackModel<WeightAveraging, TrainerState>;
 extern template class CallbackModel<EMAWeightAveraging, TrainerState>;
 extern template class CallbackModel<StochasticWeightAveraging, TrainerState>;
-template class CallbackModel<WeightAveraging, TrainerState>;
-template class CallbackModel<EMAWeightAveraging, TrainerState>;
-template class CallbackModel<StochasticWeightAveraging, TrainerState>;
 #endif
 
 }  // namespace volt::detail
