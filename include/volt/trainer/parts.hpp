@@ -10,6 +10,7 @@
 #include <volt/trainer/connectors/accelerator_connector.hpp>
 #include <volt/trainer/connectors/callback_connector.hpp>
 #include <volt/trainer/connectors/checkpoint_connector.hpp>
+#include <volt/trainer/connectors/data_connector.hpp>
 #include <volt/trainer/connectors/logger_connector.hpp>
 #include <volt/trainer/optimizers.hpp>
 #include <volt/trainer/options.hpp>
