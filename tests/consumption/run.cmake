@@ -3,7 +3,7 @@
 #   add_subdirectory        add_subdirectory(<volt source>)
 #   fetchcontent            FetchContent_Declare(volt URL <archive of volt's sources>), linking volt::compiled
 #   vendored_single_header  copy single_include/volt/volt.hpp into the project and compile with a plain
-#                           compiler command, no CMake, volt's code compiled once (VOLT_SEPARATE_COMPILATION)
+#                           compiler command, no CMake
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(consumer ${VOLT_SOURCE_DIR}/tests/consumption/consumer)
@@ -50,12 +50,8 @@ elseif(MODE STREQUAL "vendored_single_header")
   file(COPY ${consumer}/main.cpp DESTINATION ${WORK_DIR})
   include(${VOLT_SOURCE_DIR}/cmake/read_flags.cmake)
   volt_read_flags(flags "${FLAGS}" "${IMPLICIT_INCLUDES}")
-  # Compiled once, as README's "Faster builds" says for a program without CMake: every file with
-  # VOLT_SEPARATE_COMPILATION, one of them with VOLT_IMPLEMENTATION too (header-only, the single header is what
-  # the cuda tree's tests use).
-  file(WRITE ${WORK_DIR}/volt_implementation.cpp "#define VOLT_IMPLEMENTATION\n#include <volt/volt.hpp>\n")
-  run(${COMPILER} ${flags} -DVOLT_SEPARATE_COMPILATION -I${WORK_DIR}/vendor main.cpp volt_implementation.cpp
-      -o consumer -L${TORCH_LIB_DIR} -Wl,-rpath,${TORCH_LIB_DIR} -ltorch -ltorch_cpu -lc10)
+  run(${COMPILER} ${flags} -I${WORK_DIR}/vendor main.cpp -o consumer
+      -L${TORCH_LIB_DIR} -Wl,-rpath,${TORCH_LIB_DIR} -ltorch -ltorch_cpu -lc10)
   run(${WORK_DIR}/consumer)
   message(STATUS "${last_output}")
   return()

@@ -211,8 +211,11 @@ TEST_CASE("GradientReducer: bucketed all-reduce in backward averages gradients; 
 
   std::vector<std::vector<torch::Tensor>> grads(2), local(2);
   std::vector<std::size_t> buckets(2);
+  // Both ranks' models are made here: make() seeds the process's one default generator, which two threads
+  // drawing at once would interleave (the ranks then start from other weights than the reference).
+  std::vector<torch::nn::Sequential> models{make(), make()};
   with_two_ranks([&](int rank, volt::ProcessGroup& group) {
-    auto model = make();
+    auto& model = models[static_cast<std::size_t>(rank)];
     // Small buckets so several all-reduces overlap backward.
     volt::detail::GradientReducer reducer(group, model->parameters(), /*bucket_bytes=*/600);
     buckets[static_cast<std::size_t>(rank)] = reducer.bucket_count();
