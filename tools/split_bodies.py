@@ -233,7 +233,8 @@ def member_parts(signature, class_name):
     declaration_tail = tail
     definition_tail = re.sub(r"\b(override|final)\b", "", tail).strip()
     words = specifiers.split()
-    kept = [w for w in words if w not in ("static", "virtual", "explicit", "inline", "[[nodiscard]]")]
+    # Attributes stay on the declaration; the definition repeats none ([[noreturn]] cannot follow `->`).
+    kept = [w for w in words if w not in ("static", "virtual", "explicit", "inline") and not w.startswith("[[")]
     return_type = " ".join(kept)
     is_special = name == class_name or name == "~" + class_name
     if not is_special and not return_type:

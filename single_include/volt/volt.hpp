@@ -11182,7 +11182,7 @@ VOLT_INLINE bool valid_utf8(std::string_view text) {
   return true;
 }
 
-VOLT_INLINE auto JsonReader::fail(const std::string& what) const -> [[noreturn]] void {
+VOLT_INLINE void JsonReader::fail(const std::string& what) const {
   throw SafetensorsError("the JSON header is malformed at byte " + std::to_string(pos_) + ": " + what);
 }
 
@@ -11991,7 +11991,7 @@ VOLT_INLINE auto Reader::read() -> ValuePtr {
   }
 }
 
-VOLT_INLINE auto Reader::fail(const std::string& what) const -> [[noreturn]] void {
+VOLT_INLINE void Reader::fail(const std::string& what) const {
   throw std::runtime_error("the pickle (data.pkl) is not a state_dict volt can read: " + what + " at byte " +
                            std::to_string(position_));
 }

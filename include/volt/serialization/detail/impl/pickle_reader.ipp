@@ -119,7 +119,7 @@ VOLT_INLINE auto Reader::read() -> ValuePtr {
   }
 }
 
-VOLT_INLINE auto Reader::fail(const std::string& what) const -> [[noreturn]] void {
+VOLT_INLINE void Reader::fail(const std::string& what) const {
   throw std::runtime_error("the pickle (data.pkl) is not a state_dict volt can read: " + what + " at byte " +
                            std::to_string(position_));
 }

@@ -36,7 +36,7 @@ VOLT_INLINE bool valid_utf8(std::string_view text) {
   return true;
 }
 
-VOLT_INLINE auto JsonReader::fail(const std::string& what) const -> [[noreturn]] void {
+VOLT_INLINE void JsonReader::fail(const std::string& what) const {
   throw SafetensorsError("the JSON header is malformed at byte " + std::to_string(pos_) + ": " + what);
 }
 
