@@ -90,6 +90,18 @@ for example in fashion_mnist fashion_mnist_cnn; do
     note "- $example $precision: exit $status, ${seconds} s | $(grep -E '^device:' build/gpu/fm.log | head -1) | $(grep -iE 'test accuracy' build/gpu/fm.log | tail -1)"
   done
 done
+# The GAN (manual optimization, two optimizers): 10 epochs, its last sample grid copied to the results.
+for precision in 32-true bf16-mixed; do
+  begin=$(date +%s.%N)
+  build/gpu/examples/fashion_mnist_gan --accelerator cuda --precision "$precision" --data-dir "$data" \
+    --no-progress-bar --default-root-dir "build/gpu/runs/gan-$precision" > build/gpu/gan.log 2>&1
+  status=$?
+  seconds=$(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $begin}")
+  cat build/gpu/gan.log >> "$results/fashion_mnist.log"
+  note "- fashion_mnist_gan $precision: exit $status, ${seconds} s | $(grep -E '^device:' build/gpu/gan.log | tail -1)"
+  grid=$(find "build/gpu/runs/gan-$precision" -name '*.png' | sort | tail -1)
+  [ -n "$grid" ] && cp "$grid" "$results/gan-$precision-last-grid.png"
+done
 fi
 
 if [[ "$skip" != *" bench "* ]]; then

@@ -406,6 +406,9 @@ inline std::optional<c10::ScalarType> scalar_type_named(std::string_view name) {
 ///   VOLT_INLINE                 `inline` when header-only; nothing with VOLT_SEPARATE_COMPILATION (one
 ///                               out-of-line definition, in the translation unit with VOLT_IMPLEMENTATION)
 ///   VOLT_DETAIL_HEADER_BODIES   1 where the definitions are compiled: header-only, or with VOLT_IMPLEMENTATION
+///   VOLT_DETAIL_INSTANTIATE     with VOLT_SEPARATE_COMPILATION only: `template` with VOLT_IMPLEMENTATION,
+///                               `extern template` elsewhere, so that one list of volt's explicit instantiations
+///                               (`VOLT_DETAIL_INSTANTIATE struct X<A>;`) both defines them and declares them
 
 #if defined(VOLT_SEPARATE_COMPILATION)
 /// The linkage of volt's non-template functions: external (one definition, compiled with VOLT_IMPLEMENTATION).
@@ -422,6 +425,14 @@ inline std::optional<c10::ScalarType> scalar_type_named(std::string_view name) {
 #define VOLT_INLINE inline
 /// 1: this translation unit compiles the definitions (header-only).
 #define VOLT_DETAIL_HEADER_BODIES 1
+#endif
+
+#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
+/// An explicit instantiation definition: compiled here, once.
+#define VOLT_DETAIL_INSTANTIATE template
+#elif defined(VOLT_SEPARATE_COMPILATION)
+/// An explicit instantiation declaration: compiled in volt::compiled, not in this translation unit.
+#define VOLT_DETAIL_INSTANTIATE extern template
 #endif
 // ---- end volt/core/linkage.hpp
 
@@ -6811,28 +6822,13 @@ DeviceSelection select_strategy_devices(const DeviceSpec& devices, int num_nodes
 }
 
 // With VOLT_SEPARATE_COMPILATION the selection for volt's own accelerators and strategies is compiled once.
-#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
-template DeviceSelection select_strategy_devices<Auto, SingleDevice>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<Auto, DDP>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<GPU, SingleDevice>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<GPU, DDP>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<CPU, SingleDevice>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<CPU, DDP>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<CUDA, SingleDevice>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<CUDA, DDP>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<MPS, SingleDevice>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<MPS, DDP>(const DeviceSpec&, int, Frontend);
-#elif defined(VOLT_SEPARATE_COMPILATION)
-extern template DeviceSelection select_strategy_devices<Auto, SingleDevice>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<Auto, DDP>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<GPU, SingleDevice>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<GPU, DDP>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<CPU, SingleDevice>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<CPU, DDP>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<CUDA, SingleDevice>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<CUDA, DDP>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<MPS, SingleDevice>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<MPS, DDP>(const DeviceSpec&, int, Frontend);
+#if defined(VOLT_DETAIL_INSTANTIATE)
+#define VOLT_DETAIL_SELECTION(A)                                                                                 \
+  VOLT_DETAIL_INSTANTIATE DeviceSelection select_strategy_devices<A, SingleDevice>(const DeviceSpec&, int, Frontend); \
+  VOLT_DETAIL_INSTANTIATE DeviceSelection select_strategy_devices<A, DDP>(const DeviceSpec&, int, Frontend);
+VOLT_DETAIL_SELECTION(Auto) VOLT_DETAIL_SELECTION(GPU) VOLT_DETAIL_SELECTION(CPU) VOLT_DETAIL_SELECTION(CUDA)
+VOLT_DETAIL_SELECTION(MPS)
+#undef VOLT_DETAIL_SELECTION
 #endif
 
 }  // namespace volt::detail
@@ -18838,32 +18834,15 @@ class CallbackConnector {
 
 // With VOLT_SEPARATE_COMPILATION the Trainer's erased forms of volt's own callbacks (each one's vtable and every
 // hook, instantiated for TrainerState) are compiled once, with VOLT_IMPLEMENTATION, not in every program.
-#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
-template class CallbackModel<ProgressBar, TrainerState>;
-template class CallbackModel<ModelSummary, TrainerState>;
-template class CallbackModel<ModelCheckpoint, TrainerState>;
-template class CallbackModel<EarlyStopping, TrainerState>;
-template class CallbackModel<Timer, TrainerState>;
-template class CallbackModel<LearningRateMonitor, TrainerState>;
-template class CallbackModel<DeviceStatsMonitor, TrainerState>;
-template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
-template class CallbackModel<HistogramMonitor, TrainerState>;
-template class CallbackModel<WeightAveraging, TrainerState>;
-template class CallbackModel<EMAWeightAveraging, TrainerState>;
-template class CallbackModel<StochasticWeightAveraging, TrainerState>;
-#elif defined(VOLT_SEPARATE_COMPILATION)
-extern template class CallbackModel<ProgressBar, TrainerState>;
-extern template class CallbackModel<ModelSummary, TrainerState>;
-extern template class CallbackModel<ModelCheckpoint, TrainerState>;
-extern template class CallbackModel<EarlyStopping, TrainerState>;
-extern template class CallbackModel<Timer, TrainerState>;
-extern template class CallbackModel<LearningRateMonitor, TrainerState>;
-extern template class CallbackModel<DeviceStatsMonitor, TrainerState>;
-extern template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
-extern template class CallbackModel<HistogramMonitor, TrainerState>;
-extern template class CallbackModel<WeightAveraging, TrainerState>;
-extern template class CallbackModel<EMAWeightAveraging, TrainerState>;
-extern template class CallbackModel<StochasticWeightAveraging, TrainerState>;
+#if defined(VOLT_DETAIL_INSTANTIATE)
+#define VOLT_DETAIL_ERASED_CALLBACK(C) VOLT_DETAIL_INSTANTIATE class CallbackModel<C, TrainerState>;
+VOLT_DETAIL_ERASED_CALLBACK(ProgressBar) VOLT_DETAIL_ERASED_CALLBACK(ModelSummary)
+VOLT_DETAIL_ERASED_CALLBACK(ModelCheckpoint) VOLT_DETAIL_ERASED_CALLBACK(EarlyStopping)
+VOLT_DETAIL_ERASED_CALLBACK(Timer) VOLT_DETAIL_ERASED_CALLBACK(LearningRateMonitor)
+VOLT_DETAIL_ERASED_CALLBACK(DeviceStatsMonitor) VOLT_DETAIL_ERASED_CALLBACK(GradientAccumulationScheduler)
+VOLT_DETAIL_ERASED_CALLBACK(HistogramMonitor) VOLT_DETAIL_ERASED_CALLBACK(WeightAveraging)
+VOLT_DETAIL_ERASED_CALLBACK(EMAWeightAveraging) VOLT_DETAIL_ERASED_CALLBACK(StochasticWeightAveraging)
+#undef VOLT_DETAIL_ERASED_CALLBACK
 #endif
 
 }  // namespace volt::detail
@@ -21912,128 +21891,22 @@ VOLT_INLINE AnomalyDetection::AnomalyDetection(bool enabled)
 
 namespace volt::detail {
 
-#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
-template struct TrainerParts<SingleDevice, FP32>;
-template bool FitLoop::done<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&);
-template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<SingleDevice, FP64>;
-template bool FitLoop::done<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&);
-template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<SingleDevice, FP16True>;
-template bool FitLoop::done<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&);
-template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<SingleDevice, BF16True>;
-template bool FitLoop::done<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&);
-template void FitLoop::end_interrupted<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<SingleDevice, FP16Autocast>;
-template bool FitLoop::done<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&);
-template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<SingleDevice, BF16Autocast>;
-template bool FitLoop::done<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&);
-template void FitLoop::end_interrupted<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<DDP, FP32>;
-template bool FitLoop::done<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&);
-template void FitLoop::end_interrupted<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<DDP, FP64>;
-template bool FitLoop::done<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&);
-template void FitLoop::end_interrupted<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<DDP, FP16True>;
-template bool FitLoop::done<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&);
-template void FitLoop::end_interrupted<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<DDP, BF16True>;
-template bool FitLoop::done<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&);
-template void FitLoop::end_interrupted<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<DDP, FP16Autocast>;
-template bool FitLoop::done<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&);
-template void FitLoop::end_interrupted<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-template struct TrainerParts<DDP, BF16Autocast>;
-template bool FitLoop::done<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&);
-template void FitLoop::end_interrupted<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&, torch::nn::Module&);
-template void FitLoop::write_checkpoint<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&, torch::nn::Module&,
-                                                 const std::filesystem::path&, bool);
-#elif defined(VOLT_SEPARATE_COMPILATION)
-extern template struct TrainerParts<SingleDevice, FP32>;
-extern template bool FitLoop::done<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&);
-extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP32>>(TrainerParts<SingleDevice, FP32>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<SingleDevice, FP64>;
-extern template bool FitLoop::done<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&);
-extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP64>>(TrainerParts<SingleDevice, FP64>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<SingleDevice, FP16True>;
-extern template bool FitLoop::done<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&);
-extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP16True>>(TrainerParts<SingleDevice, FP16True>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<SingleDevice, BF16True>;
-extern template bool FitLoop::done<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&);
-extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, BF16True>>(TrainerParts<SingleDevice, BF16True>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<SingleDevice, FP16Autocast>;
-extern template bool FitLoop::done<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&);
-extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, FP16Autocast>>(TrainerParts<SingleDevice, FP16Autocast>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<SingleDevice, BF16Autocast>;
-extern template bool FitLoop::done<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&);
-extern template void FitLoop::end_interrupted<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<SingleDevice, BF16Autocast>>(TrainerParts<SingleDevice, BF16Autocast>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<DDP, FP32>;
-extern template bool FitLoop::done<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&);
-extern template void FitLoop::end_interrupted<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<DDP, FP32>>(TrainerParts<DDP, FP32>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<DDP, FP64>;
-extern template bool FitLoop::done<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&);
-extern template void FitLoop::end_interrupted<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<DDP, FP64>>(TrainerParts<DDP, FP64>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<DDP, FP16True>;
-extern template bool FitLoop::done<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&);
-extern template void FitLoop::end_interrupted<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<DDP, FP16True>>(TrainerParts<DDP, FP16True>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<DDP, BF16True>;
-extern template bool FitLoop::done<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&);
-extern template void FitLoop::end_interrupted<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<DDP, BF16True>>(TrainerParts<DDP, BF16True>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<DDP, FP16Autocast>;
-extern template bool FitLoop::done<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&);
-extern template void FitLoop::end_interrupted<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<DDP, FP16Autocast>>(TrainerParts<DDP, FP16Autocast>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
-extern template struct TrainerParts<DDP, BF16Autocast>;
-extern template bool FitLoop::done<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&);
-extern template void FitLoop::end_interrupted<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&, torch::nn::Module&);
-extern template void FitLoop::write_checkpoint<TrainerParts<DDP, BF16Autocast>>(TrainerParts<DDP, BF16Autocast>&, torch::nn::Module&,
-                                                        const std::filesystem::path&, bool);
+#if defined(VOLT_DETAIL_INSTANTIATE)
+#define VOLT_DETAIL_TRAINER_PARTS(S, P)                                                                       \
+  VOLT_DETAIL_INSTANTIATE struct TrainerParts<S, P>;                                                          \
+  VOLT_DETAIL_INSTANTIATE bool FitLoop::done<TrainerParts<S, P>>(TrainerParts<S, P>&);                        \
+  VOLT_DETAIL_INSTANTIATE void FitLoop::end_interrupted<TrainerParts<S, P>>(TrainerParts<S, P>&,              \
+                                                                            torch::nn::Module&);              \
+  VOLT_DETAIL_INSTANTIATE void FitLoop::write_checkpoint<TrainerParts<S, P>>(                                 \
+      TrainerParts<S, P>&, torch::nn::Module&, const std::filesystem::path&, bool);
+#define VOLT_DETAIL_TRAINER_PARTS_FOR(S)                                                                      \
+  VOLT_DETAIL_TRAINER_PARTS(S, FP32) VOLT_DETAIL_TRAINER_PARTS(S, FP64) VOLT_DETAIL_TRAINER_PARTS(S, FP16True) \
+  VOLT_DETAIL_TRAINER_PARTS(S, BF16True) VOLT_DETAIL_TRAINER_PARTS(S, FP16Autocast)                           \
+  VOLT_DETAIL_TRAINER_PARTS(S, BF16Autocast)
+VOLT_DETAIL_TRAINER_PARTS_FOR(SingleDevice)
+VOLT_DETAIL_TRAINER_PARTS_FOR(DDP)
+#undef VOLT_DETAIL_TRAINER_PARTS_FOR
+#undef VOLT_DETAIL_TRAINER_PARTS
 #endif
 
 }  // namespace volt::detail

@@ -3,6 +3,7 @@
 #include "lr_find_recorded.hpp"
 #include "trainer/trainer_fixtures.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -229,6 +231,44 @@ TEST_CASE("tuner: lr_find restores the model when the fit throws") {
                              std::runtime_error, "boom at batch 5");
   CHECK(model->steps == 5);
   CHECK(torch::equal(model->linear->weight, before));
+}
+
+TEST_CASE("tuner: lr_find on CUDA sweeps the CPU's curve and puts the model back (CUDA)") {
+  if (!torch::cuda::is_available()) {
+    MESSAGE("skipped: no CUDA device (torch::cuda::is_available() is false)");
+    return;
+  }
+  const volt::LRFinderOptions sweep{.min_lr = 1e-5, .max_lr = 1.0, .num_training = 40, .update_attr = false};
+  auto run = [&](auto accelerator) {
+    using A = decltype(accelerator);
+    torch::manual_seed(11);
+    auto model = std::make_shared<Regression>();
+    std::vector<torch::Tensor> initial;
+    for (const auto& p : model->parameters()) initial.push_back(p.detach().cpu().clone());
+    const auto result = volt::lr_find<A, volt::SingleDevice, volt::FP32>(quiet(), model, regression_batches(), sweep);
+    std::vector<torch::Tensor> after;
+    for (const auto& p : model->parameters()) after.push_back(p.detach().cpu().clone());
+    const auto device = model->parameters().front().device();
+    return std::make_tuple(result, initial, after, device);
+  };
+  const auto [cpu, cpu_initial, cpu_after, cpu_device] = run(volt::CPU{});
+  const auto [cuda, cuda_initial, cuda_after, cuda_device] = run(volt::CUDA{});
+  CHECK(cpu_device.is_cpu());
+  CHECK(cuda_device.is_cuda());  // the model stays on the device, as after fit
+  REQUIRE(cuda.losses.size() == cpu.losses.size());
+  CHECK(cuda.lrs == cpu.lrs);
+  CHECK(cuda.stopped_early == cpu.stopped_early);
+  double largest = 0.0;
+  for (std::size_t i = 0; i < cpu.losses.size(); ++i) {
+    largest = std::max(largest, std::abs(cuda.losses[i] - cpu.losses[i]) / std::max(1e-12, std::abs(cpu.losses[i])));
+  }
+  MESSAGE("largest relative difference of the CUDA sweep's losses from the CPU's: " << largest);
+  CHECK(largest < 1e-3);
+  CHECK(cuda.suggestion() == cpu.suggestion());
+  for (std::size_t i = 0; i < cuda_initial.size(); ++i) {
+    CHECK(torch::equal(cuda_initial[i], cpu_initial[i]));
+    CHECK(torch::equal(cuda_after[i], cuda_initial[i]));  // put back bit for bit
+  }
 }
 
 TEST_CASE("tuner: lr_find refuses bad options with what was given and what is allowed") {

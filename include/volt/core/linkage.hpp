@@ -12,6 +12,9 @@
 ///   VOLT_INLINE                 `inline` when header-only; nothing with VOLT_SEPARATE_COMPILATION (one
 ///                               out-of-line definition, in the translation unit with VOLT_IMPLEMENTATION)
 ///   VOLT_DETAIL_HEADER_BODIES   1 where the definitions are compiled: header-only, or with VOLT_IMPLEMENTATION
+///   VOLT_DETAIL_INSTANTIATE     with VOLT_SEPARATE_COMPILATION only: `template` with VOLT_IMPLEMENTATION,
+///                               `extern template` elsewhere, so that one list of volt's explicit instantiations
+///                               (`VOLT_DETAIL_INSTANTIATE struct X<A>;`) both defines them and declares them
 #pragma once
 
 #if defined(VOLT_SEPARATE_COMPILATION)
@@ -29,4 +32,12 @@
 #define VOLT_INLINE inline
 /// 1: this translation unit compiles the definitions (header-only).
 #define VOLT_DETAIL_HEADER_BODIES 1
+#endif
+
+#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
+/// An explicit instantiation definition: compiled here, once.
+#define VOLT_DETAIL_INSTANTIATE template
+#elif defined(VOLT_SEPARATE_COMPILATION)
+/// An explicit instantiation declaration: compiled in volt::compiled, not in this translation unit.
+#define VOLT_DETAIL_INSTANTIATE extern template
 #endif

@@ -58,28 +58,13 @@ DeviceSelection select_strategy_devices(const DeviceSpec& devices, int num_nodes
 }
 
 // With VOLT_SEPARATE_COMPILATION the selection for volt's own accelerators and strategies is compiled once.
-#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
-template DeviceSelection select_strategy_devices<Auto, SingleDevice>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<Auto, DDP>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<GPU, SingleDevice>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<GPU, DDP>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<CPU, SingleDevice>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<CPU, DDP>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<CUDA, SingleDevice>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<CUDA, DDP>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<MPS, SingleDevice>(const DeviceSpec&, int, Frontend);
-template DeviceSelection select_strategy_devices<MPS, DDP>(const DeviceSpec&, int, Frontend);
-#elif defined(VOLT_SEPARATE_COMPILATION)
-extern template DeviceSelection select_strategy_devices<Auto, SingleDevice>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<Auto, DDP>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<GPU, SingleDevice>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<GPU, DDP>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<CPU, SingleDevice>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<CPU, DDP>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<CUDA, SingleDevice>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<CUDA, DDP>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<MPS, SingleDevice>(const DeviceSpec&, int, Frontend);
-extern template DeviceSelection select_strategy_devices<MPS, DDP>(const DeviceSpec&, int, Frontend);
+#if defined(VOLT_DETAIL_INSTANTIATE)
+#define VOLT_DETAIL_SELECTION(A)                                                                                 \
+  VOLT_DETAIL_INSTANTIATE DeviceSelection select_strategy_devices<A, SingleDevice>(const DeviceSpec&, int, Frontend); \
+  VOLT_DETAIL_INSTANTIATE DeviceSelection select_strategy_devices<A, DDP>(const DeviceSpec&, int, Frontend);
+VOLT_DETAIL_SELECTION(Auto) VOLT_DETAIL_SELECTION(GPU) VOLT_DETAIL_SELECTION(CPU) VOLT_DETAIL_SELECTION(CUDA)
+VOLT_DETAIL_SELECTION(MPS)
+#undef VOLT_DETAIL_SELECTION
 #endif
 
 }  // namespace volt::detail

@@ -70,32 +70,15 @@ class CallbackConnector {
 
 // With VOLT_SEPARATE_COMPILATION the Trainer's erased forms of volt's own callbacks (each one's vtable and every
 // hook, instantiated for TrainerState) are compiled once, with VOLT_IMPLEMENTATION, not in every program.
-#if defined(VOLT_SEPARATE_COMPILATION) && defined(VOLT_IMPLEMENTATION)
-template class CallbackModel<ProgressBar, TrainerState>;
-template class CallbackModel<ModelSummary, TrainerState>;
-template class CallbackModel<ModelCheckpoint, TrainerState>;
-template class CallbackModel<EarlyStopping, TrainerState>;
-template class CallbackModel<Timer, TrainerState>;
-template class CallbackModel<LearningRateMonitor, TrainerState>;
-template class CallbackModel<DeviceStatsMonitor, TrainerState>;
-template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
-template class CallbackModel<HistogramMonitor, TrainerState>;
-template class CallbackModel<WeightAveraging, TrainerState>;
-template class CallbackModel<EMAWeightAveraging, TrainerState>;
-template class CallbackModel<StochasticWeightAveraging, TrainerState>;
-#elif defined(VOLT_SEPARATE_COMPILATION)
-extern template class CallbackModel<ProgressBar, TrainerState>;
-extern template class CallbackModel<ModelSummary, TrainerState>;
-extern template class CallbackModel<ModelCheckpoint, TrainerState>;
-extern template class CallbackModel<EarlyStopping, TrainerState>;
-extern template class CallbackModel<Timer, TrainerState>;
-extern template class CallbackModel<LearningRateMonitor, TrainerState>;
-extern template class CallbackModel<DeviceStatsMonitor, TrainerState>;
-extern template class CallbackModel<GradientAccumulationScheduler, TrainerState>;
-extern template class CallbackModel<HistogramMonitor, TrainerState>;
-extern template class CallbackModel<WeightAveraging, TrainerState>;
-extern template class CallbackModel<EMAWeightAveraging, TrainerState>;
-extern template class CallbackModel<StochasticWeightAveraging, TrainerState>;
+#if defined(VOLT_DETAIL_INSTANTIATE)
+#define VOLT_DETAIL_ERASED_CALLBACK(C) VOLT_DETAIL_INSTANTIATE class CallbackModel<C, TrainerState>;
+VOLT_DETAIL_ERASED_CALLBACK(ProgressBar) VOLT_DETAIL_ERASED_CALLBACK(ModelSummary)
+VOLT_DETAIL_ERASED_CALLBACK(ModelCheckpoint) VOLT_DETAIL_ERASED_CALLBACK(EarlyStopping)
+VOLT_DETAIL_ERASED_CALLBACK(Timer) VOLT_DETAIL_ERASED_CALLBACK(LearningRateMonitor)
+VOLT_DETAIL_ERASED_CALLBACK(DeviceStatsMonitor) VOLT_DETAIL_ERASED_CALLBACK(GradientAccumulationScheduler)
+VOLT_DETAIL_ERASED_CALLBACK(HistogramMonitor) VOLT_DETAIL_ERASED_CALLBACK(WeightAveraging)
+VOLT_DETAIL_ERASED_CALLBACK(EMAWeightAveraging) VOLT_DETAIL_ERASED_CALLBACK(StochasticWeightAveraging)
+#undef VOLT_DETAIL_ERASED_CALLBACK
 #endif
 
 }  // namespace volt::detail
