@@ -35,8 +35,10 @@ if ! cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLT_BUILD_BE
      -DVOLT_PYTHON="$(command -v python3)" > "$results/build.log" 2>&1; then
   note "- configure FAILED (see build.log)"; tail -30 "$results/build.log"; exit 1
 fi
-if ! cmake --build build/gpu -j "$jobs" >> "$results/build.log" 2>&1; then
-  note "- build FAILED (see build.log)"; grep -E "error" "$results/build.log" | head -30; exit 1
+# -k 0: one run shows every target that fails; the parts below run what did build.
+if ! cmake --build build/gpu -j "$jobs" -- -k 0 >> "$results/build.log" 2>&1; then
+  note "- build FAILED (see build.log): $(grep -c '^FAILED' "$results/build.log") targets"
+  grep -E "^FAILED|error:" "$results/build.log" | cut -c1-300 | head -30 | tee -a "$summary"
 fi
 note "- build: $(( $(date +%s) - start )) s with $jobs jobs"
 

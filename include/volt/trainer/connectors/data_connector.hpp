@@ -84,15 +84,15 @@ class LoaderSource {
   void load(std::int64_t epoch) {
     held_.reset();
     if constexpr (by_reference) {
-      held_.emplace(&std::invoke(*factory_));
+      held_ = std::make_unique<Held>(&std::invoke(*factory_));
     } else {
-      held_.emplace(Make{factory_});
+      held_ = std::make_unique<Held>(Make{factory_});
     }
     ++loads_;
     loaded_at_epoch_ = epoch;
   }
   /// Whether a loader was requested.
-  bool loaded() const { return held_.has_value(); }
+  bool loaded() const { return held_ != nullptr; }
   /// How many loaders were requested.
   std::int64_t loads() const { return loads_; }
   /// The epoch that counts as the last request (Lightning's _last_*_dl_reload_epoch); nullopt: none that counts.
@@ -131,7 +131,9 @@ class LoaderSource {
   using Held = std::conditional_t<by_reference, std::remove_reference_t<Result>*, loader_type>;
 
   Factory* factory_;
-  std::optional<Held> held_{};
+  // On the heap, not in a std::optional: g++ 13 at -O3 reports an optional holding a loader's unique_ptr as
+  // "may be used uninitialized" (-Wmaybe-uninitialized) where it cannot be.
+  std::unique_ptr<Held> held_;
   std::int64_t loads_ = 0;
   std::int64_t loaded_at_epoch_ = 0;
   std::optional<std::int64_t> counted_epoch_{};
