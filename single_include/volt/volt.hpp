@@ -9940,7 +9940,8 @@ constexpr bool model_hook(Hook hook) { return hook_owners[static_cast<std::size_
 /// for models (those of the callback's hook, except where a loop passes the model Lightning's own arguments:
 /// the batch in the batch hooks, the optimizer in on_before_zero_grad), optionally followed by the step
 /// context; a hook that takes arguments may also be defined with only the context or with nothing. The first
-/// of these forms the module defines is called: `name(args..., ctx)`, `name(args...)`, `name(ctx)`, `name()`.
+/// of these forms the module defines is called: `name(args..., ctx)`, `name(args...)`, `name(ctx)`, `name()`;
+/// call() returns what the hook returns (void when the module does not define it).
 template <Hook H>
 struct ModelHook {
   static_assert(model_hook(H), "volt: this hook is not a model hook (see the owner column of VOLT_DETAIL_HOOKS)");
@@ -9956,15 +9957,15 @@ struct ModelHook {
         requires(M& module, Context& context) { module.name(context); } ||                                 \
         requires(M& module) { module.name(); };                                                            \
     template <class M, class Context, class... Arguments>                                                  \
-    static void call(M& module, Context& context, Arguments&&... args) {                                   \
+    static decltype(auto) call(M& module, Context& context, Arguments&&... args) {                         \
       if constexpr (requires { module.name(args..., context); }) {                                         \
-        module.name(args..., context);                                                                     \
+        return module.name(args..., context);                                                              \
       } else if constexpr (requires { module.name(args...); }) {                                           \
-        module.name(args...);                                                                              \
+        return module.name(args...);                                                                       \
       } else if constexpr (requires { module.name(context); }) {                                           \
-        module.name(context);                                                                              \
+        return module.name(context);                                                                       \
       } else if constexpr (requires { module.name(); }) {                                                  \
-        module.name();                                                                                     \
+        return module.name();                                                                              \
       }                                                                                                    \
     }                                                                                                      \
   };
@@ -18422,7 +18423,8 @@ VOLT_INLINE void StepContext::log(std::string_view name, double value, const Log
 /// void on_train_epoch_start();  void on_train_epoch_end();
 /// void on_validation_start();  void on_validation_end();
 /// void on_validation_epoch_start();  void on_validation_epoch_end();   // and the on_test_* ones
-/// void on_train_batch_start(const Batch& batch, int64_t batch_idx);
+/// void on_train_batch_start(const Batch& batch, int64_t batch_idx);  // or returning an integer: -1 skips
+///                                                                     // the rest of the epoch (Lightning's)
 /// void on_train_batch_end(const torch::Tensor& loss, const Batch& batch, int64_t batch_idx);
 /// void on_validation_batch_start(const Batch& batch, int64_t batch_idx);   // and on_test_batch_start
 /// void on_validation_batch_end(const Batch& batch, int64_t batch_idx);     // and on_test_batch_end
@@ -18446,8 +18448,12 @@ namespace volt {
 
 /// When an LR scheduler steps: after every optimizer step, or after every training epoch (default).
 enum class SchedulerInterval {
-  step,   ///< After every optimizer step (once global_step has advanced, skipped AMP steps included).
-  epoch,  ///< At the end of every training epoch, after validation and on_train_epoch_end.
+  /// After every training batch that ends an accumulation window (once global_step has advanced, skipped AMP
+  /// steps included); `frequency` counts the epoch's batches, as Lightning's does (batch_idx + 1).
+  step,
+  /// At the end of every training epoch, after validation and on_train_epoch_end; `frequency` counts epochs
+  /// (current_epoch + 1).
+  epoch,
 };
 
 /// One LR scheduler with when it steps (Lightning's lr_scheduler_config), for OptimizerConfig::lr_schedulers.
@@ -18456,7 +18462,8 @@ struct LRSchedulerConfig {
   std::shared_ptr<torch::optim::LRScheduler> scheduler;
   /// When it steps (Lightning's "interval").
   SchedulerInterval interval = SchedulerInterval::epoch;
-  /// Step it every `frequency` intervals (Lightning's "frequency"); must be >= 1.
+  /// Step it when the interval's count is a multiple of `frequency` (Lightning's "frequency"): the epoch's
+  /// batch index + 1 for `step`, the epoch + 1 for `epoch`; must be >= 1.
   std::int64_t frequency = 1;
   /// A name for LearningRateMonitor and messages (Lightning's "name"); empty: none given.
   std::string name{};
@@ -18937,12 +18944,20 @@ inline constexpr const char* several_optimizers_message =
     "`self.automatic_optimization = False`, then access your optimizers in `training_step` with "
     "`opt1, opt2, ... = self.optimizers()`.";
 
+/// Which schedulers a step_schedulers call steps. Lightning steps the step-interval ones other than
+/// ReduceLROnPlateau right after the optimizer step, and the ReduceLROnPlateau ones after the validation that
+/// may log their metric.
+enum class SchedulerKinds {
+  all,          ///< every scheduler of the interval
+  non_plateau,  ///< all but the ReduceLROnPlateau ones
+  plateau,      ///< only the ReduceLROnPlateau ones
+};
+
 /// An LR scheduler with its interval and frequency, the optimizer it belongs to, and how far it has come.
 struct SchedulerSlot {
   std::shared_ptr<torch::optim::LRScheduler> scheduler;
   SchedulerInterval interval;
   std::int64_t frequency;
-  std::int64_t intervals = 0;  ///< intervals seen (steps or epochs)
   std::int64_t steps = 0;      ///< scheduler.step() calls, saved in checkpoints
   std::size_t optimizer = 0;   ///< index of its optimizer in configure_optimizers' order
   std::string name{};          ///< LRSchedulerConfig::name
@@ -18988,12 +19003,14 @@ class Optimization {
   /// the loggers get under manual optimization).
   std::int64_t batches_stepped = 0;
 
-  /// Steps the schedulers of `interval` whose frequency has come round (after an optimizer step, or at an
-  /// epoch's end); a ReduceLROnPlateau with its monitored metric (MisconfigurationError with Lightning's message
-  /// when it was not logged and strict is set; a warning and no step otherwise), unless `with_metrics` is false
-  /// (a resume's replay: their state comes from the checkpoint). Nothing under manual optimization: the model
-  /// steps its schedulers.
-  void step_schedulers(SchedulerInterval interval, bool with_metrics = true);
+  /// Steps the schedulers of `interval` and `kinds` whose frequency divides `index`, Lightning's count for the
+  /// interval (_update_learning_rates): the epoch's batch index + 1 for `step` (after a batch that ends an
+  /// accumulation window), the epoch + 1 for `epoch`. A ReduceLROnPlateau steps with its monitored metric
+  /// (MisconfigurationError with Lightning's message when it was not logged and strict is set; a warning and no
+  /// step otherwise), unless `with_metrics` is false (a resume's replay: their state comes from the
+  /// checkpoint). Nothing under manual optimization: the model steps its schedulers.
+  void step_schedulers(SchedulerInterval interval, std::int64_t index, SchedulerKinds kinds = SchedulerKinds::all,
+                       bool with_metrics = true);
 
  private:
   void add(std::size_t optimizer, const LRSchedulerConfig& config, bool dict_form);
@@ -19053,11 +19070,15 @@ VOLT_INLINE void Optimization::clear_replaced_schedulers() {
   replaced_by_callback_ = true;
 }
 
-VOLT_INLINE void Optimization::step_schedulers(SchedulerInterval interval, bool with_metrics) {
+VOLT_INLINE void Optimization::step_schedulers(SchedulerInterval interval, std::int64_t index, SchedulerKinds kinds,
+                                              bool with_metrics) {
   if (!automatic_) return;
   for (auto& slot : schedulers_) {
-    if (slot.interval != interval) continue;
-    if (++slot.intervals % slot.frequency != 0) continue;
+    if (slot.interval != interval || index % slot.frequency != 0) continue;
+    if ((kinds == SchedulerKinds::plateau && slot.plateau == nullptr) ||
+        (kinds == SchedulerKinds::non_plateau && slot.plateau != nullptr)) {
+      continue;
+    }
     if (slot.plateau == nullptr) {
       slot.scheduler->step();
       ++slot.steps;
@@ -19107,7 +19128,7 @@ VOLT_INLINE void Optimization::add(std::size_t optimizer, const LRSchedulerConfi
                         ", but the keys will be ignored. You need to call `lr_scheduler.step()` manually in manual "
                         "optimization.");
   }
-  schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name,
+  schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, optimizer, config.name,
                          config.monitor, config.strict, plateau,
                          scheduler != nullptr && scheduler->has_state() ? scheduler : nullptr});
 }
@@ -19258,11 +19279,8 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
       for (const auto& group : optimizers[i]->param_groups()) learning_rates.push_back(group.options().get_lr());
       archive.write(optimizer_key(i) + "/lrs", c10::IValue(c10::List<double>(learning_rates)));
     }
-    std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
-    for (const auto& slot : parts.optimization.schedulers()) {
-      scheduler_steps.push_back(slot.steps);
-      scheduler_intervals.push_back(slot.intervals);
-    }
+    std::vector<std::int64_t> scheduler_steps;
+    for (const auto& slot : parts.optimization.schedulers()) scheduler_steps.push_back(slot.steps);
     archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
     // Schedulers whose state is more than a step count (ReduceLROnPlateau) save it.
     for (std::size_t i = 0; i < parts.optimization.schedulers().size(); ++i) {
@@ -19272,7 +19290,6 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
         archive.write("schedulers/" + std::to_string(i), scheduler_archive);
       }
     }
-    archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
     if (parts.optimization.schedulers_replaced()) archive.write("schedulers/replaced", c10::IValue(true));
     torch::serialize::OutputArchive precision_archive;
     parts.save_precision(precision_archive);
@@ -19367,7 +19384,6 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   const bool at_epoch_end = reader.read_bool("loop/at_epoch_end");
   // Schedulers: replay their steps (or load their state); the learning rates saved with each optimizer follow.
   const auto steps = reader.read_int_list("schedulers/steps");
-  const auto intervals = reader.read_int_list("schedulers/intervals");
   auto& schedulers = parts.optimization.schedulers();
   const auto optimizers = parts.optimization.optimizers();
   const std::int64_t saved_optimizers = reader.contains("optimizers/count") ? reader.read_int("optimizers/count") : 1;
@@ -19393,7 +19409,6 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
       for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
     }
     schedulers[i].steps = steps[i];
-    schedulers[i].intervals = intervals[i];
   }
   for (std::size_t i = 0; i < optimizers.size(); ++i) {
     torch::serialize::InputArchive optimizer_archive;
@@ -19442,7 +19457,8 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   parts.state.current_epoch = epoch;
   if (at_epoch_end) {
     // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
-    parts.optimization.step_schedulers(SchedulerInterval::epoch, /*with_metrics=*/false);
+    parts.optimization.step_schedulers(SchedulerInterval::epoch, epoch + 1, SchedulerKinds::all,
+                                       /*with_metrics=*/false);
     parts.state.current_epoch = epoch + 1;
     set_cpu_rng_state(rng);
   } else if (batches_done > 0) {
@@ -20085,9 +20101,10 @@ void forward_training_epoch(Parts& parts, M& module, TrainData& train_data, std:
 // ---- begin volt/trainer/loops/training_epoch_loop.hpp
 /// \file
 /// The training epoch loop (Lightning's loops/training_epoch_loop.py): one epoch's batches — skipping to the
-/// resume point, each batch's step (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization, or
-/// volt/trainer/loops/manual_optimization.hpp),
-/// validation when val_check_interval says so, the stop checks between batches.
+/// resume point, each batch's on_train_batch_start (the model's -1 ends the epoch), its step
+/// (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization, or
+/// volt/trainer/loops/manual_optimization.hpp), validation when val_check_interval says so, the
+/// ReduceLROnPlateau schedulers of interval step, the stop checks between batches.
 
 // ---- begin volt/trainer/loops/cuda_graph_step.hpp
 /// \file
@@ -20272,15 +20289,6 @@ VOLT_INLINE void check_finite_loss(const TrainerOptions& options, const TrainerS
 
 /// The training batch's hooks and steps around the optimization.
 struct AutomaticOptimization {
-  /// Before the step: the batch index in the state, on_train_batch_start (the callbacks' with the batch
-  /// index, then the model's with the batch and its index).
-  template <class Parts, class M, class Batch>
-  static void start_batch(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx) {
-    parts.state.batch_idx = batch_idx;
-    parts.callbacks.list().template run<Hook::on_train_batch_start>(parts.state, batch_idx);
-    ModelHook<Hook::on_train_batch_start>::call(module, parts.context, std::as_const(batch), batch_idx);
-  }
-
   /// After the step: the resume point moves past the batch, on_train_batch_end (the callbacks' with the
   /// loss and the batch index, then the model's with the loss, the batch and its index), then, when the batch
   /// ended with an optimizer step (`stepped`), the logger flush (Lightning's update_train_step_metrics runs
@@ -20294,11 +20302,12 @@ struct AutomaticOptimization {
     if (stepped) flush_step_logs(parts);
   }
 
-  /// What follows each optimizer step: the step count, step-interval schedulers.
+  /// What follows each optimizer step: the step count, the step-interval schedulers other than
+  /// ReduceLROnPlateau (those step after the batch's validation check, TrainingEpochLoop).
   template <class Parts>
   static void after_optimizer_step(Parts& parts) {
     ++parts.state.global_step;
-    parts.optimization.step_schedulers(SchedulerInterval::step);
+    parts.optimization.step_schedulers(SchedulerInterval::step, parts.state.batch_idx + 1, SchedulerKinds::non_plateau);
   }
 
   /// The step values reach the loggers every log_every_n_steps optimizer steps.
@@ -20311,12 +20320,10 @@ struct AutomaticOptimization {
     }
   }
 
-  /// One training batch, eagerly: start_batch (unless `batch_started`), the step, end_batch. `is_last`: the
-  /// epoch's last batch, which ends an accumulation window early.
+  /// One training batch, eagerly, after its on_train_batch_start (TrainingEpochLoop): the step, end_batch.
+  /// `is_last`: the epoch's last batch, which ends an accumulation window early.
   template <class Parts, class M, class Batch>
-  static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last,
-                  bool batch_started = false) {
-    if (!batch_started) start_batch(parts, module, batch, batch_idx);
+  static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last) {
     auto& state = parts.state;
     auto& callbacks = parts.callbacks.list();
     const std::int64_t k = state.accumulate_grad_batches;
@@ -20856,7 +20863,6 @@ class CudaGraphStep {
       AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
       return;
     }
-    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     graph_.set_static_batch(batch);
     Batch& static_batch = graph_.template static_batch<Batch>();
     const std::string error = graph_.capture(parts.root_device(), parts.logger.metrics(), [&] {
@@ -20881,7 +20887,7 @@ class CudaGraphStep {
       graph_.disable();
       log::warn_rank_zero("cuda_graphs: capturing the training step failed (" + error +
                           "). Training eagerly from this batch on.");
-      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last, /*batch_started=*/true);
+      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
       return;
     }
     parts.logger.metrics().replay(graph_.logs());
@@ -20892,7 +20898,6 @@ class CudaGraphStep {
   /// A replay of the captured step for `batch`, of its shapes (`leaves`: its tensors).
   template <class Parts, class M, class Batch>
   void replay(Parts& parts, M& module, Batch& batch, const std::vector<torch::Tensor>& leaves, std::int64_t batch_idx) {
-    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     graph_.load(leaves);
     graph_.replay();
     parts.logger.metrics().replay(graph_.logs());
@@ -21298,11 +21303,11 @@ struct ManualOptimization {
     parts.context.manual_driver_ = std::make_shared<ManualStep<Parts, M>>(parts, module);
   }
 
-  /// One training batch: on_train_batch_start, training_step under the precision's context (the model
-  /// steps), on_train_batch_end, then the logger flush every log_every_n_steps batches.
+  /// One training batch, after its on_train_batch_start (TrainingEpochLoop): training_step under the
+  /// precision's context (the model steps), on_train_batch_end, then the logger flush every log_every_n_steps
+  /// batches.
   template <class Parts, class M, class Batch>
   static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx) {
-    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     auto& state = parts.state;
     torch::Tensor loss;
     parts.strategy.sync_buffers(module);
@@ -21335,6 +21340,7 @@ struct ManualOptimization {
 }  // namespace volt::detail
 // ---- end volt/trainer/loops/manual_optimization.hpp
 
+#include <concepts>
 #include <cstdint>
 #include <iterator>
 #include <optional>
@@ -21402,6 +21408,7 @@ class TrainingEpochLoop {
       resume.batches_done = 0;
     }
     const auto val_check_batch = validation_interval(options, state);
+    bool skip_rest = false;
     while (it != end && (!limit || batch_idx < *limit)) {
       bool is_last = false;
       try {
@@ -21409,7 +21416,12 @@ class TrainingEpochLoop {
         auto batch = parts.prepare_batch(*it);
         ++it;
         is_last = it == end || (limit && batch_idx + 1 >= *limit);
-        if constexpr (uses_automatic_optimization<M>()) {
+        skip_rest = start_batch(parts, module, batch, batch_idx);
+        if (skip_rest) {
+          // Lightning marks the batch as the epoch's last one and, with no step, still moves the step-interval
+          // schedulers' count; then the epoch ends: no on_train_batch_end, no validation.
+          parts.optimization.step_schedulers(SchedulerInterval::step, batch_idx + 1, SchedulerKinds::non_plateau);
+        } else if constexpr (uses_automatic_optimization<M>()) {
           step.run(parts, module, batch, batch_idx, is_last);
         } else {
           ManualOptimization::run(parts, module, batch, batch_idx);
@@ -21418,6 +21430,10 @@ class TrainingEpochLoop {
         rethrow_with_context(where());
       }
       ++total_batch_idx_;
+      if (skip_rest) {
+        interrupted = interrupt_signal != 0;
+        return batch_idx + 1;
+      }
       if constexpr (has_val_data) {
         if (should_validate(options, state, batch_idx, is_last, val_check_batch)) {
           val_loop.run(parts, module, val_data, Stage::fitting);
@@ -21425,6 +21441,10 @@ class TrainingEpochLoop {
           state.phase_ = MetricPhase::train;
           module.train();
         }
+      }
+      // After the validation that may log their metric (Lightning's on_advance_end).
+      if ((batch_idx + 1) % state.accumulate_grad_batches == 0 || is_last) {
+        parts.optimization.step_schedulers(SchedulerInterval::step, batch_idx + 1, SchedulerKinds::plateau);
       }
       ++batch_idx;
       if (interrupt_signal != 0) {
@@ -21438,6 +21458,28 @@ class TrainingEpochLoop {
   }
 
  private:
+  /// Before the batch's step (Lightning's advance): the batch index in the state, on_train_batch_start (the
+  /// callbacks' with the batch index, then the model's with the batch and its index). True when the model's hook
+  /// returned -1: Lightning then skips the rest of the epoch. The model's hook returns void or an integer
+  /// (Lightning's Optional[int]: an integer type or std::optional of one).
+  template <class Parts, class M, class Batch>
+  static bool start_batch(Parts& parts, M& module, const Batch& batch, std::int64_t batch_idx) {
+    parts.state.batch_idx = batch_idx;
+    parts.callbacks.list().template run<Hook::on_train_batch_start>(parts.state, batch_idx);
+    using Call = ModelHook<Hook::on_train_batch_start>;
+    using Response = decltype(Call::call(module, parts.context, batch, batch_idx));
+    if constexpr (std::is_void_v<Response>) {
+      Call::call(module, parts.context, batch, batch_idx);
+      return false;
+    } else {
+      static_assert(requires(const Response& response) {
+        { response == -1 } -> std::convertible_to<bool>;
+      }, "volt: a model's on_train_batch_start returns void or an integer (return -1 to skip the rest of the "
+         "epoch, as in Lightning); this one returns another type");
+      return Call::call(module, parts.context, batch, batch_idx) == -1;
+    }
+  }
+
   /// val_check_interval in batches, when it can be known.
   static std::optional<std::int64_t> validation_interval(const TrainerOptions& options, const TrainerState& state);
 
@@ -21828,7 +21870,7 @@ class FitLoop {
       }
     }
     parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
-    parts.optimization.step_schedulers(SchedulerInterval::epoch);
+    parts.optimization.step_schedulers(SchedulerInterval::epoch, state.current_epoch + 1);
     ++state.current_epoch;
     parts.checkpoint.resume_point = {state.current_epoch, 0, false};
     parts.agree_on_stop();

@@ -161,5 +161,59 @@ def main() -> None:
         print("SCHEDULE", schedule, outcome(lambda: GradientAccumulationScheduler(schedule)))
 
 
+def skip_and_frequency() -> None:
+    """on_train_batch_start returning -1, and the step-interval schedulers' frequency."""
+
+    class Skipping(Model):
+        def __init__(self, skip_at, frequency=1):
+            super().__init__()
+            self.skip_at, self.frequency, self.events, self.position = skip_at, frequency, [], None
+
+        def on_train_batch_start(self, batch, batch_idx):
+            self.position = (self.current_epoch, batch_idx)
+            if self.position in self.skip_at:
+                return -1
+
+        def training_step(self, batch, batch_idx):
+            self.events.append(("train", self.current_epoch, batch_idx))
+            return super().training_step(batch, batch_idx)
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            self.events.append(("batch_end", self.current_epoch, batch_idx))
+
+        def validation_step(self, batch, batch_idx):
+            self.events.append(("val", self.current_epoch, batch_idx))
+
+        def on_train_epoch_end(self):
+            self.events.append(("epoch_end", self.current_epoch, self.global_step))
+
+        def configure_optimizers(self):
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1.0)
+            step = scheduler.step
+
+            def recorded(*args, **kwargs):
+                self.events.append(("scheduler", *self.position))
+                return step(*args, **kwargs)
+
+            scheduler.step = recorded
+            return {"optimizer": optimizer,
+                    "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": self.frequency}}
+
+    cases = [("SKIP", dict(skip_at={(0, 3)}), dict(), 6),
+             ("SKIP first batch", dict(skip_at={(1, 0)}), dict(), 6),
+             ("SKIP accumulate 2", dict(skip_at={(0, 3)}), dict(accumulate_grad_batches=2), 6),
+             ("FREQUENCY 3", dict(skip_at=set(), frequency=3), dict(), 10),
+             ("FREQUENCY 2 accumulate 2", dict(skip_at=set(), frequency=2), dict(accumulate_grad_batches=2), 10),
+             ("FREQUENCY 3 skip", dict(skip_at={(0, 4)}, frequency=3), dict(), 10)]
+    for label, model_args, trainer_args, batches in cases:
+        model = Skipping(**model_args)
+        trainer = pl.Trainer(max_epochs=2, logger=False, **trainer_args, **QUIET)
+        trainer.fit(model, data(batches, 1), data(2, 1))
+        print(label, "global_step", trainer.global_step)
+        print(label, model.events)
+
+
 if __name__ == "__main__":
     main()
+    skip_and_frequency()

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -442,4 +443,168 @@ TEST_CASE("cuda_graphs: model hooks inside the step keep it eager, and say so") 
   CHECK(log.warned("the model has on_before_optimizer_step, which runs inside the step"));
   CHECK_FALSE(log.warned("the model has on_after_backward"));
   CHECK(log.warned("a GradientAccumulationScheduler changes accumulate_grad_batches between epochs"));
+}
+
+namespace {
+
+// A scheduler that records where the Trainer steps it ("scheduler <epoch> <batch_idx>"); the learning rate stays.
+struct RecordingScheduler : torch::optim::LRScheduler {
+  RecordingScheduler(torch::optim::Optimizer& optimizer, Events events, std::shared_ptr<std::string> position)
+      : torch::optim::LRScheduler(optimizer), events_(std::move(events)), position_(std::move(position)) {}
+
+ protected:
+  std::vector<double> get_lrs() override {
+    // Every step() is the Trainer's: LibTorch's constructor takes none (PyTorch's takes one, which
+    // record_loop_mends.py does not record).
+    events_->push_back("scheduler " + *position_);
+    return get_current_lrs();
+  }
+
+ private:
+  Events events_;
+  std::shared_ptr<std::string> position_;
+};
+
+// Lightning's model of record_loop_mends.py's skip_and_frequency: on_train_batch_start returns -1 at the
+// positions in `skip_at`; one step-interval scheduler with `frequency`.
+struct SkippingModel : volt_test::Regressor {
+  std::set<std::pair<std::int64_t, std::int64_t>> skip_at;
+  std::int64_t frequency = 1;
+  Events events = std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<std::string> position = std::make_shared<std::string>();
+  std::int64_t epoch = 0;
+  std::shared_ptr<torch::optim::SGD> optimizer;
+
+  std::string at(std::int64_t batch_idx) const { return std::to_string(epoch) + " " + std::to_string(batch_idx); }
+  void on_train_epoch_start(volt::StepContext& ctx) { epoch = ctx.trainer().current_epoch; }
+  int on_train_batch_start(const torch::data::Example<>&, std::int64_t batch_idx) {
+    *position = at(batch_idx);
+    return skip_at.count({epoch, batch_idx}) != 0 ? -1 : 0;
+  }
+  torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t batch_idx) {
+    events->push_back("train " + at(batch_idx));
+    return torch::mse_loss(forward(batch.data), batch.target);
+  }
+  void on_train_batch_end(const torch::Tensor&, const torch::data::Example<>&, std::int64_t batch_idx) {
+    events->push_back("batch_end " + at(batch_idx));
+  }
+  void validation_step(const torch::data::Example<>&, std::int64_t batch_idx) {
+    events->push_back("val " + at(batch_idx));
+  }
+  void on_train_epoch_end(volt::StepContext& ctx) {
+    events->push_back("epoch_end " + std::to_string(epoch) + " " + std::to_string(ctx.trainer().global_step));
+  }
+  volt::OptimizerConfig configure_optimizers() {
+    optimizer = std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.1));
+    volt::OptimizerConfig config{optimizer};
+    config.lr_schedulers.push_back({std::make_shared<RecordingScheduler>(*optimizer, events, position),
+                                    volt::SchedulerInterval::step, frequency});
+    return config;
+  }
+};
+
+// Lightning's events, as record_loop_mends.py prints them ("('train', 0, 1)" -> "train 0 1").
+std::vector<std::string> lightning_events(const std::string& printed) {
+  std::vector<std::string> events;
+  std::string current;
+  bool inside = false;
+  for (const char c : printed) {
+    if (c == '(') {
+      inside = true;
+      current.clear();
+    } else if (c == ')') {
+      inside = false;
+      events.push_back(current);
+    } else if (inside && c != '\'' && c != ',') {
+      current += c;
+    }
+  }
+  return events;
+}
+
+std::pair<std::vector<std::string>, std::int64_t> run_skipping(std::set<std::pair<std::int64_t, std::int64_t>> skip_at,
+                                                               std::int64_t frequency, std::int64_t accumulate,
+                                                               int batches) {
+  TempDir dir;
+  auto options = quiet_options(dir);
+  options.max_epochs = 2;
+  options.num_sanity_val_steps = 0;
+  options.accumulate_grad_batches = accumulate;
+  auto model = std::make_shared<SkippingModel>();
+  model->skip_at = std::move(skip_at);
+  model->frequency = frequency;
+  std::vector<torch::data::Example<>> train, val;
+  for (int i = 0; i < batches; ++i) train.push_back({torch::randn({1, 2}), torch::randn({1, 1})});
+  for (int i = 0; i < 2; ++i) val.push_back({torch::randn({1, 2}), torch::randn({1, 1})});
+  volt::Trainer<volt::CPU> trainer(options);
+  trainer.fit(model, train, val);
+  return {*model->events, trainer.global_step()};
+}
+
+}  // namespace
+
+TEST_CASE("a model's on_train_batch_start returning -1 ends the epoch as in Lightning") {
+  SUBCASE("at batch 3 of 6: no step, no on_train_batch_end, no validation in that epoch") {
+    const auto [events, steps] = run_skipping({{0, 3}}, 1, 1, 6);
+    CHECK(steps == 9);
+    CHECK(events == lightning_events(
+        "[('train', 0, 0), ('scheduler', 0, 0), ('batch_end', 0, 0), ('train', 0, 1), ('scheduler', 0, 1), "
+        "('batch_end', 0, 1), ('train', 0, 2), ('scheduler', 0, 2), ('batch_end', 0, 2), ('scheduler', 0, 3), "
+        "('epoch_end', 0, 3), ('train', 1, 0), ('scheduler', 1, 0), ('batch_end', 1, 0), ('train', 1, 1), "
+        "('scheduler', 1, 1), ('batch_end', 1, 1), ('train', 1, 2), ('scheduler', 1, 2), ('batch_end', 1, 2), "
+        "('train', 1, 3), ('scheduler', 1, 3), ('batch_end', 1, 3), ('train', 1, 4), ('scheduler', 1, 4), "
+        "('batch_end', 1, 4), ('train', 1, 5), ('scheduler', 1, 5), ('batch_end', 1, 5), ('val', 1, 0), "
+        "('val', 1, 1), ('epoch_end', 1, 9)]"));
+  }
+  SUBCASE("at an epoch's first batch") {
+    const auto [events, steps] = run_skipping({{1, 0}}, 1, 1, 6);
+    CHECK(steps == 6);
+    const auto expected = lightning_events(
+        "[('train', 0, 0), ('scheduler', 0, 0), ('batch_end', 0, 0), ('train', 0, 1), ('scheduler', 0, 1), "
+        "('batch_end', 0, 1), ('train', 0, 2), ('scheduler', 0, 2), ('batch_end', 0, 2), ('train', 0, 3), "
+        "('scheduler', 0, 3), ('batch_end', 0, 3), ('train', 0, 4), ('scheduler', 0, 4), ('batch_end', 0, 4), "
+        "('train', 0, 5), ('scheduler', 0, 5), ('batch_end', 0, 5), ('val', 0, 0), ('val', 0, 1), "
+        "('epoch_end', 0, 6), ('scheduler', 1, 0), ('epoch_end', 1, 6)]");
+    CHECK(events == expected);
+  }
+  SUBCASE("inside an accumulation window: the window's gradients are not stepped") {
+    const auto [events, steps] = run_skipping({{0, 3}}, 1, 2, 6);
+    CHECK(steps == 4);
+    CHECK(events == lightning_events(
+        "[('train', 0, 0), ('batch_end', 0, 0), ('train', 0, 1), ('scheduler', 0, 1), ('batch_end', 0, 1), "
+        "('train', 0, 2), ('batch_end', 0, 2), ('scheduler', 0, 3), ('epoch_end', 0, 1), ('train', 1, 0), "
+        "('batch_end', 1, 0), ('train', 1, 1), ('scheduler', 1, 1), ('batch_end', 1, 1), ('train', 1, 2), "
+        "('batch_end', 1, 2), ('train', 1, 3), ('scheduler', 1, 3), ('batch_end', 1, 3), ('train', 1, 4), "
+        "('batch_end', 1, 4), ('train', 1, 5), ('scheduler', 1, 5), ('batch_end', 1, 5), ('val', 1, 0), "
+        "('val', 1, 1), ('epoch_end', 1, 4)]"));
+  }
+}
+
+TEST_CASE("a step-interval scheduler's frequency counts the epoch's batches, as Lightning's does") {
+  auto schedulers = [](const std::vector<std::string>& events) {
+    std::vector<std::string> kept;
+    for (const auto& event : events) {
+      if (event.rfind("scheduler", 0) == 0) kept.push_back(event);
+    }
+    return kept;
+  };
+  SUBCASE("frequency 3 over epochs of 10 batches: batches 2, 5, 8 of each epoch") {
+    const auto [events, steps] = run_skipping({}, 3, 1, 10);
+    CHECK(steps == 20);
+    CHECK(schedulers(events) == std::vector<std::string>{"scheduler 0 2", "scheduler 0 5", "scheduler 0 8",
+                                                         "scheduler 1 2", "scheduler 1 5", "scheduler 1 8"});
+  }
+  SUBCASE("frequency 2 with accumulate_grad_batches 2: every optimizer step (batch_idx + 1 is even)") {
+    const auto [events, steps] = run_skipping({}, 2, 2, 10);
+    CHECK(steps == 10);
+    CHECK(schedulers(events).size() == 10);
+    CHECK(schedulers(events).front() == "scheduler 0 1");
+    CHECK(schedulers(events).back() == "scheduler 1 9");
+  }
+  SUBCASE("frequency 3 with a skip at batch 4") {
+    const auto [events, steps] = run_skipping({{0, 4}}, 3, 1, 10);
+    CHECK(steps == 14);
+    CHECK(schedulers(events) == std::vector<std::string>{"scheduler 0 2", "scheduler 1 2", "scheduler 1 5",
+                                                         "scheduler 1 8"});
+  }
 }

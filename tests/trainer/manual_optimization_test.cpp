@@ -306,10 +306,11 @@ TEST_CASE("automatic optimization steps every configured scheduler by its interv
   auto model = std::make_shared<Scheduled>();
   volt::Trainer<volt::CPU> trainer(options);
   trainer.fit(model, volt_test::make_batches(3));
-  // 6 optimizer steps, every 2nd one steps the first scheduler (3 calls, 2 halvings: a LibTorch scheduler's
-  // first step() changes nothing); 2 epochs step the second (2 calls, one tenth).
+  // 3 batches per epoch: the step-interval frequency counts each epoch's batches (Lightning's batch_idx + 1),
+  // so batch 1 of each epoch steps the first scheduler (2 calls, 1 halving: a LibTorch scheduler's first step()
+  // changes nothing); 2 epochs step the second (2 calls, one tenth).
   const double lr = static_cast<torch::optim::SGDOptions&>(model->optimizer->param_groups()[0].options()).lr();
-  CHECK(lr == doctest::Approx(0.25 * 0.1));
+  CHECK(lr == doctest::Approx(0.5 * 0.1));
 }
 
 TEST_CASE("checkpoints hold every optimizer and scheduler; a manual fit resumes exactly from any of them") {

@@ -117,7 +117,8 @@ constexpr bool model_hook(Hook hook) { return hook_owners[static_cast<std::size_
 /// for models (those of the callback's hook, except where a loop passes the model Lightning's own arguments:
 /// the batch in the batch hooks, the optimizer in on_before_zero_grad), optionally followed by the step
 /// context; a hook that takes arguments may also be defined with only the context or with nothing. The first
-/// of these forms the module defines is called: `name(args..., ctx)`, `name(args...)`, `name(ctx)`, `name()`.
+/// of these forms the module defines is called: `name(args..., ctx)`, `name(args...)`, `name(ctx)`, `name()`;
+/// call() returns what the hook returns (void when the module does not define it).
 template <Hook H>
 struct ModelHook {
   static_assert(model_hook(H), "volt: this hook is not a model hook (see the owner column of VOLT_DETAIL_HOOKS)");
@@ -133,15 +134,15 @@ struct ModelHook {
         requires(M& module, Context& context) { module.name(context); } ||                                 \
         requires(M& module) { module.name(); };                                                            \
     template <class M, class Context, class... Arguments>                                                  \
-    static void call(M& module, Context& context, Arguments&&... args) {                                   \
+    static decltype(auto) call(M& module, Context& context, Arguments&&... args) {                         \
       if constexpr (requires { module.name(args..., context); }) {                                         \
-        module.name(args..., context);                                                                     \
+        return module.name(args..., context);                                                              \
       } else if constexpr (requires { module.name(args...); }) {                                           \
-        module.name(args...);                                                                              \
+        return module.name(args...);                                                                       \
       } else if constexpr (requires { module.name(context); }) {                                           \
-        module.name(context);                                                                              \
+        return module.name(context);                                                                       \
       } else if constexpr (requires { module.name(); }) {                                                  \
-        module.name();                                                                                     \
+        return module.name();                                                                              \
       }                                                                                                    \
     }                                                                                                      \
   };

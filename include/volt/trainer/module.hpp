@@ -39,7 +39,8 @@
 /// void on_train_epoch_start();  void on_train_epoch_end();
 /// void on_validation_start();  void on_validation_end();
 /// void on_validation_epoch_start();  void on_validation_epoch_end();   // and the on_test_* ones
-/// void on_train_batch_start(const Batch& batch, int64_t batch_idx);
+/// void on_train_batch_start(const Batch& batch, int64_t batch_idx);  // or returning an integer: -1 skips
+///                                                                     // the rest of the epoch (Lightning's)
 /// void on_train_batch_end(const torch::Tensor& loss, const Batch& batch, int64_t batch_idx);
 /// void on_validation_batch_start(const Batch& batch, int64_t batch_idx);   // and on_test_batch_start
 /// void on_validation_batch_end(const Batch& batch, int64_t batch_idx);     // and on_test_batch_end
@@ -66,8 +67,12 @@ namespace volt {
 
 /// When an LR scheduler steps: after every optimizer step, or after every training epoch (default).
 enum class SchedulerInterval {
-  step,   ///< After every optimizer step (once global_step has advanced, skipped AMP steps included).
-  epoch,  ///< At the end of every training epoch, after validation and on_train_epoch_end.
+  /// After every training batch that ends an accumulation window (once global_step has advanced, skipped AMP
+  /// steps included); `frequency` counts the epoch's batches, as Lightning's does (batch_idx + 1).
+  step,
+  /// At the end of every training epoch, after validation and on_train_epoch_end; `frequency` counts epochs
+  /// (current_epoch + 1).
+  epoch,
 };
 
 /// One LR scheduler with when it steps (Lightning's lr_scheduler_config), for OptimizerConfig::lr_schedulers.
@@ -76,7 +81,8 @@ struct LRSchedulerConfig {
   std::shared_ptr<torch::optim::LRScheduler> scheduler;
   /// When it steps (Lightning's "interval").
   SchedulerInterval interval = SchedulerInterval::epoch;
-  /// Step it every `frequency` intervals (Lightning's "frequency"); must be >= 1.
+  /// Step it when the interval's count is a multiple of `frequency` (Lightning's "frequency"): the epoch's
+  /// batch index + 1 for `step`, the epoch + 1 for `epoch`; must be >= 1.
   std::int64_t frequency = 1;
   /// A name for LearningRateMonitor and messages (Lightning's "name"); empty: none given.
   std::string name{};

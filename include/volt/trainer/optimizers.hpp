@@ -29,12 +29,20 @@ inline constexpr const char* several_optimizers_message =
     "`self.automatic_optimization = False`, then access your optimizers in `training_step` with "
     "`opt1, opt2, ... = self.optimizers()`.";
 
+/// Which schedulers a step_schedulers call steps. Lightning steps the step-interval ones other than
+/// ReduceLROnPlateau right after the optimizer step, and the ReduceLROnPlateau ones after the validation that
+/// may log their metric.
+enum class SchedulerKinds {
+  all,          ///< every scheduler of the interval
+  non_plateau,  ///< all but the ReduceLROnPlateau ones
+  plateau,      ///< only the ReduceLROnPlateau ones
+};
+
 /// An LR scheduler with its interval and frequency, the optimizer it belongs to, and how far it has come.
 struct SchedulerSlot {
   std::shared_ptr<torch::optim::LRScheduler> scheduler;
   SchedulerInterval interval;
   std::int64_t frequency;
-  std::int64_t intervals = 0;  ///< intervals seen (steps or epochs)
   std::int64_t steps = 0;      ///< scheduler.step() calls, saved in checkpoints
   std::size_t optimizer = 0;   ///< index of its optimizer in configure_optimizers' order
   std::string name{};          ///< LRSchedulerConfig::name
@@ -80,12 +88,14 @@ class Optimization {
   /// the loggers get under manual optimization).
   std::int64_t batches_stepped = 0;
 
-  /// Steps the schedulers of `interval` whose frequency has come round (after an optimizer step, or at an
-  /// epoch's end); a ReduceLROnPlateau with its monitored metric (MisconfigurationError with Lightning's message
-  /// when it was not logged and strict is set; a warning and no step otherwise), unless `with_metrics` is false
-  /// (a resume's replay: their state comes from the checkpoint). Nothing under manual optimization: the model
-  /// steps its schedulers.
-  void step_schedulers(SchedulerInterval interval, bool with_metrics = true);
+  /// Steps the schedulers of `interval` and `kinds` whose frequency divides `index`, Lightning's count for the
+  /// interval (_update_learning_rates): the epoch's batch index + 1 for `step` (after a batch that ends an
+  /// accumulation window), the epoch + 1 for `epoch`. A ReduceLROnPlateau steps with its monitored metric
+  /// (MisconfigurationError with Lightning's message when it was not logged and strict is set; a warning and no
+  /// step otherwise), unless `with_metrics` is false (a resume's replay: their state comes from the
+  /// checkpoint). Nothing under manual optimization: the model steps its schedulers.
+  void step_schedulers(SchedulerInterval interval, std::int64_t index, SchedulerKinds kinds = SchedulerKinds::all,
+                       bool with_metrics = true);
 
  private:
   void add(std::size_t optimizer, const LRSchedulerConfig& config, bool dict_form);

@@ -43,11 +43,15 @@ VOLT_INLINE void Optimization::clear_replaced_schedulers() {
   replaced_by_callback_ = true;
 }
 
-VOLT_INLINE void Optimization::step_schedulers(SchedulerInterval interval, bool with_metrics) {
+VOLT_INLINE void Optimization::step_schedulers(SchedulerInterval interval, std::int64_t index, SchedulerKinds kinds,
+                                              bool with_metrics) {
   if (!automatic_) return;
   for (auto& slot : schedulers_) {
-    if (slot.interval != interval) continue;
-    if (++slot.intervals % slot.frequency != 0) continue;
+    if (slot.interval != interval || index % slot.frequency != 0) continue;
+    if ((kinds == SchedulerKinds::plateau && slot.plateau == nullptr) ||
+        (kinds == SchedulerKinds::non_plateau && slot.plateau != nullptr)) {
+      continue;
+    }
     if (slot.plateau == nullptr) {
       slot.scheduler->step();
       ++slot.steps;
@@ -97,7 +101,7 @@ VOLT_INLINE void Optimization::add(std::size_t optimizer, const LRSchedulerConfi
                         ", but the keys will be ignored. You need to call `lr_scheduler.step()` manually in manual "
                         "optimization.");
   }
-  schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, 0, optimizer, config.name,
+  schedulers_.push_back({config.scheduler, config.interval, config.frequency, 0, optimizer, config.name,
                          config.monitor, config.strict, plateau,
                          scheduler != nullptr && scheduler->has_state() ? scheduler : nullptr});
 }

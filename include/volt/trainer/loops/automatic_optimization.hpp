@@ -39,15 +39,6 @@ VOLT_INLINE void check_finite_loss(const TrainerOptions& options, const TrainerS
 
 /// The training batch's hooks and steps around the optimization.
 struct AutomaticOptimization {
-  /// Before the step: the batch index in the state, on_train_batch_start (the callbacks' with the batch
-  /// index, then the model's with the batch and its index).
-  template <class Parts, class M, class Batch>
-  static void start_batch(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx) {
-    parts.state.batch_idx = batch_idx;
-    parts.callbacks.list().template run<Hook::on_train_batch_start>(parts.state, batch_idx);
-    ModelHook<Hook::on_train_batch_start>::call(module, parts.context, std::as_const(batch), batch_idx);
-  }
-
   /// After the step: the resume point moves past the batch, on_train_batch_end (the callbacks' with the
   /// loss and the batch index, then the model's with the loss, the batch and its index), then, when the batch
   /// ended with an optimizer step (`stepped`), the logger flush (Lightning's update_train_step_metrics runs
@@ -61,11 +52,12 @@ struct AutomaticOptimization {
     if (stepped) flush_step_logs(parts);
   }
 
-  /// What follows each optimizer step: the step count, step-interval schedulers.
+  /// What follows each optimizer step: the step count, the step-interval schedulers other than
+  /// ReduceLROnPlateau (those step after the batch's validation check, TrainingEpochLoop).
   template <class Parts>
   static void after_optimizer_step(Parts& parts) {
     ++parts.state.global_step;
-    parts.optimization.step_schedulers(SchedulerInterval::step);
+    parts.optimization.step_schedulers(SchedulerInterval::step, parts.state.batch_idx + 1, SchedulerKinds::non_plateau);
   }
 
   /// The step values reach the loggers every log_every_n_steps optimizer steps.
@@ -78,12 +70,10 @@ struct AutomaticOptimization {
     }
   }
 
-  /// One training batch, eagerly: start_batch (unless `batch_started`), the step, end_batch. `is_last`: the
-  /// epoch's last batch, which ends an accumulation window early.
+  /// One training batch, eagerly, after its on_train_batch_start (TrainingEpochLoop): the step, end_batch.
+  /// `is_last`: the epoch's last batch, which ends an accumulation window early.
   template <class Parts, class M, class Batch>
-  static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last,
-                  bool batch_started = false) {
-    if (!batch_started) start_batch(parts, module, batch, batch_idx);
+  static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx, bool is_last) {
     auto& state = parts.state;
     auto& callbacks = parts.callbacks.list();
     const std::int64_t k = state.accumulate_grad_batches;

@@ -118,7 +118,6 @@ class CudaGraphStep {
       AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
       return;
     }
-    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     graph_.set_static_batch(batch);
     Batch& static_batch = graph_.template static_batch<Batch>();
     const std::string error = graph_.capture(parts.root_device(), parts.logger.metrics(), [&] {
@@ -143,7 +142,7 @@ class CudaGraphStep {
       graph_.disable();
       log::warn_rank_zero("cuda_graphs: capturing the training step failed (" + error +
                           "). Training eagerly from this batch on.");
-      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last, /*batch_started=*/true);
+      AutomaticOptimization::run(parts, module, batch, batch_idx, is_last);
       return;
     }
     parts.logger.metrics().replay(graph_.logs());
@@ -154,7 +153,6 @@ class CudaGraphStep {
   /// A replay of the captured step for `batch`, of its shapes (`leaves`: its tensors).
   template <class Parts, class M, class Batch>
   void replay(Parts& parts, M& module, Batch& batch, const std::vector<torch::Tensor>& leaves, std::int64_t batch_idx) {
-    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     graph_.load(leaves);
     graph_.replay();
     parts.logger.metrics().replay(graph_.logs());

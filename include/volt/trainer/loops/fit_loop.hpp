@@ -341,7 +341,7 @@ class FitLoop {
       }
     }
     parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
-    parts.optimization.step_schedulers(SchedulerInterval::epoch);
+    parts.optimization.step_schedulers(SchedulerInterval::epoch, state.current_epoch + 1);
     ++state.current_epoch;
     parts.checkpoint.resume_point = {state.current_epoch, 0, false};
     parts.agree_on_stop();

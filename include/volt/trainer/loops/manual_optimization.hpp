@@ -137,11 +137,11 @@ struct ManualOptimization {
     parts.context.manual_driver_ = std::make_shared<ManualStep<Parts, M>>(parts, module);
   }
 
-  /// One training batch: on_train_batch_start, training_step under the precision's context (the model
-  /// steps), on_train_batch_end, then the logger flush every log_every_n_steps batches.
+  /// One training batch, after its on_train_batch_start (TrainingEpochLoop): training_step under the
+  /// precision's context (the model steps), on_train_batch_end, then the logger flush every log_every_n_steps
+  /// batches.
   template <class Parts, class M, class Batch>
   static void run(Parts& parts, M& module, Batch& batch, std::int64_t batch_idx) {
-    AutomaticOptimization::start_batch(parts, module, batch, batch_idx);
     auto& state = parts.state;
     torch::Tensor loss;
     parts.strategy.sync_buffers(module);

@@ -1,8 +1,9 @@
 /// \file
 /// The training epoch loop (Lightning's loops/training_epoch_loop.py): one epoch's batches — skipping to the
-/// resume point, each batch's step (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization, or
-/// volt/trainer/loops/manual_optimization.hpp),
-/// validation when val_check_interval says so, the stop checks between batches.
+/// resume point, each batch's on_train_batch_start (the model's -1 ends the epoch), its step
+/// (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization, or
+/// volt/trainer/loops/manual_optimization.hpp), validation when val_check_interval says so, the
+/// ReduceLROnPlateau schedulers of interval step, the stop checks between batches.
 #pragma once
 
 #include <volt/core/linkage.hpp>
@@ -15,6 +16,7 @@
 #include <volt/trainer/loops/manual_optimization.hpp>
 #include <volt/trainer/parts.hpp>
 
+#include <concepts>
 #include <cstdint>
 #include <iterator>
 #include <optional>
@@ -82,6 +84,7 @@ class TrainingEpochLoop {
       resume.batches_done = 0;
     }
     const auto val_check_batch = validation_interval(options, state);
+    bool skip_rest = false;
     while (it != end && (!limit || batch_idx < *limit)) {
       bool is_last = false;
       try {
@@ -89,7 +92,12 @@ class TrainingEpochLoop {
         auto batch = parts.prepare_batch(*it);
         ++it;
         is_last = it == end || (limit && batch_idx + 1 >= *limit);
-        if constexpr (uses_automatic_optimization<M>()) {
+        skip_rest = start_batch(parts, module, batch, batch_idx);
+        if (skip_rest) {
+          // Lightning marks the batch as the epoch's last one and, with no step, still moves the step-interval
+          // schedulers' count; then the epoch ends: no on_train_batch_end, no validation.
+          parts.optimization.step_schedulers(SchedulerInterval::step, batch_idx + 1, SchedulerKinds::non_plateau);
+        } else if constexpr (uses_automatic_optimization<M>()) {
           step.run(parts, module, batch, batch_idx, is_last);
         } else {
           ManualOptimization::run(parts, module, batch, batch_idx);
@@ -98,6 +106,10 @@ class TrainingEpochLoop {
         rethrow_with_context(where());
       }
       ++total_batch_idx_;
+      if (skip_rest) {
+        interrupted = interrupt_signal != 0;
+        return batch_idx + 1;
+      }
       if constexpr (has_val_data) {
         if (should_validate(options, state, batch_idx, is_last, val_check_batch)) {
           val_loop.run(parts, module, val_data, Stage::fitting);
@@ -105,6 +117,10 @@ class TrainingEpochLoop {
           state.phase_ = MetricPhase::train;
           module.train();
         }
+      }
+      // After the validation that may log their metric (Lightning's on_advance_end).
+      if ((batch_idx + 1) % state.accumulate_grad_batches == 0 || is_last) {
+        parts.optimization.step_schedulers(SchedulerInterval::step, batch_idx + 1, SchedulerKinds::plateau);
       }
       ++batch_idx;
       if (interrupt_signal != 0) {
@@ -118,6 +134,28 @@ class TrainingEpochLoop {
   }
 
  private:
+  /// Before the batch's step (Lightning's advance): the batch index in the state, on_train_batch_start (the
+  /// callbacks' with the batch index, then the model's with the batch and its index). True when the model's hook
+  /// returned -1: Lightning then skips the rest of the epoch. The model's hook returns void or an integer
+  /// (Lightning's Optional[int]: an integer type or std::optional of one).
+  template <class Parts, class M, class Batch>
+  static bool start_batch(Parts& parts, M& module, const Batch& batch, std::int64_t batch_idx) {
+    parts.state.batch_idx = batch_idx;
+    parts.callbacks.list().template run<Hook::on_train_batch_start>(parts.state, batch_idx);
+    using Call = ModelHook<Hook::on_train_batch_start>;
+    using Response = decltype(Call::call(module, parts.context, batch, batch_idx));
+    if constexpr (std::is_void_v<Response>) {
+      Call::call(module, parts.context, batch, batch_idx);
+      return false;
+    } else {
+      static_assert(requires(const Response& response) {
+        { response == -1 } -> std::convertible_to<bool>;
+      }, "volt: a model's on_train_batch_start returns void or an integer (return -1 to skip the rest of the "
+         "epoch, as in Lightning); this one returns another type");
+      return Call::call(module, parts.context, batch, batch_idx) == -1;
+    }
+  }
+
   /// val_check_interval in batches, when it can be known.
   static std::optional<std::int64_t> validation_interval(const TrainerOptions& options, const TrainerState& state);
 

@@ -56,11 +56,8 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
       for (const auto& group : optimizers[i]->param_groups()) learning_rates.push_back(group.options().get_lr());
       archive.write(optimizer_key(i) + "/lrs", c10::IValue(c10::List<double>(learning_rates)));
     }
-    std::vector<std::int64_t> scheduler_steps, scheduler_intervals;
-    for (const auto& slot : parts.optimization.schedulers()) {
-      scheduler_steps.push_back(slot.steps);
-      scheduler_intervals.push_back(slot.intervals);
-    }
+    std::vector<std::int64_t> scheduler_steps;
+    for (const auto& slot : parts.optimization.schedulers()) scheduler_steps.push_back(slot.steps);
     archive.write("schedulers/steps", c10::IValue(c10::List<std::int64_t>(scheduler_steps)));
     // Schedulers whose state is more than a step count (ReduceLROnPlateau) save it.
     for (std::size_t i = 0; i < parts.optimization.schedulers().size(); ++i) {
@@ -70,7 +67,6 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
         archive.write("schedulers/" + std::to_string(i), scheduler_archive);
       }
     }
-    archive.write("schedulers/intervals", c10::IValue(c10::List<std::int64_t>(scheduler_intervals)));
     if (parts.optimization.schedulers_replaced()) archive.write("schedulers/replaced", c10::IValue(true));
     torch::serialize::OutputArchive precision_archive;
     parts.save_precision(precision_archive);
@@ -165,7 +161,6 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   const bool at_epoch_end = reader.read_bool("loop/at_epoch_end");
   // Schedulers: replay their steps (or load their state); the learning rates saved with each optimizer follow.
   const auto steps = reader.read_int_list("schedulers/steps");
-  const auto intervals = reader.read_int_list("schedulers/intervals");
   auto& schedulers = parts.optimization.schedulers();
   const auto optimizers = parts.optimization.optimizers();
   const std::int64_t saved_optimizers = reader.contains("optimizers/count") ? reader.read_int("optimizers/count") : 1;
@@ -191,7 +186,6 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
       for (std::int64_t n = 0; n < steps[i]; ++n) schedulers[i].scheduler->step();
     }
     schedulers[i].steps = steps[i];
-    schedulers[i].intervals = intervals[i];
   }
   for (std::size_t i = 0; i < optimizers.size(); ++i) {
     torch::serialize::InputArchive optimizer_archive;
@@ -240,7 +234,8 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   parts.state.current_epoch = epoch;
   if (at_epoch_end) {
     // Saved by an epoch-end hook: the rest of that epoch's end is the epoch-interval scheduler step.
-    parts.optimization.step_schedulers(SchedulerInterval::epoch, /*with_metrics=*/false);
+    parts.optimization.step_schedulers(SchedulerInterval::epoch, epoch + 1, SchedulerKinds::all,
+                                       /*with_metrics=*/false);
     parts.state.current_epoch = epoch + 1;
     set_cpu_rng_state(rng);
   } else if (batches_done > 0) {
