@@ -19816,9 +19816,15 @@ inline volatile std::sig_atomic_t interrupt_signal = 0;
 /// The name of the signal that stopped the run ("SIGINT" or "SIGTERM").
 VOLT_INLINE std::string interrupt_signal_name();
 
+/// How many ScopedInterruptHandler objects have their handler installed (0 or 1: an inner one installs
+/// nothing).
+inline int interrupt_handler_depth = 0;
+
 /// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
 /// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
-/// signal during the graceful shutdown ends the process the default way.
+/// signal during the graceful shutdown ends the process the default way. Handlers nest: only the outermost
+/// one clears interrupt_signal and installs the handler, so a signal that arrived while an outer one was alive
+/// (during a data module's prepare_data or setup) is still seen by the fit loop.
 class ScopedInterruptHandler {
  public:
   explicit ScopedInterruptHandler(bool enabled);
@@ -19852,8 +19858,13 @@ VOLT_INLINE std::string interrupt_signal_name() { return interrupt_signal == SIG
 
 VOLT_INLINE ScopedInterruptHandler::ScopedInterruptHandler(bool enabled)
     : enabled_(enabled) {
+  if (interrupt_handler_depth > 0) {
+    enabled_ = false;  // an outer handler is installed and keeps what already arrived
+    return;
+  }
   interrupt_signal = 0;
   if (!enabled_) return;
+  ++interrupt_handler_depth;
 #if !defined(_WIN32)
   struct sigaction action {};
   action.sa_handler = [](int signal) { interrupt_signal = signal; };
@@ -19869,6 +19880,7 @@ VOLT_INLINE ScopedInterruptHandler::ScopedInterruptHandler(bool enabled)
 
 VOLT_INLINE ScopedInterruptHandler::~ScopedInterruptHandler() {
   if (!enabled_) return;
+  --interrupt_handler_depth;
 #if !defined(_WIN32)
   sigaction(SIGINT, &previous_int_, nullptr);
   sigaction(SIGTERM, &previous_term_, nullptr);
@@ -21660,6 +21672,12 @@ class FitLoop {
         }
         parts.logger.metrics().restore_callback_metrics(std::exchange(parts.checkpoint.restored_metrics, {}));
         call_hook<Hook::on_train_start>(*module, parts.context, callbacks, state);
+        // A signal before the first batch (in a data module's setup, say) stops the fit before it trains.
+        epoch_loop.interrupted = interrupt_signal != 0;
+        if (epoch_loop.interrupted) {
+          end_interrupted(parts, *module);
+          return;
+        }
         while (!done(parts)) {
           advance(parts, *module, train_data, val_data);
           if (epoch_loop.interrupted) {
@@ -22155,6 +22173,9 @@ void datamodule_exception(DM& dm, const std::exception_ptr& error) {
 /// returns false: fit tears down before the callbacks do); on_exception when it throws.
 template <class Parts, class DM, class Body>
 decltype(auto) with_datamodule(Parts& parts, DM& dm, Stage stage, Body&& body) {
+  // In a fit, SIGINT and SIGTERM during prepare_data and setup are kept for the loop (Lightning's
+  // _call_and_handle_interrupt covers them too): the fit stops before its first batch.
+  ScopedInterruptHandler interrupt_handler(parts.options.handle_signals && stage == Stage::fitting);
   try {
     parts.strategy.setup_environment();
     prepare_datamodule(parts.strategy, dm);

@@ -10,6 +10,8 @@
 #include "test_common.hpp"
 #include "trainer/trainer_fixtures.hpp"
 
+#include <csignal>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -306,6 +308,65 @@ struct NoValidationStep : torch::nn::Module {
   }
 };
 }  // namespace
+
+TEST_CASE("SIGINT in a DataModule's setup is kept: the fit stops before its first batch, as interrupted") {
+  struct InterruptingDM : TrainOnlyDM {
+    void setup(volt::Stage) { std::raise(SIGINT); }  // the Trainer's handler only records it
+  };
+  struct Exceptions {
+    std::shared_ptr<std::vector<std::string>> seen = std::make_shared<std::vector<std::string>>();
+    void on_exception(volt::TrainerState&, const std::exception_ptr& error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const volt::TrainingInterrupted& interrupted) {
+        seen->push_back(interrupted.what());
+      } catch (...) {
+        seen->push_back("other");
+      }
+    }
+  };
+  TempDir dir;
+  auto options = quiet_options(dir);
+  options.max_epochs = 3;
+  Exceptions exceptions;
+  volt::Trainer<volt::CPU> trainer(options, exceptions);
+  auto model = std::make_shared<Model>();
+  InterruptingDM dm;
+  trainer.fit(model, dm);
+  CHECK(trainer.interrupted());
+  CHECK(model->train_seen.empty());
+  CHECK(trainer.global_step() == 0);
+  REQUIRE(exceptions.seen->size() == 1);
+  CHECK(exceptions.seen->front() != "other");
+  CHECK(volt::detail::interrupt_handler_depth == 0);  // the handlers are gone again
+
+  // Without a data module nothing is installed before the fit: a fit after the interrupted one starts afresh.
+  auto again = std::make_shared<Model>();
+  volt::Trainer<volt::CPU> next(options);
+  auto batches = numbered(4);  // 2 batches
+  next.fit(again, batches);
+  CHECK_FALSE(next.interrupted());
+  CHECK(again->train_seen.size() == 6);
+}
+
+TEST_CASE("an inner ScopedInterruptHandler keeps a signal that arrived under the outer one") {
+  {
+    volt::detail::ScopedInterruptHandler outer(true);
+    std::raise(SIGTERM);
+    CHECK(volt::detail::interrupt_signal == SIGTERM);
+    {
+      volt::detail::ScopedInterruptHandler inner(true);
+      CHECK(volt::detail::interrupt_signal == SIGTERM);
+      CHECK(volt::detail::interrupt_handler_depth == 1);
+    }
+    // The outer handler is still the one installed (SA_RESETHAND reset it on delivery: install a new one to
+    // catch a second signal).
+    CHECK(volt::detail::interrupt_handler_depth == 1);
+  }
+  CHECK(volt::detail::interrupt_handler_depth == 0);
+  volt::detail::ScopedInterruptHandler fresh(true);
+  CHECK(volt::detail::interrupt_signal == 0);  // a new outermost handler starts clean
+}
 
 TEST_CASE("fit with a DataModule warns, as Lightning, when validation data or validation_step is missing") {
   TempDir dir;

@@ -163,6 +163,9 @@ void datamodule_exception(DM& dm, const std::exception_ptr& error) {
 /// returns false: fit tears down before the callbacks do); on_exception when it throws.
 template <class Parts, class DM, class Body>
 decltype(auto) with_datamodule(Parts& parts, DM& dm, Stage stage, Body&& body) {
+  // In a fit, SIGINT and SIGTERM during prepare_data and setup are kept for the loop (Lightning's
+  // _call_and_handle_interrupt covers them too): the fit stops before its first batch.
+  ScopedInterruptHandler interrupt_handler(parts.options.handle_signals && stage == Stage::fitting);
   try {
     parts.strategy.setup_environment();
     prepare_datamodule(parts.strategy, dm);

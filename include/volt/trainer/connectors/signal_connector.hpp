@@ -30,9 +30,15 @@ inline volatile std::sig_atomic_t interrupt_signal = 0;
 /// The name of the signal that stopped the run ("SIGINT" or "SIGTERM").
 VOLT_INLINE std::string interrupt_signal_name();
 
+/// How many ScopedInterruptHandler objects have their handler installed (0 or 1: an inner one installs
+/// nothing).
+inline int interrupt_handler_depth = 0;
+
 /// While alive, SIGINT and SIGTERM set interrupt_signal instead of ending the process; the destructor
 /// restores the previous handlers. The handler resets itself on delivery (SA_RESETHAND), so a second
-/// signal during the graceful shutdown ends the process the default way.
+/// signal during the graceful shutdown ends the process the default way. Handlers nest: only the outermost
+/// one clears interrupt_signal and installs the handler, so a signal that arrived while an outer one was alive
+/// (during a data module's prepare_data or setup) is still seen by the fit loop.
 class ScopedInterruptHandler {
  public:
   explicit ScopedInterruptHandler(bool enabled);

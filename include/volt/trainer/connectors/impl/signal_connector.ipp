@@ -9,8 +9,13 @@ VOLT_INLINE std::string interrupt_signal_name() { return interrupt_signal == SIG
 
 VOLT_INLINE ScopedInterruptHandler::ScopedInterruptHandler(bool enabled)
     : enabled_(enabled) {
+  if (interrupt_handler_depth > 0) {
+    enabled_ = false;  // an outer handler is installed and keeps what already arrived
+    return;
+  }
   interrupt_signal = 0;
   if (!enabled_) return;
+  ++interrupt_handler_depth;
 #if !defined(_WIN32)
   struct sigaction action {};
   action.sa_handler = [](int signal) { interrupt_signal = signal; };
@@ -26,6 +31,7 @@ VOLT_INLINE ScopedInterruptHandler::ScopedInterruptHandler(bool enabled)
 
 VOLT_INLINE ScopedInterruptHandler::~ScopedInterruptHandler() {
   if (!enabled_) return;
+  --interrupt_handler_depth;
 #if !defined(_WIN32)
   sigaction(SIGINT, &previous_int_, nullptr);
   sigaction(SIGTERM, &previous_term_, nullptr);
