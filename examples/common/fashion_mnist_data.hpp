@@ -16,6 +16,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -174,9 +175,22 @@ inline std::int64_t batches_per_epoch(const InMemoryImages& data, std::int64_t b
 template <class Sampler>
 class SizedLoader {
  public:
-  SizedLoader(const InMemoryImages& data, std::int64_t batch_size)
-      : batches_(batches_per_epoch(data, batch_size)),
-        loader_(torch::data::make_data_loader<Sampler>(data, torch::data::DataLoaderOptions(static_cast<std::size_t>(batch_size)))) {}
+  SizedLoader(const InMemoryImages& data, std::int64_t batch_size) : batches_(batches_per_epoch(data, batch_size)) {
+    // LibTorch's RandomSampler draws a permutation from the default generator when it is built, and again when
+    // each epoch starts; PyTorch's draws only when an epoch starts. The generator is put back after the build,
+    // so a run's shuffles depend on the seed and the epoch only, wherever the loader is made (here in the data
+    // module's train_dataloader, after the Trainer seeded).
+    auto generator = at::detail::getDefaultCPUGenerator();
+    torch::Tensor state;
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      state = generator.get_state();
+    }
+    loader_ = torch::data::make_data_loader<Sampler>(data,
+                                                     torch::data::DataLoaderOptions(static_cast<std::size_t>(batch_size)));
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state);
+  }
   auto begin() { return loader_->begin(); }
   auto end() { return loader_->end(); }
   std::int64_t size() const { return batches_; }

@@ -1,5 +1,6 @@
 // The training program shared by the Fashion-MNIST examples: the flags they add to volt's command line,
-// and fit (validation, early stopping, checkpoints, progress bar) followed by the test accuracy.
+// and fit on the data module (validation, early stopping, checkpoints, progress bar) followed by the test
+// accuracy.
 #pragma once
 
 #include <volt/volt.hpp>
@@ -75,17 +76,7 @@ template <class Accelerator, class Strategy, class Precision, class MakeModel>
 int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
   const auto flags = read_fashion_mnist_flags(args);
   const auto start = std::chrono::steady_clock::now();
-  auto splits = load_fashion_mnist(args.get("--data-dir"));
-  const auto train_batches = batches_per_epoch(splits.train, args.batch_size);
-  const auto val_batches = batches_per_epoch(splits.val, args.batch_size);
-  const auto test_batches = batches_per_epoch(splits.test, args.batch_size);
-  auto loader_options = torch::data::DataLoaderOptions(static_cast<std::size_t>(args.batch_size));
-  auto train_loader =
-      torch::data::make_data_loader<torch::data::samplers::RandomSampler>(std::move(splits.train), loader_options);
-  auto val_loader =
-      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(std::move(splits.val), loader_options);
-  auto test_loader =
-      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(std::move(splits.test), loader_options);
+  FashionMnistData data(args.get("--data-dir"), args.batch_size);
 
   volt::TrainerOptions options = args.trainer_options();
   options.enable_progress_bar = !args.get_switch("--no-progress-bar");
@@ -101,8 +92,11 @@ int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
   if (!flags.lr_find_plot.empty()) {
     // A model with a `lr` member trains with the suggestion (update_attr); others keep their rate.
     constexpr bool has_lr = requires { model->lr; };
-    const auto found = volt::lr_find<Accelerator, Strategy, Precision>(
-        options, model, volt::sized(train_loader, train_batches), {.update_attr = has_lr});
+    data.prepare_data();
+    data.setup(volt::Stage::fitting);
+    auto train_loader = data.train_dataloader();
+    const auto found =
+        volt::lr_find<Accelerator, Strategy, Precision>(options, model, train_loader, {.update_attr = has_lr});
     const auto plot = std::filesystem::path(flags.lr_find_plot);
     if (plot.has_parent_path()) std::filesystem::create_directories(plot.parent_path());
     found.write_svg(plot);
@@ -115,15 +109,14 @@ int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
   }
 
   const auto fit_start = std::chrono::steady_clock::now();
-  trainer.fit(model, volt::sized(train_loader, train_batches), volt::sized(val_loader, val_batches),
-              args.ckpt_path);
+  trainer.fit(model, data, args.ckpt_path);
   if (trainer.interrupted()) {
     std::fprintf(stderr, "interrupted: %s; the test set was not run (resume with --ckpt-path)\n",
                  trainer.stop_reason().c_str());
     return interrupted_status;
   }
   const double fit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - fit_start).count();
-  const auto results = trainer.test(model, volt::sized(test_loader, test_batches));
+  const auto results = trainer.test(model, data);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::printf("device: %s | precision: %s | epochs: %lld | steps: %lld | fit: %.1f s | wall time: %.1f s\n",

@@ -3419,12 +3419,52 @@ inline constexpr std::size_t field_count = [] {
   return count;
 }();
 
-// VOLT_DETAIL_FIELD(fN): the structured binding fN of with_fields, forwarded by detail::forward_field. A macro
-// because forward_field needs `decltype(fN)`, which for a structured binding is the member's declared type
-// (how a reference member is told from a value member) and which only the binding's own name gives: a
-// function taking the binding would see an lvalue of the member's type. The only macro of this header;
-// defined here, at namespace scope, and undefined right after with_fields.
+// The macros of this header, defined here at namespace scope and undefined right after with_fields:
+// * VOLT_DETAIL_FIELD(fN): the structured binding fN of with_fields, forwarded by detail::forward_field. A
+//   macro because forward_field needs `decltype(fN)`, which for a structured binding is the member's declared
+//   type (how a reference member is told from a value member) and which only the binding's own name gives: a
+//   function taking the binding would see an lvalue of the member's type.
+// * VOLT_DETAIL_FIELDS_n(M): M(f0), ..., M(fn-1), each list the one before it plus one name.
+// * VOLT_DETAIL_ARITY(n): with_fields' branch for n fields: bind them, call the visitor with them forwarded.
 #define VOLT_DETAIL_FIELD(field) ::volt::reflect::detail::forward_field<Aggregate, decltype(field)>(field)
+#define VOLT_DETAIL_NAME(field) field
+#define VOLT_DETAIL_FIELDS_1(M) M(f0)
+#define VOLT_DETAIL_FIELDS_2(M) VOLT_DETAIL_FIELDS_1(M), M(f1)
+#define VOLT_DETAIL_FIELDS_3(M) VOLT_DETAIL_FIELDS_2(M), M(f2)
+#define VOLT_DETAIL_FIELDS_4(M) VOLT_DETAIL_FIELDS_3(M), M(f3)
+#define VOLT_DETAIL_FIELDS_5(M) VOLT_DETAIL_FIELDS_4(M), M(f4)
+#define VOLT_DETAIL_FIELDS_6(M) VOLT_DETAIL_FIELDS_5(M), M(f5)
+#define VOLT_DETAIL_FIELDS_7(M) VOLT_DETAIL_FIELDS_6(M), M(f6)
+#define VOLT_DETAIL_FIELDS_8(M) VOLT_DETAIL_FIELDS_7(M), M(f7)
+#define VOLT_DETAIL_FIELDS_9(M) VOLT_DETAIL_FIELDS_8(M), M(f8)
+#define VOLT_DETAIL_FIELDS_10(M) VOLT_DETAIL_FIELDS_9(M), M(f9)
+#define VOLT_DETAIL_FIELDS_11(M) VOLT_DETAIL_FIELDS_10(M), M(f10)
+#define VOLT_DETAIL_FIELDS_12(M) VOLT_DETAIL_FIELDS_11(M), M(f11)
+#define VOLT_DETAIL_FIELDS_13(M) VOLT_DETAIL_FIELDS_12(M), M(f12)
+#define VOLT_DETAIL_FIELDS_14(M) VOLT_DETAIL_FIELDS_13(M), M(f13)
+#define VOLT_DETAIL_FIELDS_15(M) VOLT_DETAIL_FIELDS_14(M), M(f14)
+#define VOLT_DETAIL_FIELDS_16(M) VOLT_DETAIL_FIELDS_15(M), M(f15)
+#define VOLT_DETAIL_FIELDS_17(M) VOLT_DETAIL_FIELDS_16(M), M(f16)
+#define VOLT_DETAIL_FIELDS_18(M) VOLT_DETAIL_FIELDS_17(M), M(f17)
+#define VOLT_DETAIL_FIELDS_19(M) VOLT_DETAIL_FIELDS_18(M), M(f18)
+#define VOLT_DETAIL_FIELDS_20(M) VOLT_DETAIL_FIELDS_19(M), M(f19)
+#define VOLT_DETAIL_FIELDS_21(M) VOLT_DETAIL_FIELDS_20(M), M(f20)
+#define VOLT_DETAIL_FIELDS_22(M) VOLT_DETAIL_FIELDS_21(M), M(f21)
+#define VOLT_DETAIL_FIELDS_23(M) VOLT_DETAIL_FIELDS_22(M), M(f22)
+#define VOLT_DETAIL_FIELDS_24(M) VOLT_DETAIL_FIELDS_23(M), M(f23)
+#define VOLT_DETAIL_FIELDS_25(M) VOLT_DETAIL_FIELDS_24(M), M(f24)
+#define VOLT_DETAIL_FIELDS_26(M) VOLT_DETAIL_FIELDS_25(M), M(f25)
+#define VOLT_DETAIL_FIELDS_27(M) VOLT_DETAIL_FIELDS_26(M), M(f26)
+#define VOLT_DETAIL_FIELDS_28(M) VOLT_DETAIL_FIELDS_27(M), M(f27)
+#define VOLT_DETAIL_FIELDS_29(M) VOLT_DETAIL_FIELDS_28(M), M(f28)
+#define VOLT_DETAIL_FIELDS_30(M) VOLT_DETAIL_FIELDS_29(M), M(f29)
+#define VOLT_DETAIL_FIELDS_31(M) VOLT_DETAIL_FIELDS_30(M), M(f30)
+#define VOLT_DETAIL_FIELDS_32(M) VOLT_DETAIL_FIELDS_31(M), M(f31)
+#define VOLT_DETAIL_ARITY(n)                                                                  \
+  else if constexpr (count == n) {                                                           \
+    auto&& [VOLT_DETAIL_FIELDS_##n(VOLT_DETAIL_NAME)] = std::forward<Aggregate>(aggregate);  \
+    return std::forward<Visitor>(visitor)(VOLT_DETAIL_FIELDS_##n(VOLT_DETAIL_FIELD));        \
+  }
 
 /// Calls `visitor(fields...)` with every field of `aggregate` in declaration order and returns its result.
 /// Fields are forwarded with the aggregate's value category (moved from an rvalue aggregate), except
@@ -3437,279 +3477,51 @@ constexpr decltype(auto) with_fields(Aggregate&& aggregate, Visitor&& visitor) {
   // members (see the top of this file).
   if constexpr (count == 0) {
     return std::forward<Visitor>(visitor)();
-  } else if constexpr (count == 1) {
-    auto&& [f0] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0));
-  } else if constexpr (count == 2) {
-    auto&& [f0, f1] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1));
-  } else if constexpr (count == 3) {
-    auto&& [f0, f1, f2] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2));
-  } else if constexpr (count == 4) {
-    auto&& [f0, f1, f2, f3] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3));
-  } else if constexpr (count == 5) {
-    auto&& [f0, f1, f2, f3, f4] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4));
-  } else if constexpr (count == 6) {
-    auto&& [f0, f1, f2, f3, f4, f5] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5));
-  } else if constexpr (count == 7) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6));
-  } else if constexpr (count == 8) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7));
-  } else if constexpr (count == 9) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8));
-  } else if constexpr (count == 10) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9));
-  } else if constexpr (count == 11) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10));
-  } else if constexpr (count == 12) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11));
-  } else if constexpr (count == 13) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12));
-  } else if constexpr (count == 14) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13] = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13));
-  } else if constexpr (count == 15) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14));
-  } else if constexpr (count == 16) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15));
-  } else if constexpr (count == 17) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16));
-  } else if constexpr (count == 18) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17));
-  } else if constexpr (count == 19) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18));
-  } else if constexpr (count == 20) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19));
-  } else if constexpr (count == 21) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20));
-  } else if constexpr (count == 22) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21));
-  } else if constexpr (count == 23) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21, f22]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22));
-  } else if constexpr (count == 24) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21, f22, f23]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23));
-  } else if constexpr (count == 25) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21, f22, f23, f24]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
-        VOLT_DETAIL_FIELD(f24));
-  } else if constexpr (count == 26) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21, f22, f23, f24, f25]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
-        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25));
-  } else if constexpr (count == 27) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21, f22, f23, f24, f25, f26]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
-        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26));
-  } else if constexpr (count == 28) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21, f22, f23, f24, f25, f26, f27]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
-        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27));
-  } else if constexpr (count == 29) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21, f22, f23, f24, f25, f26, f27, f28]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
-        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27),
-        VOLT_DETAIL_FIELD(f28));
-  } else if constexpr (count == 30) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21, f22, f23, f24, f25, f26, f27, f28, f29]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
-        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27),
-        VOLT_DETAIL_FIELD(f28), VOLT_DETAIL_FIELD(f29));
-  } else if constexpr (count == 31) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21, f22, f23, f24, f25, f26, f27, f28, f29, f30]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
-        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27),
-        VOLT_DETAIL_FIELD(f28), VOLT_DETAIL_FIELD(f29), VOLT_DETAIL_FIELD(f30));
-  } else if constexpr (count == 32) {
-    auto&& [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17, f18, f19,
-            f20, f21, f22, f23, f24, f25, f26, f27, f28, f29, f30, f31]
-        = std::forward<Aggregate>(aggregate);
-    return std::forward<Visitor>(visitor)(
-        VOLT_DETAIL_FIELD(f0), VOLT_DETAIL_FIELD(f1), VOLT_DETAIL_FIELD(f2), VOLT_DETAIL_FIELD(f3),
-        VOLT_DETAIL_FIELD(f4), VOLT_DETAIL_FIELD(f5), VOLT_DETAIL_FIELD(f6), VOLT_DETAIL_FIELD(f7),
-        VOLT_DETAIL_FIELD(f8), VOLT_DETAIL_FIELD(f9), VOLT_DETAIL_FIELD(f10), VOLT_DETAIL_FIELD(f11),
-        VOLT_DETAIL_FIELD(f12), VOLT_DETAIL_FIELD(f13), VOLT_DETAIL_FIELD(f14), VOLT_DETAIL_FIELD(f15),
-        VOLT_DETAIL_FIELD(f16), VOLT_DETAIL_FIELD(f17), VOLT_DETAIL_FIELD(f18), VOLT_DETAIL_FIELD(f19),
-        VOLT_DETAIL_FIELD(f20), VOLT_DETAIL_FIELD(f21), VOLT_DETAIL_FIELD(f22), VOLT_DETAIL_FIELD(f23),
-        VOLT_DETAIL_FIELD(f24), VOLT_DETAIL_FIELD(f25), VOLT_DETAIL_FIELD(f26), VOLT_DETAIL_FIELD(f27),
-        VOLT_DETAIL_FIELD(f28), VOLT_DETAIL_FIELD(f29), VOLT_DETAIL_FIELD(f30), VOLT_DETAIL_FIELD(f31));
   }
+  VOLT_DETAIL_ARITY(1) VOLT_DETAIL_ARITY(2) VOLT_DETAIL_ARITY(3) VOLT_DETAIL_ARITY(4)
+  VOLT_DETAIL_ARITY(5) VOLT_DETAIL_ARITY(6) VOLT_DETAIL_ARITY(7) VOLT_DETAIL_ARITY(8)
+  VOLT_DETAIL_ARITY(9) VOLT_DETAIL_ARITY(10) VOLT_DETAIL_ARITY(11) VOLT_DETAIL_ARITY(12)
+  VOLT_DETAIL_ARITY(13) VOLT_DETAIL_ARITY(14) VOLT_DETAIL_ARITY(15) VOLT_DETAIL_ARITY(16)
+  VOLT_DETAIL_ARITY(17) VOLT_DETAIL_ARITY(18) VOLT_DETAIL_ARITY(19) VOLT_DETAIL_ARITY(20)
+  VOLT_DETAIL_ARITY(21) VOLT_DETAIL_ARITY(22) VOLT_DETAIL_ARITY(23) VOLT_DETAIL_ARITY(24)
+  VOLT_DETAIL_ARITY(25) VOLT_DETAIL_ARITY(26) VOLT_DETAIL_ARITY(27) VOLT_DETAIL_ARITY(28)
+  VOLT_DETAIL_ARITY(29) VOLT_DETAIL_ARITY(30) VOLT_DETAIL_ARITY(31) VOLT_DETAIL_ARITY(32)
 }
 
+#undef VOLT_DETAIL_ARITY
+#undef VOLT_DETAIL_FIELDS_32
+#undef VOLT_DETAIL_FIELDS_31
+#undef VOLT_DETAIL_FIELDS_30
+#undef VOLT_DETAIL_FIELDS_29
+#undef VOLT_DETAIL_FIELDS_28
+#undef VOLT_DETAIL_FIELDS_27
+#undef VOLT_DETAIL_FIELDS_26
+#undef VOLT_DETAIL_FIELDS_25
+#undef VOLT_DETAIL_FIELDS_24
+#undef VOLT_DETAIL_FIELDS_23
+#undef VOLT_DETAIL_FIELDS_22
+#undef VOLT_DETAIL_FIELDS_21
+#undef VOLT_DETAIL_FIELDS_20
+#undef VOLT_DETAIL_FIELDS_19
+#undef VOLT_DETAIL_FIELDS_18
+#undef VOLT_DETAIL_FIELDS_17
+#undef VOLT_DETAIL_FIELDS_16
+#undef VOLT_DETAIL_FIELDS_15
+#undef VOLT_DETAIL_FIELDS_14
+#undef VOLT_DETAIL_FIELDS_13
+#undef VOLT_DETAIL_FIELDS_12
+#undef VOLT_DETAIL_FIELDS_11
+#undef VOLT_DETAIL_FIELDS_10
+#undef VOLT_DETAIL_FIELDS_9
+#undef VOLT_DETAIL_FIELDS_8
+#undef VOLT_DETAIL_FIELDS_7
+#undef VOLT_DETAIL_FIELDS_6
+#undef VOLT_DETAIL_FIELDS_5
+#undef VOLT_DETAIL_FIELDS_4
+#undef VOLT_DETAIL_FIELDS_3
+#undef VOLT_DETAIL_FIELDS_2
+#undef VOLT_DETAIL_FIELDS_1
+#undef VOLT_DETAIL_NAME
 #undef VOLT_DETAIL_FIELD
 
 /// The fields' types as `Aggregate&&` would forward them: value members as their (cv-qualified) type,
