@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-process DDP checks on the CPU (Gloo over loopback), one scenario per call:
 #   run_ddp.sh WORKER SCENARIO
-# Scenarios: launcher-{plain,accumulate,clip}, cuda-{plain,accumulate,clip} (NCCL, 2 GPUs), torchrun-{plain,accumulate,clip}, launcher-kill, launcher-throw,
+# Scenarios: launcher-{plain,accumulate,clip,datamodule}, cuda-{plain,accumulate,clip} (NCCL, 2 GPUs), torchrun-{plain,accumulate,clip}, launcher-kill, launcher-throw,
 # launcher-exit, torchrun-kill, torchrun-throw, missing-rank, missing-host, predict-first, fabric-save-fail, trainer-save,
 # torchrun-buffers. Exits 0 when the scenario behaved as required.
 set -uo pipefail
@@ -58,6 +58,13 @@ case "$scenario" in
     grep -q "rank 1 of 2: fabric collectives ok" "$out" || fail "rank 1's collectives"
     grep -q "rank 0 of 2: fabric collectives ok" "$out" || fail "rank 0's collectives"
     grep "max |difference|" "$out"
+    ;;
+  launcher-datamodule)
+    dir=$(mktemp -d)
+    clean_env timeout 240 "$worker" datamodule "$dir" > "$out" 2>&1 || { rm -rf "$dir"; fail "exit status $?"; }
+    rm -rf "$dir"
+    grep -q "datamodule calls: prepare_data rank 0, setup rank 0, setup rank 1" "$out" || fail "wrong data module calls"
+    grep -E "datamodule calls|max \|difference\|" "$out"
     ;;
   predict-first)
     clean_env timeout 240 "$worker" predict-first > "$out" 2>&1 || fail "exit status $?"

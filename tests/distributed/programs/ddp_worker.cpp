@@ -3,6 +3,10 @@
 //   ddp_worker equivalence {plain|accumulate|clip} [cuda]
 //       2 ranks, batch 4 each, end with the same weights (within 1e-6; 1e-5 on CUDA) as one process with
 //       batch 8; rank 0 prints "max |difference| = ..." and exits 1 when it is larger.
+//   ddp_worker datamodule DIR
+//       the plain equivalence with the data given by a volt::DataModule: prepare_data runs on rank 0 only,
+//       setup on both (each appends a line to DIR/calls.txt); rank 0 prints "datamodule calls: ..." and the
+//       difference, and exits 1 when the calls or the weights are wrong.
 //   ddp_worker fabric
 //       Fabric<CPU, DDP> with 2 ranks and accumulation (no_backward_sync) against one process, plus collectives.
 //   ddp_worker predict-first
@@ -30,7 +34,9 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -176,6 +182,46 @@ int equivalence(const std::string& variant) {
   return worst <= tolerance && same_steps ? 0 : 1;
 }
 
+/// The equivalence batches as a data module that records its prepare_data and setup calls in a file.
+struct RecordingData {
+  std::filesystem::path calls;
+  const volt::TrainerState* state = nullptr;
+  void record(const std::string& what) const {
+    std::ofstream(calls, std::ios::app) << what << " rank " << state->global_rank << "\n";
+  }
+  void prepare_data() { record("prepare_data"); }
+  void setup(volt::Stage) { record("setup"); }
+  Batches train_dataloader() const { return make_batches(16, 4); }
+};
+
+int datamodule(const std::filesystem::path& dir) {
+  torch::manual_seed(5);
+  auto model = std::make_shared<Regressor>();
+  volt::Trainer<volt::CPU, volt::DDP> trainer(options_for("plain", 2));
+  RecordingData data{dir / "calls.txt", &trainer.state()};
+  trainer.fit(model, data);
+  if (trainer.global_rank() != 0) return 0;
+  std::ifstream file(data.calls);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(file, line);) lines.push_back(line);
+  std::sort(lines.begin(), lines.end());
+  std::string joined;
+  for (const auto& line : lines) joined += (joined.empty() ? "" : ", ") + line;
+  std::cout << "datamodule calls: " << joined << std::endl;
+  const bool calls_ok = lines == std::vector<std::string>{"prepare_data rank 0", "setup rank 0", "setup rank 1"};
+
+  torch::manual_seed(5);
+  auto reference = std::make_shared<Regressor>();
+  volt::Trainer<volt::CPU> single(options_for("plain", 1));
+  single.fit(reference, join_pairs(make_batches(16, 4)));
+  double worst = 0.0;
+  const auto a = model->parameters(), b = reference->parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  std::cout << "variant datamodule: global_step ddp " << trainer.global_step() << " single " << single.global_step()
+            << "; max |difference| = " << worst << std::endl;
+  return calls_ok && worst <= 1e-6 && trainer.global_step() == single.global_step() ? 0 : 1;
+}
+
 /// Fabric<CPU, DDP>: a hand loop with gradient accumulation over 2 micro-batches (no_backward_sync on the
 /// first), against one process with the joined batches; also checks all_reduce, all_gather and broadcast.
 int fabric() {
@@ -295,6 +341,7 @@ int main(int argc, char** argv) {
     if (args.size() == 2 && args[0] == "equivalence") return equivalence<volt::CPU>(args[1]);
     if (args.size() == 3 && args[0] == "equivalence" && args[2] == "cuda") return equivalence<volt::CUDA>(args[1]);
     if (args.size() == 1 && args[0] == "fabric") return fabric();
+    if (args.size() == 2 && args[0] == "datamodule") return datamodule(args[1]);
     if (args.size() == 1 && args[0] == "predict-first") return predict_first();
     if (args.size() == 1 && args[0] == "buffers") return buffers();
     if (args.size() == 2 && args[0] == "fabric-save-fail") return fabric_save_fail(args[1]);
@@ -305,6 +352,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "usage: ddp_worker equivalence {plain|accumulate|clip} [cuda] | fabric | predict-first | "
-               "fabric-save-fail PATH | trainer-save DIR BLOCKER | buffers | fail {throw|kill|exit} RANK STEP\n";
+               "datamodule DIR | fabric-save-fail PATH | trainer-save DIR BLOCKER | buffers | fail {throw|kill|exit} RANK STEP\n";
   return 2;
 }
