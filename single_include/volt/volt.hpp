@@ -10415,24 +10415,9 @@ VOLT_INLINE CheckpointIntervals check_model_checkpoint_options(const ModelCheckp
 // ---- end volt/callbacks/impl/model_checkpoint_options.ipp
 #endif
 // ---- end volt/callbacks/model_checkpoint_options.hpp
-// ---- begin volt/serialization/safetensors.hpp
+// ---- begin volt/loggers/logger.hpp
 /// \file
-/// volt::save_safetensors / volt::load_safetensors: weights in the safetensors format (Hugging Face's), read
-/// and written by Python's `safetensors` package (`safetensors.torch.save_file` / `load_file`).
-///
-/// ```
-/// volt::save_safetensors(model, "model.safetensors", {{"format", "pt"}});
-/// volt::load_safetensors(model, "model.safetensors");              // strict: every key, every shape
-/// auto file = volt::load_safetensors("model.safetensors");        // tensors + metadata, memory-mapped
-/// ```
-///
-/// The file: 8 bytes holding the header's length N (unsigned, little-endian), N bytes of a JSON object (each
-/// tensor's `dtype`, `shape` and `data_offsets` [begin, end) into the data; an optional `__metadata__` map of
-/// strings to strings; spaces pad it to a multiple of 8 bytes), then the tensors' bytes, row-major and
-/// little-endian, one after the other. volt writes the same bytes as Python's package for the same tensors
-/// (tensors ordered by dtype, then name; `__metadata__` keys sorted, where Python's order varies from run to
-/// run). The header is untrusted input: every length and offset is checked before any tensor is built
-/// (volt/serialization/detail/safetensors_header.hpp says what the JSON reader accepts).
+/// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
 
 // ---- begin volt/core/files.hpp
 /// \file
@@ -10652,6 +10637,185 @@ VOLT_INLINE void remove_stale_temporaries(const std::filesystem::path& target) {
 // ---- end volt/core/impl/files.ipp
 #endif
 // ---- end volt/core/files.hpp
+
+#include <cerrno>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace volt {
+
+/// What ModelCheckpoint tells the loggers after it saves (Lightning passes the callback itself to
+/// Logger.after_save_checkpoint; these are the members its loggers read).
+struct SavedCheckpoints {
+  /// The last checkpoint written, and the monitored value it was saved with (nullopt without a monitor).
+  std::filesystem::path last_model_path{};
+  std::optional<double> current_score{};
+  /// The best checkpoint so far and its monitored value.
+  std::filesystem::path best_model_path{};
+  std::optional<double> best_model_score{};
+  /// The kept top-k checkpoints and their monitored values.
+  std::map<std::filesystem::path, double> best_k_models{};
+  /// The callback's options, as Lightning's MLFlowLogger records them with each checkpoint.
+  std::string monitor{};
+  std::string mode{};
+  bool save_last = false;
+  int save_top_k = 1;
+  bool save_weights_only = false;
+  std::int64_t every_n_train_steps = 0;
+};
+
+/// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
+/// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
+/// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
+class Logger {
+ public:
+  virtual ~Logger() = default;
+  /// Records `metrics` at optimizer step `step`. May buffer; may throw std::runtime_error when a file cannot
+  /// be written.
+  virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
+  /// Records the run's hyperparameters, once, at fit start.
+  virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
+  /// Writes what is buffered. The default does nothing.
+  virtual void save() {}
+  /// Called once when the run ends, with "success", "failed" or "interrupted"; the default calls save().
+  virtual void finalize(const std::string& /*status*/) { save(); }
+  /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
+  virtual std::filesystem::path log_dir() const = 0;
+  /// Called by ModelCheckpoint on global rank zero after it saved a checkpoint (Lightning's
+  /// after_save_checkpoint). The default does nothing; MLFlowLogger uploads checkpoints (log_model).
+  virtual void after_save_checkpoint(const SavedCheckpoints& /*checkpoints*/) {}
+};
+
+namespace detail {
+
+/// "<what> <path>: <reason>" for a failed log write; `error` is the errno seen (0: unknown).
+VOLT_INLINE std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail = {});
+
+/// Writes `text` as the whole content of `path` atomically (temporary file in the same folder, flushed, then
+/// renamed over `path`): a full disk leaves the previous file as it was. Throws std::runtime_error naming the
+/// file and the system error.
+VOLT_INLINE void write_log_file_atomically(const std::filesystem::path& path, const std::string& text);
+
+/// Appends `text` to `path`. On failure the file is cut back to its previous size (no torn row) and
+/// std::runtime_error names the file and the system error.
+VOLT_INLINE void append_log_file(const std::filesystem::path& path, const std::string& text);
+
+/// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
+VOLT_INLINE int next_version(const std::filesystem::path& root);
+
+/// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
+/// options' version or else the next free one, chosen once (`version` caches it).
+template <class Options>
+std::filesystem::path versioned_log_dir(const Options& options, std::optional<int>& version) {
+  const auto root = (options.save_dir.empty() ? std::filesystem::path(".") : options.save_dir) / options.name;
+  if (!version) version = options.version ? *options.version : next_version(root);
+  return root / ("version_" + std::to_string(*version));
+}
+
+/// The Trainer's default_root_dir as the save_dir of a file logger that was given none ("." when empty too).
+template <class Options>
+void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) {
+  if (options.save_dir.empty()) options.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
+}
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/loggers/impl/logger.ipp
+/// \file
+/// Definitions of the functions declared in volt/loggers/logger.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail) {
+  return "volt: could not write the log file " + path.string() + ": " +
+         (error != 0 ? std::generic_category().message(error) : std::string("the write failed")) + detail +
+         "; logs would be lost, so the run stops";
+}
+
+VOLT_INLINE void write_log_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  remove_stale_temporaries(path);
+  const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp" +
+                                               std::to_string(std::random_device{}()));
+  std::error_code ignored;
+  if (const auto failure = write_file_durably(temporary, text)) {
+    std::filesystem::remove(temporary, ignored);
+    throw std::runtime_error(log_write_error(path, failure->error, " (after " + std::to_string(failure->written) +
+                                                                       " of " + std::to_string(text.size()) + " bytes)"));
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, ignored);
+    throw std::runtime_error(log_write_error(path, error.value()));
+  }
+}
+
+VOLT_INLINE void append_log_file(const std::filesystem::path& path, const std::string& text) {
+  std::error_code error;
+  const auto previous = std::filesystem::exists(path, error) ? std::filesystem::file_size(path, error) : 0;
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  errno = 0;
+  if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (out) out.flush();
+  int seen = errno;
+  out.close();
+  if (out) return;
+  if (seen == 0) seen = errno;
+  std::filesystem::resize_file(path, previous, error);
+  throw std::runtime_error(log_write_error(path, seen));
+}
+
+VOLT_INLINE int next_version(const std::filesystem::path& root) {
+  std::error_code error;
+  int next = 0;
+  if (!std::filesystem::is_directory(root, error)) return 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
+    try {
+      std::size_t used = 0;
+      const int number = std::stoi(name.substr(8), &used);
+      if (used == name.size() - 8) next = std::max(next, number + 1);
+    } catch (const std::exception&) {
+      // not a version folder of ours
+    }
+  }
+  return next;
+}
+
+}  // namespace volt::detail
+// ---- end volt/loggers/impl/logger.ipp
+#endif
+// ---- end volt/loggers/logger.hpp
+// ---- begin volt/serialization/safetensors.hpp
+/// \file
+/// volt::save_safetensors / volt::load_safetensors: weights in the safetensors format (Hugging Face's), read
+/// and written by Python's `safetensors` package (`safetensors.torch.save_file` / `load_file`).
+///
+/// ```
+/// volt::save_safetensors(model, "model.safetensors", {{"format", "pt"}});
+/// volt::load_safetensors(model, "model.safetensors");              // strict: every key, every shape
+/// auto file = volt::load_safetensors("model.safetensors");        // tensors + metadata, memory-mapped
+/// ```
+///
+/// The file: 8 bytes holding the header's length N (unsigned, little-endian), N bytes of a JSON object (each
+/// tensor's `dtype`, `shape` and `data_offsets` [begin, end) into the data; an optional `__metadata__` map of
+/// strings to strings; spaces pad it to a multiple of 8 bytes), then the tensors' bytes, row-major and
+/// little-endian, one after the other. volt writes the same bytes as Python's package for the same tensors
+/// (tensors ordered by dtype, then name; `__metadata__` keys sorted, where Python's order varies from run to
+/// run). The header is untrusted input: every length and offset is checked before any tensor is built
+/// (volt/serialization/detail/safetensors_header.hpp says what the JSON reader accepts).
+
 // ---- begin volt/core/mapped_file.hpp
 /// \file
 /// A whole file in memory for reading: memory-mapped where the platform allows it (POSIX mmap, private
@@ -12722,6 +12886,7 @@ class ModelCheckpoint {
     if (!state.save_checkpoint) return true;  // no Trainer behind the state (unit tests): bookkeeping only
     state.save_checkpoint(path, options_.save_weights_only);
     if (!state.last_checkpoint_saved) return false;
+    ++saves_;
     rewritable_.erase(path);
     last_global_step_saved_ = state.global_step;
     if (options_.verbose && state.is_global_zero) log::info("Epoch " + std::to_string(state.current_epoch) +
@@ -12746,9 +12911,23 @@ class ModelCheckpoint {
   template <class State>
   void save_topk(State& state) {
     const auto best_before = best_model_path_;
+    const auto saves_before = saves_;
     save_topk_files(state);
     if (options_.export_safetensors && best_model_path_ != best_before) export_best_weights(state);
+    if (saves_ != saves_before) notify_loggers(state);
   }
+
+  /// Lightning's after_save_checkpoint, on global rank zero, once the bookkeeping of the save is done.
+  template <class State>
+  void notify_loggers(const State& state) const {
+    if constexpr (requires { state.loggers; }) {
+      if (!state.is_global_zero || state.loggers.empty()) return;
+      const SavedCheckpoints saved = saved_checkpoints();
+      for (auto* logger : state.loggers) logger->after_save_checkpoint(saved);
+    }
+  }
+
+  SavedCheckpoints saved_checkpoints() const;
 
   template <class State>
   void export_best_weights(State& state) const {  // the model was just saved as the new best checkpoint
@@ -12796,6 +12975,7 @@ class ModelCheckpoint {
     }
     double current = it->second;
     if (std::isnan(current)) current = worst_value();  // NaN ranks last
+    current_score_ = current;
     const bool keep = options_.save_top_k == -1 || static_cast<int>(best_k_models_.size()) < options_.save_top_k ||
                       better(current, kth_value_);
     if (!keep) {
@@ -12830,6 +13010,7 @@ class ModelCheckpoint {
     if (state.save_checkpoint) state.save_checkpoint(path, options_.save_weights_only);
     last_global_step_saved_ = state.global_step;
     last_model_path_ = path;
+    notify_loggers(state);
   }
 
   /// Lightning's load_state_dict once the folder is known (another folder: only best_model_path is restored).
@@ -12844,6 +13025,8 @@ class ModelCheckpoint {
   std::optional<double> best_model_score_{};
   std::filesystem::path last_model_path_{};
   std::map<std::filesystem::path, double> best_k_models_{};
+  std::optional<double> current_score_{};
+  std::int64_t saves_ = 0;
   double kth_value_ = 0;
   std::int64_t last_global_step_saved_ = -1;
   std::optional<detail::CheckpointCallbackState> restored_{};
@@ -12989,6 +13172,22 @@ VOLT_INLINE ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
   every_n_epochs_ = intervals.every_n_epochs;
   kth_value_ = worst_value();
   best_model_score_ = std::nullopt;
+}
+
+VOLT_INLINE SavedCheckpoints ModelCheckpoint::saved_checkpoints() const {
+  SavedCheckpoints saved;
+  saved.last_model_path = last_model_path_;
+  saved.current_score = current_score_;
+  saved.best_model_path = best_model_path_;
+  saved.best_model_score = best_model_score_;
+  saved.best_k_models = best_k_models_;
+  saved.monitor = options_.monitor;
+  saved.mode = options_.mode;
+  saved.save_last = options_.save_last;
+  saved.save_top_k = options_.save_top_k;
+  saved.save_weights_only = options_.save_weights_only;
+  saved.every_n_train_steps = every_n_train_steps_;
+  return saved;
 }
 
 }  // namespace volt
@@ -14590,147 +14789,6 @@ VOLT_INLINE std::string encode_png(const torch::Tensor& image) {
 // ---- end volt/loggers/impl/images.ipp
 #endif
 // ---- end volt/loggers/images.hpp
-// ---- begin volt/loggers/logger.hpp
-/// \file
-/// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
-
-
-#include <cerrno>
-#include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <optional>
-#include <random>
-#include <stdexcept>
-#include <string>
-#include <system_error>
-
-namespace volt {
-
-/// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
-/// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
-/// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
-class Logger {
- public:
-  virtual ~Logger() = default;
-  /// Records `metrics` at optimizer step `step`. May buffer; may throw std::runtime_error when a file cannot
-  /// be written.
-  virtual void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
-  /// Records the run's hyperparameters, once, at fit start.
-  virtual void log_hyperparams(const std::map<std::string, std::string>& params) = 0;
-  /// Writes what is buffered. The default does nothing.
-  virtual void save() {}
-  /// Called once when the run ends, with "success", "failed" or "interrupted"; the default calls save().
-  virtual void finalize(const std::string& /*status*/) { save(); }
-  /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
-  virtual std::filesystem::path log_dir() const = 0;
-};
-
-namespace detail {
-
-/// "<what> <path>: <reason>" for a failed log write; `error` is the errno seen (0: unknown).
-VOLT_INLINE std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail = {});
-
-/// Writes `text` as the whole content of `path` atomically (temporary file in the same folder, flushed, then
-/// renamed over `path`): a full disk leaves the previous file as it was. Throws std::runtime_error naming the
-/// file and the system error.
-VOLT_INLINE void write_log_file_atomically(const std::filesystem::path& path, const std::string& text);
-
-/// Appends `text` to `path`. On failure the file is cut back to its previous size (no torn row) and
-/// std::runtime_error names the file and the system error.
-VOLT_INLINE void append_log_file(const std::filesystem::path& path, const std::string& text);
-
-/// Lightning's version numbering: the next free `version_N` under `root` (0 when none exists).
-VOLT_INLINE int next_version(const std::filesystem::path& root);
-
-/// The file loggers' folder rule (Lightning's): `save_dir / name / version_N`, save_dir "." when empty, N the
-/// options' version or else the next free one, chosen once (`version` caches it).
-template <class Options>
-std::filesystem::path versioned_log_dir(const Options& options, std::optional<int>& version) {
-  const auto root = (options.save_dir.empty() ? std::filesystem::path(".") : options.save_dir) / options.name;
-  if (!version) version = options.version ? *options.version : next_version(root);
-  return root / ("version_" + std::to_string(*version));
-}
-
-/// The Trainer's default_root_dir as the save_dir of a file logger that was given none ("." when empty too).
-template <class Options>
-void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) {
-  if (options.save_dir.empty()) options.save_dir = dir.empty() ? std::filesystem::path(".") : dir;
-}
-
-}  // namespace detail
-}  // namespace volt
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/loggers/impl/logger.ipp
-/// \file
-/// Definitions of the functions declared in volt/loggers/logger.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail) {
-  return "volt: could not write the log file " + path.string() + ": " +
-         (error != 0 ? std::generic_category().message(error) : std::string("the write failed")) + detail +
-         "; logs would be lost, so the run stops";
-}
-
-VOLT_INLINE void write_log_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  remove_stale_temporaries(path);
-  const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp" +
-                                               std::to_string(std::random_device{}()));
-  std::error_code ignored;
-  if (const auto failure = write_file_durably(temporary, text)) {
-    std::filesystem::remove(temporary, ignored);
-    throw std::runtime_error(log_write_error(path, failure->error, " (after " + std::to_string(failure->written) +
-                                                                       " of " + std::to_string(text.size()) + " bytes)"));
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, ignored);
-    throw std::runtime_error(log_write_error(path, error.value()));
-  }
-}
-
-VOLT_INLINE void append_log_file(const std::filesystem::path& path, const std::string& text) {
-  std::error_code error;
-  const auto previous = std::filesystem::exists(path, error) ? std::filesystem::file_size(path, error) : 0;
-  std::ofstream out(path, std::ios::binary | std::ios::app);
-  errno = 0;
-  if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  if (out) out.flush();
-  int seen = errno;
-  out.close();
-  if (out) return;
-  if (seen == 0) seen = errno;
-  std::filesystem::resize_file(path, previous, error);
-  throw std::runtime_error(log_write_error(path, seen));
-}
-
-VOLT_INLINE int next_version(const std::filesystem::path& root) {
-  std::error_code error;
-  int next = 0;
-  if (!std::filesystem::is_directory(root, error)) return 0;
-  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("version_", 0) != 0) continue;
-    try {
-      std::size_t used = 0;
-      const int number = std::stoi(name.substr(8), &used);
-      if (used == name.size() - 8) next = std::max(next, number + 1);
-    } catch (const std::exception&) {
-      // not a version folder of ours
-    }
-  }
-  return next;
-}
-
-}  // namespace volt::detail
-// ---- end volt/loggers/impl/logger.ipp
-#endif
-// ---- end volt/loggers/logger.hpp
 
 #include <torch/torch.h>
 

@@ -23,6 +23,7 @@ import urllib.request
 try:
     import mlflow
     from mlflow.tracking import MlflowClient
+    import yaml
 except ImportError as error:
     print(f"SKIP: mlflow is not installed ({error}; tools/install-python.sh installs it)")
     sys.exit(77)
@@ -108,11 +109,38 @@ def main():
         expect(names == ["checkpoints/best.ckpt"], f"artifacts {names}")
         local = client.download_artifacts(run_id, "checkpoints/best.ckpt", os.path.join(args.workdir, "download"))
         expect(open(local, "rb").read() == open(artifact, "rb").read(), "the artifact's bytes")
+
+        # 2. log_model: Lightning's layout, <stem>/<file>, metadata.yaml and aliases.txt beside it.
+        def uploaded(how):
+            folder = os.path.join(args.workdir, "checkpoints-" + how)
+            run_id = run(args.tool, "log_model", how, uri, folder).stdout.strip()
+            found = {}
+            for top in client.list_artifacts(run_id):
+                for entry in client.list_artifacts(run_id, top.path):
+                    path = client.download_artifacts(run_id, entry.path, os.path.join(args.workdir, "dl-" + how))
+                    found[entry.path] = open(path, "rb").read().decode()
+            return found
+
+        at_end = uploaded("on")
+        expect(sorted(at_end) == ["epoch=1-step=4/aliases.txt", "epoch=1-step=4/epoch=1-step=4.ckpt",
+                                  "epoch=1-step=4/metadata.yaml", "last/aliases.txt", "last/last.ckpt",
+                                  "last/metadata.yaml"], f"log_model=True uploads the kept checkpoints: {sorted(at_end)}")
+        expect(at_end["last/last.ckpt"] == "last after epoch 1", "log_model=True uploads last.ckpt as it ended")
+        expect(at_end["epoch=1-step=4/aliases.txt"] == "['latest', 'best']" and
+               at_end["last/aliases.txt"] == "['latest']", "aliases")
+        metadata = yaml.safe_load(at_end["epoch=1-step=4/metadata.yaml"])
+        expect(metadata == {"Checkpoint": {"_every_n_train_steps": 0, "mode": "max", "monitor": "val_acc",
+                                           "save_last": True, "save_top_k": 1, "save_weights_only": False},
+                            "original_filename": "epoch=1-step=4.ckpt", "score": 0.75}, f"metadata.yaml {metadata}")
+        every = uploaded("all")
+        expect(sorted({p.split("/")[0] for p in every}) == ["epoch=0-step=2", "epoch=1-step=4", "last"],
+               f"log_model='all' uploads each save: {sorted(every)}")
+        expect(every["last/last.ckpt"] == "last after epoch 1", "log_model='all' uploads a rewritten last.ckpt again")
     finally:
         server.terminate()
         server.wait(timeout=30)
 
-    # 2. Failures never stop the program: nothing listening, then a server answering 500 to everything.
+    # 3. Failures never stop the program: nothing listening, then a server answering 500 to everything.
     started = time.time()
     result = run(args.tool, "unreachable", f"http://127.0.0.1:{free_port()}")
     warnings, pending = map(int, result.stdout.split())

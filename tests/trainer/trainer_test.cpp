@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -791,4 +792,47 @@ TEST_CASE("ModelCheckpoint with a monitor warns before the first validation and 
                          doctest::Contains("`ModelCheckpoint(monitor='never')` could not find the monitored key"),
                          volt::MisconfigurationError);
   }
+}
+
+TEST_CASE("ModelCheckpoint tells the loggers what it keeps after each save (Lightning's after_save_checkpoint)") {
+  struct Saves : volt::Logger {
+    std::filesystem::path folder;
+    std::vector<volt::SavedCheckpoints> seen;
+    void log_metrics(const std::map<std::string, double>&, std::int64_t) override {}
+    void log_hyperparams(const std::map<std::string, std::string>&) override {}
+    std::filesystem::path log_dir() const override { return folder; }
+    void after_save_checkpoint(const volt::SavedCheckpoints& saved) override {
+      seen.push_back(saved);
+      for (const auto& [path, score] : saved.best_k_models) CHECK(std::filesystem::exists(path));
+    }
+  };
+  TempDir dir;
+  auto options = quiet_options(dir);
+  options.max_epochs = 3;
+  options.logger = true;
+  options.enable_checkpointing = true;
+  auto logger = std::make_shared<Saves>();
+  logger->folder = dir.path;
+  volt::Trainer<volt::CPU> trainer(
+      options, logger,
+      volt::ModelCheckpoint{{.dirpath = dir.path / "ckpt", .monitor = "val_loss", .save_top_k = 1, .save_last = true}});
+  auto model = std::make_shared<volt_test::Regressor>();
+  trainer.fit(model, volt_test::make_batches(3), volt_test::make_batches(2));
+  const auto& seen = logger->seen;
+  REQUIRE(seen.size() >= 4);  // each epoch: the top-k save when val_loss improved, then last.ckpt
+  CHECK(seen[0].last_model_path.empty());  // the first top-k save comes before the first last.ckpt
+  CHECK_FALSE(seen[0].best_model_path.empty());
+  CHECK(seen[0].current_score == seen[0].best_model_score);
+  CHECK(seen[1].last_model_path == dir.path / "ckpt" / "last.ckpt");
+  const auto& final = seen.back();
+  const auto* checkpoint = trainer.checkpoint_callback();
+  REQUIRE(checkpoint != nullptr);
+  CHECK(final.best_model_path == checkpoint->best_model_path());
+  CHECK(final.best_model_score == checkpoint->best_model_score());
+  CHECK(final.best_k_models == checkpoint->best_k_models());
+  CHECK(final.monitor == "val_loss");
+  CHECK(final.mode == "min");
+  CHECK(final.save_top_k == 1);
+  CHECK(final.save_last);
+  CHECK_FALSE(final.save_weights_only);
 }

@@ -10,6 +10,7 @@
 #include <volt/core/duration.hpp>
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
+#include <volt/loggers/logger.hpp>
 #include <volt/serialization/safetensors.hpp>
 
 #include <algorithm>
@@ -144,6 +145,7 @@ class ModelCheckpoint {
     if (!state.save_checkpoint) return true;  // no Trainer behind the state (unit tests): bookkeeping only
     state.save_checkpoint(path, options_.save_weights_only);
     if (!state.last_checkpoint_saved) return false;
+    ++saves_;
     rewritable_.erase(path);
     last_global_step_saved_ = state.global_step;
     if (options_.verbose && state.is_global_zero) log::info("Epoch " + std::to_string(state.current_epoch) +
@@ -168,9 +170,23 @@ class ModelCheckpoint {
   template <class State>
   void save_topk(State& state) {
     const auto best_before = best_model_path_;
+    const auto saves_before = saves_;
     save_topk_files(state);
     if (options_.export_safetensors && best_model_path_ != best_before) export_best_weights(state);
+    if (saves_ != saves_before) notify_loggers(state);
   }
+
+  /// Lightning's after_save_checkpoint, on global rank zero, once the bookkeeping of the save is done.
+  template <class State>
+  void notify_loggers(const State& state) const {
+    if constexpr (requires { state.loggers; }) {
+      if (!state.is_global_zero || state.loggers.empty()) return;
+      const SavedCheckpoints saved = saved_checkpoints();
+      for (auto* logger : state.loggers) logger->after_save_checkpoint(saved);
+    }
+  }
+
+  SavedCheckpoints saved_checkpoints() const;
 
   template <class State>
   void export_best_weights(State& state) const {  // the model was just saved as the new best checkpoint
@@ -218,6 +234,7 @@ class ModelCheckpoint {
     }
     double current = it->second;
     if (std::isnan(current)) current = worst_value();  // NaN ranks last
+    current_score_ = current;
     const bool keep = options_.save_top_k == -1 || static_cast<int>(best_k_models_.size()) < options_.save_top_k ||
                       better(current, kth_value_);
     if (!keep) {
@@ -252,6 +269,7 @@ class ModelCheckpoint {
     if (state.save_checkpoint) state.save_checkpoint(path, options_.save_weights_only);
     last_global_step_saved_ = state.global_step;
     last_model_path_ = path;
+    notify_loggers(state);
   }
 
   /// Lightning's load_state_dict once the folder is known (another folder: only best_model_path is restored).
@@ -266,6 +284,8 @@ class ModelCheckpoint {
   std::optional<double> best_model_score_{};
   std::filesystem::path last_model_path_{};
   std::map<std::filesystem::path, double> best_k_models_{};
+  std::optional<double> current_score_{};
+  std::int64_t saves_ = 0;
   double kth_value_ = 0;
   std::int64_t last_global_step_saved_ = -1;
   std::optional<detail::CheckpointCallbackState> restored_{};

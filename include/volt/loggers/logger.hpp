@@ -18,6 +18,26 @@
 
 namespace volt {
 
+/// What ModelCheckpoint tells the loggers after it saves (Lightning passes the callback itself to
+/// Logger.after_save_checkpoint; these are the members its loggers read).
+struct SavedCheckpoints {
+  /// The last checkpoint written, and the monitored value it was saved with (nullopt without a monitor).
+  std::filesystem::path last_model_path{};
+  std::optional<double> current_score{};
+  /// The best checkpoint so far and its monitored value.
+  std::filesystem::path best_model_path{};
+  std::optional<double> best_model_score{};
+  /// The kept top-k checkpoints and their monitored values.
+  std::map<std::filesystem::path, double> best_k_models{};
+  /// The callback's options, as Lightning's MLFlowLogger records them with each checkpoint.
+  std::string monitor{};
+  std::string mode{};
+  bool save_last = false;
+  int save_top_k = 1;
+  bool save_weights_only = false;
+  std::int64_t every_n_train_steps = 0;
+};
+
 /// An experiment logger. The Trainer calls it on global rank zero only: log_metrics every
 /// log_every_n_steps optimizer steps and at epoch ends, log_hyperparams once at fit start, save after
 /// each write batch, finalize once when the run ends ("success", "failed" or "interrupted").
@@ -35,6 +55,9 @@ class Logger {
   virtual void finalize(const std::string& /*status*/) { save(); }
   /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
   virtual std::filesystem::path log_dir() const = 0;
+  /// Called by ModelCheckpoint on global rank zero after it saved a checkpoint (Lightning's
+  /// after_save_checkpoint). The default does nothing; MLFlowLogger uploads checkpoints (log_model).
+  virtual void after_save_checkpoint(const SavedCheckpoints& /*checkpoints*/) {}
 };
 
 namespace detail {

@@ -11,8 +11,9 @@
 /// finalize() tries once more and says how many requests were lost if the server never came back.
 #pragma once
 
-#include <volt/core/encoding.hpp>
 #include <volt/core/log.hpp>
+#include <volt/core/python_format.hpp>
+#include <volt/loggers/detail/mlflow_http.hpp>
 #include <volt/loggers/logger.hpp>
 
 #include <curl/curl.h>
@@ -31,11 +32,20 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 namespace volt {
+
+/// Which checkpoints MLFlowLogger uploads as artifacts (Lightning's log_model: False, True, "all").
+enum class LogModel {
+  off,  ///< none (Lightning's False, the default)
+  on,   ///< those ModelCheckpoint keeps (best, top-k, last), at the end of the run; every save when save_top_k == -1
+  all,  ///< each checkpoint right after it is saved
+};
 
 /// The options of volt::MLFlowLogger (Lightning's MLFlowLogger arguments that apply to a tracking server).
 struct MLFlowLoggerOptions {
@@ -54,6 +64,9 @@ struct MLFlowLoggerOptions {
   std::string run_id{};
   /// Where a new experiment keeps its artifacts (empty: the server's default).
   std::string artifact_location{};
+  /// Checkpoints of ModelCheckpoint uploaded as artifacts (Lightning's log_model): each under
+  /// `<file stem>/` with `metadata.yaml` (its score, file name and the callback's options) and `aliases.txt`.
+  LogModel log_model = LogModel::off;
   /// Seconds one request may take before it counts as failed.
   double request_timeout_s = 10.0;
   /// Attempts per request before it is queued (the waits between them double from retry_backoff_s).
@@ -65,85 +78,6 @@ struct MLFlowLoggerOptions {
   /// The longest pause, in seconds, between rounds of attempts while the server keeps failing.
   double max_pause_s = 60.0;
 };
-
-namespace detail::mlflow {
-
-/// `text` as a JSON string (core/encoding.hpp's escaping).
-inline std::string json_string(std::string_view text) {
-  std::string out;
-  append_json_string(out, text);
-  return out;
-}
-
-/// The string value of the first `"key": "..."` in a server response (MLflow's responses are JSON objects
-/// with unique ids; escapes other than \" and \\ do not occur in ids and URIs). nullopt when absent.
-inline std::optional<std::string> json_field(std::string_view body, std::string_view key) {
-  const std::string needle = "\"" + std::string(key) + "\"";
-  auto at = body.find(needle);
-  if (at == std::string_view::npos) return std::nullopt;
-  at = body.find(':', at + needle.size());
-  if (at == std::string_view::npos) return std::nullopt;
-  at = body.find_first_not_of(" \t\r\n", at + 1);
-  if (at == std::string_view::npos || body[at] != '"') return std::nullopt;
-  std::string value;
-  for (++at; at < body.size() && body[at] != '"'; ++at) {
-    if (body[at] == '\\' && at + 1 < body.size()) ++at;
-    value += body[at];
-  }
-  return value;
-}
-
-inline std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-/// A response: the HTTP status (0 when no answer came) and the body, or libcurl's error text.
-struct Response {
-  long status = 0;
-  std::string body;
-};
-
-inline std::size_t append_body(char* data, std::size_t size, std::size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
-}
-
-/// One HTTP request with libcurl: `method` ("GET", "POST", "PUT") to `url` with `body` (JSON unless
-/// `content_type` says otherwise).
-inline Response request(const std::string& method, const std::string& url, const std::string& body, double timeout_s,
-                        const char* content_type = "Content-Type: application/json") {
-  static const bool initialized = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-  Response response;
-  CURL* curl = initialized ? curl_easy_init() : nullptr;
-  if (curl == nullptr) {
-    response.body = "libcurl could not be initialized";
-    return response;
-  }
-  curl_slist* headers = curl_slist_append(nullptr, content_type);
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_s * 1000));
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
-  if (method == "POST" || method == "PUT") {
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  }
-  const CURLcode code = curl_easy_perform(curl);
-  if (code == CURLE_OK) {
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
-  } else {
-    response.body = curl_easy_strerror(code);
-  }
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
-  return response;
-}
-
-}  // namespace detail::mlflow
 
 /// Logs to an MLflow tracking server: creates (or continues) a run in the experiment on the first call,
 /// sends hyperparameters as params, metrics with their steps, artifacts, and at finalize the run's status
@@ -226,9 +160,20 @@ class MLFlowLogger : public Logger {
   /// Sends the queued requests (called by each log call).
   void save() override { flush(); }
 
+  /// After ModelCheckpoint saved: uploads the checkpoints not uploaded yet (log_model all, or on with
+  /// save_top_k == -1), or remembers them for finalize (on).
+  void after_save_checkpoint(const SavedCheckpoints& checkpoints) override {
+    if (options_.log_model == LogModel::all || (options_.log_model == LogModel::on && checkpoints.save_top_k == -1)) {
+      upload_checkpoints(checkpoints);
+    } else if (options_.log_model == LogModel::on) {
+      to_upload_ = checkpoints;
+    }
+  }
+
   /// Sends what is queued and ends the run: FINISHED for "success", FAILED for "failed", KILLED otherwise
   /// (Lightning's statuses). Warns with the number of requests lost when the server stayed unreachable.
   void finalize(const std::string& status) override {
+    if (to_upload_) upload_checkpoints(*std::exchange(to_upload_, std::nullopt));
     const std::string state = status == "success" ? "FINISHED" : status == "failed" ? "FAILED" : "KILLED";
     enqueue("runs/update", "{\"status\":\"" + state + "\",\"end_time\":" + std::to_string(detail::mlflow::now_ms()) + "}");
     pause_until_ = {};
@@ -241,6 +186,55 @@ class MLFlowLogger : public Logger {
   }
 
  private:
+  /// Lightning's _scan_and_log_checkpoints: the last, best and top-k checkpoints that exist, oldest first, that
+  /// were not uploaded since they were last written; each with its metadata.yaml and aliases.txt.
+  void upload_checkpoints(const SavedCheckpoints& checkpoints) {
+    struct Candidate {
+      std::optional<double> score;
+    };
+    std::map<std::filesystem::path, Candidate> candidates;
+    if (!checkpoints.last_model_path.empty()) candidates[checkpoints.last_model_path] = {checkpoints.current_score};
+    if (!checkpoints.best_model_path.empty()) candidates[checkpoints.best_model_path] = {checkpoints.best_model_score};
+    for (const auto& [path, score] : checkpoints.best_k_models) candidates[path] = {score};
+    std::vector<std::tuple<std::filesystem::file_time_type, std::filesystem::path, std::optional<double>>> found;
+    for (const auto& [path, candidate] : candidates) {
+      std::error_code error;
+      if (!std::filesystem::is_regular_file(path, error)) continue;
+      const auto written = std::filesystem::last_write_time(path, error);
+      if (error) continue;
+      if (const auto it = uploaded_.find(path); it != uploaded_.end() && it->second >= written) continue;
+      found.emplace_back(written, path, candidate.score);
+    }
+    std::sort(found.begin(), found.end());
+    for (const auto& [written, path, score] : found) {
+      const std::string folder = path.stem().string();
+      log_artifact(path, folder);
+      const auto scratch = std::filesystem::temp_directory_path() / ("volt-mlflow-" + std::to_string(detail::mlflow::now_ms()) + "-" + std::to_string(uploaded_.size()));
+      std::filesystem::create_directories(scratch);
+      std::ofstream(scratch / "metadata.yaml") << checkpoint_metadata(checkpoints, path, score);
+      std::ofstream(scratch / "aliases.txt")
+          << (path == checkpoints.best_model_path ? "['latest', 'best']" : "['latest']");
+      log_artifact(scratch / "metadata.yaml", folder);
+      log_artifact(scratch / "aliases.txt", folder);
+      std::error_code ignored;
+      std::filesystem::remove_all(scratch, ignored);
+      uploaded_[path] = written;
+    }
+  }
+
+  /// The metadata.yaml Lightning writes beside an uploaded checkpoint (yaml.dump's layout: keys sorted).
+  static std::string checkpoint_metadata(const SavedCheckpoints& c, const std::filesystem::path& path,
+                                         std::optional<double> score) {
+    auto text = [](const std::string& value) { return value.empty() ? std::string("null") : value; };
+    std::ostringstream out;
+    out << "Checkpoint:\n  _every_n_train_steps: " << c.every_n_train_steps << "\n  mode: " << text(c.mode)
+        << "\n  monitor: " << text(c.monitor) << "\n  save_last: " << (c.save_last ? "true" : "false")
+        << "\n  save_top_k: " << c.save_top_k << "\n  save_weights_only: " << (c.save_weights_only ? "true" : "false")
+        << "\noriginal_filename: " << path.filename().string()
+        << "\nscore: " << (score ? detail::python_float(*score) : std::string("null")) << "\n";
+    return out.str();
+  }
+
   std::string api(const std::string& endpoint) const { return options_.tracking_uri + "/api/2.0/mlflow/" + endpoint; }
 
   static std::string describe(const detail::mlflow::Response& response) {
@@ -358,6 +352,8 @@ class MLFlowLogger : public Logger {
   bool warned_ = false;
   double pause_s_ = 0;
   std::chrono::steady_clock::time_point pause_until_{};
+  std::optional<SavedCheckpoints> to_upload_{};
+  std::map<std::filesystem::path, std::filesystem::file_time_type> uploaded_{};
 };
 
 }  // namespace volt

@@ -136,4 +136,20 @@ VOLT_INLINE ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
   best_model_score_ = std::nullopt;
 }
 
+VOLT_INLINE SavedCheckpoints ModelCheckpoint::saved_checkpoints() const {
+  SavedCheckpoints saved;
+  saved.last_model_path = last_model_path_;
+  saved.current_score = current_score_;
+  saved.best_model_path = best_model_path_;
+  saved.best_model_score = best_model_score_;
+  saved.best_k_models = best_k_models_;
+  saved.monitor = options_.monitor;
+  saved.mode = options_.mode;
+  saved.save_last = options_.save_last;
+  saved.save_top_k = options_.save_top_k;
+  saved.save_weights_only = options_.save_weights_only;
+  saved.every_n_train_steps = every_n_train_steps_;
+  return saved;
+}
+
 }  // namespace volt
