@@ -4,3 +4,18 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_G
    AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
   target_compile_options(volt_test_cli PRIVATE -Wno-restrict -Wno-stringop-overflow -Wno-array-bounds)
 endif()
+
+# Config files (the optional volt/cli/config_file.hpp): its test joins volt_test_cli where yaml-cpp is found
+# (Debian: libyaml-cpp-dev), and only then links yaml-cpp.
+find_package(yaml-cpp QUIET)
+if(TARGET yaml-cpp::yaml-cpp)
+  set(volt_yaml_cpp yaml-cpp::yaml-cpp)
+elseif(TARGET yaml-cpp)
+  set(volt_yaml_cpp yaml-cpp)
+endif()
+if(volt_yaml_cpp)
+  target_sources(volt_test_cli PRIVATE ${CMAKE_CURRENT_LIST_DIR}/yaml/config_file_test.cpp)
+  target_link_libraries(volt_test_cli PRIVATE ${volt_yaml_cpp})
+else()
+  message(STATUS "volt: yaml-cpp not found; the config-file tests of volt_test_cli are not added")
+endif()

@@ -33,6 +33,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
@@ -123,6 +124,13 @@ inline std::vector<std::string> config_sections(const Parser& parser) {
   return sections;
 }
 
+/// `seconds` as Lightning's "DD:HH:MM:SS" (whole seconds, rounded).
+inline std::string dd_hh_mm_ss(double seconds) {
+  const auto total = static_cast<long long>(std::llround(seconds));
+  auto two = [](long long value) { return std::string(value < 10 ? "0" : "") + std::to_string(value); };
+  return two(total / 86400) + ":" + two(total % 86400 / 3600) + ":" + two(total % 3600 / 60) + ":" + two(total % 60);
+}
+
 /// "<file>:<line>:<column>: " for a node of the file.
 inline std::string config_where(const std::string& path, const YAML::Node& node) {
   const YAML::Mark mark = node.Mark();
@@ -182,7 +190,7 @@ inline void apply_config_key(const std::string& where, const std::string& name, 
     }
     if (flag == "--cuda-graphs") {
       if (text != "true" && text != "false") {
-        throw UsageError("argument --cuda-graphs: expected true or false, got " + quoted(text));
+        throw UsageError("argument --cuda-graphs: expected true or false, got " + cli::detail::quoted(text));
       }
       args.cuda_graphs = text == "true";
     } else if (flag == "--seed" && (text == "false" || text == "true")) {
@@ -258,7 +266,7 @@ inline void load_config_section(const Parser& parser, const std::string& path, c
       bool on = false;
       if (!value.IsNull() && !YAML::convert<bool>::decode(value, on)) {
         throw UsageError(where + name + " (" + extra.flag + "): expected true or false, got " +
-                         quoted(value.Scalar()));
+                         cli::detail::quoted(value.Scalar()));
       }
       if (on) ConfigFileAccess::given(args).insert(extra.flag);
       else ConfigFileAccess::given(args).erase(extra.flag);
@@ -275,10 +283,10 @@ inline void load_config_section(const Parser& parser, const std::string& path, c
 inline void load_config_file(const Parser& parser, const std::string& path, Args& args) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
-    throw UsageError("argument --config: cannot read " + detail::quoted(path) + ": it is a directory");
+    throw UsageError("argument --config: cannot read " + cli::detail::quoted(path) + ": it is a directory");
   }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("argument --config: cannot read " + detail::quoted(path) + ": no such readable file");
+  if (!in) throw UsageError("argument --config: cannot read " + cli::detail::quoted(path) + ": no such readable file");
   YAML::Node root;
   try {
     root = YAML::Load(in);
@@ -342,7 +350,7 @@ inline std::string print_config(const Parser& parser, const Args& args) {
   key("max_epochs"); optional_text(args.max_epochs.has_value(), std::to_string(args.max_epochs.value_or(0)));
   key("max_steps"); out << args.max_steps;
   key("max_time");
-  if (args.max_time) out << YAML::DoubleQuoted << args.max_time->to_string();  // "DD:HH:MM:SS" as a string
+  if (args.max_time) out << YAML::DoubleQuoted << detail::dd_hh_mm_ss(args.max_time->seconds());  // a string for PyYAML too
   else out << YAML::Null;
   key("overfit_batches"); out << args.overfit_batches.to_string();
   key("accumulate_grad_batches"); out << args.accumulate_grad_batches;
