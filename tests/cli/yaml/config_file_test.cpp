@@ -286,3 +286,36 @@ TEST_CASE("cli config: without the support registered, --config names the header
   CHECK(help.find("unavailable: built without <volt/cli/config_file.hpp>") != std::string::npos);
   CHECK(parser.help().find("several: later ones win") != std::string::npos);
 }
+
+TEST_CASE("cli config: the run from a --print-config file is the run from the flags") {
+  const Files files;
+  const auto parser = program_parser();
+  auto run = [&](std::vector<std::string> flags, std::string& out, volt::cli::Args* seen) {
+    std::vector<const char*> argv = {"prog"};
+    for (const auto& flag : flags) argv.push_back(flag.c_str());
+    std::ostringstream out_stream, err_stream;
+    const int status = volt::cli::run(
+        parser, static_cast<int>(argv.size()), argv.data(),
+        [&]<class A, class S, class P>(volt::cli::Args& args) {
+          if (seen != nullptr) *seen = args;
+          out_stream << A::name << ' ' << S::name << ' ' << P::name;
+        },
+        {&out_stream, &err_stream});
+    out = out_stream.str();
+    return status;
+  };
+  const std::vector<std::string> flags = {"--accelerator", "cpu", "--devices", "2", "--precision", "16-mixed",
+                                          "--max-epochs", "2", "--hidden", "7", "--data-dir", "/d"};
+  std::string printed, direct, from_file;
+  volt::cli::Args direct_args, file_args;
+  std::vector<std::string> print_flags = flags;
+  print_flags.emplace_back("--print-config");
+  REQUIRE(run(print_flags, printed, nullptr) == 0);
+  REQUIRE(run(flags, direct, &direct_args) == 0);
+  REQUIRE(run({"--config", files.write("run.yaml", printed)}, from_file, &file_args) == 0);
+  CHECK(direct == "cpu ddp bf16-mixed");  // 16-mixed on the CPU runs as bf16-mixed, two devices: ddp
+  CHECK(from_file == direct);
+  CHECK(fingerprint(file_args) == fingerprint(direct_args));
+  CHECK(file_args.device_ids == direct_args.device_ids);
+  CHECK(file_args.strategy_name == direct_args.strategy_name);
+}
