@@ -193,8 +193,8 @@ inline void apply_config_key(const std::string& where, const std::string& name, 
         throw UsageError("argument --cuda-graphs: expected true or false, got " + cli::detail::quoted(text));
       }
       args.cuda_graphs = text == "true";
-    } else if (flag == "--seed" && (text == "false" || text == "true")) {
-      if (text == "true") {
+    } else if (bool seeded = false; flag == "--seed" && YAML::convert<bool>::decode(value, seeded)) {
+      if (seeded) {
         throw UsageError("argument --seed: seed_everything: true (a random seed) is not supported; give a "
                          "non-negative integer, or false for no seeding");
       }

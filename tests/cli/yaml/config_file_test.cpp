@@ -185,6 +185,8 @@ ckpt_path: best.ckpt
 
   // null resets a key that an earlier file set; an empty file changes nothing.
   const std::string nulls = files.write("nulls.yaml", "seed_everything: null\ntrainer:\n  max_epochs: null\n");
+  CHECK_FALSE(parse(parser, {"--config", base, "--config", files.write("no.yaml", "seed_everything: False\n")})
+                  .seed.has_value());
   const std::string empty = files.write("empty.yaml", "");
   const auto reset = parse(parser, {"--config", base, "--config=" + nulls, "--config", empty});
   CHECK_FALSE(reset.seed.has_value());
