@@ -1,4 +1,6 @@
-// libFuzzer target for volt's command-line parser (volt::cli::Parser, volt::cli::Args, include/volt/cli/args.hpp).
+// libFuzzer target for volt's command-line parser (volt::cli::Parser in include/volt/cli/args.hpp, volt::cli::Args
+// and the standard flags in include/volt/cli/flags.hpp). Built without volt/cli/config_file.hpp, so `--config` and
+// `--print-config` are refused where they stand.
 //
 // Input: byte 0 picks the parser (which program flags are added, whether the defaults are changed, whether the
 // first token names one more program flag, whether help() is checked), byte 1 picks the spelling of the
@@ -14,7 +16,8 @@
 //     range, batch size and node count >= 1, a device spec that DeviceSpec accepts) and the program flags' values and
 //     is_set(); get_int()/get_double() agree with a reference number grammar; Lightning's discouraged
 //     precision aliases warn once per use;
-//   * Parser::add_option/add_switch refuse exactly the names the contract refuses, with std::invalid_argument;
+//   * Parser::add_option/add_switch refuse exactly the names the contract refuses (reserved, taken, or with the
+//     config key of a flag already added), with std::invalid_argument;
 //   * the canonical command line rebuilt from a parsed Args parses to equal Args (round trip);
 //   * help() names the program, every flag, every program flag's help text and the changed defaults.
 // The device-spec grammar itself is checked against its own reference by device_spec_fuzzer.cpp; here
@@ -82,14 +85,24 @@ const std::set<std::string, std::less<>> standard_names = {
     "--accelerator", "--devices",   "--num-nodes", "--strategy",  "--precision",  "--max-epochs",
     "--max-steps",   "--max-time",  "--batch-size", "--accumulate-grad-batches", "--default-root-dir",
     "--ckpt-path",   "--seed",      "--cuda-graphs", "--deterministic", "--benchmark",
-    "--float32-matmul-precision",   "--help",    "-h"};
+    "--float32-matmul-precision",   "--overfit-batches", "--reload-dataloaders-every-n-epochs",
+    "--config",      "--print-config", "--help",  "-h"};
+
+/// A program flag's config-file key: the name without "--", '-' as '_'.
+std::string config_key(const std::string& name) {
+  std::string key = name.substr(2);
+  for (char& c : key) {
+    if (c == '-') c = '_';
+  }
+  return key;
+}
 
 /// The contract of add(): a name starts with "--", is more than "--", holds no '=' and is not taken.
 bool reference_accepts_flag_name(const std::string& name, const std::vector<ProgramFlag>& taken) {
   if (name.size() < 3 || name.compare(0, 2, "--") != 0 || contains(name, "=")) return false;
   if (standard_names.count(name) != 0) return false;
   for (const auto& flag : taken) {
-    if (flag.name == name) return false;
+    if (flag.name == name || config_key(flag.name) == config_key(name)) return false;  // all in section "model"
   }
   return true;
 }
@@ -184,6 +197,13 @@ struct Expected {
   std::optional<std::int64_t> max_time_seconds;      // --max-time
   std::string deterministic, float32_matmul_precision;  // "" when unset
   std::optional<bool> benchmark;
+  // --overfit-batches: a fraction (is_fraction) or a count.
+  bool overfit_is_fraction = true;
+  double overfit_fraction = 0.0;
+  std::int64_t overfit_count = 0;
+  std::int64_t reload_every = 0;
+  // A float text outside the reference grammar ("0x1p-2", "1.5e0" spelt oddly): the parser may take it or not.
+  bool overfit_unknown = false;
   bool help = false;
   std::map<std::string, std::string> values;
   std::set<std::string> given;
@@ -314,6 +334,39 @@ bool reference_standard(Expected& expected, const std::string& flag, const std::
   } else if (flag == "--float32-matmul-precision") {
     if (!listed(matmul_precisions, value)) return refused();
     expected.float32_matmul_precision = value;
+  } else if (flag == "--overfit-batches") {
+    // Lightning's _int_or_float_type: a '.' makes it a float, else an int; then [0.0, 1.0], a whole float
+    // above 1 as a count, or an int >= 0.
+    const auto invalid = [&] { return refuse(expected, "argument --overfit-batches: ", {"invalid value " + value}); };
+    if (value.find('.') == std::string::npos) {
+      const auto number = reference_integer<std::int64_t>(value, true);
+      if (!number) return refused();
+      if (*number < 0) return invalid();
+      expected.overfit_is_fraction = false;
+      expected.overfit_count = *number;
+    } else {
+      const auto number = reference_real(value);
+      if (!number) {
+        // No promise for texts outside the reference grammar except: no digit and no inf/nan is refused.
+        if (value.find_first_of("0123456789iInN") == std::string::npos) return refused();
+        expected.overfit_unknown = true;
+        return true;
+      }
+      if (*number >= 0.0 && *number <= 1.0) {
+        expected.overfit_is_fraction = true;
+        expected.overfit_fraction = *number;
+      } else if (*number > 1.0 && *number < 9.2e18 && *number == std::floor(*number)) {
+        expected.overfit_is_fraction = false;
+        expected.overfit_count = static_cast<std::int64_t>(*number);
+      } else {
+        return invalid();
+      }
+    }
+  } else if (flag == "--reload-dataloaders-every-n-epochs") {
+    const auto number = reference_integer<std::int64_t>(value, true);
+    if (!number) return refused();
+    if (*number < 0) return refuse(expected, "argument " + flag + ": ", {"should be an int >= 0, got " + value + "."});
+    expected.reload_every = *number;
   } else if (flag == "--seed") {
     const auto number = reference_integer<std::uint64_t>(value, false);
     if (!number) return refused();
@@ -359,6 +412,13 @@ Expected reference_parse(const volt::cli::Args& defaults, const std::vector<Prog
   expected.deterministic = std::string(defaults.deterministic.name());
   expected.benchmark = defaults.benchmark;
   expected.float32_matmul_precision = std::string(defaults.float32_matmul_precision.name());
+  expected.overfit_is_fraction = defaults.overfit_batches.is_fraction();
+  if (expected.overfit_is_fraction) {
+    expected.overfit_fraction = defaults.overfit_batches.fraction();
+  } else {
+    expected.overfit_count = defaults.overfit_batches.count();
+  }
+  expected.reload_every = defaults.reload_dataloaders_every_n_epochs;
   for (const auto& flag : flags) {
     if (flag.takes_value) expected.values[flag.name] = flag.default_value;
   }
@@ -384,6 +444,10 @@ Expected reference_parse(const volt::cli::Args& defaults, const std::vector<Prog
       }
       return tokens[++i];
     };
+    if (name == "--config" || name == "--print-config") {  // no config-file support in this program
+      refuse(expected, "argument " + name + ": ", {"<volt/cli/config_file.hpp>"});
+      return expected;
+    }
     if (name == "--cuda-graphs") {  // the one standard switch
       if (attached) {
         refuse(expected, "argument " + name + ": ", {in_quotes(*attached)});
@@ -442,7 +506,19 @@ void check_args(const volt::cli::Args& args, const Expected& expected, const std
   require(args.benchmark == expected.benchmark, context + ": benchmark");
   require(args.float32_matmul_precision.name() == expected.float32_matmul_precision,
           context + ": float32_matmul_precision");
-  require(args.help == expected.help, context + ": help");
+  if (!expected.overfit_unknown) {
+    require(args.overfit_batches.is_fraction() == expected.overfit_is_fraction &&
+                (expected.overfit_is_fraction ? args.overfit_batches.fraction() == expected.overfit_fraction
+                                              : args.overfit_batches.count() == expected.overfit_count),
+            context + ": overfit_batches");
+  }
+  require(!args.overfit_batches.is_fraction() ? args.overfit_batches.count() >= 0
+                                              : args.overfit_batches.fraction() >= 0.0 &&
+                                                    args.overfit_batches.fraction() <= 1.0,
+          context + ": overfit_batches in range");
+  require(args.reload_dataloaders_every_n_epochs == expected.reload_every && expected.reload_every >= 0,
+          context + ": reload_dataloaders_every_n_epochs");
+  require(args.help == expected.help && !args.print_config, context + ": help");
   // parse() leaves the fields volt::cli::run resolves at their defaults.
   const volt::cli::Args untouched;
   require(args.accelerator_kind == untouched.accelerator_kind && args.strategy_name == untouched.strategy_name &&
@@ -473,7 +549,10 @@ void check_trainer_options(const volt::cli::Args& args) {
               options.max_time.has_value() == args.max_time.has_value() &&
               (!options.max_time || options.max_time->seconds() == args.max_time->seconds()) &&
               options.deterministic == args.deterministic && options.benchmark == args.benchmark &&
-              options.float32_matmul_precision == args.float32_matmul_precision,
+              options.float32_matmul_precision == args.float32_matmul_precision &&
+              options.overfit_batches.to_string() == args.overfit_batches.to_string() &&
+              options.overfit_batches.is_fraction() == args.overfit_batches.is_fraction() &&
+              options.reload_dataloaders_every_n_epochs == args.reload_dataloaders_every_n_epochs,
           "trainer_options() does not carry the parsed values");
 }
 
@@ -527,6 +606,21 @@ std::vector<std::string> canonical_command_line(const volt::cli::Args& args, con
   if (args.float32_matmul_precision.is_set()) {
     add("--float32-matmul-precision", std::string(args.float32_matmul_precision.name()));
   }
+  // A fraction keeps a '.' (Python's repr: "0.25", "1e-05" gets ".0"-less forms, so spelt with %.17g + '.'
+  // where needed), a count has none.
+  if (args.overfit_batches.is_fraction()) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.17g", args.overfit_batches.fraction());
+    std::string fraction = text;
+    if (fraction.find('.') == std::string::npos) {
+      const auto exponent = fraction.find('e');
+      fraction.insert(exponent == std::string::npos ? fraction.size() : exponent, ".0");
+    }
+    add("--overfit-batches", fraction);
+  } else {
+    add("--overfit-batches", std::to_string(args.overfit_batches.count()));
+  }
+  add("--reload-dataloaders-every-n-epochs", std::to_string(args.reload_dataloaders_every_n_epochs));
   for (const auto& flag : flags) {
     if (!args.is_set(flag.name)) continue;
     if (flag.takes_value) {
@@ -643,6 +737,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     defaults.deterministic = volt::Deterministic::parse("warn");
     defaults.benchmark = true;
     defaults.float32_matmul_precision = volt::Float32MatmulPrecision::parse("high");
+    defaults.overfit_batches = std::int64_t{3};
+    defaults.reload_dataloaders_every_n_epochs = 2;
   }
   if (config & checks_help) check_help(parser, flags, description);
 
@@ -655,6 +751,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     parsed = parser.parse(argv.argc(), argv.argv());
   } catch (const volt::cli::UsageError& error) {
     const std::string_view message = error.what();
+    // A float text for --overfit-batches outside the reference grammar: refusing it is allowed too.
+    if (expected.overfit_unknown && message.starts_with("argument --overfit-batches: ")) return 0;
     require(!expected.ok, "UsageError for a command line the contract accepts: " + std::string(message));
     require(!message.empty() && message.starts_with(expected.message_prefix),
             "UsageError message does not start with '" + expected.message_prefix + "': " + std::string(message));
@@ -693,6 +791,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const volt::cli::Args again = fresh.parse(again_argv.argc(), again_argv.argv());
     Expected same = expected;
     same.warnings = 0;
+    same.overfit_unknown = true;  // checked below against the first parse
+    require(again.overfit_batches.is_fraction() == parsed->overfit_batches.is_fraction() &&
+                again.overfit_batches.to_string() == parsed->overfit_batches.to_string(),
+            "round trip: overfit_batches");
     check_args(again, same, flags, "round trip");
   } catch (const std::exception& error) {
     fail(std::string("the canonical command line does not parse: ") + error.what());

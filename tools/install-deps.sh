@@ -7,11 +7,12 @@ set -euo pipefail
 #   tools/install-deps.sh --tests    also what the test suite needs: doxygen (the API reference,
 #                                    tools/build-docs.sh) and clang 19 with libFuzzer's runtime (the fuzz targets
 #                                    that compile C++20 with LibTorch's headers, which Debian's clang 14 cannot),
-#                                    libcurl's headers (the optional volt/loggers/mlflow_logger.hpp and its test)
+#                                    libcurl's headers (the optional volt/loggers/mlflow_logger.hpp and its test),
+#                                    yaml-cpp (the optional volt/cli/config_file.hpp and its test)
 packages=(libtorch-dev doctest-dev libgloo-dev libopenblas0-pthread dataset-fashion-mnist
           cmake ninja-build g++ python3 gzip)
 if [ "${1:-}" = "--tests" ]; then
-  packages+=(doxygen clang-19 libclang-rt-19-dev libcurl4-openssl-dev)
+  packages+=(doxygen clang-19 libclang-rt-19-dev libcurl4-openssl-dev libyaml-cpp-dev)
 elif [ $# -gt 0 ]; then
   echo "install-deps: unknown argument '$1' (allowed: --tests)" >&2
   exit 2

@@ -24378,16 +24378,18 @@ VOLT_INLINE std::string normalize_precision(std::string_view value) {
 // ---- end volt/cli/values.hpp
 // ---- begin volt/cli/args.hpp
 /// \file
-/// volt::cli::Args and volt::cli::Parser: Lightning's Trainer flags on the command line, plus a program's own.
+/// volt::cli::Parser: Lightning's Trainer flags on the command line, plus a program's own.
 ///
 /// The standard flags are `--accelerator`, `--devices`, `--num-nodes`, `--strategy`, `--precision`,
-/// `--max-epochs`, ..., `--cuda-graphs`;
-/// a program adds its own with add_option and add_switch.
+/// `--max-epochs`, ..., `--overfit-batches`, `--reload-dataloaders-every-n-epochs`, `--cuda-graphs` (the table
+/// and volt::cli::Args are in volt/cli/flags.hpp); a program adds its own with add_option and add_switch.
+/// `--config FILE` and `--print-config` read and write YAML config files when the program includes
+/// volt/cli/config_file.hpp.
 ///
 /// ```
 /// volt::cli::Parser parser("fashion_mnist", "Trains an MLP on Fashion-MNIST.");
 /// parser.defaults().max_epochs = 5;
-/// parser.add_option("--data-dir", "DIR", "folder with the IDX files");
+/// parser.config_section("data").add_option("--data-dir", "DIR", "folder with the IDX files");
 /// parser.add_switch("--no-progress-bar", "print no progress bar");
 /// return volt::cli::run(parser, argc, argv, [&]<class A, class S, class P>(volt::cli::Args& args) { ... });
 /// ```
@@ -24396,20 +24398,31 @@ VOLT_INLINE std::string normalize_precision(std::string_view value) {
 /// number parsing are in volt/cli/values.hpp); volt::cli::run (dispatch.hpp) then checks it against the
 /// machine and picks the policy types.
 
+// ---- begin volt/cli/flags.hpp
+/// \file
+/// volt::cli::Args, the parsed command line, and the table of the standard flags (Lightning's Trainer flags):
+/// their names (detail::standard_flags) and how each one's text is checked and stored
+/// (detail::apply_standard_flag). volt::cli::Parser (volt/cli/args.hpp) reads argv with them, and config files
+/// (volt/cli/config_file.hpp) read their keys with them, so both give the same messages.
+
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 namespace volt::cli {
+
+class Parser;
+
+namespace detail {
+struct ConfigFileAccess;
+}  // namespace detail
 
 /// The parsed command line. The standard fields hold what was given (precision normalised); the fields
 /// under "resolved" are filled by volt::cli::run before it calls the program. A program's own flags are
@@ -24452,8 +24465,16 @@ struct Args {
   std::optional<bool> benchmark{};
   /// `--float32-matmul-precision {highest,high,medium}`: TrainerOptions::float32_matmul_precision.
   Float32MatmulPrecision float32_matmul_precision{};
+  /// `--overfit-batches`: TrainerOptions::overfit_batches, Lightning's int-or-float rule (text with a '.' is a
+  /// fraction of the epoch in [0.0, 1.0], else a count of batches >= 0; a whole float above 1 is a count).
+  BatchAmount overfit_batches = 0.0;
+  /// `--reload-dataloaders-every-n-epochs`: TrainerOptions::reload_dataloaders_every_n_epochs, an int >= 0.
+  std::int64_t reload_dataloaders_every_n_epochs = 0;
   /// Whether `--help` or `-h` was given (parsing stopped there; run() prints the help and returns 0).
   bool help = false;
+  /// Whether `--print-config` was given: run() prints the effective configuration as YAML and returns 0
+  /// without calling the program (needs <volt/cli/config_file.hpp>).
+  bool print_config = false;
 
   // ---- resolved by volt::cli::run ----
   /// The accelerator chosen ("auto" and "gpu" resolved on this machine).
@@ -24468,11 +24489,12 @@ struct Args {
   DeviceSpec device_spec() const { return devices == "auto" ? DeviceSpec{} : DeviceSpec{std::string_view(devices)}; }
 
   /// TrainerOptions with devices, num_nodes, max_epochs, max_steps, max_time, accumulate_grad_batches,
-  /// default_root_dir, seed, cuda_graphs and the math modes (deterministic, benchmark, float32_matmul_precision)
+  /// default_root_dir, seed, cuda_graphs, overfit_batches, reload_dataloaders_every_n_epochs and the math modes (deterministic, benchmark, float32_matmul_precision)
   /// from the command line; everything else at its default, for the program to adjust.
   TrainerOptions trainer_options() const;
 
-  /// Whether the program flag `flag` (e.g. "--data-dir") was given on the command line.
+  /// Whether the program flag `flag` (e.g. "--data-dir") was given on the command line or in a config file (a
+  /// switch: given, or `true` in a file).
   bool is_set(std::string_view flag) const { return given_.count(std::string(flag)) != 0; }
   /// The value of the program option `flag` (its default when not given). Throws std::out_of_range for a
   /// flag the program did not add.
@@ -24486,9 +24508,216 @@ struct Args {
 
  private:
   friend class Parser;
+  friend struct detail::ConfigFileAccess;
   std::map<std::string, std::string, std::less<>> values_;
   std::set<std::string, std::less<>> given_;
 };
+
+namespace detail {
+
+/// The reserved flag names: the standard flags, `--config`, `--print-config` and the help flags. A program
+/// cannot add a flag of these names.
+inline constexpr std::string_view standard_flags[] = {
+    "--accelerator", "--devices", "--num-nodes", "--strategy", "--precision", "--max-epochs", "--max-steps",
+    "--max-time", "--batch-size", "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path", "--seed",
+    "--cuda-graphs", "--deterministic", "--benchmark", "--float32-matmul-precision", "--overfit-batches",
+    "--reload-dataloaders-every-n-epochs", "--config", "--print-config", "--help", "-h"};
+
+/// Lightning's int-or-float rule for `text` (a count of batches, or with a '.' a fraction of the epoch) and its
+/// range check (Trainer's _determine_batch_limits: [0.0, 1.0], or a whole number: a count). `name` is the
+/// Trainer argument named in the message. Throws UsageError "argument <flag>: ...".
+VOLT_INLINE BatchAmount parse_batch_amount(std::string_view flag, std::string_view text, std::string_view name);
+
+/// Applies the standard flag `flag` (e.g. "--max-epochs") with the text `value()` to `args`, checking it as the
+/// command line does; false when `flag` is not a standard flag taking a value. Throws UsageError
+/// "argument <flag>: ..." for a bad value. Config files (volt/cli/config_file.hpp) go through it too.
+template <class Value>
+bool apply_standard_flag(Args& args, std::string_view flag, Value&& value) {
+  if (flag == "--accelerator") {
+    // Lightning does not lower-case accelerator names (spec 3.1 a).
+    args.accelerator = value();
+    if (!detail::one_of(args.accelerator, accelerator_choices)) {
+      throw UsageError("argument --accelerator: You selected an invalid accelerator name: `accelerator=" +
+                       detail::quoted(args.accelerator) + "`. Available names are: " +
+                       detail::join(accelerator_choices) + ".");
+    }
+  } else if (flag == "--devices") {
+    args.devices = value();
+    if (args.devices != "auto") {
+      try {
+        (void)DeviceSpec{std::string_view(args.devices)};
+      } catch (const std::invalid_argument& error) {
+        throw UsageError("argument --devices: " + std::string(error.what()) +
+                         ". Valid: auto, a count (1, 2), -1 for every device, or ids such as \"0,2\" or \"1,\"");
+      }
+    }
+  } else if (flag == "--num-nodes") {
+    args.num_nodes = parse_number<int>(flag, value(), "an integer");
+    if (args.num_nodes < 1) {
+      throw UsageError("argument --num-nodes: `num_nodes` must be a positive integer, but got " +
+                       std::to_string(args.num_nodes) + ".");
+    }
+  } else if (flag == "--strategy") {
+    // Lightning lower-cases strategy names (spec 3.1 a).
+    args.strategy = value();
+    for (char& c : args.strategy) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    if (!detail::one_of(args.strategy, strategy_choices)) {
+      throw UsageError("argument --strategy: You selected an invalid strategy name: `strategy=" +
+                       detail::quoted(args.strategy) + "`. Valid choices: " + detail::join(strategy_choices) + ".");
+    }
+  } else if (flag == "--precision") {
+    args.precision = normalize_precision(value());
+  } else if (flag == "--max-epochs") {
+    args.max_epochs = parse_number<std::int64_t>(flag, value(), "an integer");
+  } else if (flag == "--max-steps") {
+    args.max_steps = parse_number<std::int64_t>(flag, value(), "an integer");
+  } else if (flag == "--max-time") {
+    try {
+      args.max_time = Duration(value());
+    } catch (const MisconfigurationError& error) {
+      throw UsageError("argument --max-time: " + std::string(error.what()));
+    }
+  } else if (flag == "--batch-size") {
+    args.batch_size = parse_number<std::int64_t>(flag, value(), "an integer");
+    if (args.batch_size < 1) {
+      throw UsageError("argument --batch-size: expected a positive integer, got " + std::to_string(args.batch_size));
+    }
+  } else if (flag == "--accumulate-grad-batches") {
+    args.accumulate_grad_batches = parse_number<std::int64_t>(flag, value(), "an integer");
+  } else if (flag == "--default-root-dir") {
+    args.default_root_dir = value();
+  } else if (flag == "--ckpt-path") {
+    args.ckpt_path = value();
+  } else if (flag == "--seed") {
+    args.seed = parse_number<std::uint64_t>(flag, value(), "a non-negative integer");
+  } else if (flag == "--deterministic") {
+    const std::string text = value();
+    if (text != "true" && text != "false" && text != "warn") {
+      throw UsageError("argument --deterministic: expected true, false or warn, got " + detail::quoted(text));
+    }
+    args.deterministic = Deterministic::parse(text);
+  } else if (flag == "--benchmark") {
+    const std::string text = value();
+    if (text != "true" && text != "false") {
+      throw UsageError("argument --benchmark: expected true or false, got " + detail::quoted(text));
+    }
+    args.benchmark = text == "true";
+  } else if (flag == "--overfit-batches") {
+    args.overfit_batches = parse_batch_amount(flag, value(), "overfit_batches");
+  } else if (flag == "--reload-dataloaders-every-n-epochs") {
+    const std::string text = value();
+    args.reload_dataloaders_every_n_epochs = parse_number<std::int64_t>(flag, text, "an int >= 0");
+    if (args.reload_dataloaders_every_n_epochs < 0) {
+      throw UsageError("argument --reload-dataloaders-every-n-epochs: `reload_dataloaders_every_n_epochs` should be "
+                       "an int >= 0, got " + text + ".");
+    }
+  } else if (flag == "--float32-matmul-precision") {
+    const std::string text = value();
+    if (text != "highest" && text != "high" && text != "medium") {
+      throw UsageError("argument --float32-matmul-precision: expected highest, high or medium, got " +
+                       detail::quoted(text));
+    }
+    args.float32_matmul_precision = Float32MatmulPrecision::parse(text);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace detail
+
+}  // namespace volt::cli
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/cli/impl/flags.ipp
+/// \file
+/// Definitions of the functions declared in volt/cli/flags.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::cli {
+
+VOLT_INLINE auto Args::trainer_options() const -> TrainerOptions {
+  TrainerOptions options;
+  options.devices = device_spec();
+  options.num_nodes = num_nodes;
+  options.max_epochs = max_epochs;
+  options.max_steps = max_steps;
+  options.max_time = max_time;
+  options.accumulate_grad_batches = accumulate_grad_batches;
+  options.default_root_dir = default_root_dir;
+  options.seed = seed;
+  options.cuda_graphs = cuda_graphs;
+  options.deterministic = deterministic;
+  options.benchmark = benchmark;
+  options.float32_matmul_precision = float32_matmul_precision;
+  options.overfit_batches = overfit_batches;
+  options.reload_dataloaders_every_n_epochs = reload_dataloaders_every_n_epochs;
+  return options;
+}
+
+VOLT_INLINE const std::string& Args::get(std::string_view flag) const {
+  const auto found = values_.find(std::string(flag));
+  if (found == values_.end()) throw std::out_of_range("volt::cli: no flag " + std::string(flag) + " was added");
+  return found->second;
+}
+
+VOLT_INLINE std::int64_t Args::get_int(std::string_view flag) const {
+  return detail::parse_number<std::int64_t>(flag, get(flag), "an integer");
+}
+
+}  // namespace volt::cli
+
+namespace volt::cli::detail {
+
+VOLT_INLINE BatchAmount parse_batch_amount(std::string_view flag, std::string_view text, std::string_view name) {
+  const std::string what = "an int (a number of batches) or a float with a '.' (a fraction of the epoch)";
+  if (text.find('.') == std::string_view::npos) {
+    const auto count = parse_number<std::int64_t>(flag, text, what);
+    if (count >= 0) return BatchAmount(count);
+    throw UsageError("argument " + std::string(flag) + ": You have passed invalid value " + std::string(text) +
+                     " for " + std::string(name) + ", it has to be in [0.0, 1.0] or an int.");
+  }
+  double fraction = 0;
+  try {
+    fraction = parse_real(flag, text);
+  } catch (const UsageError&) {
+    throw UsageError("argument " + std::string(flag) + ": expected " + what + ", got " + quoted(text));
+  }
+  if (fraction >= 0.0 && fraction <= 1.0) return BatchAmount(fraction);
+  // Lightning: a whole float above 1 is a count ("3.0" -> 3).
+  if (fraction > 1.0 && fraction < 9.2e18 && fraction == static_cast<double>(static_cast<std::int64_t>(fraction))) {
+    return BatchAmount(static_cast<std::int64_t>(fraction));
+  }
+  throw UsageError("argument " + std::string(flag) + ": You have passed invalid value " + std::string(text) +
+                   " for " + std::string(name) + ", it has to be in [0.0, 1.0] or an int.");
+}
+
+}  // namespace volt::cli::detail
+// ---- end volt/cli/impl/flags.ipp
+#endif
+// ---- end volt/cli/flags.hpp
+
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace volt::cli {
+
+namespace detail {
+
+/// What volt/cli/config_file.hpp registers when a program includes it: reading one `--config` file into
+/// Args, and writing the effective configuration for `--print-config`.
+struct ConfigFileSupport {
+  void (*load)(const Parser& parser, const std::string& path, Args& args);  ///< Throws UsageError.
+  std::string (*print)(const Parser& parser, const Args& args);             ///< The YAML text.
+};
+
+/// The registered support; nullptr in a program that does not include volt/cli/config_file.hpp.
+VOLT_INLINE const ConfigFileSupport*& config_file_support();
+
+}  // namespace detail
 
 /// Parses Lightning's Trainer flags and a program's own flags; see the file comment. Not thread-safe.
 class Parser {
@@ -24509,18 +24738,29 @@ class Parser {
   Parser& add_option(std::string flag, std::string metavar, std::string help, std::string default_value = {});
   /// Adds a switch without a value (`--name`); read it with Args::get_switch.
   Parser& add_switch(std::string flag, std::string help);
+  /// The section of config files (volt/cli/config_file.hpp) that holds the options and switches added after
+  /// this call, Lightning's `model:` / `data:`: `--data-dir` in section "data" is the key `data: data_dir:`.
+  /// "model" until changed. Throws std::invalid_argument for a name that is empty, not made of letters, digits
+  /// and '_', or one of the top-level keys (trainer, seed_everything, ckpt_path).
+  Parser& config_section(std::string name);
 
   /// Parses argv[1..argc-1]. Throws UsageError for an unknown flag, a missing value, an invalid choice, a
-  /// malformed number or device spec. `--help`/`-h` sets Args::help and stops parsing.
+  /// malformed number or device spec. `--help`/`-h` sets Args::help and stops parsing. With
+  /// <volt/cli/config_file.hpp> included in the program, `--config FILE` files are read first, in order, and
+  /// the other flags then win over them wherever they stand; without it `--config` and `--print-config` are
+  /// refused with a message naming that header.
   Args parse(int argc, const char* const* argv) const;
 
   /// The usage text printed for --help.
   std::string help() const;
 
  private:
+  friend struct detail::ConfigFileAccess;
+
   struct Extra {
     std::string flag, metavar, help, default_value;
     bool takes_value;
+    std::string section;
   };
 
   static bool is_standard(std::string_view flag);
@@ -24529,95 +24769,14 @@ class Parser {
 
   const Extra* find_extra(std::string_view flag) const;
 
-  template <class Value>
-  static bool apply_standard(Args& args, std::string_view flag, Value&& value) {
-    using detail::parse_number;
-    if (flag == "--accelerator") {
-      // Lightning does not lower-case accelerator names (spec 3.1 a).
-      args.accelerator = value();
-      if (!detail::one_of(args.accelerator, accelerator_choices)) {
-        throw UsageError("argument --accelerator: You selected an invalid accelerator name: `accelerator=" +
-                         detail::quoted(args.accelerator) + "`. Available names are: " +
-                         detail::join(accelerator_choices) + ".");
-      }
-    } else if (flag == "--devices") {
-      args.devices = value();
-      if (args.devices != "auto") {
-        try {
-          (void)DeviceSpec{std::string_view(args.devices)};
-        } catch (const std::invalid_argument& error) {
-          throw UsageError("argument --devices: " + std::string(error.what()) +
-                           ". Valid: auto, a count (1, 2), -1 for every device, or ids such as \"0,2\" or \"1,\"");
-        }
-      }
-    } else if (flag == "--num-nodes") {
-      args.num_nodes = parse_number<int>(flag, value(), "an integer");
-      if (args.num_nodes < 1) {
-        throw UsageError("argument --num-nodes: `num_nodes` must be a positive integer, but got " +
-                         std::to_string(args.num_nodes) + ".");
-      }
-    } else if (flag == "--strategy") {
-      // Lightning lower-cases strategy names (spec 3.1 a).
-      args.strategy = value();
-      for (char& c : args.strategy) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-      if (!detail::one_of(args.strategy, strategy_choices)) {
-        throw UsageError("argument --strategy: You selected an invalid strategy name: `strategy=" +
-                         detail::quoted(args.strategy) + "`. Valid choices: " + detail::join(strategy_choices) + ".");
-      }
-    } else if (flag == "--precision") {
-      args.precision = normalize_precision(value());
-    } else if (flag == "--max-epochs") {
-      args.max_epochs = parse_number<std::int64_t>(flag, value(), "an integer");
-    } else if (flag == "--max-steps") {
-      args.max_steps = parse_number<std::int64_t>(flag, value(), "an integer");
-    } else if (flag == "--max-time") {
-      try {
-        args.max_time = Duration(value());
-      } catch (const MisconfigurationError& error) {
-        throw UsageError("argument --max-time: " + std::string(error.what()));
-      }
-    } else if (flag == "--batch-size") {
-      args.batch_size = parse_number<std::int64_t>(flag, value(), "an integer");
-      if (args.batch_size < 1) {
-        throw UsageError("argument --batch-size: expected a positive integer, got " + std::to_string(args.batch_size));
-      }
-    } else if (flag == "--accumulate-grad-batches") {
-      args.accumulate_grad_batches = parse_number<std::int64_t>(flag, value(), "an integer");
-    } else if (flag == "--default-root-dir") {
-      args.default_root_dir = value();
-    } else if (flag == "--ckpt-path") {
-      args.ckpt_path = value();
-    } else if (flag == "--seed") {
-      args.seed = parse_number<std::uint64_t>(flag, value(), "a non-negative integer");
-    } else if (flag == "--deterministic") {
-      const std::string text = value();
-      if (text != "true" && text != "false" && text != "warn") {
-        throw UsageError("argument --deterministic: expected true, false or warn, got " + detail::quoted(text));
-      }
-      args.deterministic = Deterministic::parse(text);
-    } else if (flag == "--benchmark") {
-      const std::string text = value();
-      if (text != "true" && text != "false") {
-        throw UsageError("argument --benchmark: expected true or false, got " + detail::quoted(text));
-      }
-      args.benchmark = text == "true";
-    } else if (flag == "--float32-matmul-precision") {
-      const std::string text = value();
-      if (text != "highest" && text != "high" && text != "medium") {
-        throw UsageError("argument --float32-matmul-precision: expected highest, high or medium, got " +
-                         detail::quoted(text));
-      }
-      args.float32_matmul_precision = Float32MatmulPrecision::parse(text);
-    } else {
-      return false;
-    }
-    return true;
-  }
+  /// The `--config` files of the command line, in order, up to the first token the parse will refuse.
+  std::vector<std::string> config_paths(int argc, const char* const* argv) const;
 
   std::string program_;
   std::string description_;
   Args defaults_;
   std::vector<Extra> extras_;
+  std::string section_ = "model";
 };
 
 }  // namespace volt::cli
@@ -24630,42 +24789,56 @@ class Parser {
 
 namespace volt::cli {
 
-VOLT_INLINE auto Args::trainer_options() const -> TrainerOptions {
-  TrainerOptions options;
-  options.devices = device_spec();
-  options.num_nodes = num_nodes;
-  options.max_epochs = max_epochs;
-  options.max_steps = max_steps;
-  options.max_time = max_time;
-  options.accumulate_grad_batches = accumulate_grad_batches;
-  options.default_root_dir = default_root_dir;
-  options.seed = seed;
-  options.cuda_graphs = cuda_graphs;
-  options.deterministic = deterministic;
-  options.benchmark = benchmark;
-  options.float32_matmul_precision = float32_matmul_precision;
-  return options;
-}
-
-VOLT_INLINE const std::string& Args::get(std::string_view flag) const {
-  const auto found = values_.find(std::string(flag));
-  if (found == values_.end()) throw std::out_of_range("volt::cli: no flag " + std::string(flag) + " was added");
-  return found->second;
-}
-
-VOLT_INLINE std::int64_t Args::get_int(std::string_view flag) const {
-  return detail::parse_number<std::int64_t>(flag, get(flag), "an integer");
-}
-
 VOLT_INLINE auto Parser::add_switch(std::string flag, std::string help) -> Parser& {
   add(std::move(flag), {}, std::move(help), {}, false);
   return *this;
+}
+
+VOLT_INLINE auto Parser::config_section(std::string name) -> Parser& {
+  bool word = !name.empty();
+  for (char c : name) {
+    word = word && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+  }
+  if (!word || name == "trainer" || name == "seed_everything" || name == "ckpt_path") {
+    throw std::invalid_argument("volt::cli: a config section is a name of letters, digits and '_' other than "
+                                "trainer, seed_everything and ckpt_path, got \"" + name + "\"");
+  }
+  section_ = std::move(name);
+  return *this;
+}
+
+VOLT_INLINE auto Parser::config_paths(int argc, const char* const* argv) const -> std::vector<std::string> {
+  std::vector<std::string> paths;
+  for (int i = 1; i < argc; ++i) {
+    std::string token = argv[i];
+    if (token == "--help" || token == "-h") break;
+    const auto equals = token.rfind("--", 0) == 0 ? token.find('=') : std::string::npos;
+    const bool attached = equals != std::string::npos;
+    if (attached) token.resize(equals);
+    const Extra* extra = find_extra(token);
+    const bool known = is_standard(token) || extra != nullptr;
+    if (!known) break;
+    const bool takes_value = extra != nullptr ? extra->takes_value
+                                              : token != "--cuda-graphs" && token != "--print-config";
+    if (!takes_value || attached) {
+      if (token == "--config") paths.emplace_back(argv[i] + equals + 1);
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    ++i;
+    if (token == "--config") paths.emplace_back(argv[i]);
+  }
+  return paths;
 }
 
 VOLT_INLINE auto Parser::parse(int argc, const char* const* argv) const -> Args {
   Args args = defaults_;
   for (const auto& extra : extras_) {
     if (extra.takes_value) args.values_[extra.flag] = extra.default_value;
+  }
+  const detail::ConfigFileSupport* config = detail::config_file_support();
+  if (config != nullptr) {
+    for (const std::string& path : config_paths(argc, argv)) config->load(*this, path, args);
   }
   for (int i = 1; i < argc; ++i) {
     std::string token = argv[i];
@@ -24683,12 +24856,18 @@ VOLT_INLINE auto Parser::parse(int argc, const char* const* argv) const -> Args 
       if (i + 1 >= argc) throw UsageError("argument " + token + ": expected one argument");
       return argv[++i];
     };
-    if (token == "--cuda-graphs") {
+    if ((token == "--config" || token == "--print-config") && config == nullptr) {
+      throw UsageError("argument " + token + ": config files need the header <volt/cli/config_file.hpp> (and "
+                       "yaml-cpp); " + program_ + " was built without it");
+    }
+    if (token == "--cuda-graphs" || token == "--print-config") {
       if (inline_value) {
         throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
       }
-      args.cuda_graphs = true;
-    } else if (!apply_standard(args, token, value)) {
+      (token == "--cuda-graphs" ? args.cuda_graphs : args.print_config) = true;
+    } else if (token == "--config") {
+      (void)value();  // read before the flags, so that the flags win
+    } else if (!detail::apply_standard_flag(args, token, value)) {
       const Extra* extra = find_extra(token);
       if (extra == nullptr) {
         throw UsageError("unrecognized arguments: " + std::string(argv[i]) + " (see " + program_ + " --help)");
@@ -24748,6 +24927,18 @@ VOLT_INLINE std::string Parser::help() const {
        or_default(defaults_.float32_matmul_precision.is_set(), defaults_.float32_matmul_precision.name(),
                   "LibTorch's setting (highest)") +
            "; high: TF32 tensor cores on CUDA GPUs that have them");
+  line("--overfit-batches N|F", "default " + defaults_.overfit_batches.to_string() +
+                                   " (train and validate on the same N batches, or fraction F, every epoch)");
+  line("--reload-dataloaders-every-n-epochs N",
+       "default " + std::to_string(defaults_.reload_dataloaders_every_n_epochs) +
+           " (make new loaders from the loader factories every N epochs; 0: never)");
+  if (detail::config_file_support() != nullptr) {
+    line("--config FILE", "YAML file of options (--print-config's layout); several: later ones win; flags win");
+    line("--print-config", "print the effective configuration as YAML and exit");
+  } else {
+    line("--config FILE", "config file (unavailable: built without <volt/cli/config_file.hpp>)");
+    line("--print-config", "print the configuration (unavailable: built without <volt/cli/config_file.hpp>)");
+  }
   line("-h, --help", "show this help and exit");
   if (!extras_.empty()) {
     out << "\n" << program_ << " options:\n";
@@ -24760,14 +24951,7 @@ VOLT_INLINE std::string Parser::help() const {
   return out.str();
 }
 
-VOLT_INLINE bool Parser::is_standard(std::string_view flag) {
-  constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
-                                        "--precision", "--max-epochs", "--max-steps", "--max-time", "--batch-size",
-                                        "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
-                                        "--seed", "--cuda-graphs", "--deterministic", "--benchmark",
-                                        "--float32-matmul-precision", "--help", "-h"};
-  return detail::one_of(flag, names);
-}
+VOLT_INLINE bool Parser::is_standard(std::string_view flag) { return detail::one_of(flag, detail::standard_flags); }
 
 VOLT_INLINE void Parser::add(std::string flag, std::string metavar, std::string help, std::string default_value,
                              bool takes_value) {
@@ -24777,7 +24961,23 @@ VOLT_INLINE void Parser::add(std::string flag, std::string metavar, std::string 
   if (is_standard(flag) || find_extra(flag) != nullptr) {
     throw std::invalid_argument("volt::cli: the flag " + flag + " is already defined");
   }
-  extras_.push_back({std::move(flag), std::move(metavar), std::move(help), std::move(default_value), takes_value});
+  // Its config-file key: the name without "--", '-' as '_' (Lightning's argument names).
+  auto key_of = [](std::string_view name) {
+    std::string key(name.substr(2));
+    for (char& c : key) c = c == '-' ? '_' : c;
+    return key;
+  };
+  for (const auto& extra : extras_) {
+    if (extra.section == section_ && key_of(extra.flag) == key_of(flag)) {
+      throw std::invalid_argument("volt::cli: the flag " + flag + " has the config key " + section_ + "." +
+                                  key_of(flag) + " of the flag " + extra.flag);
+    }
+  }
+  if (section_ == "data" && key_of(flag) == "batch_size") {
+    throw std::invalid_argument("volt::cli: the flag " + flag + " has the config key data.batch_size of --batch-size");
+  }
+  extras_.push_back(
+      {std::move(flag), std::move(metavar), std::move(help), std::move(default_value), takes_value, section_});
 }
 
 VOLT_INLINE auto Parser::find_extra(std::string_view flag) const -> const Extra* {
@@ -24788,6 +24988,15 @@ VOLT_INLINE auto Parser::find_extra(std::string_view flag) const -> const Extra*
 }
 
 }  // namespace volt::cli
+
+namespace volt::cli::detail {
+
+VOLT_INLINE const ConfigFileSupport*& config_file_support() {
+  static const ConfigFileSupport* support = nullptr;
+  return support;
+}
+
+}  // namespace volt::cli::detail
 
 namespace volt::cli {
 
@@ -25041,8 +25250,8 @@ int dispatch(Args& args, Program&& program) {
   return status;
 }
 
-/// Parses the command line with `parser`, prints the help (status 0) or runs `program` through
-/// dispatch(). Returns the program's status; 2 after printing "<program>: error: <message>" for bad input
+/// Parses the command line with `parser`, prints the help or the configuration (`--print-config`; status 0)
+/// or runs `program` through dispatch(). Returns the program's status; 2 after printing "<program>: error: <message>" for bad input
 /// (UsageError, and MisconfigurationError thrown while the program runs: a configuration the command line
 /// asked for); 1 after printing "<program>: error: <what>" for any other exception the program throws.
 template <class ChoiceSet = AllChoices, class Program>
@@ -25051,6 +25260,10 @@ int run(const Parser& parser, int argc, const char* const* argv, Program&& progr
     Args args = parser.parse(argc, argv);
     if (args.help) {
       *streams.out << parser.help();
+      return 0;
+    }
+    if (args.print_config) {  // set only where volt/cli/config_file.hpp registered its support
+      *streams.out << detail::config_file_support()->print(parser, args);
       return 0;
     }
     return dispatch<ChoiceSet>(args, program);

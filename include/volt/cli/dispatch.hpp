@@ -250,8 +250,8 @@ int dispatch(Args& args, Program&& program) {
   return status;
 }
 
-/// Parses the command line with `parser`, prints the help (status 0) or runs `program` through
-/// dispatch(). Returns the program's status; 2 after printing "<program>: error: <message>" for bad input
+/// Parses the command line with `parser`, prints the help or the configuration (`--print-config`; status 0)
+/// or runs `program` through dispatch(). Returns the program's status; 2 after printing "<program>: error: <message>" for bad input
 /// (UsageError, and MisconfigurationError thrown while the program runs: a configuration the command line
 /// asked for); 1 after printing "<program>: error: <what>" for any other exception the program throws.
 template <class ChoiceSet = AllChoices, class Program>
@@ -260,6 +260,10 @@ int run(const Parser& parser, int argc, const char* const* argv, Program&& progr
     Args args = parser.parse(argc, argv);
     if (args.help) {
       *streams.out << parser.help();
+      return 0;
+    }
+    if (args.print_config) {  // set only where volt/cli/config_file.hpp registered its support
+      *streams.out << detail::config_file_support()->print(parser, args);
       return 0;
     }
     return dispatch<ChoiceSet>(args, program);

@@ -5,42 +5,56 @@
 
 namespace volt::cli {
 
-VOLT_INLINE auto Args::trainer_options() const -> TrainerOptions {
-  TrainerOptions options;
-  options.devices = device_spec();
-  options.num_nodes = num_nodes;
-  options.max_epochs = max_epochs;
-  options.max_steps = max_steps;
-  options.max_time = max_time;
-  options.accumulate_grad_batches = accumulate_grad_batches;
-  options.default_root_dir = default_root_dir;
-  options.seed = seed;
-  options.cuda_graphs = cuda_graphs;
-  options.deterministic = deterministic;
-  options.benchmark = benchmark;
-  options.float32_matmul_precision = float32_matmul_precision;
-  return options;
-}
-
-VOLT_INLINE const std::string& Args::get(std::string_view flag) const {
-  const auto found = values_.find(std::string(flag));
-  if (found == values_.end()) throw std::out_of_range("volt::cli: no flag " + std::string(flag) + " was added");
-  return found->second;
-}
-
-VOLT_INLINE std::int64_t Args::get_int(std::string_view flag) const {
-  return detail::parse_number<std::int64_t>(flag, get(flag), "an integer");
-}
-
 VOLT_INLINE auto Parser::add_switch(std::string flag, std::string help) -> Parser& {
   add(std::move(flag), {}, std::move(help), {}, false);
   return *this;
+}
+
+VOLT_INLINE auto Parser::config_section(std::string name) -> Parser& {
+  bool word = !name.empty();
+  for (char c : name) {
+    word = word && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+  }
+  if (!word || name == "trainer" || name == "seed_everything" || name == "ckpt_path") {
+    throw std::invalid_argument("volt::cli: a config section is a name of letters, digits and '_' other than "
+                                "trainer, seed_everything and ckpt_path, got \"" + name + "\"");
+  }
+  section_ = std::move(name);
+  return *this;
+}
+
+VOLT_INLINE auto Parser::config_paths(int argc, const char* const* argv) const -> std::vector<std::string> {
+  std::vector<std::string> paths;
+  for (int i = 1; i < argc; ++i) {
+    std::string token = argv[i];
+    if (token == "--help" || token == "-h") break;
+    const auto equals = token.rfind("--", 0) == 0 ? token.find('=') : std::string::npos;
+    const bool attached = equals != std::string::npos;
+    if (attached) token.resize(equals);
+    const Extra* extra = find_extra(token);
+    const bool known = is_standard(token) || extra != nullptr;
+    if (!known) break;
+    const bool takes_value = extra != nullptr ? extra->takes_value
+                                              : token != "--cuda-graphs" && token != "--print-config";
+    if (!takes_value || attached) {
+      if (token == "--config") paths.emplace_back(argv[i] + equals + 1);
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    ++i;
+    if (token == "--config") paths.emplace_back(argv[i]);
+  }
+  return paths;
 }
 
 VOLT_INLINE auto Parser::parse(int argc, const char* const* argv) const -> Args {
   Args args = defaults_;
   for (const auto& extra : extras_) {
     if (extra.takes_value) args.values_[extra.flag] = extra.default_value;
+  }
+  const detail::ConfigFileSupport* config = detail::config_file_support();
+  if (config != nullptr) {
+    for (const std::string& path : config_paths(argc, argv)) config->load(*this, path, args);
   }
   for (int i = 1; i < argc; ++i) {
     std::string token = argv[i];
@@ -58,12 +72,18 @@ VOLT_INLINE auto Parser::parse(int argc, const char* const* argv) const -> Args 
       if (i + 1 >= argc) throw UsageError("argument " + token + ": expected one argument");
       return argv[++i];
     };
-    if (token == "--cuda-graphs") {
+    if ((token == "--config" || token == "--print-config") && config == nullptr) {
+      throw UsageError("argument " + token + ": config files need the header <volt/cli/config_file.hpp> (and "
+                       "yaml-cpp); " + program_ + " was built without it");
+    }
+    if (token == "--cuda-graphs" || token == "--print-config") {
       if (inline_value) {
         throw UsageError("argument " + token + ": ignored explicit argument " + detail::quoted(*inline_value));
       }
-      args.cuda_graphs = true;
-    } else if (!apply_standard(args, token, value)) {
+      (token == "--cuda-graphs" ? args.cuda_graphs : args.print_config) = true;
+    } else if (token == "--config") {
+      (void)value();  // read before the flags, so that the flags win
+    } else if (!detail::apply_standard_flag(args, token, value)) {
       const Extra* extra = find_extra(token);
       if (extra == nullptr) {
         throw UsageError("unrecognized arguments: " + std::string(argv[i]) + " (see " + program_ + " --help)");
@@ -123,6 +143,18 @@ VOLT_INLINE std::string Parser::help() const {
        or_default(defaults_.float32_matmul_precision.is_set(), defaults_.float32_matmul_precision.name(),
                   "LibTorch's setting (highest)") +
            "; high: TF32 tensor cores on CUDA GPUs that have them");
+  line("--overfit-batches N|F", "default " + defaults_.overfit_batches.to_string() +
+                                   " (train and validate on the same N batches, or fraction F, every epoch)");
+  line("--reload-dataloaders-every-n-epochs N",
+       "default " + std::to_string(defaults_.reload_dataloaders_every_n_epochs) +
+           " (make new loaders from the loader factories every N epochs; 0: never)");
+  if (detail::config_file_support() != nullptr) {
+    line("--config FILE", "YAML file of options (--print-config's layout); several: later ones win; flags win");
+    line("--print-config", "print the effective configuration as YAML and exit");
+  } else {
+    line("--config FILE", "config file (unavailable: built without <volt/cli/config_file.hpp>)");
+    line("--print-config", "print the configuration (unavailable: built without <volt/cli/config_file.hpp>)");
+  }
   line("-h, --help", "show this help and exit");
   if (!extras_.empty()) {
     out << "\n" << program_ << " options:\n";
@@ -135,14 +167,7 @@ VOLT_INLINE std::string Parser::help() const {
   return out.str();
 }
 
-VOLT_INLINE bool Parser::is_standard(std::string_view flag) {
-  constexpr std::string_view names[] = {"--accelerator", "--devices", "--num-nodes", "--strategy",
-                                        "--precision", "--max-epochs", "--max-steps", "--max-time", "--batch-size",
-                                        "--accumulate-grad-batches", "--default-root-dir", "--ckpt-path",
-                                        "--seed", "--cuda-graphs", "--deterministic", "--benchmark",
-                                        "--float32-matmul-precision", "--help", "-h"};
-  return detail::one_of(flag, names);
-}
+VOLT_INLINE bool Parser::is_standard(std::string_view flag) { return detail::one_of(flag, detail::standard_flags); }
 
 VOLT_INLINE void Parser::add(std::string flag, std::string metavar, std::string help, std::string default_value,
                              bool takes_value) {
@@ -152,7 +177,23 @@ VOLT_INLINE void Parser::add(std::string flag, std::string metavar, std::string 
   if (is_standard(flag) || find_extra(flag) != nullptr) {
     throw std::invalid_argument("volt::cli: the flag " + flag + " is already defined");
   }
-  extras_.push_back({std::move(flag), std::move(metavar), std::move(help), std::move(default_value), takes_value});
+  // Its config-file key: the name without "--", '-' as '_' (Lightning's argument names).
+  auto key_of = [](std::string_view name) {
+    std::string key(name.substr(2));
+    for (char& c : key) c = c == '-' ? '_' : c;
+    return key;
+  };
+  for (const auto& extra : extras_) {
+    if (extra.section == section_ && key_of(extra.flag) == key_of(flag)) {
+      throw std::invalid_argument("volt::cli: the flag " + flag + " has the config key " + section_ + "." +
+                                  key_of(flag) + " of the flag " + extra.flag);
+    }
+  }
+  if (section_ == "data" && key_of(flag) == "batch_size") {
+    throw std::invalid_argument("volt::cli: the flag " + flag + " has the config key data.batch_size of --batch-size");
+  }
+  extras_.push_back(
+      {std::move(flag), std::move(metavar), std::move(help), std::move(default_value), takes_value, section_});
 }
 
 VOLT_INLINE auto Parser::find_extra(std::string_view flag) const -> const Extra* {
@@ -163,6 +204,15 @@ VOLT_INLINE auto Parser::find_extra(std::string_view flag) const -> const Extra*
 }
 
 }  // namespace volt::cli
+
+namespace volt::cli::detail {
+
+VOLT_INLINE const ConfigFileSupport*& config_file_support() {
+  static const ConfigFileSupport* support = nullptr;
+  return support;
+}
+
+}  // namespace volt::cli::detail
 
 namespace volt::cli {
 
