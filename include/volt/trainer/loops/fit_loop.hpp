@@ -113,6 +113,9 @@ class FitLoop {
       AnomalyDetection anomaly_detection(parts.options.detect_anomaly);
       auto& state = parts.state;
       auto& callbacks = parts.callbacks.list();
+      // profiler: set up for "fit", its report written when fit ends (Lightning's profiler.describe in _teardown)
+      ProfiledStage profiled(state.profiler_, "fit", state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt,
+                             state.log_dir());
       call_and_handle_interrupt(parts.strategy, callbacks, state, parts.logger, [&](bool& finished) {
         callbacks.template run<Hook::setup>(state);
         log_hyperparams(parts, *module);
@@ -315,7 +318,10 @@ class FitLoop {
       call_hook<Hook::on_train_epoch_start>(module, parts.context, parts.callbacks.list(), state);
     }
     checkpoint.epoch_start_rng = cpu_rng_state();
+    std::optional<ProfileScope> profiled;  // profiler: the epoch's batches are the action "run_training_epoch"
+    if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, "run_training_epoch");
     const std::int64_t batches_done = epoch_loop.run(parts, module, train_data, val_data);
+    profiled.reset();
     if (epoch_loop.interrupted) return;
     end_epoch(parts, module, batches_done);
   }

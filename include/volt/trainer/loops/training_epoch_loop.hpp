@@ -87,7 +87,10 @@ class TrainingEpochLoop {
       try {
         // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
         auto batch = parts.prepare_batch(*it);
+        std::optional<ProfileScope> profiled;  // profiler: the loader's next batch, then the batch's whole step
+        if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, "[_TrainingEpochLoop].train_dataloader_next");
         ++it;
+        if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, "run_training_batch");
         is_last = it == end || (limit && batch_idx + 1 >= *limit);
         if constexpr (uses_automatic_optimization<M>()) {
           step.run(parts, module, batch, batch_idx, is_last);
