@@ -265,3 +265,27 @@ TEST_CASE("PyTorchProfiler refuses an unknown sort key and a schedule without ac
   CHECK_THROWS_AS(volt::PyTorchProfiler{volt::PyTorchProfilerOptions{.sort_by_key = "flops"}}, std::invalid_argument);
   CHECK_THROWS_AS(volt::PyTorchProfiler{volt::PyTorchProfilerOptions{.schedule = {.active = 0}}}, std::invalid_argument);
 }
+
+TEST_CASE("CUDA: profiler=\"pytorch\" on the GPU records the steps' CUDA kernels in the Chrome trace") {
+  if (!torch::cuda::is_available()) {
+    MESSAGE("skipped: no CUDA device (torch::cuda::is_available() is false)");
+    return;
+  }
+  TempDir dir;
+  auto profiler = std::make_shared<volt::PyTorchProfiler>(volt::PyTorchProfilerOptions{
+      .filename = "gpu", .schedule = {.wait = 1, .warmup = 1, .active = 2, .repeat = 1}});
+  auto options = quiet_options(dir);
+  options.profiler = profiler;
+  volt::Trainer<volt::CUDA> trainer(options);
+  auto model = std::make_shared<volt_test::SgdRegressor>();
+  trainer.fit(model, volt_test::make_batches(6));
+  REQUIRE(profiler->traces().size() == 1);
+  const std::string text = read_text(profiler->traces().front());
+  CHECK(JsonCheck{text}.whole());
+  CHECK(text.find("aten::addmm") != std::string::npos);
+  // Kineto writes the device's kernels with the category "kernel" (a LibTorch without Kineto has none to write).
+  CHECK(text.find("\"cat\": \"kernel\"") != std::string::npos);
+  double device_time = 0;
+  for (const auto& [name, stats] : profiler->operators()) device_time += stats.device_time_total_us;
+  CHECK(device_time > 0);
+}
