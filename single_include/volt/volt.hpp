@@ -6721,11 +6721,16 @@ class PyTorchProfiler final : public Profiler {
   explicit PyTorchProfiler(PyTorchProfilerOptions options = {});
   ~PyTorchProfiler() override;
 
+  /// While recording: opens `action` as a LibTorch user scope (it shows in the trace).
   void start(std::string_view action) override;
+  /// Closes `action`'s scope; an action ending with the stage's step function ends a step of the schedule
+  /// (the window that ends with it is written).
   void stop(std::string_view action) override;
-  /// The top-operators table ("" when nothing was recorded).
+  /// "<STAGE> Profiler Report" and the top-operators table ("" when nothing was recorded).
   std::string summary() override;
+  /// Starts the schedule for `stage` at step 0 (see Profiler::setup).
   void setup(std::string_view stage, std::optional<int> local_rank, const std::filesystem::path& log_dir) override;
+  /// Writes the window still recording, if any, and stops LibTorch's profiler.
   void teardown() override;
 
   /// The Chrome traces written so far.
@@ -21983,6 +21988,8 @@ struct EvaluationKind {
   static constexpr MetricPhase phase = Testing ? MetricPhase::test : MetricPhase::validation;
   static constexpr const char* limit_name = Testing ? "limit_test_batches" : "limit_val_batches";
   static constexpr const char* batch_name = Testing ? "test" : "validation";
+  /// The profiler's action for fetching the next batch (Lightning's names).
+  static constexpr const char* next_action = Testing ? "[_EvaluationLoop].test_next" : "[_EvaluationLoop].val_next";
   static const BatchAmount& limit(const TrainerOptions& options) {
     return Testing ? options.limit_test_batches : options.limit_val_batches;
   }
@@ -22037,6 +22044,9 @@ class EvaluationLoop {
     parts.prepare_module(*module);
     parts.logger.metrics().clear();
     parts.state.stage = stage;
+    const auto& state = parts.state;  // profiler: set up for the stage, its report written when the stage ends
+    ProfiledStage profiled(state.profiler_, stage == Stage::testing ? "test" : "validate",
+                           state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt, state.log_dir());
     run(parts, *module, data, stage);
     parts.log_metrics(last_metrics_, parts.state.global_step);
     parts.logger.save();
@@ -22113,7 +22123,12 @@ class EvaluationLoop {
     auto&& range = as_range(data);
     const bool fitting = state.stage == Stage::fitting || state.stage == Stage::sanity_checking;
     auto it = fitting ? overfit_order.begin(range, parts.options, "val") : std::begin(range);
-    for (const auto end = std::end(range); it != end; ++it) {
+    auto next = [&] {
+      std::optional<ProfileScope> profiled;  // profiler: the loader's next batch
+      if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, Kind::next_action);
+      ++it;
+    };
+    for (const auto end = std::end(range); it != end; next()) {
       if (limit && batch_idx >= *limit) break;
       try {
         auto batch = parts.prepare_batch(*it);
@@ -22942,6 +22957,7 @@ VOLT_DETAIL_TRAINER_PARTS_FOR(DDP)
 
 
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -22964,6 +22980,9 @@ auto run_prediction(Parts& parts, Model& model, Data& data) {
   state.stage = Stage::predicting;
   state.phase_ = MetricPhase::predict;
   module->eval();
+  // profiler: set up for "predict", its report written when predict ends
+  ProfiledStage profiled(state.profiler_, "predict",
+                         state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt, state.log_dir());
   const auto limit = data_limit(parts.options, parts.options.limit_predict_batches, data, "limit_predict_batches");
   std::int64_t batch_idx = 0;
   for (auto&& raw : as_range(data)) {

@@ -198,10 +198,30 @@ TEST_CASE("profiler=\"simple\" reports every hook that ran with its number of ca
   CHECK(model->fit_starts == 1);
   // A hook the model does not define is not an action.
   CHECK(calls_of(report, "[LightningModule]ProfiledNet.on_train_start") == -1);
+  CHECK(calls_of(report, "[_EvaluationLoop].val_next") == 4);
   // Every row's count matches the recorded durations.
   for (const auto& action : actions) {
     CHECK_MESSAGE(calls_of(report, action) == static_cast<int>(profiler->durations(action).size()), action);
   }
+}
+
+TEST_CASE("validate and test are profiled as their own stages, each report in its own file") {
+  TempDir dir;
+  auto profiler = std::make_shared<volt::SimpleProfiler>(volt::SimpleProfilerOptions{.dirpath = dir.path / "prof",
+                                                                                      .filename = "run"});
+  auto options = quiet_options(dir);
+  options.profiler = profiler;
+  volt::Trainer<> trainer(options);
+  auto model = std::make_shared<ProfiledNet>();
+  trainer.validate(model, volt_test::make_batches(3));
+  const auto file = dir.path / "prof" / "validate-run.txt";
+  REQUIRE(std::filesystem::exists(file));
+  const std::string report = read_text(file);
+  CHECK(report.rfind("VALIDATE Profiler Report\n", 0) == 0);
+  CHECK(calls_of(report, "[LightningModule]ProfiledNet.validation_step") == 3);
+  CHECK(calls_of(report, "[_EvaluationLoop].val_next") == 3);
+  CHECK(calls_of(report, "[LightningModule]ProfiledNet.on_validation_epoch_end") == 1);
+  CHECK(profiler->stage() == "validate");
 }
 
 TEST_CASE("SimpleProfiler's summary has Lightning's layout for recorded durations") {

@@ -59,11 +59,16 @@ class PyTorchProfiler final : public Profiler {
   explicit PyTorchProfiler(PyTorchProfilerOptions options = {});
   ~PyTorchProfiler() override;
 
+  /// While recording: opens `action` as a LibTorch user scope (it shows in the trace).
   void start(std::string_view action) override;
+  /// Closes `action`'s scope; an action ending with the stage's step function ends a step of the schedule
+  /// (the window that ends with it is written).
   void stop(std::string_view action) override;
-  /// The top-operators table ("" when nothing was recorded).
+  /// "<STAGE> Profiler Report" and the top-operators table ("" when nothing was recorded).
   std::string summary() override;
+  /// Starts the schedule for `stage` at step 0 (see Profiler::setup).
   void setup(std::string_view stage, std::optional<int> local_rank, const std::filesystem::path& log_dir) override;
+  /// Writes the window still recording, if any, and stops LibTorch's profiler.
   void teardown() override;
 
   /// The Chrome traces written so far.
