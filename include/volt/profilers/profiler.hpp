@@ -63,8 +63,8 @@ class Profiler {
   std::optional<int> local_rank() const { return local_rank_; }
 
   /// The file name of a report for `action` (empty: the stage's report) with `extension`: the stage, the
-  /// filename, the local rank and the action joined with "-" (Lightning's _prepare_filename); characters that
-  /// are not safe in file names become "_".
+  /// filename, the local rank and the action joined with "-" (Lightning's `_prepare_filename`); characters that
+  /// are not safe in file names become `_`.
   std::string prepare_filename(std::string_view action = {}, std::string_view extension = ".txt") const;
 
  protected:
