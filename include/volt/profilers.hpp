@@ -13,8 +13,8 @@
 
 namespace volt::detail {
 
-/// The profiler Lightning's `profiler=` string names: "simple" or "pytorch" (made with default options), null for
-/// "". Throws MisconfigurationError with Lightning's message for any other string.
+/// The profiler Lightning's `profiler=` string names: "simple" or "pytorch", in any case (made with default options),
+/// null for "". Throws MisconfigurationError with Lightning's message for any other string.
 VOLT_INLINE std::shared_ptr<Profiler> make_profiler(std::string_view name);
 
 }  // namespace volt::detail

@@ -7243,8 +7243,8 @@ VOLT_INLINE std::string SimpleProfiler::summary() {
 
 namespace volt::detail {
 
-/// The profiler Lightning's `profiler=` string names: "simple" or "pytorch" (made with default options), null for
-/// "". Throws MisconfigurationError with Lightning's message for any other string.
+/// The profiler Lightning's `profiler=` string names: "simple" or "pytorch", in any case (made with default options),
+/// null for "". Throws MisconfigurationError with Lightning's message for any other string.
 VOLT_INLINE std::shared_ptr<Profiler> make_profiler(std::string_view name);
 
 }  // namespace volt::detail
@@ -7256,12 +7256,15 @@ VOLT_INLINE std::shared_ptr<Profiler> make_profiler(std::string_view name);
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
 
 
+#include <cctype>
 #include <string>
 
 namespace volt::detail {
 
-VOLT_INLINE std::shared_ptr<Profiler> make_profiler(std::string_view name) {
-  if (name.empty()) return nullptr;
+VOLT_INLINE std::shared_ptr<Profiler> make_profiler(std::string_view given) {
+  if (given.empty()) return nullptr;
+  std::string name(given);  // Lightning lowercases the name ("Simple" is "simple")
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (name == "simple") return std::make_shared<SimpleProfiler>();
   if (name == "pytorch") return std::make_shared<PyTorchProfiler>();
   if (name == "advanced" || name == "xla") {
@@ -22641,6 +22644,8 @@ class FitLoop {
   template <class Parts>
   void write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path, bool weights_only) {
     epoch_loop.step.graph().sync_optimizer_state();  // a captured step counts Adam's steps on the device
+    std::optional<ProfileScope> profiled;  // profiler: Lightning's "save_checkpoint" action
+    if (parts.state.profiler_) [[unlikely]] profiled.emplace(parts.state.profiler_, "save_checkpoint");
     parts.checkpoint.dump(checkpoint_parts(parts, module), path, weights_only);
   }
 

@@ -166,6 +166,7 @@ TEST_CASE("profiler=\"simple\" reports every hook that ran with its number of ca
   auto options = quiet_options(dir);
   options.max_epochs = 2;
   options.num_sanity_val_steps = 0;
+  options.enable_checkpointing = true;
   options.profiler = profiler;
   volt::Trainer<> trainer(options, HookCounter{});
   auto model = std::make_shared<ProfiledNet>();
@@ -199,6 +200,8 @@ TEST_CASE("profiler=\"simple\" reports every hook that ran with its number of ca
   // A hook the model does not define is not an action.
   CHECK(calls_of(report, "[LightningModule]ProfiledNet.on_train_start") == -1);
   CHECK(calls_of(report, "[_EvaluationLoop].val_next") == 4);
+  CHECK(calls_of(report, "save_checkpoint") == 2);  // the default ModelCheckpoint, once per epoch
+  CHECK(calls_of(report, "[Callback]ModelCheckpoint.on_validation_end") == 2);
   // Every row's count matches the recorded durations.
   for (const auto& action : actions) {
     CHECK_MESSAGE(calls_of(report, action) == static_cast<int>(profiler->durations(action).size()), action);
@@ -252,7 +255,7 @@ TEST_CASE("a profiler string other than Lightning's is refused with its message"
                        "When passing string value for the `profiler` parameter of `Trainer`, it can only be one of "
                        "['simple', 'advanced', 'pytorch', 'xla']",
                        volt::MisconfigurationError);
-  options.profiler = "simple";
+  options.profiler = "Simple";  // Lightning lowercases the name
   CHECK_NOTHROW(volt::Trainer<>{options});
 }
 

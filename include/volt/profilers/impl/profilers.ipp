@@ -5,12 +5,15 @@
 
 #include <volt/core/errors.hpp>
 
+#include <cctype>
 #include <string>
 
 namespace volt::detail {
 
-VOLT_INLINE std::shared_ptr<Profiler> make_profiler(std::string_view name) {
-  if (name.empty()) return nullptr;
+VOLT_INLINE std::shared_ptr<Profiler> make_profiler(std::string_view given) {
+  if (given.empty()) return nullptr;
+  std::string name(given);  // Lightning lowercases the name ("Simple" is "simple")
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (name == "simple") return std::make_shared<SimpleProfiler>();
   if (name == "pytorch") return std::make_shared<PyTorchProfiler>();
   if (name == "advanced" || name == "xla") {

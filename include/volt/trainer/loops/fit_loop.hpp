@@ -157,6 +157,8 @@ class FitLoop {
   template <class Parts>
   void write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path, bool weights_only) {
     epoch_loop.step.graph().sync_optimizer_state();  // a captured step counts Adam's steps on the device
+    std::optional<ProfileScope> profiled;  // profiler: Lightning's "save_checkpoint" action
+    if (parts.state.profiler_) [[unlikely]] profiled.emplace(parts.state.profiler_, "save_checkpoint");
     parts.checkpoint.dump(checkpoint_parts(parts, module), path, weights_only);
   }
 
