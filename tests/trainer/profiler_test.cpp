@@ -282,6 +282,14 @@ TEST_CASE("profiler=\"pytorch\" writes a Chrome trace of the active steps that p
   const std::string report = read_text(dir.path / "fit-ops.txt");
   CHECK(report.find("Profile stats for: records") != std::string::npos);
   CHECK(report.find("aten::addmm") != std::string::npos);
+  // The table's separators are as wide as its rows.
+  std::istringstream lines(report);
+  std::vector<std::string> table;
+  for (std::string line; std::getline(lines, line);) table.push_back(line);
+  REQUIRE(table.size() > 5);
+  CHECK(table[3].rfind("Name", 0) == 0);
+  CHECK(table[2].size() == table[3].size());
+  CHECK(table[4].size() == table[5].size());
 }
 
 TEST_CASE("PyTorchProfiler refuses an unknown sort key and a schedule without active steps") {

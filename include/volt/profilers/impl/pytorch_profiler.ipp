@@ -263,7 +263,7 @@ VOLT_INLINE std::string PyTorchProfiler::summary() {
     }
     return std::string(buffer);
   };
-  const std::string line = std::string(width, '-') + "  " + std::string(15 * 4 + 3 * 2 + 10, '-') + "\n";
+  const std::string line = std::string(width, '-') + "  " + std::string(4 * 15 + 4 * 2 + 10, '-') + "\n";
   std::string table = line;
   table += detail::pad_right("Name", width) + "  " + cell("CPU total", 15) + "  " + cell("CPU time avg", 15) + "  " +
            cell("CUDA total", 15) + "  " + cell("CUDA time avg", 15) + "  " + cell("# of Calls", 10) + "\n" + line;
