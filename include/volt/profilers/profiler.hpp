@@ -85,18 +85,9 @@ class Profiler {
 class ProfileScope {
  public:
   /// Starts `action` when `profiler` is not null.
-  ProfileScope(Profiler* profiler, std::string action) : profiler_(profiler), action_(std::move(action)) {
-    if (profiler_) profiler_->start(action_);
-  }
+  ProfileScope(Profiler* profiler, std::string action);
   /// Stops the action; an error of the profiler is logged as a warning (a destructor cannot throw).
-  ~ProfileScope() {
-    if (!profiler_) return;
-    try {
-      profiler_->stop(action_);
-    } catch (const std::exception& error) {
-      log::warn(std::string("volt: the profiler failed to stop ") + action_ + ": " + error.what());
-    }
-  }
+  ~ProfileScope();
   ProfileScope(const ProfileScope&) = delete;
   ProfileScope& operator=(const ProfileScope&) = delete;
 
@@ -128,19 +119,9 @@ class ProfiledStage {
  public:
   /// Calls profiler->setup(stage, local_rank, log_dir) when `profiler` is not null.
   ProfiledStage(Profiler* profiler, std::string_view stage, std::optional<int> local_rank,
-                const std::filesystem::path& log_dir)
-      : profiler_(profiler) {
-    if (profiler_) profiler_->setup(stage, local_rank, log_dir);
-  }
+                const std::filesystem::path& log_dir);
   /// Calls profiler->describe().
-  ~ProfiledStage() {
-    if (!profiler_) return;
-    try {
-      profiler_->describe();
-    } catch (const std::exception& error) {
-      log::warn(std::string("volt: the profiler's report was not written: ") + error.what());
-    }
-  }
+  ~ProfiledStage();
   ProfiledStage(const ProfiledStage&) = delete;
   ProfiledStage& operator=(const ProfiledStage&) = delete;
 

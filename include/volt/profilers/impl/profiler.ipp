@@ -109,3 +109,39 @@ VOLT_INLINE std::string python_g5(double value) {
 
 }  // namespace detail
 }  // namespace volt
+
+namespace volt {
+
+VOLT_INLINE ProfileScope::ProfileScope(Profiler* profiler, std::string action)
+    : profiler_(profiler), action_(std::move(action)) {
+  if (profiler_) profiler_->start(action_);
+}
+
+VOLT_INLINE ProfileScope::~ProfileScope() {
+  if (!profiler_) return;
+  try {
+    profiler_->stop(action_);
+  } catch (const std::exception& error) {
+    log::warn(std::string("volt: the profiler failed to stop ") + action_ + ": " + error.what());
+  }
+}
+}  // namespace volt
+
+namespace volt::detail {
+
+VOLT_INLINE ProfiledStage::ProfiledStage(Profiler* profiler, std::string_view stage, std::optional<int> local_rank,
+                                         const std::filesystem::path& log_dir)
+    : profiler_(profiler) {
+  if (profiler_) profiler_->setup(stage, local_rank, log_dir);
+}
+
+VOLT_INLINE ProfiledStage::~ProfiledStage() {
+  if (!profiler_) return;
+  try {
+    profiler_->describe();
+  } catch (const std::exception& error) {
+    log::warn(std::string("volt: the profiler's report was not written: ") + error.what());
+  }
+}
+
+}  // namespace volt::detail
