@@ -2,7 +2,8 @@
 """The Chrome trace volt::PyTorchProfiler writes for a Fashion-MNIST fit, loaded with Python's json.
 
 Needs the helper program tests/trainer/interop/profile_tool.cpp (CMake target volt_profile_tool). Run by ctest as
-volt.trainer.profiler_trace_python when VOLT_PYTHON is set, or by hand (on the GPU machine with --device cuda):
+volt.trainer.profiler_trace_python when VOLT_PYTHON is set (on CUDA when this Python's torch sees a GPU), or by
+hand:
 
     python3 tests/python/check_profiler_trace.py --tool build/tests/volt_profile_tool --workdir /tmp/volt-prof
 
@@ -27,8 +28,16 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tool", required=True)
     parser.add_argument("--workdir", required=True)
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     args = parser.parse_args()
+    if args.device == "auto":  # the GPU machine's run (tools/gpu-check.sh) profiles on CUDA
+        try:
+            import torch
+
+            args.device = "cuda" if torch.cuda.is_available() else "cpu"
+        except ImportError:
+            args.device = "cpu"
+    print("device:", args.device)
     shutil.rmtree(args.workdir, ignore_errors=True)
     run = subprocess.run([args.tool, args.workdir, args.device], capture_output=True, text=True)
     print(run.stdout, end="")
