@@ -320,3 +320,26 @@ TEST_CASE("CUDA: profiler=\"pytorch\" on the GPU records the steps' CUDA kernels
   for (const auto& [name, stats] : profiler->operators()) device_time += stats.device_time_total_us;
   CHECK(device_time > 0);
 }
+
+TEST_CASE("PyTorchProfiler: a fit that ends in the warmup writes no trace, reports nothing and stops LibTorch's profiler") {
+  TempDir dir;
+  auto profiler = std::make_shared<volt::PyTorchProfiler>(volt::PyTorchProfilerOptions{.filename = "short"});
+  auto options = quiet_options(dir);
+  options.profiler = profiler;
+  volt::Trainer<> trainer(options);
+  auto model = std::make_shared<volt_test::SgdRegressor>();
+  // Lightning's default schedule (wait 1, warmup 1, active 3): the schedule steps when a training_step ends, so
+  // one batch ends the fit in the warmup (LibTorch's profiler prepared, not recording).
+  trainer.fit(model, volt_test::make_batches(1));
+  CHECK(profiler->traces().empty());
+  CHECK(profiler->operators().empty());
+  CHECK_FALSE(std::filesystem::exists(dir.path / "fit-short.txt"));
+  // LibTorch's profiler is off again: a second profiler can record.
+  auto second = std::make_shared<volt::PyTorchProfiler>(
+      volt::PyTorchProfilerOptions{.schedule = {.wait = 0, .warmup = 0, .active = 1, .repeat = 1}});
+  options.profiler = second;
+  volt::Trainer<> again(options);
+  again.fit(model, volt_test::make_batches(2));
+  CHECK(second->traces().size() == 1);
+  CHECK(second->operators().count("aten::addmm") == 1);
+}
