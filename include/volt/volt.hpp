@@ -14,6 +14,7 @@
 #include <volt/accelerators.hpp>
 #include <volt/transfer.hpp>
 #include <volt/precision.hpp>
+#include <volt/profilers.hpp>
 #include <volt/strategies.hpp>
 #include <volt/distributed.hpp>
 #include <volt/optim.hpp>

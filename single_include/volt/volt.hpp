@@ -380,6 +380,27 @@ inline std::optional<c10::ScalarType> scalar_type_named(std::string_view name) {
   return std::nullopt;
 }
 
+/// The start of a LibTorch profiler event (torch::autograd::profiler::KinetoEvent) in microseconds: 1.13 gives
+/// startUs(), 2.1 and later startNs().
+template <class Event>
+double profiler_event_start_us(const Event& event) {
+  if constexpr (requires { event.startNs(); }) {
+    return static_cast<double>(event.startNs()) / 1000.0;
+  } else {
+    return static_cast<double>(event.startUs());
+  }
+}
+
+/// The duration of a LibTorch profiler event in microseconds (durationUs() in 1.13, durationNs() later).
+template <class Event>
+double profiler_event_duration_us(const Event& event) {
+  if constexpr (requires { event.durationNs(); }) {
+    return static_cast<double>(event.durationNs()) / 1000.0;
+  } else {
+    return static_cast<double>(event.durationUs());
+  }
+}
+
 }  // namespace volt::compat
 
 // The kernels' differences (grad scaler, optimizers, multi-tensor ops) are in compat_kernels.hpp, included
@@ -6183,6 +6204,911 @@ concept PrecisionPolicy = requires(P& precision, const torch::Tensor& loss, torc
 }  // namespace volt
 // ---- end volt/precision/precision_policy.hpp
 // ---- end volt/precision.hpp
+// ---- begin volt/profilers.hpp
+/// \file
+/// volt's profilers: volt::SimpleProfiler and volt::PyTorchProfiler, given to the Trainer as
+/// `TrainerOptions::profiler` ("simple", "pytorch", or a configured one). See docs/profiling.md.
+
+// ---- begin volt/profilers/profiler.hpp
+/// \file
+/// volt::Profiler: the interface the Trainer times its actions through (Lightning's profilers/profiler.py),
+/// and volt::ProfileScope, which times one action. See docs/profiling.md.
+///
+/// The Trainer starts and stops a named action around every hook it calls ("[LightningModule]Net.on_fit_start",
+/// "[Callback]ModelCheckpoint.on_train_epoch_end") and around the loops' steps ("run_training_epoch",
+/// "run_training_batch", "[_TrainingEpochLoop].train_dataloader_next", ...). Without a profiler it only tests a
+/// null pointer.
+
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <typeinfo>
+#include <exception>
+
+namespace volt {
+
+/// What every profiler has: where its report goes (`dirpath`, `filename`), the stage it profiles, and the
+/// describe / teardown calls of Lightning's Profiler. A derived profiler implements start, stop and summary.
+///
+/// The report of a stage goes to `<dirpath>/<stage>-<filename>[-<local rank>].txt` (appended), when `filename`
+/// is set; with `filename` set and `dirpath` empty, `dirpath` is the Trainer's log_dir. Without a filename it
+/// is printed (rank zero only).
+class Profiler {
+ public:
+  /// `dirpath` and `filename` as above (empty: unset).
+  explicit Profiler(std::filesystem::path dirpath = {}, std::string filename = {})
+      : dirpath_(std::move(dirpath)), filename_(std::move(filename)) {}
+  virtual ~Profiler() = default;
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  /// Starts timing `action`.
+  virtual void start(std::string_view action) = 0;
+  /// Stops timing `action`.
+  virtual void stop(std::string_view action) = 0;
+  /// The report of what was recorded ("" when there is nothing to say).
+  virtual std::string summary() = 0;
+
+  /// Called by the Trainer before a stage runs: the stage's name ("fit", "validate", "test", "predict"), the
+  /// local rank when more than one process runs (nullopt otherwise) and the Trainer's log_dir (used when no
+  /// dirpath was given).
+  virtual void setup(std::string_view stage, std::optional<int> local_rank, const std::filesystem::path& log_dir);
+  /// Writes summary() to the report file or prints it, then calls teardown (Lightning's describe).
+  virtual void describe();
+  /// Closes the report file.
+  virtual void teardown();
+
+  /// The stage set by setup ("" before).
+  const std::string& stage() const { return stage_; }
+  /// The folder of the report files (after setup: the log_dir when none was given).
+  const std::filesystem::path& dirpath() const { return dirpath_; }
+  /// The report's base name (empty: the report is printed).
+  const std::string& filename() const { return filename_; }
+  /// The local rank given to setup (nullopt for one process).
+  std::optional<int> local_rank() const { return local_rank_; }
+
+  /// The file name of a report for `action` (empty: the stage's report) with `extension`: the stage, the
+  /// filename, the local rank and the action joined with "-" (Lightning's `_prepare_filename`); characters that
+  /// are not safe in file names become `_`.
+  std::string prepare_filename(std::string_view action = {}, std::string_view extension = ".txt") const;
+
+ protected:
+  /// Writes `text` to the stage's report file when a filename is set (creating dirpath), else prints it on
+  /// rank zero. Throws std::runtime_error naming the file when it cannot be written.
+  void write_report(std::string_view text);
+
+ private:
+  std::filesystem::path dirpath_;
+  std::string filename_;
+  std::string stage_;
+  std::optional<int> local_rank_;
+  std::ofstream output_;
+};
+
+/// Times `action` on `profiler` from construction to destruction (Lightning's `with profiler.profile(name)`);
+/// does nothing when `profiler` is null.
+class ProfileScope {
+ public:
+  /// Starts `action` when `profiler` is not null.
+  ProfileScope(Profiler* profiler, std::string action);
+  /// Stops the action; an error of the profiler is logged as a warning (a destructor cannot throw).
+  ~ProfileScope();
+  ProfileScope(const ProfileScope&) = delete;
+  ProfileScope& operator=(const ProfileScope&) = delete;
+
+ private:
+  Profiler* profiler_;
+  std::string action_;
+};
+
+namespace detail {
+
+/// The name a type is reported under: its demangled name without its namespaces, as Python's `__class__.__name__`
+/// ("Net", "ModelCheckpoint", "EMA<float>").
+VOLT_INLINE std::string profiled_type_name(const char* mangled);
+
+/// Python's format(value, ".5"): five significant digits, exponent notation below 1e-4 and from 1e5, ".0" added
+/// to a whole number in fixed notation ("0.0024", "7.2208e-05", "2.0").
+VOLT_INLINE std::string python_g5(double value);
+
+/// "[LightningModule]<M>.<what>": the action of model hook or step `what` of a model of type M.
+template <class M>
+std::string model_action(std::string_view what) {
+  static const std::string prefix = "[LightningModule]" + profiled_type_name(typeid(M).name()) + ".";
+  return prefix + std::string(what);
+}
+
+/// Sets `profiler` (may be null) up for `stage` and describes it when the stage ends, however it ends (an
+/// error writing the report is logged, not thrown, so that it does not hide the stage's own error).
+class ProfiledStage {
+ public:
+  /// Calls profiler->setup(stage, local_rank, log_dir) when `profiler` is not null.
+  ProfiledStage(Profiler* profiler, std::string_view stage, std::optional<int> local_rank,
+                const std::filesystem::path& log_dir);
+  /// Calls profiler->describe().
+  ~ProfiledStage();
+  ProfiledStage(const ProfiledStage&) = delete;
+  ProfiledStage& operator=(const ProfiledStage&) = delete;
+
+ private:
+  Profiler* profiler_;
+};
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/profilers/impl/profiler.ipp
+/// \file
+/// Definitions of the functions declared in volt/profilers/profiler.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#include <c10/util/Type.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <system_error>
+
+namespace volt {
+
+VOLT_INLINE void Profiler::setup(std::string_view stage, std::optional<int> local_rank,
+                                 const std::filesystem::path& log_dir) {
+  stage_ = std::string(stage);
+  local_rank_ = local_rank;
+  if (dirpath_.empty()) dirpath_ = log_dir;
+}
+
+VOLT_INLINE void Profiler::describe() {
+  const std::string text = summary();
+  if (!text.empty()) write_report(text);
+  teardown();
+}
+
+VOLT_INLINE void Profiler::teardown() {
+  if (output_.is_open()) output_.close();
+}
+
+VOLT_INLINE std::string Profiler::prepare_filename(std::string_view action, std::string_view extension) const {
+  std::string base;
+  auto append = [&](std::string_view part) {
+    if (!base.empty()) base += '-';
+    base += part;
+  };
+  if (!stage_.empty()) append(stage_);
+  if (!filename_.empty()) append(filename_);
+  if (local_rank_) append(std::to_string(*local_rank_));
+  if (!action.empty()) append(action);
+  std::string safe;
+  for (const char c : base) {
+    const bool unsafe = std::string_view("\\/:*?\"<>|\n\r\t").find(c) != std::string_view::npos;
+    const char out = unsafe ? '_' : c;
+    if (out == '_' && !safe.empty() && safe.back() == '_') continue;  // runs of '_' become one
+    safe += out;
+  }
+  const auto first = safe.find_first_not_of(' ');
+  const auto last = safe.find_last_not_of(' ');
+  safe = first == std::string::npos ? std::string("profile") : safe.substr(first, last - first + 1);
+  return safe + std::string(extension);
+}
+
+VOLT_INLINE void Profiler::write_report(std::string_view text) {
+  if (filename_.empty() || dirpath_.empty()) {
+    if (!local_rank_ || *local_rank_ == 0) log::info(text);
+    return;
+  }
+  if (!output_.is_open()) {
+    std::error_code error;
+    std::filesystem::create_directories(dirpath_, error);
+    const auto path = dirpath_ / prepare_filename();
+    output_.open(path, std::ios::app);
+    if (!output_) throw std::runtime_error("volt: cannot open the profiler report " + path.string() + " for writing");
+  }
+  output_ << text;
+  output_.flush();
+  if (!output_) throw std::runtime_error("volt: writing the profiler report in " + dirpath_.string() + " failed");
+}
+
+namespace detail {
+
+/// `text` left-aligned in `width` characters (Python's `{text:<width}`).
+inline std::string pad_right(std::string_view text, std::size_t width) {
+  std::string out(text);
+  if (out.size() < width) out.append(width - out.size(), ' ');
+  return out;
+}
+
+/// The length of `text` with its tabs expanded to columns of 8 (Python's str.expandtabs()).
+inline std::size_t expanded_length(std::string_view text) {
+  std::size_t column = 0;
+  for (const char c : text) {
+    if (c == '\n') {
+      column = 0;
+    } else if (c == '\t') {
+      column += 8 - column % 8;
+    } else {
+      ++column;
+    }
+  }
+  return column;
+}
+
+VOLT_INLINE std::string profiled_type_name(const char* mangled) {
+  std::string name = c10::demangle(mangled);
+  const auto scope = name.rfind("::", name.find('<'));
+  if (scope != std::string::npos) name.erase(0, scope + 2);
+  return name;
+}
+
+VOLT_INLINE std::string python_g5(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.5g", value);
+  std::string text(buffer);
+  if (text.find_first_of(".eni") == std::string::npos) text += ".0";
+  return text;
+}
+
+}  // namespace detail
+}  // namespace volt
+
+namespace volt {
+
+VOLT_INLINE ProfileScope::ProfileScope(Profiler* profiler, std::string action)
+    : profiler_(profiler), action_(std::move(action)) {
+  if (profiler_) profiler_->start(action_);
+}
+
+VOLT_INLINE ProfileScope::~ProfileScope() {
+  if (!profiler_) return;
+  try {
+    profiler_->stop(action_);
+  } catch (const std::exception& error) {
+    log::warn(std::string("volt: the profiler failed to stop ") + action_ + ": " + error.what());
+  }
+}
+}  // namespace volt
+
+namespace volt::detail {
+
+VOLT_INLINE ProfiledStage::ProfiledStage(Profiler* profiler, std::string_view stage, std::optional<int> local_rank,
+                                         const std::filesystem::path& log_dir)
+    : profiler_(profiler) {
+  if (profiler_) profiler_->setup(stage, local_rank, log_dir);
+}
+
+VOLT_INLINE ProfiledStage::~ProfiledStage() {
+  if (!profiler_) return;
+  try {
+    profiler_->describe();
+  } catch (const std::exception& error) {
+    log::warn(std::string("volt: the profiler's report was not written: ") + error.what());
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/profilers/impl/profiler.ipp
+#endif
+// ---- end volt/profilers/profiler.hpp
+// ---- begin volt/profilers/pytorch_profiler.hpp
+/// \file
+/// volt::PyTorchProfiler: LibTorch's operator profiler over a schedule of steps, with a Chrome trace per
+/// recorded window and a table of the top operators (Lightning's PyTorchProfiler). See docs/profiling.md.
+
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// Which steps are recorded (torch.profiler.schedule): `wait` steps not profiled, `warmup` steps with the
+/// profiler prepared but not recording, `active` steps recorded (one trace per window); the cycle repeats
+/// `repeat` times (0: until the stage ends). Lightning's default is {1, 1, 3}.
+struct ProfilerSchedule {
+  std::int64_t wait = 1;    ///< Steps skipped at the start of each cycle.
+  std::int64_t warmup = 1;  ///< Steps with the profiler prepared, not recording (their events are dropped).
+  std::int64_t active = 3;  ///< Steps recorded; >= 1.
+  std::int64_t repeat = 0;  ///< Cycles; 0: as many as the stage has steps for.
+};
+
+/// Options of volt::PyTorchProfiler (Lightning's PyTorchProfiler arguments).
+struct PyTorchProfilerOptions {
+  /// Folder of the traces and of the report file; empty: the Trainer's log_dir.
+  std::filesystem::path dirpath{};
+  /// Base name of the report and trace files; empty: the report is printed.
+  std::string filename{};
+  /// Which steps are recorded.
+  ProfilerSchedule schedule{};
+  /// Write a Chrome trace (`<stage>-<filename>-<step action>.<window>.pt.trace.json`) per recorded window.
+  bool export_to_chrome = true;
+  /// Record the input shapes of each operator (the trace's "Input Dims").
+  bool record_shapes = false;
+  /// Record the memory allocated and freed by each operator.
+  bool profile_memory = false;
+  /// The column the table is sorted by: "cpu_time_total" (default), "cpu_time", "cuda_time_total",
+  /// "cuda_time" or "count".
+  std::string sort_by_key = "cpu_time_total";
+  /// Rows of the table; -1: all.
+  std::int64_t row_limit = 20;
+};
+
+/// Records LibTorch's operators (aten::addmm, autograd's backward functions, the CUDA kernels when the
+/// profiler has Kineto and the run is on CUDA) in the active steps of the schedule. A step ends when an action
+/// whose name ends with the stage's step function stops ("...training_step" in fit, "...validation_step" in
+/// validate, ...). The Trainer's other actions appear in the trace as user annotations.
+class PyTorchProfiler final : public Profiler {
+ public:
+  /// A profiler with `options`; throws std::invalid_argument for an unknown sort_by_key or a schedule with
+  /// active < 1 or a negative count.
+  explicit PyTorchProfiler(PyTorchProfilerOptions options = {});
+  ~PyTorchProfiler() override;
+
+  /// While recording: opens `action` as a LibTorch user scope (it shows in the trace).
+  void start(std::string_view action) override;
+  /// Closes `action`'s scope; an action ending with the stage's step function ends a step of the schedule
+  /// (the window that ends with it is written).
+  void stop(std::string_view action) override;
+  /// "<STAGE> Profiler Report" and the top-operators table ("" when nothing was recorded).
+  std::string summary() override;
+  /// Starts the schedule for `stage` at step 0 (see Profiler::setup).
+  void setup(std::string_view stage, std::optional<int> local_rank, const std::filesystem::path& log_dir) override;
+  /// Writes the window still recording, if any, and stops LibTorch's profiler.
+  void teardown() override;
+
+  /// The Chrome traces written so far.
+  const std::vector<std::filesystem::path>& traces() const { return traces_; }
+
+  /// One row of the table: an operator's calls and times over every recorded window.
+  struct OperatorStats {
+    std::int64_t count = 0;            ///< Calls.
+    double cpu_time_total_us = 0;      ///< Time on the host, microseconds.
+    double device_time_total_us = 0;   ///< Time of its device events (CUDA kernels), microseconds.
+  };
+  /// The operators recorded so far, by name.
+  const std::map<std::string, OperatorStats, std::less<>>& operators() const { return operators_; }
+
+ private:
+  enum class Phase { none, warmup, record };
+  Phase phase(std::int64_t step) const;
+  std::int64_t cycle(std::int64_t step) const;
+  void enter(std::int64_t step);
+  void finish_window(std::string_view action);
+  void step(std::string_view action);
+
+  PyTorchProfilerOptions options_;
+  std::string step_function_;
+  std::int64_t step_ = 0;
+  bool prepared_ = false;
+  bool recording_ = false;
+  int windows_ = 0;
+  std::vector<std::filesystem::path> traces_;
+  std::map<std::string, OperatorStats, std::less<>> operators_;
+  struct Annotations;
+  std::unique_ptr<Annotations> annotations_;
+};
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/profilers/impl/pytorch_profiler.ipp
+/// \file
+/// Definitions of the functions declared in volt/profilers/pytorch_profiler.hpp: compiled in every translation
+/// unit (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+#include <system_error>
+#include <unistd.h>
+
+namespace volt {
+
+/// The Trainer's actions open while recording, as LibTorch user scopes (they show in the trace).
+struct PyTorchProfiler::Annotations {
+  std::map<std::string, std::unique_ptr<at::RecordFunction>, std::less<>> open;
+};
+
+namespace detail {
+
+/// `text` as a JSON string literal.
+inline std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char code[8];
+          std::snprintf(code, sizeof(code), "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += code;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+/// Writes the events of `result` as a Chrome trace (the JSON object format: complete "X" events, times in
+/// microseconds) to `path`, for LibTorch builds whose ProfilerResult::save writes nothing (no Kineto).
+inline void write_chrome_trace(const torch::autograd::profiler::ProfilerResult& result,
+                               const std::filesystem::path& path) {
+  const auto temporary = std::filesystem::path(path.string() + ".tmp");
+  {
+    std::ofstream out(temporary);
+    if (!out) throw std::runtime_error("volt: cannot write the profiler trace " + path.string());
+    out << "{\"schemaVersion\": 1, \"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+    const auto pid = static_cast<long>(::getpid());
+    bool first = true;
+    for (const auto& event : result.events()) {
+      const std::string name = event.name();
+      if (name == "[memory]") continue;
+      const bool device = event.deviceType() != c10::DeviceType::CPU;
+      out << (first ? "\n" : ",\n") << "{\"ph\": \"X\", \"cat\": " << (device ? "\"kernel\"" : "\"cpu_op\"")
+          << ", \"name\": " << json_string(name) << ", \"pid\": " << (device ? static_cast<long>(event.deviceIndex()) : pid)
+          << ", \"tid\": " << (device ? 0 : event.startThreadId()) << ", \"ts\": "
+          << compat::profiler_event_start_us(event) << ", \"dur\": " << compat::profiler_event_duration_us(event);
+      if (event.hasShapes()) {
+        out << ", \"args\": {\"Input Dims\": [";
+        bool first_shape = true;
+        for (const auto& shape : event.shapes()) {
+          out << (first_shape ? "" : ", ") << "[";
+          for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+          out << "]";
+          first_shape = false;
+        }
+        out << "]}";
+      }
+      out << "}";
+      first = false;
+    }
+    out << "\n]}\n";
+    out.flush();
+    if (!out) throw std::runtime_error("volt: writing the profiler trace " + path.string() + " failed");
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+}  // namespace detail
+
+VOLT_INLINE PyTorchProfiler::PyTorchProfiler(PyTorchProfilerOptions options)
+    : Profiler(options.dirpath, options.filename), options_(std::move(options)),
+      annotations_(std::make_unique<Annotations>()) {
+  static const std::set<std::string, std::less<>> keys{"cpu_time", "cuda_time", "cpu_time_total", "cuda_time_total",
+                                                       "count"};
+  if (keys.find(options_.sort_by_key) == keys.end()) {
+    throw std::invalid_argument("Found sort_by_key: " + options_.sort_by_key +
+                                ". Should be within {'count', 'cpu_time', 'cpu_time_total', 'cuda_time', "
+                                "'cuda_time_total'} (volt's PyTorchProfiler has no memory columns).");
+  }
+  const auto& s = options_.schedule;
+  if (s.active < 1 || s.wait < 0 || s.warmup < 0 || s.repeat < 0) {
+    throw std::invalid_argument("volt: PyTorchProfiler's schedule needs active >= 1 and wait, warmup, repeat >= 0; "
+                                "got wait=" + std::to_string(s.wait) + ", warmup=" + std::to_string(s.warmup) +
+                                ", active=" + std::to_string(s.active) + ", repeat=" + std::to_string(s.repeat));
+  }
+}
+
+VOLT_INLINE PyTorchProfiler::~PyTorchProfiler() {
+  try {
+    annotations_->open.clear();
+    if (recording_ || prepared_) (void)torch::autograd::profiler::disableProfiler();
+  } catch (...) {
+    // nothing to report from a destructor
+  }
+}
+
+VOLT_INLINE PyTorchProfiler::Phase PyTorchProfiler::phase(std::int64_t step) const {
+  const auto& s = options_.schedule;
+  const std::int64_t length = s.wait + s.warmup + s.active;
+  if (s.repeat > 0 && step >= length * s.repeat) return Phase::none;
+  const std::int64_t at = step % length;
+  if (at < s.wait) return Phase::none;
+  return at < s.wait + s.warmup ? Phase::warmup : Phase::record;
+}
+
+VOLT_INLINE std::int64_t PyTorchProfiler::cycle(std::int64_t step) const {
+  const auto& s = options_.schedule;
+  return step / (s.wait + s.warmup + s.active);
+}
+
+VOLT_INLINE void PyTorchProfiler::enter(std::int64_t step) {
+  namespace P = torch::autograd::profiler;
+  namespace I = torch::profiler::impl;
+  const Phase next = phase(step);
+  if (next == Phase::none) return;
+  if (recording_) return;
+  const I::ProfilerConfig config(I::ProfilerState::KINETO, options_.record_shapes, options_.profile_memory);
+  std::set<I::ActivityType> activities{I::ActivityType::CPU};
+  if (torch::cuda::is_available()) activities.insert(I::ActivityType::CUDA);
+  if (!prepared_) {
+    P::prepareProfiler(config, activities);
+    prepared_ = true;
+  }
+  if (next == Phase::record) {
+    P::enableProfiler(config, activities);
+    recording_ = true;
+  }
+}
+
+VOLT_INLINE void PyTorchProfiler::finish_window(std::string_view action) {
+  annotations_->open.clear();
+  auto result = torch::autograd::profiler::disableProfiler();
+  recording_ = false;
+  prepared_ = false;
+  ++windows_;
+  for (const auto& event : result->events()) {
+    const std::string name = event.name();
+    if (name == "[memory]") continue;
+    auto& row = operators_[name];
+    const double duration = compat::profiler_event_duration_us(event);
+    if (event.deviceType() == c10::DeviceType::CPU) {
+      ++row.count;
+      row.cpu_time_total_us += duration;
+    } else {
+      row.device_time_total_us += duration;
+    }
+  }
+  if (!options_.export_to_chrome) return;
+  if (dirpath().empty()) {
+    log::warn("The PyTorchProfiler failed to export trace as `dirpath` is None");
+    return;
+  }
+  std::error_code error;
+  std::filesystem::create_directories(dirpath(), error);
+  const auto path = dirpath() / (prepare_filename(action, "") + "." + std::to_string(windows_) + ".pt.trace.json");
+  try {
+    result->save(path.string());
+  } catch (const std::exception&) {
+    // Debian's 1.13 is built without Kineto: "Saving a trace requires ... Kineto support"; volt writes it
+  }
+  if (!std::filesystem::exists(path, error) || std::filesystem::file_size(path, error) == 0) {
+    detail::write_chrome_trace(*result, path);  // this LibTorch has no Kineto: its save() wrote nothing
+  }
+  traces_.push_back(path);
+}
+
+VOLT_INLINE void PyTorchProfiler::step(std::string_view action) {
+  const std::int64_t done = step_++;
+  if (recording_ && (phase(step_) != Phase::record || cycle(step_) != cycle(done))) finish_window(action);
+  enter(step_);
+}
+
+VOLT_INLINE void PyTorchProfiler::setup(std::string_view stage, std::optional<int> local_rank,
+                                        const std::filesystem::path& log_dir) {
+  Profiler::setup(stage, local_rank, log_dir);
+  if (stage == "fit") {
+    step_function_ = "training_step";
+  } else if (stage == "validate") {
+    step_function_ = "validation_step";
+  } else {
+    step_function_ = std::string(stage) + "_step";
+  }
+  step_ = 0;
+  enter(0);
+}
+
+VOLT_INLINE void PyTorchProfiler::start(std::string_view action) {
+  if (!recording_) return;
+  auto record = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+  if (record->isActive()) record->before(std::string(action));
+  annotations_->open.insert_or_assign(std::string(action), std::move(record));
+}
+
+VOLT_INLINE void PyTorchProfiler::stop(std::string_view action) {
+  if (const auto open = annotations_->open.find(action); open != annotations_->open.end()) {
+    annotations_->open.erase(open);
+  }
+  const bool is_step = !step_function_.empty() && action.size() >= step_function_.size() &&
+                       action.substr(action.size() - step_function_.size()) == step_function_;
+  if (is_step) step(action);
+}
+
+VOLT_INLINE void PyTorchProfiler::teardown() {
+  if (recording_) {
+    finish_window(step_function_);
+  } else if (prepared_) {
+    (void)torch::autograd::profiler::disableProfiler();
+    prepared_ = false;
+  }
+  Profiler::teardown();
+}
+
+VOLT_INLINE std::string PyTorchProfiler::summary() {
+  if (recording_) finish_window(step_function_);
+  if (operators_.empty()) return "";
+  std::vector<std::pair<std::string, OperatorStats>> rows(operators_.begin(), operators_.end());
+  const auto& key = options_.sort_by_key;
+  auto value = [&](const OperatorStats& s) {
+    if (key == "count") return static_cast<double>(s.count);
+    if (key == "cpu_time") return s.count ? s.cpu_time_total_us / static_cast<double>(s.count) : 0.0;
+    if (key == "cuda_time") return s.count ? s.device_time_total_us / static_cast<double>(s.count) : 0.0;
+    if (key == "cuda_time_total") return s.device_time_total_us;
+    return s.cpu_time_total_us;
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) { return value(a.second) > value(b.second); });
+  if (options_.row_limit >= 0 && rows.size() > static_cast<std::size_t>(options_.row_limit)) {
+    rows.resize(static_cast<std::size_t>(options_.row_limit));
+  }
+  std::size_t width = 4;
+  for (const auto& row : rows) width = std::max(width, row.first.size());
+  auto cell = [](const std::string& text, std::size_t w) { return std::string(w > text.size() ? w - text.size() : 0, ' ') + text; };
+  auto time = [](double us) {
+    char buffer[32];
+    if (us >= 1e6) {
+      std::snprintf(buffer, sizeof(buffer), "%.3fs", us / 1e6);
+    } else if (us >= 1e3) {
+      std::snprintf(buffer, sizeof(buffer), "%.3fms", us / 1e3);
+    } else {
+      std::snprintf(buffer, sizeof(buffer), "%.3fus", us);
+    }
+    return std::string(buffer);
+  };
+  const std::string line = std::string(width, '-') + "  " + std::string(4 * 15 + 4 * 2 + 10, '-') + "\n";
+  std::string table = line;
+  table += detail::pad_right("Name", width) + "  " + cell("CPU total", 15) + "  " + cell("CPU time avg", 15) + "  " +
+           cell("CUDA total", 15) + "  " + cell("CUDA time avg", 15) + "  " + cell("# of Calls", 10) + "\n" + line;
+  for (const auto& [name, s] : rows) {
+    const double calls = s.count ? static_cast<double>(s.count) : 1.0;
+    table += detail::pad_right(name, width) + "  " + cell(time(s.cpu_time_total_us), 15) + "  " +
+             cell(time(s.cpu_time_total_us / calls), 15) + "  " + cell(time(s.device_time_total_us), 15) + "  " +
+             cell(time(s.device_time_total_us / calls), 15) + "  " + cell(std::to_string(s.count), 10) + "\n";
+  }
+  table += line;
+  std::string upper = stage();
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string header = (upper.empty() ? "" : upper + " ") + "Profiler Report\nProfile stats for: records";
+  if (local_rank()) header += " rank: " + std::to_string(*local_rank());
+  return header + "\n" + table;
+}
+
+}  // namespace volt
+// ---- end volt/profilers/impl/pytorch_profiler.ipp
+#endif
+// ---- end volt/profilers/pytorch_profiler.hpp
+// ---- begin volt/profilers/simple_profiler.hpp
+/// \file
+/// volt::SimpleProfiler: the wall time of every action the Trainer runs, reported as Lightning's
+/// SimpleProfiler reports it ("FIT Profiler Report", one row per action). See docs/profiling.md.
+
+
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt {
+
+/// Options of volt::SimpleProfiler (Lightning's SimpleProfiler arguments).
+struct SimpleProfilerOptions {
+  /// Folder of the report file; empty: the Trainer's log_dir (when `filename` is set).
+  std::filesystem::path dirpath{};
+  /// Base name of the report file (`<stage>-<filename>.txt`); empty: the report is printed.
+  std::string filename{};
+  /// Add the columns "Num calls" and "Percentage %" (of the time since the profiler was made), and the Total
+  /// row; false: the action, its mean and its total, sorted by mean.
+  bool extended = true;
+};
+
+/// Records the duration of every action with a steady clock and reports, per action, the mean duration, the
+/// number of calls, the total and its share of the time since construction, sorted by that share (Lightning's
+/// layout, to the character).
+class SimpleProfiler final : public Profiler {
+ public:
+  /// A profiler with `options`.
+  explicit SimpleProfiler(SimpleProfilerOptions options = {});
+
+  /// Starts `action`; throws std::invalid_argument when it is already running.
+  void start(std::string_view action) override;
+  /// Stops `action`; throws std::invalid_argument when it was not started.
+  void stop(std::string_view action) override;
+  /// The report (Lightning's SimpleProfiler.summary; "" when nothing was recorded).
+  std::string summary() override;
+
+  /// The recorded durations of `action`, in seconds (empty when it never ran).
+  std::vector<double> durations(std::string_view action) const;
+  /// Every action recorded, in the order of their first call.
+  std::vector<std::string> actions() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Record {
+    std::string action;
+    std::vector<double> durations;
+  };
+  bool extended_;
+  Clock::time_point created_ = Clock::now();
+  std::map<std::string, Clock::time_point, std::less<>> running_;
+  std::vector<Record> records_;
+  std::map<std::string, std::size_t, std::less<>> index_;
+};
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/profilers/impl/simple_profiler.ipp
+/// \file
+/// Definitions of the functions declared in volt/profilers/simple_profiler.hpp: compiled in every translation
+/// unit (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <cctype>
+#include <tuple>
+
+namespace volt {
+
+VOLT_INLINE SimpleProfiler::SimpleProfiler(SimpleProfilerOptions options)
+    : Profiler(std::move(options.dirpath), std::move(options.filename)), extended_(options.extended) {}
+
+VOLT_INLINE void SimpleProfiler::start(std::string_view action) {
+  if (running_.find(action) != running_.end()) {
+    throw std::invalid_argument("Attempted to start " + std::string(action) + " which has already started.");
+  }
+  running_.emplace(std::string(action), Clock::now());
+}
+
+VOLT_INLINE void SimpleProfiler::stop(std::string_view action) {
+  const auto end = Clock::now();
+  const auto running = running_.find(action);
+  if (running == running_.end()) {
+    throw std::invalid_argument("Attempting to stop recording an action (" + std::string(action) +
+                                ") which was never started.");
+  }
+  const double seconds = std::chrono::duration<double>(end - running->second).count();
+  running_.erase(running);
+  auto found = index_.find(action);
+  if (found == index_.end()) {
+    found = index_.emplace(std::string(action), records_.size()).first;
+    records_.push_back({std::string(action), {}});
+  }
+  records_[found->second].durations.push_back(seconds);
+}
+
+VOLT_INLINE std::vector<double> SimpleProfiler::durations(std::string_view action) const {
+  const auto found = index_.find(action);
+  return found == index_.end() ? std::vector<double>{} : records_[found->second].durations;
+}
+
+VOLT_INLINE std::vector<std::string> SimpleProfiler::actions() const {
+  std::vector<std::string> names;
+  for (const auto& record : records_) names.push_back(record.action);
+  return names;
+}
+
+VOLT_INLINE std::string SimpleProfiler::summary() {
+  const std::string sep = "\n";
+  std::string out;
+  if (!stage().empty()) {
+    std::string upper = stage();
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    out += upper + " ";
+  }
+  out += "Profiler Report" + sep;
+  if (records_.empty()) return extended_ ? out + sep : std::string{};
+  std::size_t key = 0;
+  for (const auto& record : records_) key = std::max(key, record.action.size());
+  using detail::pad_right;
+  const auto sum = [](const std::vector<double>& values) { return std::accumulate(values.begin(), values.end(), 0.0); };
+  if (extended_) {
+    auto row = [&](std::string_view action, std::string_view mean, std::string_view calls, std::string_view total,
+                   std::string_view share) {
+      return sep + "|  " + pad_right(action, key) + "\t|  " + pad_right(mean, 15) + "\t|" + "  " +
+             pad_right(calls, 15) + "\t|  " + pad_right(total, 15) + "\t|  " + pad_right(share, 15) + "\t|";
+    };
+    const std::string header = row("Action", "Mean duration (s)", "Num calls", "Total time (s)", "Percentage %");
+    const std::string line = sep + std::string(detail::expanded_length(header) + 1, '-');
+    const double elapsed = std::chrono::duration<double>(Clock::now() - created_).count();
+    std::vector<std::tuple<std::string, double, std::size_t, double, double>> report;
+    std::size_t calls = 0;
+    for (const auto& record : records_) {
+      const double total = sum(record.durations);
+      const auto count = record.durations.size();
+      report.emplace_back(record.action, total / static_cast<double>(count), count, total, 100.0 * total / elapsed);
+      calls += count;
+    }
+    std::stable_sort(report.begin(), report.end(),
+                     [](const auto& a, const auto& b) { return std::get<4>(a) > std::get<4>(b); });
+    out += line + header + line;
+    out += row("Total", "-", std::to_string(calls), detail::python_g5(elapsed), "100 %");
+    out += line;
+    for (const auto& [action, mean, count, total, share] : report) {
+      out += row(action, detail::python_g5(mean), std::to_string(count), detail::python_g5(total),
+                 detail::python_g5(share));
+    }
+    out += line;
+  } else {
+    auto row = [&](std::string_view action, std::string_view mean, std::string_view total) {
+      return sep + "|  " + pad_right(action, key) + "\t|  " + pad_right(mean, 15) + "\t|  " + pad_right(total, 15) +
+             "\t|";
+    };
+    const std::string header = row("Action", "Mean duration (s)", "Total time (s)");
+    const std::string line = sep + std::string(detail::expanded_length(header) + 1, '-');
+    std::vector<std::tuple<std::string, double, double>> report;
+    for (const auto& record : records_) {
+      const double total = sum(record.durations);
+      report.emplace_back(record.action, total / static_cast<double>(record.durations.size()), total);
+    }
+    std::stable_sort(report.begin(), report.end(),
+                     [](const auto& a, const auto& b) { return std::get<1>(a) > std::get<1>(b); });
+    out += line + header + line;
+    for (const auto& [action, mean, total] : report) {
+      out += row(action, detail::python_g5(mean), detail::python_g5(total));
+    }
+    out += line;
+  }
+  return out + sep;
+}
+
+}  // namespace volt
+// ---- end volt/profilers/impl/simple_profiler.ipp
+#endif
+// ---- end volt/profilers/simple_profiler.hpp
+
+#include <memory>
+#include <string_view>
+
+namespace volt::detail {
+
+/// The profiler Lightning's `profiler=` string names: "simple" or "pytorch", in any case (made with default options),
+/// null for "". Throws MisconfigurationError with Lightning's message for any other string.
+VOLT_INLINE std::shared_ptr<Profiler> make_profiler(std::string_view name);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/profilers/impl/profilers.ipp
+/// \file
+/// Definitions of the functions declared in volt/profilers.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+
+#include <cctype>
+#include <string>
+
+namespace volt::detail {
+
+VOLT_INLINE std::shared_ptr<Profiler> make_profiler(std::string_view given) {
+  if (given.empty()) return nullptr;
+  std::string name(given);  // Lightning lowercases the name ("Simple" is "simple")
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name == "simple") return std::make_shared<SimpleProfiler>();
+  if (name == "pytorch") return std::make_shared<PyTorchProfiler>();
+  if (name == "advanced" || name == "xla") {
+    throw MisconfigurationError("volt: `profiler=\"" + std::string(name) +
+                                "\"` (Lightning's AdvancedProfiler / XLAProfiler) is not available in volt; use "
+                                "\"simple\" or \"pytorch\"");
+  }
+  throw MisconfigurationError("When passing string value for the `profiler` parameter of `Trainer`, it can only be one "
+                              "of ['simple', 'advanced', 'pytorch', 'xla']");
+}
+
+}  // namespace volt::detail
+// ---- end volt/profilers/impl/profilers.ipp
+#endif
+// ---- end volt/profilers.hpp
 // ---- begin volt/strategies.hpp
 /// \file
 /// volt/strategies: how training is spread over devices and processes.
@@ -9655,6 +10581,7 @@ VOLT_INLINE void SWALR::resume(std::vector<double> base_lrs, std::int64_t epoch)
 /// parameter: `template <class State> void on_fit_start(State& state)`). A hook returning bool asks the Trainer
 /// to stop when it returns true; a void hook cannot; a hook a type does not define costs nothing at run time.
 
+
 #include <torch/torch.h>
 
 #include <array>
@@ -9662,6 +10589,7 @@ VOLT_INLINE void SWALR::resume(std::vector<double> base_lrs, std::int64_t epoch)
 #include <cstdint>
 #include <exception>
 #include <string_view>
+#include <type_traits>
 
 // clang-format off
 /// The hook table (see the file comment). `State` names the Trainer's state type where the table is expanded.
@@ -9770,6 +10698,17 @@ struct ModelHook {
         requires(M& module) { module.name(); };                                                            \
     template <class M, class Context, class... Arguments>                                                  \
     static decltype(auto) call(M& module, Context& context, Arguments&&... args) {                         \
+      if constexpr (requires { context.trainer().profiler_; } &&                                           \
+                    defined<M, Context, std::remove_reference_t<Arguments>...>) {                          \
+        if (auto* profiler = context.trainer().profiler_) [[unlikely]] {                                   \
+          ProfileScope scope(profiler, model_action<M>(#name));                                            \
+          return invoke(module, context, args...);                                                         \
+        }                                                                                                  \
+      }                                                                                                    \
+      return invoke(module, context, args...);                                                             \
+    }                                                                                                      \
+    template <class M, class Context, class... Arguments>                                                  \
+    static decltype(auto) invoke(M& module, Context& context, Arguments&... args) {                        \
       if constexpr (requires { module.name(args..., context); }) {                                         \
         return module.name(args..., context);                                                              \
       } else if constexpr (requires { module.name(args...); }) {                                           \
@@ -9823,6 +10762,7 @@ VOLT_DETAIL_HOOKS(VOLT_DETAIL_MODEL_HOOK_ROW)
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <typeinfo>
@@ -9957,6 +10897,17 @@ class CallbackList {
   template <Hook H, class... Arguments>
   void run(State& state, Arguments&&... args) const {
     static_assert(callback_hook(H), "volt: this hook is a model hook only (see the owner column of VOLT_DETAIL_HOOKS)");
+    if constexpr (requires { state.profiler_; }) {
+      if (state.profiler_) [[unlikely]] {
+        // profiling: each callback's hook is the action "[Callback]<type>.<hook>"
+        for (AnyCallback<State>* callback : with(H)) {
+          ProfileScope scope(state.profiler_, "[Callback]" + profiled_type_name(callback->type_name().data()) + "." +
+                                                  std::string(hook_name(H)));
+          CallbackHook<H>::call(*callback, state, args...);
+        }
+        return;
+      }
+    }
     for (AnyCallback<State>* callback : with(H)) CallbackHook<H>::call(*callback, state, args...);
   }
 
@@ -17063,6 +18014,7 @@ VOLT_INLINE void save_module_contiguous(const torch::nn::Module& module, torch::
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -17114,6 +18066,30 @@ enum class GradClipAlgorithm {
 enum class CheckpointFailure {
   raise,  ///< Rethrow the CheckpointError: fit() runs on_exception and teardown and the error reaches the caller.
   warn,   ///< Log the error as a rank-zero warning and continue training.
+};
+
+class Profiler;
+
+/// The Trainer's profiler (Lightning's `profiler=`): a name, "simple" (volt::SimpleProfiler) or "pytorch"
+/// (volt::PyTorchProfiler) with their default options, or a configured profiler:
+/// `.profiler = std::make_shared<volt::SimpleProfiler>(volt::SimpleProfilerOptions{.filename = "perf"})`.
+/// Empty: no profiler. See docs/profiling.md.
+struct ProfilerChoice {
+  /// No profiler.
+  ProfilerChoice() = default;
+  /// A profiler by name; another name than "simple" and "pytorch" is a MisconfigurationError when the Trainer
+  /// is made.
+  ProfilerChoice(const char* profiler_name) : name(profiler_name) {}              // NOLINT(google-explicit-constructor)
+  /// A profiler by name (as above).
+  ProfilerChoice(std::string profiler_name) : name(std::move(profiler_name)) {}   // NOLINT(google-explicit-constructor)
+  /// A configured profiler (shared: the caller may read its results after fit).
+  template <class P>
+  ProfilerChoice(std::shared_ptr<P> configured) : profiler(std::move(configured)) {}  // NOLINT
+  /// Whether a profiler is asked for.
+  bool empty() const { return name.empty() && !profiler; }
+
+  std::string name{};                   ///< The profiler's name, when given by name.
+  std::shared_ptr<Profiler> profiler{};  ///< The profiler, when given as an object.
 };
 
 /// Options of volt::Trainer, for designated initializers: `volt::Trainer<> trainer({.max_epochs = 5});`
@@ -17233,6 +18209,8 @@ struct TrainerOptions {
   /// Eager optimizer steps before the capture (cuDNN's algorithm choice and lazy initialisation happen
   /// there); >= 1.
   std::int64_t cuda_graph_warmup_steps = 3;
+  /// Time the Trainer's actions and hooks (see ProfilerChoice and docs/profiling.md); empty: no profiler.
+  ProfilerChoice profiler{};
 };
 
 namespace detail {
@@ -17860,6 +18838,8 @@ VOLT_INLINE auto MetricStore::end_epoch(MetricPhase phase,
 
 namespace volt {
 
+class Profiler;
+
 namespace detail {
 class Optimization;
 }  // namespace detail
@@ -17962,6 +18942,8 @@ struct TrainerState {
   // The fit's optimizers and LR schedulers (Lightning's trainer.optimizers and trainer.lr_scheduler_configs),
   // for the callbacks that change the schedule (StochasticWeightAveraging swaps in SWALR).
   detail::Optimization* optimization_ = nullptr;
+  // The Trainer's profiler (null: none); hooks and loop actions are timed only when it is set.
+  Profiler* profiler_ = nullptr;
   /// \endcond
 };
 
@@ -18396,7 +19378,7 @@ std::shared_ptr<module_t<Holder>> model_module(Holder& holder) {
                        requires(M& m, B& b, std::int64_t i) { m.step(b, i); } ||                        \
                        requires(M& m, B& b) { m.step(b); };                                             \
   template <class M, class B>                                                                           \
-  decltype(auto) call_##step(M& m, B& b, std::int64_t i, StepContext& c) {                              \
+  decltype(auto) invoke_##step(M& m, B& b, std::int64_t i, StepContext& c) {                            \
     if constexpr (requires { m.step(b, i, c); }) {                                                      \
       return m.step(b, i, c);                                                                           \
     } else if constexpr (requires { m.step(b, i); }) {                                                  \
@@ -18404,6 +19386,14 @@ std::shared_ptr<module_t<Holder>> model_module(Holder& holder) {
     } else {                                                                                            \
       return m.step(b);                                                                                 \
     }                                                                                                   \
+  }                                                                                                    \
+  template <class M, class B>                                                                           \
+  decltype(auto) call_##step(M& m, B& b, std::int64_t i, StepContext& c) {                              \
+    if (c.trainer().profiler_) [[unlikely]] {                                                           \
+      ProfileScope scope(c.trainer().profiler_, model_action<M>(#step));                                \
+      return invoke_##step(m, b, i, c);                                                                 \
+    }                                                                                                   \
+    return invoke_##step(m, b, i, c);                                                                   \
   }
 VOLT_DETAIL_STEP_CALLS(training_step)
 VOLT_DETAIL_STEP_CALLS(validation_step)
@@ -18730,6 +19720,8 @@ VOLT_DETAIL_ERASED_CALLBACK(EMAWeightAveraging) VOLT_DETAIL_ERASED_CALLBACK(Stoc
 /// Definitions of the functions declared in volt/trainer/connectors/callback_connector.hpp: compiled in every translation unit
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
 
+#include <optional>
+
 namespace volt::detail {
 
 VOLT_INLINE void CallbackConnector::add_timer(const TrainerOptions& options) {
@@ -18771,7 +19763,13 @@ VOLT_INLINE bool CallbackConnector::is_monitoring(AnyCallback<TrainerState>& cal
 
 VOLT_INLINE void CallbackConnector::run_train_epoch_end(TrainerState& state, bool monitoring) {
   for (auto* callback : callbacks_.with(Hook::on_train_epoch_end)) {
-    if (is_monitoring(*callback) == monitoring) callback->on_train_epoch_end(state);
+    if (is_monitoring(*callback) != monitoring) continue;
+    std::optional<ProfileScope> profiled;  // profiler: as CallbackList::run times every other callback hook
+    if (state.profiler_) [[unlikely]] {
+      profiled.emplace(state.profiler_, "[Callback]" + profiled_type_name(callback->type_name().data()) +
+                                            ".on_train_epoch_end");
+    }
+    callback->on_train_epoch_end(state);
   }
 }
 
@@ -20013,6 +21011,7 @@ void forward_training_epoch(Parts& parts, M& module, TrainData& train_data, std:
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -20037,6 +21036,8 @@ struct TrainerParts {
   template <class Accelerator, class... Extras>
   void set_up(Extras&&... extras) {
     validate(options);
+    profiler = options.profiler.profiler ? options.profiler.profiler : make_profiler(options.profiler.name);
+    state.profiler_ = profiler.get();
     apply_fast_dev_run(options);
     set_torch_flags(options);
     selection = select_trainer_devices<Accelerator, Strategy>(options);
@@ -20077,6 +21078,8 @@ struct TrainerParts {
   StepContext context{state};
   Optimization optimization{};
   CheckpointConnector checkpoint{};
+  /// TrainerOptions::profiler, made (null: none); state.profiler_ points to it.
+  std::shared_ptr<Profiler> profiler{};
   /// Whether the model and the batches are in channels-last strides (TrainerOptions::memory_format, resolved
   /// for the model and the device by prepare_module).
   bool channels_last = false;
@@ -20891,6 +21894,8 @@ struct EvaluationKind {
   static constexpr MetricPhase phase = Testing ? MetricPhase::test : MetricPhase::validation;
   static constexpr const char* limit_name = Testing ? "limit_test_batches" : "limit_val_batches";
   static constexpr const char* batch_name = Testing ? "test" : "validation";
+  /// The profiler's action for fetching the next batch (Lightning's names).
+  static constexpr const char* next_action = Testing ? "[_EvaluationLoop].test_next" : "[_EvaluationLoop].val_next";
   static const BatchAmount& limit(const TrainerOptions& options) {
     return Testing ? options.limit_test_batches : options.limit_val_batches;
   }
@@ -20945,6 +21950,9 @@ class EvaluationLoop {
     parts.prepare_module(*module);
     parts.logger.metrics().clear();
     parts.state.stage = stage;
+    const auto& state = parts.state;  // profiler: set up for the stage, its report written when the stage ends
+    ProfiledStage profiled(state.profiler_, stage == Stage::testing ? "test" : "validate",
+                           state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt, state.log_dir());
     run(parts, *module, data, stage);
     parts.log_metrics(last_metrics_, parts.state.global_step);
     parts.logger.save();
@@ -21021,7 +22029,12 @@ class EvaluationLoop {
     auto&& range = as_range(data);
     const bool fitting = state.stage == Stage::fitting || state.stage == Stage::sanity_checking;
     auto it = fitting ? overfit_order.begin(range, parts.options, "val") : std::begin(range);
-    for (const auto end = std::end(range); it != end; ++it) {
+    auto next = [&] {
+      std::optional<ProfileScope> profiled;  // profiler: the loader's next batch
+      if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, Kind::next_action);
+      ++it;
+    };
+    for (const auto end = std::end(range); it != end; next()) {
       if (limit && batch_idx >= *limit) break;
       try {
         auto batch = parts.prepare_batch(*it);
@@ -21296,9 +22309,14 @@ class TrainingEpochLoop {
       try {
         // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
         auto batch = parts.prepare_batch(*it);
+        std::optional<ProfileScope> profiled;  // profiler: the loader's next batch, then the batch's step
+        if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, "[_TrainingEpochLoop].train_dataloader_next");
         ++it;
+        profiled.reset();
         is_last = it == end || (limit && batch_idx + 1 >= *limit);
         skip_rest = start_batch(parts, module, batch, batch_idx);
+        // profiler: as Lightning's run_training_batch, the step after on_train_batch_start
+        if (state.profiler_ && !skip_rest) [[unlikely]] profiled.emplace(state.profiler_, "run_training_batch");
         if (skip_rest) {
           // Lightning marks the batch as the epoch's last one and, with no step, still moves the step-interval
           // schedulers' count; then the epoch ends: no on_train_batch_end, no validation.
@@ -21524,6 +22542,9 @@ class FitLoop {
       AnomalyDetection anomaly_detection(parts.options.detect_anomaly);
       auto& state = parts.state;
       auto& callbacks = parts.callbacks.list();
+      // profiler: set up for "fit", its report written when fit ends (Lightning's profiler.describe in _teardown)
+      ProfiledStage profiled(state.profiler_, "fit", state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt,
+                             state.log_dir());
       call_and_handle_interrupt(parts.strategy, callbacks, state, parts.logger, [&](bool& finished) {
         callbacks.template run<Hook::setup>(state);
         log_hyperparams(parts, *module);
@@ -21571,6 +22592,8 @@ class FitLoop {
   template <class Parts>
   void write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path, bool weights_only) {
     epoch_loop.step.graph().sync_optimizer_state();  // a captured step counts Adam's steps on the device
+    std::optional<ProfileScope> profiled;  // profiler: Lightning's "save_checkpoint" action
+    if (parts.state.profiler_) [[unlikely]] profiled.emplace(parts.state.profiler_, "save_checkpoint");
     parts.checkpoint.dump(checkpoint_parts(parts, module), path, weights_only);
   }
 
@@ -21732,7 +22755,10 @@ class FitLoop {
       call_hook<Hook::on_train_epoch_start>(module, parts.context, parts.callbacks.list(), state);
     }
     checkpoint.epoch_start_rng = cpu_rng_state();
+    std::optional<ProfileScope> profiled;  // profiler: the epoch's batches are the action "run_training_epoch"
+    if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, "run_training_epoch");
     const std::int64_t batches_done = epoch_loop.run(parts, module, train_data, val_data);
+    profiled.reset();
     if (epoch_loop.interrupted) return;
     end_epoch(parts, module, batches_done);
   }
@@ -21884,6 +22910,7 @@ VOLT_DETAIL_TRAINER_PARTS_FOR(DDP)
 
 
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -21906,6 +22933,9 @@ auto run_prediction(Parts& parts, Model& model, Data& data) {
   state.stage = Stage::predicting;
   state.phase_ = MetricPhase::predict;
   module->eval();
+  // profiler: set up for "predict", its report written when predict ends
+  ProfiledStage profiled(state.profiler_, "predict",
+                         state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt, state.log_dir());
   const auto limit = data_limit(parts.options, parts.options.limit_predict_batches, data, "limit_predict_batches");
   std::int64_t batch_idx = 0;
   for (auto&& raw : as_range(data)) {

@@ -28,6 +28,7 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <typeinfo>
@@ -162,6 +163,17 @@ class CallbackList {
   template <Hook H, class... Arguments>
   void run(State& state, Arguments&&... args) const {
     static_assert(callback_hook(H), "volt: this hook is a model hook only (see the owner column of VOLT_DETAIL_HOOKS)");
+    if constexpr (requires { state.profiler_; }) {
+      if (state.profiler_) [[unlikely]] {
+        // profiling: each callback's hook is the action "[Callback]<type>.<hook>"
+        for (AnyCallback<State>* callback : with(H)) {
+          ProfileScope scope(state.profiler_, "[Callback]" + profiled_type_name(callback->type_name().data()) + "." +
+                                                  std::string(hook_name(H)));
+          CallbackHook<H>::call(*callback, state, args...);
+        }
+        return;
+      }
+    }
     for (AnyCallback<State>* callback : with(H)) CallbackHook<H>::call(*callback, state, args...);
   }
 

@@ -20,6 +20,8 @@
 /// to stop when it returns true; a void hook cannot; a hook a type does not define costs nothing at run time.
 #pragma once
 
+#include <volt/profilers/profiler.hpp>
+
 #include <torch/torch.h>
 
 #include <array>
@@ -27,6 +29,7 @@
 #include <cstdint>
 #include <exception>
 #include <string_view>
+#include <type_traits>
 
 // clang-format off
 /// The hook table (see the file comment). `State` names the Trainer's state type where the table is expanded.
@@ -135,6 +138,17 @@ struct ModelHook {
         requires(M& module) { module.name(); };                                                            \
     template <class M, class Context, class... Arguments>                                                  \
     static decltype(auto) call(M& module, Context& context, Arguments&&... args) {                         \
+      if constexpr (requires { context.trainer().profiler_; } &&                                           \
+                    defined<M, Context, std::remove_reference_t<Arguments>...>) {                          \
+        if (auto* profiler = context.trainer().profiler_) [[unlikely]] {                                   \
+          ProfileScope scope(profiler, model_action<M>(#name));                                            \
+          return invoke(module, context, args...);                                                         \
+        }                                                                                                  \
+      }                                                                                                    \
+      return invoke(module, context, args...);                                                             \
+    }                                                                                                      \
+    template <class M, class Context, class... Arguments>                                                  \
+    static decltype(auto) invoke(M& module, Context& context, Arguments&... args) {                        \
       if constexpr (requires { module.name(args..., context); }) {                                         \
         return module.name(args..., context);                                                              \
       } else if constexpr (requires { module.name(args...); }) {                                           \

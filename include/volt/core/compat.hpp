@@ -351,6 +351,27 @@ inline std::optional<c10::ScalarType> scalar_type_named(std::string_view name) {
   return std::nullopt;
 }
 
+/// The start of a LibTorch profiler event (torch::autograd::profiler::KinetoEvent) in microseconds: 1.13 gives
+/// startUs(), 2.1 and later startNs().
+template <class Event>
+double profiler_event_start_us(const Event& event) {
+  if constexpr (requires { event.startNs(); }) {
+    return static_cast<double>(event.startNs()) / 1000.0;
+  } else {
+    return static_cast<double>(event.startUs());
+  }
+}
+
+/// The duration of a LibTorch profiler event in microseconds (durationUs() in 1.13, durationNs() later).
+template <class Event>
+double profiler_event_duration_us(const Event& event) {
+  if constexpr (requires { event.durationNs(); }) {
+    return static_cast<double>(event.durationNs()) / 1000.0;
+  } else {
+    return static_cast<double>(event.durationUs());
+  }
+}
+
 }  // namespace volt::compat
 
 // The kernels' differences (grad scaler, optimizers, multi-tensor ops) are in compat_kernels.hpp, included

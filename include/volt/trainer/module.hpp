@@ -52,6 +52,7 @@
 #pragma once
 
 #include <volt/core/linkage.hpp>
+#include <volt/profilers/profiler.hpp>
 #include <volt/trainer/step_context.hpp>
 
 #include <torch/torch.h>
@@ -145,7 +146,7 @@ std::shared_ptr<module_t<Holder>> model_module(Holder& holder) {
                        requires(M& m, B& b, std::int64_t i) { m.step(b, i); } ||                        \
                        requires(M& m, B& b) { m.step(b); };                                             \
   template <class M, class B>                                                                           \
-  decltype(auto) call_##step(M& m, B& b, std::int64_t i, StepContext& c) {                              \
+  decltype(auto) invoke_##step(M& m, B& b, std::int64_t i, StepContext& c) {                            \
     if constexpr (requires { m.step(b, i, c); }) {                                                      \
       return m.step(b, i, c);                                                                           \
     } else if constexpr (requires { m.step(b, i); }) {                                                  \
@@ -153,6 +154,14 @@ std::shared_ptr<module_t<Holder>> model_module(Holder& holder) {
     } else {                                                                                            \
       return m.step(b);                                                                                 \
     }                                                                                                   \
+  }                                                                                                    \
+  template <class M, class B>                                                                           \
+  decltype(auto) call_##step(M& m, B& b, std::int64_t i, StepContext& c) {                              \
+    if (c.trainer().profiler_) [[unlikely]] {                                                           \
+      ProfileScope scope(c.trainer().profiler_, model_action<M>(#step));                                \
+      return invoke_##step(m, b, i, c);                                                                 \
+    }                                                                                                   \
+    return invoke_##step(m, b, i, c);                                                                   \
   }
 VOLT_DETAIL_STEP_CALLS(training_step)
 VOLT_DETAIL_STEP_CALLS(validation_step)

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -64,6 +65,30 @@ enum class GradClipAlgorithm {
 enum class CheckpointFailure {
   raise,  ///< Rethrow the CheckpointError: fit() runs on_exception and teardown and the error reaches the caller.
   warn,   ///< Log the error as a rank-zero warning and continue training.
+};
+
+class Profiler;
+
+/// The Trainer's profiler (Lightning's `profiler=`): a name, "simple" (volt::SimpleProfiler) or "pytorch"
+/// (volt::PyTorchProfiler) with their default options, or a configured profiler:
+/// `.profiler = std::make_shared<volt::SimpleProfiler>(volt::SimpleProfilerOptions{.filename = "perf"})`.
+/// Empty: no profiler. See docs/profiling.md.
+struct ProfilerChoice {
+  /// No profiler.
+  ProfilerChoice() = default;
+  /// A profiler by name; another name than "simple" and "pytorch" is a MisconfigurationError when the Trainer
+  /// is made.
+  ProfilerChoice(const char* profiler_name) : name(profiler_name) {}              // NOLINT(google-explicit-constructor)
+  /// A profiler by name (as above).
+  ProfilerChoice(std::string profiler_name) : name(std::move(profiler_name)) {}   // NOLINT(google-explicit-constructor)
+  /// A configured profiler (shared: the caller may read its results after fit).
+  template <class P>
+  ProfilerChoice(std::shared_ptr<P> configured) : profiler(std::move(configured)) {}  // NOLINT
+  /// Whether a profiler is asked for.
+  bool empty() const { return name.empty() && !profiler; }
+
+  std::string name{};                   ///< The profiler's name, when given by name.
+  std::shared_ptr<Profiler> profiler{};  ///< The profiler, when given as an object.
 };
 
 /// Options of volt::Trainer, for designated initializers: `volt::Trainer<> trainer({.max_epochs = 5});`
@@ -183,6 +208,8 @@ struct TrainerOptions {
   /// Eager optimizer steps before the capture (cuDNN's algorithm choice and lazy initialisation happen
   /// there); >= 1.
   std::int64_t cuda_graph_warmup_steps = 3;
+  /// Time the Trainer's actions and hooks (see ProfilerChoice and docs/profiling.md); empty: no profiler.
+  ProfilerChoice profiler{};
 };
 
 namespace detail {

@@ -6,6 +6,7 @@
 #include <volt/accelerators.hpp>
 #include <volt/distributed.hpp>
 #include <volt/precision.hpp>
+#include <volt/profilers.hpp>
 #include <volt/strategies.hpp>
 #include <volt/trainer/connectors/accelerator_connector.hpp>
 #include <volt/trainer/connectors/callback_connector.hpp>
@@ -23,6 +24,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -47,6 +49,8 @@ struct TrainerParts {
   template <class Accelerator, class... Extras>
   void set_up(Extras&&... extras) {
     validate(options);
+    profiler = options.profiler.profiler ? options.profiler.profiler : make_profiler(options.profiler.name);
+    state.profiler_ = profiler.get();
     apply_fast_dev_run(options);
     set_torch_flags(options);
     selection = select_trainer_devices<Accelerator, Strategy>(options);
@@ -87,6 +91,8 @@ struct TrainerParts {
   StepContext context{state};
   Optimization optimization{};
   CheckpointConnector checkpoint{};
+  /// TrainerOptions::profiler, made (null: none); state.profiler_ points to it.
+  std::shared_ptr<Profiler> profiler{};
   /// Whether the model and the batches are in channels-last strides (TrainerOptions::memory_format, resolved
   /// for the model and the device by prepare_module).
   bool channels_last = false;

@@ -21,6 +21,8 @@
 
 namespace volt {
 
+class Profiler;
+
 namespace detail {
 class Optimization;
 }  // namespace detail
@@ -123,6 +125,8 @@ struct TrainerState {
   // The fit's optimizers and LR schedulers (Lightning's trainer.optimizers and trainer.lr_scheduler_configs),
   // for the callbacks that change the schedule (StochasticWeightAveraging swaps in SWALR).
   detail::Optimization* optimization_ = nullptr;
+  // The Trainer's profiler (null: none); hooks and loop actions are timed only when it is set.
+  Profiler* profiler_ = nullptr;
   /// \endcond
 };
 

@@ -47,6 +47,8 @@ struct EvaluationKind {
   static constexpr MetricPhase phase = Testing ? MetricPhase::test : MetricPhase::validation;
   static constexpr const char* limit_name = Testing ? "limit_test_batches" : "limit_val_batches";
   static constexpr const char* batch_name = Testing ? "test" : "validation";
+  /// The profiler's action for fetching the next batch (Lightning's names).
+  static constexpr const char* next_action = Testing ? "[_EvaluationLoop].test_next" : "[_EvaluationLoop].val_next";
   static const BatchAmount& limit(const TrainerOptions& options) {
     return Testing ? options.limit_test_batches : options.limit_val_batches;
   }
@@ -101,6 +103,9 @@ class EvaluationLoop {
     parts.prepare_module(*module);
     parts.logger.metrics().clear();
     parts.state.stage = stage;
+    const auto& state = parts.state;  // profiler: set up for the stage, its report written when the stage ends
+    ProfiledStage profiled(state.profiler_, stage == Stage::testing ? "test" : "validate",
+                           state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt, state.log_dir());
     run(parts, *module, data, stage);
     parts.log_metrics(last_metrics_, parts.state.global_step);
     parts.logger.save();
@@ -177,7 +182,12 @@ class EvaluationLoop {
     auto&& range = as_range(data);
     const bool fitting = state.stage == Stage::fitting || state.stage == Stage::sanity_checking;
     auto it = fitting ? overfit_order.begin(range, parts.options, "val") : std::begin(range);
-    for (const auto end = std::end(range); it != end; ++it) {
+    auto next = [&] {
+      std::optional<ProfileScope> profiled;  // profiler: the loader's next batch
+      if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, Kind::next_action);
+      ++it;
+    };
+    for (const auto end = std::end(range); it != end; next()) {
       if (limit && batch_idx >= *limit) break;
       try {
         auto batch = parts.prepare_batch(*it);

@@ -113,6 +113,9 @@ class FitLoop {
       AnomalyDetection anomaly_detection(parts.options.detect_anomaly);
       auto& state = parts.state;
       auto& callbacks = parts.callbacks.list();
+      // profiler: set up for "fit", its report written when fit ends (Lightning's profiler.describe in _teardown)
+      ProfiledStage profiled(state.profiler_, "fit", state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt,
+                             state.log_dir());
       call_and_handle_interrupt(parts.strategy, callbacks, state, parts.logger, [&](bool& finished) {
         callbacks.template run<Hook::setup>(state);
         log_hyperparams(parts, *module);
@@ -160,6 +163,8 @@ class FitLoop {
   template <class Parts>
   void write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path, bool weights_only) {
     epoch_loop.step.graph().sync_optimizer_state();  // a captured step counts Adam's steps on the device
+    std::optional<ProfileScope> profiled;  // profiler: Lightning's "save_checkpoint" action
+    if (parts.state.profiler_) [[unlikely]] profiled.emplace(parts.state.profiler_, "save_checkpoint");
     parts.checkpoint.dump(checkpoint_parts(parts, module), path, weights_only);
   }
 
@@ -321,7 +326,10 @@ class FitLoop {
       call_hook<Hook::on_train_epoch_start>(module, parts.context, parts.callbacks.list(), state);
     }
     checkpoint.epoch_start_rng = cpu_rng_state();
+    std::optional<ProfileScope> profiled;  // profiler: the epoch's batches are the action "run_training_epoch"
+    if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, "run_training_epoch");
     const std::int64_t batches_done = epoch_loop.run(parts, module, train_data, val_data);
+    profiled.reset();
     if (epoch_loop.interrupted) return;
     end_epoch(parts, module, batches_done);
   }

@@ -10,6 +10,7 @@
 #include <volt/trainer/parts.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -32,6 +33,9 @@ auto run_prediction(Parts& parts, Model& model, Data& data) {
   state.stage = Stage::predicting;
   state.phase_ = MetricPhase::predict;
   module->eval();
+  // profiler: set up for "predict", its report written when predict ends
+  ProfiledStage profiled(state.profiler_, "predict",
+                         state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt, state.log_dir());
   const auto limit = data_limit(parts.options, parts.options.limit_predict_batches, data, "limit_predict_batches");
   std::int64_t batch_idx = 0;
   for (auto&& raw : as_range(data)) {

@@ -90,9 +90,14 @@ class TrainingEpochLoop {
       try {
         // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
         auto batch = parts.prepare_batch(*it);
+        std::optional<ProfileScope> profiled;  // profiler: the loader's next batch, then the batch's step
+        if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, "[_TrainingEpochLoop].train_dataloader_next");
         ++it;
+        profiled.reset();
         is_last = it == end || (limit && batch_idx + 1 >= *limit);
         skip_rest = start_batch(parts, module, batch, batch_idx);
+        // profiler: as Lightning's run_training_batch, the step after on_train_batch_start
+        if (state.profiler_ && !skip_rest) [[unlikely]] profiled.emplace(state.profiler_, "run_training_batch");
         if (skip_rest) {
           // Lightning marks the batch as the epoch's last one and, with no step, still moves the step-interval
           // schedulers' count; then the epoch ends: no on_train_batch_end, no validation.

@@ -3,6 +3,8 @@
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
 #pragma once
 
+#include <optional>
+
 namespace volt::detail {
 
 VOLT_INLINE void CallbackConnector::add_timer(const TrainerOptions& options) {
@@ -44,7 +46,13 @@ VOLT_INLINE bool CallbackConnector::is_monitoring(AnyCallback<TrainerState>& cal
 
 VOLT_INLINE void CallbackConnector::run_train_epoch_end(TrainerState& state, bool monitoring) {
   for (auto* callback : callbacks_.with(Hook::on_train_epoch_end)) {
-    if (is_monitoring(*callback) == monitoring) callback->on_train_epoch_end(state);
+    if (is_monitoring(*callback) != monitoring) continue;
+    std::optional<ProfileScope> profiled;  // profiler: as CallbackList::run times every other callback hook
+    if (state.profiler_) [[unlikely]] {
+      profiled.emplace(state.profiler_, "[Callback]" + profiled_type_name(callback->type_name().data()) +
+                                            ".on_train_epoch_end");
+    }
+    callback->on_train_epoch_end(state);
   }
 }
 
