@@ -6580,6 +6580,10 @@ class PyTorchProfiler final : public Profiler {
   std::int64_t cycle(std::int64_t step) const;
   void enter(std::int64_t step);
   void finish_window(std::string_view action);
+  /// Ends a trace that was prepared (warm-up) and never recorded: LibTorch's profiler only stops a running
+  /// trace, so it is started and stopped at once and its events dropped (what torch.profiler does when it stops
+  /// in the warm-up). With Kineto and CUDA a prepared trace left behind makes the next prepareProfiler fail.
+  void discard_prepared();
   void step(std::string_view action);
 
   PyTorchProfilerOptions options_;
@@ -6710,7 +6714,11 @@ VOLT_INLINE PyTorchProfiler::PyTorchProfiler(PyTorchProfilerOptions options)
 VOLT_INLINE PyTorchProfiler::~PyTorchProfiler() {
   try {
     annotations_->open.clear();
-    if (recording_ || prepared_) (void)torch::autograd::profiler::disableProfiler();
+    if (recording_) {
+      (void)torch::autograd::profiler::disableProfiler();
+    } else if (prepared_) {
+      discard_prepared();
+    }
   } catch (...) {
     // nothing to report from a destructor
   }
@@ -6747,6 +6755,17 @@ VOLT_INLINE void PyTorchProfiler::enter(std::int64_t step) {
     P::enableProfiler(config, activities);
     recording_ = true;
   }
+}
+
+VOLT_INLINE void PyTorchProfiler::discard_prepared() {
+  namespace P = torch::autograd::profiler;
+  namespace I = torch::profiler::impl;
+  const I::ProfilerConfig config(I::ProfilerState::KINETO, options_.record_shapes, options_.profile_memory);
+  std::set<I::ActivityType> activities{I::ActivityType::CPU};
+  if (torch::cuda::is_available()) activities.insert(I::ActivityType::CUDA);
+  prepared_ = false;
+  P::enableProfiler(config, activities);
+  (void)P::disableProfiler();
 }
 
 VOLT_INLINE void PyTorchProfiler::finish_window(std::string_view action) {
@@ -6826,8 +6845,7 @@ VOLT_INLINE void PyTorchProfiler::teardown() {
   if (recording_) {
     finish_window(step_function_);
   } else if (prepared_) {
-    (void)torch::autograd::profiler::disableProfiler();
-    prepared_ = false;
+    discard_prepared();
   }
   Profiler::teardown();
 }

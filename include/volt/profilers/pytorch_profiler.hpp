@@ -89,6 +89,10 @@ class PyTorchProfiler final : public Profiler {
   std::int64_t cycle(std::int64_t step) const;
   void enter(std::int64_t step);
   void finish_window(std::string_view action);
+  /// Ends a trace that was prepared (warm-up) and never recorded: LibTorch's profiler only stops a running
+  /// trace, so it is started and stopped at once and its events dropped (what torch.profiler does when it stops
+  /// in the warm-up). With Kineto and CUDA a prepared trace left behind makes the next prepareProfiler fail.
+  void discard_prepared();
   void step(std::string_view action);
 
   PyTorchProfilerOptions options_;

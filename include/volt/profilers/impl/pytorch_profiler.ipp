@@ -111,7 +111,11 @@ VOLT_INLINE PyTorchProfiler::PyTorchProfiler(PyTorchProfilerOptions options)
 VOLT_INLINE PyTorchProfiler::~PyTorchProfiler() {
   try {
     annotations_->open.clear();
-    if (recording_ || prepared_) (void)torch::autograd::profiler::disableProfiler();
+    if (recording_) {
+      (void)torch::autograd::profiler::disableProfiler();
+    } else if (prepared_) {
+      discard_prepared();
+    }
   } catch (...) {
     // nothing to report from a destructor
   }
@@ -148,6 +152,17 @@ VOLT_INLINE void PyTorchProfiler::enter(std::int64_t step) {
     P::enableProfiler(config, activities);
     recording_ = true;
   }
+}
+
+VOLT_INLINE void PyTorchProfiler::discard_prepared() {
+  namespace P = torch::autograd::profiler;
+  namespace I = torch::profiler::impl;
+  const I::ProfilerConfig config(I::ProfilerState::KINETO, options_.record_shapes, options_.profile_memory);
+  std::set<I::ActivityType> activities{I::ActivityType::CPU};
+  if (torch::cuda::is_available()) activities.insert(I::ActivityType::CUDA);
+  prepared_ = false;
+  P::enableProfiler(config, activities);
+  (void)P::disableProfiler();
 }
 
 VOLT_INLINE void PyTorchProfiler::finish_window(std::string_view action) {
@@ -227,8 +242,7 @@ VOLT_INLINE void PyTorchProfiler::teardown() {
   if (recording_) {
     finish_window(step_function_);
   } else if (prepared_) {
-    (void)torch::autograd::profiler::disableProfiler();
-    prepared_ = false;
+    discard_prepared();
   }
   Profiler::teardown();
 }
