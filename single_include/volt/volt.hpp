@@ -11623,20 +11623,27 @@ namespace volt {
 /// What ModelCheckpoint tells the loggers after it saves (Lightning passes the callback itself to
 /// Logger.after_save_checkpoint; these are the members its loggers read).
 struct SavedCheckpoints {
-  /// The last checkpoint written, and the monitored value it was saved with (nullopt without a monitor).
+  /// The last checkpoint written (`last.ckpt`; empty when save_last is off).
   std::filesystem::path last_model_path{};
+  /// The monitored value of the latest top-k check (nullopt without a monitor).
   std::optional<double> current_score{};
-  /// The best checkpoint so far and its monitored value.
+  /// The best checkpoint so far.
   std::filesystem::path best_model_path{};
+  /// The monitored value of best_model_path (nullopt without a monitor).
   std::optional<double> best_model_score{};
   /// The kept top-k checkpoints and their monitored values.
   std::map<std::filesystem::path, double> best_k_models{};
-  /// The callback's options, as Lightning's MLFlowLogger records them with each checkpoint.
+  /// The callback's monitor (its options are what Lightning's MLFlowLogger records with each checkpoint).
   std::string monitor{};
+  /// Its mode, "min" or "max".
   std::string mode{};
+  /// Its save_last option.
   bool save_last = false;
+  /// Its save_top_k option.
   int save_top_k = 1;
+  /// Its save_weights_only option.
   bool save_weights_only = false;
+  /// Its every_n_train_steps interval (0: none).
   std::int64_t every_n_train_steps = 0;
 };
 

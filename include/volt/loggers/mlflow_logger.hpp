@@ -216,8 +216,11 @@ class MLFlowLogger : public Logger {
           << (path == checkpoints.best_model_path ? "['latest', 'best']" : "['latest']");
       log_artifact(scratch / "metadata.yaml", folder);
       log_artifact(scratch / "aliases.txt", folder);
+      // Not std::filesystem::remove_all: the torch 2.11 wheel's libtorch.so exports its own copy, which crashes
+      // (a null call inside it) in programs that link libtorch.
       std::error_code ignored;
-      std::filesystem::remove_all(scratch, ignored);
+      for (const char* name : {"metadata.yaml", "aliases.txt"}) std::filesystem::remove(scratch / name, ignored);
+      std::filesystem::remove(scratch, ignored);
       uploaded_[path] = written;
     }
   }
