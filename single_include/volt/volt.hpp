@@ -22588,12 +22588,8 @@ class FitLoop {
         }
         parts.logger.metrics().restore_callback_metrics(std::exchange(parts.checkpoint.restored_metrics, {}));
         call_hook<Hook::on_train_start>(*module, parts.context, callbacks, state);
-        // A signal before the first batch (in a data module's setup, say) stops the fit before it trains.
-        epoch_loop.interrupted = interrupt_signal != 0;
-        if (epoch_loop.interrupted) {
-          end_interrupted(parts, *module);
-          return;
-        }
+        epoch_loop.interrupted = interrupt_signal != 0;  // a signal before the first batch (a data module's setup)
+        if (epoch_loop.interrupted) return end_interrupted(parts, *module);
         while (!done(parts)) {
           advance(parts, *module, train_data, val_data);
           if (epoch_loop.interrupted) {
