@@ -11,8 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace examples {
 
@@ -26,7 +28,10 @@ inline void add_fashion_mnist_flags(volt::cli::Parser& parser) {
       .add_option("--patience", "N", "EarlyStopping patience in validation checks", "2")
       .add_option("--lr-find", "SVG", "run the learning-rate finder first (volt::lr_find, 100 steps), print its "
                                       "suggestion, write its plot to SVG and train with the suggestion")
-      .add_switch("--no-progress-bar", "print no progress bar");
+      .add_switch("--no-progress-bar", "print no progress bar")
+      .add_switch("--tensorboard", "also log to TensorBoard: the metrics, the hparams, each validation's first "
+                                   "batch as an image grid with its misclassified images, and histograms of the "
+                                   "parameters and gradients every 100 steps");
 }
 
 /// The examples' own flags, read and checked before anything runs: a bad value is a usage error naming the
@@ -37,6 +42,7 @@ struct FashionMnistFlags {
   std::optional<std::int64_t> limit_train_batches;
   std::optional<std::int64_t> limit_val_batches;
   std::string lr_find_plot;
+  bool tensorboard = false;
 };
 
 inline FashionMnistFlags read_fashion_mnist_flags(const volt::cli::Args& args) {
@@ -57,12 +63,54 @@ inline FashionMnistFlags read_fashion_mnist_flags(const volt::cli::Args& args) {
   flags.patience = non_negative("--patience");
   if (args.is_set("--limit-train-batches")) flags.limit_train_batches = non_negative("--limit-train-batches");
   if (args.is_set("--limit-val-batches")) flags.limit_val_batches = non_negative("--limit-val-batches");
+  flags.tensorboard = args.get_switch("--tensorboard");
   if (args.is_set("--lr-find")) {
     flags.lr_find_plot = args.get("--lr-find");
     if (flags.lr_find_plot.empty()) throw volt::cli::UsageError("argument --lr-find: expected a file name for the plot");
   }
   return flags;
 }
+
+/// Callback of --tensorboard: after each validation (not the sanity check) logs the first validation batch as
+/// an image grid ("val/images", once) and the images of it the model gets wrong ("val/misclassified"), at the
+/// global step, to the run's TensorBoardLogger.
+template <class Model>
+struct ValidationImages {
+  std::shared_ptr<volt::TensorBoardLogger> logger;
+  FashionMnistData* data = nullptr;
+  /// The model, set once it is built (after the Trainer, which seeds).
+  std::shared_ptr<std::shared_ptr<Model>> model = std::make_shared<std::shared_ptr<Model>>();
+  std::shared_ptr<bool> logged_batch = std::make_shared<bool>(false);
+
+  void on_validation_epoch_end(volt::TrainerState& state) {
+    if (state.stage == volt::Stage::sanity_checking || !state.is_global_zero || !*model) return;
+    auto loader = data->val_dataloader();
+    for (auto& batch : loader) {
+      torch::NoGradGuard no_grad;
+      const auto images = (batch.data * 0.3530 + 0.2860).clamp(0.0, 1.0).reshape({-1, 1, 28, 28});
+      const auto dtype = (*model)->parameters().front().scalar_type();  // fp16/bf16 with the *-true precisions
+      const auto predicted = (*model)->forward(batch.data.to(state.root_device, dtype)).argmax(1).cpu();
+      if (!*logged_batch) logger->log_images("val/images", images, state.global_step, {.nrow = 16});
+      *logged_batch = true;
+      const auto wrong = predicted.ne(batch.target).nonzero().flatten();
+      if (wrong.numel() > 0) logger->log_images("val/misclassified", images.index_select(0, wrong), state.global_step);
+      break;
+    }
+  }
+};
+
+/// Callback of --tensorboard: volt::HistogramMonitor when TensorBoard is on (it refuses a Trainer without a
+/// TensorBoardLogger), nothing otherwise.
+struct OptionalHistograms {
+  std::optional<volt::HistogramMonitor> monitor;
+
+  void on_fit_start(volt::TrainerState& state) {
+    if (monitor) monitor->on_fit_start(state);
+  }
+  void on_before_optimizer_step(volt::TrainerState& state, torch::optim::Optimizer& optimizer) {
+    if (monitor) monitor->on_before_optimizer_step(state, optimizer);
+  }
+};
 
 /// Exit status after Ctrl+C or SIGTERM stopped the fit (the shell's 128 + SIGINT).
 inline constexpr int interrupted_status = 130;
@@ -84,11 +132,24 @@ int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
   if (flags.limit_val_batches) options.limit_val_batches = *flags.limit_val_batches;
   // Not strict: a short run (--max-steps below one epoch) ends before the first validation, and Lightning's
   // strict EarlyStopping would then stop the program for the missing val_acc.
+  // The loggers, chosen at run time: the CSVLogger, and TensorBoard's with --tensorboard (Lightning's
+  // logger=[...]). The callbacks of --tensorboard do nothing without it.
+  using Model = typename decltype(make_model())::element_type;
+  std::vector<std::shared_ptr<volt::Logger>> loggers{std::make_shared<volt::CSVLogger>()};
+  ValidationImages<Model> images;
+  images.data = &data;
+  OptionalHistograms histograms;
+  if (flags.tensorboard) {
+    images.logger = std::make_shared<volt::TensorBoardLogger>(volt::TensorBoardLoggerOptions{.name = "tensorboard"});
+    loggers.push_back(images.logger);
+    histograms.monitor.emplace(volt::HistogramMonitorOptions{.every_n_steps = 100});
+  }
   volt::Trainer<Accelerator, Strategy, Precision> trainer(
       options, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}},
-      volt::EarlyStopping{
-          {.monitor = "val_acc", .mode = "max", .patience = flags.patience, .strict = false}});
+      volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = flags.patience, .strict = false}},
+      loggers, images, histograms);
   auto model = make_model();  // after the Trainer seeded: the initial weights follow --seed
+  *images.model = model;
   if (!flags.lr_find_plot.empty()) {
     // A model with a `lr` member trains with the suggestion (update_attr); others keep their rate.
     constexpr bool has_lr = requires { model->lr; };

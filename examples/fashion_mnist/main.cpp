@@ -20,6 +20,7 @@ struct FashionMLP : torch::nn::Module {
   FashionMLP() { register_module("net", net); }
   double lr = 1e-3;
 
+  torch::Tensor forward(const torch::Tensor& images) { return net->forward(images); }
   torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t, volt::StepContext& ctx) {
     auto loss = torch::nn::functional::cross_entropy(net->forward(batch.data), batch.target);
     ctx.log("train_loss", loss, {.prog_bar = true});

@@ -18557,11 +18557,15 @@ class LoggerConnector {
   /// Loggers given without a save_dir write under `default_root_dir`, as Lightning's do.
   explicit LoggerConnector(std::filesystem::path default_root_dir = {}) : default_root_dir_(std::move(default_root_dir)) {}
 
-  /// Adds a logger given by value (a type derived from volt::Logger) or by shared pointer.
+  /// Adds a logger given by value (a type derived from volt::Logger) or by shared pointer, or the loggers of a
+  /// list chosen at run time (`std::vector<std::shared_ptr<volt::Logger>>`, Lightning's `logger=[...]`: an
+  /// empty list means no logger, not the default CSVLogger). Throws MisconfigurationError for a null entry.
   template <class L>
   void add(L&& logger) {
     using T = std::remove_cvref_t<L>;
-    if constexpr (std::derived_from<T, Logger>) {
+    if constexpr (std::same_as<T, std::vector<std::shared_ptr<Logger>>>) {
+      add_list(logger);
+    } else if constexpr (std::derived_from<T, Logger>) {
       auto shared = std::make_shared<T>(std::forward<L>(logger));
       adopt_default_dir(*shared);
       loggers_.push_back(std::move(shared));
@@ -18572,7 +18576,11 @@ class LoggerConnector {
     }
   }
 
-  /// After the extras: the default CSVLogger when `enabled` and none was given; no logger at all when not
+  /// The entries of a run-time logger list, in order (see add()).
+  void add_list(const std::vector<std::shared_ptr<Logger>>& list);
+
+  /// After the extras: the default CSVLogger when `enabled` and none was given (nor a list, even an empty
+  /// one); no logger at all when not
   /// `enabled` or under fast_dev_run (Lightning's rules).
   void configure(bool enabled, bool fast_dev_run);
 
@@ -18605,6 +18613,8 @@ class LoggerConnector {
   std::vector<std::shared_ptr<Logger>> loggers_;
   MetricStore metrics_;
   bool is_global_zero_ = true;
+  /// Whether a run-time logger list was given (an empty one turns the default CSVLogger off).
+  bool list_given_ = false;
 };
 
 }  // namespace detail
@@ -18763,8 +18773,26 @@ VOLT_INLINE EpochHookScope::~EpochHookScope() {
   if (store_ != nullptr) store_->set_epoch_hook(previous_);
 }
 
+VOLT_INLINE void LoggerConnector::add_list(const std::vector<std::shared_ptr<Logger>>& list) {
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i]) {
+      throw MisconfigurationError("The logger list passed to the Trainer has a null entry at index " +
+                                  std::to_string(i) + " (of " + std::to_string(list.size()) +
+                                  "): every entry must point to a volt::Logger.");
+    }
+  }
+  list_given_ = true;
+  for (const auto& entry : list) {
+    // The entries are seen as volt::Logger: the loggers that take the Trainer's default_root_dir are found by
+    // their type.
+    if (auto* csv = dynamic_cast<CSVLogger*>(entry.get())) adopt_default_dir(*csv);
+    if (auto* tensorboard = dynamic_cast<TensorBoardLogger*>(entry.get())) adopt_default_dir(*tensorboard);
+    loggers_.push_back(entry);
+  }
+}
+
 VOLT_INLINE void LoggerConnector::configure(bool enabled, bool fast_dev_run) {
-  if (enabled && !fast_dev_run && loggers_.empty()) {
+  if (enabled && !fast_dev_run && loggers_.empty() && !list_given_) {
     auto csv = std::make_shared<CSVLogger>();
     csv->set_default_save_dir(default_root_dir_);
     loggers_.push_back(std::move(csv));
@@ -21086,7 +21114,8 @@ struct TrainerParts {
     using T = std::remove_cvref_t<E>;
     if constexpr (std::same_as<T, Precision>) {
       precision = std::forward<E>(extra);
-    } else if constexpr (std::derived_from<T, Logger> || logger_pointer<T>) {
+    } else if constexpr (std::derived_from<T, Logger> || logger_pointer<T> ||
+                         std::same_as<T, std::vector<std::shared_ptr<Logger>>>) {
       logger.add(std::forward<E>(extra));
     } else {
       callbacks.add(std::forward<E>(extra));

@@ -275,6 +275,43 @@ TEST_CASE("TensorBoardLogger with the Trainer: hparams at fit start and train_lo
   CHECK(loss_steps == std::vector<std::int64_t>{1, 3, 5, 7});
 }
 
+TEST_CASE("A logger list chosen at run time: entries in order under default_root_dir; empty means none") {
+  volt_test::TempDir dir;
+  auto options = volt_test::quiet_options(dir);
+  options.logger = true;
+  options.max_epochs = 1;
+  options.log_every_n_steps = 2;
+  {
+    std::vector<std::shared_ptr<volt::Logger>> list{std::make_shared<volt::CSVLogger>(),
+                                                    std::make_shared<volt::TensorBoardLogger>()};
+    volt::Trainer<volt::CPU> trainer(options, list);
+    REQUIRE(trainer.loggers().size() == 2);
+    CHECK(trainer.loggers()[0] == list[0]);  // the same objects, not copies
+    CHECK(trainer.loggers()[1] == list[1]);
+    auto model = std::make_shared<volt_test::Classifier>();
+    trainer.fit(model, volt_test::make_classification_batches(4, 8));
+    // Both took the Trainer's default_root_dir, as loggers given one by one do; the second of the same name
+    // takes the next version, as in Lightning.
+    CHECK(std::filesystem::exists(dir.path / "lightning_logs" / "version_0" / "metrics.csv"));
+    CHECK(event_files(dir.path / "lightning_logs" / "version_0").empty());
+    CHECK(event_files(dir.path / "lightning_logs" / "version_1").size() == 1);
+  }
+  {
+    // Lightning's logger=[]: no logger, not the default CSVLogger.
+    volt::Trainer<volt::CPU> trainer(options, std::vector<std::shared_ptr<volt::Logger>>{});
+    CHECK(trainer.loggers().empty());
+  }
+  {
+    volt::Trainer<volt::CPU> trainer(options);
+    CHECK(trainer.loggers().size() == 1);  // nothing given: the default CSVLogger
+  }
+  {
+    std::vector<std::shared_ptr<volt::Logger>> list{std::make_shared<volt::CSVLogger>(), nullptr};
+    VOLT_CHECK_THROWS_CONTAINS(volt::Trainer<volt::CPU>(options, list), volt::MisconfigurationError,
+                               "null entry at index 1 (of 2)");
+  }
+}
+
 TEST_CASE("TensorBoardLogger names the file it cannot create") {
   volt_test::TempDir dir;
   {

@@ -74,7 +74,8 @@ struct TrainerParts {
     using T = std::remove_cvref_t<E>;
     if constexpr (std::same_as<T, Precision>) {
       precision = std::forward<E>(extra);
-    } else if constexpr (std::derived_from<T, Logger> || logger_pointer<T>) {
+    } else if constexpr (std::derived_from<T, Logger> || logger_pointer<T> ||
+                         std::same_as<T, std::vector<std::shared_ptr<Logger>>>) {
       logger.add(std::forward<E>(extra));
     } else {
       callbacks.add(std::forward<E>(extra));

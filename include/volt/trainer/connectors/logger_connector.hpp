@@ -12,6 +12,7 @@
 #include <volt/core/errors.hpp>
 #include <volt/loggers/csv_logger.hpp>
 #include <volt/loggers/logger.hpp>
+#include <volt/loggers/tensorboard_logger.hpp>
 #include <volt/trainer/log_options.hpp>
 
 #include <torch/torch.h>
@@ -146,11 +147,15 @@ class LoggerConnector {
   /// Loggers given without a save_dir write under `default_root_dir`, as Lightning's do.
   explicit LoggerConnector(std::filesystem::path default_root_dir = {}) : default_root_dir_(std::move(default_root_dir)) {}
 
-  /// Adds a logger given by value (a type derived from volt::Logger) or by shared pointer.
+  /// Adds a logger given by value (a type derived from volt::Logger) or by shared pointer, or the loggers of a
+  /// list chosen at run time (`std::vector<std::shared_ptr<volt::Logger>>`, Lightning's `logger=[...]`: an
+  /// empty list means no logger, not the default CSVLogger). Throws MisconfigurationError for a null entry.
   template <class L>
   void add(L&& logger) {
     using T = std::remove_cvref_t<L>;
-    if constexpr (std::derived_from<T, Logger>) {
+    if constexpr (std::same_as<T, std::vector<std::shared_ptr<Logger>>>) {
+      add_list(logger);
+    } else if constexpr (std::derived_from<T, Logger>) {
       auto shared = std::make_shared<T>(std::forward<L>(logger));
       adopt_default_dir(*shared);
       loggers_.push_back(std::move(shared));
@@ -161,7 +166,11 @@ class LoggerConnector {
     }
   }
 
-  /// After the extras: the default CSVLogger when `enabled` and none was given; no logger at all when not
+  /// The entries of a run-time logger list, in order (see add()).
+  void add_list(const std::vector<std::shared_ptr<Logger>>& list);
+
+  /// After the extras: the default CSVLogger when `enabled` and none was given (nor a list, even an empty
+  /// one); no logger at all when not
   /// `enabled` or under fast_dev_run (Lightning's rules).
   void configure(bool enabled, bool fast_dev_run);
 
@@ -194,6 +203,8 @@ class LoggerConnector {
   std::vector<std::shared_ptr<Logger>> loggers_;
   MetricStore metrics_;
   bool is_global_zero_ = true;
+  /// Whether a run-time logger list was given (an empty one turns the default CSVLogger off).
+  bool list_given_ = false;
 };
 
 }  // namespace detail

@@ -150,8 +150,26 @@ VOLT_INLINE EpochHookScope::~EpochHookScope() {
   if (store_ != nullptr) store_->set_epoch_hook(previous_);
 }
 
+VOLT_INLINE void LoggerConnector::add_list(const std::vector<std::shared_ptr<Logger>>& list) {
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i]) {
+      throw MisconfigurationError("The logger list passed to the Trainer has a null entry at index " +
+                                  std::to_string(i) + " (of " + std::to_string(list.size()) +
+                                  "): every entry must point to a volt::Logger.");
+    }
+  }
+  list_given_ = true;
+  for (const auto& entry : list) {
+    // The entries are seen as volt::Logger: the loggers that take the Trainer's default_root_dir are found by
+    // their type.
+    if (auto* csv = dynamic_cast<CSVLogger*>(entry.get())) adopt_default_dir(*csv);
+    if (auto* tensorboard = dynamic_cast<TensorBoardLogger*>(entry.get())) adopt_default_dir(*tensorboard);
+    loggers_.push_back(entry);
+  }
+}
+
 VOLT_INLINE void LoggerConnector::configure(bool enabled, bool fast_dev_run) {
-  if (enabled && !fast_dev_run && loggers_.empty()) {
+  if (enabled && !fast_dev_run && loggers_.empty() && !list_given_) {
     auto csv = std::make_shared<CSVLogger>();
     csv->set_default_save_dir(default_root_dir_);
     loggers_.push_back(std::move(csv));
