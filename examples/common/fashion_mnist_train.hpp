@@ -83,7 +83,7 @@ struct ValidationImages {
   std::shared_ptr<bool> logged_batch = std::make_shared<bool>(false);
 
   void on_validation_epoch_end(volt::TrainerState& state) {
-    if (state.stage == volt::Stage::sanity_checking || !state.is_global_zero || !*model) return;
+    if (!logger || state.stage == volt::Stage::sanity_checking || !state.is_global_zero || !*model) return;
     auto loader = data->val_dataloader();
     for (auto& batch : loader) {
       torch::NoGradGuard no_grad;
