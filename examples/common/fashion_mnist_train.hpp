@@ -130,8 +130,6 @@ int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
   options.enable_progress_bar = !args.get_switch("--no-progress-bar");
   if (flags.limit_train_batches) options.limit_train_batches = *flags.limit_train_batches;
   if (flags.limit_val_batches) options.limit_val_batches = *flags.limit_val_batches;
-  // Not strict: a short run (--max-steps below one epoch) ends before the first validation, and Lightning's
-  // strict EarlyStopping would then stop the program for the missing val_acc.
   // The loggers, chosen at run time: the CSVLogger, and TensorBoard's with --tensorboard (Lightning's
   // logger=[...]). The callbacks of --tensorboard do nothing without it.
   using Model = typename decltype(make_model())::element_type;
@@ -144,6 +142,8 @@ int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
     loggers.push_back(images.logger);
     histograms.monitor.emplace(volt::HistogramMonitorOptions{.every_n_steps = 100});
   }
+  // Not strict: a short run (--max-steps below one epoch) ends before the first validation, and Lightning's
+  // strict EarlyStopping would then stop the program for the missing val_acc.
   volt::Trainer<Accelerator, Strategy, Precision> trainer(
       options, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}},
       volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = flags.patience, .strict = false}},
