@@ -7,6 +7,15 @@
 
 #include "fashion_mnist_data.hpp"
 
+// --mlflow-uri needs the optional MLflow logger, which links libcurl: examples/CMakeLists.txt defines
+// VOLT_EXAMPLES_MLFLOW=1 where CMake found libcurl.
+#ifndef VOLT_EXAMPLES_MLFLOW
+#define VOLT_EXAMPLES_MLFLOW 0
+#endif
+#if VOLT_EXAMPLES_MLFLOW
+#include <volt/loggers/mlflow_logger.hpp>
+#endif
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -31,8 +40,15 @@ inline void add_fashion_mnist_flags(volt::cli::Parser& parser) {
       .add_switch("--no-progress-bar", "print no progress bar")
       .add_switch("--tensorboard", "also log to TensorBoard: the metrics, the hparams, each validation's first "
                                    "batch as an image grid with its misclassified images, and histograms of the "
-                                   "parameters and gradients every 100 steps");
+                                   "parameters and gradients every 100 steps")
+      .add_option("--mlflow-uri", "URI", "also log to the MLflow tracking server at URI (e.g. http://127.0.0.1:5000): "
+                                         "the metrics, the hparams, and the best checkpoint as an artifact at the "
+                                         "end (needs an example built with libcurl)")
+      .add_option("--mlflow-experiment", "NAME", "the MLflow experiment of --mlflow-uri", "fashion_mnist");
 }
+
+/// Whether this build of the examples can log to MLflow (--mlflow-uri).
+inline constexpr bool has_mlflow = VOLT_EXAMPLES_MLFLOW != 0;
 
 /// The examples' own flags, read and checked before anything runs: a bad value is a usage error naming the
 /// flag (exit status 2), not a failure after training.
@@ -43,6 +59,8 @@ struct FashionMnistFlags {
   std::optional<std::int64_t> limit_val_batches;
   std::string lr_find_plot;
   bool tensorboard = false;
+  std::string mlflow_uri;
+  std::string mlflow_experiment;
 };
 
 inline FashionMnistFlags read_fashion_mnist_flags(const volt::cli::Args& args) {
@@ -64,6 +82,20 @@ inline FashionMnistFlags read_fashion_mnist_flags(const volt::cli::Args& args) {
   if (args.is_set("--limit-train-batches")) flags.limit_train_batches = non_negative("--limit-train-batches");
   if (args.is_set("--limit-val-batches")) flags.limit_val_batches = non_negative("--limit-val-batches");
   flags.tensorboard = args.get_switch("--tensorboard");
+  if (args.is_set("--mlflow-uri")) {
+    flags.mlflow_uri = args.get("--mlflow-uri");
+    if (!has_mlflow) {
+      throw volt::cli::UsageError("argument --mlflow-uri: this build of the example has no MLflow logger: CMake did "
+                                  "not find libcurl when it was configured (install libcurl4-openssl-dev, then "
+                                  "configure and build again)");
+    }
+    if (flags.mlflow_uri.rfind("http://", 0) != 0 && flags.mlflow_uri.rfind("https://", 0) != 0) {
+      throw volt::cli::UsageError("argument --mlflow-uri: expected the tracking server's http:// or https:// "
+                                  "address, got '" + flags.mlflow_uri + "'");
+    }
+  }
+  flags.mlflow_experiment = args.get("--mlflow-experiment");
+  if (flags.mlflow_experiment.empty()) throw volt::cli::UsageError("argument --mlflow-experiment: expected a name");
   if (args.is_set("--lr-find")) {
     flags.lr_find_plot = args.get("--lr-find");
     if (flags.lr_find_plot.empty()) throw volt::cli::UsageError("argument --lr-find: expected a file name for the plot");
@@ -142,6 +174,15 @@ int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
     loggers.push_back(images.logger);
     histograms.monitor.emplace(volt::HistogramMonitorOptions{.every_n_steps = 100});
   }
+#if VOLT_EXAMPLES_MLFLOW
+  // MLflow's run: the same metrics and hparams; the checkpoint ModelCheckpoint keeps is uploaded when fit ends.
+  std::shared_ptr<volt::MLFlowLogger> mlflow;
+  if (!flags.mlflow_uri.empty()) {
+    mlflow = std::make_shared<volt::MLFlowLogger>(volt::MLFlowLoggerOptions{
+        .experiment_name = flags.mlflow_experiment, .tracking_uri = flags.mlflow_uri, .log_model = volt::LogModel::on});
+    loggers.push_back(mlflow);
+  }
+#endif
   // Not strict: a short run (--max-steps below one epoch) ends before the first validation, and Lightning's
   // strict EarlyStopping would then stop the program for the missing val_acc.
   volt::Trainer<Accelerator, Strategy, Precision> trainer(
@@ -190,6 +231,13 @@ int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
   }
   const double accuracy = results.at("test_acc");
   std::printf("test accuracy: %.4f\n", accuracy);
+#if VOLT_EXAMPLES_MLFLOW
+  if (mlflow) {
+    std::printf("mlflow: run %s in experiment '%s' at %s%s\n", mlflow->run_id().empty() ? "(not created)" : mlflow->run_id().c_str(),
+                flags.mlflow_experiment.c_str(), flags.mlflow_uri.c_str(),
+                mlflow->pending() > 0 ? " (the server could not be reached: see the warnings)" : "");
+  }
+#endif
   const double expected = flags.expect_test_acc;
   if (accuracy < expected) {
     std::fprintf(stderr, "error: test accuracy %.4f is below the expected %.4f\n", accuracy, expected);

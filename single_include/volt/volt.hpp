@@ -11664,6 +11664,10 @@ class Logger {
   virtual void finalize(const std::string& /*status*/) { save(); }
   /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
   virtual std::filesystem::path log_dir() const = 0;
+  /// The Trainer's default_root_dir, given before the first write: loggers that write files use it when they
+  /// were given no folder of their own (CSVLogger and TensorBoardLogger without a save_dir). The default
+  /// ignores it.
+  virtual void set_default_save_dir(const std::filesystem::path& /*dir*/) {}
   /// Called by ModelCheckpoint on global rank zero after it saved a checkpoint (Lightning's
   /// after_save_checkpoint). The default does nothing; MLFlowLogger uploads checkpoints (log_model).
   virtual void after_save_checkpoint(const SavedCheckpoints& /*checkpoints*/) {}
@@ -15816,7 +15820,7 @@ class TensorBoardLogger : public Logger {
   explicit TensorBoardLogger(TensorBoardLoggerOptions options = {}) : options_(std::move(options)) {}
 
   /// Sets the folder used when save_dir was left empty. Called before the first write.
-  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
+  void set_default_save_dir(const std::filesystem::path& dir) override { detail::adopt_default_save_dir(options_, dir); }
 
   std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
 
@@ -17196,7 +17200,7 @@ class CSVLogger : public Logger {
   explicit CSVLogger(CSVLoggerOptions options = {}) : options_(std::move(options)) {}
 
   /// Sets the folder used when save_dir was left empty. Called by the Trainer before the first write.
-  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
+  void set_default_save_dir(const std::filesystem::path& dir) override { detail::adopt_default_save_dir(options_, dir); }
 
   std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
 
@@ -18567,11 +18571,11 @@ class LoggerConnector {
       add_list(logger);
     } else if constexpr (std::derived_from<T, Logger>) {
       auto shared = std::make_shared<T>(std::forward<L>(logger));
-      adopt_default_dir(*shared);
+      shared->set_default_save_dir(default_root_dir_);
       loggers_.push_back(std::move(shared));
     } else {
       static_assert(logger_pointer<T>, "volt: a logger is a type derived from volt::Logger or a shared pointer to one");
-      adopt_default_dir(*logger);
+      logger->set_default_save_dir(default_root_dir_);
       loggers_.push_back(std::forward<L>(logger));
     }
   }
@@ -18604,11 +18608,6 @@ class LoggerConnector {
   void finalize(const std::string& status);
 
  private:
-  template <class L>
-  void adopt_default_dir(L& logger) {
-    if constexpr (requires { logger.set_default_save_dir(default_root_dir_); }) logger.set_default_save_dir(default_root_dir_);
-  }
-
   std::filesystem::path default_root_dir_;
   std::vector<std::shared_ptr<Logger>> loggers_;
   MetricStore metrics_;
@@ -18783,10 +18782,7 @@ VOLT_INLINE void LoggerConnector::add_list(const std::vector<std::shared_ptr<Log
   }
   list_given_ = true;
   for (const auto& entry : list) {
-    // The entries are seen as volt::Logger: the loggers that take the Trainer's default_root_dir are found by
-    // their type.
-    if (auto* csv = dynamic_cast<CSVLogger*>(entry.get())) adopt_default_dir(*csv);
-    if (auto* tensorboard = dynamic_cast<TensorBoardLogger*>(entry.get())) adopt_default_dir(*tensorboard);
+    entry->set_default_save_dir(default_root_dir_);
     loggers_.push_back(entry);
   }
 }

@@ -4,14 +4,21 @@
 Starts `mlflow server` once on 127.0.0.1 (a free port, a SQLite store and an artifact folder in --workdir),
 runs the helper program tests/loggers/interop/mlflow_tool.cpp (CMake target volt_mlflow_tool) against it, and
 checks the run through mlflow.MlflowClient; then checks that a server that is down, or answers 500 to
-everything, never stops the program and is reported once. Run by ctest as volt.loggers.mlflow_python when
+everything, never stops the program and is reported once. With --example (the fashion_mnist example's program), the
+same server also takes a short Fashion-MNIST run with --mlflow-uri, checked against the CSV file the run wrote
+beside it. Run by ctest as volt.loggers.mlflow_python when
 VOLT_PYTHON is set and libcurl was found (exit code 77, a skip, when that Python lacks mlflow), or by hand:
 
     python3 tests/python/check_mlflow.py --tool build/tests/volt_mlflow_tool --workdir /tmp/volt-mlflow
+    python3 tests/python/check_mlflow.py ... --example build/examples/fashion_mnist   # and the example
 """
 import argparse
+import csv
+import glob
+import math
 import http.server
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -60,10 +67,64 @@ class Always500(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def check_example(args, client, uri):
+    """The fashion_mnist example with --mlflow-uri: two 50-step epochs, each validated, then the test set."""
+    root = os.path.join(args.workdir, "example")
+    result = subprocess.run(
+        [args.example, "--accelerator", "cpu", "--max-steps", "100", "--limit-train-batches", "50",
+         "--limit-val-batches", "3", "--no-progress-bar", "--default-root-dir", root,
+         "--mlflow-uri", uri, "--mlflow-experiment", "volt-example"],
+        capture_output=True, text=True, timeout=240)
+    if result.returncode != 0:
+        sys.exit(f"FAIL: the example exited {result.returncode}: {result.stdout[-2000:]} {result.stderr[-2000:]}")
+    printed = re.search(r"mlflow: run ([0-9a-f]+) in experiment 'volt-example' at " + re.escape(uri), result.stdout)
+    expect(printed is not None, "the example prints its MLflow run")
+    got = client.get_run(printed.group(1))
+    expect(client.get_experiment(got.info.experiment_id).name == "volt-example", "experiment volt-example")
+    expect(got.info.status == "FINISHED", f"the example's run is FINISHED ({got.info.status})")
+    warned = [line for line in result.stderr.splitlines() if "MLFlowLogger" in line]
+    expect(not warned, f"no MLflow warning {warned}")
+    hparams = yaml.safe_load(open(glob.glob(os.path.join(root, "lightning_logs", "version_*", "hparams.yaml"))[0]))
+    expect(got.data.params == {k: str(v) for k, v in hparams.items()} and "batch_size" in hparams,
+           f"the run's params are the hparams.yaml of the CSVLogger: {got.data.params}")
+
+    # Every value the CSVLogger wrote, at the same step, is in the run's metric histories, and nothing else.
+    (metrics_csv,) = glob.glob(os.path.join(root, "lightning_logs", "version_*", "metrics.csv"))
+    expected = {}
+    with open(metrics_csv) as f:
+        for row in csv.DictReader(f):
+            for key, value in row.items():
+                if key != "step" and value != "":
+                    expected.setdefault(key, []).append((int(row["step"]), float(value)))
+    expect({"train_loss", "val_loss", "val_acc", "test_acc", "epoch"} <= set(expected),
+           f"the CSV has train_loss, val_loss, val_acc, test_acc and epoch ({sorted(expected)})")
+    expect(set(got.data.metrics) == set(expected), f"the run's metrics are the CSV's: {sorted(got.data.metrics)}")
+    for key, values in expected.items():
+        history = sorted((m.step, m.value) for m in client.get_metric_history(got.info.run_id, key))
+        same = len(history) == len(values) and all(
+            s == t and math.isclose(v, w, rel_tol=1e-5, abs_tol=1e-7) for (s, v), (t, w) in zip(history, sorted(values)))
+        if not same:
+            sys.exit(f"FAIL: metric {key}: MLflow has {history}, the CSV {sorted(values)}")
+    expect(len(expected["train_loss"]) == 2, f"train_loss every 50 steps: {expected['train_loss']}")
+    test_acc = float(re.search(r"test accuracy: ([0-9.]+)", result.stdout).group(1))
+    expect(abs(got.data.metrics["test_acc"] - test_acc) < 6e-5, f"test_acc {got.data.metrics['test_acc']:.4f} is the "
+           f"printed {test_acc}")
+
+    # The checkpoint ModelCheckpoint kept (the best val_acc), uploaded when fit ended, byte for byte.
+    best = re.search(r"best checkpoint: (\S+) \(val_acc", result.stdout).group(1)
+    stem = os.path.splitext(os.path.basename(best))[0]
+    names = sorted(a.path for a in client.list_artifacts(got.info.run_id, stem))
+    expect(names == [f"{stem}/aliases.txt", f"{stem}/{stem}.ckpt", f"{stem}/metadata.yaml"],
+           f"the best checkpoint's artifacts: {names}")
+    local = client.download_artifacts(got.info.run_id, f"{stem}/{stem}.ckpt", os.path.join(root, "download"))
+    expect(open(local, "rb").read() == open(best, "rb").read(), f"the uploaded {stem}.ckpt is the local file")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tool", required=True)
     parser.add_argument("--workdir", required=True)
+    parser.add_argument("--example", help="the fashion_mnist example, run with --mlflow-uri")
     args = parser.parse_args()
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
@@ -136,6 +197,9 @@ def main():
         expect(sorted({p.split("/")[0] for p in every}) == ["epoch=0-step=2", "epoch=1-step=4", "last"],
                f"log_model='all' uploads each save: {sorted(every)}")
         expect(every["last/last.ckpt"] == "last after epoch 1", "log_model='all' uploads a rewritten last.ckpt again")
+
+        if args.example:
+            check_example(args, client, uri)
     finally:
         server.terminate()
         server.wait(timeout=30)

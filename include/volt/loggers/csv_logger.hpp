@@ -42,7 +42,7 @@ class CSVLogger : public Logger {
   explicit CSVLogger(CSVLoggerOptions options = {}) : options_(std::move(options)) {}
 
   /// Sets the folder used when save_dir was left empty. Called by the Trainer before the first write.
-  void set_default_save_dir(const std::filesystem::path& dir) { detail::adopt_default_save_dir(options_, dir); }
+  void set_default_save_dir(const std::filesystem::path& dir) override { detail::adopt_default_save_dir(options_, dir); }
 
   std::filesystem::path log_dir() const override { return detail::versioned_log_dir(options_, version_); }
 

@@ -62,6 +62,10 @@ class Logger {
   virtual void finalize(const std::string& /*status*/) { save(); }
   /// The folder of this run's files (also where ModelCheckpoint puts checkpoints/ by default).
   virtual std::filesystem::path log_dir() const = 0;
+  /// The Trainer's default_root_dir, given before the first write: loggers that write files use it when they
+  /// were given no folder of their own (CSVLogger and TensorBoardLogger without a save_dir). The default
+  /// ignores it.
+  virtual void set_default_save_dir(const std::filesystem::path& /*dir*/) {}
   /// Called by ModelCheckpoint on global rank zero after it saved a checkpoint (Lightning's
   /// after_save_checkpoint). The default does nothing; MLFlowLogger uploads checkpoints (log_model).
   virtual void after_save_checkpoint(const SavedCheckpoints& /*checkpoints*/) {}

@@ -12,7 +12,6 @@
 #include <volt/core/errors.hpp>
 #include <volt/loggers/csv_logger.hpp>
 #include <volt/loggers/logger.hpp>
-#include <volt/loggers/tensorboard_logger.hpp>
 #include <volt/trainer/log_options.hpp>
 
 #include <torch/torch.h>
@@ -157,11 +156,11 @@ class LoggerConnector {
       add_list(logger);
     } else if constexpr (std::derived_from<T, Logger>) {
       auto shared = std::make_shared<T>(std::forward<L>(logger));
-      adopt_default_dir(*shared);
+      shared->set_default_save_dir(default_root_dir_);
       loggers_.push_back(std::move(shared));
     } else {
       static_assert(logger_pointer<T>, "volt: a logger is a type derived from volt::Logger or a shared pointer to one");
-      adopt_default_dir(*logger);
+      logger->set_default_save_dir(default_root_dir_);
       loggers_.push_back(std::forward<L>(logger));
     }
   }
@@ -194,11 +193,6 @@ class LoggerConnector {
   void finalize(const std::string& status);
 
  private:
-  template <class L>
-  void adopt_default_dir(L& logger) {
-    if constexpr (requires { logger.set_default_save_dir(default_root_dir_); }) logger.set_default_save_dir(default_root_dir_);
-  }
-
   std::filesystem::path default_root_dir_;
   std::vector<std::shared_ptr<Logger>> loggers_;
   MetricStore metrics_;

@@ -160,10 +160,7 @@ VOLT_INLINE void LoggerConnector::add_list(const std::vector<std::shared_ptr<Log
   }
   list_given_ = true;
   for (const auto& entry : list) {
-    // The entries are seen as volt::Logger: the loggers that take the Trainer's default_root_dir are found by
-    // their type.
-    if (auto* csv = dynamic_cast<CSVLogger*>(entry.get())) adopt_default_dir(*csv);
-    if (auto* tensorboard = dynamic_cast<TensorBoardLogger*>(entry.get())) adopt_default_dir(*tensorboard);
+    entry->set_default_save_dir(default_root_dir_);
     loggers_.push_back(entry);
   }
 }
