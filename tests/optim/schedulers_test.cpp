@@ -82,11 +82,46 @@ TEST_CASE("OneCycleLR: up to max_lr at pct_start, down to min_lr at the end, mom
   scheduler.step();  // step 10 is past the cycle's last step (PyTorch allows it too) ...
   CHECK_THROWS_WITH_AS(scheduler.step(), "Tried to step 11 times. The specified number of total steps is 10",
                        std::out_of_range);  // ... step 11 is not
-  torch::optim::RMSprop rmsprop({parameter()}, torch::optim::RMSpropOptions(0.1));
-  CHECK_THROWS_WITH_AS(volt::optim::OneCycleLR(rmsprop, {.max_lr = 1.0, .total_steps = 10}),
-                       doctest::Contains("optimizer must support momentum or beta1 with `cycle_momentum` option enabled"),
+  // Adagrad has neither momentum nor betas (PyTorch's check: neither key in the optimizer's defaults).
+  torch::optim::Adagrad adagrad({parameter()}, torch::optim::AdagradOptions(0.1));
+  CHECK_THROWS_WITH_AS(volt::optim::OneCycleLR(adagrad, {.max_lr = 1.0, .total_steps = 10}),
+                       "optimizer must support momentum or beta1 with `cycle_momentum` option enabled",
                        std::invalid_argument);
-  CHECK_NOTHROW(volt::optim::OneCycleLR(rmsprop, {.max_lr = 1.0, .total_steps = 10, .cycle_momentum = false}));
+  CHECK_NOTHROW(volt::optim::OneCycleLR(adagrad, {.max_lr = 1.0, .total_steps = 10, .cycle_momentum = false}));
+}
+
+TEST_CASE("OneCycleLR: the cycle as epochs x steps_per_epoch, RMSprop's momentum cycled, PyTorch's argument errors") {
+  torch::optim::RMSprop rmsprop({parameter()}, torch::optim::RMSpropOptions(0.1).momentum(0.9));
+  volt::optim::OneCycleLR scheduler(rmsprop, {.max_lr = 1.0, .epochs = 2, .steps_per_epoch = 5});
+  auto momentum = [&] { return static_cast<torch::optim::RMSpropOptions&>(rmsprop.param_groups()[0].options()).momentum(); };
+  CHECK(momentum() == doctest::Approx(0.95));
+  scheduler.step();
+  scheduler.step();  // step 2 = pct_start * 2 * 5 - 1: the peak, as with total_steps = 10
+  CHECK(lr_of(rmsprop) == doctest::Approx(1.0));
+  CHECK(momentum() == doctest::Approx(0.85));
+  for (int i = 0; i < 8; ++i) scheduler.step();
+  CHECK_THROWS_WITH_AS(scheduler.step(), "Tried to step 11 times. The specified number of total steps is 10",
+                       std::out_of_range);
+  // total_steps wins over epochs and steps_per_epoch, as in PyTorch.
+  volt::optim::OneCycleLR both(rmsprop, {.max_lr = 1.0, .total_steps = 4, .epochs = 2, .steps_per_epoch = 5});
+  CHECK(both.lrs_at(4).size() == 1);
+  CHECK_THROWS_AS(both.lrs_at(5), std::out_of_range);
+
+  torch::optim::SGD sgd({parameter()}, torch::optim::SGDOptions(0.1).momentum(0.9));
+  const auto error = [&](volt::optim::OneCycleOptions options) {
+    try {
+      volt::optim::OneCycleLR bad(sgd, options);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error({.max_lr = 1.0}) == "You must define either total_steps OR (epochs AND steps_per_epoch)");
+  CHECK(error({.max_lr = 1.0, .epochs = 3}) == "You must define either total_steps OR (epochs AND steps_per_epoch)");
+  CHECK(error({.max_lr = 1.0, .total_steps = 0}) == "Expected positive integer total_steps, but got 0");
+  CHECK(error({.max_lr = 1.0, .epochs = 0, .steps_per_epoch = 5}) == "Expected positive integer epochs, but got 0");
+  CHECK(error({.max_lr = 1.0, .epochs = 2, .steps_per_epoch = -1}) ==
+        "Expected positive integer steps_per_epoch, but got -1");
 }
 
 TEST_CASE("SequentialLR hands over at the milestones, the next scheduler restarting from its step 0") {

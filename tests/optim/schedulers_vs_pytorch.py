@@ -14,7 +14,7 @@ import sys
 import warnings
 
 import torch
-from torch.optim import SGD, Adam
+from torch.optim import SGD, Adam, RMSprop
 from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR, LinearLR, OneCycleLR, ReduceLROnPlateau, SequentialLR
 
 
@@ -53,6 +53,9 @@ def pytorch_rows():
     adam = Adam([parameter()], lr=0.1)
     scheduler = OneCycleLR(adam, max_lr=0.5, total_steps=15, pct_start=0.25, anneal_strategy="linear", three_phase=True)
     rows += run("onecycle_three_linear_adam", scheduler, adam, 15, momentum=True)
+    rmsprop = RMSprop([parameter()], lr=0.1, momentum=0.9)
+    scheduler = OneCycleLR(rmsprop, max_lr=0.3, epochs=3, steps_per_epoch=4, pct_start=0.4)
+    rows += run("onecycle_epochs_rmsprop", scheduler, rmsprop, 12, momentum=True)
     sgd = SGD([parameter()], lr=0.1)
     warmup = LinearLR(sgd, 0.1, 1.0, 3)
     cosine = CosineAnnealingLR(sgd, 5, 0.0)

@@ -22,6 +22,7 @@
 #include <limits>
 #include <memory>
 #include <numbers>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -126,12 +127,17 @@ struct OneCycleOptions {
   /// The peak rate (every param group).
   double max_lr;
   /// The cycle's length in step() calls (steps past it throw std::out_of_range, as PyTorch's ValueError).
-  std::int64_t total_steps;
+  /// Unset: epochs * steps_per_epoch.
+  std::optional<std::int64_t> total_steps{};
+  /// With steps_per_epoch, the cycle's length when total_steps is unset (e.g. the Trainer's max_epochs).
+  std::optional<std::int64_t> epochs{};
+  /// With epochs, the cycle's length when total_steps is unset (e.g. the optimizer steps of one epoch).
+  std::optional<std::int64_t> steps_per_epoch{};
   /// The share of the cycle spent increasing the rate.
   double pct_start = 0.3;
   /// "cos" or "linear".
   std::string anneal_strategy = "cos";
-  /// Cycle the momentum (SGD's momentum, Adam's and AdamW's beta1) inversely to the rate.
+  /// Cycle the momentum (SGD's and RMSprop's momentum, Adam's and AdamW's beta1) inversely to the rate.
   bool cycle_momentum = true;
   /// The lowest momentum.
   double base_momentum = 0.85;
@@ -146,7 +152,8 @@ struct OneCycleOptions {
 };
 
 /// PyTorch's OneCycleLR (1cycle policy), stepped once per optimizer step. Throws std::invalid_argument for
-/// PyTorch's invalid arguments, and with cycle_momentum for an optimizer other than SGD, Adam or AdamW.
+/// PyTorch's invalid arguments (neither total_steps nor both epochs and steps_per_epoch, a value that is not
+/// positive), and with cycle_momentum for an optimizer that has neither momentum nor betas (Adagrad, LBFGS).
 class OneCycleLR : public Scheduler {
  public:
   /// Sets the rates (max_lr / div_factor) and, with cycle_momentum, the momentum (max_momentum) of step 0.
@@ -173,6 +180,8 @@ class OneCycleLR : public Scheduler {
   void set_momentum(std::int64_t epoch);
 
   OneCycleOptions o_;
+  /// total_steps, or epochs * steps_per_epoch.
+  std::int64_t total_steps_ = 0;
   std::vector<Phase> phases_{};
 };
 

@@ -25,6 +25,7 @@ void print(const std::string& name, std::int64_t step, const std::vector<double>
 double momentum_of(torch::optim::Optimizer& optimizer) {
   auto& options = optimizer.param_groups()[0].options();
   if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) return sgd->momentum();
+  if (auto* rmsprop = dynamic_cast<torch::optim::RMSpropOptions*>(&options)) return rmsprop->momentum();
   return std::get<0>(static_cast<torch::optim::AdamOptions&>(options).betas());
 }
 
@@ -82,6 +83,11 @@ int main() {
     volt::optim::OneCycleLR scheduler(adam, {.max_lr = 0.5, .total_steps = 15, .pct_start = 0.25,
                                              .anneal_strategy = "linear", .three_phase = true});
     run("onecycle_three_linear_adam", scheduler, adam, 15, /*momentum=*/true);
+  }
+  {
+    torch::optim::RMSprop rmsprop({parameter()}, torch::optim::RMSpropOptions(0.1).momentum(0.9));
+    volt::optim::OneCycleLR scheduler(rmsprop, {.max_lr = 0.3, .epochs = 3, .steps_per_epoch = 4, .pct_start = 0.4});
+    run("onecycle_epochs_rmsprop", scheduler, rmsprop, 12, /*momentum=*/true);
   }
   {
     torch::optim::SGD sgd({parameter()}, torch::optim::SGDOptions(0.1));

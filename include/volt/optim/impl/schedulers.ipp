@@ -89,8 +89,20 @@ VOLT_INLINE auto CosineAnnealingLR::lrs_at(std::int64_t epoch) const -> std::vec
 
 VOLT_INLINE OneCycleLR::OneCycleLR(torch::optim::Optimizer& optimizer, OneCycleOptions options)
     : Scheduler(optimizer), o_(std::move(options)) {
-  if (o_.total_steps <= 0) {
-    throw std::invalid_argument("Expected positive integer total_steps, but got " + std::to_string(o_.total_steps));
+  if (o_.total_steps) {
+    if (*o_.total_steps <= 0) {
+      throw std::invalid_argument("Expected positive integer total_steps, but got " + std::to_string(*o_.total_steps));
+    }
+    total_steps_ = *o_.total_steps;
+  } else if (o_.epochs && o_.steps_per_epoch) {
+    if (*o_.epochs <= 0) throw std::invalid_argument("Expected positive integer epochs, but got " + std::to_string(*o_.epochs));
+    if (*o_.steps_per_epoch <= 0) {
+      throw std::invalid_argument("Expected positive integer steps_per_epoch, but got " +
+                                  std::to_string(*o_.steps_per_epoch));
+    }
+    total_steps_ = *o_.epochs * *o_.steps_per_epoch;
+  } else {
+    throw std::invalid_argument("You must define either total_steps OR (epochs AND steps_per_epoch)");
   }
   if (o_.pct_start < 0 || o_.pct_start > 1) {
     throw std::invalid_argument("Expected float between 0 and 1 pct_start, but got " + std::to_string(o_.pct_start));
@@ -98,7 +110,7 @@ VOLT_INLINE OneCycleLR::OneCycleLR(torch::optim::Optimizer& optimizer, OneCycleO
   if (o_.anneal_strategy != "cos" && o_.anneal_strategy != "linear") {
     throw std::invalid_argument("anneal_strategy must be one of 'cos' or 'linear', instead got " + o_.anneal_strategy);
   }
-  const double total = static_cast<double>(o_.total_steps);
+  const double total = static_cast<double>(total_steps_);
   const double initial = o_.max_lr / o_.div_factor;
   const double min_lr = initial / o_.final_div_factor;
   if (o_.three_phase) {
@@ -113,10 +125,10 @@ VOLT_INLINE OneCycleLR::OneCycleLR(torch::optim::Optimizer& optimizer, OneCycleO
     for (auto& group : groups()) {
       auto& options = group.options();
       if (dynamic_cast<torch::optim::SGDOptions*>(&options) == nullptr &&
+          dynamic_cast<torch::optim::RMSpropOptions*>(&options) == nullptr &&
           dynamic_cast<torch::optim::AdamOptions*>(&options) == nullptr &&
           dynamic_cast<torch::optim::AdamWOptions*>(&options) == nullptr) {
-        throw std::invalid_argument(
-            "optimizer must support momentum or beta1 with `cycle_momentum` option enabled (volt: SGD, Adam, AdamW)");
+        throw std::invalid_argument("optimizer must support momentum or beta1 with `cycle_momentum` option enabled");
       }
     }
   }
@@ -125,9 +137,9 @@ VOLT_INLINE OneCycleLR::OneCycleLR(torch::optim::Optimizer& optimizer, OneCycleO
 }
 
 VOLT_INLINE auto OneCycleLR::lrs_at(std::int64_t epoch) const -> std::vector<double> {
-  if (epoch > o_.total_steps) {
+  if (epoch > total_steps_) {
     throw std::out_of_range("Tried to step " + std::to_string(epoch) + " times. The specified number of total steps is " +
-                            std::to_string(o_.total_steps));
+                            std::to_string(total_steps_));
   }
   return std::vector<double>(base_lrs().size(), value_at(epoch, /*momentum=*/false));
 }
@@ -164,6 +176,8 @@ VOLT_INLINE void OneCycleLR::set_momentum(std::int64_t epoch) {
     auto& options = group.options();
     if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
       sgd->momentum(momentum);
+    } else if (auto* rmsprop = dynamic_cast<torch::optim::RMSpropOptions*>(&options)) {
+      rmsprop->momentum(momentum);
     } else if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&options)) {
       adam->betas({momentum, std::get<1>(adam->betas())});
     } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
