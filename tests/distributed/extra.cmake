@@ -4,7 +4,7 @@ add_executable(volt_ddp_worker ${CMAKE_CURRENT_SOURCE_DIR}/distributed/programs/
 target_link_libraries(volt_ddp_worker PRIVATE ${VOLT_TEST_TARGET})
 target_compile_options(volt_ddp_worker PRIVATE ${VOLT_WARNINGS})
 target_precompile_headers(volt_ddp_worker REUSE_FROM volt_test_pch)
-set(volt_ddp_scenarios launcher-plain launcher-accumulate launcher-clip launcher-datamodule launcher-fabric torchrun-plain torchrun-accumulate torchrun-clip
+set(volt_ddp_scenarios launcher-plain launcher-accumulate launcher-clip launcher-manual launcher-ema launcher-datamodule launcher-fabric torchrun-plain torchrun-accumulate torchrun-clip
                        launcher-kill launcher-throw launcher-exit torchrun-kill torchrun-throw missing-rank missing-host
                        predict-first fabric-save-fail trainer-save torchrun-buffers)
 if(VOLT_TORCH_HAS_CUDA)

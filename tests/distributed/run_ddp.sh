@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-process DDP checks on the CPU (Gloo over loopback), one scenario per call:
 #   run_ddp.sh WORKER SCENARIO
-# Scenarios: launcher-{plain,accumulate,clip,datamodule}, cuda-{plain,accumulate,clip} (NCCL, 2 GPUs), torchrun-{plain,accumulate,clip}, launcher-kill, launcher-throw,
+# Scenarios: launcher-{plain,accumulate,clip,manual,ema,datamodule}, cuda-{plain,accumulate,clip} (NCCL, 2 GPUs), torchrun-{plain,accumulate,clip}, launcher-kill, launcher-throw,
 # launcher-exit, torchrun-kill, torchrun-throw, missing-rank, missing-host, predict-first, fabric-save-fail, trainer-save,
 # torchrun-buffers. Exits 0 when the scenario behaved as required.
 set -uo pipefail
@@ -41,7 +41,7 @@ if [[ $scenario == cuda-* ]] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   echo "SKIPPED: $scenario needs 2 CUDA GPUs"; exit 77
 fi
 case "$scenario" in
-  launcher-plain|launcher-accumulate|launcher-clip|cuda-plain|cuda-accumulate|cuda-clip)
+  launcher-plain|launcher-accumulate|launcher-clip|launcher-manual|launcher-ema|cuda-plain|cuda-accumulate|cuda-clip)
     variant=${scenario#*-}
     backend=gloo; extra=()
     if [[ $scenario == cuda-* ]]; then backend=nccl; extra=(cuda); fi

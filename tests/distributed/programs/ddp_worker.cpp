@@ -1,8 +1,10 @@
 // A program trained with Trainer<CPU, DDP> for the multi-process tests (run by tests/distributed/run_ddp.sh).
 //
-//   ddp_worker equivalence {plain|accumulate|clip} [cuda]
+//   ddp_worker equivalence {plain|accumulate|clip|manual|ema} [cuda]
 //       2 ranks, batch 4 each, end with the same weights (within 1e-6; 1e-5 on CUDA) as one process with
-//       batch 8; rank 0 prints "max |difference| = ..." and exits 1 when it is larger.
+//       batch 8; rank 0 prints "max |difference| = ..." and exits 1 when it is larger. "manual": the ranks
+//       train with manual optimization (manual_backward must reduce the gradients), the one process with
+//       automatic optimization; "ema": both with volt::WeightAveraging (an EMA), which fit leaves in the model.
 //   ddp_worker datamodule DIR
 //       the plain equivalence with the data given by a volt::DataModule: prepare_data runs on rank 0 only,
 //       setup on both (each appends a line to DIR/calls.txt); rank 0 prints "datamodule calls: ..." and the
@@ -61,6 +63,19 @@ struct Regressor : torch::nn::Module {
   }
   auto configure_optimizers() {
     return std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  }
+};
+
+/// A Regressor that steps its optimizer itself (manual optimization).
+struct ManualRegressor : Regressor {
+  static constexpr bool automatic_optimization = false;
+  torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t, volt::StepContext& ctx) {
+    auto& optimizer = ctx.optimizer();
+    auto loss = torch::mse_loss(forward(batch.data), batch.target);
+    optimizer.zero_grad();
+    ctx.manual_backward(loss);
+    optimizer.step();
+    return loss;
   }
 };
 
@@ -153,12 +168,13 @@ struct Saboteur {
   }
 };
 
-template <class Accelerator>
-int equivalence(const std::string& variant) {
+/// The ranks train Model, the one process Regressor; both Trainers take `callbacks` (copied).
+template <class Accelerator, class Model, class... Callbacks>
+int equivalence_of(const std::string& variant, const Callbacks&... callbacks) {
   const auto small = make_batches(16, 4);
   torch::manual_seed(5);
-  auto model = std::make_shared<Regressor>();
-  volt::Trainer<Accelerator, volt::DDP> trainer(options_for(variant, 2));
+  auto model = std::make_shared<Model>();
+  volt::Trainer<Accelerator, volt::DDP> trainer(options_for(variant, 2), callbacks...);
   trainer.fit(model, small);
   std::cout << "rank " << trainer.global_rank() << " of " << trainer.world_size() << ": global_step "
             << trainer.global_step() << std::endl;
@@ -166,20 +182,41 @@ int equivalence(const std::string& variant) {
 
   torch::manual_seed(5);
   auto reference = std::make_shared<Regressor>();
-  volt::Trainer<Accelerator> single(options_for(variant, 1));
+  volt::Trainer<Accelerator> single(options_for(variant, 1), callbacks...);
   const auto large = join_pairs(small);
   single.fit(reference, large);
   double worst = 0.0;
-  const auto a = model->parameters(), b = reference->parameters();
+  const std::vector<torch::Tensor> a = model->parameters(), b = reference->parameters();
   for (std::size_t i = 0; i < a.size(); ++i) {
     worst = std::max(worst, (a[i].cpu() - b[i].cpu()).abs().max().item<double>());
   }
   std::cout << "variant " << variant << ": global_step ddp " << trainer.global_step() << " single "
             << single.global_step() << "; max |difference| = " << worst << std::endl;
-  const bool same_steps = trainer.global_step() == single.global_step();
+  bool same_steps = trainer.global_step() == single.global_step();
+  if constexpr (sizeof...(Callbacks) > 0) {
+    // The callbacks changed what fit leaves in the model (the EMA is not the last weights).
+    torch::manual_seed(5);
+    auto plain = std::make_shared<Regressor>();
+    volt::Trainer<Accelerator> without(options_for(variant, 1));
+    without.fit(plain, large);
+    double apart = 0.0;
+    const auto p = plain->parameters();
+    for (std::size_t i = 0; i < a.size(); ++i) apart = std::max(apart, (a[i].cpu() - p[i].cpu()).abs().max().item<double>());
+    std::cout << "variant " << variant << ": max |difference| from a fit without the callbacks = " << apart << std::endl;
+    same_steps = same_steps && apart > 1e-3;
+  }
   // CPU: the same sums in another order (1e-6); CUDA: also other kernels (cuBLAS, atomics): 1e-5.
   const double tolerance = std::is_same_v<Accelerator, volt::CUDA> ? 1e-5 : 1e-6;
   return worst <= tolerance && same_steps ? 0 : 1;
+}
+
+template <class Accelerator>
+int equivalence(const std::string& variant) {
+  if (variant == "manual") return equivalence_of<Accelerator, ManualRegressor>(variant);
+  if (variant == "ema") {
+    return equivalence_of<Accelerator, Regressor>(variant, volt::WeightAveraging({.avg_fn = volt::ema_average(0.8)}));
+  }
+  return equivalence_of<Accelerator, Regressor>(variant);
 }
 
 /// The equivalence batches as a data module that records its prepare_data and setup calls in a file.
