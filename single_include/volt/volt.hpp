@@ -8292,6 +8292,7 @@ VOLT_INLINE std::string utc_time_text(std::chrono::system_clock::time_point when
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -8550,6 +8551,35 @@ class ProcessGroup {
     }
   }
 
+  /// After a collective failed without a failure note: the ranks that are gone, e.g. "ranks 2, 3 of 4 did not
+  /// answer ...". This rank marks itself alive in the store and waits up to 3 s for the marks of the others
+  /// (each surviving rank's collective fails too and marks it); the ranks without one are named. Empty when
+  /// every rank answered. Never throws.
+  std::string missing_ranks() noexcept {
+    try {
+      store_->set("volt/alive/" + std::to_string(rank_), std::vector<std::uint8_t>{1});
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      std::string missing;
+      for (;;) {
+        missing.clear();
+        int count = 0;
+        for (int r = 0; r < size_; ++r) {
+          if (store_->check({"volt/alive/" + std::to_string(r)})) continue;
+          missing += (count++ > 0 ? ", " : "") + std::to_string(r);
+        }
+        if (count == 0) return {};
+        if (std::chrono::steady_clock::now() >= deadline) {
+          return (count == 1 ? "rank " : "ranks ") + missing + " of " + std::to_string(size_) +
+                 " did not answer within 3 s of the failure (exited, killed, stuck, or on a host that cannot be "
+                 "reached)";
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    } catch (...) {
+      return "the rendezvous store on rank 0's host cannot be reached: rank 0 (or its host) is lost";
+    }
+  }
+
   /// Drops the backend so peers blocked on this rank see a closed connection instead of waiting for the timeout.
   /// This rank's later collectives throw DistributedError. Never throws.
   void abort() noexcept {
@@ -8593,9 +8623,15 @@ class ProcessGroup {
     } catch (const std::exception& error) {
       std::string message = "volt: " + std::string(what) + " failed on rank " + std::to_string(rank_) + " of " +
                             std::to_string(size_) + " (" + backend_name_ + ")";
-      const std::string note = failure_note();
-      message += note.empty() ? ": a peer process exited or did not answer within " + seconds(timeout_)
-                              : ": DDP " + note;
+      std::string note = failure_note();
+      if (note.empty()) {
+        const std::string lost = missing_ranks();
+        note = failure_note();  // a rank may have noted its failure meanwhile
+        if (note.empty()) {
+          message += ": " + (lost.empty() ? "a peer process exited or did not answer within " + seconds(timeout_) : lost);
+        }
+      }
+      if (!note.empty()) message += ": DDP " + note;
       message += " [" + error_text(error) + "]";
       throw DistributedError(message);
     }

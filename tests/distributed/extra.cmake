@@ -11,6 +11,13 @@ if(VOLT_TORCH_HAS_CUDA)
   # NCCL on 2 GPUs; skipped (exit 77) on machines with fewer.
   list(APPEND volt_ddp_scenarios cuda-plain cuda-accumulate cuda-clip)
 endif()
+# Two hosts made of network namespaces (root with CAP_NET_ADMIN; a skip, exit 77, without): 2 nodes x 2 processes
+# through volt's launcher, torchrun's and SLURM's variables, and a node killed mid-epoch.
+foreach(scenario IN ITEMS launcher torchrun slurm kill-node)
+  add_test(NAME volt.ddp.multinode-${scenario}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_multinode.sh $<TARGET_FILE:volt_ddp_worker> ${scenario})
+  set_tests_properties(volt.ddp.multinode-${scenario} PROPERTIES LABELS ddp TIMEOUT 300 SKIP_RETURN_CODE 77)
+endforeach()
 foreach(scenario IN LISTS volt_ddp_scenarios)
   add_test(NAME volt.ddp.${scenario}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_ddp.sh $<TARGET_FILE:volt_ddp_worker> ${scenario})

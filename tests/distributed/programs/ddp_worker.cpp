@@ -24,9 +24,16 @@
 //       Trainer<CPU, DDP> on a model with BatchNorm, each rank on its own data: every training step prints
 //       "step S start: ..." (the BatchNorm statistics when training_step begins, after the broadcast from rank 0)
 //       and "step S after forward: ..."; the start lines must be alike on both ranks, the others not.
-//   ddp_worker fail {throw|kill|exit} RANK STEP
-//       rank RANK throws / SIGKILLs itself / exits with status 3 after global step STEP; the others must end
-//       non-zero within a bounded time, naming the failed rank.
+//   ddp_worker fail {throw|kill|exit|kill-node} RANK STEP [DEVICES NODES]
+//       rank RANK throws / SIGKILLs itself / exits with status 3 / SIGKILLs its process group (the whole node,
+//       when each node was started in a process group of its own) after global step STEP; the others must end
+//       non-zero within a bounded time, naming the failed rank. DEVICES processes on each of NODES nodes
+//       (default 2 on 1).
+//   ddp_worker multinode DEVICES NODES
+//       the plain equivalence with DEVICES processes on each of NODES nodes (the test starts each node with
+//       NODE_RANK, torchrun's or SLURM's variables: tests/distributed/run_multinode.sh); every rank prints
+//       "rank R of W on node N: global_step S", rank 0 the difference from one process with each step's batches
+//       of all ranks joined.
 // Launched as one process it starts the second itself (volt's launcher); with torchrun's variables it joins.
 #include <torch/torch.h>
 
@@ -92,6 +99,21 @@ Batches make_batches(int count, int size, std::uint64_t seed = 99) {
     batches.emplace_back(x, x.sum(1, true).sin());
   }
   return batches;
+}
+
+/// Batches kj .. kj+k-1 of `small` joined: what one process sees with k times the batch size when k ranks
+/// train on `small` (rank r gets batches r, r+k, ...).
+Batches join_groups(const Batches& small, std::size_t k) {
+  Batches joined;
+  for (std::size_t i = 0; i + k <= small.size(); i += k) {
+    std::vector<torch::Tensor> data, target;
+    for (std::size_t j = i; j < i + k; ++j) {
+      data.push_back(small[j].data);
+      target.push_back(small[j].target);
+    }
+    joined.emplace_back(torch::cat(data), torch::cat(target));
+  }
+  return joined;
 }
 
 /// Batches 2j and 2j+1 of `small` joined: what one process sees with twice the batch size.
@@ -163,6 +185,7 @@ struct Saboteur {
     if (state.global_rank != rank || state.global_step < step) return;
     if (how == "kill") std::raise(SIGKILL);
     if (how == "exit") std::_Exit(3);
+    if (how == "kill-node") ::kill(0, SIGKILL);
     throw std::runtime_error("deliberate failure in rank " + std::to_string(rank) + " at step " +
                              std::to_string(state.global_step));
   }
@@ -358,16 +381,42 @@ int fabric_save_fail(const std::filesystem::path& blocker) {
   return 1;
 }
 
-int fail(const std::string& how, int rank, std::int64_t step) {
+int fail(const std::string& how, int rank, std::int64_t step, int devices = 2, int nodes = 1) {
   const auto small = make_batches(64, 4);
   torch::manual_seed(5);
   auto model = std::make_shared<Regressor>();
-  auto options = options_for("plain", 2);
+  auto options = options_for("plain", devices);
+  options.num_nodes = nodes;
   options.max_epochs = 50;
   volt::Trainer<volt::CPU, volt::DDP> trainer(options, Saboteur{how, rank, step});
   trainer.fit(model, small);
   std::cout << "rank " << trainer.global_rank() << " finished without noticing the failure" << std::endl;
   return 0;
+}
+
+int multinode(int devices, int nodes) {
+  const int world = devices * nodes;
+  const auto small = make_batches(8 * world, 4);
+  torch::manual_seed(5);
+  auto model = std::make_shared<Regressor>();
+  auto options = options_for("plain", devices);
+  options.num_nodes = nodes;
+  volt::Trainer<volt::CPU, volt::DDP> trainer(options);
+  trainer.fit(model, small);
+  std::cout << "rank " << trainer.global_rank() << " of " << trainer.world_size() << " on node "
+            << trainer.node_rank() << ": global_step " << trainer.global_step() << std::endl;
+  if (trainer.global_rank() != 0) return 0;
+
+  torch::manual_seed(5);
+  auto reference = std::make_shared<Regressor>();
+  volt::Trainer<volt::CPU> single(options_for("plain", 1));
+  single.fit(reference, join_groups(small, static_cast<std::size_t>(world)));
+  double worst = 0.0;
+  const auto a = model->parameters(), b = reference->parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  std::cout << "multinode " << devices << "x" << nodes << ": global_step ddp " << trainer.global_step() << " single "
+            << single.global_step() << "; max |difference| = " << worst << std::endl;
+  return worst <= 1e-6 && trainer.global_step() == single.global_step() && trainer.world_size() == world ? 0 : 1;
 }
 
 }  // namespace
@@ -384,11 +433,16 @@ int main(int argc, char** argv) {
     if (args.size() == 2 && args[0] == "fabric-save-fail") return fabric_save_fail(args[1]);
     if (args.size() == 3 && args[0] == "trainer-save") return trainer_save(args[1], args[2]);
     if (args.size() == 4 && args[0] == "fail") return fail(args[1], std::stoi(args[2]), std::stoll(args[3]));
+    if (args.size() == 6 && args[0] == "fail") {
+      return fail(args[1], std::stoi(args[2]), std::stoll(args[3]), std::stoi(args[4]), std::stoi(args[5]));
+    }
+    if (args.size() == 3 && args[0] == "multinode") return multinode(std::stoi(args[1]), std::stoi(args[2]));
   } catch (const std::exception& error) {
     std::cerr << "ddp_worker (pid " << ::getpid() << "): error: " << error.what() << std::endl;
     return 1;
   }
   std::cerr << "usage: ddp_worker equivalence {plain|accumulate|clip} [cuda] | fabric | predict-first | "
-               "datamodule DIR | fabric-save-fail PATH | trainer-save DIR BLOCKER | buffers | fail {throw|kill|exit} RANK STEP\n";
+               "datamodule DIR | fabric-save-fail PATH | trainer-save DIR BLOCKER | buffers | "
+               "fail {throw|kill|exit|kill-node} RANK STEP [DEVICES NODES] | multinode DEVICES NODES\n";
   return 2;
 }
