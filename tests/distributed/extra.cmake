@@ -12,8 +12,8 @@ if(VOLT_TORCH_HAS_CUDA)
   list(APPEND volt_ddp_scenarios cuda-plain cuda-accumulate cuda-clip)
 endif()
 # Two hosts made of network namespaces (root with CAP_NET_ADMIN; a skip, exit 77, without): 2 nodes x 2 processes
-# through volt's launcher, torchrun's and SLURM's variables, and a node killed mid-epoch.
-foreach(scenario IN ITEMS launcher torchrun slurm kill-node)
+# through volt's launcher, torchrun's and SLURM's variables, and a node killed mid-epoch (node 1, then node 0 with the store).
+foreach(scenario IN ITEMS launcher torchrun slurm kill-node kill-main-node)
   add_test(NAME volt.ddp.multinode-${scenario}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_multinode.sh $<TARGET_FILE:volt_ddp_worker> ${scenario})
   set_tests_properties(volt.ddp.multinode-${scenario} PROPERTIES LABELS ddp TIMEOUT 300 SKIP_RETURN_CODE 77)

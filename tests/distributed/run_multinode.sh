@@ -9,7 +9,8 @@
 #   slurm      all four started with SLURM's (SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID,
 #              SLURM_NODELIST: the first host is the main address);
 #   kill-node  as launcher, then rank 2 kills node 1 (both of its processes, SIGKILL) after step 3: node 0's
-#              ranks must exit non-zero within the timeout, naming a lost rank, and no process may be left.
+#              ranks must exit non-zero within the timeout, naming the lost ranks, and no process may be left;
+#   kill-main-node  the same with node 0 (rank 0, the rendezvous store's host) killed: node 1's ranks must say so.
 # Needs root with CAP_NET_ADMIN (ip netns); exits 77 (a skip) without. Exits 0 when the scenario behaved.
 set -uo pipefail
 worker=$1
@@ -70,9 +71,10 @@ wait_all() {
 
 start=$SECONDS
 case "$scenario" in
-  launcher|kill-node)
+  launcher|kill-node|kill-main-node)
     args=(multinode 2 2)
     [ "$scenario" = kill-node ] && args=(fail kill-node 2 3 2 2)
+    [ "$scenario" = kill-main-node ] && args=(fail kill-node 0 3 2 2)
     for node in 0 1; do
       run "$node" "node$node" NODE_RANK=$node MASTER_ADDR="${address[0]}" MASTER_PORT=$port -- "${args[@]}"
     done
@@ -118,6 +120,17 @@ case "$scenario" in
     [ -z "$left" ] || fail "processes left: $left"
     echo "kill-node: node 0 ended with status ${codes[0]} after ${elapsed}s:"
     grep -E "error|rank [23]" "$out/node0.log" | head -3
+    ;;
+  kill-main-node)
+    [ "${codes[1]}" != 0 ] && [ "${codes[1]}" != 124 ] || fail "node 1 exited with ${codes[1]} (0: did not notice; 124: hung)"
+    for rank in 2 3; do
+      grep -q "failed on rank $rank of 4 (gloo): the rendezvous store on rank 0's host cannot be reached" "$out/node1.log" ||
+        fail "rank $rank's error does not say that rank 0's host is lost"
+    done
+    left=$(ip netns pids "${ns[0]}"; ip netns pids "${ns[1]}")
+    [ -z "$left" ] || fail "processes left: $left"
+    echo "kill-main-node: node 1 ended with status ${codes[1]} after ${elapsed}s:"
+    grep -E "error" "$out/node1.log" | head -2
     ;;
 esac
 exit 0
