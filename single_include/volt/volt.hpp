@@ -8145,6 +8145,108 @@ VOLT_INLINE void SubprocessLauncher::watch() {
 /// the include path at a copy), NCCL needs VOLT_WITH_CUDA and nccl.h. What is missing gives a clear error at run
 /// time, when a distributed run asks for it, and never breaks the single-device build.
 
+// ---- begin volt/distributed/heartbeat.hpp
+/// \file
+/// volt::detail::Heartbeat: each rank's sign of life in the rendezvous store, so that after a failed collective
+/// the surviving ranks can name the ranks that are gone (their beats stop) rather than those only slow to fail.
+
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#ifdef VOLT_DETAIL_HAS_C10D
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+namespace volt::detail {
+
+/// A thread that writes a counter to the key "volt/beat/<rank>" of the rendezvous store every 250 ms, through a
+/// connection of its own (the collectives' thread keeps the group's). It ends quietly when the store goes away
+/// (rank 0's process ended) and is stopped and joined by the destructor.
+class Heartbeat {
+ public:
+  /// The key of `rank`'s beat.
+  static std::string key(int rank) { return "volt/beat/" + std::to_string(rank); }
+
+  /// Starts beating for `rank` into the store at `host`:`port` (hosted by rank 0).
+  Heartbeat(std::string host, std::uint16_t port, int rank) {
+    thread_ = std::thread([this, host = std::move(host), port, rank] { run(host, port, rank); });
+  }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  /// The ranks of [0, size), other than `self`, whose beat did not change during `window` (or that never beat),
+  /// read through `store`. Throws what the store throws when it cannot be reached.
+  static std::vector<int> silent_ranks(c10d::Store& store, int size, int self, std::chrono::milliseconds window) {
+    const auto read = [&] {
+      std::map<int, std::vector<std::uint8_t>> beats;
+      for (int rank = 0; rank < size; ++rank) {
+        if (rank != self && store.check({key(rank)})) beats[rank] = store.get(key(rank));
+      }
+      return beats;
+    };
+    const auto before = read();
+    std::this_thread::sleep_for(window);
+    const auto after = read();
+    std::vector<int> silent;
+    for (int rank = 0; rank < size; ++rank) {
+      if (rank == self) continue;
+      const auto was = before.find(rank), is = after.find(rank);
+      if (was == before.end() || is == after.end() || was->second == is->second) silent.push_back(rank);
+    }
+    return silent;
+  }
+
+ private:
+  void run(const std::string& host, std::uint16_t port, int rank) noexcept {
+    try {
+      c10d::TCPStoreOptions options;
+      options.port = port;
+      options.isServer = false;
+      options.waitWorkers = false;
+      options.timeout = std::chrono::seconds(10);
+      c10d::TCPStore store(host, options);
+      std::uint64_t count = 0;
+      std::unique_lock<std::mutex> lock(mutex_);
+      while (!stop_) {
+        const std::string text = std::to_string(++count);
+        lock.unlock();
+        store.set(key(rank), std::vector<std::uint8_t>(text.begin(), text.end()));
+        lock.lock();
+        wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; });
+      }
+    } catch (...) {
+      // The store is gone (rank 0 ended) or cannot be reached: nothing left to tell.
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace volt::detail
+
+#endif
+// ---- end volt/distributed/heartbeat.hpp
 // ---- begin volt/distributed/rendezvous.hpp
 /// \file
 /// The rendezvous of a distributed run: every rank connects to the TCPStore that global rank 0 hosts and checks
@@ -8291,6 +8393,7 @@ VOLT_INLINE std::string utc_time_text(std::chrono::system_clock::time_point when
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -8375,8 +8478,10 @@ class ProcessGroup {
                               " processes started, and is the address reachable?): " + why);
     };
     try {
-      store_ = detail::join_rendezvous(environment, options, timeout,
-                                       [&](const std::string& why) { throw rendezvous_error(why); });
+      auto store = detail::join_rendezvous(environment, options, timeout,
+                                           [&](const std::string& why) { throw rendezvous_error(why); });
+      heartbeat_ = std::make_unique<detail::Heartbeat>(environment.main_address, store->getPort(), rank_);
+      store_ = std::move(store);
     } catch (const DistributedError&) {
       throw;
     } catch (const std::exception& error) {
@@ -8551,30 +8656,28 @@ class ProcessGroup {
     }
   }
 
-  /// After a collective failed without a failure note: the ranks that are gone, e.g. "ranks 2, 3 of 4 did not
-  /// answer ...". This rank marks itself alive in the store and waits up to 3 s for the marks of the others
-  /// (each surviving rank's collective fails too and marks it); the ranks without one are named. Empty when
-  /// every rank answered. Never throws.
+  /// After a collective failed without a failure note: the ranks that are gone, e.g. "ranks 2, 3 of 4 are
+  /// gone ...": those whose heartbeat in the store (detail::Heartbeat) stopped, watched for 2 s. Empty when
+  /// every rank still beats. Never throws.
   std::string missing_ranks() noexcept {
     try {
-      store_->set("volt/alive/" + std::to_string(rank_), std::vector<std::uint8_t>{1});
+      const auto silent = detail::Heartbeat::silent_ranks(*store_, size_, rank_, std::chrono::seconds(2));
+      // Rank 0 hosts the store: it waits (up to 3 s) until the other survivors have looked too.
+      store_->set("volt/checked/" + std::to_string(rank_), std::vector<std::uint8_t>{1});
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-      std::string missing;
-      for (;;) {
-        missing.clear();
-        int count = 0;
-        for (int r = 0; r < size_; ++r) {
-          if (store_->check({"volt/alive/" + std::to_string(r)})) continue;
-          missing += (count++ > 0 ? ", " : "") + std::to_string(r);
+      for (int r = 0; rank_ == 0 && r < size_; ++r) {
+        while (std::find(silent.begin(), silent.end(), r) == silent.end() &&
+               !store_->check({"volt/checked/" + std::to_string(r)}) && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
-        if (count == 0) return {};
-        if (std::chrono::steady_clock::now() >= deadline) {
-          return (count == 1 ? "rank " : "ranks ") + missing + " of " + std::to_string(size_) +
-                 " did not answer within 3 s of the failure (exited, killed, stuck, or on a host that cannot be "
-                 "reached)";
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
+      if (silent.empty()) return {};
+      std::string names;
+      for (std::size_t i = 0; i < silent.size(); ++i) names += (i > 0 ? ", " : "") + std::to_string(silent[i]);
+      const bool one = silent.size() == 1;
+      return (one ? "rank " : "ranks ") + names + " of " + std::to_string(size_) + (one ? " is" : " are") +
+             " gone: " + (one ? "its" : "their") + " heartbeat in the rendezvous store stopped (killed, exited, or " +
+             "on a host that cannot be reached)";
     } catch (...) {
       return "the rendezvous store on rank 0's host cannot be reached: rank 0 (or its host) is lost";
     }
@@ -8623,6 +8726,9 @@ class ProcessGroup {
     } catch (const std::exception& error) {
       std::string message = "volt: " + std::string(what) + " failed on rank " + std::to_string(rank_) + " of " +
                             std::to_string(size_) + " (" + backend_name_ + ")";
+      // The group is unusable now; dropping it lets the collectives of the ranks still waiting on this one fail
+      // sooner.
+      abort();
       std::string note = failure_note();
       if (note.empty()) {
         const std::string lost = missing_ranks();
@@ -8644,6 +8750,8 @@ class ProcessGroup {
   std::string backend_name_;
   bool is_nccl_ = false;
   c10::intrusive_ptr<c10d::Store> store_;
+  /// Declared after the store: stopped first.
+  std::unique_ptr<detail::Heartbeat> heartbeat_;
   c10::intrusive_ptr<BackendBase> backend_;
 };
 

@@ -112,9 +112,9 @@ case "$scenario" in
   kill-node)
     [ "${codes[0]}" != 0 ] && [ "${codes[0]}" != 124 ] || fail "node 0 exited with ${codes[0]} (0: did not notice; 124: hung)"
     grep -q "global_step 24\|finished without noticing" "$out/node0.log" && fail "node 0 trained on after node 1 was killed"
-    grep -q "failed on rank 0 of 4 (gloo): ranks 2, 3 of 4 did not answer" "$out/node0.log" ||
+    grep -q "failed on rank 0 of 4 (gloo): .*ranks 2, 3 of 4 are gone: their heartbeat" "$out/node0.log" ||
       fail "rank 0's error does not name node 1's ranks 2 and 3"
-    grep -q "failed on rank 1 of 4 (gloo): ranks 2, 3 of 4 did not answer" "$out/node0.log" ||
+    grep -q "failed on rank 1 of 4 (gloo): .*ranks 2, 3 of 4 are gone: their heartbeat" "$out/node0.log" ||
       fail "rank 1's error does not name node 1's ranks 2 and 3"
     left=$(ip netns pids "${ns[0]}"; ip netns pids "${ns[1]}")
     [ -z "$left" ] || fail "processes left: $left"

@@ -14,11 +14,13 @@
 #include <volt/core/errors.hpp>
 #include <volt/core/log.hpp>
 #include <volt/distributed/environment.hpp>
+#include <volt/distributed/heartbeat.hpp>
 #include <volt/distributed/rendezvous.hpp>
 #include <volt/strategies/strategy.hpp>
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -103,8 +105,10 @@ class ProcessGroup {
                               " processes started, and is the address reachable?): " + why);
     };
     try {
-      store_ = detail::join_rendezvous(environment, options, timeout,
-                                       [&](const std::string& why) { throw rendezvous_error(why); });
+      auto store = detail::join_rendezvous(environment, options, timeout,
+                                           [&](const std::string& why) { throw rendezvous_error(why); });
+      heartbeat_ = std::make_unique<detail::Heartbeat>(environment.main_address, store->getPort(), rank_);
+      store_ = std::move(store);
     } catch (const DistributedError&) {
       throw;
     } catch (const std::exception& error) {
@@ -279,30 +283,28 @@ class ProcessGroup {
     }
   }
 
-  /// After a collective failed without a failure note: the ranks that are gone, e.g. "ranks 2, 3 of 4 did not
-  /// answer ...". This rank marks itself alive in the store and waits up to 3 s for the marks of the others
-  /// (each surviving rank's collective fails too and marks it); the ranks without one are named. Empty when
-  /// every rank answered. Never throws.
+  /// After a collective failed without a failure note: the ranks that are gone, e.g. "ranks 2, 3 of 4 are
+  /// gone ...": those whose heartbeat in the store (detail::Heartbeat) stopped, watched for 2 s. Empty when
+  /// every rank still beats. Never throws.
   std::string missing_ranks() noexcept {
     try {
-      store_->set("volt/alive/" + std::to_string(rank_), std::vector<std::uint8_t>{1});
+      const auto silent = detail::Heartbeat::silent_ranks(*store_, size_, rank_, std::chrono::seconds(2));
+      // Rank 0 hosts the store: it waits (up to 3 s) until the other survivors have looked too.
+      store_->set("volt/checked/" + std::to_string(rank_), std::vector<std::uint8_t>{1});
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-      std::string missing;
-      for (;;) {
-        missing.clear();
-        int count = 0;
-        for (int r = 0; r < size_; ++r) {
-          if (store_->check({"volt/alive/" + std::to_string(r)})) continue;
-          missing += (count++ > 0 ? ", " : "") + std::to_string(r);
+      for (int r = 0; rank_ == 0 && r < size_; ++r) {
+        while (std::find(silent.begin(), silent.end(), r) == silent.end() &&
+               !store_->check({"volt/checked/" + std::to_string(r)}) && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
-        if (count == 0) return {};
-        if (std::chrono::steady_clock::now() >= deadline) {
-          return (count == 1 ? "rank " : "ranks ") + missing + " of " + std::to_string(size_) +
-                 " did not answer within 3 s of the failure (exited, killed, stuck, or on a host that cannot be "
-                 "reached)";
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
+      if (silent.empty()) return {};
+      std::string names;
+      for (std::size_t i = 0; i < silent.size(); ++i) names += (i > 0 ? ", " : "") + std::to_string(silent[i]);
+      const bool one = silent.size() == 1;
+      return (one ? "rank " : "ranks ") + names + " of " + std::to_string(size_) + (one ? " is" : " are") +
+             " gone: " + (one ? "its" : "their") + " heartbeat in the rendezvous store stopped (killed, exited, or " +
+             "on a host that cannot be reached)";
     } catch (...) {
       return "the rendezvous store on rank 0's host cannot be reached: rank 0 (or its host) is lost";
     }
@@ -351,6 +353,9 @@ class ProcessGroup {
     } catch (const std::exception& error) {
       std::string message = "volt: " + std::string(what) + " failed on rank " + std::to_string(rank_) + " of " +
                             std::to_string(size_) + " (" + backend_name_ + ")";
+      // The group is unusable now; dropping it lets the collectives of the ranks still waiting on this one fail
+      // sooner.
+      abort();
       std::string note = failure_note();
       if (note.empty()) {
         const std::string lost = missing_ranks();
@@ -372,6 +377,8 @@ class ProcessGroup {
   std::string backend_name_;
   bool is_nccl_ = false;
   c10::intrusive_ptr<c10d::Store> store_;
+  /// Declared after the store: stopped first.
+  std::unique_ptr<detail::Heartbeat> heartbeat_;
   c10::intrusive_ptr<BackendBase> backend_;
 };
 
