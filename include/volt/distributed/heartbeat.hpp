@@ -7,10 +7,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <exception>
 #include <map>
 #include <mutex>
 #include <string>
@@ -66,6 +66,33 @@ class Heartbeat {
       if (was == before.end() || is == after.end() || was->second == is->second) silent.push_back(rank);
     }
     return silent;
+  }
+
+  /// After a failed collective, e.g. "ranks 2, 3 of 4 are gone: their heartbeat ... stopped ...": the ranks
+  /// whose heartbeat stopped, watched for 2 s (empty when every rank still beats). Rank 0, which hosts the
+  /// store, then waits up to 3 s until the other survivors have looked too. Never throws: a store that cannot
+  /// be reached means rank 0 (or its host) is lost, and says so.
+  static std::string lost_ranks(c10d::Store& store, int size, int self) noexcept {
+    try {
+      const auto silent = silent_ranks(store, size, self, std::chrono::seconds(2));
+      store.set("volt/checked/" + std::to_string(self), std::vector<std::uint8_t>{1});
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      for (int r = 0; self == 0 && r < size; ++r) {
+        while (std::find(silent.begin(), silent.end(), r) == silent.end() &&
+               !store.check({"volt/checked/" + std::to_string(r)}) && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      }
+      if (silent.empty()) return {};
+      std::string names;
+      for (std::size_t i = 0; i < silent.size(); ++i) names += (i > 0 ? ", " : "") + std::to_string(silent[i]);
+      const bool one = silent.size() == 1;
+      return (one ? "rank " : "ranks ") + names + " of " + std::to_string(size) + (one ? " is" : " are") +
+             " gone: " + (one ? "its" : "their") + " heartbeat in the rendezvous store stopped (killed, exited, or " +
+             "on a host that cannot be reached)";
+    } catch (...) {
+      return "the rendezvous store on rank 0's host cannot be reached: rank 0 (or its host) is lost";
+    }
   }
 
  private:

@@ -20,7 +20,6 @@
 
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -283,32 +282,8 @@ class ProcessGroup {
     }
   }
 
-  /// After a collective failed without a failure note: the ranks that are gone, e.g. "ranks 2, 3 of 4 are
-  /// gone ...": those whose heartbeat in the store (detail::Heartbeat) stopped, watched for 2 s. Empty when
-  /// every rank still beats. Never throws.
-  std::string missing_ranks() noexcept {
-    try {
-      const auto silent = detail::Heartbeat::silent_ranks(*store_, size_, rank_, std::chrono::seconds(2));
-      // Rank 0 hosts the store: it waits (up to 3 s) until the other survivors have looked too.
-      store_->set("volt/checked/" + std::to_string(rank_), std::vector<std::uint8_t>{1});
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-      for (int r = 0; rank_ == 0 && r < size_; ++r) {
-        while (std::find(silent.begin(), silent.end(), r) == silent.end() &&
-               !store_->check({"volt/checked/" + std::to_string(r)}) && std::chrono::steady_clock::now() < deadline) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-      }
-      if (silent.empty()) return {};
-      std::string names;
-      for (std::size_t i = 0; i < silent.size(); ++i) names += (i > 0 ? ", " : "") + std::to_string(silent[i]);
-      const bool one = silent.size() == 1;
-      return (one ? "rank " : "ranks ") + names + " of " + std::to_string(size_) + (one ? " is" : " are") +
-             " gone: " + (one ? "its" : "their") + " heartbeat in the rendezvous store stopped (killed, exited, or " +
-             "on a host that cannot be reached)";
-    } catch (...) {
-      return "the rendezvous store on rank 0's host cannot be reached: rank 0 (or its host) is lost";
-    }
-  }
+  /// After a collective failed without a failure note: the ranks that are gone (detail::Heartbeat::lost_ranks).
+  std::string missing_ranks() noexcept { return detail::Heartbeat::lost_ranks(*store_, size_, rank_); }
 
   /// Drops the backend so peers blocked on this rank see a closed connection instead of waiting for the timeout.
   /// This rank's later collectives throw DistributedError. Never throws.
