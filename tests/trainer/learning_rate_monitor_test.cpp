@@ -448,3 +448,33 @@ TEST_CASE("LearningRateMonitor: logging_interval must be step, epoch or empty") 
   CHECK_NOTHROW(volt::LearningRateMonitor({.logging_interval = "epoch"}));
   CHECK_NOTHROW(volt::LearningRateMonitor(volt::LearningRateMonitorOptions{}));
 }
+
+namespace {
+/// Asks to stop after the second optimizer step (min_epochs keeps the fit going, with should_stop set).
+struct StopAtStep2 {
+  void on_train_batch_end(volt::TrainerState& state, const torch::Tensor&, std::int64_t) {
+    if (state.global_step == 2) state.should_stop = true;
+  }
+};
+}  // namespace
+
+TEST_CASE("LearningRateMonitor: a requested stop logs every batch until the fit ends") {
+  // Lightning's should_update_logs is also true while trainer.should_stop is set: log_every_n_steps=50 would log
+  // nothing in 8 batches, but min_epochs=2 keeps training after the stop request at step 2.
+  TempDir dir;
+  auto logger = std::make_shared<LrLogger>();
+  auto options = quiet_options(dir);
+  options.max_epochs = 5;
+  options.min_epochs = 2;
+  options.log_every_n_steps = 50;
+  options.logger = true;
+  auto model = std::make_shared<OneScheduler>();
+  model->interval = volt::SchedulerInterval::step;
+  volt::Trainer<volt::CPU> trainer(options, logger, volt::LearningRateMonitor(), StopAtStep2{});
+  trainer.fit(model, volt_test::make_batches(4));
+  // Lightning 2.6.6: rows at steps 2..7 with 0.1 * 0.5^step; the fit ends at global_step 8.
+  Rows expected;
+  for (std::int64_t step = 2; step < 8; ++step) expected.push_back({step, {{"lr-SGD", 0.1 * factor(0.5, step)}}});
+  check_rows(logger->rows, expected);
+  CHECK(trainer.global_step() == 8);
+}
