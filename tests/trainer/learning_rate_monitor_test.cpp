@@ -75,9 +75,8 @@ struct OneScheduler : torch::nn::Module {
       optimizer = std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.1));
     }
     volt::OptimizerConfig config{optimizer};
-    config.lr_schedulers.push_back(
-        {std::make_shared<volt::optim::LambdaLR>(*optimizer, [](std::int64_t k) { return factor(0.5, k); }), interval, 1,
-         name});
+    auto scheduler = std::make_shared<volt::optim::LambdaLR>(*optimizer, [](std::int64_t k) { return factor(0.5, k); });
+    config.lr_schedulers.push_back({scheduler, interval, 1, name});
     return config;
   }
 };
@@ -85,6 +84,7 @@ struct OneScheduler : torch::nn::Module {
 struct Run {
   Rows rows;
   std::map<std::string, double, std::less<>> callback_metrics;
+  std::map<std::string, std::vector<double>> lrs;  // LearningRateMonitor::lrs() after the fit
 };
 
 template <class Model>
@@ -98,7 +98,7 @@ Run fit(std::shared_ptr<Model> model, volt::LearningRateMonitorOptions monitor, 
   options.logger = true;
   volt::Trainer<volt::CPU> trainer(options, logger, volt::LearningRateMonitor(std::move(monitor)));
   trainer.fit(model, volt_test::make_batches(batches));
-  return {logger->rows, trainer.callback_metrics()};
+  return {logger->rows, trainer.callback_metrics(), trainer.callback<volt::LearningRateMonitor>()->lrs()};
 }
 
 /// Manual optimization over two Linear layers: two SGD (lr 0.1 and 0.2, the first with a step-interval LambdaLR
@@ -165,8 +165,8 @@ struct ThreeSGD : torch::nn::Module {
                                                            torch::optim::SGDOptions(0.1 * static_cast<double>(i + 1)));
       volt::OptimizerConfig config{optimizer};
       if (names[i] != nullptr) {
-        config.lr_schedulers.push_back({std::make_shared<volt::optim::LambdaLR>(*optimizer, [](std::int64_t) { return 1.0; }),
-                                        volt::SchedulerInterval::epoch, 1, names[i]});
+        auto constant = std::make_shared<volt::optim::LambdaLR>(*optimizer, [](std::int64_t) { return 1.0; });
+        config.lr_schedulers.push_back({constant, volt::SchedulerInterval::epoch, 1, names[i]});
       }
       configs.push_back(std::move(config));
     }
@@ -254,6 +254,14 @@ TEST_CASE("LearningRateMonitor: logging_interval None logs each scheduler at its
                         {7, {{"lr-SGD", 0.00078125}}}});
   CHECK(run.callback_metrics.at("lr-SGD") == doctest::Approx(0.00078125));
   CHECK(run.callback_metrics.at("lr-SGD-1") == doctest::Approx(0.01));
+  // Lightning 2.6.6's lr_monitor.lrs: every rate written, per key.
+  REQUIRE(run.lrs.size() == 2);
+  const std::vector<double> step{0.1, 0.05, 0.025, 0.0125, 0.01, 0.003125, 0.0015625, 0.00078125};
+  REQUIRE(run.lrs.at("lr-SGD").size() == step.size());
+  for (std::size_t i = 0; i < step.size(); ++i) CHECK(run.lrs.at("lr-SGD")[i] == doctest::Approx(step[i]));
+  REQUIRE(run.lrs.at("lr-SGD-1").size() == 2);
+  CHECK(run.lrs.at("lr-SGD-1")[0] == doctest::Approx(0.1));
+  CHECK(run.lrs.at("lr-SGD-1")[1] == doctest::Approx(0.01));
 }
 
 TEST_CASE("LearningRateMonitor: two optimizers of one class under manual optimization") {
@@ -304,6 +312,8 @@ TEST_CASE("LearningRateMonitor: several param groups are logged as /pg1, /pg2") 
   check_rows(run.rows, {{0, {{"lr-SGD/pg1", 0.1}, {"lr-SGD/pg2", 0.01}}},
                         {4, {{"lr-SGD/pg1", 0.05}, {"lr-SGD/pg2", 0.005}}}});
   CHECK(run.callback_metrics.at("lr-SGD/pg2") == doctest::Approx(0.005));
+  CHECK(run.lrs.at("lr-SGD/pg1") == std::vector<double>{0.1, 0.05});
+  CHECK(run.lrs.at("lr-SGD/pg2").size() == 2);
 }
 
 TEST_CASE("LearningRateMonitor: a scheduler's name replaces the key") {

@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <typeindex>
 #include <typeinfo>
@@ -59,6 +60,13 @@ VOLT_INLINE std::map<std::string, double> learning_rate_stats(const std::vector<
                                                               MonitoredInterval interval, bool log_momentum,
                                                               bool log_weight_decay);
 
+/// Lightning's bookkeeping of LearningRateMonitor.lrs: every key of `all` gets a list (a key with "/pg1" takes over
+/// the list of the key without it, for an optimizer that gained param groups), then each rate of `logged` is
+/// appended to its key's list.
+VOLT_INLINE void record_learning_rates(std::map<std::string, std::vector<double>>& lrs,
+                                       const std::map<std::string, double>& all,
+                                       const std::map<std::string, double>& logged);
+
 }  // namespace detail
 
 /// The options of volt::LearningRateMonitor (Lightning's arguments).
@@ -90,6 +98,11 @@ class LearningRateMonitor {
     if (state.loggers.empty()) {
       throw MisconfigurationError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
     }
+    lrs_.clear();
+    for (const auto& entry : detail::learning_rate_stats(state.optimizers, schedulers(state),
+                                                         detail::MonitoredInterval::any, false, false)) {
+      lrs_[entry.first];
+    }
     if (options_.log_momentum && detail::lacks_momentum(state.optimizers, schedulers(state))) {
       log::warn_once(
           "You have set log_momentum=True, but some optimizers do not have momentum. This will log a value 0 for "
@@ -120,6 +133,10 @@ class LearningRateMonitor {
           batches_that_stepped(state));
   }
 
+  /// Every learning rate written so far in this fit, per key, in order (Lightning's `lrs`); the keys of every
+  /// scheduler and optimizer are there from train start on.
+  const std::map<std::string, std::vector<double>>& lrs() const noexcept { return lrs_; }
+
  private:
   /// The Trainer's scheduler configs (Lightning's trainer.lr_scheduler_configs), as the monitor reads them.
   template <class State>
@@ -148,18 +165,23 @@ class LearningRateMonitor {
     return state.global_step;
   }
 
-  /// Reads the values of `interval`, puts them into the callback metrics and, when there are any, writes them to
-  /// every logger at `step` (global rank zero only).
+  /// Reads the values of `interval`, records the rates in lrs(), puts the values into the callback metrics and,
+  /// when there are any, writes them to every logger at `step` (global rank zero only).
   template <class State>
-  void write(State& state, detail::MonitoredInterval interval, std::int64_t step) const {
-    const auto values = detail::learning_rate_stats(state.optimizers, schedulers(state), interval,
-                                                    options_.log_momentum, options_.log_weight_decay);
+  void write(State& state, detail::MonitoredInterval interval, std::int64_t step) {
+    const auto monitored = schedulers(state);
+    const auto values = detail::learning_rate_stats(state.optimizers, monitored, interval, options_.log_momentum,
+                                                    options_.log_weight_decay);
+    detail::record_learning_rates(lrs_, detail::learning_rate_stats(state.optimizers, monitored,
+                                                                    detail::MonitoredInterval::any, false, false),
+                                  detail::learning_rate_stats(state.optimizers, monitored, interval, false, false));
     if constexpr (requires { state.update_callback_metrics(values); }) state.update_callback_metrics(values);
     if (values.empty() || !state.is_global_zero) return;
     for (auto* logger : state.loggers) logger->log_metrics(values, step);
   }
 
   LearningRateMonitorOptions options_;
+  std::map<std::string, std::vector<double>> lrs_{};
 };
 
 }  // namespace volt

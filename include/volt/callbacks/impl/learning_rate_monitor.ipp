@@ -134,6 +134,26 @@ VOLT_INLINE std::map<std::string, double> learning_rate_stats(const std::vector<
   return out;
 }
 
+VOLT_INLINE void record_learning_rates(std::map<std::string, std::vector<double>>& lrs,
+                                       const std::map<std::string, double>& all,
+                                       const std::map<std::string, double>& logged) {
+  constexpr std::string_view first_group = "/pg1";
+  for (const auto& entry : all) {
+    const std::string& key = entry.first;
+    std::string old_key = key;
+    for (auto at = old_key.find(first_group); at != std::string::npos; at = old_key.find(first_group, at)) {
+      old_key.erase(at, first_group.size());
+    }
+    if (old_key != key && lrs.count(old_key) != 0) {
+      lrs[key] = std::move(lrs[old_key]);
+      lrs.erase(old_key);
+    } else {
+      lrs[key];
+    }
+  }
+  for (const auto& [key, value] : logged) lrs[key].push_back(value);
+}
+
 }  // namespace volt::detail
 
 namespace volt {
