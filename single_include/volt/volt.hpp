@@ -15177,16 +15177,23 @@ VOLT_INLINE std::string ModelSummary::summarize(const torch::nn::Module& model) 
 // ---- end volt/callbacks/model_summary.hpp
 // ---- begin volt/callbacks/learning_rate_monitor.hpp
 /// \file
-/// volt::LearningRateMonitor: logs each optimizer's learning rate (Lightning's LearningRateMonitor).
+/// volt::LearningRateMonitor: logs each optimizer's learning rate, and optionally its momentum and weight decay
+/// (Lightning's LearningRateMonitor).
 
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <typeindex>
 #include <typeinfo>
+#include <vector>
 
 #if __has_include(<cxxabi.h>)
 #include <cxxabi.h>
@@ -15196,66 +15203,159 @@ VOLT_INLINE std::string ModelSummary::summarize(const torch::nn::Module& model) 
 namespace volt {
 
 namespace detail {
+
 /// The optimizer's class name without namespaces ("Adam", "SGD").
 VOLT_INLINE std::string optimizer_name(const torch::optim::Optimizer& optimizer);
+
+/// One LR scheduler as LearningRateMonitor reads it from the Trainer's scheduler configs.
+struct MonitoredScheduler {
+  /// The optimizer it schedules.
+  torch::optim::Optimizer* optimizer = nullptr;
+  /// The config's name (empty: none given).
+  std::string name{};
+  /// Whether it steps per training batch ("step") rather than per epoch.
+  bool steps_per_batch = false;
+};
+
+/// Which schedulers a LearningRateMonitor reading covers (optimizers without a scheduler are always covered).
+enum class MonitoredInterval { step, epoch, any };
+
+/// Lightning's rule for LearningRateMonitor's momentum warning: true when some optimizer has neither a momentum
+/// nor betas option (only the optimizers with a scheduler are looked at when there are schedulers), looked at
+/// once for momentum and once for betas, so that an SGD and an Adam together also count.
+VOLT_INLINE bool lacks_momentum(const std::vector<torch::optim::Optimizer*>& optimizers,
+                                const std::vector<MonitoredScheduler>& schedulers);
+
+/// Lightning's LearningRateMonitor values: for each scheduler of `interval`, then each optimizer without a scheduler,
+/// the learning rate of each param group under its key ("lr-SGD", the scheduler's name, "-1" for the second of a
+/// class, "/pg2" for the second param group), with `<key>-momentum` and `<key>-weight_decay` when asked.
+VOLT_INLINE std::map<std::string, double> learning_rate_stats(const std::vector<torch::optim::Optimizer*>& optimizers,
+                                                              const std::vector<MonitoredScheduler>& schedulers,
+                                                              MonitoredInterval interval, bool log_momentum,
+                                                              bool log_weight_decay);
+
+/// Lightning's bookkeeping of LearningRateMonitor.lrs: every key of `all` gets a list (a key with "/pg1" takes over
+/// the list of the key without it, for an optimizer that gained param groups), then each rate of `logged` is
+/// appended to its key's list.
+VOLT_INLINE void record_learning_rates(std::map<std::string, std::vector<double>>& lrs,
+                                       const std::map<std::string, double>& all,
+                                       const std::map<std::string, double>& logged);
+
 }  // namespace detail
 
-/// The options of volt::LearningRateMonitor.
+/// The options of volt::LearningRateMonitor (Lightning's arguments).
 struct LearningRateMonitorOptions {
-  /// "step", "epoch", or empty: log at every step (volt's schedulers are stepped per epoch or per step,
-  /// and logging per step shows both).
+  /// "step" or "epoch": log every optimizer's rates at that interval; empty (Lightning's None): follow each
+  /// scheduler's own interval (step schedulers before training batches, epoch schedulers at epoch starts), and
+  /// log the optimizers without a scheduler at both.
   std::string logging_interval{};
-  /// Prefix of every logged key, before the optimizer's class name.
-  std::string log_key_prefix = "lr-";
+  /// Also log `<key>-momentum`: betas[0] for Adam and AdamW, momentum for SGD and RMSprop, 0 for the others.
+  bool log_momentum = false;
+  /// Also log `<key>-weight_decay`, each param group's weight_decay.
+  bool log_weight_decay = false;
 };
 
 /// Callback: writes each optimizer's learning rate (per parameter group) to the loggers, on global rank zero,
-/// as Lightning's LearningRateMonitor does.
+/// as Lightning's LearningRateMonitor does. Keys: the scheduler config's name, else "lr-" + the optimizer's
+/// class name, "-1", "-2"... for further unnamed optimizers of a class, "/pg1", "/pg2"... when an optimizer has
+/// several param groups. The step is Lightning's _batches_that_stepped (training batches that ran an optimizer
+/// step); the values also go into the callback metrics (so ModelCheckpoint or EarlyStopping can monitor them).
 class LearningRateMonitor {
  public:
   /// Throws MisconfigurationError when logging_interval is not "step", "epoch" or empty.
   explicit LearningRateMonitor(LearningRateMonitorOptions options = {});
 
-  /// Runs at fit start. Throws MisconfigurationError when the Trainer has no logger.
+  /// Runs once before the first training epoch, on every rank. Throws MisconfigurationError when the Trainer
+  /// has no logger; with log_momentum, warns (once, Lightning's text) when some optimizer has no momentum.
   template <class State>
-  void on_fit_start(State& state) {
+  void on_train_start(State& state) {
     if (state.loggers.empty()) {
       throw MisconfigurationError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
     }
+    lrs_.clear();
+    for (const auto& entry : detail::learning_rate_stats(state.optimizers, schedulers(state),
+                                                         detail::MonitoredInterval::any, false, false)) {
+      lrs_[entry.first];
+    }
+    if (options_.log_momentum && detail::lacks_momentum(state.optimizers, schedulers(state))) {
+      log::warn_once(
+          "You have set log_momentum=True, but some optimizers do not have momentum. This will log a value 0 for "
+          "the momentum.");
+    }
   }
 
-  /// Before each training batch whose step is logged (log_every_n_steps): logs the rates, unless the interval is
-  /// "epoch".
+  /// Before each training batch whose step is logged (Lightning's should_update_logs: the next step is a multiple
+  /// of log_every_n_steps, or a stop was requested): the step-interval schedulers' rates and those of the
+  /// optimizers without a scheduler (every rate with "step"; nothing with "epoch").
   template <class State>
   void on_train_batch_start(State& state, std::int64_t) {
     if (options_.logging_interval == "epoch") return;
-    if (state.log_every_n_steps == 0 || (state.global_step + 1) % state.log_every_n_steps != 0) return;
-    state.log_to_loggers(values(state));
-  }
-  /// At each training epoch start: logs the rates when the interval is "epoch".
-  template <class State>
-  void on_train_epoch_start(State& state) {
-    if (options_.logging_interval == "epoch") state.log_to_loggers(values(state));
+    const std::int64_t stepped = batches_that_stepped(state);
+    const bool update_logs =
+        state.log_every_n_steps != 0 && ((stepped + 1) % state.log_every_n_steps == 0 || state.should_stop);
+    if (!update_logs) return;
+    write(state, options_.logging_interval.empty() ? detail::MonitoredInterval::step : detail::MonitoredInterval::any,
+          stepped);
   }
 
-  /// "lr-Adam" (or "lr-Adam/pg1"... for several parameter groups; "lr-Adam-1" for a second Adam).
+  /// At each training epoch's start: the epoch-interval schedulers' rates and those of the optimizers without a
+  /// scheduler (every rate with "epoch"; nothing with "step").
   template <class State>
-  std::map<std::string, double> values(const State& state) const {
-    std::map<std::string, double> out;
-    std::map<std::string, int> seen;
-    for (torch::optim::Optimizer* optimizer : state.optimizers) {
-      std::string key = options_.log_key_prefix + detail::optimizer_name(*optimizer);
-      if (const int n = seen[key]++; n > 0) key += "-" + std::to_string(n);
-      const auto& groups = optimizer->param_groups();
-      for (std::size_t g = 0; g < groups.size(); ++g) {
-        out[groups.size() == 1 ? key : key + "/pg" + std::to_string(g + 1)] = groups[g].options().get_lr();
+  void on_train_epoch_start(State& state) {
+    if (options_.logging_interval == "step") return;
+    write(state, options_.logging_interval.empty() ? detail::MonitoredInterval::epoch : detail::MonitoredInterval::any,
+          batches_that_stepped(state));
+  }
+
+  /// Every learning rate written so far in this fit, per key, in order (Lightning's `lrs`); the keys of every
+  /// scheduler and optimizer are there from train start on.
+  const std::map<std::string, std::vector<double>>& lrs() const noexcept { return lrs_; }
+
+ private:
+  /// The Trainer's scheduler configs (Lightning's trainer.lr_scheduler_configs), as the monitor reads them.
+  template <class State>
+  static std::vector<detail::MonitoredScheduler> schedulers(State& state) {
+    std::vector<detail::MonitoredScheduler> out;
+    if constexpr (requires { state.optimization_->schedulers(); }) {
+      if (state.optimization_ == nullptr) return out;
+      for (const auto& slot : state.optimization_->schedulers()) {
+        if (slot.optimizer >= state.optimizers.size()) continue;
+        out.push_back({state.optimizers[slot.optimizer], slot.name,
+                       slot.interval == decltype(slot.interval)::step});
       }
     }
     return out;
   }
 
- private:
+  /// Lightning's _batches_that_stepped: training batches that ran an optimizer step so far (global_step under
+  /// automatic optimization, which steps one optimizer per batch; counted per batch under manual optimization).
+  template <class State>
+  static std::int64_t batches_that_stepped(State& state) {
+    if constexpr (requires { state.optimization_->batches_stepped; }) {
+      if (state.optimization_ != nullptr && !state.optimization_->automatic()) {
+        return state.optimization_->batches_stepped;
+      }
+    }
+    return state.global_step;
+  }
+
+  /// Reads the values of `interval`, records the rates in lrs(), puts the values into the callback metrics and,
+  /// when there are any, writes them to every logger at `step` (global rank zero only).
+  template <class State>
+  void write(State& state, detail::MonitoredInterval interval, std::int64_t step) {
+    const auto monitored = schedulers(state);
+    const auto values = detail::learning_rate_stats(state.optimizers, monitored, interval, options_.log_momentum,
+                                                    options_.log_weight_decay);
+    detail::record_learning_rates(lrs_, detail::learning_rate_stats(state.optimizers, monitored,
+                                                                    detail::MonitoredInterval::any, false, false),
+                                  detail::learning_rate_stats(state.optimizers, monitored, interval, false, false));
+    if constexpr (requires { state.update_callback_metrics(values); }) state.update_callback_metrics(values);
+    if (values.empty() || !state.is_global_zero) return;
+    for (auto* logger : state.loggers) logger->log_metrics(values, step);
+  }
+
   LearningRateMonitorOptions options_;
+  std::map<std::string, std::vector<double>> lrs_{};
 };
 
 }  // namespace volt
@@ -15279,6 +15379,142 @@ VOLT_INLINE std::string optimizer_name(const torch::optim::Optimizer& optimizer)
 #endif
   if (const auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
   return name;
+}
+
+namespace lr_monitor {
+
+// LibTorch's option classes stand for the keys of PyTorch's `optimizer.defaults` and param group dicts.
+VOLT_INLINE bool has_betas(const torch::optim::OptimizerOptions& options) {
+  return dynamic_cast<const torch::optim::AdamOptions*>(&options) != nullptr ||
+         dynamic_cast<const torch::optim::AdamWOptions*>(&options) != nullptr;
+}
+
+VOLT_INLINE bool has_momentum(const torch::optim::OptimizerOptions& options) {
+  return dynamic_cast<const torch::optim::SGDOptions*>(&options) != nullptr ||
+         dynamic_cast<const torch::optim::RMSpropOptions*>(&options) != nullptr;
+}
+
+// betas[0] when the optimizer has betas, else the group's momentum, else 0 (Lightning's
+// param_group.get("momentum", 0)).
+VOLT_INLINE double momentum(const torch::optim::Optimizer& optimizer, const torch::optim::OptimizerOptions& group) {
+  if (has_betas(optimizer.defaults())) {
+    if (const auto* adam = dynamic_cast<const torch::optim::AdamOptions*>(&group)) return std::get<0>(adam->betas());
+    if (const auto* adamw = dynamic_cast<const torch::optim::AdamWOptions*>(&group)) return std::get<0>(adamw->betas());
+    return 0.0;
+  }
+  if (const auto* sgd = dynamic_cast<const torch::optim::SGDOptions*>(&group)) return sgd->momentum();
+  if (const auto* rmsprop = dynamic_cast<const torch::optim::RMSpropOptions*>(&group)) return rmsprop->momentum();
+  return 0.0;
+}
+
+// The group's weight_decay; nullopt for the option classes without one (LBFGS).
+VOLT_INLINE std::optional<double> weight_decay(const torch::optim::OptimizerOptions& group) {
+  if (const auto* o = dynamic_cast<const torch::optim::AdamOptions*>(&group)) return o->weight_decay();
+  if (const auto* o = dynamic_cast<const torch::optim::AdamWOptions*>(&group)) return o->weight_decay();
+  if (const auto* o = dynamic_cast<const torch::optim::SGDOptions*>(&group)) return o->weight_decay();
+  if (const auto* o = dynamic_cast<const torch::optim::RMSpropOptions*>(&group)) return o->weight_decay();
+  if (const auto* o = dynamic_cast<const torch::optim::AdagradOptions*>(&group)) return o->weight_decay();
+  return std::nullopt;
+}
+
+// Lightning's naming state while it walks the schedulers, then the optimizers without one: the optimizers named
+// so far, and per optimizer class the number of unnamed entries ("-N" goes on every later name of a class counted
+// twice or more, named ones included).
+struct Names {
+  std::vector<const torch::optim::Optimizer*> seen;
+  std::map<std::type_index, int> unnamed_per_class;
+
+  std::vector<std::string> keys(const torch::optim::Optimizer& optimizer, std::string base, bool named) {
+    seen.push_back(&optimizer);
+    const std::type_index type(typeid(optimizer));
+    if (!named) ++unnamed_per_class[type];
+    if (const auto it = unnamed_per_class.find(type); it != unnamed_per_class.end() && it->second > 1) {
+      base += "-" + std::to_string(it->second - 1);
+    }
+    const std::size_t groups = optimizer.param_groups().size();
+    if (groups == 1) return {base};
+    std::vector<std::string> out;
+    for (std::size_t g = 0; g < groups; ++g) out.push_back(base + "/pg" + std::to_string(g + 1));
+    return out;
+  }
+};
+
+VOLT_INLINE void add_stats(std::map<std::string, double>& out, const torch::optim::Optimizer& optimizer,
+                           const std::vector<std::string>& keys, bool log_momentum, bool log_weight_decay) {
+  const auto& groups = optimizer.param_groups();
+  for (std::size_t g = 0; g < groups.size() && g < keys.size(); ++g) {
+    const auto& options = groups[g].options();
+    out[keys[g]] = options.get_lr();
+    if (log_momentum) out[keys[g] + "-momentum"] = momentum(optimizer, options);
+    if (log_weight_decay) {
+      if (const auto value = weight_decay(options)) out[keys[g] + "-weight_decay"] = *value;
+    }
+  }
+}
+
+}  // namespace lr_monitor
+
+VOLT_INLINE bool lacks_momentum(const std::vector<torch::optim::Optimizer*>& optimizers,
+                                const std::vector<MonitoredScheduler>& schedulers) {
+  const auto some_lack = [&](bool (*has)(const torch::optim::OptimizerOptions&)) {
+    if (!schedulers.empty()) {
+      for (const auto& scheduler : schedulers) {
+        if (!has(scheduler.optimizer->defaults())) return true;
+      }
+      return false;
+    }
+    for (const auto* optimizer : optimizers) {
+      if (!has(optimizer->defaults())) return true;
+    }
+    return false;
+  };
+  return some_lack(&lr_monitor::has_momentum) && some_lack(&lr_monitor::has_betas);
+}
+
+VOLT_INLINE std::map<std::string, double> learning_rate_stats(const std::vector<torch::optim::Optimizer*>& optimizers,
+                                                              const std::vector<MonitoredScheduler>& schedulers,
+                                                              MonitoredInterval interval, bool log_momentum,
+                                                              bool log_weight_decay) {
+  std::map<std::string, double> out;
+  lr_monitor::Names names;
+  std::vector<std::vector<std::string>> scheduler_keys;
+  for (const auto& scheduler : schedulers) {
+    const bool named = !scheduler.name.empty();
+    scheduler_keys.push_back(
+        names.keys(*scheduler.optimizer, named ? scheduler.name : "lr-" + optimizer_name(*scheduler.optimizer), named));
+  }
+  for (std::size_t i = 0; i < schedulers.size(); ++i) {
+    const bool steps_per_batch = schedulers[i].steps_per_batch;
+    if (interval == MonitoredInterval::any || (interval == MonitoredInterval::step) == steps_per_batch) {
+      lr_monitor::add_stats(out, *schedulers[i].optimizer, scheduler_keys[i], log_momentum, log_weight_decay);
+    }
+  }
+  for (const auto* optimizer : optimizers) {
+    if (std::find(names.seen.begin(), names.seen.end(), optimizer) != names.seen.end()) continue;
+    lr_monitor::add_stats(out, *optimizer, names.keys(*optimizer, "lr-" + optimizer_name(*optimizer), false),
+                          log_momentum, log_weight_decay);
+  }
+  return out;
+}
+
+VOLT_INLINE void record_learning_rates(std::map<std::string, std::vector<double>>& lrs,
+                                       const std::map<std::string, double>& all,
+                                       const std::map<std::string, double>& logged) {
+  constexpr std::string_view first_group = "/pg1";
+  for (const auto& entry : all) {
+    const std::string& key = entry.first;
+    std::string old_key = key;
+    for (auto at = old_key.find(first_group); at != std::string::npos; at = old_key.find(first_group, at)) {
+      old_key.erase(at, first_group.size());
+    }
+    if (old_key != key && lrs.count(old_key) != 0) {
+      lrs[key] = std::move(lrs[old_key]);
+      lrs.erase(old_key);
+    } else {
+      lrs[key];
+    }
+  }
+  for (const auto& [key, value] : logged) lrs[key].push_back(value);
 }
 
 }  // namespace volt::detail
@@ -18686,6 +18922,10 @@ class MetricStore {
   /// logged since are kept.
   void restore_callback_metrics(const std::map<std::string, double, std::less<>>& metrics);
 
+  /// Sets `values` in the callback metrics, replacing values of the same names, without logging them (a
+  /// callback writing trainer.callback_metrics directly, as Lightning's LearningRateMonitor does).
+  void update_callback_metrics(const std::map<std::string, double>& values);
+
   /// Forgets the values of one phase (e.g. after the sanity check, whose metrics Lightning discards).
   void discard(MetricPhase phase);
 
@@ -18906,6 +19146,10 @@ VOLT_INLINE auto MetricStore::progress_bar_values() -> std::vector<std::pair<std
 
 VOLT_INLINE void MetricStore::restore_callback_metrics(const std::map<std::string, double, std::less<>>& metrics) {
   for (const auto& [name, value] : metrics) callback_metrics_.try_emplace(name, value);
+}
+
+VOLT_INLINE void MetricStore::update_callback_metrics(const std::map<std::string, double>& values) {
+  for (const auto& [name, value] : values) callback_metrics_[name] = value;
 }
 
 VOLT_INLINE void MetricStore::discard(MetricPhase phase) {
@@ -19131,6 +19375,11 @@ struct TrainerState {
   /// Logs a tensor value from a callback; the value stays on the device until a logger or the progress bar
   /// reads it.
   void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {});
+  /// Sets values in callback_metrics() directly, replacing those of the same names, without logging them
+  /// (Lightning's `trainer.callback_metrics.update(...)`, which LearningRateMonitor does on every rank).
+  void update_callback_metrics(const std::map<std::string, double>& values) {
+    metrics_->update_callback_metrics(values);
+  }
   /// Writes the metrics to every logger at the current global step (global rank zero only).
   void log_to_loggers(const std::map<std::string, double>& values) const;
   /// Saves a full checkpoint of the run to `path` (atomically). Set by the Trainer during fit.

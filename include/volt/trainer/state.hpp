@@ -96,6 +96,11 @@ struct TrainerState {
   /// Logs a tensor value from a callback; the value stays on the device until a logger or the progress bar
   /// reads it.
   void log(std::string_view name, const torch::Tensor& value, const LogOptions& options = {});
+  /// Sets values in callback_metrics() directly, replacing those of the same names, without logging them
+  /// (Lightning's `trainer.callback_metrics.update(...)`, which LearningRateMonitor does on every rank).
+  void update_callback_metrics(const std::map<std::string, double>& values) {
+    metrics_->update_callback_metrics(values);
+  }
   /// Writes the metrics to every logger at the current global step (global rank zero only).
   void log_to_loggers(const std::map<std::string, double>& values) const;
   /// Saves a full checkpoint of the run to `path` (atomically). Set by the Trainer during fit.

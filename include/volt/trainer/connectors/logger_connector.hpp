@@ -102,6 +102,10 @@ class MetricStore {
   /// logged since are kept.
   void restore_callback_metrics(const std::map<std::string, double, std::less<>>& metrics);
 
+  /// Sets `values` in the callback metrics, replacing values of the same names, without logging them (a
+  /// callback writing trainer.callback_metrics directly, as Lightning's LearningRateMonitor does).
+  void update_callback_metrics(const std::map<std::string, double>& values);
+
   /// Forgets the values of one phase (e.g. after the sanity check, whose metrics Lightning discards).
   void discard(MetricPhase phase);
 

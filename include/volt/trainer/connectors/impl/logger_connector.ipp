@@ -117,6 +117,10 @@ VOLT_INLINE void MetricStore::restore_callback_metrics(const std::map<std::strin
   for (const auto& [name, value] : metrics) callback_metrics_.try_emplace(name, value);
 }
 
+VOLT_INLINE void MetricStore::update_callback_metrics(const std::map<std::string, double>& values) {
+  for (const auto& [name, value] : values) callback_metrics_[name] = value;
+}
+
 VOLT_INLINE void MetricStore::discard(MetricPhase phase) {
   std::erase_if(entries_, [phase](const MetricEntry& entry) { return entry.phase == phase; });
   callback_metrics_.clear();
