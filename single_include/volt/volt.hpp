@@ -17275,7 +17275,11 @@ class AveragedWeights {
   /// A fresh copy of `module`'s weights on `device`, with no update counted.
   void reset(torch::nn::Module& module, torch::Device device);
 
-  /// Uses the tensors load() read, on `device`, after checking them against `module`. Throws CheckpointError
+  /// Takes copies of `module`'s weights (on its device) as an average of `n_averaged` updates: a checkpoint's
+  /// averaged weights, loaded into the module from its model entry. adopt() then puts them to use.
+  void take(torch::nn::Module& module, std::int64_t n_averaged);
+
+  /// Uses the tensors load() or take() read, on `device`, after checking them against `module`. Throws CheckpointError
   /// naming `owner` when their number, shapes or dtypes differ from the module's.
   void adopt(torch::nn::Module& module, torch::Device device, const std::string& owner);
 
@@ -17369,6 +17373,16 @@ VOLT_INLINE void AveragedWeights::reset(torch::nn::Module& module, torch::Device
   buffers_ = copies(module.buffers(), device);
   n_averaged_ = 0;
   ready_ = true;
+}
+
+VOLT_INLINE void AveragedWeights::take(torch::nn::Module& module, std::int64_t n_averaged) {
+  torch::NoGradGuard no_grad;
+  parameters_.clear();
+  buffers_.clear();
+  for (const auto& tensor : module.parameters()) parameters_.push_back(tensor.detach().clone());
+  for (const auto& tensor : module.buffers()) buffers_.push_back(tensor.detach().clone());
+  n_averaged_ = n_averaged;
+  ready_ = false;
 }
 
 VOLT_INLINE void AveragedWeights::adopt(torch::nn::Module& module, torch::Device device, const std::string& owner) {
@@ -17546,10 +17560,15 @@ struct WeightAveragingOptions {
 ///   model at on_validation_epoch_start and swapped back at on_validation_epoch_end.
 /// * When training ends (on_train_end, as Lightning), the averaged weights are copied into the model: after
 ///   fit() the model holds them.
-/// * Checkpoints keep the averaged tensors, the number of updates and the last updated step and epoch (the
-///   callback's state), so a resumed fit averages exactly as an uninterrupted one. The checkpoint's model
-///   entry holds the model's own weights (Lightning writes the averaged ones there; see
-///   docs/differences/optimization.md).
+/// * Checkpoints hold the averaged weights as their model entry (Lightning's state_dict), the model's own
+///   weights beside them under "current_model_state", the number of updates under "averaging_state", and
+///   the last updated step and epoch as the callback's state (Lightning 2.6's on_save_checkpoint). A fit
+///   resumed from one puts "current_model_state" back into the model and the model entry into the average
+///   (on_load_checkpoint), so it continues exactly as an uninterrupted fit; a checkpoint of a fit without this
+///   callback starts the average from its weights, with Lightning's warning. Loading a checkpoint's weights
+///   for inference (volt::load_checkpoint_weights) gives the averaged model. A weights-only checkpoint
+///   (save_weights_only) holds the model's own weights, as in Lightning, and a checkpoint written after fit()
+///   holds the averaged weights twice (the model has them by then).
 ///
 /// Works with automatic and manual optimization, under DDP (every rank averages its identical weights) and
 /// with TrainerOptions::cuda_graphs (the update runs eagerly after each replay of the captured step; the
@@ -17560,19 +17579,21 @@ class WeightAveraging {
   explicit WeightAveraging(WeightAveragingOptions options = {});
 
   /// When fit begins: the averaged copy of the model (or, on resume, the checkpoint's), on the device.
-  /// Throws MisconfigurationError when a checkpoint's averaged weights do not match the model.
   template <class State>
   void setup(State& state) {
     if (state.stage != State::Stage::fitting || state.model == nullptr) return;
     const torch::Device device = options_.device.value_or(state.root_device);
     if (restored_) {
       average_.adopt(*state.model, device, "WeightAveraging");
-      restored_ = false;
     } else {
       average_.reset(*state.model, device);
+    }
+    if (!counters_restored_) {
       latest_update_step_ = 0;
       latest_update_epoch_ = -1;
     }
+    restored_ = false;
+    counters_restored_ = false;
   }
 
   /// After each training batch: updates the average when an optimizer step was taken since the last update
@@ -17611,9 +17632,18 @@ class WeightAveraging {
     if (average_.ready() && state.model != nullptr) average_.copy_into(*state.model, /*with_buffers=*/true);
   }
 
-  /// Writes the averaged tensors, the number of updates and the last updated step and epoch.
+  /// A full checkpoint being written (global rank zero): its model entry becomes the averaged weights, the
+  /// model's own weights go under "current_model_state" and the number of updates under "averaging_state".
+  /// Before the fit's setup made the average it only logs Lightning's message and changes nothing.
+  void on_save_checkpoint(CheckpointSave& checkpoint);
+  /// Resuming from a checkpoint: with "current_model_state" and "averaging_state", the model entry (loaded into
+  /// the model) becomes the average and the model gets "current_model_state"; otherwise Lightning's warning, and
+  /// the fit's setup starts the average from the model. Throws CheckpointError when the entry does not match
+  /// the model.
+  void on_load_checkpoint(CheckpointLoad& checkpoint);
+  /// Writes the last updated step and epoch (Lightning's state_dict holds the step).
   void save_state(torch::serialize::OutputArchive& archive) const;
-  /// Reads what save_state wrote; the fit's setup then checks it against the model and uses it.
+  /// Reads what save_state wrote.
   void load_state(torch::serialize::InputArchive& archive);
 
   /// How many times the average was updated (torch's n_averaged).
@@ -17637,7 +17667,8 @@ class WeightAveraging {
   detail::AveragedWeights average_{};
   std::int64_t latest_update_step_ = 0;
   std::int64_t latest_update_epoch_ = -1;
-  bool restored_ = false;
+  bool restored_ = false;           // on_load_checkpoint took the checkpoint's average
+  bool counters_restored_ = false;  // load_state read the last updated step and epoch
 };
 
 /// The options of volt::EMAWeightAveraging (Lightning's EMAWeightAveraging arguments).
@@ -17685,19 +17716,52 @@ VOLT_INLINE WeightAveraging::WeightAveraging(WeightAveragingOptions options)
   if (!options_.avg_fn) options_.avg_fn = swa_average();
 }
 
+VOLT_INLINE void WeightAveraging::on_save_checkpoint(CheckpointSave& checkpoint) {
+  if (!average_.ready()) {
+    log::info_rank_zero("You're using the WeightAveraging callback, but saving a checkpoint outside the 'fit' stage. "
+                        "The state of the WeightAveraging callback won't be saved in the checkpoint. If training has "
+                        "finished, the average model parameters will be saved to the state_dict in the checkpoint.");
+    return;
+  }
+  torch::serialize::OutputArchive current;
+  checkpoint.write_module_weights(current);
+  checkpoint.write("current_model_state", current);
+  torch::serialize::OutputArchive averaging;
+  averaging.write("n_averaged", c10::IValue(average_.n_averaged()));
+  checkpoint.write("averaging_state", averaging);
+  torch::serialize::OutputArchive averaged;
+  checkpoint.write_weights(averaged, average_.parameters(), average_.buffers());
+  checkpoint.replace_model_entry(std::move(averaged));
+}
+
+VOLT_INLINE void WeightAveraging::on_load_checkpoint(CheckpointLoad& checkpoint) {
+  torch::serialize::InputArchive averaging;
+  if (!checkpoint.contains("current_model_state") || !checkpoint.try_read("averaging_state", averaging)) {
+    log::warn_rank_zero("The checkpoint was not created with WeightAveraging. Both the current and the average model "
+                        "will be initialized with state_dict.");
+    restored_ = false;
+    return;
+  }
+  c10::IValue n_averaged;
+  averaging.read("n_averaged", n_averaged);
+  average_.take(checkpoint.module(), n_averaged.toInt());
+  checkpoint.load_module_weights("current_model_state");
+  restored_ = true;
+  log::info_rank_zero("Found current_model_state in the checkpoint. This will be used to initialize the model.");
+}
+
 VOLT_INLINE void WeightAveraging::save_state(torch::serialize::OutputArchive& archive) const {
-  average_.save(archive);
   archive.write("latest_update_step", c10::IValue(latest_update_step_));
   archive.write("latest_update_epoch", c10::IValue(latest_update_epoch_));
 }
 
 VOLT_INLINE void WeightAveraging::load_state(torch::serialize::InputArchive& archive) {
-  restored_ = average_.load(archive);
   c10::IValue value;
   archive.read("latest_update_step", value);
   latest_update_step_ = value.toInt();
   archive.read("latest_update_epoch", value);
   latest_update_epoch_ = value.toInt();
+  counters_restored_ = true;
 }
 
 VOLT_INLINE bool WeightAveraging::wants_update(std::optional<std::int64_t> step_idx,
