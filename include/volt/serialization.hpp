@@ -4,6 +4,7 @@
 /// load_checkpoint_weights).
 #pragma once
 
+#include <volt/serialization/checkpoint_hooks.hpp>
 #include <volt/serialization/checkpoint_io.hpp>
 #include <volt/serialization/module_archive.hpp>
 #include <volt/serialization/safetensors.hpp>

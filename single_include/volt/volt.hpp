@@ -10939,10 +10939,1327 @@ VOLT_DETAIL_HOOKS(VOLT_DETAIL_MODEL_HOOK_ROW)
 ///
 /// Each hook runs where Lightning runs the callback hook of the same name. Besides the hooks, a callback may
 /// store its own state in checkpoints with `save_state(torch::serialize::OutputArchive&) const` and
-/// `load_state(torch::serialize::InputArchive&)`. A hook may throw: the exception reaches the caller of fit()
-/// with the epoch and batch index added to its message, after on_exception and teardown ran (see
-/// volt::Trainer::fit).
+/// `load_state(torch::serialize::InputArchive&)`, and change a full checkpoint being written or read with
+/// `on_save_checkpoint(volt::CheckpointSave&)` and `on_load_checkpoint(volt::CheckpointLoad&)` (Lightning's
+/// hooks of those names; volt::WeightAveraging replaces the checkpoint's model entry). A hook may throw: the
+/// exception reaches the caller of fit() with the epoch and batch index added to its message, after
+/// on_exception and teardown ran (see volt::Trainer::fit).
 
+// ---- begin volt/serialization/checkpoint_hooks.hpp
+/// \file
+/// What a callback's on_save_checkpoint and on_load_checkpoint see of a full checkpoint (Lightning's checkpoint
+/// dict in Callback.on_save_checkpoint / on_load_checkpoint): volt::CheckpointSave while one is written,
+/// volt::CheckpointLoad while a fit resumes from one.
+
+// ---- begin volt/serialization/checkpoint_io.hpp
+/// \file
+/// Checkpoint files that survive crashes and report bad input clearly (volt::CheckpointError).
+///
+/// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
+/// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
+/// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
+/// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
+/// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
+/// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
+/// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
+/// the keys and shapes.
+/// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
+
+// ---- begin volt/core/encoding.hpp
+/// \file
+/// Byte-level encodings several file formats share: CRC-32 (zip entries, PNG chunks) and JSON string escaping
+/// (safetensors headers, MLflow's REST requests).
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace volt::detail {
+
+/// CRC-32 with the reflected polynomial 0xEDB88320 (zip, PNG, gzip).
+VOLT_INLINE std::uint32_t crc32(std::string_view bytes);
+
+/// Appends `text` as a JSON string, escaped as Python's safetensors package (serde_json) writes it:
+/// \" \\ \b \f \n \r \t, other control characters as \u00xx, everything else (UTF-8 included) as it is.
+VOLT_INLINE void append_json_string(std::string& out, std::string_view text);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/encoding.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/encoding.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::uint32_t crc32(std::string_view bytes) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> entries{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+      entries[n] = c;
+    }
+    return entries;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFU;
+  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFU;
+}
+
+VOLT_INLINE void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          const char* hex = "0123456789abcdef";
+          out += "\\u00";
+          out += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
+          out += hex[static_cast<unsigned char>(c) & 0xF];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace volt::detail
+// ---- end volt/core/impl/encoding.ipp
+#endif
+// ---- end volt/core/encoding.hpp
+// ---- begin volt/core/files.hpp
+/// \file
+/// Durable file writes: write a file (from one buffer or several pieces) and flush it to disk, flush a
+/// folder's entries to disk. The one place with the platform code for it (POSIX open/write/fsync; on Windows a
+/// plain stream write without flushes).
+/// Checkpoints (volt/serialization/checkpoint_io.hpp) and weights files (volt/serialization/weights.hpp)
+/// write a temporary file with these, then rename it over the target.
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <ios>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+
+namespace volt::detail {
+
+/// The step of write_file_durably() that failed.
+enum class FileWriteStage {
+  create,  ///< the file could not be created or opened (POSIX open)
+  write,   ///< a write failed part-way (FileWriteFailure::written says how far it got)
+  flush,   ///< the data could not be flushed to disk (fsync)
+  close,   ///< closing the file failed
+  stream,  ///< the stream write of the Windows fallback failed (no system error is known)
+};
+
+/// Why write_file_durably() failed: the step, the system error (errno; 0 for FileWriteStage::stream) and the
+/// bytes written before the failure.
+struct FileWriteFailure {
+  FileWriteStage stage = FileWriteStage::create;
+  int error = 0;
+  std::size_t written = 0;
+};
+
+/// A failure to inject in tests: the write fails with `error` once `after_bytes` bytes are written; a
+/// negative `after_bytes` (the default) injects nothing. Honoured by the POSIX path only.
+struct FileWriteFault {
+  std::int64_t after_bytes = -1;
+  int error = 0;
+};
+
+/// The name of a temporary file for writing `path` atomically: `.<name>.tmp<random>` in the same folder.
+VOLT_INLINE bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target);
+
+/// Removes the temporary files `.<name>.tmp<digits>` that an earlier write of `target` left when its process
+/// was killed before the rename (only one process writes a given target; best effort, errors are ignored).
+VOLT_INLINE void remove_stale_temporaries(const std::filesystem::path& target);
+
+#if !defined(_WIN32)
+
+/// Reads the whole file at `path` into `out`. Returns 0, or the system error (errno) of the open or read that
+/// failed. Never throws (except std::bad_alloc).
+inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
+  out.clear();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  char buffer[1 << 16];
+  for (;;) {
+    const ::ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      return error;
+    }
+    if (got == 0) break;
+    out.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(fd);
+  return 0;
+}
+
+/// Writes the concatenation of `pieces` to a new file at `path` (created or truncated, mode 0644) and flushes
+/// it to disk; a file too large to assemble in memory is written piece by piece. Returns std::nullopt on
+/// success, else what failed (FileWriteFailure::written counts bytes over all pieces); the caller removes the
+/// partial file. Never throws.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path,
+                                                          const std::vector<std::string_view>& pieces,
+                                                          FileWriteFault fault = {}) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return FileWriteFailure{FileWriteStage::create, errno, 0};
+  const auto fail = [fd](FileWriteStage stage, int error, std::size_t written) {
+    ::close(fd);
+    return FileWriteFailure{stage, error, written};
+  };
+  std::size_t written = 0;
+  for (const std::string_view bytes : pieces) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      std::size_t chunk = std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 20);
+      if (fault.after_bytes >= 0) {
+        if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
+        chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
+      }
+      const ::ssize_t result = ::write(fd, bytes.data() + done, chunk);
+      if (result < 0) {
+        if (errno == EINTR) continue;
+        return fail(FileWriteStage::write, errno, written);
+      }
+      done += static_cast<std::size_t>(result);
+      written += static_cast<std::size_t>(result);
+    }
+  }
+  if (::fsync(fd) != 0) return fail(FileWriteStage::flush, errno, written);
+  if (::close(fd) != 0) return FileWriteFailure{FileWriteStage::close, errno, written};
+  return std::nullopt;
+}
+
+/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
+/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+                                                          FileWriteFault fault = {}) {
+  const std::string_view piece(bytes);
+  return write_file_durably(path, std::vector<std::string_view>{piece}, fault);
+}
+
+/// Flushes the file at `path` (already written and closed) to disk. Best effort: a file that cannot be
+/// opened or flushed is left as it is, silently.
+inline void fsync_file(const std::filesystem::path& path) {
+  if (const int fd = ::open(path.c_str(), O_RDONLY); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+/// Flushes the entries of `folder` (a rename just done in it) to disk. Best effort: some file systems refuse
+/// fsync on folders, and the rename itself is already done.
+inline void fsync_folder(const std::filesystem::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+#else
+
+/// Writes the concatenation of `pieces` to a new file at `path` with a stream (no flush to disk on this
+/// platform). Returns std::nullopt on success, else FileWriteStage::stream; the caller removes the partial
+/// file. The fault is not honoured here.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path,
+                                                          const std::vector<std::string_view>& pieces,
+                                                          FileWriteFault /*fault*/ = {}) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (const std::string_view bytes : pieces) out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
+  return std::nullopt;
+}
+
+/// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
+/// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is
+/// not honoured here.
+inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
+                                                          FileWriteFault fault = {}) {
+  const std::string_view piece(bytes);
+  return write_file_durably(path, std::vector<std::string_view>{piece}, fault);
+}
+
+/// Does nothing on this platform.
+inline void fsync_file(const std::filesystem::path& /*path*/) {}
+
+/// Does nothing on this platform.
+inline void fsync_folder(const std::filesystem::path& /*folder*/) {}
+
+/// Reads the whole file at `path` into `out`; returns 0, or EIO when the stream failed.
+inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return errno != 0 ? errno : EIO;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return in.bad() ? EIO : 0;
+}
+
+#endif
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/core/impl/files.ipp
+/// \file
+/// Definitions of the functions declared in volt/core/files.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target) {
+  const std::string prefix = "." + target.filename().string() + ".tmp";
+  const std::string name = candidate.filename().string();
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+VOLT_INLINE void remove_stale_temporaries(const std::filesystem::path& target) {
+  const auto folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::vector<std::filesystem::path> stale;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    if (is_temporary_of(entry.path(), target)) stale.push_back(entry.path());
+  }
+  for (const auto& path : stale) std::filesystem::remove(path, error);
+}
+
+}  // namespace volt::detail
+// ---- end volt/core/impl/files.ipp
+#endif
+// ---- end volt/core/files.hpp
+// ---- begin volt/serialization/detail/inflate.hpp
+/// \file
+/// A small, bounds-checked raw DEFLATE decoder (RFC 1951), used to check the CRC-32 of the compressed entries
+/// of a checkpoint's zip archive before LibTorch parses any of them. Written for checking, not speed: Huffman
+/// codes are decoded a bit at a time from canonical code counts. Every read is checked against the input's
+/// end, every back-reference against the output so far, and the output against a size limit; damaged input
+/// gives std::nullopt, never a read or write out of bounds.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace volt::detail::inflate {
+
+/// A canonical Huffman code: how many codes of each length (1..15) and the symbols in code order.
+struct Huffman {
+  std::array<std::uint16_t, 16> count{};
+  std::array<std::uint16_t, 320> symbol{};
+};
+
+class Decoder {
+ public:
+  Decoder(std::string_view input, std::size_t output_limit) : in_(input), limit_(output_limit) {}
+
+  /// The inflated data, or std::nullopt when the stream is damaged, truncated or larger than the limit.
+  std::optional<std::string> run();
+
+ private:
+  int bits(int need);
+
+  bool stored();
+
+  /// Builds `code` from the code lengths of `n` symbols; false for an over-subscribed set of lengths.
+  /// Incomplete codes are allowed (a single distance code is legal); decode() rejects unused codes.
+  static bool build(Huffman& code, const std::uint16_t* lengths, int n);
+
+  int decode(const Huffman& code);
+
+  bool codes(const Huffman& lengths_code, const Huffman& distances_code);
+
+  bool fixed();
+
+  bool dynamic();
+
+  std::string_view in_;
+  std::size_t limit_;
+  std::size_t position_ = 0;
+  std::uint32_t bit_buffer_ = 0;
+  int bit_count_ = 0;
+  bool failed_ = false;
+  std::string out_;
+};
+
+/// Inflates the raw DEFLATE stream `input`, expecting at most `output_limit` bytes; std::nullopt when the
+/// stream is damaged or larger.
+VOLT_INLINE std::optional<std::string> raw(std::string_view input, std::size_t output_limit);
+
+}  // namespace volt::detail::inflate
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/inflate.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/inflate.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::inflate {
+
+VOLT_INLINE std::optional<std::string> raw(std::string_view input, std::size_t output_limit) {
+  return Decoder(input, output_limit).run();
+}
+
+VOLT_INLINE auto Decoder::run() -> std::optional<std::string> {
+  for (;;) {
+    const int last = bits(1);
+    const int type = bits(2);
+    if (failed_) return std::nullopt;
+    bool ok = false;
+    if (type == 0) {
+      ok = stored();
+    } else if (type == 1) {
+      ok = fixed();
+    } else if (type == 2) {
+      ok = dynamic();
+    }
+    if (!ok || failed_) return std::nullopt;
+    if (last == 1) return std::move(out_);
+  }
+}
+
+VOLT_INLINE int Decoder::bits(int need) {
+  std::uint32_t value = bit_buffer_;
+  while (bit_count_ < need) {
+    if (position_ >= in_.size()) {
+      failed_ = true;
+      return 0;
+    }
+    value |= static_cast<std::uint32_t>(static_cast<unsigned char>(in_[position_++])) << bit_count_;
+    bit_count_ += 8;
+  }
+  bit_buffer_ = value >> need;
+  bit_count_ -= need;
+  return static_cast<int>(value & ((1U << need) - 1U));
+}
+
+VOLT_INLINE bool Decoder::stored() {
+  bit_buffer_ = 0;
+  bit_count_ = 0;
+  if (position_ + 4 > in_.size()) return false;
+  const auto byte = [&](std::size_t at) { return static_cast<std::uint32_t>(static_cast<unsigned char>(in_[at])); };
+  const std::uint32_t length = byte(position_) | byte(position_ + 1) << 8;
+  const std::uint32_t complement = byte(position_ + 2) | byte(position_ + 3) << 8;
+  position_ += 4;
+  if (length != (~complement & 0xFFFFU)) return false;
+  if (position_ + length > in_.size() || out_.size() + length > limit_) return false;
+  out_.append(in_.data() + position_, length);
+  position_ += length;
+  return true;
+}
+
+VOLT_INLINE bool Decoder::build(Huffman& code, const std::uint16_t* lengths, int n) {
+  code.count.fill(0);
+  for (int symbol = 0; symbol < n; ++symbol) ++code.count[lengths[symbol]];
+  if (code.count[0] == n) return true;
+  int left = 1;
+  for (int length = 1; length < 16; ++length) {
+    left <<= 1;
+    left -= code.count[static_cast<std::size_t>(length)];
+    if (left < 0) return false;
+  }
+  std::array<std::uint16_t, 16> offsets{};
+  for (int length = 1; length < 15; ++length) {
+    offsets[static_cast<std::size_t>(length + 1)] =
+        static_cast<std::uint16_t>(offsets[static_cast<std::size_t>(length)] + code.count[static_cast<std::size_t>(length)]);
+  }
+  for (int symbol = 0; symbol < n; ++symbol) {
+    if (lengths[symbol] != 0) code.symbol[offsets[lengths[symbol]]++] = static_cast<std::uint16_t>(symbol);
+  }
+  return true;
+}
+
+VOLT_INLINE int Decoder::decode(const Huffman& code) {
+  int value = 0;
+  int first = 0;
+  int index = 0;
+  for (int length = 1; length < 16; ++length) {
+    value |= bits(1);
+    if (failed_) return -1;
+    const int count = code.count[static_cast<std::size_t>(length)];
+    if (value - count < first) return code.symbol[static_cast<std::size_t>(index + (value - first))];
+    index += count;
+    first += count;
+    first <<= 1;
+    value <<= 1;
+  }
+  failed_ = true;  // a code no symbol has
+  return -1;
+}
+
+VOLT_INLINE bool Decoder::codes(const Huffman& lengths_code, const Huffman& distances_code) {
+  static constexpr std::array<std::uint16_t, 29> length_base{3,  4,  5,  6,  7,  8,  9,  10, 11,  13,
+                                                             15, 17, 19, 23, 27, 31, 35, 43, 51,  59,
+                                                             67, 83, 99, 115, 131, 163, 195, 227, 258};
+  static constexpr std::array<std::uint16_t, 29> length_extra{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                                              2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+  static constexpr std::array<std::uint16_t, 30> distance_base{
+      1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
+      193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+  static constexpr std::array<std::uint16_t, 30> distance_extra{0, 0, 0, 0, 1, 1, 2,  2,  3,  3,  4,  4,  5,  5,  6,
+                                                                6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+  for (;;) {
+    int symbol = decode(lengths_code);
+    if (failed_ || symbol < 0) return false;
+    if (symbol < 256) {
+      if (out_.size() >= limit_) return false;
+      out_.push_back(static_cast<char>(symbol));
+      continue;
+    }
+    if (symbol == 256) return true;
+    symbol -= 257;
+    if (symbol >= 29) return false;
+    const std::size_t length = length_base[static_cast<std::size_t>(symbol)] +
+                               static_cast<std::size_t>(bits(length_extra[static_cast<std::size_t>(symbol)]));
+    const int distance_symbol = decode(distances_code);
+    if (failed_ || distance_symbol < 0 || distance_symbol >= 30) return false;
+    const std::size_t distance = distance_base[static_cast<std::size_t>(distance_symbol)] +
+                                 static_cast<std::size_t>(bits(distance_extra[static_cast<std::size_t>(distance_symbol)]));
+    if (failed_ || distance > out_.size() || out_.size() + length > limit_) return false;
+    const std::size_t from = out_.size() - distance;
+    for (std::size_t i = 0; i < length; ++i) out_.push_back(out_[from + i]);
+  }
+}
+
+VOLT_INLINE bool Decoder::fixed() {
+  std::array<std::uint16_t, 320> lengths{};
+  for (int symbol = 0; symbol < 144; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 8;
+  for (int symbol = 144; symbol < 256; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 9;
+  for (int symbol = 256; symbol < 280; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 7;
+  for (int symbol = 280; symbol < 288; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 8;
+  Huffman lengths_code;
+  Huffman distances_code;
+  build(lengths_code, lengths.data(), 288);
+  for (int symbol = 0; symbol < 30; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 5;
+  build(distances_code, lengths.data(), 30);
+  return codes(lengths_code, distances_code);
+}
+
+VOLT_INLINE bool Decoder::dynamic() {
+  static constexpr std::array<std::uint8_t, 19> order{16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+  const int literal_count = bits(5) + 257;
+  const int distance_count = bits(5) + 1;
+  const int code_count = bits(4) + 4;
+  if (failed_ || literal_count > 286 || distance_count > 30) return false;
+  std::array<std::uint16_t, 320> lengths{};
+  for (int i = 0; i < code_count; ++i) lengths[order[static_cast<std::size_t>(i)]] = static_cast<std::uint16_t>(bits(3));
+  if (failed_) return false;
+  Huffman length_code;
+  if (!build(length_code, lengths.data(), 19)) return false;
+  lengths.fill(0);
+  int index = 0;
+  while (index < literal_count + distance_count) {
+    const int symbol = decode(length_code);
+    if (failed_ || symbol < 0) return false;
+    if (symbol < 16) {
+      lengths[static_cast<std::size_t>(index++)] = static_cast<std::uint16_t>(symbol);
+      continue;
+    }
+    std::uint16_t repeated = 0;
+    int times = 0;
+    if (symbol == 16) {
+      if (index == 0) return false;
+      repeated = lengths[static_cast<std::size_t>(index - 1)];
+      times = 3 + bits(2);
+    } else if (symbol == 17) {
+      times = 3 + bits(3);
+    } else {
+      times = 11 + bits(7);
+    }
+    if (failed_ || index + times > literal_count + distance_count) return false;
+    while (times-- > 0) lengths[static_cast<std::size_t>(index++)] = repeated;
+  }
+  if (lengths[256] == 0) return false;  // no end-of-block code
+  Huffman lengths_code;
+  Huffman distances_code;
+  if (!build(lengths_code, lengths.data(), literal_count)) return false;
+  if (!build(distances_code, lengths.data() + literal_count, distance_count)) return false;
+  return codes(lengths_code, distances_code);
+}
+
+}  // namespace volt::detail::inflate
+// ---- end volt/serialization/detail/impl/inflate.ipp
+#endif
+// ---- end volt/serialization/detail/inflate.hpp
+// ---- begin volt/serialization/detail/model_match.hpp
+/// \file
+/// volt::CheckpointError, and the comparison of a checkpoint's model entry with a module (keys, shapes,
+/// dtypes) that volt's checkpoint loaders run before LibTorch's Module::load.
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes);
+
+VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                     const std::string& prefix, std::vector<std::string>& problems);
+
+/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
+/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
+/// reports that).
+struct DtypeMismatch {
+  std::string name;
+  c10::ScalarType stored;
+  c10::ScalarType expected;
+};
+VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                              const torch::nn::Module& module,
+                                                              const std::string& prefix = "");
+
+/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
+/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
+/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
+VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                     const std::string& shown);
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/model_match.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/model_match.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
+
+VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                     const std::string& prefix, std::vector<std::string>& problems) {
+  std::set<std::string> expected;
+  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
+    expected.insert(name);
+    torch::Tensor stored;
+    if (!archive.try_read(name, stored, is_buffer)) {
+      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
+    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
+      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
+                         ", model " + shape_text(tensor.sizes()));
+    }
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
+  for (const auto& child : module.named_children()) {
+    expected.insert(child.key());
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      problems.push_back("missing submodule '" + prefix + child.key() + "'");
+      continue;
+    }
+    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
+  }
+  for (const auto& key : archive.keys()) {
+    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
+  }
+}
+
+VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                              const torch::nn::Module& module,
+                                                              const std::string& prefix) {
+  const auto check = [&](const std::string& name, const torch::Tensor& tensor,
+                         bool is_buffer) -> std::optional<DtypeMismatch> {
+    torch::Tensor stored;
+    if (!tensor.defined() || !tensor.is_floating_point() || !archive.try_read(name, stored, is_buffer)) return {};
+    if (!stored.defined() || stored.scalar_type() == tensor.scalar_type()) return {};
+    return DtypeMismatch{prefix + name, stored.scalar_type(), tensor.scalar_type()};
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), false)) return found;
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), true)) return found;
+  }
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) continue;
+    if (auto found = first_dtype_mismatch(child_archive, *child.value(), prefix + child.key() + ".")) return found;
+  }
+  return std::nullopt;
+}
+
+VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                     const std::string& shown) {
+  std::vector<std::string> problems;
+  try {
+    compare_module_keys(model_archive, module, "", problems);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
+  }
+  if (problems.empty()) return;
+  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
+                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
+  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
+  if (problems.size() > 20) message += "; ...";
+  throw CheckpointError(message);
+}
+
+}  // namespace volt::detail
+// ---- end volt/serialization/detail/impl/model_match.ipp
+#endif
+// ---- end volt/serialization/detail/model_match.hpp
+
+#include <torch/torch.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <algorithm>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace volt {
+
+
+namespace detail {
+
+/// Test probe: a checkpoint write fails with `checkpoint_write_fault_errno` once this many bytes of the
+/// temporary file were written; -1 (the default) means never. Set through testing::ScopedCheckpointWriteFault.
+inline std::atomic<std::int64_t> checkpoint_write_fault_after_bytes{-1};
+inline std::atomic<int> checkpoint_write_fault_errno{0};
+
+VOLT_INLINE std::string system_error_text(int error);
+
+
+/// Writes `bytes` to a new file at `path` and flushes it to disk (detail::write_file_durably, with the test
+/// fault of ScopedCheckpointWriteFault). Throws CheckpointError (naming `shown` and the system error) on any
+/// failure; the caller removes the partial file.
+VOLT_INLINE void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown);
+
+/// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
+/// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
+/// and the system error (e.g. "No space left on device"). Temporary files of `path` left by a killed
+/// earlier write are removed first.
+VOLT_INLINE void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path);
+
+/// CRC-32 of `size` bytes at `data` (zip entries).
+VOLT_INLINE std::uint32_t crc32(const char* data, std::size_t size);
+
+/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
+/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
+/// in the TorchScript code of an archive crashes LibTorch 1.13). Deflated entries are inflated by volt's own
+/// bounds-checked decoder (detail/inflate.hpp) and their CRC-32 checked too. Archives in zip64 form are left
+/// to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
+/// `names`, when given, receives the names of the entries checked.
+VOLT_INLINE void check_zip_integrity(const std::string& bytes, const std::string& shown,
+                                     std::vector<std::string>* names = nullptr);
+
+/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
+/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
+VOLT_INLINE void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
+                                    const std::string& shown, torch::Device device);
+
+/// Loads an archive, mapping every tensor to `device`. Names the file in any error (see load_archive_bytes).
+VOLT_INLINE void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
+                              torch::Device device);
+
+/// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
+/// CheckpointError naming the file and the entry when it is missing or of another type:
+/// "volt: <file> is not a volt checkpoint or is corrupted: entry '<key>' is missing or not <a type>".
+/// Holds a reference to the archive, which must outlive it.
+class CheckpointReader {
+ public:
+  /// Reads from `archive`, naming the file `shown` in errors.
+  CheckpointReader(torch::serialize::InputArchive& archive, std::string shown)
+      : archive_(archive), shown_(std::move(shown)) {}
+
+  /// Whether the checkpoint has an entry `key`, of any type.
+  bool contains(const std::string& key) const;
+
+  /// The int entry `key`.
+  std::int64_t read_int(const std::string& key) const { return read_value(key, &c10::IValue::isInt, "an integer").toInt(); }
+
+  /// The bool entry `key`.
+  bool read_bool(const std::string& key) const { return read_value(key, &c10::IValue::isBool, "a bool").toBool(); }
+
+  /// The int list entry `key` (written as a c10::List<std::int64_t>).
+  std::vector<std::int64_t> read_int_list(const std::string& key) const;
+
+  /// The tensor entry `key`, written as a buffer (`archive.write(key, tensor, /*is_buffer=*/true)`), on the
+  /// device the archive was loaded to.
+  torch::Tensor read_tensor(const std::string& key) const;
+
+  /// The nested archive `key` (an OutputArchive written into the checkpoint) into `into`.
+  void read_archive(const std::string& key, torch::serialize::InputArchive& into) const;
+
+  /// The nested archive `key` into `into` if the checkpoint has one: false (and `into` untouched) when the
+  /// entry is missing or is not an archive, as InputArchive::try_read. For optional entries; never throws
+  /// CheckpointError.
+  bool try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const;
+
+  /// The archive read from.
+  torch::serialize::InputArchive& archive() const noexcept { return archive_; }
+  /// The file name shown in errors.
+  const std::string& shown() const noexcept { return shown_; }
+
+ private:
+  c10::IValue read_value(const std::string& key, bool (c10::IValue::*has_type)() const, const char* type) const;
+
+  CheckpointError entry_error(const std::string& key, const char* type) const;
+
+  torch::serialize::InputArchive& archive_;
+  std::string shown_;
+};
+
+}  // namespace detail
+
+/// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
+/// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
+/// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
+VOLT_INLINE void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                         torch::Device device = torch::kCPU);
+
+namespace detail {
+
+/// load_checkpoint_weights on the bytes of the file `shown` (loaded into `archive`, which the caller may read
+/// further). Throws CheckpointError only.
+VOLT_INLINE void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                                           const std::string& shown);
+
+}  // namespace detail
+
+namespace testing {
+
+/// Makes every checkpoint write in this process fail once `after_bytes` bytes of the file are written, with
+/// the system error `error` (default ENOSPC, "No space left on device"), while alive. For tests of the
+/// disk-full path; not thread-safe against concurrent instances.
+class ScopedCheckpointWriteFault {
+ public:
+  /// Installs the fault; the destructor restores the previous setting (so instances nest).
+  explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
+      : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
+        previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
+  ~ScopedCheckpointWriteFault();
+  ScopedCheckpointWriteFault(const ScopedCheckpointWriteFault&) = delete;
+  ScopedCheckpointWriteFault& operator=(const ScopedCheckpointWriteFault&) = delete;
+
+ private:
+  std::int64_t previous_after_;
+  int previous_errno_;
+};
+
+}  // namespace testing
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/impl/checkpoint_io.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/checkpoint_io.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string system_error_text(int error) { return std::generic_category().message(error); }
+
+VOLT_INLINE void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
+  const FileWriteFault fault{checkpoint_write_fault_after_bytes.load(), checkpoint_write_fault_errno.load()};
+  const auto failure = write_file_durably(path, bytes, fault);
+  if (!failure) return;
+  const std::string prefix = "volt: could not write the checkpoint " + shown + ": ";
+  const std::string kept = " (the previous checkpoint, if any, is kept)";
+  switch (failure->stage) {
+    case FileWriteStage::create:
+      throw CheckpointError(prefix + "cannot create " + path.string() + ": " + system_error_text(failure->error));
+    case FileWriteStage::write:
+      throw CheckpointError(prefix + "write failed after " + std::to_string(failure->written) + " of " +
+                            std::to_string(bytes.size()) + " bytes: " + system_error_text(failure->error) + kept);
+    case FileWriteStage::flush:
+      throw CheckpointError(prefix + "could not flush it to disk: " + system_error_text(failure->error) + kept);
+    case FileWriteStage::close:
+      throw CheckpointError(prefix + "closing " + path.string() + " failed: " + system_error_text(failure->error));
+    case FileWriteStage::stream:
+      break;
+  }
+  throw CheckpointError(prefix + "writing " + path.string() + " failed");
+}
+
+VOLT_INLINE void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
+  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) {
+    throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
+  }
+  std::ostringstream buffer(std::ios::binary);
+  try {
+    archive.save_to(buffer);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
+  }
+  const std::string bytes = std::move(buffer).str();
+  remove_stale_temporaries(path);  // left by a write that was killed before its rename
+  std::random_device entropy;
+  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
+  try {
+    write_file_synced(temporary, bytes, path.string());
+    std::filesystem::rename(temporary, path);
+  } catch (const CheckpointError&) {
+    std::filesystem::remove(temporary, error);
+    throw;
+  } catch (const std::exception& cause) {
+    std::filesystem::remove(temporary, error);
+    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what() +
+                          " (the previous checkpoint, if any, is kept)");
+  }
+  fsync_folder(folder);
+}
+
+VOLT_INLINE std::uint32_t crc32(const char* data, std::size_t size) { return crc32(std::string_view(data, size)); }
+
+VOLT_INLINE void check_zip_integrity(const std::string& bytes, const std::string& shown,
+                                     std::vector<std::string>* names) {
+  const auto u16 = [&](std::size_t at) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
+           static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
+  };
+  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
+  const auto damaged = [&](const std::string& what) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
+                          std::to_string(bytes.size()) + " bytes): " + what);
+  };
+  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
+  std::size_t end_record = std::string::npos;
+  for (std::size_t back = 22; back <= bytes.size() && back <= 22 + 65535; ++back) {
+    const std::size_t at = bytes.size() - back;
+    if (u32(at) == 0x06054b50U) {
+      end_record = at;
+      break;
+    }
+  }
+  if (end_record == std::string::npos) damaged("no zip end-of-archive record (the end of the file is missing)");
+  const std::uint32_t entries = u16(end_record + 10);
+  const std::uint32_t directory_size = u32(end_record + 12);
+  const std::uint32_t directory_offset = u32(end_record + 16);
+  if (entries == 0xFFFFU || directory_offset == 0xFFFFFFFFU) return;  // zip64: left to LibTorch
+  if (static_cast<std::uint64_t>(directory_offset) + directory_size > end_record) {
+    damaged("the zip directory lies outside the file");
+  }
+  std::size_t at = directory_offset;
+  for (std::uint32_t entry = 0; entry < entries; ++entry) {
+    if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
+    const std::size_t at_entry = at;
+    const std::uint32_t method = u16(at + 10);
+    const std::uint32_t crc = u32(at + 16);
+    const std::uint32_t stored_size = u32(at + 20);
+    const std::uint32_t name_size = u16(at + 28);
+    const std::uint32_t header_extra = u16(at + 30) + u16(at + 32);
+    const std::uint32_t local = u32(at + 42);
+    if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
+    const std::string name = bytes.substr(at + 46, name_size);
+    if (names != nullptr) names->push_back(name);
+    at += 46 + name_size + header_extra;
+    if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
+    if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
+      damaged("the entry '" + name + "' has no valid local header");
+    }
+    const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
+    if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
+    if (method == 8) {  // deflated (LibTorch compresses an archive's code/*.py): inflated here and checked
+      const std::uint32_t inflated_size = u32(at_entry + 24);
+      const auto inflated = inflate::raw(std::string_view(bytes).substr(data, stored_size), inflated_size);
+      if (!inflated || inflated->size() != inflated_size) damaged("the compressed entry '" + name + "' is damaged");
+      if (crc32(inflated->data(), inflated->size()) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
+      continue;
+    }
+    if (method != 0) damaged("the entry '" + name + "' uses an unknown compression method " + std::to_string(method));
+    if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
+  }
+}
+
+VOLT_INLINE void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
+                                    const std::string& shown, torch::Device device) {
+  if (bytes.empty()) throw CheckpointError("volt: checkpoint file " + shown + " is empty");
+  // LibTorch archives are zip files: they start with a local file header "PK\3\4".
+  if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint: it does not start with a zip header, "
+                          "so it is not a LibTorch archive (a foreign or corrupted file, " +
+                          std::to_string(bytes.size()) + " bytes)");
+  }
+  std::vector<std::string> names;
+  check_zip_integrity(bytes, shown, &names);
+  // A LibTorch archive holds `<name>/constants.pkl`; torch.save's format (volt::save_weights) a data.pkl only.
+  const auto has = [&](const std::string& suffix) {
+    return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
+  };
+  if (has("/data.pkl") && !has("/constants.pkl")) {
+    throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
+                          "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
+                          "checkpoint: load it with volt::load_weights(model, path)");
+  }
+  try {
+    archive.load_from(bytes.data(), bytes.size(), device);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
+                          std::to_string(bytes.size()) + " bytes): " + cause.what());
+  }
+}
+
+VOLT_INLINE void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
+                              torch::Device device) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
+  }
+  std::string content;
+  if (const int failure = read_file_bytes(path, content); failure != 0) {
+    throw CheckpointError("volt: cannot read the checkpoint file " + path.string() + ": " +
+                          system_error_text(failure));
+  }
+  load_archive_bytes(archive, content, path.string(), device);
+}
+
+VOLT_INLINE void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                                           const std::string& shown) {
+  const CheckpointReader reader(archive, shown);
+  reader.read_int("volt/format");
+  torch::serialize::InputArchive model_archive;
+  if (!reader.try_read_archive("model", model_archive)) {
+    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: it has no model");
+  }
+  check_model_matches(model_archive, module, shown);
+  try {
+    module.load(model_archive);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + shown + " cannot be loaded: " + cause.what());
+  }
+}
+}  // namespace volt::detail
+
+namespace volt {
+
+VOLT_INLINE void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                                         torch::Device device) {
+  torch::serialize::InputArchive archive;
+  detail::load_archive(archive, path, device);
+  detail::load_weights_from_archive(module, archive, path.string());
+}
+}  // namespace volt
+
+namespace volt::detail {
+
+VOLT_INLINE bool CheckpointReader::contains(const std::string& key) const {
+  c10::IValue value;
+  return archive_.try_read(key, value);
+}
+
+VOLT_INLINE auto CheckpointReader::read_int_list(const std::string& key) const -> std::vector<std::int64_t> {
+  return read_value(key, &c10::IValue::isIntList, "a list of integers").toIntVector();
+}
+
+VOLT_INLINE torch::Tensor CheckpointReader::read_tensor(const std::string& key) const {
+  torch::Tensor tensor;
+  if (!archive_.try_read(key, tensor, /*is_buffer=*/true)) throw entry_error(key, "a tensor");
+  return tensor;
+}
+
+VOLT_INLINE void CheckpointReader::read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
+  if (!archive_.try_read(key, into)) throw entry_error(key, "an archive");
+}
+
+VOLT_INLINE bool CheckpointReader::try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
+  return archive_.try_read(key, into);
+}
+
+VOLT_INLINE auto CheckpointReader::read_value(const std::string& key, bool (c10::IValue::*has_type)() const,
+                                              const char* type) const -> c10::IValue {
+  c10::IValue value;
+  if (!archive_.try_read(key, value) || !(value.*has_type)()) throw entry_error(key, type);
+  return value;
+}
+
+VOLT_INLINE auto CheckpointReader::entry_error(const std::string& key, const char* type) const -> CheckpointError {
+  return CheckpointError("volt: " + shown_ + " is not a volt checkpoint or is corrupted: entry '" + key +
+                         "' is missing or not " + type);
+}
+}  // namespace volt::detail
+
+namespace volt::testing {
+
+VOLT_INLINE ScopedCheckpointWriteFault::~ScopedCheckpointWriteFault() {
+  detail::checkpoint_write_fault_after_bytes = previous_after_;
+  detail::checkpoint_write_fault_errno = previous_errno_;
+}
+
+}  // namespace volt::testing
+// ---- end volt/serialization/impl/checkpoint_io.ipp
+#endif
+// ---- end volt/serialization/checkpoint_io.hpp
+// ---- begin volt/serialization/module_archive.hpp
+/// \file
+/// Writing a module into a LibTorch archive with every tensor contiguous (what a checkpoint of a
+/// channels-last run holds).
+
+#include <torch/torch.h>
+
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace volt::detail {
+
+/// Writes `module` into `archive` with the entries and nesting torch::nn::Module::save writes (its own
+/// parameters, then its buffers, then one archive per serializable child), each tensor in contiguous strides,
+/// so that a model trained in channels-last is saved in the layout users expect and loads the same way.
+VOLT_INLINE void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive);
+
+/// Writes `module`'s entries and nesting (as Module::save) into `archive` with `parameters` and `buffers` (in the
+/// order of module.parameters() and module.buffers()) in place of the module's own tensors, each contiguous when
+/// `contiguous`: an averaged copy of the weights saved as the module's. Throws std::logic_error when the numbers
+/// of tensors differ from the module's.
+VOLT_INLINE void save_module_replaced(const torch::nn::Module& module, const std::vector<torch::Tensor>& parameters,
+                                      const std::vector<torch::Tensor>& buffers,
+                                      torch::serialize::OutputArchive& archive, bool contiguous);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/impl/module_archive.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/module_archive.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+// Module::save's walk, with each tensor written as `written(tensor)` returns it.
+template <class Written>
+void save_module_walk(const torch::nn::Module& module, torch::serialize::OutputArchive& archive, const Written& written) {
+  for (const auto& parameter : module.named_parameters(/*recurse=*/false)) {
+    archive.write(parameter.key(), written(parameter.value()));
+  }
+  for (const auto& buffer : module.named_buffers(/*recurse=*/false)) {
+    archive.write(buffer.key(), written(buffer.value()), /*is_buffer=*/true);
+  }
+  for (const auto& child : module.named_children()) {
+    if (!child.value()->is_serializable()) continue;
+    torch::serialize::OutputArchive child_archive(archive.compilation_unit());
+    save_module_walk(*child.value(), child_archive, written);
+    archive.write(child.key(), child_archive);
+  }
+}
+
+// `tensor`, or a contiguous copy of it that keeps requires_grad.
+struct ContiguousCopy {
+  torch::Tensor operator()(const torch::Tensor& tensor) const {
+    if (!tensor.defined() || tensor.is_contiguous()) return tensor;
+    auto copy = tensor.detach().contiguous();
+    copy.set_requires_grad(tensor.requires_grad());
+    return copy;
+  }
+};
+
+VOLT_INLINE void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive) {
+  torch::NoGradGuard no_grad;
+  save_module_walk(module, archive, ContiguousCopy{});
+}
+
+VOLT_INLINE void save_module_replaced(const torch::nn::Module& module, const std::vector<torch::Tensor>& parameters,
+                                      const std::vector<torch::Tensor>& buffers,
+                                      torch::serialize::OutputArchive& archive, bool contiguous) {
+  torch::NoGradGuard no_grad;
+  // Matched by tensor identity: the walk meets each module's own tensors, parameters() lists them all.
+  std::unordered_map<const c10::TensorImpl*, torch::Tensor> replacement;
+  auto match = [&replacement](const std::vector<torch::Tensor>& own, const std::vector<torch::Tensor>& replaced,
+                              const char* kind) {
+    if (own.size() != replaced.size()) {
+      throw std::logic_error("volt: " + std::to_string(replaced.size()) + " " + kind + "s given for a module of " +
+                             std::to_string(own.size()));
+    }
+    for (std::size_t i = 0; i < own.size(); ++i) replacement.emplace(own[i].unsafeGetTensorImpl(), replaced[i]);
+  };
+  match(module.parameters(), parameters, "parameter");
+  match(module.buffers(), buffers, "buffer");
+  save_module_walk(module, archive, [&](const torch::Tensor& tensor) {
+    const auto found = replacement.find(tensor.unsafeGetTensorImpl());
+    const torch::Tensor& written = found == replacement.end() ? tensor : found->second;
+    return contiguous ? ContiguousCopy{}(written) : written;
+  });
+}
+
+}  // namespace volt::detail
+// ---- end volt/serialization/impl/module_archive.ipp
+#endif
+// ---- end volt/serialization/module_archive.hpp
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+/// A full checkpoint being written, before its model entry ("model", Lightning's state_dict) is: a callback may
+/// add entries and replace the model entry. Offered to callbacks on global rank zero only, and not for
+/// weights-only checkpoints (save_weights_only), as Lightning calls no callback's on_save_checkpoint for those.
+class CheckpointSave {
+ public:
+  /// A checkpoint of `module` written into `archive`; `contiguous_weights`: the model entry holds contiguous
+  /// tensors (a channels-last run).
+  CheckpointSave(const torch::nn::Module& module, torch::serialize::OutputArchive& archive, bool contiguous_weights)
+      : module_(module), archive_(archive), contiguous_weights_(contiguous_weights) {}
+
+  /// The model being saved.
+  const torch::nn::Module& module() const noexcept { return module_; }
+
+  /// Writes the module's own weights into `into`, as the model entry holds them.
+  void write_module_weights(torch::serialize::OutputArchive& into) const;
+
+  /// Writes into `into` the model entry's names and nesting with `parameters` and `buffers` (in the order of
+  /// module().parameters() and module().buffers()) in place of the module's tensors. Throws std::logic_error
+  /// when their numbers differ from the module's.
+  void write_weights(torch::serialize::OutputArchive& into, const std::vector<torch::Tensor>& parameters,
+                     const std::vector<torch::Tensor>& buffers) const;
+
+  /// Adds the entry `key` beside the checkpoint's others (volt's own keys, "model", "loop/..." and the
+  /// callbacks' state keys, are taken).
+  void write(const std::string& key, torch::serialize::OutputArchive& entry) { archive_.write(key, entry); }
+
+  /// Makes `weights` (written with write_weights) the checkpoint's model entry in place of the module's own
+  /// weights; of several callbacks that replace it, the last one's is kept.
+  void replace_model_entry(torch::serialize::OutputArchive weights) { model_entry_.emplace(std::move(weights)); }
+
+  /// The model entry a callback put in place of the module's weights, or nullptr.
+  torch::serialize::OutputArchive* replaced_model_entry() noexcept { return model_entry_ ? &*model_entry_ : nullptr; }
+
+ private:
+  const torch::nn::Module& module_;
+  torch::serialize::OutputArchive& archive_;
+  bool contiguous_weights_;
+  std::optional<torch::serialize::OutputArchive> model_entry_{};
+};
+
+/// A checkpoint a fit resumes from, after its model entry was loaded into the module and before the callbacks'
+/// load_state (Lightning's order: the model's state_dict, then the callbacks' on_load_checkpoint, then their
+/// load_state_dict).
+class CheckpointLoad {
+ public:
+  /// The checkpoint read by `reader`, resumed into `module`.
+  CheckpointLoad(torch::nn::Module& module, const detail::CheckpointReader& reader) : module_(module), reader_(reader) {}
+
+  /// The model being resumed (it holds the checkpoint's model entry until a callback loads another).
+  torch::nn::Module& module() noexcept { return module_; }
+
+  /// Whether the checkpoint has an entry `key`.
+  bool contains(const std::string& key) const { return reader_.contains(key); }
+
+  /// Reads the archive entry `key` into `into`; false (and `into` untouched) when the checkpoint has none.
+  bool try_read(const std::string& key, torch::serialize::InputArchive& into) const {
+    return reader_.try_read_archive(key, into);
+  }
+
+  /// Loads the module weights of entry `key` (written with CheckpointSave::write_module_weights) into the
+  /// module. Throws CheckpointError naming the file when the entry is missing or does not match the module.
+  void load_module_weights(const std::string& key);
+
+ private:
+  torch::nn::Module& module_;
+  const detail::CheckpointReader& reader_;
+};
+
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/impl/checkpoint_hooks.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/checkpoint_hooks.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE void CheckpointSave::write_module_weights(torch::serialize::OutputArchive& into) const {
+  if (contiguous_weights_) {
+    detail::save_module_contiguous(module_, into);
+  } else {
+    module_.save(into);
+  }
+}
+
+VOLT_INLINE void CheckpointSave::write_weights(torch::serialize::OutputArchive& into,
+                                               const std::vector<torch::Tensor>& parameters,
+                                               const std::vector<torch::Tensor>& buffers) const {
+  detail::save_module_replaced(module_, parameters, buffers, into, contiguous_weights_);
+}
+
+VOLT_INLINE void CheckpointLoad::load_module_weights(const std::string& key) {
+  torch::serialize::InputArchive weights;
+  reader_.read_archive(key, weights);
+  detail::check_model_matches(weights, module_, reader_.shown() + " (entry '" + key + "')");
+  try {
+    module_.load(weights);
+  } catch (const std::exception& error) {
+    throw CheckpointError("volt: the entry '" + key + "' of " + reader_.shown() + " does not match the model: " +
+                          error.what());
+  }
+}
+
+}  // namespace volt
+// ---- end volt/serialization/impl/checkpoint_hooks.ipp
+#endif
+// ---- end volt/serialization/checkpoint_hooks.hpp
 
 #include <torch/torch.h>
 
@@ -10978,6 +12295,10 @@ class AnyCallback {
   virtual void save_state(torch::serialize::OutputArchive& archive) const = 0;
   /// Reads the callback's own state (nothing when it has no load_state).
   virtual void load_state(torch::serialize::InputArchive& archive) = 0;
+  /// A full checkpoint being written (nothing when it has no on_save_checkpoint).
+  virtual void on_save_checkpoint(CheckpointSave& checkpoint) = 0;
+  /// A checkpoint being resumed from, before load_state (nothing when it has no on_load_checkpoint).
+  virtual void on_load_checkpoint(CheckpointLoad& checkpoint) = 0;
 
 #define VOLT_DETAIL_HOOK_VIRTUAL(name, owner, parameters, arguments) \
   virtual void name(State& state VOLT_DETAIL_UNPAREN parameters) = 0;
@@ -11001,6 +12322,12 @@ class CallbackModel final : public AnyCallback<State> {
   }
   void load_state(torch::serialize::InputArchive& archive) override {
     if constexpr (requires(C& c) { c.load_state(archive); }) callback_.load_state(archive);
+  }
+  void on_save_checkpoint(CheckpointSave& checkpoint) override {
+    if constexpr (requires(C& c) { c.on_save_checkpoint(checkpoint); }) callback_.on_save_checkpoint(checkpoint);
+  }
+  void on_load_checkpoint(CheckpointLoad& checkpoint) override {
+    if constexpr (requires(C& c) { c.on_load_checkpoint(checkpoint); }) callback_.on_load_checkpoint(checkpoint);
   }
 
 #define VOLT_DETAIL_HOOK_OVERRIDE(name, owner, parameters, arguments)                                     \
@@ -11557,224 +12884,6 @@ VOLT_INLINE CheckpointIntervals check_model_checkpoint_options(const ModelCheckp
 /// \file
 /// volt::Logger: the interface of experiment loggers (Lightning's Logger), and where their files go.
 
-// ---- begin volt/core/files.hpp
-/// \file
-/// Durable file writes: write a file (from one buffer or several pieces) and flush it to disk, flush a
-/// folder's entries to disk. The one place with the platform code for it (POSIX open/write/fsync; on Windows a
-/// plain stream write without flushes).
-/// Checkpoints (volt/serialization/checkpoint_io.hpp) and weights files (volt/serialization/weights.hpp)
-/// write a temporary file with these, then rename it over the target.
-
-#include <algorithm>
-#include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <ios>
-#include <iterator>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <vector>
-
-#if !defined(_WIN32)
-#include <fcntl.h>
-#include <unistd.h>
-#endif
-
-namespace volt::detail {
-
-/// The step of write_file_durably() that failed.
-enum class FileWriteStage {
-  create,  ///< the file could not be created or opened (POSIX open)
-  write,   ///< a write failed part-way (FileWriteFailure::written says how far it got)
-  flush,   ///< the data could not be flushed to disk (fsync)
-  close,   ///< closing the file failed
-  stream,  ///< the stream write of the Windows fallback failed (no system error is known)
-};
-
-/// Why write_file_durably() failed: the step, the system error (errno; 0 for FileWriteStage::stream) and the
-/// bytes written before the failure.
-struct FileWriteFailure {
-  FileWriteStage stage = FileWriteStage::create;
-  int error = 0;
-  std::size_t written = 0;
-};
-
-/// A failure to inject in tests: the write fails with `error` once `after_bytes` bytes are written; a
-/// negative `after_bytes` (the default) injects nothing. Honoured by the POSIX path only.
-struct FileWriteFault {
-  std::int64_t after_bytes = -1;
-  int error = 0;
-};
-
-/// The name of a temporary file for writing `path` atomically: `.<name>.tmp<random>` in the same folder.
-VOLT_INLINE bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target);
-
-/// Removes the temporary files `.<name>.tmp<digits>` that an earlier write of `target` left when its process
-/// was killed before the rename (only one process writes a given target; best effort, errors are ignored).
-VOLT_INLINE void remove_stale_temporaries(const std::filesystem::path& target);
-
-#if !defined(_WIN32)
-
-/// Reads the whole file at `path` into `out`. Returns 0, or the system error (errno) of the open or read that
-/// failed. Never throws (except std::bad_alloc).
-inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
-  out.clear();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  char buffer[1 << 16];
-  for (;;) {
-    const ::ssize_t got = ::read(fd, buffer, sizeof buffer);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      const int error = errno;
-      ::close(fd);
-      return error;
-    }
-    if (got == 0) break;
-    out.append(buffer, static_cast<std::size_t>(got));
-  }
-  ::close(fd);
-  return 0;
-}
-
-/// Writes the concatenation of `pieces` to a new file at `path` (created or truncated, mode 0644) and flushes
-/// it to disk; a file too large to assemble in memory is written piece by piece. Returns std::nullopt on
-/// success, else what failed (FileWriteFailure::written counts bytes over all pieces); the caller removes the
-/// partial file. Never throws.
-inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path,
-                                                          const std::vector<std::string_view>& pieces,
-                                                          FileWriteFault fault = {}) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return FileWriteFailure{FileWriteStage::create, errno, 0};
-  const auto fail = [fd](FileWriteStage stage, int error, std::size_t written) {
-    ::close(fd);
-    return FileWriteFailure{stage, error, written};
-  };
-  std::size_t written = 0;
-  for (const std::string_view bytes : pieces) {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      std::size_t chunk = std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 20);
-      if (fault.after_bytes >= 0) {
-        if (static_cast<std::int64_t>(written) >= fault.after_bytes) return fail(FileWriteStage::write, fault.error, written);
-        chunk = std::min<std::size_t>(chunk, static_cast<std::size_t>(fault.after_bytes - static_cast<std::int64_t>(written)));
-      }
-      const ::ssize_t result = ::write(fd, bytes.data() + done, chunk);
-      if (result < 0) {
-        if (errno == EINTR) continue;
-        return fail(FileWriteStage::write, errno, written);
-      }
-      done += static_cast<std::size_t>(result);
-      written += static_cast<std::size_t>(result);
-    }
-  }
-  if (::fsync(fd) != 0) return fail(FileWriteStage::flush, errno, written);
-  if (::close(fd) != 0) return FileWriteFailure{FileWriteStage::close, errno, written};
-  return std::nullopt;
-}
-
-/// Writes `bytes` to a new file at `path` (created or truncated, mode 0644) and flushes it to disk.
-/// Returns std::nullopt on success, else what failed; the caller removes the partial file. Never throws.
-inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
-                                                          FileWriteFault fault = {}) {
-  const std::string_view piece(bytes);
-  return write_file_durably(path, std::vector<std::string_view>{piece}, fault);
-}
-
-/// Flushes the file at `path` (already written and closed) to disk. Best effort: a file that cannot be
-/// opened or flushed is left as it is, silently.
-inline void fsync_file(const std::filesystem::path& path) {
-  if (const int fd = ::open(path.c_str(), O_RDONLY); fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-/// Flushes the entries of `folder` (a rename just done in it) to disk. Best effort: some file systems refuse
-/// fsync on folders, and the rename itself is already done.
-inline void fsync_folder(const std::filesystem::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-#else
-
-/// Writes the concatenation of `pieces` to a new file at `path` with a stream (no flush to disk on this
-/// platform). Returns std::nullopt on success, else FileWriteStage::stream; the caller removes the partial
-/// file. The fault is not honoured here.
-inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path,
-                                                          const std::vector<std::string_view>& pieces,
-                                                          FileWriteFault /*fault*/ = {}) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  for (const std::string_view bytes : pieces) out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  if (!out) return FileWriteFailure{FileWriteStage::stream, 0, 0};
-  return std::nullopt;
-}
-
-/// Writes `bytes` to a new file at `path` with a stream (no flush to disk on this platform). Returns
-/// std::nullopt on success, else FileWriteStage::stream; the caller removes the partial file. The fault is
-/// not honoured here.
-inline std::optional<FileWriteFailure> write_file_durably(const std::filesystem::path& path, const std::string& bytes,
-                                                          FileWriteFault fault = {}) {
-  const std::string_view piece(bytes);
-  return write_file_durably(path, std::vector<std::string_view>{piece}, fault);
-}
-
-/// Does nothing on this platform.
-inline void fsync_file(const std::filesystem::path& /*path*/) {}
-
-/// Does nothing on this platform.
-inline void fsync_folder(const std::filesystem::path& /*folder*/) {}
-
-/// Reads the whole file at `path` into `out`; returns 0, or EIO when the stream failed.
-inline int read_file_bytes(const std::filesystem::path& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return errno != 0 ? errno : EIO;
-  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return in.bad() ? EIO : 0;
-}
-
-#endif
-
-}  // namespace volt::detail
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/core/impl/files.ipp
-/// \file
-/// Definitions of the functions declared in volt/core/files.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE bool is_temporary_of(const std::filesystem::path& candidate, const std::filesystem::path& target) {
-  const std::string prefix = "." + target.filename().string() + ".tmp";
-  const std::string name = candidate.filename().string();
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
-  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
-                     [](char c) { return c >= '0' && c <= '9'; });
-}
-
-VOLT_INLINE void remove_stale_temporaries(const std::filesystem::path& target) {
-  const auto folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::error_code error;
-  std::vector<std::filesystem::path> stale;
-  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
-    if (is_temporary_of(entry.path(), target)) stale.push_back(entry.path());
-  }
-  for (const auto& path : stale) std::filesystem::remove(path, error);
-}
-
-}  // namespace volt::detail
-// ---- end volt/core/impl/files.ipp
-#endif
-// ---- end volt/core/files.hpp
 
 #include <cerrno>
 #include <cstdint>
@@ -12122,79 +13231,6 @@ VOLT_INLINE auto MappedFile::failure(const char* what, const std::filesystem::pa
 /// invalid UTF-8, control characters in strings, negative or fractional numbers where integers belong,
 /// numbers over 64 bits, nesting deeper than 64, a truncated text.
 
-// ---- begin volt/core/encoding.hpp
-/// \file
-/// Byte-level encodings several file formats share: CRC-32 (zip entries, PNG chunks) and JSON string escaping
-/// (safetensors headers, MLflow's REST requests).
-
-#include <array>
-#include <cstdint>
-#include <string>
-#include <string_view>
-
-namespace volt::detail {
-
-/// CRC-32 with the reflected polynomial 0xEDB88320 (zip, PNG, gzip).
-VOLT_INLINE std::uint32_t crc32(std::string_view bytes);
-
-/// Appends `text` as a JSON string, escaped as Python's safetensors package (serde_json) writes it:
-/// \" \\ \b \f \n \r \t, other control characters as \u00xx, everything else (UTF-8 included) as it is.
-VOLT_INLINE void append_json_string(std::string& out, std::string_view text);
-
-}  // namespace volt::detail
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/core/impl/encoding.ipp
-/// \file
-/// Definitions of the functions declared in volt/core/encoding.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE std::uint32_t crc32(std::string_view bytes) {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> entries{};
-    for (std::uint32_t n = 0; n < 256; ++n) {
-      std::uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-      entries[n] = c;
-    }
-    return entries;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFU;
-  for (const char byte : bytes) crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFU;
-}
-
-VOLT_INLINE void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          const char* hex = "0123456789abcdef";
-          out += "\\u00";
-          out += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
-          out += hex[static_cast<unsigned char>(c) & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
-}  // namespace volt::detail
-// ---- end volt/core/impl/encoding.ipp
-#endif
-// ---- end volt/core/encoding.hpp
 
 #include <cstddef>
 #include <cstdint>
@@ -16600,142 +17636,6 @@ VOLT_INLINE std::string python_float(double value) {
 // ---- end volt/core/impl/python_format.ipp
 #endif
 // ---- end volt/core/python_format.hpp
-// ---- begin volt/serialization/detail/model_match.hpp
-/// \file
-/// volt::CheckpointError, and the comparison of a checkpoint's model entry with a module (keys, shapes,
-/// dtypes) that volt's checkpoint loaders run before LibTorch's Module::load.
-
-#include <torch/torch.h>
-
-#include <optional>
-#include <set>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-namespace volt {
-
-/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
-class CheckpointError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-namespace detail {
-
-VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes);
-
-VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                     const std::string& prefix, std::vector<std::string>& problems);
-
-/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
-/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
-/// reports that).
-struct DtypeMismatch {
-  std::string name;
-  c10::ScalarType stored;
-  c10::ScalarType expected;
-};
-VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
-                                                              const torch::nn::Module& module,
-                                                              const std::string& prefix = "");
-
-/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
-/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
-/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
-VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                     const std::string& shown);
-
-}  // namespace detail
-}  // namespace volt
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/serialization/detail/impl/model_match.ipp
-/// \file
-/// Definitions of the functions declared in volt/serialization/detail/model_match.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
-
-VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                     const std::string& prefix, std::vector<std::string>& problems) {
-  std::set<std::string> expected;
-  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
-    expected.insert(name);
-    torch::Tensor stored;
-    if (!archive.try_read(name, stored, is_buffer)) {
-      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
-    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
-      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
-                         ", model " + shape_text(tensor.sizes()));
-    }
-  };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
-  for (const auto& child : module.named_children()) {
-    expected.insert(child.key());
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) {
-      problems.push_back("missing submodule '" + prefix + child.key() + "'");
-      continue;
-    }
-    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
-  }
-  for (const auto& key : archive.keys()) {
-    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
-  }
-}
-
-VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
-                                                              const torch::nn::Module& module,
-                                                              const std::string& prefix) {
-  const auto check = [&](const std::string& name, const torch::Tensor& tensor,
-                         bool is_buffer) -> std::optional<DtypeMismatch> {
-    torch::Tensor stored;
-    if (!tensor.defined() || !tensor.is_floating_point() || !archive.try_read(name, stored, is_buffer)) return {};
-    if (!stored.defined() || stored.scalar_type() == tensor.scalar_type()) return {};
-    return DtypeMismatch{prefix + name, stored.scalar_type(), tensor.scalar_type()};
-  };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
-    if (auto found = check(item.key(), item.value(), false)) return found;
-  }
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
-    if (auto found = check(item.key(), item.value(), true)) return found;
-  }
-  for (const auto& child : module.named_children()) {
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) continue;
-    if (auto found = first_dtype_mismatch(child_archive, *child.value(), prefix + child.key() + ".")) return found;
-  }
-  return std::nullopt;
-}
-
-VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                     const std::string& shown) {
-  std::vector<std::string> problems;
-  try {
-    compare_module_keys(model_archive, module, "", problems);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
-  }
-  if (problems.empty()) return;
-  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
-                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
-  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
-  if (problems.size() > 20) message += "; ...";
-  throw CheckpointError(message);
-}
-
-}  // namespace volt::detail
-// ---- end volt/serialization/detail/impl/model_match.ipp
-#endif
-// ---- end volt/serialization/detail/model_match.hpp
 
 #include <torch/torch.h>
 
@@ -16784,7 +17684,11 @@ class AveragedWeights {
   /// A fresh copy of `module`'s weights on `device`, with no update counted.
   void reset(torch::nn::Module& module, torch::Device device);
 
-  /// Uses the tensors load() read, on `device`, after checking them against `module`. Throws CheckpointError
+  /// Takes copies of `module`'s weights (on its device) as an average of `n_averaged` updates: a checkpoint's
+  /// averaged weights, loaded into the module from its model entry. adopt() then puts them to use.
+  void take(torch::nn::Module& module, std::int64_t n_averaged);
+
+  /// Uses the tensors load() or take() read, on `device`, after checking them against `module`. Throws CheckpointError
   /// naming `owner` when their number, shapes or dtypes differ from the module's.
   void adopt(torch::nn::Module& module, torch::Device device, const std::string& owner);
 
@@ -16878,6 +17782,16 @@ VOLT_INLINE void AveragedWeights::reset(torch::nn::Module& module, torch::Device
   buffers_ = copies(module.buffers(), device);
   n_averaged_ = 0;
   ready_ = true;
+}
+
+VOLT_INLINE void AveragedWeights::take(torch::nn::Module& module, std::int64_t n_averaged) {
+  torch::NoGradGuard no_grad;
+  parameters_.clear();
+  buffers_.clear();
+  for (const auto& tensor : module.parameters()) parameters_.push_back(tensor.detach().clone());
+  for (const auto& tensor : module.buffers()) buffers_.push_back(tensor.detach().clone());
+  n_averaged_ = n_averaged;
+  ready_ = false;
 }
 
 VOLT_INLINE void AveragedWeights::adopt(torch::nn::Module& module, torch::Device device, const std::string& owner) {
@@ -17055,10 +17969,15 @@ struct WeightAveragingOptions {
 ///   model at on_validation_epoch_start and swapped back at on_validation_epoch_end.
 /// * When training ends (on_train_end, as Lightning), the averaged weights are copied into the model: after
 ///   fit() the model holds them.
-/// * Checkpoints keep the averaged tensors, the number of updates and the last updated step and epoch (the
-///   callback's state), so a resumed fit averages exactly as an uninterrupted one. The checkpoint's model
-///   entry holds the model's own weights (Lightning writes the averaged ones there; see
-///   docs/differences/optimization.md).
+/// * Checkpoints hold the averaged weights as their model entry (Lightning's state_dict), the model's own
+///   weights beside them under "current_model_state", the number of updates under "averaging_state", and
+///   the last updated step and epoch as the callback's state (Lightning 2.6's on_save_checkpoint). A fit
+///   resumed from one puts "current_model_state" back into the model and the model entry into the average
+///   (on_load_checkpoint), so it continues exactly as an uninterrupted fit; a checkpoint of a fit without this
+///   callback starts the average from its weights, with Lightning's warning. Loading a checkpoint's weights
+///   for inference (volt::load_checkpoint_weights) gives the averaged model. A weights-only checkpoint
+///   (save_weights_only) holds the model's own weights, as in Lightning, and a checkpoint written after fit()
+///   holds the averaged weights twice (the model has them by then).
 ///
 /// Works with automatic and manual optimization, under DDP (every rank averages its identical weights) and
 /// with TrainerOptions::cuda_graphs (the update runs eagerly after each replay of the captured step; the
@@ -17069,19 +17988,21 @@ class WeightAveraging {
   explicit WeightAveraging(WeightAveragingOptions options = {});
 
   /// When fit begins: the averaged copy of the model (or, on resume, the checkpoint's), on the device.
-  /// Throws MisconfigurationError when a checkpoint's averaged weights do not match the model.
   template <class State>
   void setup(State& state) {
     if (state.stage != State::Stage::fitting || state.model == nullptr) return;
     const torch::Device device = options_.device.value_or(state.root_device);
     if (restored_) {
       average_.adopt(*state.model, device, "WeightAveraging");
-      restored_ = false;
     } else {
       average_.reset(*state.model, device);
+    }
+    if (!counters_restored_) {
       latest_update_step_ = 0;
       latest_update_epoch_ = -1;
     }
+    restored_ = false;
+    counters_restored_ = false;
   }
 
   /// After each training batch: updates the average when an optimizer step was taken since the last update
@@ -17120,9 +18041,18 @@ class WeightAveraging {
     if (average_.ready() && state.model != nullptr) average_.copy_into(*state.model, /*with_buffers=*/true);
   }
 
-  /// Writes the averaged tensors, the number of updates and the last updated step and epoch.
+  /// A full checkpoint being written (global rank zero): its model entry becomes the averaged weights, the
+  /// model's own weights go under "current_model_state" and the number of updates under "averaging_state".
+  /// Before the fit's setup made the average it only logs Lightning's message and changes nothing.
+  void on_save_checkpoint(CheckpointSave& checkpoint);
+  /// Resuming from a checkpoint: with "current_model_state" and "averaging_state", the model entry (loaded into
+  /// the model) becomes the average and the model gets "current_model_state"; otherwise Lightning's warning, and
+  /// the fit's setup starts the average from the model. Throws CheckpointError when the entry does not match
+  /// the model.
+  void on_load_checkpoint(CheckpointLoad& checkpoint);
+  /// Writes the last updated step and epoch (Lightning's state_dict holds the step).
   void save_state(torch::serialize::OutputArchive& archive) const;
-  /// Reads what save_state wrote; the fit's setup then checks it against the model and uses it.
+  /// Reads what save_state wrote.
   void load_state(torch::serialize::InputArchive& archive);
 
   /// How many times the average was updated (torch's n_averaged).
@@ -17146,7 +18076,8 @@ class WeightAveraging {
   detail::AveragedWeights average_{};
   std::int64_t latest_update_step_ = 0;
   std::int64_t latest_update_epoch_ = -1;
-  bool restored_ = false;
+  bool restored_ = false;           // on_load_checkpoint took the checkpoint's average
+  bool counters_restored_ = false;  // load_state read the last updated step and epoch
 };
 
 /// The options of volt::EMAWeightAveraging (Lightning's EMAWeightAveraging arguments).
@@ -17194,19 +18125,52 @@ VOLT_INLINE WeightAveraging::WeightAveraging(WeightAveragingOptions options)
   if (!options_.avg_fn) options_.avg_fn = swa_average();
 }
 
+VOLT_INLINE void WeightAveraging::on_save_checkpoint(CheckpointSave& checkpoint) {
+  if (!average_.ready()) {
+    log::info_rank_zero("You're using the WeightAveraging callback, but saving a checkpoint outside the 'fit' stage. "
+                        "The state of the WeightAveraging callback won't be saved in the checkpoint. If training has "
+                        "finished, the average model parameters will be saved to the state_dict in the checkpoint.");
+    return;
+  }
+  torch::serialize::OutputArchive current;
+  checkpoint.write_module_weights(current);
+  checkpoint.write("current_model_state", current);
+  torch::serialize::OutputArchive averaging;
+  averaging.write("n_averaged", c10::IValue(average_.n_averaged()));
+  checkpoint.write("averaging_state", averaging);
+  torch::serialize::OutputArchive averaged;
+  checkpoint.write_weights(averaged, average_.parameters(), average_.buffers());
+  checkpoint.replace_model_entry(std::move(averaged));
+}
+
+VOLT_INLINE void WeightAveraging::on_load_checkpoint(CheckpointLoad& checkpoint) {
+  torch::serialize::InputArchive averaging;
+  if (!checkpoint.contains("current_model_state") || !checkpoint.try_read("averaging_state", averaging)) {
+    log::warn_rank_zero("The checkpoint was not created with WeightAveraging. Both the current and the average model "
+                        "will be initialized with state_dict.");
+    restored_ = false;
+    return;
+  }
+  c10::IValue n_averaged;
+  averaging.read("n_averaged", n_averaged);
+  average_.take(checkpoint.module(), n_averaged.toInt());
+  checkpoint.load_module_weights("current_model_state");
+  restored_ = true;
+  log::info_rank_zero("Found current_model_state in the checkpoint. This will be used to initialize the model.");
+}
+
 VOLT_INLINE void WeightAveraging::save_state(torch::serialize::OutputArchive& archive) const {
-  average_.save(archive);
   archive.write("latest_update_step", c10::IValue(latest_update_step_));
   archive.write("latest_update_epoch", c10::IValue(latest_update_epoch_));
 }
 
 VOLT_INLINE void WeightAveraging::load_state(torch::serialize::InputArchive& archive) {
-  restored_ = average_.load(archive);
   c10::IValue value;
   archive.read("latest_update_step", value);
   latest_update_step_ = value.toInt();
   archive.read("latest_update_epoch", value);
   latest_update_epoch_ = value.toInt();
+  counters_restored_ = true;
 }
 
 VOLT_INLINE bool WeightAveraging::wants_update(std::optional<std::int64_t> step_idx,
@@ -17716,725 +18680,6 @@ VOLT_INLINE void CSVLogger::save() {
 /// safetensors) and volt's crash-safe checkpoint files (written by the Trainer and Fabric, read by
 /// load_checkpoint_weights).
 
-// ---- begin volt/serialization/checkpoint_io.hpp
-/// \file
-/// Checkpoint files that survive crashes and report bad input clearly (volt::CheckpointError).
-///
-/// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
-/// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
-/// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
-/// naming the file and the system error, removes the temporary file and leaves the previous checkpoint as it was.
-/// Reading: a missing, empty, truncated, corrupted or foreign file throws CheckpointError naming the file and
-/// what is wrong (the zip structure and every entry's CRC-32 are checked before LibTorch parses the file); a
-/// model that does not match the checkpoint (missing or extra keys, other shapes) throws CheckpointError listing
-/// the keys and shapes.
-/// volt::testing::ScopedCheckpointWriteFault injects write failures for tests.
-
-// ---- begin volt/serialization/detail/inflate.hpp
-/// \file
-/// A small, bounds-checked raw DEFLATE decoder (RFC 1951), used to check the CRC-32 of the compressed entries
-/// of a checkpoint's zip archive before LibTorch parses any of them. Written for checking, not speed: Huffman
-/// codes are decoded a bit at a time from canonical code counts. Every read is checked against the input's
-/// end, every back-reference against the output so far, and the output against a size limit; damaged input
-/// gives std::nullopt, never a read or write out of bounds.
-
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
-
-namespace volt::detail::inflate {
-
-/// A canonical Huffman code: how many codes of each length (1..15) and the symbols in code order.
-struct Huffman {
-  std::array<std::uint16_t, 16> count{};
-  std::array<std::uint16_t, 320> symbol{};
-};
-
-class Decoder {
- public:
-  Decoder(std::string_view input, std::size_t output_limit) : in_(input), limit_(output_limit) {}
-
-  /// The inflated data, or std::nullopt when the stream is damaged, truncated or larger than the limit.
-  std::optional<std::string> run();
-
- private:
-  int bits(int need);
-
-  bool stored();
-
-  /// Builds `code` from the code lengths of `n` symbols; false for an over-subscribed set of lengths.
-  /// Incomplete codes are allowed (a single distance code is legal); decode() rejects unused codes.
-  static bool build(Huffman& code, const std::uint16_t* lengths, int n);
-
-  int decode(const Huffman& code);
-
-  bool codes(const Huffman& lengths_code, const Huffman& distances_code);
-
-  bool fixed();
-
-  bool dynamic();
-
-  std::string_view in_;
-  std::size_t limit_;
-  std::size_t position_ = 0;
-  std::uint32_t bit_buffer_ = 0;
-  int bit_count_ = 0;
-  bool failed_ = false;
-  std::string out_;
-};
-
-/// Inflates the raw DEFLATE stream `input`, expecting at most `output_limit` bytes; std::nullopt when the
-/// stream is damaged or larger.
-VOLT_INLINE std::optional<std::string> raw(std::string_view input, std::size_t output_limit);
-
-}  // namespace volt::detail::inflate
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/serialization/detail/impl/inflate.ipp
-/// \file
-/// Definitions of the functions declared in volt/serialization/detail/inflate.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail::inflate {
-
-VOLT_INLINE std::optional<std::string> raw(std::string_view input, std::size_t output_limit) {
-  return Decoder(input, output_limit).run();
-}
-
-VOLT_INLINE auto Decoder::run() -> std::optional<std::string> {
-  for (;;) {
-    const int last = bits(1);
-    const int type = bits(2);
-    if (failed_) return std::nullopt;
-    bool ok = false;
-    if (type == 0) {
-      ok = stored();
-    } else if (type == 1) {
-      ok = fixed();
-    } else if (type == 2) {
-      ok = dynamic();
-    }
-    if (!ok || failed_) return std::nullopt;
-    if (last == 1) return std::move(out_);
-  }
-}
-
-VOLT_INLINE int Decoder::bits(int need) {
-  std::uint32_t value = bit_buffer_;
-  while (bit_count_ < need) {
-    if (position_ >= in_.size()) {
-      failed_ = true;
-      return 0;
-    }
-    value |= static_cast<std::uint32_t>(static_cast<unsigned char>(in_[position_++])) << bit_count_;
-    bit_count_ += 8;
-  }
-  bit_buffer_ = value >> need;
-  bit_count_ -= need;
-  return static_cast<int>(value & ((1U << need) - 1U));
-}
-
-VOLT_INLINE bool Decoder::stored() {
-  bit_buffer_ = 0;
-  bit_count_ = 0;
-  if (position_ + 4 > in_.size()) return false;
-  const auto byte = [&](std::size_t at) { return static_cast<std::uint32_t>(static_cast<unsigned char>(in_[at])); };
-  const std::uint32_t length = byte(position_) | byte(position_ + 1) << 8;
-  const std::uint32_t complement = byte(position_ + 2) | byte(position_ + 3) << 8;
-  position_ += 4;
-  if (length != (~complement & 0xFFFFU)) return false;
-  if (position_ + length > in_.size() || out_.size() + length > limit_) return false;
-  out_.append(in_.data() + position_, length);
-  position_ += length;
-  return true;
-}
-
-VOLT_INLINE bool Decoder::build(Huffman& code, const std::uint16_t* lengths, int n) {
-  code.count.fill(0);
-  for (int symbol = 0; symbol < n; ++symbol) ++code.count[lengths[symbol]];
-  if (code.count[0] == n) return true;
-  int left = 1;
-  for (int length = 1; length < 16; ++length) {
-    left <<= 1;
-    left -= code.count[static_cast<std::size_t>(length)];
-    if (left < 0) return false;
-  }
-  std::array<std::uint16_t, 16> offsets{};
-  for (int length = 1; length < 15; ++length) {
-    offsets[static_cast<std::size_t>(length + 1)] =
-        static_cast<std::uint16_t>(offsets[static_cast<std::size_t>(length)] + code.count[static_cast<std::size_t>(length)]);
-  }
-  for (int symbol = 0; symbol < n; ++symbol) {
-    if (lengths[symbol] != 0) code.symbol[offsets[lengths[symbol]]++] = static_cast<std::uint16_t>(symbol);
-  }
-  return true;
-}
-
-VOLT_INLINE int Decoder::decode(const Huffman& code) {
-  int value = 0;
-  int first = 0;
-  int index = 0;
-  for (int length = 1; length < 16; ++length) {
-    value |= bits(1);
-    if (failed_) return -1;
-    const int count = code.count[static_cast<std::size_t>(length)];
-    if (value - count < first) return code.symbol[static_cast<std::size_t>(index + (value - first))];
-    index += count;
-    first += count;
-    first <<= 1;
-    value <<= 1;
-  }
-  failed_ = true;  // a code no symbol has
-  return -1;
-}
-
-VOLT_INLINE bool Decoder::codes(const Huffman& lengths_code, const Huffman& distances_code) {
-  static constexpr std::array<std::uint16_t, 29> length_base{3,  4,  5,  6,  7,  8,  9,  10, 11,  13,
-                                                             15, 17, 19, 23, 27, 31, 35, 43, 51,  59,
-                                                             67, 83, 99, 115, 131, 163, 195, 227, 258};
-  static constexpr std::array<std::uint16_t, 29> length_extra{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
-                                                              2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-  static constexpr std::array<std::uint16_t, 30> distance_base{
-      1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
-      193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-  static constexpr std::array<std::uint16_t, 30> distance_extra{0, 0, 0, 0, 1, 1, 2,  2,  3,  3,  4,  4,  5,  5,  6,
-                                                                6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
-  for (;;) {
-    int symbol = decode(lengths_code);
-    if (failed_ || symbol < 0) return false;
-    if (symbol < 256) {
-      if (out_.size() >= limit_) return false;
-      out_.push_back(static_cast<char>(symbol));
-      continue;
-    }
-    if (symbol == 256) return true;
-    symbol -= 257;
-    if (symbol >= 29) return false;
-    const std::size_t length = length_base[static_cast<std::size_t>(symbol)] +
-                               static_cast<std::size_t>(bits(length_extra[static_cast<std::size_t>(symbol)]));
-    const int distance_symbol = decode(distances_code);
-    if (failed_ || distance_symbol < 0 || distance_symbol >= 30) return false;
-    const std::size_t distance = distance_base[static_cast<std::size_t>(distance_symbol)] +
-                                 static_cast<std::size_t>(bits(distance_extra[static_cast<std::size_t>(distance_symbol)]));
-    if (failed_ || distance > out_.size() || out_.size() + length > limit_) return false;
-    const std::size_t from = out_.size() - distance;
-    for (std::size_t i = 0; i < length; ++i) out_.push_back(out_[from + i]);
-  }
-}
-
-VOLT_INLINE bool Decoder::fixed() {
-  std::array<std::uint16_t, 320> lengths{};
-  for (int symbol = 0; symbol < 144; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 8;
-  for (int symbol = 144; symbol < 256; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 9;
-  for (int symbol = 256; symbol < 280; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 7;
-  for (int symbol = 280; symbol < 288; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 8;
-  Huffman lengths_code;
-  Huffman distances_code;
-  build(lengths_code, lengths.data(), 288);
-  for (int symbol = 0; symbol < 30; ++symbol) lengths[static_cast<std::size_t>(symbol)] = 5;
-  build(distances_code, lengths.data(), 30);
-  return codes(lengths_code, distances_code);
-}
-
-VOLT_INLINE bool Decoder::dynamic() {
-  static constexpr std::array<std::uint8_t, 19> order{16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
-  const int literal_count = bits(5) + 257;
-  const int distance_count = bits(5) + 1;
-  const int code_count = bits(4) + 4;
-  if (failed_ || literal_count > 286 || distance_count > 30) return false;
-  std::array<std::uint16_t, 320> lengths{};
-  for (int i = 0; i < code_count; ++i) lengths[order[static_cast<std::size_t>(i)]] = static_cast<std::uint16_t>(bits(3));
-  if (failed_) return false;
-  Huffman length_code;
-  if (!build(length_code, lengths.data(), 19)) return false;
-  lengths.fill(0);
-  int index = 0;
-  while (index < literal_count + distance_count) {
-    const int symbol = decode(length_code);
-    if (failed_ || symbol < 0) return false;
-    if (symbol < 16) {
-      lengths[static_cast<std::size_t>(index++)] = static_cast<std::uint16_t>(symbol);
-      continue;
-    }
-    std::uint16_t repeated = 0;
-    int times = 0;
-    if (symbol == 16) {
-      if (index == 0) return false;
-      repeated = lengths[static_cast<std::size_t>(index - 1)];
-      times = 3 + bits(2);
-    } else if (symbol == 17) {
-      times = 3 + bits(3);
-    } else {
-      times = 11 + bits(7);
-    }
-    if (failed_ || index + times > literal_count + distance_count) return false;
-    while (times-- > 0) lengths[static_cast<std::size_t>(index++)] = repeated;
-  }
-  if (lengths[256] == 0) return false;  // no end-of-block code
-  Huffman lengths_code;
-  Huffman distances_code;
-  if (!build(lengths_code, lengths.data(), literal_count)) return false;
-  if (!build(distances_code, lengths.data() + literal_count, distance_count)) return false;
-  return codes(lengths_code, distances_code);
-}
-
-}  // namespace volt::detail::inflate
-// ---- end volt/serialization/detail/impl/inflate.ipp
-#endif
-// ---- end volt/serialization/detail/inflate.hpp
-
-#include <torch/torch.h>
-
-#include <array>
-#include <atomic>
-#include <cerrno>
-#include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <algorithm>
-#include <fstream>
-#include <optional>
-#include <random>
-#include <set>
-#include <sstream>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <utility>
-#include <vector>
-
-namespace volt {
-
-
-namespace detail {
-
-/// Test probe: a checkpoint write fails with `checkpoint_write_fault_errno` once this many bytes of the
-/// temporary file were written; -1 (the default) means never. Set through testing::ScopedCheckpointWriteFault.
-inline std::atomic<std::int64_t> checkpoint_write_fault_after_bytes{-1};
-inline std::atomic<int> checkpoint_write_fault_errno{0};
-
-VOLT_INLINE std::string system_error_text(int error);
-
-
-/// Writes `bytes` to a new file at `path` and flushes it to disk (detail::write_file_durably, with the test
-/// fault of ScopedCheckpointWriteFault). Throws CheckpointError (naming `shown` and the system error) on any
-/// failure; the caller removes the partial file.
-VOLT_INLINE void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown);
-
-/// Saves `archive` to `path` atomically (temporary file, fsync, rename, folder fsync). On failure the
-/// previous file at `path` is untouched, the temporary file is removed, and CheckpointError names `path`
-/// and the system error (e.g. "No space left on device"). Temporary files of `path` left by a killed
-/// earlier write are removed first.
-VOLT_INLINE void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path);
-
-/// CRC-32 of `size` bytes at `data` (zip entries).
-VOLT_INLINE std::uint32_t crc32(const char* data, std::size_t size);
-
-/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
-/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
-/// in the TorchScript code of an archive crashes LibTorch 1.13). Deflated entries are inflated by volt's own
-/// bounds-checked decoder (detail/inflate.hpp) and their CRC-32 checked too. Archives in zip64 form are left
-/// to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
-/// `names`, when given, receives the names of the entries checked.
-VOLT_INLINE void check_zip_integrity(const std::string& bytes, const std::string& shown,
-                                     std::vector<std::string>* names = nullptr);
-
-/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
-/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
-VOLT_INLINE void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
-                                    const std::string& shown, torch::Device device);
-
-/// Loads an archive, mapping every tensor to `device`. Names the file in any error (see load_archive_bytes).
-VOLT_INLINE void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
-                              torch::Device device);
-
-/// Reads the entries of a loaded volt checkpoint (the archive of the file `shown`), each with a
-/// CheckpointError naming the file and the entry when it is missing or of another type:
-/// "volt: <file> is not a volt checkpoint or is corrupted: entry '<key>' is missing or not <a type>".
-/// Holds a reference to the archive, which must outlive it.
-class CheckpointReader {
- public:
-  /// Reads from `archive`, naming the file `shown` in errors.
-  CheckpointReader(torch::serialize::InputArchive& archive, std::string shown)
-      : archive_(archive), shown_(std::move(shown)) {}
-
-  /// Whether the checkpoint has an entry `key`, of any type.
-  bool contains(const std::string& key) const;
-
-  /// The int entry `key`.
-  std::int64_t read_int(const std::string& key) const { return read_value(key, &c10::IValue::isInt, "an integer").toInt(); }
-
-  /// The bool entry `key`.
-  bool read_bool(const std::string& key) const { return read_value(key, &c10::IValue::isBool, "a bool").toBool(); }
-
-  /// The int list entry `key` (written as a c10::List<std::int64_t>).
-  std::vector<std::int64_t> read_int_list(const std::string& key) const;
-
-  /// The tensor entry `key`, written as a buffer (`archive.write(key, tensor, /*is_buffer=*/true)`), on the
-  /// device the archive was loaded to.
-  torch::Tensor read_tensor(const std::string& key) const;
-
-  /// The nested archive `key` (an OutputArchive written into the checkpoint) into `into`.
-  void read_archive(const std::string& key, torch::serialize::InputArchive& into) const;
-
-  /// The nested archive `key` into `into` if the checkpoint has one: false (and `into` untouched) when the
-  /// entry is missing or is not an archive, as InputArchive::try_read. For optional entries; never throws
-  /// CheckpointError.
-  bool try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const;
-
-  /// The archive read from.
-  torch::serialize::InputArchive& archive() const noexcept { return archive_; }
-  /// The file name shown in errors.
-  const std::string& shown() const noexcept { return shown_; }
-
- private:
-  c10::IValue read_value(const std::string& key, bool (c10::IValue::*has_type)() const, const char* type) const;
-
-  CheckpointError entry_error(const std::string& key, const char* type) const;
-
-  torch::serialize::InputArchive& archive_;
-  std::string shown_;
-};
-
-}  // namespace detail
-
-/// Loads only the model weights of a volt checkpoint (a full one or one saved with save_weights_only) into
-/// `module`, mapping tensors to `device`. Call it on any rank, outside fit(). Throws CheckpointError naming the
-/// file for a missing, truncated, corrupted or foreign file, and listing keys and shapes for another model.
-VOLT_INLINE void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
-                                         torch::Device device = torch::kCPU);
-
-namespace detail {
-
-/// load_checkpoint_weights on the bytes of the file `shown` (loaded into `archive`, which the caller may read
-/// further). Throws CheckpointError only.
-VOLT_INLINE void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                                           const std::string& shown);
-
-}  // namespace detail
-
-namespace testing {
-
-/// Makes every checkpoint write in this process fail once `after_bytes` bytes of the file are written, with
-/// the system error `error` (default ENOSPC, "No space left on device"), while alive. For tests of the
-/// disk-full path; not thread-safe against concurrent instances.
-class ScopedCheckpointWriteFault {
- public:
-  /// Installs the fault; the destructor restores the previous setting (so instances nest).
-  explicit ScopedCheckpointWriteFault(std::int64_t after_bytes, int error = ENOSPC)
-      : previous_after_(detail::checkpoint_write_fault_after_bytes.exchange(after_bytes)),
-        previous_errno_(detail::checkpoint_write_fault_errno.exchange(error)) {}
-  ~ScopedCheckpointWriteFault();
-  ScopedCheckpointWriteFault(const ScopedCheckpointWriteFault&) = delete;
-  ScopedCheckpointWriteFault& operator=(const ScopedCheckpointWriteFault&) = delete;
-
- private:
-  std::int64_t previous_after_;
-  int previous_errno_;
-};
-
-}  // namespace testing
-}  // namespace volt
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/serialization/impl/checkpoint_io.ipp
-/// \file
-/// Definitions of the functions declared in volt/serialization/checkpoint_io.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE std::string system_error_text(int error) { return std::generic_category().message(error); }
-
-VOLT_INLINE void write_file_synced(const std::filesystem::path& path, const std::string& bytes, const std::string& shown) {
-  const FileWriteFault fault{checkpoint_write_fault_after_bytes.load(), checkpoint_write_fault_errno.load()};
-  const auto failure = write_file_durably(path, bytes, fault);
-  if (!failure) return;
-  const std::string prefix = "volt: could not write the checkpoint " + shown + ": ";
-  const std::string kept = " (the previous checkpoint, if any, is kept)";
-  switch (failure->stage) {
-    case FileWriteStage::create:
-      throw CheckpointError(prefix + "cannot create " + path.string() + ": " + system_error_text(failure->error));
-    case FileWriteStage::write:
-      throw CheckpointError(prefix + "write failed after " + std::to_string(failure->written) + " of " +
-                            std::to_string(bytes.size()) + " bytes: " + system_error_text(failure->error) + kept);
-    case FileWriteStage::flush:
-      throw CheckpointError(prefix + "could not flush it to disk: " + system_error_text(failure->error) + kept);
-    case FileWriteStage::close:
-      throw CheckpointError(prefix + "closing " + path.string() + " failed: " + system_error_text(failure->error));
-    case FileWriteStage::stream:
-      break;
-  }
-  throw CheckpointError(prefix + "writing " + path.string() + " failed");
-}
-
-VOLT_INLINE void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::filesystem::path& path) {
-  const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::error_code error;
-  std::filesystem::create_directories(folder, error);
-  if (error) {
-    throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
-  }
-  std::ostringstream buffer(std::ios::binary);
-  try {
-    archive.save_to(buffer);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
-  }
-  const std::string bytes = std::move(buffer).str();
-  remove_stale_temporaries(path);  // left by a write that was killed before its rename
-  std::random_device entropy;
-  const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
-  try {
-    write_file_synced(temporary, bytes, path.string());
-    std::filesystem::rename(temporary, path);
-  } catch (const CheckpointError&) {
-    std::filesystem::remove(temporary, error);
-    throw;
-  } catch (const std::exception& cause) {
-    std::filesystem::remove(temporary, error);
-    throw CheckpointError("volt: could not write the checkpoint " + path.string() + ": " + cause.what() +
-                          " (the previous checkpoint, if any, is kept)");
-  }
-  fsync_folder(folder);
-}
-
-VOLT_INLINE std::uint32_t crc32(const char* data, std::size_t size) { return crc32(std::string_view(data, size)); }
-
-VOLT_INLINE void check_zip_integrity(const std::string& bytes, const std::string& shown,
-                                     std::vector<std::string>* names) {
-  const auto u16 = [&](std::size_t at) {
-    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
-           static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
-  };
-  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
-  const auto damaged = [&](const std::string& what) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
-                          std::to_string(bytes.size()) + " bytes): " + what);
-  };
-  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
-  std::size_t end_record = std::string::npos;
-  for (std::size_t back = 22; back <= bytes.size() && back <= 22 + 65535; ++back) {
-    const std::size_t at = bytes.size() - back;
-    if (u32(at) == 0x06054b50U) {
-      end_record = at;
-      break;
-    }
-  }
-  if (end_record == std::string::npos) damaged("no zip end-of-archive record (the end of the file is missing)");
-  const std::uint32_t entries = u16(end_record + 10);
-  const std::uint32_t directory_size = u32(end_record + 12);
-  const std::uint32_t directory_offset = u32(end_record + 16);
-  if (entries == 0xFFFFU || directory_offset == 0xFFFFFFFFU) return;  // zip64: left to LibTorch
-  if (static_cast<std::uint64_t>(directory_offset) + directory_size > end_record) {
-    damaged("the zip directory lies outside the file");
-  }
-  std::size_t at = directory_offset;
-  for (std::uint32_t entry = 0; entry < entries; ++entry) {
-    if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
-    const std::size_t at_entry = at;
-    const std::uint32_t method = u16(at + 10);
-    const std::uint32_t crc = u32(at + 16);
-    const std::uint32_t stored_size = u32(at + 20);
-    const std::uint32_t name_size = u16(at + 28);
-    const std::uint32_t header_extra = u16(at + 30) + u16(at + 32);
-    const std::uint32_t local = u32(at + 42);
-    if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
-    const std::string name = bytes.substr(at + 46, name_size);
-    if (names != nullptr) names->push_back(name);
-    at += 46 + name_size + header_extra;
-    if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
-    if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
-      damaged("the entry '" + name + "' has no valid local header");
-    }
-    const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
-    if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
-    if (method == 8) {  // deflated (LibTorch compresses an archive's code/*.py): inflated here and checked
-      const std::uint32_t inflated_size = u32(at_entry + 24);
-      const auto inflated = inflate::raw(std::string_view(bytes).substr(data, stored_size), inflated_size);
-      if (!inflated || inflated->size() != inflated_size) damaged("the compressed entry '" + name + "' is damaged");
-      if (crc32(inflated->data(), inflated->size()) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
-      continue;
-    }
-    if (method != 0) damaged("the entry '" + name + "' uses an unknown compression method " + std::to_string(method));
-    if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
-  }
-}
-
-VOLT_INLINE void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
-                                    const std::string& shown, torch::Device device) {
-  if (bytes.empty()) throw CheckpointError("volt: checkpoint file " + shown + " is empty");
-  // LibTorch archives are zip files: they start with a local file header "PK\3\4".
-  if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint: it does not start with a zip header, "
-                          "so it is not a LibTorch archive (a foreign or corrupted file, " +
-                          std::to_string(bytes.size()) + " bytes)");
-  }
-  std::vector<std::string> names;
-  check_zip_integrity(bytes, shown, &names);
-  // A LibTorch archive holds `<name>/constants.pkl`; torch.save's format (volt::save_weights) a data.pkl only.
-  const auto has = [&](const std::string& suffix) {
-    return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
-      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    });
-  };
-  if (has("/data.pkl") && !has("/constants.pkl")) {
-    throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
-                          "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
-                          "checkpoint: load it with volt::load_weights(model, path)");
-  }
-  try {
-    archive.load_from(bytes.data(), bytes.size(), device);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
-                          std::to_string(bytes.size()) + " bytes): " + cause.what());
-  }
-}
-
-VOLT_INLINE void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& path,
-                              torch::Device device) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    throw CheckpointError("volt: checkpoint file " + path.string() + " does not exist or is not a file");
-  }
-  std::string content;
-  if (const int failure = read_file_bytes(path, content); failure != 0) {
-    throw CheckpointError("volt: cannot read the checkpoint file " + path.string() + ": " +
-                          system_error_text(failure));
-  }
-  load_archive_bytes(archive, content, path.string(), device);
-}
-
-VOLT_INLINE void load_weights_from_archive(torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                                           const std::string& shown) {
-  const CheckpointReader reader(archive, shown);
-  reader.read_int("volt/format");
-  torch::serialize::InputArchive model_archive;
-  if (!reader.try_read_archive("model", model_archive)) {
-    throw CheckpointError("volt: " + shown + " is not a volt checkpoint or is corrupted: it has no model");
-  }
-  check_model_matches(model_archive, module, shown);
-  try {
-    module.load(model_archive);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + shown + " cannot be loaded: " + cause.what());
-  }
-}
-}  // namespace volt::detail
-
-namespace volt {
-
-VOLT_INLINE void load_checkpoint_weights(torch::nn::Module& module, const std::filesystem::path& path,
-                                         torch::Device device) {
-  torch::serialize::InputArchive archive;
-  detail::load_archive(archive, path, device);
-  detail::load_weights_from_archive(module, archive, path.string());
-}
-}  // namespace volt
-
-namespace volt::detail {
-
-VOLT_INLINE bool CheckpointReader::contains(const std::string& key) const {
-  c10::IValue value;
-  return archive_.try_read(key, value);
-}
-
-VOLT_INLINE auto CheckpointReader::read_int_list(const std::string& key) const -> std::vector<std::int64_t> {
-  return read_value(key, &c10::IValue::isIntList, "a list of integers").toIntVector();
-}
-
-VOLT_INLINE torch::Tensor CheckpointReader::read_tensor(const std::string& key) const {
-  torch::Tensor tensor;
-  if (!archive_.try_read(key, tensor, /*is_buffer=*/true)) throw entry_error(key, "a tensor");
-  return tensor;
-}
-
-VOLT_INLINE void CheckpointReader::read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
-  if (!archive_.try_read(key, into)) throw entry_error(key, "an archive");
-}
-
-VOLT_INLINE bool CheckpointReader::try_read_archive(const std::string& key, torch::serialize::InputArchive& into) const {
-  return archive_.try_read(key, into);
-}
-
-VOLT_INLINE auto CheckpointReader::read_value(const std::string& key, bool (c10::IValue::*has_type)() const,
-                                              const char* type) const -> c10::IValue {
-  c10::IValue value;
-  if (!archive_.try_read(key, value) || !(value.*has_type)()) throw entry_error(key, type);
-  return value;
-}
-
-VOLT_INLINE auto CheckpointReader::entry_error(const std::string& key, const char* type) const -> CheckpointError {
-  return CheckpointError("volt: " + shown_ + " is not a volt checkpoint or is corrupted: entry '" + key +
-                         "' is missing or not " + type);
-}
-}  // namespace volt::detail
-
-namespace volt::testing {
-
-VOLT_INLINE ScopedCheckpointWriteFault::~ScopedCheckpointWriteFault() {
-  detail::checkpoint_write_fault_after_bytes = previous_after_;
-  detail::checkpoint_write_fault_errno = previous_errno_;
-}
-
-}  // namespace volt::testing
-// ---- end volt/serialization/impl/checkpoint_io.ipp
-#endif
-// ---- end volt/serialization/checkpoint_io.hpp
-// ---- begin volt/serialization/module_archive.hpp
-/// \file
-/// Writing a module into a LibTorch archive with every tensor contiguous (what a checkpoint of a
-/// channels-last run holds).
-
-#include <torch/torch.h>
-
-namespace volt::detail {
-
-/// Writes `module` into `archive` with the entries and nesting torch::nn::Module::save writes (its own
-/// parameters, then its buffers, then one archive per serializable child), each tensor in contiguous strides,
-/// so that a model trained in channels-last is saved in the layout users expect and loads the same way.
-VOLT_INLINE void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive);
-
-}  // namespace volt::detail
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/serialization/impl/module_archive.ipp
-/// \file
-/// Definitions of the functions declared in volt/serialization/module_archive.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail {
-
-VOLT_INLINE void save_module_contiguous(const torch::nn::Module& module, torch::serialize::OutputArchive& archive) {
-  torch::NoGradGuard no_grad;
-  auto contiguous = [](const torch::Tensor& tensor) {
-    if (!tensor.defined() || tensor.is_contiguous()) return tensor;
-    auto copy = tensor.detach().contiguous();
-    copy.set_requires_grad(tensor.requires_grad());
-    return copy;
-  };
-  for (const auto& parameter : module.named_parameters(/*recurse=*/false)) {
-    archive.write(parameter.key(), contiguous(parameter.value()));
-  }
-  for (const auto& buffer : module.named_buffers(/*recurse=*/false)) {
-    archive.write(buffer.key(), contiguous(buffer.value()), /*is_buffer=*/true);
-  }
-  for (const auto& child : module.named_children()) {
-    if (!child.value()->is_serializable()) continue;
-    torch::serialize::OutputArchive child_archive(archive.compilation_unit());
-    save_module_contiguous(*child.value(), child_archive);
-    archive.write(child.key(), child_archive);
-  }
-}
-
-}  // namespace volt::detail
-// ---- end volt/serialization/impl/module_archive.ipp
-#endif
-// ---- end volt/serialization/module_archive.hpp
 // ---- end volt/serialization.hpp
 // ---- begin volt/trainer.hpp
 /// \file
@@ -20534,10 +20779,12 @@ class CheckpointConnector {
   void reset();
 
   /// Writes the checkpoint at `path` (atomically; on global rank zero only): the weights, and unless
-  /// `weights_only` the training state.
+  /// `weights_only` the training state, after the callbacks' on_save_checkpoint (a full checkpoint only) added
+  /// their entries and perhaps replaced the model entry.
   void dump(const CheckpointParts& parts, const std::filesystem::path& path, bool weights_only) const;
 
-  /// Restores the training state from `path` before a fit starts (Lightning's ckpt_path). Throws
+  /// Restores the training state from `path` before a fit starts (Lightning's ckpt_path); the callbacks'
+  /// on_load_checkpoint run after the model entry was loaded, before their load_state. Throws
   /// CheckpointError for an unreadable, foreign, weights-only or mismatched file, and for any other error while
   /// reading (e.g. a checkpoint of another configuration).
   void restore(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device);
@@ -20587,13 +20834,19 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
   archive.write("volt/format", c10::IValue(std::int64_t{1}));
   archive.write("volt/weights_only", c10::IValue(weights_only));
   archive.write("volt/precision", c10::IValue(std::string(parts.precision_name)));
-  torch::serialize::OutputArchive model_archive;
-  if (parts.contiguous_weights) {
-    save_module_contiguous(parts.module, model_archive);
-  } else {
-    parts.module.save(model_archive);
+  // The callbacks see a full checkpoint before its model entry is written (Lightning calls their
+  // on_save_checkpoint after the state_dict is taken; a weights-only checkpoint is not offered to them).
+  CheckpointSave checkpoint(parts.module, archive, parts.contiguous_weights);
+  if (!weights_only) {
+    for (const auto& [callback, key] : parts.callbacks.state_keys()) callback->on_save_checkpoint(checkpoint);
   }
-  archive.write("model", model_archive);
+  if (auto* replaced = checkpoint.replaced_model_entry()) {
+    archive.write("model", *replaced);
+  } else {
+    torch::serialize::OutputArchive model_archive;
+    checkpoint.write_module_weights(model_archive);
+    archive.write("model", model_archive);
+  }
   if (!weights_only) {
     archive.write("loop/epoch", c10::IValue(resume_point.epoch));
     archive.write("loop/global_step", c10::IValue(parts.state.global_step));
@@ -20767,6 +21020,10 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   torch::serialize::InputArchive precision_archive;
   reader.read_archive("precision", precision_archive);
   parts.load_precision(precision_archive);
+  // The module holds the model entry; a callback may load other weights into it (Lightning's order: the
+  // state_dict, then every callback's on_load_checkpoint, then their load_state_dict).
+  CheckpointLoad checkpoint(parts.module, reader);
+  for (const auto& [callback, key] : parts.callbacks.state_keys()) callback->on_load_checkpoint(checkpoint);
   for (const auto& [callback, key] : parts.callbacks.state_keys()) {
     torch::serialize::InputArchive callback_archive;
     if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);

@@ -1,6 +1,8 @@
 """Records what Lightning 2.6.6 does with StochasticWeightAveraging and EMAWeightAveraging on the tiny regression
 of tests/trainer/weight_averaging_test.cpp ("... as Lightning 2.6.6"): the learning rate of every batch and
-the final weights. The C++ test holds the printed values; run this to see them again:
+the final weights; and the checkpoint EMAWeightAveraging(decay=0.9) writes after step 3 ("a checkpoint's model
+entry holds the averaged weights"): its state_dict, current_model_state and averaging_state. The C++ tests hold
+the printed values; run this to see them again:
 
     /opt/volt-venv/bin/python tests/oracle/record_weight_averaging.py
 """
@@ -73,3 +75,31 @@ for name, (callback, epochs, batch_count, step_lr) in cases.items():
     print(f"// {name}: global_step {step}, current_epoch {epoch}")
     print("lrs = {" + ", ".join(repr(v) for v in lrs) + "};")
     print("weights = {" + ", ".join(repr(v) for v in weights) + "};")
+
+
+class SaveAtStep(pl.Callback):
+    """Writes a checkpoint after optimizer step `step` (after the averaging callback's update)."""
+
+    def __init__(self, step: int, path: str):
+        self.step, self.path = step, path
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            trainer.save_checkpoint(self.path)
+
+
+def flat_state(state) -> list:
+    return torch.cat([state["linear.weight"].flatten(), state["linear.bias"].flatten()]).tolist()
+
+
+with tempfile.TemporaryDirectory() as root:
+    path = f"{root}/step3.ckpt"
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=2, enable_progress_bar=False,
+                         enable_model_summary=False, enable_checkpointing=False, logger=False, default_root_dir=root,
+                         callbacks=[EMAWeightAveraging(decay=0.9), SaveAtStep(3, path)])
+    trainer.fit(Linear2(False), torch.utils.data.DataLoader(batches(3), batch_size=None))
+    checkpoint = torch.load(path, weights_only=False)
+print("// checkpoint after step 3 of EMAWeightAveraging(decay=0.9), 2 epochs of 3 batches")
+print("state_dict = {" + ", ".join(repr(v) for v in flat_state(checkpoint["state_dict"])) + "};")
+print("current_model_state = {" + ", ".join(repr(v) for v in flat_state(checkpoint["current_model_state"])) + "};")
+print(f"averaging_state n_averaged = {int(checkpoint['averaging_state']['n_averaged'])}")

@@ -672,6 +672,71 @@ TEST_CASE("callbacks: a callback's state round-trips through a checkpoint") {
 }
 
 namespace {
+/// Writes zeros as the checkpoint's model entry and a note beside it; on resume reads the note and puts the
+/// model's real weights (kept under "real_model") back.
+struct CheckpointEditor {
+  std::shared_ptr<std::int64_t> note_read = std::make_shared<std::int64_t>(-1);
+  void on_save_checkpoint(volt::CheckpointSave& checkpoint) {
+    torch::serialize::OutputArchive note;
+    note.write("value", c10::IValue(std::int64_t{42}));
+    checkpoint.write("editor_note", note);
+    torch::serialize::OutputArchive real;
+    checkpoint.write_module_weights(real);
+    checkpoint.write("real_model", real);
+    std::vector<torch::Tensor> zeros;
+    for (const auto& p : checkpoint.module().parameters()) zeros.push_back(torch::zeros_like(p));
+    torch::serialize::OutputArchive replaced;
+    checkpoint.write_weights(replaced, zeros, checkpoint.module().buffers());
+    checkpoint.replace_model_entry(std::move(replaced));
+  }
+  void on_load_checkpoint(volt::CheckpointLoad& checkpoint) {
+    torch::serialize::InputArchive note;
+    REQUIRE(checkpoint.try_read("editor_note", note));
+    c10::IValue value;
+    note.read("value", value);
+    *note_read = value.toInt();
+    for (const auto& p : checkpoint.module().parameters()) CHECK(p.abs().sum().item<double>() == 0.0);
+    checkpoint.load_module_weights("real_model");
+  }
+};
+}  // namespace
+
+TEST_CASE("callbacks: on_save_checkpoint adds entries and replaces the model entry, on_load_checkpoint reads them") {
+  TempDir dir;
+  auto options = quiet_options(dir);
+  options.max_epochs = 1;
+  const auto full = dir.path / "full.ckpt";
+  const auto weights_only = dir.path / "weights.ckpt";
+  torch::Tensor trained;
+  {
+    volt::Trainer<volt::CPU> trainer(options, CheckpointEditor{});
+    auto model = std::make_shared<Regressor>();
+    trainer.fit(model, volt_test::make_batches(3));
+    trainer.save_checkpoint(full);
+    trainer.save_checkpoint(weights_only, /*weights_only=*/true);
+    trained = model->linear->weight.detach().clone();
+  }
+  Regressor loaded;
+  volt::load_checkpoint_weights(loaded, full);
+  CHECK(loaded.linear->weight.abs().sum().item<double>() == 0.0);  // the replaced model entry
+  volt::load_checkpoint_weights(loaded, weights_only);
+  CHECK(torch::equal(loaded.linear->weight, trained));  // weights-only checkpoints are not offered to callbacks
+
+  options.max_epochs = 2;
+  auto model = std::make_shared<Regressor>();
+  struct FirstStepWeights {
+    std::shared_ptr<torch::Tensor> at_start = std::make_shared<torch::Tensor>();
+    void on_train_start(volt::TrainerState& state) {
+      *at_start = state.model->parameters().front().detach().clone();
+    }
+  } first;
+  volt::Trainer<volt::CPU> checked(options, CheckpointEditor{}, first);
+  checked.fit(model, volt_test::make_batches(3), full);
+  CHECK(*checked.callback<CheckpointEditor>()->note_read == 42);
+  CHECK(torch::equal(*first.at_start, trained));  // the real weights went back in
+}
+
+namespace {
 // Records the evaluation hooks with their batch indices.
 struct EvaluationHooks {
   std::shared_ptr<std::vector<std::string>> events = std::make_shared<std::vector<std::string>>();

@@ -1,6 +1,7 @@
 // volt::WeightAveraging, volt::EMAWeightAveraging, volt::StochasticWeightAveraging and volt::optim::SWALR:
 // averages against hand computations from the recorded weight trajectory, SWALR against PyTorch's rates,
-// BatchNorm statistics recomputed, validation on the averaged weights, exact resume, Lightning's refusals.
+// BatchNorm statistics recomputed, validation on the averaged weights, checkpoints holding the averaged weights
+// as their model entry (Lightning's state_dict) and the model's beside them, exact resume, Lightning's refusals.
 #include "test_common.hpp"
 #include "trainer/trainer_fixtures.hpp"
 
@@ -37,6 +38,10 @@ struct Linear2 : torch::nn::Module {
   void validation_step(const torch::data::Example<>& batch, std::int64_t, volt::StepContext& ctx) {
     (void)batch;
     ctx.log("weight_sum", linear->weight.sum() + linear->bias.sum());
+  }
+  void test_step(const torch::data::Example<>& batch, std::int64_t, volt::StepContext& ctx) {
+    (void)batch;
+    ctx.log("test_weight_sum", linear->weight.sum() + linear->bias.sum());
   }
   volt::OptimizerConfig configure_optimizers() {
     auto optimizer = std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.1));
@@ -633,4 +638,185 @@ TEST_CASE("StochasticWeightAveraging: a scheduler that steps per step is swapped
   const std::vector<double> expected = {0.1, 0.1, 0.05, 0.05, 0.02, 0.02};
   REQUIRE(recorder.lrs->size() == expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) CHECK((*recorder.lrs)[i] == doctest::Approx(expected[i]));
+}
+
+namespace {
+
+/// After optimizer step `step` (global_step == step): writes a full and a weights-only checkpoint, and records
+/// the model's weights and the averaged ones at that moment (the averaging callback runs first).
+struct SaveAtStep {
+  std::int64_t step;
+  std::filesystem::path full;
+  std::filesystem::path weights_only;
+  std::shared_ptr<const volt::WeightAveraging*> averaging = std::make_shared<const volt::WeightAveraging*>(nullptr);
+  std::shared_ptr<torch::Tensor> model_at_save = std::make_shared<torch::Tensor>();
+  std::shared_ptr<torch::Tensor> average_at_save = std::make_shared<torch::Tensor>();
+  void on_train_batch_end(volt::TrainerState& state, const torch::Tensor&, std::int64_t) {
+    if (state.global_step != step) return;
+    *model_at_save = flat_parameters(*state.model).clone();
+    *average_at_save = flat((*averaging)->averaged_parameters()).clone();
+    state.save_checkpoint(full, false);
+    state.save_checkpoint(weights_only, true);
+  }
+};
+
+/// The module archive `key` of the checkpoint at `path`, loaded into a fresh Linear2, as flat parameters.
+torch::Tensor checkpoint_entry(const std::filesystem::path& path, const std::string& key) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path.string());
+  torch::serialize::InputArchive entry;
+  if (!archive.try_read(key, entry)) return {};
+  Linear2 fresh;
+  fresh.linear->weight.data().fill_(0.0);
+  fresh.load(entry);
+  return flat_parameters(fresh).clone();
+}
+
+std::int64_t checkpoint_n_averaged(const std::filesystem::path& path) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path.string());
+  torch::serialize::InputArchive averaging;
+  if (!archive.try_read("averaging_state", averaging)) return -1;
+  c10::IValue n_averaged;
+  averaging.read("n_averaged", n_averaged);
+  return n_averaged.toInt();
+}
+
+}  // namespace
+
+TEST_CASE("WeightAveraging: a checkpoint's model entry holds the averaged weights, current_model_state the model's") {
+  TempDir dir;
+  auto options = volt_test::quiet_options(dir);
+  options.max_epochs = 2;
+  SaveAtStep save{3, dir.path / "step3.ckpt", dir.path / "step3_weights.ckpt"};
+  volt::Trainer<volt::CPU> trainer(options, volt::EMAWeightAveraging({.decay = 0.9}), save);
+  *save.averaging = trainer.callback<volt::EMAWeightAveraging>();
+  auto model = std::make_shared<Linear2>();
+  trainer.fit(model, volt_test::make_batches(3));
+
+  // Recorded with tests/oracle/record_weight_averaging.py (Lightning 2.6.6's checkpoint after step 3 of the same
+  // EMAWeightAveraging(decay=0.9) fit): state_dict, current_model_state, averaging_state["n_averaged"].
+  const auto lightning_state_dict = torch::tensor({0.32080167531967163, -0.19133581221103668, -0.021375028416514397},
+                                                  torch::kFloat);
+  const auto lightning_current = torch::tensor({0.7320898175239563, 0.24009692668914795, 0.1800716519355774}, torch::kFloat);
+
+  const auto model_entry = checkpoint_entry(save.full, "model");
+  const auto current_entry = checkpoint_entry(save.full, "current_model_state");
+  REQUIRE(current_entry.defined());
+  CHECK(torch::equal(model_entry, *save.average_at_save));
+  CHECK(torch::equal(current_entry, *save.model_at_save));
+  CHECK_FALSE(torch::equal(model_entry, current_entry));
+  CHECK(checkpoint_n_averaged(save.full) == 3);
+  check_close(model_entry, lightning_state_dict, 2e-7);
+  check_close(current_entry, lightning_current, 2e-7);
+
+  // volt::load_checkpoint_weights (the weights for inference) gives the averaged model.
+  Linear2 loaded;
+  volt::load_checkpoint_weights(loaded, save.full);
+  CHECK(torch::equal(flat_parameters(loaded), *save.average_at_save));
+
+  // Weights only: no callback changes the checkpoint (Lightning's), so it holds the model's own weights.
+  CHECK(torch::equal(checkpoint_entry(save.weights_only, "model"), *save.model_at_save));
+  CHECK_FALSE(checkpoint_entry(save.weights_only, "current_model_state").defined());
+  CHECK(checkpoint_n_averaged(save.weights_only) == -1);
+
+  // After fit() the model holds the average (on_train_end): a checkpoint has it in both entries.
+  const auto after = dir.path / "after.ckpt";
+  trainer.save_checkpoint(after);
+  const auto averaged = flat(trainer.callback<volt::EMAWeightAveraging>()->averaged_parameters());
+  CHECK(torch::equal(checkpoint_entry(after, "model"), averaged));
+  CHECK(torch::equal(checkpoint_entry(after, "current_model_state"), averaged));
+  CHECK(torch::equal(flat_parameters(*model), averaged));
+  CHECK(checkpoint_n_averaged(after) == 6);
+}
+
+TEST_CASE("WeightAveraging: the best checkpoint loaded into a fresh model tests the averaged weights") {
+  TempDir dir;
+  auto options = volt_test::quiet_options(dir);
+  options.max_epochs = 2;
+  options.enable_checkpointing = true;
+  options.num_sanity_val_steps = 0;
+  volt::Trainer<volt::CPU> trainer(options, volt::WeightAveraging{},
+                                   volt::ModelCheckpoint({.dirpath = dir.path / "checkpoints", .monitor = "weight_sum"}));
+  auto model = std::make_shared<Linear2>();
+  trainer.fit(model, volt_test::make_batches(3), volt_test::make_batches(1));
+  const auto best = trainer.checkpoint_callback()->best_model_path();
+  REQUIRE(std::filesystem::exists(best));
+  // The checkpoint of the epoch whose validation (on the averaged weights) logged the smaller weight sum.
+  const double best_score = *trainer.checkpoint_callback()->best_model_score();
+
+  auto fresh = std::make_shared<Linear2>();
+  volt::load_checkpoint_weights(*fresh, best);
+  volt::Trainer<volt::CPU> tester(volt_test::quiet_options(dir));
+  const auto metrics = tester.test(fresh, volt_test::make_batches(1));
+  CHECK(metrics.at("test_weight_sum") == doctest::Approx(best_score).epsilon(1e-6));
+  // The model entry (the average when that checkpoint was written) is what the fresh model got.
+  CHECK(torch::equal(checkpoint_entry(best, "model"), flat_parameters(*fresh)));
+  CHECK_FALSE(torch::equal(checkpoint_entry(best, "model"), checkpoint_entry(best, "current_model_state")));
+}
+
+TEST_CASE("WeightAveraging: resuming puts current_model_state in the model and the model entry in the average") {
+  TempDir dir;
+  auto options = volt_test::quiet_options(dir);
+  options.max_epochs = 3;
+  const auto checkpoint = dir.path / "mid.ckpt";
+  struct Run {
+    torch::Tensor weights;
+    torch::Tensor average;
+    std::int64_t n_averaged;
+    std::vector<torch::Tensor> after_step;
+  };
+  auto run = [&](bool resume, const volt::WeightAveraging& averaging) {
+    Recorder recorder;
+    volt::Trainer<volt::CPU> trainer(options, averaging, recorder, SaveAt{1, 0, checkpoint});
+    auto model = std::make_shared<Linear2>();
+    trainer.fit(model, volt_test::make_batches(3), resume ? checkpoint : std::filesystem::path{});
+    const auto* found = trainer.callback<volt::WeightAveraging>();
+    return Run{flat_parameters(*model).clone(), flat(found->averaged_parameters()), found->n_averaged(),
+               *recorder.after_step};
+  };
+  for (const bool use_buffers : {true, false}) {
+    CAPTURE(use_buffers);
+    const volt::WeightAveraging averaging({.use_buffers = use_buffers});
+    const Run whole = run(false, averaging);
+    volt_test::CaptureLog log;
+    const Run resumed = run(true, averaging);
+    CHECK(log.informed("Found current_model_state in the checkpoint. This will be used to initialize the model."));
+    CHECK(torch::equal(resumed.weights, whole.weights));
+    CHECK(torch::equal(resumed.average, whole.average));
+    CHECK(resumed.n_averaged == whole.n_averaged);
+    CHECK(whole.n_averaged == 9);
+    // The resumed fit trained from the model's own weights (current_model_state, not the model entry): its
+    // steps after the save (steps 5 to 9) are the uninterrupted fit's, bit for bit.
+    REQUIRE(whole.after_step.size() == 9);
+    REQUIRE(resumed.after_step.size() == 5);
+    for (std::size_t i = 0; i < resumed.after_step.size(); ++i) {
+      CHECK(torch::equal(resumed.after_step[i], whole.after_step[4 + i]));
+    }
+  }
+}
+
+TEST_CASE("WeightAveraging: a checkpoint of a fit without it starts the average from its weights, with Lightning's warning") {
+  TempDir dir;
+  auto options = volt_test::quiet_options(dir);
+  options.max_epochs = 1;
+  const auto checkpoint = dir.path / "plain.ckpt";
+  {
+    volt::Trainer<volt::CPU> plain(options, SaveAt{0, -1, checkpoint});
+    auto model = std::make_shared<Linear2>();
+    plain.fit(model, volt_test::make_batches(2));
+  }
+  options.max_epochs = 2;
+  volt_test::CaptureLog log;
+  Recorder recorder;
+  volt::Trainer<volt::CPU> trainer(options, volt::WeightAveraging{}, recorder);
+  auto model = std::make_shared<Linear2>();
+  trainer.fit(model, volt_test::make_batches(2), checkpoint);
+  CHECK(log.warned("The checkpoint was not created with WeightAveraging. Both the current and the average model "
+                   "will be initialized with state_dict."));
+  const auto* averaging = trainer.callback<volt::WeightAveraging>();
+  REQUIRE(recorder.after_step->size() == 2);
+  CHECK(averaging->n_averaged() == 2);
+  check_close(flat(averaging->averaged_parameters()),
+              ((*recorder.after_step)[0] + (*recorder.after_step)[1]) / 2.0);
 }

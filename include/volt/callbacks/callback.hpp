@@ -16,12 +16,15 @@
 ///
 /// Each hook runs where Lightning runs the callback hook of the same name. Besides the hooks, a callback may
 /// store its own state in checkpoints with `save_state(torch::serialize::OutputArchive&) const` and
-/// `load_state(torch::serialize::InputArchive&)`. A hook may throw: the exception reaches the caller of fit()
-/// with the epoch and batch index added to its message, after on_exception and teardown ran (see
-/// volt::Trainer::fit).
+/// `load_state(torch::serialize::InputArchive&)`, and change a full checkpoint being written or read with
+/// `on_save_checkpoint(volt::CheckpointSave&)` and `on_load_checkpoint(volt::CheckpointLoad&)` (Lightning's
+/// hooks of those names; volt::WeightAveraging replaces the checkpoint's model entry). A hook may throw: the
+/// exception reaches the caller of fit() with the epoch and batch index added to its message, after
+/// on_exception and teardown ran (see volt::Trainer::fit).
 #pragma once
 
 #include <volt/callbacks/hooks.hpp>
+#include <volt/serialization/checkpoint_hooks.hpp>
 
 #include <torch/torch.h>
 
@@ -57,6 +60,10 @@ class AnyCallback {
   virtual void save_state(torch::serialize::OutputArchive& archive) const = 0;
   /// Reads the callback's own state (nothing when it has no load_state).
   virtual void load_state(torch::serialize::InputArchive& archive) = 0;
+  /// A full checkpoint being written (nothing when it has no on_save_checkpoint).
+  virtual void on_save_checkpoint(CheckpointSave& checkpoint) = 0;
+  /// A checkpoint being resumed from, before load_state (nothing when it has no on_load_checkpoint).
+  virtual void on_load_checkpoint(CheckpointLoad& checkpoint) = 0;
 
 #define VOLT_DETAIL_HOOK_VIRTUAL(name, owner, parameters, arguments) \
   virtual void name(State& state VOLT_DETAIL_UNPAREN parameters) = 0;
@@ -80,6 +87,12 @@ class CallbackModel final : public AnyCallback<State> {
   }
   void load_state(torch::serialize::InputArchive& archive) override {
     if constexpr (requires(C& c) { c.load_state(archive); }) callback_.load_state(archive);
+  }
+  void on_save_checkpoint(CheckpointSave& checkpoint) override {
+    if constexpr (requires(C& c) { c.on_save_checkpoint(checkpoint); }) callback_.on_save_checkpoint(checkpoint);
+  }
+  void on_load_checkpoint(CheckpointLoad& checkpoint) override {
+    if constexpr (requires(C& c) { c.on_load_checkpoint(checkpoint); }) callback_.on_load_checkpoint(checkpoint);
   }
 
 #define VOLT_DETAIL_HOOK_OVERRIDE(name, owner, parameters, arguments)                                     \

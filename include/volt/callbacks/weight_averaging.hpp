@@ -7,6 +7,8 @@
 #include <volt/core/linkage.hpp>
 #include <volt/callbacks/detail/averaged_weights.hpp>
 #include <volt/core/errors.hpp>
+#include <volt/core/log.hpp>
+#include <volt/serialization/checkpoint_hooks.hpp>
 
 #include <torch/torch.h>
 
@@ -44,10 +46,15 @@ struct WeightAveragingOptions {
 ///   model at on_validation_epoch_start and swapped back at on_validation_epoch_end.
 /// * When training ends (on_train_end, as Lightning), the averaged weights are copied into the model: after
 ///   fit() the model holds them.
-/// * Checkpoints keep the averaged tensors, the number of updates and the last updated step and epoch (the
-///   callback's state), so a resumed fit averages exactly as an uninterrupted one. The checkpoint's model
-///   entry holds the model's own weights (Lightning writes the averaged ones there; see
-///   docs/differences/optimization.md).
+/// * Checkpoints hold the averaged weights as their model entry (Lightning's state_dict), the model's own
+///   weights beside them under "current_model_state", the number of updates under "averaging_state", and
+///   the last updated step and epoch as the callback's state (Lightning 2.6's on_save_checkpoint). A fit
+///   resumed from one puts "current_model_state" back into the model and the model entry into the average
+///   (on_load_checkpoint), so it continues exactly as an uninterrupted fit; a checkpoint of a fit without this
+///   callback starts the average from its weights, with Lightning's warning. Loading a checkpoint's weights
+///   for inference (volt::load_checkpoint_weights) gives the averaged model. A weights-only checkpoint
+///   (save_weights_only) holds the model's own weights, as in Lightning, and a checkpoint written after fit()
+///   holds the averaged weights twice (the model has them by then).
 ///
 /// Works with automatic and manual optimization, under DDP (every rank averages its identical weights) and
 /// with TrainerOptions::cuda_graphs (the update runs eagerly after each replay of the captured step; the
@@ -58,19 +65,21 @@ class WeightAveraging {
   explicit WeightAveraging(WeightAveragingOptions options = {});
 
   /// When fit begins: the averaged copy of the model (or, on resume, the checkpoint's), on the device.
-  /// Throws MisconfigurationError when a checkpoint's averaged weights do not match the model.
   template <class State>
   void setup(State& state) {
     if (state.stage != State::Stage::fitting || state.model == nullptr) return;
     const torch::Device device = options_.device.value_or(state.root_device);
     if (restored_) {
       average_.adopt(*state.model, device, "WeightAveraging");
-      restored_ = false;
     } else {
       average_.reset(*state.model, device);
+    }
+    if (!counters_restored_) {
       latest_update_step_ = 0;
       latest_update_epoch_ = -1;
     }
+    restored_ = false;
+    counters_restored_ = false;
   }
 
   /// After each training batch: updates the average when an optimizer step was taken since the last update
@@ -109,9 +118,18 @@ class WeightAveraging {
     if (average_.ready() && state.model != nullptr) average_.copy_into(*state.model, /*with_buffers=*/true);
   }
 
-  /// Writes the averaged tensors, the number of updates and the last updated step and epoch.
+  /// A full checkpoint being written (global rank zero): its model entry becomes the averaged weights, the
+  /// model's own weights go under "current_model_state" and the number of updates under "averaging_state".
+  /// Before the fit's setup made the average it only logs Lightning's message and changes nothing.
+  void on_save_checkpoint(CheckpointSave& checkpoint);
+  /// Resuming from a checkpoint: with "current_model_state" and "averaging_state", the model entry (loaded into
+  /// the model) becomes the average and the model gets "current_model_state"; otherwise Lightning's warning, and
+  /// the fit's setup starts the average from the model. Throws CheckpointError when the entry does not match
+  /// the model.
+  void on_load_checkpoint(CheckpointLoad& checkpoint);
+  /// Writes the last updated step and epoch (Lightning's state_dict holds the step).
   void save_state(torch::serialize::OutputArchive& archive) const;
-  /// Reads what save_state wrote; the fit's setup then checks it against the model and uses it.
+  /// Reads what save_state wrote.
   void load_state(torch::serialize::InputArchive& archive);
 
   /// How many times the average was updated (torch's n_averaged).
@@ -135,7 +153,8 @@ class WeightAveraging {
   detail::AveragedWeights average_{};
   std::int64_t latest_update_step_ = 0;
   std::int64_t latest_update_epoch_ = -1;
-  bool restored_ = false;
+  bool restored_ = false;           // on_load_checkpoint took the checkpoint's average
+  bool counters_restored_ = false;  // load_state read the last updated step and epoch
 };
 
 /// The options of volt::EMAWeightAveraging (Lightning's EMAWeightAveraging arguments).

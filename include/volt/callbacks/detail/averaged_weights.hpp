@@ -56,7 +56,11 @@ class AveragedWeights {
   /// A fresh copy of `module`'s weights on `device`, with no update counted.
   void reset(torch::nn::Module& module, torch::Device device);
 
-  /// Uses the tensors load() read, on `device`, after checking them against `module`. Throws CheckpointError
+  /// Takes copies of `module`'s weights (on its device) as an average of `n_averaged` updates: a checkpoint's
+  /// averaged weights, loaded into the module from its model entry. adopt() then puts them to use.
+  void take(torch::nn::Module& module, std::int64_t n_averaged);
+
+  /// Uses the tensors load() or take() read, on `device`, after checking them against `module`. Throws CheckpointError
   /// naming `owner` when their number, shapes or dtypes differ from the module's.
   void adopt(torch::nn::Module& module, torch::Device device, const std::string& owner);
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <volt/core/linkage.hpp>
+#include <volt/serialization/checkpoint_hooks.hpp>
 #include <volt/serialization/checkpoint_io.hpp>
 #include <volt/serialization/module_archive.hpp>
 #include <volt/trainer/connectors/callback_connector.hpp>
@@ -72,10 +73,12 @@ class CheckpointConnector {
   void reset();
 
   /// Writes the checkpoint at `path` (atomically; on global rank zero only): the weights, and unless
-  /// `weights_only` the training state.
+  /// `weights_only` the training state, after the callbacks' on_save_checkpoint (a full checkpoint only) added
+  /// their entries and perhaps replaced the model entry.
   void dump(const CheckpointParts& parts, const std::filesystem::path& path, bool weights_only) const;
 
-  /// Restores the training state from `path` before a fit starts (Lightning's ckpt_path). Throws
+  /// Restores the training state from `path` before a fit starts (Lightning's ckpt_path); the callbacks'
+  /// on_load_checkpoint run after the model entry was loaded, before their load_state. Throws
   /// CheckpointError for an unreadable, foreign, weights-only or mismatched file, and for any other error while
   /// reading (e.g. a checkpoint of another configuration).
   void restore(const CheckpointParts& parts, const std::filesystem::path& path, torch::Device device);

@@ -49,6 +49,16 @@ VOLT_INLINE void AveragedWeights::reset(torch::nn::Module& module, torch::Device
   ready_ = true;
 }
 
+VOLT_INLINE void AveragedWeights::take(torch::nn::Module& module, std::int64_t n_averaged) {
+  torch::NoGradGuard no_grad;
+  parameters_.clear();
+  buffers_.clear();
+  for (const auto& tensor : module.parameters()) parameters_.push_back(tensor.detach().clone());
+  for (const auto& tensor : module.buffers()) buffers_.push_back(tensor.detach().clone());
+  n_averaged_ = n_averaged;
+  ready_ = false;
+}
+
 VOLT_INLINE void AveragedWeights::adopt(torch::nn::Module& module, torch::Device device, const std::string& owner) {
   check_matches(parameters_, module.parameters(), owner, "parameter");
   check_matches(buffers_, module.buffers(), owner, "buffer");

@@ -29,13 +29,19 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
   archive.write("volt/format", c10::IValue(std::int64_t{1}));
   archive.write("volt/weights_only", c10::IValue(weights_only));
   archive.write("volt/precision", c10::IValue(std::string(parts.precision_name)));
-  torch::serialize::OutputArchive model_archive;
-  if (parts.contiguous_weights) {
-    save_module_contiguous(parts.module, model_archive);
-  } else {
-    parts.module.save(model_archive);
+  // The callbacks see a full checkpoint before its model entry is written (Lightning calls their
+  // on_save_checkpoint after the state_dict is taken; a weights-only checkpoint is not offered to them).
+  CheckpointSave checkpoint(parts.module, archive, parts.contiguous_weights);
+  if (!weights_only) {
+    for (const auto& [callback, key] : parts.callbacks.state_keys()) callback->on_save_checkpoint(checkpoint);
   }
-  archive.write("model", model_archive);
+  if (auto* replaced = checkpoint.replaced_model_entry()) {
+    archive.write("model", *replaced);
+  } else {
+    torch::serialize::OutputArchive model_archive;
+    checkpoint.write_module_weights(model_archive);
+    archive.write("model", model_archive);
+  }
   if (!weights_only) {
     archive.write("loop/epoch", c10::IValue(resume_point.epoch));
     archive.write("loop/global_step", c10::IValue(parts.state.global_step));
@@ -209,6 +215,10 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   torch::serialize::InputArchive precision_archive;
   reader.read_archive("precision", precision_archive);
   parts.load_precision(precision_archive);
+  // The module holds the model entry; a callback may load other weights into it (Lightning's order: the
+  // state_dict, then every callback's on_load_checkpoint, then their load_state_dict).
+  CheckpointLoad checkpoint(parts.module, reader);
+  for (const auto& [callback, key] : parts.callbacks.state_keys()) callback->on_load_checkpoint(checkpoint);
   for (const auto& [callback, key] : parts.callbacks.state_keys()) {
     torch::serialize::InputArchive callback_archive;
     if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
