@@ -33,7 +33,8 @@ struct LrLogger : volt::Logger {
   void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
     std::map<std::string, double> kept;
     for (const auto& [key, value] : metrics) {
-      if (key.rfind("lr-", 0) == 0 || key.rfind("my_lr", 0) == 0 || key.rfind("custom", 0) == 0) kept[key] = value;
+      if (key.rfind("lr-", 0) == 0 || key.rfind("my_lr", 0) == 0 || key.rfind("custom", 0) == 0 ||
+          key.rfind("rate/", 0) == 0) kept[key] = value;
     }
     if (!kept.empty()) rows.emplace_back(step, std::move(kept));
   }
@@ -329,6 +330,11 @@ TEST_CASE("LearningRateMonitor: a scheduler's name replaces the key") {
     // Lightning counts only the unnamed ones per class, but adds the suffix to every later name of that class.
     const auto run = fit(std::make_shared<ThreeSGD>(std::vector<const char*>{"", "", "custom"}), {}, 1, 1, 1);
     check_rows(run.rows, {{0, {{"lr-SGD", 0.1}, {"lr-SGD-1", 0.2}, {"custom-1", 0.3}}}});
+  }
+  SUBCASE("log_key_prefix replaces \"lr-\" in the keys built from class names, not in a scheduler's name") {
+    const auto run = fit(std::make_shared<ThreeSGD>(std::vector<const char*>{"", "", "custom"}),
+                         {.log_key_prefix = "rate/"}, 1, 1, 1);
+    check_rows(run.rows, {{0, {{"rate/SGD", 0.1}, {"rate/SGD-1", 0.2}, {"custom-1", 0.3}}}});
   }
   SUBCASE("a named first scheduler leaves the counting to the unnamed ones") {
     // The third optimizer has no scheduler: logged at the epoch start and before the batch.

@@ -58,7 +58,7 @@ VOLT_INLINE bool lacks_momentum(const std::vector<torch::optim::Optimizer*>& opt
 VOLT_INLINE std::map<std::string, double> learning_rate_stats(const std::vector<torch::optim::Optimizer*>& optimizers,
                                                               const std::vector<MonitoredScheduler>& schedulers,
                                                               MonitoredInterval interval, bool log_momentum,
-                                                              bool log_weight_decay);
+                                                              bool log_weight_decay, const std::string& key_prefix);
 
 /// Lightning's bookkeeping of LearningRateMonitor.lrs: every key of `all` gets a list (a key with "/pg1" takes over
 /// the list of the key without it, for an optimizer that gained param groups), then each rate of `logged` is
@@ -79,6 +79,9 @@ struct LearningRateMonitorOptions {
   bool log_momentum = false;
   /// Also log `<key>-weight_decay`, each param group's weight_decay.
   bool log_weight_decay = false;
+  /// The start of the keys built from an optimizer's class name; unset: "lr-" (Lightning 2.6.6's, which has
+  /// no such argument). A scheduler config's name is used as it is.
+  std::optional<std::string> log_key_prefix{};
 };
 
 /// Callback: writes each optimizer's learning rate (per parameter group) to the loggers, on global rank zero,
@@ -100,7 +103,7 @@ class LearningRateMonitor {
     }
     lrs_.clear();
     for (const auto& entry : detail::learning_rate_stats(state.optimizers, schedulers(state),
-                                                         detail::MonitoredInterval::any, false, false)) {
+                                                         detail::MonitoredInterval::any, false, false, prefix())) {
       lrs_[entry.first];
     }
     if (options_.log_momentum && detail::lacks_momentum(state.optimizers, schedulers(state))) {
@@ -138,6 +141,8 @@ class LearningRateMonitor {
   const std::map<std::string, std::vector<double>>& lrs() const noexcept { return lrs_; }
 
  private:
+  /// The start of the keys built from a class name: log_key_prefix, or "lr-".
+  std::string prefix() const { return options_.log_key_prefix.value_or("lr-"); }
   /// The Trainer's scheduler configs (Lightning's trainer.lr_scheduler_configs), as the monitor reads them.
   template <class State>
   static std::vector<detail::MonitoredScheduler> schedulers(State& state) {
@@ -171,10 +176,10 @@ class LearningRateMonitor {
   void write(State& state, detail::MonitoredInterval interval, std::int64_t step) {
     const auto monitored = schedulers(state);
     const auto values = detail::learning_rate_stats(state.optimizers, monitored, interval, options_.log_momentum,
-                                                    options_.log_weight_decay);
+                                                    options_.log_weight_decay, prefix());
     detail::record_learning_rates(lrs_, detail::learning_rate_stats(state.optimizers, monitored,
-                                                                    detail::MonitoredInterval::any, false, false),
-                                  detail::learning_rate_stats(state.optimizers, monitored, interval, false, false));
+                                                                    detail::MonitoredInterval::any, false, false, prefix()),
+                                  detail::learning_rate_stats(state.optimizers, monitored, interval, false, false, prefix()));
     if constexpr (requires { state.update_callback_metrics(values); }) state.update_callback_metrics(values);
     if (values.empty() || !state.is_global_zero) return;
     for (auto* logger : state.loggers) logger->log_metrics(values, step);

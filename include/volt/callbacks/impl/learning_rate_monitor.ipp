@@ -111,14 +111,14 @@ VOLT_INLINE bool lacks_momentum(const std::vector<torch::optim::Optimizer*>& opt
 VOLT_INLINE std::map<std::string, double> learning_rate_stats(const std::vector<torch::optim::Optimizer*>& optimizers,
                                                               const std::vector<MonitoredScheduler>& schedulers,
                                                               MonitoredInterval interval, bool log_momentum,
-                                                              bool log_weight_decay) {
+                                                              bool log_weight_decay, const std::string& key_prefix) {
   std::map<std::string, double> out;
   lr_monitor::Names names;
   std::vector<std::vector<std::string>> scheduler_keys;
   for (const auto& scheduler : schedulers) {
     const bool named = !scheduler.name.empty();
     scheduler_keys.push_back(
-        names.keys(*scheduler.optimizer, named ? scheduler.name : "lr-" + optimizer_name(*scheduler.optimizer), named));
+        names.keys(*scheduler.optimizer, named ? scheduler.name : key_prefix + optimizer_name(*scheduler.optimizer), named));
   }
   for (std::size_t i = 0; i < schedulers.size(); ++i) {
     const bool steps_per_batch = schedulers[i].steps_per_batch;
@@ -128,7 +128,7 @@ VOLT_INLINE std::map<std::string, double> learning_rate_stats(const std::vector<
   }
   for (const auto* optimizer : optimizers) {
     if (std::find(names.seen.begin(), names.seen.end(), optimizer) != names.seen.end()) continue;
-    lr_monitor::add_stats(out, *optimizer, names.keys(*optimizer, "lr-" + optimizer_name(*optimizer), false),
+    lr_monitor::add_stats(out, *optimizer, names.keys(*optimizer, key_prefix + optimizer_name(*optimizer), false),
                           log_momentum, log_weight_decay);
   }
   return out;
