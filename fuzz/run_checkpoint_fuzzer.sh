@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds fuzz/checkpoint_fuzzer.cpp with clang's libFuzzer and AddressSanitizer against Debian's LibTorch, then
+# Builds fuzz/checkpoint_fuzzer.cpp with clang's libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer against Debian's LibTorch, then
 # runs it on the seed checkpoints in fuzz/corpus/checkpoint.
 #   fuzz/run_checkpoint_fuzzer.sh [runs] [extra libFuzzer flags...]     (default: 1000000 inputs)
 # Needs clang and its runtime (Debian 12: apt-get install -y --no-install-recommends clang libclang-rt-14-dev)
@@ -17,9 +17,9 @@ if [ -n "${VOLT_TORCH_PREFIX:-}" ]; then
 fi
 mkdir -p "$out" "$out/corpus-checkpoint"
 if [ ! -x "$out/checkpoint_fuzzer" ] || [ fuzz/checkpoint_fuzzer.cpp -nt "$out/checkpoint_fuzzer" ] ||
-   [ include/volt/serialization/checkpoint_io.hpp -nt "$out/checkpoint_fuzzer" ] ||
-   [ include/volt/serialization/impl/checkpoint_io.ipp -nt "$out/checkpoint_fuzzer" ]; then
-  clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address -D_GLIBCXX_USE_CXX11_ABI=1 -Wall -Wextra -Werror \
+   [ -n "$(find include/volt/serialization include/volt/core -newer "$out/checkpoint_fuzzer" -print -quit)" ]; then
+  clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -D_GLIBCXX_USE_CXX11_ABI=1 -Wall -Wextra -Werror \
     -Iinclude $torch_flags fuzz/checkpoint_fuzzer.cpp -o "$out/checkpoint_fuzzer" \
     -ltorch -ltorch_cpu -lc10
 fi

@@ -1,6 +1,15 @@
 /// \file
 /// Checkpoint files that survive crashes and report bad input clearly (volt::CheckpointError).
 ///
+/// Format: a checkpoint is a file in torch.save's format (a zip archive holding a protocol-2 pickle and the
+/// tensors' storages) laid out as Lightning's checkpoint dict (detail/checkpoint_layout.hpp), so Python reads
+/// it with torch.load(path, weights_only=True) and its "state_dict" loads into the same model in PyTorch.
+/// volt's parts save their state in LibTorch archives; the file holds those archives' contents as dicts.
+/// volt reads the file with its own zip reader (every entry's CRC-32 checked) and restricted unpickler (no
+/// code, no class other than dicts, lists, numbers, strings and tensors; every length bounds-checked), so no
+/// LibTorch parser sees a byte of it. Checkpoints of volt's earlier format (a LibTorch archive) are still read,
+/// with a deprecation warning; that format goes through LibTorch's reader.
+///
 /// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
 /// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
 /// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
@@ -15,8 +24,13 @@
 #include <volt/core/linkage.hpp>
 #include <volt/core/encoding.hpp>
 #include <volt/core/files.hpp>
+#include <volt/core/log.hpp>
+#include <volt/serialization/detail/archive_tree.hpp>
+#include <volt/serialization/detail/checkpoint_layout.hpp>
 #include <volt/serialization/detail/inflate.hpp>
 #include <volt/serialization/detail/model_match.hpp>
+#include <volt/serialization/detail/torch_save.hpp>
+#include <volt/serialization/detail/zip_reader.hpp>
 
 #include <torch/torch.h>
 
@@ -66,17 +80,20 @@ VOLT_INLINE void save_archive_atomically(torch::serialize::OutputArchive& archiv
 /// CRC-32 of `size` bytes at `data` (zip entries).
 VOLT_INLINE std::uint32_t crc32(const char* data, std::size_t size);
 
-/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
-/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
-/// in the TorchScript code of an archive crashes LibTorch 1.13). Deflated entries are inflated by volt's own
-/// bounds-checked decoder (detail/inflate.hpp) and their CRC-32 checked too. Archives in zip64 form are left
-/// to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
+/// Checks the zip structure of a checkpoint and the CRC-32 of every entry (detail::read_zip_entries): LibTorch
+/// verifies no checksum and its readers are not hardened against damaged input (a flipped byte in the
+/// TorchScript code of an old-format archive crashes LibTorch 1.13). Deflated entries are inflated by volt's
+/// own bounds-checked decoder (detail/inflate.hpp) and their CRC-32 checked too. Throws CheckpointError naming
+/// `shown` and the damaged entry.
 /// `names`, when given, receives the names of the entries checked.
 VOLT_INLINE void check_zip_integrity(const std::string& bytes, const std::string& shown,
                                      std::vector<std::string>* names = nullptr);
 
-/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
-/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
+/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`: a
+/// checkpoint in volt's format through volt's own readers, one in the earlier LibTorch-archive format through
+/// LibTorch (with a deprecation warning, once per process). Throws CheckpointError saying what is wrong: empty,
+/// not a zip archive (foreign file), truncated or corrupted, a weights file or a Lightning checkpoint (with
+/// what to call instead), a newer format.
 VOLT_INLINE void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
                                     const std::string& shown, torch::Device device);
 

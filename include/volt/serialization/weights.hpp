@@ -16,6 +16,8 @@
 #include <volt/core/linkage.hpp>
 #include <volt/core/files.hpp>
 #include <volt/serialization/pickle.hpp>
+#include <volt/serialization/detail/torch_save.hpp>
+#include <volt/serialization/detail/zip_reader.hpp>
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/torch.h>
@@ -27,6 +29,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -104,7 +107,9 @@ void save_weights(const Module& module, const std::filesystem::path& path) {
 }
 
 /// Reads a weights file written by torch.save(state_dict) in Python (a dict or OrderedDict of tensors,
-/// zip format, the default since torch 1.6) or by save_weights, with every tensor on `map_location`.
+/// zip format, the default since torch 1.6) or by save_weights, or the "state_dict" of a checkpoint (volt's,
+/// or Lightning's: its other entries are skipped, never rebuilt), with every tensor on `map_location`. The
+/// file is read by volt's own zip reader (every CRC-32 checked) and restricted unpickler.
 /// Throws std::runtime_error naming `path` when the file is missing, not a zip archive of torch.save, or
 /// holds something other than a dict of tensors (e.g. a whole pickled model).
 VOLT_INLINE StateDict load_weights(const std::filesystem::path& path, torch::Device map_location = torch::kCPU);

@@ -4,15 +4,19 @@
 #pragma once
 
 #include <volt/core/linkage.hpp>
+#include <volt/serialization/detail/pickle_reader.hpp>
 #include <volt/serialization/detail/pickle_storage.hpp>
 
 #include <torch/torch.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace volt::detail::pickle {
@@ -29,6 +33,12 @@ class Writer {
   void tuple() { bytes_ += 't'; }
   void empty_tuple() { bytes_ += ')'; }
   void false_() { bytes_ += '\x89'; }
+  void true_() { bytes_ += '\x88'; }
+  void none() { bytes_ += 'N'; }
+  void floating(double value);
+  void empty_list() { bytes_ += ']'; }
+  void empty_dict() { bytes_ += '}'; }
+  void appends() { bytes_ += 'e'; }
   void reduce() { bytes_ += 'R'; }
   void persistent_id() { bytes_ += 'Q'; }
   void setitems() { bytes_ += 'u'; }
@@ -39,6 +49,12 @@ class Writer {
   void append_u32(std::uint32_t value);
   std::string bytes_;
 };
+
+/// The pickle of `root` (None, bool, int, float, str, tuple, list, dict and OrderedDict, tensors and
+/// parameters), as torch.save writes those types; tensor i refers to storage record data/<i>, whose bytes are
+/// `storages[i]` (dense CPU tensors: each tensor is written with its own strides when it is dense and
+/// non-overlapping, contiguous otherwise). Throws std::invalid_argument for a value of another kind.
+VOLT_INLINE std::string value_pickle(const Value& root, std::vector<torch::Tensor>& storages);
 
 /// The pickle of an OrderedDict name -> tensor as torch.save writes it; tensor i refers to storage record
 /// data/<i> (its contiguous CPU bytes, which the caller writes). `tensors` must be contiguous CPU tensors.

@@ -36,13 +36,12 @@ VOLT_INLINE void save_archive_atomically(torch::serialize::OutputArchive& archiv
   if (error) {
     throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
   }
-  std::ostringstream buffer(std::ios::binary);
+  std::string bytes;
   try {
-    archive.save_to(buffer);
+    bytes = torch_save_bytes(*checkpoint_layout(*archive_tree(archive)));
   } catch (const std::exception& cause) {
     throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
   }
-  const std::string bytes = std::move(buffer).str();
   remove_stale_temporaries(path);  // left by a write that was killed before its rename
   std::random_device entropy;
   const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
@@ -64,61 +63,9 @@ VOLT_INLINE std::uint32_t crc32(const char* data, std::size_t size) { return crc
 
 VOLT_INLINE void check_zip_integrity(const std::string& bytes, const std::string& shown,
                                      std::vector<std::string>* names) {
-  const auto u16 = [&](std::size_t at) {
-    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
-           static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
-  };
-  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
-  const auto damaged = [&](const std::string& what) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
-                          std::to_string(bytes.size()) + " bytes): " + what);
-  };
-  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
-  std::size_t end_record = std::string::npos;
-  for (std::size_t back = 22; back <= bytes.size() && back <= 22 + 65535; ++back) {
-    const std::size_t at = bytes.size() - back;
-    if (u32(at) == 0x06054b50U) {
-      end_record = at;
-      break;
-    }
-  }
-  if (end_record == std::string::npos) damaged("no zip end-of-archive record (the end of the file is missing)");
-  const std::uint32_t entries = u16(end_record + 10);
-  const std::uint32_t directory_size = u32(end_record + 12);
-  const std::uint32_t directory_offset = u32(end_record + 16);
-  if (entries == 0xFFFFU || directory_offset == 0xFFFFFFFFU) return;  // zip64: left to LibTorch
-  if (static_cast<std::uint64_t>(directory_offset) + directory_size > end_record) {
-    damaged("the zip directory lies outside the file");
-  }
-  std::size_t at = directory_offset;
-  for (std::uint32_t entry = 0; entry < entries; ++entry) {
-    if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
-    const std::size_t at_entry = at;
-    const std::uint32_t method = u16(at + 10);
-    const std::uint32_t crc = u32(at + 16);
-    const std::uint32_t stored_size = u32(at + 20);
-    const std::uint32_t name_size = u16(at + 28);
-    const std::uint32_t header_extra = u16(at + 30) + u16(at + 32);
-    const std::uint32_t local = u32(at + 42);
-    if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
-    const std::string name = bytes.substr(at + 46, name_size);
-    if (names != nullptr) names->push_back(name);
-    at += 46 + name_size + header_extra;
-    if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
-    if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
-      damaged("the entry '" + name + "' has no valid local header");
-    }
-    const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
-    if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
-    if (method == 8) {  // deflated (LibTorch compresses an archive's code/*.py): inflated here and checked
-      const std::uint32_t inflated_size = u32(at_entry + 24);
-      const auto inflated = inflate::raw(std::string_view(bytes).substr(data, stored_size), inflated_size);
-      if (!inflated || inflated->size() != inflated_size) damaged("the compressed entry '" + name + "' is damaged");
-      if (crc32(inflated->data(), inflated->size()) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
-      continue;
-    }
-    if (method != 0) damaged("the entry '" + name + "' uses an unknown compression method " + std::to_string(method));
-    if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
+  const auto entries = read_zip_entries(bytes, shown);
+  if (names != nullptr) {
+    for (const auto& entry : entries) names->push_back(entry.name);
   }
 }
 
@@ -131,19 +78,37 @@ VOLT_INLINE void load_archive_bytes(torch::serialize::InputArchive& archive, con
                           "so it is not a LibTorch archive (a foreign or corrupted file, " +
                           std::to_string(bytes.size()) + " bytes)");
   }
-  std::vector<std::string> names;
-  check_zip_integrity(bytes, shown, &names);
-  // A LibTorch archive holds `<name>/constants.pkl`; torch.save's format (volt::save_weights) a data.pkl only.
-  const auto has = [&](const std::string& suffix) {
-    return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
-      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    });
-  };
-  if (has("/data.pkl") && !has("/constants.pkl")) {
-    throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
-                          "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
-                          "checkpoint: load it with volt::load_weights(model, path)");
+  const auto entries = read_zip_entries(bytes, shown);
+  if (is_torch_save_file(entries)) {
+    const auto loaded = torch_load_entries(entries, shown, /*lenient=*/true);
+    const auto* root = std::get_if<pickle::Dict>(&loaded.root->data);
+    if (!is_volt_checkpoint(*loaded.root)) {
+      const bool lightning = root != nullptr && std::any_of(root->items.begin(), root->items.end(), [](const auto& item) {
+        const auto* key = std::get_if<std::string>(&item.first->data);
+        return key != nullptr && *key == "pytorch-lightning_version";
+      });
+      if (lightning) {
+        throw CheckpointError("volt: " + shown + " is a Lightning checkpoint, not a volt one: volt resumes only "
+                              "from its own checkpoints; load its weights with volt::load_weights(model, path) "
+                              "(it reads the checkpoint's state_dict)");
+      }
+      throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
+                            "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
+                            "checkpoint: load it with volt::load_weights(model, path)");
+    }
+    const auto tree = archive_of_layout(*loaded.root, shown);
+    try {
+      load_archive_tree(*tree, archive, device, shown);
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const std::exception& cause) {
+      throw CheckpointError("volt: " + shown + " is not a readable checkpoint: " + cause.what());
+    }
+    return;
   }
+  log::warn_once("volt: " + shown + " is a checkpoint in volt's earlier format (a LibTorch archive), read "
+                 "through LibTorch for this release only: load it and save it again to write volt's current "
+                 "format, which Python's torch.load reads");
   try {
     archive.load_from(bytes.data(), bytes.size(), device);
   } catch (const std::exception& cause) {

@@ -77,27 +77,27 @@ VOLT_INLINE StateDict load_weights(const std::filesystem::path& path, torch::Dev
     throw std::runtime_error("volt: weights file " + path.string() + " does not exist or is not a file");
   }
   try {
-    caffe2::serialize::PyTorchStreamReader reader(path.string());
-    if (!reader.hasRecord("data.pkl")) throw std::runtime_error("no data.pkl record");
-    const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
-    const std::string_view pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
-    auto load_storage = [&reader, &path](const std::string& key, c10::ScalarType dtype, std::int64_t numel) {
-      const std::string record = "data/" + key;
-      if (!reader.hasRecord(record)) throw std::runtime_error("missing storage record " + record);
-      auto [data, size] = reader.getRecord(record);
-      auto storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
-      const auto expected = static_cast<std::size_t>(numel) * storage.element_size();
-      if (size < expected) {
-        throw std::runtime_error("storage record " + record + " of " + path.filename().string() + " holds " +
-                                 std::to_string(size) + " bytes, expected " + std::to_string(expected));
-      }
-      if (expected > 0) std::memcpy(storage.data_ptr(), data.get(), expected);
-      return storage;
-    };
-    detail::pickle::Reader unpickler(pickle, load_storage);
-    const auto root = unpickler.read();
-    const auto* dict = std::get_if<detail::pickle::Dict>(&root->data);
+    std::string bytes;
+    if (const int failure = detail::read_file_bytes(path, bytes); failure != 0) {
+      throw std::runtime_error("cannot read it: " + std::generic_category().message(failure));
+    }
+    if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
+      throw std::runtime_error("it is not a zip archive (torch.save's format since torch 1.6)");
+    }
+    const auto entries = detail::read_zip_entries(bytes, path.string(), "weights file");
+    if (!detail::is_torch_save_file(entries)) throw std::runtime_error("no data.pkl record");
+    // Lenient: a Lightning checkpoint's other entries may hold objects (never rebuilt); only tensors are used.
+    const auto loaded = detail::torch_load_entries(entries, path.string(), /*lenient=*/true);
+    const auto* dict = std::get_if<detail::pickle::Dict>(&loaded.root->data);
     if (dict == nullptr) throw std::runtime_error("the file holds something other than a dict of tensors");
+    // A checkpoint (volt's or Lightning's): its "state_dict" entry.
+    for (const auto& [key, value] : dict->items) {
+      const auto* name = std::get_if<std::string>(&key->data);
+      if (name != nullptr && *name == "state_dict" && std::holds_alternative<detail::pickle::Dict>(value->data)) {
+        dict = &std::get<detail::pickle::Dict>(value->data);
+        break;
+      }
+    }
     StateDict result;
     for (const auto& [key, value] : dict->items) {
       const auto* name = std::get_if<std::string>(&key->data);
@@ -106,13 +106,14 @@ VOLT_INLINE StateDict load_weights(const std::filesystem::path& path, torch::Dev
         throw std::runtime_error("the dict holds an entry that is not a string -> tensor pair" +
                                  (name ? " (key \"" + *name + "\")" : std::string()));
       }
+      if (result.contains(*name)) throw std::runtime_error("the key \"" + *name + "\" appears twice");
       // Views of one storage become separate tensors, as after load_state_dict copies them.
       result.insert(*name, tensor->to(map_location).clone(at::MemoryFormat::Contiguous));
     }
     return result;
   } catch (const std::exception& cause) {
     throw std::runtime_error("volt: could not read the weights file " + path.string() +
-                             " (a torch.save'd state_dict): " + cause.what());
+                             " (a torch.save'd state_dict or checkpoint): " + cause.what());
   }
 }
 

@@ -61,7 +61,8 @@ class CallbackConnector {
 
   /// Each callback's entry in a checkpoint: its type and its rank among callbacks of that type (as
   /// Lightning's state_key), so a resume with callbacks added, removed or reordered finds the right state.
-  std::vector<CallbackStateKey> state_keys() const;
+  /// (`mangled`: the keys checkpoints of volt 0.1 format 1 used, from the compiler's mangled type names.)
+  std::vector<CallbackStateKey> state_keys(bool mangled = false) const;
 
  private:
   TrainerCallbacks callbacks_;

@@ -68,6 +68,9 @@ class CheckpointConnector {
   };
   /// The extra states of the fit being run (set by the Trainer for the length of that fit).
   std::vector<ExtraState> extra_states{};
+  /// The hyperparameters of the fit being run (the model's and the data module's hparams()), written into
+  /// every checkpoint as Lightning's hyper_parameters.
+  std::map<std::string, std::string> hparams{};
 
   /// A new fit: no resume pending (the position is the loops' to update).
   void reset();

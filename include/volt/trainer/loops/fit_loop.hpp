@@ -277,10 +277,11 @@ class FitLoop {
 
   template <class Parts, class M>
   void log_hyperparams(Parts& parts, M& module) {
-    if (!parts.state.is_global_zero || parts.logger.loggers().empty()) return;
     std::map<std::string, std::string> params;
     if constexpr (requires { module.hparams(); }) params = module.hparams();
     if (data_.hparams) data_.hparams(params);
+    parts.checkpoint.hparams = params;  // the checkpoints' hyper_parameters, as Lightning keeps self.hparams
+    if (!parts.state.is_global_zero || parts.logger.loggers().empty()) return;
     params["accelerator"] = std::string(to_string(parts.selection.accelerator));
     params["precision"] = std::string(Parts::precision_type::name);
     params["strategy"] = std::string(Parts::strategy_type::name);

@@ -58,8 +58,16 @@ VOLT_INLINE auto Reader::read() -> ValuePtr {
       case 'q': memo_[little_endian(take(1))] = top(); break;
       case 'r': memo_[little_endian(take(4))] = top(); break;
       case 0x94: memo_[memo_.size()] = top(); break;
-      case 'h': stack_.push_back(memo_at(little_endian(take(1)))); break;
-      case 'j': stack_.push_back(memo_at(little_endian(take(4)))); break;
+      case 'h': {
+        auto value = memo_at(little_endian(take(1)));
+        stack_.push_back(std::move(value));
+        break;
+      }
+      case 'j': {
+        auto value = memo_at(little_endian(take(4)));
+        stack_.push_back(std::move(value));
+        break;
+      }
       case ')': push(Tuple{}); break;
       case ']': push(List{}); break;
       case '}': push(Dict{}); break;
@@ -100,9 +108,22 @@ VOLT_INLINE auto Reader::read() -> ValuePtr {
       }
       case 'b': {                            // BUILD: state of an OrderedDict (`_metadata`) is not needed
         pop();
-        if (!std::holds_alternative<Dict>(top()->data)) fail("BUILD on an object other than a dict");
+        const bool opaque = std::holds_alternative<Opaque>(top()->data);
+        if (!std::holds_alternative<Dict>(top()->data) && !opaque) fail("BUILD on an object other than a dict");
         break;
       }
+      case 0x81: {                           // NEWOBJ: an instance of a class (lenient reads only)
+        pop();
+        const auto type = pop();
+        const auto* global = std::get_if<Global>(&type->data);
+        const std::string name = global ? global->module + "." + global->name : std::string("a non-class");
+        if (!lenient_) fail("unsupported class " + name + " (volt reads dicts, lists, numbers, strings and tensors)");
+        push(Opaque{name});
+        break;
+      }
+      case '0': pop(); break;                // POP
+      case '1': pop_mark(); break;           // POP_MARK
+      case '2': stack_.push_back(top()); break;  // DUP
       case 'Q': push(persistent_load(pop())); break;
       case 'R': {
         auto arguments = pop();
@@ -119,9 +140,17 @@ VOLT_INLINE auto Reader::read() -> ValuePtr {
   }
 }
 
+VOLT_INLINE Reader::~Reader() {
+  // Take every container apart first: the values then hold no others, and free one by one.
+  for (const auto& value : created_) {
+    if (auto* tuple = std::get_if<Tuple>(&value->data)) tuple->items.clear();
+    if (auto* list = std::get_if<List>(&value->data)) list->items.clear();
+    if (auto* dict = std::get_if<Dict>(&value->data)) dict->items.clear();
+  }
+}
+
 VOLT_INLINE void Reader::fail(const std::string& what) const {
-  throw std::runtime_error("the pickle (data.pkl) is not a state_dict volt can read: " + what + " at byte " +
-                           std::to_string(position_));
+  throw std::runtime_error("the pickle (data.pkl) cannot be read: " + what + " at byte " + std::to_string(position_));
 }
 
 VOLT_INLINE auto Reader::take(std::size_t count) -> std::string_view {
@@ -181,7 +210,8 @@ VOLT_INLINE auto Reader::persistent_load(const ValuePtr& id) -> ValuePtr {
   const auto dtype = storage_dtype(type.name);
   if (type.module != "torch" || !dtype) fail("unsupported storage type " + type.module + "." + type.name);
   Storage storage{*dtype, as<std::string>(items[2], "a persistent id"), as<std::int64_t>(items[4], "a persistent id")};
-  return std::make_shared<Value>(Value{storage});
+  if (storage.numel < 0) fail("a storage of " + std::to_string(storage.numel) + " elements");
+  return made(std::move(storage));
 }
 
 VOLT_INLINE torch::Tensor Reader::storage_tensor(const Storage& storage) {
@@ -202,27 +232,43 @@ VOLT_INLINE auto Reader::int_list(Reader& reader, const ValuePtr& value) -> std:
 
 VOLT_INLINE auto Reader::call(const Global& callable, const std::vector<ValuePtr>& arguments) -> ValuePtr {
   const std::string name = callable.module + "." + callable.name;
-  if (name == "collections.OrderedDict" && arguments.empty()) return std::make_shared<Value>(Value{Dict{}});
+  if (name == "collections.OrderedDict" && arguments.empty()) return made(Dict{{}, true});
   if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
     if (arguments.size() < 4) fail(name + " with fewer than 4 arguments");
     const auto& storage = as<Storage>(arguments[0], name.c_str());
     const auto offset = as<std::int64_t>(arguments[1], name.c_str());
     const auto sizes = int_list(*this, arguments[2]);
     const auto strides = int_list(*this, arguments[3]);
-    auto flat = storage_tensor(storage);
     if (sizes.size() != strides.size()) fail(name + ": size and stride of different lengths");
-    if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
-      std::int64_t last = offset;
-      for (std::size_t i = 0; i < sizes.size(); ++i) last += (sizes[i] - 1) * strides[i];
-      if (offset < 0 || last >= flat.numel()) fail(name + ": the tensor reaches past its storage");
+    if (sizes.size() > 64) fail(name + ": more than 64 dimensions");
+    // Every product and sum is checked: the tensor must lie inside its storage and hold no more elements.
+    std::int64_t elements = 1;
+    std::int64_t last = offset;
+    bool empty = false;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] < 0 || strides[i] < 0) fail(name + ": a negative size or stride");
+      if (sizes[i] == 0) empty = true;
+      std::int64_t reach = 0;
+      if (__builtin_mul_overflow(elements, sizes[i], &elements) ||
+          (sizes[i] > 0 && (__builtin_mul_overflow(sizes[i] - 1, strides[i], &reach) ||
+                            __builtin_add_overflow(last, reach, &last)))) {
+        fail(name + ": a size or stride out of range");
+      }
     }
-    return std::make_shared<Value>(Value{flat.as_strided(sizes, strides, offset)});
+    if (offset < 0 || offset > storage.numel) fail(name + ": a storage offset out of range");
+    if (!empty && (last >= storage.numel || elements > storage.numel)) {
+      fail(name + ": the tensor reaches past its storage of " + std::to_string(storage.numel) + " elements");
+    }
+    auto flat = storage_tensor(storage);
+    if (flat.numel() != storage.numel) fail(name + ": a storage of another size than its record");
+    return made(flat.as_strided(sizes, strides, offset));
   }
   if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
     if (arguments.empty()) fail(name + " without arguments");
-    return std::make_shared<Value>(Value{as<torch::Tensor>(arguments[0], name.c_str())});
+    return made(as<torch::Tensor>(arguments[0], name.c_str()), /*parameter=*/true);
   }
-  fail("unsupported callable " + name + " (volt reads dicts of tensors only)");
+  if (lenient_) return made(Opaque{name});
+  fail("unsupported callable " + name + " (volt reads dicts, lists, numbers, strings and tensors)");
 }
 
 }  // namespace volt::detail::pickle

@@ -56,11 +56,18 @@ VOLT_INLINE void CallbackConnector::run_train_epoch_end(TrainerState& state, boo
   }
 }
 
-VOLT_INLINE auto CallbackConnector::state_keys() const -> std::vector<CallbackStateKey> {
+VOLT_INLINE auto CallbackConnector::state_keys(bool mangled) const -> std::vector<CallbackStateKey> {
   std::vector<CallbackStateKey> keys;
   std::map<std::string, int, std::less<>> seen;
   for (const auto& callback : callbacks_.all()) {
-    const std::string type(callback->type_name());
+    std::string type(callback->type_name());
+    if (!mangled) {
+      // The readable name ("volt::ModelCheckpoint"), with characters a checkpoint key cannot hold replaced.
+      type = c10::demangle(type.c_str());
+      for (char& c : type) {
+        if (c < 0x20 || c > 0x7e || c == '"' || c == '\'' || c == '\\') c = '_';
+      }
+    }
     keys.emplace_back(&*callback, "callbacks/" + type + "/" + std::to_string(seen[type]++));
   }
   return keys;

@@ -42,6 +42,11 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
     checkpoint.write_module_weights(model_archive);
     archive.write("model", model_archive);
   }
+  if (!hparams.empty()) {
+    torch::serialize::OutputArchive hparams_archive;
+    for (const auto& [name, value] : hparams) hparams_archive.write(name, c10::IValue(value));
+    archive.write("hparams", hparams_archive);
+  }
   if (!weights_only) {
     archive.write("loop/epoch", c10::IValue(resume_point.epoch));
     archive.write("loop/global_step", c10::IValue(parts.state.global_step));
@@ -219,9 +224,14 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   // state_dict, then every callback's on_load_checkpoint, then their load_state_dict).
   CheckpointLoad checkpoint(parts.module, reader);
   for (const auto& [callback, key] : parts.callbacks.state_keys()) callback->on_load_checkpoint(checkpoint);
-  for (const auto& [callback, key] : parts.callbacks.state_keys()) {
+  const auto keys = parts.callbacks.state_keys();
+  const auto earlier_keys = parts.callbacks.state_keys(/*mangled=*/true);  // checkpoints of the earlier format
+  for (std::size_t i = 0; i < keys.size(); ++i) {
     torch::serialize::InputArchive callback_archive;
-    if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
+    if (reader.try_read_archive(keys[i].second, callback_archive) ||
+        reader.try_read_archive(earlier_keys[i].second, callback_archive)) {
+      keys[i].first->load_state(callback_archive);
+    }
   }
   for (const auto& extra : extra_states) {
     torch::serialize::InputArchive extra_archive;
