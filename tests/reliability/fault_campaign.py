@@ -281,7 +281,8 @@ class Campaign:
         result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % size, "tmpfs", path],
                                 capture_output=True, text=True)
         if result.returncode != 0:
-            return (result.stderr or result.stdout).strip() or "mount exited with %d" % result.returncode
+            text = (result.stderr or result.stdout).strip()
+            return text.splitlines()[0] if text else "mount exited with %d" % result.returncode
         self.mounts.append(path)
         return None
 
