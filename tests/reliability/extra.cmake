@@ -23,6 +23,6 @@ if(UNIX AND VOLT_BUILD_EXAMPLES AND Python3_Interpreter_FOUND)
   add_test(NAME volt.reliability.fault_campaign_short
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/fault_campaign.py --short
                    --example $<TARGET_FILE:fashion_mnist> --work-dir ${CMAKE_CURRENT_BINARY_DIR}/fault-campaign)
-  set_tests_properties(volt.reliability.fault_campaign_short PROPERTIES LABELS "reliability" TIMEOUT 300
+  set_tests_properties(volt.reliability.fault_campaign_short PROPERTIES LABELS "reliability" TIMEOUT 600
                        SKIP_RETURN_CODE 77 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
 endif()

@@ -123,6 +123,7 @@ class Campaign:
         status = process.returncode
         text = read_text(output)
         self.ref_seconds = time.monotonic() - start
+        self.durations = [self.ref_seconds]
         self.ref_writes = max(1, len(seen))
         if self.ref_first_write is None:
             self.ref_first_write = self.ref_seconds / 2
@@ -154,7 +155,11 @@ class Campaign:
         if start_step is not None and self.total_steps > 0:
             left = max(0.05, (self.total_steps - start_step) / self.total_steps)
         if mode == "timed":
-            delay = self.rng.uniform(0.05, 0.9 * (self.ref_first_write + (self.ref_seconds - self.ref_first_write) * left))
+            # the run's length: the median of the latest whole runs from the start (the machine's load changes)
+            recent = sorted(self.durations[-5:])
+            seconds = recent[len(recent) // 2]
+            first_write = self.ref_first_write * seconds / self.ref_seconds
+            delay = self.rng.uniform(0.05, 0.9 * (first_write + (seconds - first_write) * left))
             moment = "at %.2f s" % delay
             try:
                 process.wait(timeout=delay)
@@ -215,6 +220,7 @@ class Campaign:
             output = os.path.join(folder, "run-%02d.txt" % attempt)
             if kills < planned_kills and attempt < planned_kills * 3 + 3:
                 mode = self.rng.choice(["timed", "aimed"])
+                started = time.monotonic()
                 process = self.start(command, output)
                 killed, landed, moment = self.kill_once(process, ckpt_dir, mode, steps[-1] if resume else None)
                 if killed:
@@ -231,6 +237,8 @@ class Campaign:
                                                            if landed else ""))
                     continue
                 self.kills_missed += 1
+                if not resume and process.returncode == 0:
+                    self.durations.append(time.monotonic() - started)
                 log("  %s run %d%s: no kill %s %s" % (name, attempt, resumed_from, mode, moment))
                 status = process.returncode
                 text = read_text(output)
@@ -477,6 +485,7 @@ class Campaign:
             ("kills that landed during a write (a temporary file of that run left)", str(self.kills_in_write)),
             ("planned kills that missed (run already over)", str(self.kills_missed)),
             ("chains (kill, resume from last.ckpt, ..., finish)", str(len(self.chains))),
+            ("  of them with at least one kill", str(sum(1 for c in self.chains if c[1] > 0))),
             ("resumes", str(sum(c[3] for c in self.chains))),
             ("chains identical to the uninterrupted run", "%d of %d" % (chains_ok, len(self.chains))),
             ("mismatches (weights, checkpoint names or printed steps/accuracy)", str(mismatches)),
