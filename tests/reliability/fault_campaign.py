@@ -6,14 +6,16 @@ checkpoints and logs on a full or read-only disk. Python 3 standard library only
     tests/reliability/fault_campaign.py --example ... --work-dir ... --short      # the CI form (CTest)
 
 Every run trains on the CPU with validation, top-k ModelCheckpoint on val_acc (--save-top-k 3), last.ckpt and a
-checkpoint every 3 optimizer steps, in a fixed --checkpoint-dir. First an uninterrupted reference run, then:
+checkpoint every 3 optimizer steps (every 5 with --short), in a fixed --checkpoint-dir. First an uninterrupted
+reference run, then:
 
   kill chains  a run is killed with SIGKILL, resumed with --ckpt-path <dir>/last.ckpt, killed again, ... and
                finally left to finish (when a kill came before the first last.ckpt, the next run starts afresh
-               in an emptied folder). Each kill is aimed either at a random wall time (uniform over the
-               reference run's duration) or at a checkpoint write: the folder is polled for a new temporary
-               file `.<name>.tmp<N>` and the process is killed when the n-th one (n random) appears. A kill
-               "landed during a write" when a temporary file that run created is in the folder once it is dead.
+               in an emptied folder). The kills are, in turn, aimed at a checkpoint write or at a random wall
+               time (uniform over what is left of the run, from the median length of the latest whole runs).
+               An aimed kill polls the folder for new temporary files `.<name>.tmp<N>` and kills the process
+               when the n-th one (n random) appears. A kill "landed during a write" when a temporary file that
+               run created is in the folder once it is dead.
                For every chain: the final weights (--save-weights) are byte-identical to the reference run's,
                the checkpoint folder holds the same file names, no temporary file is left anywhere under the
                run's folders, and the printed steps and test accuracy are the reference's.
@@ -62,6 +64,7 @@ class Campaign:
         self.kills_aimed = 0
         self.kills_timed = 0
         self.kills_missed = 0
+        self.kill_attempts = 0
         self.runs = 0
         self.chains = []  # (name, kills, in_write, resumes, problems)
         self.disk = []  # (case, status, detail)
@@ -219,7 +222,9 @@ class Campaign:
             resumes += 1 if resume else 0
             output = os.path.join(folder, "run-%02d.txt" % attempt)
             if kills < planned_kills and attempt < planned_kills * 3 + 3:
-                mode = self.rng.choice(["timed", "aimed"])
+                # the two kinds of kill in turn, so that even the short form has both
+                mode = "aimed" if self.kill_attempts % 2 == 0 else "timed"
+                self.kill_attempts += 1
                 started = time.monotonic()
                 process = self.start(command, output)
                 killed, landed, moment = self.kill_once(process, ckpt_dir, mode, steps[-1] if resume else None)
