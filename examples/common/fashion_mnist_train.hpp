@@ -35,6 +35,14 @@ inline void add_fashion_mnist_flags(volt::cli::Parser& parser) {
       .add_option("--limit-val-batches", "N", "validation batches per epoch (default: all)")
       .add_option("--expect-test-acc", "A", "exit with status 3 when the test accuracy is below A", "0")
       .add_option("--patience", "N", "EarlyStopping patience in validation checks", "2")
+      .add_option("--checkpoint-dir", "DIR", "ModelCheckpoint's folder (default: <log dir>/checkpoints); a fixed "
+                                             "folder lets a run resumed with --ckpt-path keep its checkpoints there")
+      .add_option("--save-top-k", "K", "checkpoints ModelCheckpoint keeps, the best by val_acc (-1: all)", "1")
+      .add_option("--every-n-train-steps", "N", "save a checkpoint every N optimizer steps instead of after each "
+                                                "validation")
+      .add_switch("--save-last", "also write last.ckpt at every save")
+      .add_option("--save-weights", "PATH", "after fit, write the model's weights to PATH (volt::save_weights, a "
+                                            "state_dict for torch.load)")
       .add_option("--lr-find", "SVG", "run the learning-rate finder first (volt::lr_find, 100 steps), print its "
                                       "suggestion, write its plot to SVG and train with the suggestion")
       .add_switch("--no-progress-bar", "print no progress bar")
@@ -58,6 +66,11 @@ struct FashionMnistFlags {
   std::optional<std::int64_t> limit_train_batches;
   std::optional<std::int64_t> limit_val_batches;
   std::string lr_find_plot;
+  std::string checkpoint_dir;
+  int save_top_k = 1;
+  std::optional<std::int64_t> every_n_train_steps;
+  bool save_last = false;
+  std::string save_weights;
   bool tensorboard = false;
   std::string mlflow_uri;
   std::string mlflow_experiment;
@@ -82,6 +95,28 @@ inline FashionMnistFlags read_fashion_mnist_flags(const volt::cli::Args& args) {
   if (args.is_set("--limit-train-batches")) flags.limit_train_batches = non_negative("--limit-train-batches");
   if (args.is_set("--limit-val-batches")) flags.limit_val_batches = non_negative("--limit-val-batches");
   flags.tensorboard = args.get_switch("--tensorboard");
+  flags.checkpoint_dir = args.get("--checkpoint-dir");
+  if (args.is_set("--checkpoint-dir") && flags.checkpoint_dir.empty()) {
+    throw volt::cli::UsageError("argument --checkpoint-dir: expected a folder");
+  }
+  const std::int64_t top_k = args.get_int("--save-top-k");
+  if (top_k < -1 || top_k > 1000000) {
+    throw volt::cli::UsageError("argument --save-top-k: expected -1 or a non-negative integer, got " +
+                                std::to_string(top_k));
+  }
+  flags.save_top_k = static_cast<int>(top_k);
+  if (args.is_set("--every-n-train-steps")) {
+    flags.every_n_train_steps = args.get_int("--every-n-train-steps");
+    if (*flags.every_n_train_steps < 1) {
+      throw volt::cli::UsageError("argument --every-n-train-steps: expected a positive integer, got " +
+                                  std::to_string(*flags.every_n_train_steps));
+    }
+  }
+  flags.save_last = args.get_switch("--save-last");
+  if (args.is_set("--save-weights")) {
+    flags.save_weights = args.get("--save-weights");
+    if (flags.save_weights.empty()) throw volt::cli::UsageError("argument --save-weights: expected a file name");
+  }
   if (args.is_set("--mlflow-uri")) {
     flags.mlflow_uri = args.get("--mlflow-uri");
     if (!has_mlflow) {
@@ -186,7 +221,13 @@ int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
   // Not strict: a short run (--max-steps below one epoch) ends before the first validation, and Lightning's
   // strict EarlyStopping would then stop the program for the missing val_acc.
   volt::Trainer<Accelerator, Strategy, Precision> trainer(
-      options, volt::ModelCheckpoint{{.monitor = "val_acc", .mode = "max"}},
+      options,
+      volt::ModelCheckpoint{{.dirpath = flags.checkpoint_dir,
+                             .monitor = "val_acc",
+                             .mode = "max",
+                             .save_top_k = flags.save_top_k,
+                             .save_last = flags.save_last,
+                             .every_n_train_steps = flags.every_n_train_steps}},
       volt::EarlyStopping{{.monitor = "val_acc", .mode = "max", .patience = flags.patience, .strict = false}},
       loggers, images, histograms);
   auto model = make_model();  // after the Trainer seeded: the initial weights follow --seed
@@ -218,6 +259,10 @@ int fit_and_test(const volt::cli::Args& args, MakeModel&& make_model) {
     return interrupted_status;
   }
   const double fit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - fit_start).count();
+  if (!flags.save_weights.empty()) {
+    volt::save_weights(model, flags.save_weights);
+    std::printf("weights written to %s\n", flags.save_weights.c_str());
+  }
   const auto results = trainer.test(model, data);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -13,3 +13,16 @@ endif()
 
 # A short libFuzzer run of the checkpoint loader when clang with libFuzzer is available (label fuzz).
 include(${PROJECT_SOURCE_DIR}/fuzz/fuzz_tests.cmake OPTIONAL)
+
+# The fault campaign's short form on the Fashion-MNIST MLP example (tests/reliability/fault_campaign.py): 6 SIGKILLs
+# over chains of resumes compared with an uninterrupted run, and the checkpoint and log folders on a full and a
+# read-only tmpfs (skipped with a printed reason where mounting is not allowed). Exit 77 (skip): no Fashion-MNIST
+# data. The full form (50 kills) is run by hand: benchmarks/results/fault-campaign.md.
+find_package(Python3 COMPONENTS Interpreter)
+if(UNIX AND VOLT_BUILD_EXAMPLES AND Python3_Interpreter_FOUND)
+  add_test(NAME volt.reliability.fault_campaign_short
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/fault_campaign.py --short
+                   --example $<TARGET_FILE:fashion_mnist> --work-dir ${CMAKE_CURRENT_BINARY_DIR}/fault-campaign)
+  set_tests_properties(volt.reliability.fault_campaign_short PROPERTIES LABELS "reliability" TIMEOUT 600
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+endif()
