@@ -10955,6 +10955,15 @@ VOLT_DETAIL_HOOKS(VOLT_DETAIL_MODEL_HOOK_ROW)
 /// \file
 /// Checkpoint files that survive crashes and report bad input clearly (volt::CheckpointError).
 ///
+/// Format: a checkpoint is a file in torch.save's format (a zip archive holding a protocol-2 pickle and the
+/// tensors' storages) laid out as Lightning's checkpoint dict (detail/checkpoint_layout.hpp), so Python reads
+/// it with torch.load(path, weights_only=True) and its "state_dict" loads into the same model in PyTorch.
+/// volt's parts save their state in LibTorch archives; the file holds those archives' contents as dicts.
+/// volt reads the file with its own zip reader (every entry's CRC-32 checked) and restricted unpickler (no
+/// code, no class other than dicts, lists, numbers, strings and tensors; every length bounds-checked), so no
+/// LibTorch parser sees a byte of it. Checkpoints of volt's earlier format (a LibTorch archive) are still read,
+/// with a deprecation warning; that format goes through LibTorch's reader.
+///
 /// Writing: the archive is serialized in memory, written to a temporary file in the target's folder, flushed
 /// to disk (fsync), renamed over the target, and the folder is flushed; a crash at any point leaves either the
 /// old or the new file, never a torn one. A failed write (disk full, permission denied) throws CheckpointError
@@ -11256,6 +11265,1372 @@ VOLT_INLINE void remove_stale_temporaries(const std::filesystem::path& target) {
 // ---- end volt/core/impl/files.ipp
 #endif
 // ---- end volt/core/files.hpp
+// ---- begin volt/serialization/detail/archive_tree.hpp
+/// \file
+/// LibTorch serialize archives (torch::serialize::OutputArchive / InputArchive, in which volt's parts save
+/// their state) as trees of detail::pickle values, and back: the bridge between volt's state and the
+/// torch.save files its checkpoints are. Implementation of volt/serialization/checkpoint_io.hpp, no public API.
+///
+/// An archive becomes a Dict in the archive's key order: a nested archive a Dict, a parameter a tensor value
+/// marked `parameter`, a buffer or tensor value a tensor, and every other value its Python counterpart (int,
+/// float, bool, str, None, list with its LibTorch element type, tuple).
+
+// ---- begin volt/serialization/detail/model_match.hpp
+/// \file
+/// volt::CheckpointError, and the comparison of a checkpoint's model entry with a module (keys, shapes,
+/// dtypes) that volt's checkpoint loaders run before LibTorch's Module::load.
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes);
+
+VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                     const std::string& prefix, std::vector<std::string>& problems);
+
+/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
+/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
+/// reports that).
+struct DtypeMismatch {
+  std::string name;
+  c10::ScalarType stored;
+  c10::ScalarType expected;
+};
+VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                              const torch::nn::Module& module,
+                                                              const std::string& prefix = "");
+
+/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
+/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
+/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
+VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                     const std::string& shown);
+
+}  // namespace detail
+}  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/model_match.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/model_match.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
+
+VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                                     const std::string& prefix, std::vector<std::string>& problems) {
+  std::set<std::string> expected;
+  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
+    expected.insert(name);
+    torch::Tensor stored;
+    if (!archive.try_read(name, stored, is_buffer)) {
+      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
+    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
+      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
+                         ", model " + shape_text(tensor.sizes()));
+    }
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
+  for (const auto& child : module.named_children()) {
+    expected.insert(child.key());
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      problems.push_back("missing submodule '" + prefix + child.key() + "'");
+      continue;
+    }
+    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
+  }
+  for (const auto& key : archive.keys()) {
+    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
+  }
+}
+
+VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
+                                                              const torch::nn::Module& module,
+                                                              const std::string& prefix) {
+  const auto check = [&](const std::string& name, const torch::Tensor& tensor,
+                         bool is_buffer) -> std::optional<DtypeMismatch> {
+    torch::Tensor stored;
+    if (!tensor.defined() || !tensor.is_floating_point() || !archive.try_read(name, stored, is_buffer)) return {};
+    if (!stored.defined() || stored.scalar_type() == tensor.scalar_type()) return {};
+    return DtypeMismatch{prefix + name, stored.scalar_type(), tensor.scalar_type()};
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), false)) return found;
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
+    if (auto found = check(item.key(), item.value(), true)) return found;
+  }
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) continue;
+    if (auto found = first_dtype_mismatch(child_archive, *child.value(), prefix + child.key() + ".")) return found;
+  }
+  return std::nullopt;
+}
+
+VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
+                                     const std::string& shown) {
+  std::vector<std::string> problems;
+  try {
+    compare_module_keys(model_archive, module, "", problems);
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
+  }
+  if (problems.empty()) return;
+  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
+                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
+  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
+  if (problems.size() > 20) message += "; ...";
+  throw CheckpointError(message);
+}
+
+}  // namespace volt::detail
+// ---- end volt/serialization/detail/impl/model_match.ipp
+#endif
+// ---- end volt/serialization/detail/model_match.hpp
+// ---- begin volt/serialization/detail/pickle_reader.hpp
+/// \file
+/// Reading the pickles torch.save writes (dicts, lists, tuples, numbers, strings and tensors: what
+/// torch.load(weights_only=True) accepts) without running anything; implementation of
+/// volt/serialization/pickle.hpp, no public API.
+
+// ---- begin volt/serialization/detail/pickle_storage.hpp
+/// \file
+/// The storage class names of torch.save's pickles ("FloatStorage", ...) and their dtypes; implementation of
+/// volt/serialization/pickle.hpp, no public API.
+
+#include <torch/torch.h>
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace volt::detail::pickle {
+
+/// The storage class name torch.save writes for a dtype ("FloatStorage" for float32, ...).
+VOLT_INLINE std::string storage_class(c10::ScalarType dtype);
+
+/// The dtype of a storage class name ("FloatStorage" -> float32); std::nullopt for a name torch.save does
+/// not write.
+VOLT_INLINE std::optional<c10::ScalarType> storage_dtype(std::string_view name);
+
+}  // namespace volt::detail::pickle
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/pickle_storage.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/pickle_storage.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::pickle {
+
+VOLT_INLINE std::string storage_class(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return "FloatStorage";
+    case c10::ScalarType::Double: return "DoubleStorage";
+    case c10::ScalarType::Half: return "HalfStorage";
+    case c10::ScalarType::BFloat16: return "BFloat16Storage";
+    case c10::ScalarType::Long: return "LongStorage";
+    case c10::ScalarType::Int: return "IntStorage";
+    case c10::ScalarType::Short: return "ShortStorage";
+    case c10::ScalarType::Char: return "CharStorage";
+    case c10::ScalarType::Byte: return "ByteStorage";
+    case c10::ScalarType::Bool: return "BoolStorage";
+    case c10::ScalarType::ComplexFloat: return "ComplexFloatStorage";
+    case c10::ScalarType::ComplexDouble: return "ComplexDoubleStorage";
+    default: break;
+  }
+  throw std::invalid_argument(std::string("volt: tensors of dtype ") + c10::toString(dtype) +
+                              " cannot be saved in a weights file (supported: float32, float64, float16, bfloat16, "
+                              "int64, int32, int16, int8, uint8, bool, complex64, complex128)");
+}
+
+VOLT_INLINE std::optional<c10::ScalarType> storage_dtype(std::string_view name) {
+  static const std::map<std::string_view, c10::ScalarType> dtypes = {
+      {"FloatStorage", c10::ScalarType::Float},      {"DoubleStorage", c10::ScalarType::Double},
+      {"HalfStorage", c10::ScalarType::Half},        {"BFloat16Storage", c10::ScalarType::BFloat16},
+      {"LongStorage", c10::ScalarType::Long},        {"IntStorage", c10::ScalarType::Int},
+      {"ShortStorage", c10::ScalarType::Short},      {"CharStorage", c10::ScalarType::Char},
+      {"ByteStorage", c10::ScalarType::Byte},        {"BoolStorage", c10::ScalarType::Bool},
+      {"ComplexFloatStorage", c10::ScalarType::ComplexFloat},
+      {"ComplexDoubleStorage", c10::ScalarType::ComplexDouble}};
+  const auto found = dtypes.find(name);
+  if (found == dtypes.end()) return std::nullopt;
+  return found->second;
+}
+
+}  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/impl/pickle_storage.ipp
+#endif
+// ---- end volt/serialization/detail/pickle_storage.hpp
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace volt::detail::pickle {
+
+struct Value;
+using ValuePtr = std::shared_ptr<Value>;
+
+struct Global {
+  std::string module;
+  std::string name;
+};
+struct Mark {};
+struct None {};
+struct Tuple {
+  std::vector<ValuePtr> items;
+};
+struct List {
+  std::vector<ValuePtr> items;
+  /// The element type of a LibTorch list ("int", "float", "str", "bool", "Tensor"), where known (volt's
+  /// checkpoints record it for empty lists); empty when unknown.
+  std::string element{};
+};
+struct Dict {
+  std::vector<std::pair<ValuePtr, ValuePtr>> items;
+  /// Written as a collections.OrderedDict (a state_dict), else as a dict.
+  bool ordered = false;
+};
+/// An object of a class volt does not rebuild (read in lenient mode only, e.g. the hyperparameters of a
+/// Lightning checkpoint): its callable's dotted name, nothing else.
+struct Opaque {
+  std::string what;
+};
+/// A storage reached through a persistent id: dtype, record key and element count.
+struct Storage {
+  c10::ScalarType dtype;
+  std::string key;
+  std::int64_t numel;
+};
+
+struct Value {
+  std::variant<None, Mark, bool, std::int64_t, double, std::string, Global, Tuple, List, Dict, Storage, torch::Tensor,
+               Opaque>
+      data;
+  /// A tensor rebuilt as a torch.nn.Parameter (torch._utils._rebuild_parameter).
+  bool parameter = false;
+};
+
+/// Makes a value.
+template <class T>
+ValuePtr make_value(T data, bool parameter = false) {
+  return std::make_shared<Value>(Value{std::move(data), parameter});
+}
+
+/// Reads a pickle written by torch.save. `load_storage(key, dtype, numel)` returns the flat CPU tensor of a
+/// storage record (called once per key). Only the callables torch.load(weights_only=True) allows for these
+/// types are rebuilt (OrderedDict, _rebuild_tensor_v2, _rebuild_parameter); nothing is ever called. Any other
+/// callable, and any opcode outside protocol 2's data opcodes, throws std::runtime_error naming it, unless
+/// the reader is `lenient`: then objects of other classes are read as Opaque values (never rebuilt), so the
+/// rest of the file can be used. Every length and index is bounds-checked; a tensor must lie inside its
+/// storage and hold no more elements than it.
+///
+/// The values read live while the Reader does: its destructor takes every container apart, so pickles with
+/// cycles (through the memo) or deep nesting are freed without recursion.
+class Reader {
+ public:
+  using StorageLoader = std::function<torch::Tensor(const std::string&, c10::ScalarType, std::int64_t)>;
+
+  Reader(std::string_view bytes, StorageLoader load_storage, bool lenient = false)
+      : bytes_(bytes), load_storage_(std::move(load_storage)), lenient_(lenient) {}
+  ~Reader();
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  ValuePtr read();
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const;
+
+  std::string_view take(std::size_t count);
+  std::string line();
+  static std::uint64_t little_endian(std::string_view raw);
+
+  void push(ValuePtr value) { stack_.push_back(std::move(value)); }
+  template <class T>
+  void push(T value) {
+    stack_.push_back(made(std::move(value)));
+  }
+  /// A new value, remembered for the destructor.
+  template <class T>
+  ValuePtr made(T value, bool parameter = false) {
+    if (created_.size() >= max_values) fail("more than " + std::to_string(max_values) + " values");
+    created_.push_back(make_value(std::move(value), parameter));
+    return created_.back();
+  }
+  static constexpr std::size_t max_values = std::size_t{1} << 24;
+  ValuePtr pop();
+  const ValuePtr& top();
+  std::vector<ValuePtr> pop_mark();
+  ValuePtr memo_at(std::uint64_t index);
+  template <class T>
+  T& as(const ValuePtr& value, const char* where) {
+    if (auto* result = std::get_if<T>(&value->data)) return *result;
+    fail(std::string("unexpected value type in ") + where);
+  }
+  template <class T>
+  T pop_as(const char* where) {
+    auto value = pop();
+    return as<T>(value, where);
+  }
+
+  ValuePtr persistent_load(const ValuePtr& id);
+
+  torch::Tensor storage_tensor(const Storage& storage);
+
+  static std::vector<std::int64_t> int_list(Reader& reader, const ValuePtr& value);
+
+  ValuePtr call(const Global& callable, const std::vector<ValuePtr>& arguments);
+
+  std::string_view bytes_;
+  StorageLoader load_storage_;
+  bool lenient_ = false;
+  std::vector<ValuePtr> created_;
+  std::size_t position_ = 0;
+  std::vector<ValuePtr> stack_;
+  std::vector<std::size_t> marks_;
+  std::map<std::uint64_t, ValuePtr> memo_;
+  std::map<std::string, torch::Tensor> storages_;
+};
+
+}  // namespace volt::detail::pickle
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/pickle_reader.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/pickle_reader.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::pickle {
+
+VOLT_INLINE auto Reader::read() -> ValuePtr {
+  while (true) {
+    const auto opcode = static_cast<unsigned char>(take(1)[0]);
+    switch (opcode) {
+      case 0x80: take(1); break;             // PROTO
+      case 0x95: take(8); break;             // FRAME
+      case '(': marks_.push_back(stack_.size()); break;
+      case '.': {                            // STOP
+        if (stack_.empty()) fail("STOP with an empty stack");
+        return stack_.back();
+      }
+      case 'N': push(None{}); break;
+      case 0x88: push(true); break;
+      case 0x89: push(false); break;
+      case 'J': push(static_cast<std::int64_t>(static_cast<std::int32_t>(little_endian(take(4))))); break;
+      case 'K': push(static_cast<std::int64_t>(little_endian(take(1)))); break;
+      case 'M': push(static_cast<std::int64_t>(little_endian(take(2)))); break;
+      case 0x8a: {                           // LONG1
+        const auto size = little_endian(take(1));
+        if (size > 8) fail("integer wider than 64 bits");
+        std::uint64_t raw = size == 0 ? 0 : little_endian(take(size));
+        if (size > 0 && size < 8 && (raw >> (8 * size - 1)) != 0) raw |= ~std::uint64_t{0} << (8 * size);
+        push(static_cast<std::int64_t>(raw));
+        break;
+      }
+      case 'G': {                            // BINFLOAT, big endian
+        const auto raw = take(8);
+        std::uint64_t bits = 0;
+        for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
+        double value = 0;
+        std::memcpy(&value, &bits, sizeof value);
+        push(value);
+        break;
+      }
+      case 'X': push(std::string(take(little_endian(take(4))))); break;
+      case 0x8c: push(std::string(take(little_endian(take(1))))); break;
+      case 0x8d: push(std::string(take(little_endian(take(8))))); break;
+      case 'c': {
+        Global global;
+        global.module = line();
+        global.name = line();
+        push(std::move(global));
+        break;
+      }
+      case 0x93: {                           // STACK_GLOBAL
+        auto name = pop_as<std::string>("STACK_GLOBAL");
+        auto module = pop_as<std::string>("STACK_GLOBAL");
+        push(Global{std::move(module), std::move(name)});
+        break;
+      }
+      case 'q': memo_[little_endian(take(1))] = top(); break;
+      case 'r': memo_[little_endian(take(4))] = top(); break;
+      case 0x94: memo_[memo_.size()] = top(); break;
+      case 'h': {
+        auto value = memo_at(little_endian(take(1)));
+        stack_.push_back(std::move(value));
+        break;
+      }
+      case 'j': {
+        auto value = memo_at(little_endian(take(4)));
+        stack_.push_back(std::move(value));
+        break;
+      }
+      case ')': push(Tuple{}); break;
+      case ']': push(List{}); break;
+      case '}': push(Dict{}); break;
+      case 't': push(Tuple{pop_mark()}); break;
+      case 'l': push(List{pop_mark()}); break;
+      case 0x85: case 0x86: case 0x87: {     // TUPLE1..3
+        const std::size_t count = opcode - 0x84U;
+        if (stack_.size() < count) fail("TUPLE with too few items");
+        Tuple tuple{std::vector<ValuePtr>(stack_.end() - static_cast<std::ptrdiff_t>(count), stack_.end())};
+        stack_.resize(stack_.size() - count);
+        push(std::move(tuple));
+        break;
+      }
+      case 'a': {
+        auto item = pop();
+        as<List>(top(), "APPEND").items.push_back(std::move(item));
+        break;
+      }
+      case 'e': {
+        auto items = pop_mark();
+        auto& list = as<List>(top(), "APPENDS").items;
+        list.insert(list.end(), items.begin(), items.end());
+        break;
+      }
+      case 's': {
+        auto value = pop();
+        auto key = pop();
+        as<Dict>(top(), "SETITEM").items.emplace_back(std::move(key), std::move(value));
+        break;
+      }
+      case 'u': case 'd': {
+        auto items = pop_mark();
+        if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
+        if (opcode == 'd') push(Dict{});
+        auto& dict = as<Dict>(top(), "SETITEMS").items;
+        for (std::size_t i = 0; i < items.size(); i += 2) dict.emplace_back(items[i], items[i + 1]);
+        break;
+      }
+      case 'b': {                            // BUILD: state of an OrderedDict (`_metadata`) is not needed
+        pop();
+        const bool opaque = std::holds_alternative<Opaque>(top()->data);
+        if (!std::holds_alternative<Dict>(top()->data) && !opaque) fail("BUILD on an object other than a dict");
+        break;
+      }
+      case 0x81: {                           // NEWOBJ: an instance of a class (lenient reads only)
+        pop();
+        const auto type = pop();
+        const auto* global = std::get_if<Global>(&type->data);
+        const std::string name = global ? global->module + "." + global->name : std::string("a non-class");
+        if (!lenient_) fail("unsupported class " + name + " (volt reads dicts, lists, numbers, strings and tensors)");
+        push(Opaque{name});
+        break;
+      }
+      case '0': pop(); break;                // POP
+      case '1': pop_mark(); break;           // POP_MARK
+      case '2': stack_.push_back(top()); break;  // DUP
+      case 'Q': push(persistent_load(pop())); break;
+      case 'R': {
+        auto arguments = pop();
+        auto callable = pop();
+        push(call(as<Global>(callable, "REDUCE"), as<Tuple>(arguments, "REDUCE").items));
+        break;
+      }
+      default: {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", opcode);
+        fail(std::string("unsupported pickle opcode ") + hex);
+      }
+    }
+  }
+}
+
+VOLT_INLINE Reader::~Reader() {
+  // Take every container apart first: the values then hold no others, and free one by one.
+  for (const auto& value : created_) {
+    if (auto* tuple = std::get_if<Tuple>(&value->data)) tuple->items.clear();
+    if (auto* list = std::get_if<List>(&value->data)) list->items.clear();
+    if (auto* dict = std::get_if<Dict>(&value->data)) dict->items.clear();
+  }
+}
+
+VOLT_INLINE void Reader::fail(const std::string& what) const {
+  throw std::runtime_error("the pickle (data.pkl) cannot be read: " + what + " at byte " + std::to_string(position_));
+}
+
+VOLT_INLINE auto Reader::take(std::size_t count) -> std::string_view {
+  if (position_ + count > bytes_.size()) fail("truncated data");
+  const auto result = bytes_.substr(position_, count);
+  position_ += count;
+  return result;
+}
+
+VOLT_INLINE std::string Reader::line() {
+  const auto end = bytes_.find('\n', position_);
+  if (end == std::string_view::npos) fail("unterminated GLOBAL");
+  std::string result(bytes_.substr(position_, end - position_));
+  position_ = end + 1;
+  return result;
+}
+
+VOLT_INLINE std::uint64_t Reader::little_endian(std::string_view raw) {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < raw.size(); ++i) value |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
+  return value;
+}
+
+VOLT_INLINE auto Reader::pop() -> ValuePtr {
+  if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) fail("stack underflow");
+  auto value = std::move(stack_.back());
+  stack_.pop_back();
+  return value;
+}
+
+VOLT_INLINE auto Reader::top() -> const ValuePtr& {
+  if (stack_.empty()) fail("stack underflow");
+  return stack_.back();
+}
+
+VOLT_INLINE auto Reader::pop_mark() -> std::vector<ValuePtr> {
+  if (marks_.empty()) fail("no MARK");
+  const std::size_t start = marks_.back();
+  marks_.pop_back();
+  std::vector<ValuePtr> items(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
+  stack_.resize(start);
+  return items;
+}
+
+VOLT_INLINE auto Reader::memo_at(std::uint64_t index) -> ValuePtr {
+  const auto found = memo_.find(index);
+  if (found == memo_.end()) fail("unknown memo entry " + std::to_string(index));
+  return found->second;
+}
+
+VOLT_INLINE auto Reader::persistent_load(const ValuePtr& id) -> ValuePtr {
+  const auto& items = as<Tuple>(id, "a persistent id").items;
+  if (items.size() != 5 || as<std::string>(items[0], "a persistent id") != "storage") {
+    fail("a persistent id other than ('storage', type, key, location, numel)");
+  }
+  const auto& type = as<Global>(items[1], "a persistent id");
+  const auto dtype = storage_dtype(type.name);
+  if (type.module != "torch" || !dtype) fail("unsupported storage type " + type.module + "." + type.name);
+  Storage storage{*dtype, as<std::string>(items[2], "a persistent id"), as<std::int64_t>(items[4], "a persistent id")};
+  if (storage.numel < 0) fail("a storage of " + std::to_string(storage.numel) + " elements");
+  return made(std::move(storage));
+}
+
+VOLT_INLINE torch::Tensor Reader::storage_tensor(const Storage& storage) {
+  auto found = storages_.find(storage.key);
+  if (found == storages_.end()) {
+    found = storages_.emplace(storage.key, load_storage_(storage.key, storage.dtype, storage.numel)).first;
+  }
+  return found->second;
+}
+
+VOLT_INLINE auto Reader::int_list(Reader& reader, const ValuePtr& value) -> std::vector<std::int64_t> {
+  std::vector<std::int64_t> result;
+  for (const auto& item : reader.as<Tuple>(value, "a tensor's size or stride").items) {
+    result.push_back(reader.as<std::int64_t>(item, "a tensor's size or stride"));
+  }
+  return result;
+}
+
+VOLT_INLINE auto Reader::call(const Global& callable, const std::vector<ValuePtr>& arguments) -> ValuePtr {
+  const std::string name = callable.module + "." + callable.name;
+  if (name == "collections.OrderedDict" && arguments.empty()) return made(Dict{{}, true});
+  if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
+    if (arguments.size() < 4) fail(name + " with fewer than 4 arguments");
+    const auto& storage = as<Storage>(arguments[0], name.c_str());
+    const auto offset = as<std::int64_t>(arguments[1], name.c_str());
+    const auto sizes = int_list(*this, arguments[2]);
+    const auto strides = int_list(*this, arguments[3]);
+    if (sizes.size() != strides.size()) fail(name + ": size and stride of different lengths");
+    if (sizes.size() > 64) fail(name + ": more than 64 dimensions");
+    // Every product and sum is checked: the tensor must lie inside its storage and hold no more elements.
+    std::int64_t elements = 1;
+    std::int64_t last = offset;
+    bool empty = false;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] < 0 || strides[i] < 0) fail(name + ": a negative size or stride");
+      if (sizes[i] == 0) empty = true;
+      std::int64_t reach = 0;
+      if (__builtin_mul_overflow(elements, sizes[i], &elements) ||
+          (sizes[i] > 0 && (__builtin_mul_overflow(sizes[i] - 1, strides[i], &reach) ||
+                            __builtin_add_overflow(last, reach, &last)))) {
+        fail(name + ": a size or stride out of range");
+      }
+    }
+    if (offset < 0 || offset > storage.numel) fail(name + ": a storage offset out of range");
+    if (!empty && (last >= storage.numel || elements > storage.numel)) {
+      fail(name + ": the tensor reaches past its storage of " + std::to_string(storage.numel) + " elements");
+    }
+    auto flat = storage_tensor(storage);
+    if (flat.numel() != storage.numel) fail(name + ": a storage of another size than its record");
+    return made(flat.as_strided(sizes, strides, offset));
+  }
+  if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
+    if (arguments.empty()) fail(name + " without arguments");
+    return made(as<torch::Tensor>(arguments[0], name.c_str()), /*parameter=*/true);
+  }
+  if (lenient_) return made(Opaque{name});
+  fail("unsupported callable " + name + " (volt reads dicts, lists, numbers, strings and tensors)");
+}
+
+}  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/impl/pickle_reader.ipp
+#endif
+// ---- end volt/serialization/detail/pickle_reader.hpp
+
+#include <torch/torch.h>
+
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace volt::detail {
+
+/// The tree of `archive` (see the file comment). Throws CheckpointError naming the key of a value a
+/// checkpoint file cannot hold (a dict or an object).
+VOLT_INLINE pickle::ValuePtr archive_tree(torch::serialize::OutputArchive& archive);
+
+/// The tree of a loaded archive.
+VOLT_INLINE pickle::ValuePtr archive_tree(torch::serialize::InputArchive& archive);
+
+/// Loads `tree` (a Dict, as archive_tree makes, perhaps read from an untrusted file) into `archive`, with its
+/// tensors on `device`: Dicts become nested archives, tensors parameters (marked) or buffers, lists LibTorch
+/// lists of their element type (a list's `element`, else its first item's type; an empty one without either
+/// an int list). Every key must be 1 to 4096 printable ASCII characters other than quotes and backslashes,
+/// and unique in its Dict; nesting is limited to 64 levels. Throws CheckpointError naming `shown` and the key.
+VOLT_INLINE void load_archive_tree(const pickle::Value& tree, torch::serialize::InputArchive& archive,
+                                   torch::Device device, const std::string& shown);
+
+/// An empty list of a tree: the keys from the root to it, and its LibTorch element type.
+struct EmptyListType {
+  std::vector<std::string> path;
+  std::string element;
+};
+
+/// The empty lists of `tree` (through Dicts only) and their element types.
+VOLT_INLINE std::vector<EmptyListType> empty_list_types(const pickle::Value& tree);
+
+/// Sets the element type of the empty lists of `tree` named by `types` (paths that lead elsewhere are ignored).
+VOLT_INLINE void set_empty_list_types(pickle::Value& tree, const std::vector<EmptyListType>& types);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/archive_tree.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/archive_tree.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+namespace archive_tree_detail {
+
+inline pickle::ValuePtr from_ivalue(const c10::IValue& value, const std::string& key) {
+  using namespace pickle;
+  if (value.isNone()) return make_value(None{});
+  if (value.isBool()) return make_value(value.toBool());
+  if (value.isInt()) return make_value(value.toInt());
+  if (value.isDouble()) return make_value(value.toDouble());
+  if (value.isString()) return make_value(value.toStringRef());
+  if (value.isTensor()) return make_value(value.toTensor());
+  if (value.isList()) {
+    const auto list = value.toList();
+    List result;
+    result.element = list.elementType()->str();
+    for (std::size_t i = 0; i < list.size(); ++i) result.items.push_back(from_ivalue(list.get(i), key));
+    return make_value(std::move(result));
+  }
+  if (value.isTuple()) {
+    Tuple result;
+    for (const auto& item : value.toTupleRef().elements()) result.items.push_back(from_ivalue(item, key));
+    return make_value(std::move(result));
+  }
+  throw CheckpointError("volt: the checkpoint entry '" + key + "' holds a value of type " + value.tagKind() +
+                        ", which volt's checkpoint files do not store");
+}
+
+inline pickle::ValuePtr tree_of(torch::serialize::InputArchive& archive) {
+  using namespace pickle;
+  Dict result;
+  for (const auto& key : archive.keys()) {
+    torch::serialize::InputArchive nested;
+    torch::Tensor tensor;
+    c10::IValue value;
+    ValuePtr item;
+    if (archive.try_read(key, nested)) {
+      item = tree_of(nested);
+    } else if (archive.try_read(key, tensor, /*is_buffer=*/false)) {
+      item = make_value(tensor, /*parameter=*/true);
+    } else if (archive.try_read(key, tensor, /*is_buffer=*/true)) {
+      item = make_value(tensor);
+    } else if (archive.try_read(key, value)) {
+      item = from_ivalue(value, key);
+    } else {
+      continue;
+    }
+    result.items.emplace_back(make_value(key), std::move(item));
+  }
+  return make_value(std::move(result));
+}
+
+[[noreturn]] inline void refuse(const std::string& shown, const std::string& key, const std::string& what) {
+  throw CheckpointError("volt: " + shown + " is not a readable checkpoint: the entry '" + key + "' " + what);
+}
+
+inline std::string element_of(const pickle::Value& value) {
+  using namespace pickle;
+  if (std::holds_alternative<std::int64_t>(value.data)) return "int";
+  if (std::holds_alternative<double>(value.data)) return "float";
+  if (std::holds_alternative<bool>(value.data)) return "bool";
+  if (std::holds_alternative<std::string>(value.data)) return "str";
+  if (std::holds_alternative<torch::Tensor>(value.data)) return "Tensor";
+  return "";
+}
+
+template <class T>
+c10::List<T> typed_list(const pickle::List& list, const std::string& shown, const std::string& key) {
+  c10::List<T> result;
+  for (const auto& item : list.items) {
+    const T* element = std::get_if<T>(&item->data);
+    if (element == nullptr) refuse(shown, key, "is a list of mixed types");
+    result.push_back(*element);
+  }
+  return result;
+}
+
+inline c10::IValue to_ivalue(const pickle::Value& value, const std::string& shown, const std::string& key,
+                             int depth) {
+  using namespace pickle;
+  if (depth > 64) refuse(shown, key, "is nested more than 64 levels deep");
+  if (std::holds_alternative<None>(value.data)) return c10::IValue();
+  if (const auto* flag = std::get_if<bool>(&value.data)) return c10::IValue(*flag);
+  if (const auto* number = std::get_if<std::int64_t>(&value.data)) return c10::IValue(*number);
+  if (const auto* number = std::get_if<double>(&value.data)) return c10::IValue(*number);
+  if (const auto* text = std::get_if<std::string>(&value.data)) return c10::IValue(*text);
+  if (const auto* tensor = std::get_if<torch::Tensor>(&value.data)) return c10::IValue(*tensor);
+  if (const auto* tuple = std::get_if<Tuple>(&value.data)) {
+    std::vector<c10::IValue> items;
+    for (const auto& item : tuple->items) items.push_back(to_ivalue(*item, shown, key, depth + 1));
+    return c10::IValue(c10::ivalue::Tuple::create(std::move(items)));
+  }
+  if (const auto* list = std::get_if<List>(&value.data)) {
+    std::string element = list->element;
+    if (!list->items.empty()) element = element_of(*list->items.front());
+    if (element.empty() || element == "int") return c10::IValue(typed_list<std::int64_t>(*list, shown, key));
+    if (element == "float") return c10::IValue(typed_list<double>(*list, shown, key));
+    if (element == "bool") return c10::IValue(typed_list<bool>(*list, shown, key));
+    if (element == "str") return c10::IValue(typed_list<std::string>(*list, shown, key));
+    if (element == "Tensor") return c10::IValue(typed_list<torch::Tensor>(*list, shown, key));
+    refuse(shown, key, "is a list of " + element + ", which volt's checkpoints do not hold");
+  }
+  refuse(shown, key, "holds a value volt's checkpoints do not hold (a dict inside a list, or an object)");
+}
+
+inline bool safe_key(const std::string& key) {
+  if (key.empty() || key.size() > 4096) return false;
+  for (const char c : key) {
+    if (c < 0x20 || c > 0x7e || c == '"' || c == '\'' || c == '\\') return false;
+  }
+  return true;
+}
+
+inline void fill(torch::serialize::OutputArchive& out, const pickle::Value& tree, const std::string& shown,
+                 const std::string& where, int depth) {
+  using namespace pickle;
+  const auto* dict = std::get_if<Dict>(&tree.data);
+  if (dict == nullptr) refuse(shown, where, "is not a dict");
+  if (depth > 64) refuse(shown, where, "is nested more than 64 levels deep");
+  std::set<std::string, std::less<>> seen;
+  for (const auto& [key_value, item] : dict->items) {
+    const auto* key = std::get_if<std::string>(&key_value->data);
+    if (key == nullptr) refuse(shown, where, "has a key that is not a string");
+    const std::string path = where.empty() ? *key : where + "." + *key;
+    if (!safe_key(*key)) refuse(shown, path.substr(0, 200), "has a key volt's checkpoints do not use");
+    if (!seen.insert(*key).second) refuse(shown, path, "appears twice");
+    if (std::holds_alternative<Dict>(item->data)) {
+      torch::serialize::OutputArchive nested;
+      fill(nested, *item, shown, path, depth + 1);
+      out.write(*key, nested);
+    } else if (const auto* tensor = std::get_if<torch::Tensor>(&item->data)) {
+      out.write(*key, *tensor, /*is_buffer=*/!item->parameter);
+    } else {
+      out.write(*key, to_ivalue(*item, shown, path, depth + 1));
+    }
+  }
+}
+
+inline void collect_empty(const pickle::Value& tree, std::vector<std::string>& path,
+                          std::vector<EmptyListType>& out) {
+  using namespace pickle;
+  if (const auto* list = std::get_if<List>(&tree.data)) {
+    if (list->items.empty() && !list->element.empty()) out.push_back({path, list->element});
+    return;
+  }
+  const auto* dict = std::get_if<Dict>(&tree.data);
+  if (dict == nullptr) return;
+  for (const auto& [key, item] : dict->items) {
+    const auto* name = std::get_if<std::string>(&key->data);
+    if (name == nullptr) continue;
+    path.push_back(*name);
+    collect_empty(*item, path, out);
+    path.pop_back();
+  }
+}
+
+}  // namespace archive_tree_detail
+
+VOLT_INLINE pickle::ValuePtr archive_tree(torch::serialize::OutputArchive& archive) {
+  std::ostringstream bytes(std::ios::binary);
+  archive.save_to(bytes);
+  const std::string saved = std::move(bytes).str();
+  torch::serialize::InputArchive loaded;
+  loaded.load_from(saved.data(), saved.size(), torch::Device(torch::kCPU));
+  return archive_tree(loaded);
+}
+
+VOLT_INLINE pickle::ValuePtr archive_tree(torch::serialize::InputArchive& archive) {
+  return archive_tree_detail::tree_of(archive);
+}
+
+VOLT_INLINE void load_archive_tree(const pickle::Value& tree, torch::serialize::InputArchive& archive,
+                                   torch::Device device, const std::string& shown) {
+  torch::serialize::OutputArchive rebuilt;
+  archive_tree_detail::fill(rebuilt, tree, shown, "", 0);
+  std::ostringstream bytes(std::ios::binary);
+  rebuilt.save_to(bytes);
+  const std::string saved = std::move(bytes).str();
+  archive.load_from(saved.data(), saved.size(), device);
+}
+
+VOLT_INLINE std::vector<EmptyListType> empty_list_types(const pickle::Value& tree) {
+  std::vector<EmptyListType> result;
+  std::vector<std::string> path;
+  archive_tree_detail::collect_empty(tree, path, result);
+  return result;
+}
+
+VOLT_INLINE void set_empty_list_types(pickle::Value& tree, const std::vector<EmptyListType>& types) {
+  using namespace pickle;
+  for (const auto& type : types) {
+    Value* at = &tree;
+    for (const auto& key : type.path) {
+      auto* dict = std::get_if<Dict>(&at->data);
+      if (dict == nullptr) {
+        at = nullptr;
+        break;
+      }
+      Value* next = nullptr;
+      for (auto& [name, item] : dict->items) {
+        if (const auto* text = std::get_if<std::string>(&name->data); text != nullptr && *text == key) next = item.get();
+      }
+      at = next;
+      if (at == nullptr) break;
+    }
+    if (at == nullptr) continue;
+    if (auto* list = std::get_if<List>(&at->data); list != nullptr && list->items.empty()) list->element = type.element;
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/serialization/detail/impl/archive_tree.ipp
+#endif
+// ---- end volt/serialization/detail/archive_tree.hpp
+// ---- begin volt/serialization/detail/checkpoint_layout.hpp
+/// \file
+/// The layout of volt's checkpoint files (format 2): the archive tree of a fit (detail/archive_tree.hpp)
+/// arranged as Lightning's checkpoint dict, and back. Implementation of volt/serialization/checkpoint_io.hpp,
+/// no public API.
+///
+/// A Trainer checkpoint (a tree with a "volt/format" entry) becomes
+///
+///     {"epoch": int, "global_step": int, "volt_version": str,
+///      "state_dict": OrderedDict(name -> tensor),            # the "model" entry, Python's dotted names
+///      "loops": {"epoch", "global_step", "batches_done", "at_epoch_end", "batches_stepped"},
+///      "optimizer_states": [{"state": dict, "param_groups": [{"lr": float}, ...]}, ...],
+///      "lr_schedulers": [{"steps": int, "state": dict (schedulers with more state than a step count)}, ...],
+///      "callbacks": {"<Type>/<n>": dict, ...},
+///      "hyper_parameters": {name: str, ...},                  # the "hparams" entry (the model's hparams())
+///      "volt": {"format": 2, "layout": "trainer", "weights_only": bool, "precision": str,
+///               "model_layout": {"buffers": [name, ...], "empty_modules": [name, ...]},
+///               "list_types": [[[key, ...], type], ...], "entries": {...}}}
+///
+/// ("entries" holds the tree's other entries under their own keys; "list_types" the element types of its
+/// empty lists). Any other tree (Fabric's) keeps its keys at the top, each entry that holds only tensors in
+/// nested dicts (a module) flattened to a state_dict; "volt" then has "layout": "fabric" and "flat":
+/// {key: {"buffers": [...], "empty_modules": [...]}}.
+
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+/// The version of volt written into checkpoints ("volt_version").
+inline constexpr const char* checkpoint_volt_version = "0.1.0";
+
+/// The checkpoint format this volt writes (the "format" entry of the "volt" dict).
+inline constexpr std::int64_t checkpoint_format = 2;
+
+/// The file's dict for the archive tree `tree` (see the file comment).
+VOLT_INLINE pickle::ValuePtr checkpoint_layout(const pickle::Value& tree);
+
+/// Whether `root` (a torch.save file's content) is a volt checkpoint of format 2 or later: a dict with a
+/// "volt" dict holding an int "format".
+VOLT_INLINE bool is_volt_checkpoint(const pickle::Value& root);
+
+/// The archive tree of the checkpoint dict `root` (the inverse of checkpoint_layout), checking every entry it
+/// reads. Throws CheckpointError naming `shown` for a newer format or a malformed entry.
+VOLT_INLINE pickle::ValuePtr archive_of_layout(const pickle::Value& root, const std::string& shown);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/checkpoint_layout.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/checkpoint_layout.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+namespace layout_detail {
+
+using pickle::Dict;
+using pickle::List;
+using pickle::Tuple;
+using pickle::Value;
+using pickle::ValuePtr;
+using pickle::make_value;
+
+inline ValuePtr text(const std::string& value) { return make_value(value); }
+
+inline void put(Dict& dict, const std::string& key, ValuePtr value) { dict.items.emplace_back(text(key), std::move(value)); }
+
+inline Dict& dict_of(Value& value) { return std::get<Dict>(value.data); }
+
+/// The value under `key` in `dict`, or null.
+inline ValuePtr find(const Dict& dict, std::string_view key) {
+  for (const auto& [name, item] : dict.items) {
+    if (const auto* found = std::get_if<std::string>(&name->data); found != nullptr && *found == key) return item;
+  }
+  return nullptr;
+}
+
+/// The child Dict `key` of `dict`, made when missing.
+inline Dict& child(Dict& dict, const std::string& key) {
+  for (auto& [name, item] : dict.items) {
+    if (const auto* found = std::get_if<std::string>(&name->data); found != nullptr && *found == key) {
+      if (auto* nested = std::get_if<Dict>(&item->data)) return *nested;
+    }
+  }
+  put(dict, key, make_value(Dict{}));
+  return dict_of(*dict.items.back().second);
+}
+
+/// Whether `tree` holds only tensors in nested Dicts, at least one (a module's archive).
+inline bool module_like(const Value& tree, int depth = 0) {
+  const auto* dict = std::get_if<Dict>(&tree.data);
+  if (dict == nullptr || depth > 64) return false;
+  bool tensor = false;
+  for (const auto& [key, item] : dict->items) {
+    if (std::holds_alternative<torch::Tensor>(item->data)) {
+      tensor = true;
+    } else if (std::holds_alternative<Dict>(item->data)) {
+      const auto* nested = std::get_if<Dict>(&item->data);
+      if (!nested->items.empty() && !module_like(*item, depth + 1)) return false;
+      tensor = tensor || !nested->items.empty();
+    } else {
+      return false;
+    }
+  }
+  return tensor;
+}
+
+/// A module's archive as a state_dict (dotted names), its buffers' names in `buffers` and its submodules
+/// without state (Dropout, ReLU: an empty archive each) in `empty`.
+inline void flatten(const Value& tree, const std::string& prefix, Dict& out, List& buffers, List& empty) {
+  for (const auto& [key, item] : std::get<Dict>(tree.data).items) {
+    const std::string name = prefix + std::get<std::string>(key->data);
+    if (const auto* tensor = std::get_if<torch::Tensor>(&item->data)) {
+      put(out, name, make_value(*tensor));
+      if (!item->parameter) buffers.items.push_back(text(name));
+    } else if (std::get<Dict>(item->data).items.empty()) {
+      empty.items.push_back(text(name));
+    } else {
+      flatten(*item, name + ".", out, buffers, empty);
+    }
+  }
+}
+
+/// flatten() of a module's archive: the state_dict, and {"buffers": [...], "empty_modules": [...]}.
+inline std::pair<ValuePtr, ValuePtr> flattened(const Value& tree) {
+  Dict state_dict{{}, true};
+  List buffers;
+  List empty;
+  buffers.element = "str";
+  empty.element = "str";
+  flatten(tree, "", state_dict, buffers, empty);
+  Dict layout;
+  put(layout, "buffers", make_value(std::move(buffers)));
+  put(layout, "empty_modules", make_value(std::move(empty)));
+  return {make_value(std::move(state_dict)), make_value(std::move(layout))};
+}
+
+[[noreturn]] inline void malformed(const std::string& shown, const std::string& what) {
+  throw CheckpointError("volt: " + shown + " is not a readable checkpoint: " + what);
+}
+
+inline std::vector<std::string> strings_of(const ValuePtr& value, const std::string& shown, const std::string& what) {
+  std::vector<std::string> result;
+  if (value == nullptr) return result;
+  const auto* list = std::get_if<List>(&value->data);
+  if (list == nullptr) malformed(shown, what + " is not a list");
+  for (const auto& item : list->items) {
+    const auto* name = std::get_if<std::string>(&item->data);
+    if (name == nullptr) malformed(shown, what + " holds something other than strings");
+    result.push_back(*name);
+  }
+  return result;
+}
+
+/// A state_dict back as a module's archive: "a.b.w" under a -> b -> w, parameters unless named in the
+/// layout's "buffers", an empty archive for each of its "empty_modules".
+inline ValuePtr unflatten(const Value& flat, const ValuePtr& layout, const std::string& shown, const std::string& key) {
+  const auto* dict = std::get_if<Dict>(&flat.data);
+  if (dict == nullptr) malformed(shown, "'" + key + "' is not a dict");
+  const auto* layout_dict = layout ? std::get_if<Dict>(&layout->data) : nullptr;
+  if (layout != nullptr && layout_dict == nullptr) malformed(shown, "the layout of '" + key + "' is not a dict");
+  const Dict no_layout;
+  const auto& fields = layout_dict ? *layout_dict : no_layout;
+  const auto buffers = strings_of(find(fields, "buffers"), shown, "the buffers of '" + key + "'");
+  const std::set<std::string, std::less<>> buffer_set(buffers.begin(), buffers.end());
+  auto root = make_value(Dict{});
+  const auto place = [&](const std::string& name) -> std::pair<Dict*, std::string> {
+    Dict* at = &dict_of(*root);
+    std::size_t start = 0;
+    for (std::size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', start)) {
+      at = &child(*at, name.substr(start, dot - start));
+      start = dot + 1;
+    }
+    return {at, name.substr(start)};
+  };
+  for (const auto& name : strings_of(find(fields, "empty_modules"), shown, "the empty modules of '" + key + "'")) {
+    auto [at, last] = place(name);
+    child(*at, last);
+  }
+  for (const auto& [name_value, item] : dict->items) {
+    const auto* name = std::get_if<std::string>(&name_value->data);
+    const auto* tensor = std::get_if<torch::Tensor>(&item->data);
+    if (name == nullptr || tensor == nullptr) malformed(shown, "'" + key + "' holds an entry that is not name -> tensor");
+    auto [at, last] = place(*name);
+    put(*at, last, make_value(*tensor, /*parameter=*/buffer_set.count(*name) == 0));
+  }
+  return root;
+}
+
+inline bool digits(std::string_view text) {
+  return !text.empty() && text.size() < 10 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+inline std::size_t index_of(std::string_view text) { return static_cast<std::size_t>(std::stoul(std::string(text))); }
+
+/// The optimizer index of a tree key ("optimizer", "optimizer/lrs", "optimizers/<n>", "optimizers/<n>/lrs")
+/// and whether the entry holds the groups' learning rates.
+inline std::optional<std::pair<std::size_t, bool>> optimizer_entry(std::string_view name) {
+  if (name == "optimizer") return std::pair<std::size_t, bool>{0, false};
+  if (name == "optimizer/lrs") return std::pair<std::size_t, bool>{0, true};
+  if (name.substr(0, 11) != "optimizers/") return std::nullopt;
+  auto rest = name.substr(11);
+  const bool rates = rest.size() > 4 && rest.substr(rest.size() - 4) == "/lrs";
+  if (rates) rest = rest.substr(0, rest.size() - 4);
+  if (!digits(rest) || index_of(rest) >= 4096) return std::nullopt;
+  return std::pair<std::size_t, bool>{index_of(rest), rates};
+}
+
+/// Grows `list` to hold index `index`, each new slot a Dict.
+inline Dict& slot(List& list, std::size_t index) {
+  while (list.items.size() <= index) list.items.push_back(make_value(Dict{}));
+  return dict_of(*list.items[index]);
+}
+
+inline ValuePtr list_types_value(const std::vector<EmptyListType>& types) {
+  List result;
+  for (const auto& type : types) {
+    List path;
+    for (const auto& key : type.path) path.items.push_back(text(key));
+    result.items.push_back(make_value(Tuple{{make_value(std::move(path)), text(type.element)}}));
+  }
+  return make_value(std::move(result));
+}
+
+inline std::vector<EmptyListType> list_types_of(const ValuePtr& value, const std::string& shown) {
+  std::vector<EmptyListType> result;
+  if (value == nullptr) return result;
+  const auto* list = std::get_if<List>(&value->data);
+  if (list == nullptr) malformed(shown, "volt.list_types is not a list");
+  for (const auto& item : list->items) {
+    const std::vector<ValuePtr>* pair = nullptr;
+    if (const auto* tuple = std::get_if<Tuple>(&item->data)) pair = &tuple->items;
+    if (const auto* as_list = std::get_if<List>(&item->data)) pair = &as_list->items;
+    if (pair == nullptr || pair->size() != 2 || !std::holds_alternative<std::string>((*pair)[1]->data)) {
+      malformed(shown, "volt.list_types holds an entry that is not (path, type)");
+    }
+    result.push_back({strings_of((*pair)[0], shown, "a path of volt.list_types"),
+                      std::get<std::string>((*pair)[1]->data)});
+  }
+  return result;
+}
+
+}  // namespace layout_detail
+
+VOLT_INLINE pickle::ValuePtr checkpoint_layout(const pickle::Value& tree) {
+  using namespace layout_detail;
+  const auto& entries = std::get<Dict>(tree.data);
+  auto root = make_value(Dict{});
+  Dict volt;
+  put(volt, "format", make_value(checkpoint_format));
+  if (find(entries, "volt/format") == nullptr) {  // Fabric: the user's keys at the top
+    put(volt, "layout", text("fabric"));
+    Dict flat;
+    for (const auto& [key, item] : entries.items) {
+      const auto& name = std::get<std::string>(key->data);
+      if (module_like(*item)) {
+        auto [state_dict, layout] = flattened(*item);
+        put(dict_of(*root), name, state_dict);
+        put(flat, name, layout);
+      } else {
+        put(dict_of(*root), name, item);
+      }
+    }
+    put(volt, "flat", make_value(std::move(flat)));
+    put(volt, "list_types", list_types_value(empty_list_types(tree)));
+    put(dict_of(*root), "volt", make_value(std::move(volt)));
+    return root;
+  }
+  put(volt, "layout", text("trainer"));
+  Dict& top = dict_of(*root);
+  if (auto epoch = find(entries, "loop/epoch")) put(top, "epoch", epoch);
+  if (auto step = find(entries, "loop/global_step")) put(top, "global_step", step);
+  put(top, "volt_version", text(checkpoint_volt_version));
+  Dict loops;
+  List optimizers;
+  List schedulers;
+  Dict callbacks;
+  Dict others;
+  bool has_optimizers = false;
+  bool has_schedulers = false;
+  for (const auto& [key, item] : entries.items) {
+    const auto& name = std::get<std::string>(key->data);
+    const std::string_view view(name);
+    if (name == "volt/format" || name == "optimizers/count") continue;
+    if (view.substr(0, 5) == "volt/") {
+      put(volt, name.substr(5), item);
+    } else if (name == "model" && module_like(*item)) {
+      auto [state_dict, layout] = flattened(*item);
+      put(top, "state_dict", state_dict);
+      put(volt, "model_layout", layout);
+    } else if (view.substr(0, 5) == "loop/") {
+      put(loops, name.substr(5), item);
+    } else if (const auto optimizer = optimizer_entry(view);
+               optimizer && (optimizer->second ? std::holds_alternative<List>(item->data)
+                                               : std::holds_alternative<Dict>(item->data))) {
+      const auto [index, rates] = *optimizer;
+      Dict& state = slot(optimizers, index);
+      has_optimizers = true;
+      if (!rates) {
+        put(state, "state", item);
+      } else if (const auto* values = std::get_if<List>(&item->data)) {
+        List groups;
+        for (const auto& rate : values->items) {
+          Dict group;
+          put(group, "lr", rate);
+          groups.items.push_back(make_value(std::move(group)));
+        }
+        put(state, "param_groups", make_value(std::move(groups)));
+      }
+    } else if (name == "schedulers/steps" && std::holds_alternative<List>(item->data)) {
+      has_schedulers = true;
+      const auto& steps = std::get<List>(item->data).items;
+      for (std::size_t i = 0; i < steps.size(); ++i) put(slot(schedulers, i), "steps", steps[i]);
+    } else if (view.substr(0, 11) == "schedulers/" && digits(view.substr(11)) && index_of(view.substr(11)) < 4096 &&
+               std::holds_alternative<Dict>(item->data)) {
+      put(slot(schedulers, index_of(view.substr(11))), "state", item);
+    } else if (view.substr(0, 10) == "callbacks/" && std::holds_alternative<Dict>(item->data)) {
+      put(callbacks, name.substr(10), item);
+    } else if (name == "hparams" && std::holds_alternative<Dict>(item->data)) {
+      put(top, "hyper_parameters", item);
+    } else {
+      put(others, name, item);
+    }
+  }
+  if (!loops.items.empty()) put(top, "loops", make_value(std::move(loops)));
+  if (has_optimizers) put(top, "optimizer_states", make_value(std::move(optimizers)));
+  if (has_schedulers) put(top, "lr_schedulers", make_value(std::move(schedulers)));
+  if (!callbacks.items.empty() || has_optimizers) put(top, "callbacks", make_value(std::move(callbacks)));
+  put(volt, "list_types", list_types_value(empty_list_types(tree)));
+  put(volt, "entries", make_value(std::move(others)));
+  put(top, "volt", make_value(std::move(volt)));
+  return root;
+}
+
+VOLT_INLINE bool is_volt_checkpoint(const pickle::Value& root) {
+  using namespace layout_detail;
+  const auto* dict = std::get_if<Dict>(&root.data);
+  if (dict == nullptr) return false;
+  const auto volt = find(*dict, "volt");
+  const auto* section = volt ? std::get_if<Dict>(&volt->data) : nullptr;
+  const auto format = section ? find(*section, "format") : nullptr;
+  return format != nullptr && std::holds_alternative<std::int64_t>(format->data);
+}
+
+VOLT_INLINE pickle::ValuePtr archive_of_layout(const pickle::Value& root, const std::string& shown) {
+  using namespace layout_detail;
+  const auto& top = std::get<Dict>(root.data);
+  const auto& volt = std::get<Dict>(find(top, "volt")->data);
+  const auto format = std::get<std::int64_t>(find(volt, "format")->data);
+  if (format > checkpoint_format) {
+    malformed(shown, "it was written in volt's checkpoint format " + std::to_string(format) + " by a newer volt; "
+                     "this one reads formats up to " + std::to_string(checkpoint_format));
+  }
+  const auto layout_value = find(volt, "layout");
+  const auto* layout = layout_value ? std::get_if<std::string>(&layout_value->data) : nullptr;
+  if (layout == nullptr || (*layout != "trainer" && *layout != "fabric")) malformed(shown, "volt.layout is missing or unknown");
+  auto tree = make_value(Dict{});
+  Dict& out = dict_of(*tree);
+  const auto dict_at = [&](const ValuePtr& value, const std::string& what) -> const Dict& {
+    const auto* dict = value ? std::get_if<Dict>(&value->data) : nullptr;
+    if (dict == nullptr) malformed(shown, what + " is not a dict");
+    return *dict;
+  };
+  const auto list_at = [&](const ValuePtr& value, const std::string& what) -> const List& {
+    const auto* list = value ? std::get_if<List>(&value->data) : nullptr;
+    if (list == nullptr) malformed(shown, what + " is not a list");
+    return *list;
+  };
+  const auto key_of = [&](const ValuePtr& key, const std::string& what) -> const std::string& {
+    const auto* name = std::get_if<std::string>(&key->data);
+    if (name == nullptr) malformed(shown, what + " has a key that is not a string");
+    return *name;
+  };
+  if (*layout == "fabric") {
+    const Dict no_flat;
+    const auto& flat = find(volt, "flat") ? dict_at(find(volt, "flat"), "volt.flat") : no_flat;
+    for (const auto& [key, item] : top.items) {
+      const auto& name = key_of(key, "the checkpoint");
+      if (name == "volt") continue;
+      if (const auto layout = find(flat, name)) {
+        put(out, name, unflatten(*item, layout, shown, name));
+      } else {
+        put(out, name, item);
+      }
+    }
+  } else {
+    put(out, "volt/format", make_value(format));
+    for (const auto& [key, item] : volt.items) {
+      const auto& name = key_of(key, "volt");
+      if (name == "format" || name == "layout" || name == "model_layout" || name == "list_types" || name == "entries") {
+        continue;
+      }
+      put(out, "volt/" + name, item);
+    }
+    if (const auto state_dict = find(top, "state_dict")) {
+      put(out, "model", unflatten(*state_dict, find(volt, "model_layout"), shown, "state_dict"));
+    }
+    if (const auto loops = find(top, "loops")) {
+      for (const auto& [key, item] : dict_at(loops, "loops").items) put(out, "loop/" + key_of(key, "loops"), item);
+    }
+    if (const auto optimizers = find(top, "optimizer_states")) {
+      const auto& list = list_at(optimizers, "optimizer_states");
+      put(out, "optimizers/count", make_value(static_cast<std::int64_t>(list.items.size())));
+      for (std::size_t i = 0; i < list.items.size(); ++i) {
+        const std::string key = i == 0 ? std::string("optimizer") : "optimizers/" + std::to_string(i);
+        const auto& entry = dict_at(list.items[i], "optimizer_states[" + std::to_string(i) + "]");
+        if (auto state = find(entry, "state")) put(out, key, state);
+        if (const auto groups = find(entry, "param_groups")) {
+          List rates;
+          rates.element = "float";
+          for (const auto& group : list_at(groups, key + ".param_groups").items) {
+            auto rate = find(dict_at(group, key + ".param_groups[]"), "lr");
+            if (rate == nullptr || !std::holds_alternative<double>(rate->data)) {
+              malformed(shown, "a param_group of optimizer_states[" + std::to_string(i) + "] has no float lr");
+            }
+            rates.items.push_back(rate);
+          }
+          put(out, key + "/lrs", make_value(std::move(rates)));
+        }
+      }
+    }
+    if (const auto schedulers = find(top, "lr_schedulers")) {
+      const auto& list = list_at(schedulers, "lr_schedulers");
+      List steps;
+      steps.element = "int";
+      for (std::size_t i = 0; i < list.items.size(); ++i) {
+        const auto& entry = dict_at(list.items[i], "lr_schedulers[" + std::to_string(i) + "]");
+        if (auto step = find(entry, "steps")) steps.items.push_back(step);
+        if (auto state = find(entry, "state")) put(out, "schedulers/" + std::to_string(i), state);
+      }
+      put(out, "schedulers/steps", make_value(std::move(steps)));
+    }
+    if (auto hparams = find(top, "hyper_parameters")) put(out, "hparams", hparams);
+    if (const auto callbacks = find(top, "callbacks")) {
+      for (const auto& [key, item] : dict_at(callbacks, "callbacks").items) {
+        put(out, "callbacks/" + key_of(key, "callbacks"), item);
+      }
+    }
+    if (const auto entries = find(volt, "entries")) {
+      for (const auto& [key, item] : dict_at(entries, "volt.entries").items) put(out, key_of(key, "volt.entries"), item);
+    }
+  }
+  set_empty_list_types(*tree, list_types_of(find(volt, "list_types"), shown));
+  return tree;
+}
+
+}  // namespace volt::detail
+// ---- end volt/serialization/detail/impl/checkpoint_layout.ipp
+#endif
+// ---- end volt/serialization/detail/checkpoint_layout.hpp
 // ---- begin volt/serialization/detail/inflate.hpp
 /// \file
 /// A small, bounds-checked raw DEFLATE decoder (RFC 1951), used to check the CRC-32 of the compressed entries
@@ -11511,142 +12886,533 @@ VOLT_INLINE bool Decoder::dynamic() {
 // ---- end volt/serialization/detail/impl/inflate.ipp
 #endif
 // ---- end volt/serialization/detail/inflate.hpp
-// ---- begin volt/serialization/detail/model_match.hpp
+// ---- begin volt/serialization/detail/torch_save.hpp
 /// \file
-/// volt::CheckpointError, and the comparison of a checkpoint's model entry with a module (keys, shapes,
-/// dtypes) that volt's checkpoint loaders run before LibTorch's Module::load.
+/// Files in torch.save's format holding any value of detail::pickle (dicts, lists, numbers, strings,
+/// tensors): written with LibTorch's zip writer, read with volt's own zip reader (every entry's CRC-32 checked)
+/// and restricted unpickler (detail/pickle_reader.hpp), so no untrusted byte reaches LibTorch's parsers.
+/// Implementation of volt/serialization/checkpoint_io.hpp and weights.hpp, no public API.
+
+// ---- begin volt/serialization/detail/pickle_writer.hpp
+/// \file
+/// Writing the protocol-2 pickle of a state_dict as torch.save does; implementation of
+/// volt/serialization/pickle.hpp, no public API.
+
 
 #include <torch/torch.h>
 
-#include <optional>
-#include <set>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
-namespace volt {
+namespace volt::detail::pickle {
 
-/// A checkpoint file could not be written or read, or does not fit the model. Says which file and why.
-class CheckpointError : public std::runtime_error {
+/// Writes protocol-2 pickle opcodes.
+class Writer {
  public:
-  using std::runtime_error::runtime_error;
+  Writer() { bytes_ += "\x80\x02"; }  // PROTO 2
+  void mark() { bytes_ += '('; }
+  void global(std::string_view module, std::string_view name);
+  void string(std::string_view text);
+  void integer(std::int64_t value);
+  void int_tuple(c10::IntArrayRef values);
+  void tuple() { bytes_ += 't'; }
+  void empty_tuple() { bytes_ += ')'; }
+  void false_() { bytes_ += '\x89'; }
+  void true_() { bytes_ += '\x88'; }
+  void none() { bytes_ += 'N'; }
+  void floating(double value);
+  void empty_list() { bytes_ += ']'; }
+  void empty_dict() { bytes_ += '}'; }
+  void appends() { bytes_ += 'e'; }
+  void reduce() { bytes_ += 'R'; }
+  void persistent_id() { bytes_ += 'Q'; }
+  void setitems() { bytes_ += 'u'; }
+  void stop() { bytes_ += '.'; }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  void append_u32(std::uint32_t value);
+  std::string bytes_;
 };
 
-namespace detail {
+/// The pickle of `root` (None, bool, int, float, str, tuple, list, dict and OrderedDict, tensors and
+/// parameters), as torch.save writes those types; tensor i refers to storage record data/<i>, whose bytes are
+/// `storages[i]` (dense CPU tensors: each tensor is written with its own strides when it is dense and
+/// non-overlapping, contiguous otherwise). Throws std::invalid_argument for a value of another kind.
+VOLT_INLINE std::string value_pickle(const Value& root, std::vector<torch::Tensor>& storages);
 
-VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes);
+/// The pickle of an OrderedDict name -> tensor as torch.save writes it; tensor i refers to storage record
+/// data/<i> (its contiguous CPU bytes, which the caller writes). `tensors` must be contiguous CPU tensors.
+VOLT_INLINE std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
-VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                     const std::string& prefix, std::vector<std::string>& problems);
-
-/// The first floating parameter or buffer whose dtype in `archive` differs from `module`'s: its dotted name,
-/// the checkpoint's dtype and the module's; nullopt when all agree (or a key is missing: check_model_matches
-/// reports that).
-struct DtypeMismatch {
-  std::string name;
-  c10::ScalarType stored;
-  c10::ScalarType expected;
-};
-VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
-                                                              const torch::nn::Module& module,
-                                                              const std::string& prefix = "");
-
-/// Throws CheckpointError when `model_archive` (the "model" entry of the checkpoint `shown`) does not hold
-/// exactly `module`'s parameters, buffers and submodules with the same shapes; the message lists every
-/// missing and extra key and every shape mismatch. LibTorch's Module::load would silently accept other shapes.
-VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                     const std::string& shown);
-
-}  // namespace detail
-}  // namespace volt
+}  // namespace volt::detail::pickle
 
 #if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/serialization/detail/impl/model_match.ipp
+// ---- begin volt/serialization/detail/impl/pickle_writer.ipp
 /// \file
-/// Definitions of the functions declared in volt/serialization/detail/model_match.hpp: compiled in every translation unit
+/// Definitions of the functions declared in volt/serialization/detail/pickle_writer.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail::pickle {
+
+VOLT_INLINE std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  Writer out;
+  out.global("collections", "OrderedDict");
+  out.empty_tuple();
+  out.reduce();
+  out.mark();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, tensor] = tensors[i];
+    out.string(name);
+    out.global("torch._utils", "_rebuild_tensor_v2");
+    out.mark();
+    {
+      out.mark();
+      out.string("storage");
+      out.global("torch", storage_class(tensor.scalar_type()));
+      out.string(std::to_string(i));
+      out.string("cpu");
+      out.integer(tensor.numel());
+      out.tuple();
+      out.persistent_id();
+    }
+    out.integer(0);  // storage offset
+    out.int_tuple(tensor.sizes());
+    out.int_tuple(tensor.strides());
+    out.false_();  // requires_grad
+    out.global("collections", "OrderedDict");  // backward hooks
+    out.empty_tuple();
+    out.reduce();
+    out.tuple();
+    out.reduce();
+  }
+  out.setitems();
+  out.stop();
+  return out.bytes();
+}
+
+/// Writes values recursively (depth-limited), collecting the tensors' storages.
+class ValueWriter {
+ public:
+  explicit ValueWriter(std::vector<torch::Tensor>& storages) : storages_(storages) {}
+
+  void write(const Value& value, int depth) {
+    if (depth > 200) throw std::invalid_argument("volt: a value nested more than 200 levels deep");
+    std::visit([&](const auto& data) { write_data(data, value.parameter, depth); }, value.data);
+  }
+  Writer out;
+
+ private:
+  void write_data(const None&, bool, int) { out.none(); }
+  void write_data(bool data, bool, int) { data ? out.true_() : out.false_(); }
+  void write_data(std::int64_t data, bool, int) { out.integer(data); }
+  void write_data(double data, bool, int) { out.floating(data); }
+  void write_data(const std::string& data, bool, int) { out.string(data); }
+  void write_data(const Tuple& data, bool, int depth) {
+    if (data.items.empty()) return out.empty_tuple();
+    out.mark();
+    for (const auto& item : data.items) write(*item, depth + 1);
+    out.tuple();
+  }
+  void write_data(const List& data, bool, int depth) {
+    out.empty_list();
+    if (data.items.empty()) return;
+    out.mark();
+    for (const auto& item : data.items) write(*item, depth + 1);
+    out.appends();
+  }
+  void write_data(const Dict& data, bool, int depth) {
+    if (data.ordered) {
+      out.global("collections", "OrderedDict");
+      out.empty_tuple();
+      out.reduce();
+    } else {
+      out.empty_dict();
+    }
+    if (data.items.empty()) return;
+    out.mark();
+    for (const auto& [key, item] : data.items) {
+      write(*key, depth + 1);
+      write(*item, depth + 1);
+    }
+    out.setitems();
+  }
+  void write_data(const torch::Tensor& data, bool parameter, int) {
+    if (!data.defined()) throw std::invalid_argument("volt: an undefined tensor cannot be saved");
+    if (parameter) {  // _rebuild_parameter(tensor, requires_grad, backward_hooks)
+      out.global("torch._utils", "_rebuild_parameter");
+      out.mark();
+    }
+    auto tensor = data.detach().to(torch::kCPU);
+    if (!tensor.is_non_overlapping_and_dense()) tensor = tensor.contiguous();
+    const std::size_t index = storages_.size();
+    storages_.push_back(tensor);
+    out.global("torch._utils", "_rebuild_tensor_v2");
+    out.mark();
+    out.mark();
+    out.string("storage");
+    out.global("torch", storage_class(tensor.scalar_type()));
+    out.string(std::to_string(index));
+    out.string("cpu");
+    out.integer(tensor.numel());
+    out.tuple();
+    out.persistent_id();
+    out.integer(0);  // storage offset: the storage holds exactly the tensor's elements
+    out.int_tuple(tensor.sizes());
+    out.int_tuple(tensor.strides());
+    out.false_();  // requires_grad
+    out.global("collections", "OrderedDict");  // backward hooks
+    out.empty_tuple();
+    out.reduce();
+    out.tuple();
+    out.reduce();
+    if (parameter) {
+      data.requires_grad() ? out.true_() : out.false_();
+      out.global("collections", "OrderedDict");
+      out.empty_tuple();
+      out.reduce();
+      out.tuple();
+      out.reduce();
+    }
+  }
+  template <class Other>
+  [[noreturn]] void write_data(const Other&, bool, int) {
+    throw std::invalid_argument("volt: a value of a kind torch.save files do not hold here (a mark, global, "
+                                "storage or opaque object)");
+  }
+
+  std::vector<torch::Tensor>& storages_;
+};
+
+VOLT_INLINE std::string value_pickle(const Value& root, std::vector<torch::Tensor>& storages) {
+  ValueWriter writer(storages);
+  writer.write(root, 0);
+  writer.out.stop();
+  return writer.out.bytes();
+}
+
+VOLT_INLINE void Writer::floating(double value) {
+  bytes_ += 'G';  // BINFLOAT, big endian
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  for (int i = 7; i >= 0; --i) bytes_ += static_cast<char>((bits >> (8 * i)) & 0xFFU);
+}
+
+VOLT_INLINE void Writer::global(std::string_view module, std::string_view name) {
+  bytes_ += 'c';
+  bytes_.append(module);
+  bytes_ += '\n';
+  bytes_.append(name);
+  bytes_ += '\n';
+}
+
+VOLT_INLINE void Writer::string(std::string_view text) {
+  bytes_ += 'X';
+  append_u32(static_cast<std::uint32_t>(text.size()));
+  bytes_.append(text);
+}
+
+VOLT_INLINE void Writer::integer(std::int64_t value) {
+  if (value >= INT32_MIN && value <= INT32_MAX) {
+    bytes_ += 'J';  // BININT
+    append_u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(value)));
+  } else {
+    bytes_ += "\x8a\x08";  // LONG1, 8 bytes two's complement
+    for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFFU);
+  }
+}
+
+VOLT_INLINE void Writer::int_tuple(c10::IntArrayRef values) {
+  mark();
+  for (const auto value : values) integer(value);
+  tuple();
+}
+
+VOLT_INLINE void Writer::append_u32(std::uint32_t value) {
+  for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((value >> (8 * i)) & 0xFFU);
+}
+
+}  // namespace volt::detail::pickle
+// ---- end volt/serialization/detail/impl/pickle_writer.ipp
+#endif
+// ---- end volt/serialization/detail/pickle_writer.hpp
+// ---- begin volt/serialization/detail/zip_reader.hpp
+/// \file
+/// Reading the directory and entries of a zip archive (the container of torch.save files and LibTorch
+/// archives) with every offset and length bounds-checked and every entry's CRC-32 verified; deflated entries
+/// are inflated by volt's decoder (detail/inflate.hpp). Zip64 records (archives over 4 GiB) are read too.
+/// Implementation of volt/serialization/checkpoint_io.hpp and weights.hpp, no public API.
+
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt::detail {
+
+/// One entry of a zip archive: its name and its content (a view of the archive's bytes for a stored
+/// entry, the inflated copy for a deflated one).
+struct ZipEntry {
+  std::string name;
+  std::string_view stored{};
+  std::string inflated{};
+  bool deflated = false;
+  /// The entry's content.
+  std::string_view content() const noexcept { return deflated ? std::string_view(inflated) : stored; }
+};
+
+/// The entries of the zip archive `bytes`, in directory order, each checked against its CRC-32. Throws
+/// CheckpointError "volt: <shown> is not a readable <noun> (truncated or corrupted, N bytes): <what>" for a
+/// missing end record, a directory or entry outside the file, an unknown compression method, a damaged
+/// compressed entry or a failed checksum. `bytes` must outlive the entries.
+VOLT_INLINE std::vector<ZipEntry> read_zip_entries(std::string_view bytes, const std::string& shown,
+                                                   const std::string& noun = "checkpoint");
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/zip_reader.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/zip_reader.hpp: compiled in every translation unit
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
 
 namespace volt::detail {
 
-VOLT_INLINE std::string shape_text(c10::IntArrayRef sizes) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
-
-VOLT_INLINE void compare_module_keys(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
-                                     const std::string& prefix, std::vector<std::string>& problems) {
-  std::set<std::string> expected;
-  const auto check_tensor = [&](const std::string& name, const torch::Tensor& tensor, bool is_buffer) {
-    expected.insert(name);
-    torch::Tensor stored;
-    if (!archive.try_read(name, stored, is_buffer)) {
-      problems.push_back("missing key '" + prefix + name + "' (model " + shape_text(tensor.sizes()) + ")");
-    } else if (stored.defined() && tensor.defined() && stored.sizes() != tensor.sizes()) {
-      problems.push_back("shape mismatch for '" + prefix + name + "': checkpoint " + shape_text(stored.sizes()) +
-                         ", model " + shape_text(tensor.sizes()));
-    }
+VOLT_INLINE std::vector<ZipEntry> read_zip_entries(std::string_view bytes, const std::string& shown,
+                                                   const std::string& noun) {
+  const std::uint64_t size = bytes.size();
+  const auto byte = [&](std::uint64_t at) { return static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[at])); };
+  const auto u16 = [&](std::uint64_t at) { return byte(at) | byte(at + 1) << 8; };
+  const auto u32 = [&](std::uint64_t at) { return u16(at) | u16(at + 2) << 16; };
+  const auto u64 = [&](std::uint64_t at) { return u32(at) | u32(at + 4) << 32; };
+  const auto damaged = [&](const std::string& what) {
+    throw CheckpointError("volt: " + shown + " is not a readable " + noun + " (truncated or corrupted, " +
+                          std::to_string(size) + " bytes): " + what);
   };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) check_tensor(item.key(), item.value(), false);
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) check_tensor(item.key(), item.value(), true);
-  for (const auto& child : module.named_children()) {
-    expected.insert(child.key());
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) {
-      problems.push_back("missing submodule '" + prefix + child.key() + "'");
-      continue;
+  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
+  std::uint64_t end_record = size;
+  for (std::uint64_t back = 22; back <= size && back <= 22 + 65535; ++back) {
+    if (u32(size - back) == 0x06054b50U) {
+      end_record = size - back;
+      break;
     }
-    compare_module_keys(child_archive, *child.value(), prefix + child.key() + ".", problems);
   }
-  for (const auto& key : archive.keys()) {
-    if (!expected.count(key) && key != "training") problems.push_back("unexpected key '" + prefix + key + "' in the checkpoint");
+  if (end_record == size) damaged("no zip end-of-archive record (the end of the file is missing)");
+  std::uint64_t entries = u16(end_record + 10);
+  std::uint64_t directory_size = u32(end_record + 12);
+  std::uint64_t directory_offset = u32(end_record + 16);
+  std::uint64_t directory_end = end_record;
+  if (entries == 0xFFFFU || directory_size == 0xFFFFFFFFU || directory_offset == 0xFFFFFFFFU) {
+    // Zip64: a locator (20 bytes) just before the end record points at the zip64 end record (56 bytes).
+    if (end_record < 20 || u32(end_record - 20) != 0x07064b50U) damaged("the zip64 end-of-archive locator is missing");
+    const std::uint64_t record = u64(end_record - 12);
+    if (record > end_record - 20 || end_record - 20 - record < 56 || u32(record) != 0x06064b50U) {
+      damaged("the zip64 end-of-archive record is damaged");
+    }
+    entries = u64(record + 32);
+    directory_size = u64(record + 40);
+    directory_offset = u64(record + 48);
+    directory_end = record;
   }
-}
-
-VOLT_INLINE std::optional<DtypeMismatch> first_dtype_mismatch(torch::serialize::InputArchive& archive,
-                                                              const torch::nn::Module& module,
-                                                              const std::string& prefix) {
-  const auto check = [&](const std::string& name, const torch::Tensor& tensor,
-                         bool is_buffer) -> std::optional<DtypeMismatch> {
-    torch::Tensor stored;
-    if (!tensor.defined() || !tensor.is_floating_point() || !archive.try_read(name, stored, is_buffer)) return {};
-    if (!stored.defined() || stored.scalar_type() == tensor.scalar_type()) return {};
-    return DtypeMismatch{prefix + name, stored.scalar_type(), tensor.scalar_type()};
-  };
-  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
-    if (auto found = check(item.key(), item.value(), false)) return found;
+  if (directory_offset > directory_end || directory_size > directory_end - directory_offset) {
+    damaged("the zip directory lies outside the file");
   }
-  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
-    if (auto found = check(item.key(), item.value(), true)) return found;
+  if (entries > directory_size / 46) damaged("the zip directory is damaged");
+  std::vector<ZipEntry> result;
+  result.reserve(static_cast<std::size_t>(entries));
+  std::uint64_t at = directory_offset;
+  const std::uint64_t limit = directory_offset + directory_size;
+  for (std::uint64_t entry = 0; entry < entries; ++entry) {
+    if (limit - at < 46 || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
+    const std::uint64_t method = u16(at + 10);
+    const std::uint64_t crc = u32(at + 16);
+    std::uint64_t stored_size = u32(at + 20);
+    std::uint64_t inflated_size = u32(at + 24);
+    const std::uint64_t name_size = u16(at + 28);
+    const std::uint64_t extra_size = u16(at + 30);
+    const std::uint64_t comment_size = u16(at + 32);
+    std::uint64_t local = u32(at + 42);
+    if (limit - at - 46 < name_size + extra_size + comment_size) damaged("the zip directory is damaged");
+    ZipEntry read;
+    read.name = std::string(bytes.substr(at + 46, name_size));
+    // Zip64 sizes and offset, in that order, for the fields that hold 0xFFFFFFFF.
+    for (std::uint64_t extra = at + 46 + name_size, extra_end = extra + extra_size; extra_end - extra >= 4;) {
+      const std::uint64_t id = u16(extra);
+      const std::uint64_t length = u16(extra + 2);
+      if (extra_end - extra - 4 < length) damaged("the entry '" + read.name + "' has a damaged extra field");
+      if (id == 0x0001U) {
+        std::uint64_t field = extra + 4;
+        const auto next = [&](std::uint64_t& value) {
+          if (value != 0xFFFFFFFFU) return;
+          if (extra + 4 + length - field < 8) damaged("the entry '" + read.name + "' has a damaged zip64 field");
+          value = u64(field);
+          field += 8;
+        };
+        next(inflated_size);
+        next(stored_size);
+        next(local);
+      }
+      extra += 4 + length;
+    }
+    at += 46 + name_size + extra_size + comment_size;
+    if (local > size || size - local < 30 || u32(local) != 0x04034b50U) {
+      damaged("the entry '" + read.name + "' has no valid local header");
+    }
+    const std::uint64_t data = local + 30 + u16(local + 26) + u16(local + 28);
+    if (data > size || stored_size > size - data) damaged("the entry '" + read.name + "' is cut off");
+    read.stored = bytes.substr(data, stored_size);
+    if (method == 8) {  // deflated (LibTorch compresses an archive's code/*.py): inflated here and checked
+      if (inflated_size > (std::uint64_t{1} << 32)) damaged("the compressed entry '" + read.name + "' is too large");
+      auto inflated = inflate::raw(read.stored, inflated_size);
+      if (!inflated || inflated->size() != inflated_size) damaged("the compressed entry '" + read.name + "' is damaged");
+      read.inflated = std::move(*inflated);
+      read.deflated = true;
+    } else if (method != 0) {
+      damaged("the entry '" + read.name + "' uses an unknown compression method " + std::to_string(method));
+    } else if (inflated_size != stored_size) {
+      damaged("the entry '" + read.name + "' has different stored and original sizes");
+    }
+    if (crc32(read.content()) != crc) damaged("the entry '" + read.name + "' fails its CRC-32 check");
+    result.push_back(std::move(read));
   }
-  for (const auto& child : module.named_children()) {
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) continue;
-    if (auto found = first_dtype_mismatch(child_archive, *child.value(), prefix + child.key() + ".")) return found;
-  }
-  return std::nullopt;
-}
-
-VOLT_INLINE void check_model_matches(torch::serialize::InputArchive& model_archive, const torch::nn::Module& module,
-                                     const std::string& shown) {
-  std::vector<std::string> problems;
-  try {
-    compare_module_keys(model_archive, module, "", problems);
-  } catch (const std::exception& cause) {
-    throw CheckpointError("volt: the model in " + shown + " cannot be read: " + cause.what());
-  }
-  if (problems.empty()) return;
-  std::string message = "volt: the checkpoint " + shown + " does not match the model (" +
-                        std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + "): ";
-  for (std::size_t i = 0; i < problems.size() && i < 20; ++i) message += (i ? "; " : "") + problems[i];
-  if (problems.size() > 20) message += "; ...";
-  throw CheckpointError(message);
+  return result;
 }
 
 }  // namespace volt::detail
-// ---- end volt/serialization/detail/impl/model_match.ipp
+// ---- end volt/serialization/detail/impl/zip_reader.ipp
 #endif
-// ---- end volt/serialization/detail/model_match.hpp
+// ---- end volt/serialization/detail/zip_reader.hpp
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace volt::detail {
+
+/// The bytes of the file torch.save(root) writes (protocol 2; the records archive/data.pkl,
+/// archive/data/<n>, archive/byteorder and archive/version). Python's torch.load reads it, weights_only too.
+VOLT_INLINE std::string torch_save_bytes(const pickle::Value& root);
+
+/// A file read by torch_load_bytes: `root` stays valid while this object lives.
+struct TorchLoaded {
+  pickle::ValuePtr root;
+  /// Owns the values (declared after `root`, so it is destroyed first and frees them without recursion).
+  std::unique_ptr<pickle::Reader> reader;
+};
+
+/// Whether the zip entries are those of a torch.save file (a `<name>/data.pkl` and no LibTorch archive's
+/// `<name>/constants.pkl`).
+VOLT_INLINE bool is_torch_save_file(const std::vector<ZipEntry>& entries);
+
+/// Reads the torch.save file whose zip entries are `entries` (of the file `shown`): data.pkl through the
+/// restricted unpickler (`lenient`: objects of other classes read as opaque values), each storage copied
+/// from its record into a CPU tensor. Throws CheckpointError naming `shown` and what is wrong.
+VOLT_INLINE TorchLoaded torch_load_entries(const std::vector<ZipEntry>& entries, const std::string& shown,
+                                           bool lenient = false);
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/serialization/detail/impl/torch_save.ipp
+/// \file
+/// Definitions of the functions declared in volt/serialization/detail/torch_save.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt::detail {
+
+VOLT_INLINE std::string torch_save_bytes(const pickle::Value& root) {
+  std::vector<torch::Tensor> storages;
+  const std::string pickle = pickle::value_pickle(root, storages);
+  std::string bytes;
+  caffe2::serialize::PyTorchStreamWriter writer([&bytes](const void* data, std::size_t size) -> std::size_t {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+  writer.writeRecord("byteorder", "little", 6);
+  for (std::size_t i = 0; i < storages.size(); ++i) {
+    const auto& storage = storages[i];
+    writer.writeRecord("data/" + std::to_string(i), storage.data_ptr(),
+                       static_cast<std::size_t>(storage.numel()) * storage.element_size());
+  }
+  writer.writeEndOfFile();
+  return bytes;
+}
+
+VOLT_INLINE bool is_torch_save_file(const std::vector<ZipEntry>& entries) {
+  const auto ends_with = [](std::string_view text, std::string_view suffix) {
+    return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  bool pickle = false;
+  for (const auto& entry : entries) {
+    if (ends_with(entry.name, "/constants.pkl")) return false;
+    if (ends_with(entry.name, "/data.pkl")) pickle = true;
+  }
+  return pickle;
+}
+
+VOLT_INLINE TorchLoaded torch_load_entries(const std::vector<ZipEntry>& entries, const std::string& shown,
+                                           bool lenient) {
+  // The records of one archive: "<name>/data.pkl" and "<name>/data/<key>" for its storages.
+  const ZipEntry* pickle = nullptr;
+  for (const auto& entry : entries) {
+    const auto slash = entry.name.find('/');
+    if (slash != std::string::npos && entry.name.compare(slash, std::string::npos, "/data.pkl") == 0) {
+      if (pickle != nullptr) throw CheckpointError("volt: " + shown + " holds more than one data.pkl");
+      pickle = &entry;
+    }
+  }
+  if (pickle == nullptr) throw CheckpointError("volt: " + shown + " is not a torch.save file: it has no data.pkl");
+  const std::string prefix = pickle->name.substr(0, pickle->name.size() - std::string_view("data.pkl").size());
+  std::map<std::string, const ZipEntry*, std::less<>> records;
+  for (const auto& entry : entries) {
+    if (entry.name.compare(0, prefix.size() + 5, prefix + "data/") == 0) {
+      records.emplace(entry.name.substr(prefix.size() + 5), &entry);
+    }
+  }
+  auto load_storage = [&](const std::string& key, c10::ScalarType dtype, std::int64_t numel) {
+    const auto found = records.find(key);
+    if (found == records.end()) throw std::runtime_error("missing storage record " + prefix + "data/" + key);
+    const auto content = found->second->content();
+    const auto item = static_cast<std::int64_t>(c10::elementSize(dtype));
+    if (numel < 0 || numel > static_cast<std::int64_t>(content.size()) / item) {
+      throw std::runtime_error("storage record " + found->second->name + " holds " + std::to_string(content.size()) +
+                               " bytes, fewer than " + std::to_string(numel) + " elements of " +
+                               std::string(c10::toString(dtype)));
+    }
+    auto storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+    if (numel > 0) std::memcpy(storage.data_ptr(), content.data(), static_cast<std::size_t>(numel * item));
+    return storage;
+  };
+  TorchLoaded loaded;
+  const auto text = pickle->content();
+  loaded.reader = std::make_unique<pickle::Reader>(text, load_storage, lenient);
+  try {
+    loaded.root = loaded.reader->read();
+  } catch (const std::exception& cause) {
+    throw CheckpointError("volt: " + shown + " cannot be read: " + cause.what());
+  }
+  return loaded;
+}
+
+}  // namespace volt::detail
+// ---- end volt/serialization/detail/impl/torch_save.ipp
+#endif
+// ---- end volt/serialization/detail/torch_save.hpp
 
 #include <torch/torch.h>
 
@@ -11696,17 +13462,20 @@ VOLT_INLINE void save_archive_atomically(torch::serialize::OutputArchive& archiv
 /// CRC-32 of `size` bytes at `data` (zip entries).
 VOLT_INLINE std::uint32_t crc32(const char* data, std::size_t size);
 
-/// Checks the zip structure of a LibTorch archive and the CRC-32 of every stored entry before LibTorch parses
-/// it: LibTorch verifies no checksum and its readers are not hardened against damaged input (a flipped byte
-/// in the TorchScript code of an archive crashes LibTorch 1.13). Deflated entries are inflated by volt's own
-/// bounds-checked decoder (detail/inflate.hpp) and their CRC-32 checked too. Archives in zip64 form are left
-/// to LibTorch. Throws CheckpointError naming `shown` and the damaged entry.
+/// Checks the zip structure of a checkpoint and the CRC-32 of every entry (detail::read_zip_entries): LibTorch
+/// verifies no checksum and its readers are not hardened against damaged input (a flipped byte in the
+/// TorchScript code of an old-format archive crashes LibTorch 1.13). Deflated entries are inflated by volt's
+/// own bounds-checked decoder (detail/inflate.hpp) and their CRC-32 checked too. Throws CheckpointError naming
+/// `shown` and the damaged entry.
 /// `names`, when given, receives the names of the entries checked.
 VOLT_INLINE void check_zip_integrity(const std::string& bytes, const std::string& shown,
                                      std::vector<std::string>* names = nullptr);
 
-/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`.
-/// Throws CheckpointError saying what is wrong: empty, not a zip archive (foreign file), truncated or corrupted.
+/// Loads an archive from `bytes` (the content of the file `shown`), mapping every tensor to `device`: a
+/// checkpoint in volt's format through volt's own readers, one in the earlier LibTorch-archive format through
+/// LibTorch (with a deprecation warning, once per process). Throws CheckpointError saying what is wrong: empty,
+/// not a zip archive (foreign file), truncated or corrupted, a weights file or a Lightning checkpoint (with
+/// what to call instead), a newer format.
 VOLT_INLINE void load_archive_bytes(torch::serialize::InputArchive& archive, const std::string& bytes,
                                     const std::string& shown, torch::Device device);
 
@@ -11841,13 +13610,12 @@ VOLT_INLINE void save_archive_atomically(torch::serialize::OutputArchive& archiv
   if (error) {
     throw CheckpointError("volt: cannot create the checkpoint folder " + folder.string() + ": " + error.message());
   }
-  std::ostringstream buffer(std::ios::binary);
+  std::string bytes;
   try {
-    archive.save_to(buffer);
+    bytes = torch_save_bytes(*checkpoint_layout(*archive_tree(archive)));
   } catch (const std::exception& cause) {
     throw CheckpointError("volt: could not serialize the checkpoint " + path.string() + ": " + cause.what());
   }
-  const std::string bytes = std::move(buffer).str();
   remove_stale_temporaries(path);  // left by a write that was killed before its rename
   std::random_device entropy;
   const auto temporary = folder / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()));
@@ -11869,61 +13637,9 @@ VOLT_INLINE std::uint32_t crc32(const char* data, std::size_t size) { return crc
 
 VOLT_INLINE void check_zip_integrity(const std::string& bytes, const std::string& shown,
                                      std::vector<std::string>* names) {
-  const auto u16 = [&](std::size_t at) {
-    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) |
-           static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
-  };
-  const auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
-  const auto damaged = [&](const std::string& what) {
-    throw CheckpointError("volt: " + shown + " is not a readable checkpoint (truncated or corrupted, " +
-                          std::to_string(bytes.size()) + " bytes): " + what);
-  };
-  // The end-of-central-directory record: 22 bytes plus a comment of at most 65535 bytes, at the end.
-  std::size_t end_record = std::string::npos;
-  for (std::size_t back = 22; back <= bytes.size() && back <= 22 + 65535; ++back) {
-    const std::size_t at = bytes.size() - back;
-    if (u32(at) == 0x06054b50U) {
-      end_record = at;
-      break;
-    }
-  }
-  if (end_record == std::string::npos) damaged("no zip end-of-archive record (the end of the file is missing)");
-  const std::uint32_t entries = u16(end_record + 10);
-  const std::uint32_t directory_size = u32(end_record + 12);
-  const std::uint32_t directory_offset = u32(end_record + 16);
-  if (entries == 0xFFFFU || directory_offset == 0xFFFFFFFFU) return;  // zip64: left to LibTorch
-  if (static_cast<std::uint64_t>(directory_offset) + directory_size > end_record) {
-    damaged("the zip directory lies outside the file");
-  }
-  std::size_t at = directory_offset;
-  for (std::uint32_t entry = 0; entry < entries; ++entry) {
-    if (at + 46 > end_record || u32(at) != 0x02014b50U) damaged("the zip directory is damaged");
-    const std::size_t at_entry = at;
-    const std::uint32_t method = u16(at + 10);
-    const std::uint32_t crc = u32(at + 16);
-    const std::uint32_t stored_size = u32(at + 20);
-    const std::uint32_t name_size = u16(at + 28);
-    const std::uint32_t header_extra = u16(at + 30) + u16(at + 32);
-    const std::uint32_t local = u32(at + 42);
-    if (at + 46 + name_size > end_record) damaged("the zip directory is damaged");
-    const std::string name = bytes.substr(at + 46, name_size);
-    if (names != nullptr) names->push_back(name);
-    at += 46 + name_size + header_extra;
-    if (stored_size == 0xFFFFFFFFU || local == 0xFFFFFFFFU) return;  // zip64
-    if (static_cast<std::uint64_t>(local) + 30 > bytes.size() || u32(local) != 0x04034b50U) {
-      damaged("the entry '" + name + "' has no valid local header");
-    }
-    const std::uint64_t data = static_cast<std::uint64_t>(local) + 30 + u16(local + 26) + u16(local + 28);
-    if (data + stored_size > bytes.size()) damaged("the entry '" + name + "' is cut off");
-    if (method == 8) {  // deflated (LibTorch compresses an archive's code/*.py): inflated here and checked
-      const std::uint32_t inflated_size = u32(at_entry + 24);
-      const auto inflated = inflate::raw(std::string_view(bytes).substr(data, stored_size), inflated_size);
-      if (!inflated || inflated->size() != inflated_size) damaged("the compressed entry '" + name + "' is damaged");
-      if (crc32(inflated->data(), inflated->size()) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
-      continue;
-    }
-    if (method != 0) damaged("the entry '" + name + "' uses an unknown compression method " + std::to_string(method));
-    if (crc32(bytes.data() + data, stored_size) != crc) damaged("the entry '" + name + "' fails its CRC-32 check");
+  const auto entries = read_zip_entries(bytes, shown);
+  if (names != nullptr) {
+    for (const auto& entry : entries) names->push_back(entry.name);
   }
 }
 
@@ -11936,19 +13652,37 @@ VOLT_INLINE void load_archive_bytes(torch::serialize::InputArchive& archive, con
                           "so it is not a LibTorch archive (a foreign or corrupted file, " +
                           std::to_string(bytes.size()) + " bytes)");
   }
-  std::vector<std::string> names;
-  check_zip_integrity(bytes, shown, &names);
-  // A LibTorch archive holds `<name>/constants.pkl`; torch.save's format (volt::save_weights) a data.pkl only.
-  const auto has = [&](const std::string& suffix) {
-    return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
-      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    });
-  };
-  if (has("/data.pkl") && !has("/constants.pkl")) {
-    throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
-                          "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
-                          "checkpoint: load it with volt::load_weights(model, path)");
+  const auto entries = read_zip_entries(bytes, shown);
+  if (is_torch_save_file(entries)) {
+    const auto loaded = torch_load_entries(entries, shown, /*lenient=*/true);
+    const auto* root = std::get_if<pickle::Dict>(&loaded.root->data);
+    if (!is_volt_checkpoint(*loaded.root)) {
+      const bool lightning = root != nullptr && std::any_of(root->items.begin(), root->items.end(), [](const auto& item) {
+        const auto* key = std::get_if<std::string>(&item.first->data);
+        return key != nullptr && *key == "pytorch-lightning_version";
+      });
+      if (lightning) {
+        throw CheckpointError("volt: " + shown + " is a Lightning checkpoint, not a volt one: volt resumes only "
+                              "from its own checkpoints; load its weights with volt::load_weights(model, path) "
+                              "(it reads the checkpoint's state_dict)");
+      }
+      throw CheckpointError("volt: " + shown + " is a weights file (a state_dict in torch.save's format, as "
+                            "volt::save_weights and Python's torch.save(model.state_dict()) write), not a volt "
+                            "checkpoint: load it with volt::load_weights(model, path)");
+    }
+    const auto tree = archive_of_layout(*loaded.root, shown);
+    try {
+      load_archive_tree(*tree, archive, device, shown);
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const std::exception& cause) {
+      throw CheckpointError("volt: " + shown + " is not a readable checkpoint: " + cause.what());
+    }
+    return;
   }
+  log::warn_once("volt: " + shown + " is a checkpoint in volt's earlier format (a LibTorch archive), read "
+                 "through LibTorch for this release only: load it and save it again to write volt's current "
+                 "format, which Python's torch.load reads");
   try {
     archive.load_from(bytes.data(), bytes.size(), device);
   } catch (const std::exception& cause) {
@@ -13844,549 +15578,6 @@ VOLT_INLINE std::string write_header(const std::vector<Entry>& entries, const st
 /// The writer is in detail/pickle_writer.hpp, the reader in detail/pickle_reader.hpp, the storage class names
 /// both use in detail/pickle_storage.hpp.
 
-// ---- begin volt/serialization/detail/pickle_reader.hpp
-/// \file
-/// Reading the pickle of a state_dict that torch.save wrote (the subset it uses for dicts of tensors);
-/// implementation of volt/serialization/pickle.hpp, no public API.
-
-// ---- begin volt/serialization/detail/pickle_storage.hpp
-/// \file
-/// The storage class names of torch.save's pickles ("FloatStorage", ...) and their dtypes; implementation of
-/// volt/serialization/pickle.hpp, no public API.
-
-#include <torch/torch.h>
-
-#include <map>
-#include <optional>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-
-namespace volt::detail::pickle {
-
-/// The storage class name torch.save writes for a dtype ("FloatStorage" for float32, ...).
-VOLT_INLINE std::string storage_class(c10::ScalarType dtype);
-
-/// The dtype of a storage class name ("FloatStorage" -> float32); std::nullopt for a name torch.save does
-/// not write.
-VOLT_INLINE std::optional<c10::ScalarType> storage_dtype(std::string_view name);
-
-}  // namespace volt::detail::pickle
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/serialization/detail/impl/pickle_storage.ipp
-/// \file
-/// Definitions of the functions declared in volt/serialization/detail/pickle_storage.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail::pickle {
-
-VOLT_INLINE std::string storage_class(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float: return "FloatStorage";
-    case c10::ScalarType::Double: return "DoubleStorage";
-    case c10::ScalarType::Half: return "HalfStorage";
-    case c10::ScalarType::BFloat16: return "BFloat16Storage";
-    case c10::ScalarType::Long: return "LongStorage";
-    case c10::ScalarType::Int: return "IntStorage";
-    case c10::ScalarType::Short: return "ShortStorage";
-    case c10::ScalarType::Char: return "CharStorage";
-    case c10::ScalarType::Byte: return "ByteStorage";
-    case c10::ScalarType::Bool: return "BoolStorage";
-    case c10::ScalarType::ComplexFloat: return "ComplexFloatStorage";
-    case c10::ScalarType::ComplexDouble: return "ComplexDoubleStorage";
-    default: break;
-  }
-  throw std::invalid_argument(std::string("volt: tensors of dtype ") + c10::toString(dtype) +
-                              " cannot be saved in a weights file (supported: float32, float64, float16, bfloat16, "
-                              "int64, int32, int16, int8, uint8, bool, complex64, complex128)");
-}
-
-VOLT_INLINE std::optional<c10::ScalarType> storage_dtype(std::string_view name) {
-  static const std::map<std::string_view, c10::ScalarType> dtypes = {
-      {"FloatStorage", c10::ScalarType::Float},      {"DoubleStorage", c10::ScalarType::Double},
-      {"HalfStorage", c10::ScalarType::Half},        {"BFloat16Storage", c10::ScalarType::BFloat16},
-      {"LongStorage", c10::ScalarType::Long},        {"IntStorage", c10::ScalarType::Int},
-      {"ShortStorage", c10::ScalarType::Short},      {"CharStorage", c10::ScalarType::Char},
-      {"ByteStorage", c10::ScalarType::Byte},        {"BoolStorage", c10::ScalarType::Bool},
-      {"ComplexFloatStorage", c10::ScalarType::ComplexFloat},
-      {"ComplexDoubleStorage", c10::ScalarType::ComplexDouble}};
-  const auto found = dtypes.find(name);
-  if (found == dtypes.end()) return std::nullopt;
-  return found->second;
-}
-
-}  // namespace volt::detail::pickle
-// ---- end volt/serialization/detail/impl/pickle_storage.ipp
-#endif
-// ---- end volt/serialization/detail/pickle_storage.hpp
-
-#include <torch/torch.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <map>
-#include <memory>
-#include <optional>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <variant>
-#include <vector>
-
-namespace volt::detail::pickle {
-
-struct Value;
-using ValuePtr = std::shared_ptr<Value>;
-
-struct Global {
-  std::string module;
-  std::string name;
-};
-struct Mark {};
-struct None {};
-struct Tuple {
-  std::vector<ValuePtr> items;
-};
-struct List {
-  std::vector<ValuePtr> items;
-};
-struct Dict {
-  std::vector<std::pair<ValuePtr, ValuePtr>> items;
-};
-/// A storage reached through a persistent id: dtype, record key and element count.
-struct Storage {
-  c10::ScalarType dtype;
-  std::string key;
-  std::int64_t numel;
-};
-
-struct Value {
-  std::variant<None, Mark, bool, std::int64_t, double, std::string, Global, Tuple, List, Dict, Storage, torch::Tensor>
-      data;
-};
-
-/// Reads the pickle of a state_dict. `load_storage(key, dtype, numel)` returns the flat CPU tensor of a
-/// storage record (called once per key). Throws std::runtime_error for anything outside the subset
-/// torch.save writes for dicts of tensors (the message names the opcode or the Python callable).
-class Reader {
- public:
-  using StorageLoader = std::function<torch::Tensor(const std::string&, c10::ScalarType, std::int64_t)>;
-
-  Reader(std::string_view bytes, StorageLoader load_storage) : bytes_(bytes), load_storage_(std::move(load_storage)) {}
-
-  ValuePtr read();
-
- private:
-  [[noreturn]] void fail(const std::string& what) const;
-
-  std::string_view take(std::size_t count);
-  std::string line();
-  static std::uint64_t little_endian(std::string_view raw);
-
-  void push(ValuePtr value) { stack_.push_back(std::move(value)); }
-  template <class T>
-  void push(T value) {
-    stack_.push_back(std::make_shared<Value>(Value{std::move(value)}));
-  }
-  ValuePtr pop();
-  const ValuePtr& top();
-  std::vector<ValuePtr> pop_mark();
-  ValuePtr memo_at(std::uint64_t index);
-  template <class T>
-  T& as(const ValuePtr& value, const char* where) {
-    if (auto* result = std::get_if<T>(&value->data)) return *result;
-    fail(std::string("unexpected value type in ") + where);
-  }
-  template <class T>
-  T pop_as(const char* where) {
-    auto value = pop();
-    return as<T>(value, where);
-  }
-
-  ValuePtr persistent_load(const ValuePtr& id);
-
-  torch::Tensor storage_tensor(const Storage& storage);
-
-  static std::vector<std::int64_t> int_list(Reader& reader, const ValuePtr& value);
-
-  ValuePtr call(const Global& callable, const std::vector<ValuePtr>& arguments);
-
-  std::string_view bytes_;
-  StorageLoader load_storage_;
-  std::size_t position_ = 0;
-  std::vector<ValuePtr> stack_;
-  std::vector<std::size_t> marks_;
-  std::map<std::uint64_t, ValuePtr> memo_;
-  std::map<std::string, torch::Tensor> storages_;
-};
-
-}  // namespace volt::detail::pickle
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/serialization/detail/impl/pickle_reader.ipp
-/// \file
-/// Definitions of the functions declared in volt/serialization/detail/pickle_reader.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail::pickle {
-
-VOLT_INLINE auto Reader::read() -> ValuePtr {
-  while (true) {
-    const auto opcode = static_cast<unsigned char>(take(1)[0]);
-    switch (opcode) {
-      case 0x80: take(1); break;             // PROTO
-      case 0x95: take(8); break;             // FRAME
-      case '(': marks_.push_back(stack_.size()); break;
-      case '.': {                            // STOP
-        if (stack_.empty()) fail("STOP with an empty stack");
-        return stack_.back();
-      }
-      case 'N': push(None{}); break;
-      case 0x88: push(true); break;
-      case 0x89: push(false); break;
-      case 'J': push(static_cast<std::int64_t>(static_cast<std::int32_t>(little_endian(take(4))))); break;
-      case 'K': push(static_cast<std::int64_t>(little_endian(take(1)))); break;
-      case 'M': push(static_cast<std::int64_t>(little_endian(take(2)))); break;
-      case 0x8a: {                           // LONG1
-        const auto size = little_endian(take(1));
-        if (size > 8) fail("integer wider than 64 bits");
-        std::uint64_t raw = size == 0 ? 0 : little_endian(take(size));
-        if (size > 0 && size < 8 && (raw >> (8 * size - 1)) != 0) raw |= ~std::uint64_t{0} << (8 * size);
-        push(static_cast<std::int64_t>(raw));
-        break;
-      }
-      case 'G': {                            // BINFLOAT, big endian
-        const auto raw = take(8);
-        std::uint64_t bits = 0;
-        for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
-        double value = 0;
-        std::memcpy(&value, &bits, sizeof value);
-        push(value);
-        break;
-      }
-      case 'X': push(std::string(take(little_endian(take(4))))); break;
-      case 0x8c: push(std::string(take(little_endian(take(1))))); break;
-      case 0x8d: push(std::string(take(little_endian(take(8))))); break;
-      case 'c': {
-        Global global;
-        global.module = line();
-        global.name = line();
-        push(std::move(global));
-        break;
-      }
-      case 0x93: {                           // STACK_GLOBAL
-        auto name = pop_as<std::string>("STACK_GLOBAL");
-        auto module = pop_as<std::string>("STACK_GLOBAL");
-        push(Global{std::move(module), std::move(name)});
-        break;
-      }
-      case 'q': memo_[little_endian(take(1))] = top(); break;
-      case 'r': memo_[little_endian(take(4))] = top(); break;
-      case 0x94: memo_[memo_.size()] = top(); break;
-      case 'h': stack_.push_back(memo_at(little_endian(take(1)))); break;
-      case 'j': stack_.push_back(memo_at(little_endian(take(4)))); break;
-      case ')': push(Tuple{}); break;
-      case ']': push(List{}); break;
-      case '}': push(Dict{}); break;
-      case 't': push(Tuple{pop_mark()}); break;
-      case 'l': push(List{pop_mark()}); break;
-      case 0x85: case 0x86: case 0x87: {     // TUPLE1..3
-        const std::size_t count = opcode - 0x84U;
-        if (stack_.size() < count) fail("TUPLE with too few items");
-        Tuple tuple{std::vector<ValuePtr>(stack_.end() - static_cast<std::ptrdiff_t>(count), stack_.end())};
-        stack_.resize(stack_.size() - count);
-        push(std::move(tuple));
-        break;
-      }
-      case 'a': {
-        auto item = pop();
-        as<List>(top(), "APPEND").items.push_back(std::move(item));
-        break;
-      }
-      case 'e': {
-        auto items = pop_mark();
-        auto& list = as<List>(top(), "APPENDS").items;
-        list.insert(list.end(), items.begin(), items.end());
-        break;
-      }
-      case 's': {
-        auto value = pop();
-        auto key = pop();
-        as<Dict>(top(), "SETITEM").items.emplace_back(std::move(key), std::move(value));
-        break;
-      }
-      case 'u': case 'd': {
-        auto items = pop_mark();
-        if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
-        if (opcode == 'd') push(Dict{});
-        auto& dict = as<Dict>(top(), "SETITEMS").items;
-        for (std::size_t i = 0; i < items.size(); i += 2) dict.emplace_back(items[i], items[i + 1]);
-        break;
-      }
-      case 'b': {                            // BUILD: state of an OrderedDict (`_metadata`) is not needed
-        pop();
-        if (!std::holds_alternative<Dict>(top()->data)) fail("BUILD on an object other than a dict");
-        break;
-      }
-      case 'Q': push(persistent_load(pop())); break;
-      case 'R': {
-        auto arguments = pop();
-        auto callable = pop();
-        push(call(as<Global>(callable, "REDUCE"), as<Tuple>(arguments, "REDUCE").items));
-        break;
-      }
-      default: {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "0x%02x", opcode);
-        fail(std::string("unsupported pickle opcode ") + hex);
-      }
-    }
-  }
-}
-
-VOLT_INLINE void Reader::fail(const std::string& what) const {
-  throw std::runtime_error("the pickle (data.pkl) is not a state_dict volt can read: " + what + " at byte " +
-                           std::to_string(position_));
-}
-
-VOLT_INLINE auto Reader::take(std::size_t count) -> std::string_view {
-  if (position_ + count > bytes_.size()) fail("truncated data");
-  const auto result = bytes_.substr(position_, count);
-  position_ += count;
-  return result;
-}
-
-VOLT_INLINE std::string Reader::line() {
-  const auto end = bytes_.find('\n', position_);
-  if (end == std::string_view::npos) fail("unterminated GLOBAL");
-  std::string result(bytes_.substr(position_, end - position_));
-  position_ = end + 1;
-  return result;
-}
-
-VOLT_INLINE std::uint64_t Reader::little_endian(std::string_view raw) {
-  std::uint64_t value = 0;
-  for (std::size_t i = 0; i < raw.size(); ++i) value |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
-  return value;
-}
-
-VOLT_INLINE auto Reader::pop() -> ValuePtr {
-  if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) fail("stack underflow");
-  auto value = std::move(stack_.back());
-  stack_.pop_back();
-  return value;
-}
-
-VOLT_INLINE auto Reader::top() -> const ValuePtr& {
-  if (stack_.empty()) fail("stack underflow");
-  return stack_.back();
-}
-
-VOLT_INLINE auto Reader::pop_mark() -> std::vector<ValuePtr> {
-  if (marks_.empty()) fail("no MARK");
-  const std::size_t start = marks_.back();
-  marks_.pop_back();
-  std::vector<ValuePtr> items(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
-  stack_.resize(start);
-  return items;
-}
-
-VOLT_INLINE auto Reader::memo_at(std::uint64_t index) -> ValuePtr {
-  const auto found = memo_.find(index);
-  if (found == memo_.end()) fail("unknown memo entry " + std::to_string(index));
-  return found->second;
-}
-
-VOLT_INLINE auto Reader::persistent_load(const ValuePtr& id) -> ValuePtr {
-  const auto& items = as<Tuple>(id, "a persistent id").items;
-  if (items.size() != 5 || as<std::string>(items[0], "a persistent id") != "storage") {
-    fail("a persistent id other than ('storage', type, key, location, numel)");
-  }
-  const auto& type = as<Global>(items[1], "a persistent id");
-  const auto dtype = storage_dtype(type.name);
-  if (type.module != "torch" || !dtype) fail("unsupported storage type " + type.module + "." + type.name);
-  Storage storage{*dtype, as<std::string>(items[2], "a persistent id"), as<std::int64_t>(items[4], "a persistent id")};
-  return std::make_shared<Value>(Value{storage});
-}
-
-VOLT_INLINE torch::Tensor Reader::storage_tensor(const Storage& storage) {
-  auto found = storages_.find(storage.key);
-  if (found == storages_.end()) {
-    found = storages_.emplace(storage.key, load_storage_(storage.key, storage.dtype, storage.numel)).first;
-  }
-  return found->second;
-}
-
-VOLT_INLINE auto Reader::int_list(Reader& reader, const ValuePtr& value) -> std::vector<std::int64_t> {
-  std::vector<std::int64_t> result;
-  for (const auto& item : reader.as<Tuple>(value, "a tensor's size or stride").items) {
-    result.push_back(reader.as<std::int64_t>(item, "a tensor's size or stride"));
-  }
-  return result;
-}
-
-VOLT_INLINE auto Reader::call(const Global& callable, const std::vector<ValuePtr>& arguments) -> ValuePtr {
-  const std::string name = callable.module + "." + callable.name;
-  if (name == "collections.OrderedDict" && arguments.empty()) return std::make_shared<Value>(Value{Dict{}});
-  if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
-    if (arguments.size() < 4) fail(name + " with fewer than 4 arguments");
-    const auto& storage = as<Storage>(arguments[0], name.c_str());
-    const auto offset = as<std::int64_t>(arguments[1], name.c_str());
-    const auto sizes = int_list(*this, arguments[2]);
-    const auto strides = int_list(*this, arguments[3]);
-    auto flat = storage_tensor(storage);
-    if (sizes.size() != strides.size()) fail(name + ": size and stride of different lengths");
-    if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
-      std::int64_t last = offset;
-      for (std::size_t i = 0; i < sizes.size(); ++i) last += (sizes[i] - 1) * strides[i];
-      if (offset < 0 || last >= flat.numel()) fail(name + ": the tensor reaches past its storage");
-    }
-    return std::make_shared<Value>(Value{flat.as_strided(sizes, strides, offset)});
-  }
-  if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
-    if (arguments.empty()) fail(name + " without arguments");
-    return std::make_shared<Value>(Value{as<torch::Tensor>(arguments[0], name.c_str())});
-  }
-  fail("unsupported callable " + name + " (volt reads dicts of tensors only)");
-}
-
-}  // namespace volt::detail::pickle
-// ---- end volt/serialization/detail/impl/pickle_reader.ipp
-#endif
-// ---- end volt/serialization/detail/pickle_reader.hpp
-// ---- begin volt/serialization/detail/pickle_writer.hpp
-/// \file
-/// Writing the protocol-2 pickle of a state_dict as torch.save does; implementation of
-/// volt/serialization/pickle.hpp, no public API.
-
-
-#include <torch/torch.h>
-
-#include <cstddef>
-#include <cstdint>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-namespace volt::detail::pickle {
-
-/// Writes protocol-2 pickle opcodes.
-class Writer {
- public:
-  Writer() { bytes_ += "\x80\x02"; }  // PROTO 2
-  void mark() { bytes_ += '('; }
-  void global(std::string_view module, std::string_view name);
-  void string(std::string_view text);
-  void integer(std::int64_t value);
-  void int_tuple(c10::IntArrayRef values);
-  void tuple() { bytes_ += 't'; }
-  void empty_tuple() { bytes_ += ')'; }
-  void false_() { bytes_ += '\x89'; }
-  void reduce() { bytes_ += 'R'; }
-  void persistent_id() { bytes_ += 'Q'; }
-  void setitems() { bytes_ += 'u'; }
-  void stop() { bytes_ += '.'; }
-  const std::string& bytes() const { return bytes_; }
-
- private:
-  void append_u32(std::uint32_t value);
-  std::string bytes_;
-};
-
-/// The pickle of an OrderedDict name -> tensor as torch.save writes it; tensor i refers to storage record
-/// data/<i> (its contiguous CPU bytes, which the caller writes). `tensors` must be contiguous CPU tensors.
-VOLT_INLINE std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
-
-}  // namespace volt::detail::pickle
-
-#if VOLT_DETAIL_HEADER_BODIES
-// ---- begin volt/serialization/detail/impl/pickle_writer.ipp
-/// \file
-/// Definitions of the functions declared in volt/serialization/detail/pickle_writer.hpp: compiled in every translation unit
-/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
-
-namespace volt::detail::pickle {
-
-VOLT_INLINE std::string state_dict_pickle(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
-  Writer out;
-  out.global("collections", "OrderedDict");
-  out.empty_tuple();
-  out.reduce();
-  out.mark();
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const auto& [name, tensor] = tensors[i];
-    out.string(name);
-    out.global("torch._utils", "_rebuild_tensor_v2");
-    out.mark();
-    {
-      out.mark();
-      out.string("storage");
-      out.global("torch", storage_class(tensor.scalar_type()));
-      out.string(std::to_string(i));
-      out.string("cpu");
-      out.integer(tensor.numel());
-      out.tuple();
-      out.persistent_id();
-    }
-    out.integer(0);  // storage offset
-    out.int_tuple(tensor.sizes());
-    out.int_tuple(tensor.strides());
-    out.false_();  // requires_grad
-    out.global("collections", "OrderedDict");  // backward hooks
-    out.empty_tuple();
-    out.reduce();
-    out.tuple();
-    out.reduce();
-  }
-  out.setitems();
-  out.stop();
-  return out.bytes();
-}
-
-VOLT_INLINE void Writer::global(std::string_view module, std::string_view name) {
-  bytes_ += 'c';
-  bytes_.append(module);
-  bytes_ += '\n';
-  bytes_.append(name);
-  bytes_ += '\n';
-}
-
-VOLT_INLINE void Writer::string(std::string_view text) {
-  bytes_ += 'X';
-  append_u32(static_cast<std::uint32_t>(text.size()));
-  bytes_.append(text);
-}
-
-VOLT_INLINE void Writer::integer(std::int64_t value) {
-  if (value >= INT32_MIN && value <= INT32_MAX) {
-    bytes_ += 'J';  // BININT
-    append_u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(value)));
-  } else {
-    bytes_ += "\x8a\x08";  // LONG1, 8 bytes two's complement
-    for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFFU);
-  }
-}
-
-VOLT_INLINE void Writer::int_tuple(c10::IntArrayRef values) {
-  mark();
-  for (const auto value : values) integer(value);
-  tuple();
-}
-
-VOLT_INLINE void Writer::append_u32(std::uint32_t value) {
-  for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((value >> (8 * i)) & 0xFFU);
-}
-
-}  // namespace volt::detail::pickle
-// ---- end volt/serialization/detail/impl/pickle_writer.ipp
-#endif
-// ---- end volt/serialization/detail/pickle_writer.hpp
 // ---- end volt/serialization/pickle.hpp
 
 #include <caffe2/serialize/inline_container.h>
@@ -14399,6 +15590,7 @@ VOLT_INLINE void Writer::append_u32(std::uint32_t value) {
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -14476,7 +15668,9 @@ void save_weights(const Module& module, const std::filesystem::path& path) {
 }
 
 /// Reads a weights file written by torch.save(state_dict) in Python (a dict or OrderedDict of tensors,
-/// zip format, the default since torch 1.6) or by save_weights, with every tensor on `map_location`.
+/// zip format, the default since torch 1.6) or by save_weights, or the "state_dict" of a checkpoint (volt's,
+/// or Lightning's: its other entries are skipped, never rebuilt), with every tensor on `map_location`. The
+/// file is read by volt's own zip reader (every CRC-32 checked) and restricted unpickler.
 /// Throws std::runtime_error naming `path` when the file is missing, not a zip archive of torch.save, or
 /// holds something other than a dict of tensors (e.g. a whole pickled model).
 VOLT_INLINE StateDict load_weights(const std::filesystem::path& path, torch::Device map_location = torch::kCPU);
@@ -14615,27 +15809,27 @@ VOLT_INLINE StateDict load_weights(const std::filesystem::path& path, torch::Dev
     throw std::runtime_error("volt: weights file " + path.string() + " does not exist or is not a file");
   }
   try {
-    caffe2::serialize::PyTorchStreamReader reader(path.string());
-    if (!reader.hasRecord("data.pkl")) throw std::runtime_error("no data.pkl record");
-    const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
-    const std::string_view pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
-    auto load_storage = [&reader, &path](const std::string& key, c10::ScalarType dtype, std::int64_t numel) {
-      const std::string record = "data/" + key;
-      if (!reader.hasRecord(record)) throw std::runtime_error("missing storage record " + record);
-      auto [data, size] = reader.getRecord(record);
-      auto storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
-      const auto expected = static_cast<std::size_t>(numel) * storage.element_size();
-      if (size < expected) {
-        throw std::runtime_error("storage record " + record + " of " + path.filename().string() + " holds " +
-                                 std::to_string(size) + " bytes, expected " + std::to_string(expected));
-      }
-      if (expected > 0) std::memcpy(storage.data_ptr(), data.get(), expected);
-      return storage;
-    };
-    detail::pickle::Reader unpickler(pickle, load_storage);
-    const auto root = unpickler.read();
-    const auto* dict = std::get_if<detail::pickle::Dict>(&root->data);
+    std::string bytes;
+    if (const int failure = detail::read_file_bytes(path, bytes); failure != 0) {
+      throw std::runtime_error("cannot read it: " + std::generic_category().message(failure));
+    }
+    if (bytes.size() < 4 || bytes.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
+      throw std::runtime_error("it is not a zip archive (torch.save's format since torch 1.6)");
+    }
+    const auto entries = detail::read_zip_entries(bytes, path.string(), "weights file");
+    if (!detail::is_torch_save_file(entries)) throw std::runtime_error("no data.pkl record");
+    // Lenient: a Lightning checkpoint's other entries may hold objects (never rebuilt); only tensors are used.
+    const auto loaded = detail::torch_load_entries(entries, path.string(), /*lenient=*/true);
+    const auto* dict = std::get_if<detail::pickle::Dict>(&loaded.root->data);
     if (dict == nullptr) throw std::runtime_error("the file holds something other than a dict of tensors");
+    // A checkpoint (volt's or Lightning's): its "state_dict" entry.
+    for (const auto& [key, value] : dict->items) {
+      const auto* name = std::get_if<std::string>(&key->data);
+      if (name != nullptr && *name == "state_dict" && std::holds_alternative<detail::pickle::Dict>(value->data)) {
+        dict = &std::get<detail::pickle::Dict>(value->data);
+        break;
+      }
+    }
     StateDict result;
     for (const auto& [key, value] : dict->items) {
       const auto* name = std::get_if<std::string>(&key->data);
@@ -14644,13 +15838,14 @@ VOLT_INLINE StateDict load_weights(const std::filesystem::path& path, torch::Dev
         throw std::runtime_error("the dict holds an entry that is not a string -> tensor pair" +
                                  (name ? " (key \"" + *name + "\")" : std::string()));
       }
+      if (result.contains(*name)) throw std::runtime_error("the key \"" + *name + "\" appears twice");
       // Views of one storage become separate tensors, as after load_state_dict copies them.
       result.insert(*name, tensor->to(map_location).clone(at::MemoryFormat::Contiguous));
     }
     return result;
   } catch (const std::exception& cause) {
     throw std::runtime_error("volt: could not read the weights file " + path.string() +
-                             " (a torch.save'd state_dict): " + cause.what());
+                             " (a torch.save'd state_dict or checkpoint): " + cause.what());
   }
 }
 
@@ -20409,7 +21604,8 @@ class CallbackConnector {
 
   /// Each callback's entry in a checkpoint: its type and its rank among callbacks of that type (as
   /// Lightning's state_key), so a resume with callbacks added, removed or reordered finds the right state.
-  std::vector<CallbackStateKey> state_keys() const;
+  /// (`mangled`: the keys checkpoints of volt 0.1 format 1 used, from the compiler's mangled type names.)
+  std::vector<CallbackStateKey> state_keys(bool mangled = false) const;
 
  private:
   TrainerCallbacks callbacks_;
@@ -20490,11 +21686,18 @@ VOLT_INLINE void CallbackConnector::run_train_epoch_end(TrainerState& state, boo
   }
 }
 
-VOLT_INLINE auto CallbackConnector::state_keys() const -> std::vector<CallbackStateKey> {
+VOLT_INLINE auto CallbackConnector::state_keys(bool mangled) const -> std::vector<CallbackStateKey> {
   std::vector<CallbackStateKey> keys;
   std::map<std::string, int, std::less<>> seen;
   for (const auto& callback : callbacks_.all()) {
-    const std::string type(callback->type_name());
+    std::string type(callback->type_name());
+    if (!mangled) {
+      // The readable name ("volt::ModelCheckpoint"), with characters a checkpoint key cannot hold replaced.
+      type = c10::demangle(type.c_str());
+      for (char& c : type) {
+        if (c < 0x20 || c > 0x7e || c == '"' || c == '\'' || c == '\\') c = '_';
+      }
+    }
     keys.emplace_back(&*callback, "callbacks/" + type + "/" + std::to_string(seen[type]++));
   }
   return keys;
@@ -20779,6 +21982,9 @@ class CheckpointConnector {
   };
   /// The extra states of the fit being run (set by the Trainer for the length of that fit).
   std::vector<ExtraState> extra_states{};
+  /// The hyperparameters of the fit being run (the model's and the data module's hparams()), written into
+  /// every checkpoint as Lightning's hyper_parameters.
+  std::map<std::string, std::string> hparams{};
 
   /// A new fit: no resume pending (the position is the loops' to update).
   void reset();
@@ -20851,6 +22057,11 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
     torch::serialize::OutputArchive model_archive;
     checkpoint.write_module_weights(model_archive);
     archive.write("model", model_archive);
+  }
+  if (!hparams.empty()) {
+    torch::serialize::OutputArchive hparams_archive;
+    for (const auto& [name, value] : hparams) hparams_archive.write(name, c10::IValue(value));
+    archive.write("hparams", hparams_archive);
   }
   if (!weights_only) {
     archive.write("loop/epoch", c10::IValue(resume_point.epoch));
@@ -21029,9 +22240,14 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   // state_dict, then every callback's on_load_checkpoint, then their load_state_dict).
   CheckpointLoad checkpoint(parts.module, reader);
   for (const auto& [callback, key] : parts.callbacks.state_keys()) callback->on_load_checkpoint(checkpoint);
-  for (const auto& [callback, key] : parts.callbacks.state_keys()) {
+  const auto keys = parts.callbacks.state_keys();
+  const auto earlier_keys = parts.callbacks.state_keys(/*mangled=*/true);  // checkpoints of the earlier format
+  for (std::size_t i = 0; i < keys.size(); ++i) {
     torch::serialize::InputArchive callback_archive;
-    if (reader.try_read_archive(key, callback_archive)) callback->load_state(callback_archive);
+    if (reader.try_read_archive(keys[i].second, callback_archive) ||
+        reader.try_read_archive(earlier_keys[i].second, callback_archive)) {
+      keys[i].first->load_state(callback_archive);
+    }
   }
   for (const auto& extra : extra_states) {
     torch::serialize::InputArchive extra_archive;
@@ -23436,10 +24652,11 @@ class FitLoop {
 
   template <class Parts, class M>
   void log_hyperparams(Parts& parts, M& module) {
-    if (!parts.state.is_global_zero || parts.logger.loggers().empty()) return;
     std::map<std::string, std::string> params;
     if constexpr (requires { module.hparams(); }) params = module.hparams();
     if (data_.hparams) data_.hparams(params);
+    parts.checkpoint.hparams = params;  // the checkpoints' hyper_parameters, as Lightning keeps self.hparams
+    if (!parts.state.is_global_zero || parts.logger.loggers().empty()) return;
     params["accelerator"] = std::string(to_string(parts.selection.accelerator));
     params["precision"] = std::string(Parts::precision_type::name);
     params["strategy"] = std::string(Parts::strategy_type::name);

@@ -239,7 +239,7 @@ TEST_CASE("a DataModule's state is in the checkpoint under its class name and re
   }
   // CKPT keys / CKPT value: {'loaded': 5} under "DM".
   torch::serialize::InputArchive archive;
-  archive.load_from(path.string());
+  volt::detail::load_archive(archive, path, torch::kCPU);
   torch::serialize::InputArchive dm_archive;
   REQUIRE(archive.try_read("DM", dm_archive));
   c10::IValue loaded;
@@ -265,7 +265,7 @@ TEST_CASE("a DataModule's state is in the checkpoint under its class name and re
   trainer.fit(model, numbered(2));
   trainer.save_checkpoint(dir.path / "plain.ckpt");
   torch::serialize::InputArchive plain;
-  plain.load_from((dir.path / "plain.ckpt").string());
+  volt::detail::load_archive(plain, dir.path / "plain.ckpt", torch::kCPU);
   torch::serialize::InputArchive none;
   CHECK_FALSE(plain.try_read("DM", none));
 }

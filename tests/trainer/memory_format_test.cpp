@@ -131,7 +131,7 @@ TEST_CASE("memory format: a channels-last run's checkpoint holds contiguous weig
   REQUIRE(std::filesystem::exists(path));
 
   torch::serialize::InputArchive archive;
-  archive.load_from(path.string());
+  volt::detail::load_archive(archive, path, torch::kCPU);
   torch::serialize::InputArchive weights;
   REQUIRE(archive.try_read("model", weights));
   torch::serialize::InputArchive conv;

@@ -663,7 +663,7 @@ struct SaveAtStep {
 /// The module archive `key` of the checkpoint at `path`, loaded into a fresh Linear2, as flat parameters.
 torch::Tensor checkpoint_entry(const std::filesystem::path& path, const std::string& key) {
   torch::serialize::InputArchive archive;
-  archive.load_from(path.string());
+  volt::detail::load_archive(archive, path, torch::kCPU);
   torch::serialize::InputArchive entry;
   if (!archive.try_read(key, entry)) return {};
   Linear2 fresh;
@@ -674,7 +674,7 @@ torch::Tensor checkpoint_entry(const std::filesystem::path& path, const std::str
 
 std::int64_t checkpoint_n_averaged(const std::filesystem::path& path) {
   torch::serialize::InputArchive archive;
-  archive.load_from(path.string());
+  volt::detail::load_archive(archive, path, torch::kCPU);
   torch::serialize::InputArchive averaging;
   if (!archive.try_read("averaging_state", averaging)) return -1;
   c10::IValue n_averaged;
