@@ -11945,6 +11945,11 @@ VOLT_INLINE pickle::ValuePtr archive_tree(torch::serialize::InputArchive& archiv
 VOLT_INLINE void load_archive_tree(const pickle::Value& tree, torch::serialize::InputArchive& archive,
                                    torch::Device device, const std::string& shown);
 
+/// Writes `tree` (a Dict, see load_archive_tree for what it may hold) into `out`. Throws CheckpointError naming
+/// `shown` and the key.
+VOLT_INLINE void write_archive_tree(const pickle::Value& tree, torch::serialize::OutputArchive& out,
+                                    const std::string& shown);
+
 /// An empty list of a tree: the keys from the root to it, and its LibTorch element type.
 struct EmptyListType {
   std::vector<std::string> path;
@@ -12144,6 +12149,11 @@ VOLT_INLINE void load_archive_tree(const pickle::Value& tree, torch::serialize::
   rebuilt.save_to(bytes);
   const std::string saved = std::move(bytes).str();
   archive.load_from(saved.data(), saved.size(), device);
+}
+
+VOLT_INLINE void write_archive_tree(const pickle::Value& tree, torch::serialize::OutputArchive& out,
+                                    const std::string& shown) {
+  archive_tree_detail::fill(out, tree, shown, "", 0);
 }
 
 VOLT_INLINE std::vector<EmptyListType> empty_list_types(const pickle::Value& tree) {
@@ -12385,7 +12395,7 @@ inline std::size_t index_of(std::string_view text) { return static_cast<std::siz
 
 /// The optimizer index of a tree key ("optimizer", "optimizer/lrs", "optimizers/<n>", "optimizers/<n>/lrs")
 /// and whether the entry holds the groups' learning rates.
-inline std::optional<std::pair<std::size_t, bool>> optimizer_entry(std::string_view name) {
+inline std::optional<std::pair<std::size_t, bool>> checkpoint_optimizer_slot(std::string_view name) {
   if (name == "optimizer") return std::pair<std::size_t, bool>{0, false};
   if (name == "optimizer/lrs") return std::pair<std::size_t, bool>{0, true};
   if (name.substr(0, 11) != "optimizers/") return std::nullopt;
@@ -12480,7 +12490,7 @@ VOLT_INLINE pickle::ValuePtr checkpoint_layout(const pickle::Value& tree) {
       put(volt, "model_layout", layout);
     } else if (view.substr(0, 5) == "loop/") {
       put(loops, name.substr(5), item);
-    } else if (const auto optimizer = optimizer_entry(view);
+    } else if (const auto optimizer = checkpoint_optimizer_slot(view);
                optimizer && (optimizer->second ? std::holds_alternative<List>(item->data)
                                                : std::holds_alternative<Dict>(item->data))) {
       const auto [index, rates] = *optimizer;

@@ -22,7 +22,7 @@ inline void write_legacy_checkpoint(const std::filesystem::path& from, const std
     if (found != renames.end()) key = volt::detail::pickle::make_value(found->second);
   }
   torch::serialize::OutputArchive old;
-  volt::detail::archive_tree_detail::fill(old, *tree, to.string(), "", 0);
+  volt::detail::write_archive_tree(*tree, old, to.string());
   old.save_to(to.string());
 }
 

@@ -36,6 +36,11 @@ VOLT_INLINE pickle::ValuePtr archive_tree(torch::serialize::InputArchive& archiv
 VOLT_INLINE void load_archive_tree(const pickle::Value& tree, torch::serialize::InputArchive& archive,
                                    torch::Device device, const std::string& shown);
 
+/// Writes `tree` (a Dict, see load_archive_tree for what it may hold) into `out`. Throws CheckpointError naming
+/// `shown` and the key.
+VOLT_INLINE void write_archive_tree(const pickle::Value& tree, torch::serialize::OutputArchive& out,
+                                    const std::string& shown);
+
 /// An empty list of a tree: the keys from the root to it, and its LibTorch element type.
 struct EmptyListType {
   std::vector<std::string> path;

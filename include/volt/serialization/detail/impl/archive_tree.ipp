@@ -184,6 +184,11 @@ VOLT_INLINE void load_archive_tree(const pickle::Value& tree, torch::serialize::
   archive.load_from(saved.data(), saved.size(), device);
 }
 
+VOLT_INLINE void write_archive_tree(const pickle::Value& tree, torch::serialize::OutputArchive& out,
+                                    const std::string& shown) {
+  archive_tree_detail::fill(out, tree, shown, "", 0);
+}
+
 VOLT_INLINE std::vector<EmptyListType> empty_list_types(const pickle::Value& tree) {
   std::vector<EmptyListType> result;
   std::vector<std::string> path;

@@ -148,7 +148,7 @@ inline std::size_t index_of(std::string_view text) { return static_cast<std::siz
 
 /// The optimizer index of a tree key ("optimizer", "optimizer/lrs", "optimizers/<n>", "optimizers/<n>/lrs")
 /// and whether the entry holds the groups' learning rates.
-inline std::optional<std::pair<std::size_t, bool>> optimizer_entry(std::string_view name) {
+inline std::optional<std::pair<std::size_t, bool>> checkpoint_optimizer_slot(std::string_view name) {
   if (name == "optimizer") return std::pair<std::size_t, bool>{0, false};
   if (name == "optimizer/lrs") return std::pair<std::size_t, bool>{0, true};
   if (name.substr(0, 11) != "optimizers/") return std::nullopt;
@@ -243,7 +243,7 @@ VOLT_INLINE pickle::ValuePtr checkpoint_layout(const pickle::Value& tree) {
       put(volt, "model_layout", layout);
     } else if (view.substr(0, 5) == "loop/") {
       put(loops, name.substr(5), item);
-    } else if (const auto optimizer = optimizer_entry(view);
+    } else if (const auto optimizer = checkpoint_optimizer_slot(view);
                optimizer && (optimizer->second ? std::holds_alternative<List>(item->data)
                                                : std::holds_alternative<Dict>(item->data))) {
       const auto [index, rates] = *optimizer;
