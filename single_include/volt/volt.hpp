@@ -8283,8 +8283,11 @@ class Heartbeat {
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <ctime>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -8301,6 +8304,38 @@ VOLT_INLINE std::chrono::milliseconds rendezvous_report_interval(std::chrono::mi
 
 /// "2026-12-01 21:55:03 UTC".
 VOLT_INLINE std::string utc_time_text(std::chrono::system_clock::time_point when);
+
+/// Calls `report()` every `interval` on a thread of its own until destroyed. The reports keep their pace while
+/// the owner is blocked in a call that can outlast an interval, as a TCPStore connection attempt can (its own
+/// retries and back-off are not bounded by the timeout it is given on every LibTorch version).
+class PeriodicReport {
+ public:
+  PeriodicReport(std::chrono::milliseconds interval, std::function<void()> report)
+      : thread_([this, interval, report = std::move(report)] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          auto next = std::chrono::steady_clock::now() + interval;
+          while (!wake_.wait_until(lock, next, [this] { return stopped_; })) {
+            report();
+            next += interval;
+          }
+        }) {}
+  PeriodicReport(const PeriodicReport&) = delete;
+  PeriodicReport& operator=(const PeriodicReport&) = delete;
+  ~PeriodicReport() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopped_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopped_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
 
 #ifdef VOLT_DETAIL_HAS_C10D
 
@@ -8338,9 +8373,11 @@ c10::intrusive_ptr<c10d::TCPStore> join_rendezvous(const ClusterEnvironment& env
     options.timeout = timeout;
     store = c10::make_intrusive<c10d::TCPStore>(environment.main_address, options);
   } else {
-    // Connect in slices of at most `interval` (a refused connection returns at once: then retry after 100 ms),
-    // reporting every `interval`, until rank 0's store answers.
-    auto next_report = start + interval;
+    // Connect in slices of at most `interval` (a refused connection returns at once: then retry after 100 ms)
+    // until rank 0's store answers, while a reporter says every `interval` whom this rank waits for.
+    const PeriodicReport report(interval, [&] {
+      log::warn(self + " is waiting for rank 0 to host the rendezvous at " + where + until);
+    });
     for (;;) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -8352,11 +8389,7 @@ c10::intrusive_ptr<c10d::TCPStore> join_rendezvous(const ClusterEnvironment& env
         if (std::chrono::steady_clock::now() >= deadline) {
           const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
           fail("rank 0, which hosts the rendezvous, never answered (" +
-                        std::string(c10_error ? c10_error->what_without_backtrace() : error.what()) + ")");
-        }
-        if (std::chrono::steady_clock::now() >= next_report) {
-          log::warn(self + " is waiting for rank 0 to host the rendezvous at " + where + until);
-          next_report += interval;
+               std::string(c10_error ? c10_error->what_without_backtrace() : error.what()) + ")");
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
