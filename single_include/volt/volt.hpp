@@ -20911,12 +20911,18 @@ struct TrainerState {
 
 namespace detail {
 
+/// What of a training batch's end is still to run once its step and on_train_batch_end are over: the
+/// validation check (a checkpoint written in on_train_batch_end), the ReduceLROnPlateau schedulers of interval
+/// step (one written in the hooks of the validation after the batch), or nothing.
+enum class BatchEndPending : std::int64_t { validation_check = 0, schedulers = 1, none = 2 };
+
 /// Where the training loop stands, as a checkpoint written now records it: the epoch, the batches of it done,
-/// and whether the epoch's end (its hooks) is under way.
+/// whether the epoch's end (its hooks) is under way, and what of the last batch's end is still to run.
 struct ResumePoint {
   std::int64_t epoch = 0;
   std::int64_t batches_done = 0;
   bool at_epoch_end = false;
+  BatchEndPending pending = BatchEndPending::none;
 };
 
 /// A resume in the middle of an epoch: the batches to skip and the CPU generator's states at the epoch's start
@@ -20925,6 +20931,9 @@ struct ResumeState {
   std::int64_t batches_done = 0;
   torch::Tensor epoch_start_rng;
   torch::Tensor rng;
+  /// What of batch batches_done - 1's end the checkpoint was written before: the resumed epoch runs it before
+  /// the next batch, as the uninterrupted run did.
+  BatchEndPending pending = BatchEndPending::none;
 };
 
 }  // namespace detail
@@ -22016,6 +22025,9 @@ class CheckpointConnector {
   ResumePoint resume_point{};
   /// What a mid-epoch resume still has to do (set by restore, consumed by the epoch loop).
   ResumeState resume{};
+  /// The training batches the fit has started, all epochs together (Lightning's batch_progress.total.ready):
+  /// validation every val_check_interval batches across epochs counts them. Kept in checkpoints.
+  std::int64_t total_batches = 0;
   /// The CPU generator's state when the current epoch started (its loader shuffled with it).
   torch::Tensor epoch_start_rng{};
   /// The callback metrics a restored checkpoint held (the last validation's values among them), put back into
@@ -22085,6 +22097,7 @@ VOLT_INLINE void set_cpu_rng_state(const torch::Tensor& state) {
 
 VOLT_INLINE void CheckpointConnector::reset() {
   resume = {};
+  total_batches = 0;
   restored_metrics.clear();
 }
 
@@ -22118,6 +22131,8 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
     archive.write("loop/global_step", c10::IValue(parts.state.global_step));
     archive.write("loop/batches_done", c10::IValue(resume_point.batches_done));
     archive.write("loop/at_epoch_end", c10::IValue(resume_point.at_epoch_end));
+    archive.write("loop/batch_end_pending", c10::IValue(static_cast<std::int64_t>(resume_point.pending)));
+    archive.write("loop/total_batches", c10::IValue(total_batches));
     archive.write("loop/batches_stepped", c10::IValue(parts.optimization.batches_stepped));
     // The first optimizer under "optimizer" (as checkpoints of one optimizer always had it), the others
     // under "optimizers/<index>".
@@ -22236,6 +22251,16 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   parts.state.global_step = reader.read_int("loop/global_step");
   const std::int64_t batches_done = reader.read_int("loop/batches_done");
   const bool at_epoch_end = reader.read_bool("loop/at_epoch_end");
+  // Both absent in checkpoints of earlier releases, which resumed at the next batch and counted the batches from
+  // the resume on.
+  const std::int64_t pending_code =
+      reader.contains("loop/batch_end_pending") ? reader.read_int("loop/batch_end_pending") : 2;
+  if (pending_code < 0 || pending_code > 2) {
+    throw CheckpointError("volt: " + path.string() + " is corrupted: loop/batch_end_pending is " +
+                          std::to_string(pending_code) + " (allowed: 0, 1, 2)");
+  }
+  const auto pending = static_cast<BatchEndPending>(pending_code);
+  total_batches = reader.contains("loop/total_batches") ? reader.read_int("loop/total_batches") : 0;
   // Schedulers: replay their steps (or load their state); the learning rates saved with each optimizer follow.
   const auto steps = reader.read_int_list("schedulers/steps");
   auto& schedulers = parts.optimization.schedulers();
@@ -22325,11 +22350,11 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
     parts.state.current_epoch = epoch + 1;
     set_cpu_rng_state(rng);
   } else if (batches_done > 0) {
-    resume = {batches_done, start_rng, rng};
+    resume = {batches_done, start_rng, rng, pending};
   } else {
     set_cpu_rng_state(rng);
   }
-  resume_point = {parts.state.current_epoch, batches_done, false};
+  resume_point = {parts.state.current_epoch, batches_done, false, pending};
 }
 
 }  // namespace volt::detail
@@ -23177,7 +23202,8 @@ struct AutomaticOptimization {
   template <class Parts, class M, class Batch>
   static void end_batch(Parts& parts, M& module, Batch& batch, const torch::Tensor& loss, std::int64_t batch_idx,
                         bool stepped = true) {
-    parts.checkpoint.resume_point = {parts.state.current_epoch, batch_idx + 1, false};
+    parts.checkpoint.resume_point = {parts.state.current_epoch, batch_idx + 1, false,
+                                        BatchEndPending::validation_check};
     parts.callbacks.list().template run<Hook::on_train_batch_end>(parts.state, loss, batch_idx);
     ModelHook<Hook::on_train_batch_end>::call(module, parts.context, loss, std::as_const(batch), batch_idx);
     if (stepped) flush_step_logs(parts);
@@ -24237,6 +24263,7 @@ struct ManualOptimization {
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace volt::detail {
 
@@ -24270,7 +24297,6 @@ class TrainingEpochLoop {
   /// The batches of the current epoch; returns how many ran.
   template <class Parts, class M, class TrainData, class ValData>
   std::int64_t run(Parts& parts, M& module, TrainData& train_data, ValData& val_data) {
-    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, NoData>;
     auto& state = parts.state;
     const auto& options = parts.options;
     auto& resume = parts.checkpoint.resume;
@@ -24289,6 +24315,8 @@ class TrainingEpochLoop {
       }
     }();
     const auto end = std::end(range);
+    const auto val_check_batch = validation_interval(options, state);
+    bool stop = false;  // finish_batch ended the epoch
     if (resuming_mid_epoch) {
       try {
         for (; batch_idx < resume.batches_done && it != end; ++batch_idx) ++it;
@@ -24297,10 +24325,15 @@ class TrainingEpochLoop {
       }
       set_cpu_rng_state(resume.rng);
       resume.batches_done = 0;
+      // Written before the end of the last batch was over: the rest of it, as the uninterrupted run did.
+      if (const auto pending = std::exchange(resume.pending, BatchEndPending::none);
+          pending != BatchEndPending::none && batch_idx > 0) {
+        const bool is_last = it == end || (limit && batch_idx >= *limit);
+        stop = !finish_batch(parts, module, val_data, batch_idx - 1, is_last, val_check_batch, pending);
+      }
     }
-    const auto val_check_batch = validation_interval(options, state);
     bool skip_rest = false;
-    while (it != end && (!limit || batch_idx < *limit)) {
+    while (!stop && it != end && (!limit || batch_idx < *limit)) {
       bool is_last = false;
       try {
         // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
@@ -24310,6 +24343,7 @@ class TrainingEpochLoop {
         ++it;
         profiled.reset();
         is_last = it == end || (limit && batch_idx + 1 >= *limit);
+        ++parts.checkpoint.total_batches;
         skip_rest = start_batch(parts, module, batch, batch_idx);
         // profiler: as Lightning's run_training_batch, the step after on_train_batch_start
         if (state.profiler_ && !skip_rest) [[unlikely]] profiled.emplace(state.profiler_, "run_training_batch");
@@ -24325,30 +24359,14 @@ class TrainingEpochLoop {
       } catch (...) {
         rethrow_with_context(where());
       }
-      ++total_batch_idx_;
       if (skip_rest) {
         interrupted = interrupt_signal != 0;
         return batch_idx + 1;
       }
-      if constexpr (has_val_data) {
-        if (should_validate(options, state, batch_idx, is_last, val_check_batch)) {
-          val_loop.run(parts, module, val_data, Stage::fitting);
-          parts.agree_on_stop();
-          state.phase_ = MetricPhase::train;
-          module.train();
-        }
-      }
-      // After the validation that may log their metric (Lightning's on_advance_end).
-      if ((batch_idx + 1) % state.accumulate_grad_batches == 0 || is_last) {
-        parts.optimization.step_schedulers(SchedulerInterval::step, batch_idx + 1, SchedulerKinds::plateau);
-      }
+      stop = !finish_batch(parts, module, val_data, batch_idx, is_last, val_check_batch);
       ++batch_idx;
-      if (interrupt_signal != 0) {
-        interrupted = true;
-        return batch_idx;
-      }
-      if (max_steps_reached(options, state) || (state.should_stop && min_training_done(options, state))) break;
     }
+    if (interrupted) return batch_idx;
     if (!state.num_training_batches && !limit) state.num_training_batches = batch_idx;
     return batch_idx;
   }
@@ -24376,14 +24394,45 @@ class TrainingEpochLoop {
     }
   }
 
+  /// What follows the step of batch `batch_idx`: validation when it is due, the ReduceLROnPlateau schedulers of
+  /// interval step (after the validation that may log their metric: Lightning's on_advance_end), then the stop
+  /// checks; from `from` on (a resume from a checkpoint written during them). False when the epoch ends here
+  /// (SIGINT/SIGTERM, max_steps, should_stop).
+  template <class Parts, class M, class ValData>
+  bool finish_batch(Parts& parts, M& module, ValData& val_data, std::int64_t batch_idx, bool is_last,
+                    std::optional<std::int64_t> val_check_batch,
+                    BatchEndPending from = BatchEndPending::validation_check) {
+    auto& state = parts.state;
+    const auto& options = parts.options;
+    auto& pending = parts.checkpoint.resume_point.pending;
+    pending = BatchEndPending::schedulers;  // a checkpoint written in the hooks of the validation below
+    if constexpr (!std::is_same_v<std::remove_cvref_t<ValData>, NoData>) {
+      if (from == BatchEndPending::validation_check &&
+          should_validate(options, state, batch_idx, is_last, val_check_batch, parts.checkpoint.total_batches)) {
+        val_loop.run(parts, module, val_data, Stage::fitting);
+        parts.agree_on_stop();
+        state.phase_ = MetricPhase::train;
+        module.train();
+      }
+    }
+    if ((batch_idx + 1) % state.accumulate_grad_batches == 0 || is_last) {
+      parts.optimization.step_schedulers(SchedulerInterval::step, batch_idx + 1, SchedulerKinds::plateau);
+    }
+    pending = BatchEndPending::none;
+    if (interrupt_signal != 0) {
+      interrupted = true;
+      return false;
+    }
+    return !max_steps_reached(options, state) && !(state.should_stop && min_training_done(options, state));
+  }
+
   /// val_check_interval in batches, when it can be known.
   static std::optional<std::int64_t> validation_interval(const TrainerOptions& options, const TrainerState& state);
 
   /// Whether validation runs after the batch `batch_idx` (Lightning's _should_check_val_fx).
-  bool should_validate(const TrainerOptions& options, const TrainerState& state, std::int64_t batch_idx, bool is_last,
-                       std::optional<std::int64_t> val_check_batch) const;
-
-  std::int64_t total_batch_idx_ = 0;
+  /// `total_batches`: the batches the fit has started, this one included.
+  static bool should_validate(const TrainerOptions& options, const TrainerState& state, std::int64_t batch_idx,
+                              bool is_last, std::optional<std::int64_t> val_check_batch, std::int64_t total_batches);
 };
 
 }  // namespace volt::detail
@@ -24409,7 +24458,6 @@ VOLT_INLINE bool min_training_done(const TrainerOptions& options, const TrainerS
 VOLT_INLINE void TrainingEpochLoop::reset() {
   limit.reset();
   interrupted = false;
-  total_batch_idx_ = 0;
   overfit_order.reset();
   val_loop.overfit_order.reset();
 }
@@ -24427,14 +24475,15 @@ VOLT_INLINE auto TrainingEpochLoop::validation_interval(const TrainerOptions& op
 
 VOLT_INLINE bool TrainingEpochLoop::should_validate(const TrainerOptions& options, const TrainerState& state,
                                                     std::int64_t batch_idx, bool is_last,
-                                                    std::optional<std::int64_t> val_check_batch) const {
+                                                    std::optional<std::int64_t> val_check_batch,
+                                                    std::int64_t total_batches) {
   if (!state.has_validation) return false;
   const auto every = options.check_val_every_n_epoch;
   if (every && (state.current_epoch + 1) % *every != 0) return false;
   if (state.should_stop && min_training_done(options, state)) return true;
   if (options.check_val_every_n_epoch && options.val_check_interval.is_whole_epoch()) return is_last;
   if (val_check_batch) {
-    const auto iteration = options.check_val_every_n_epoch ? batch_idx : total_batch_idx_ - 1;
+    const auto iteration = options.check_val_every_n_epoch ? batch_idx : total_batches - 1;
     return (iteration + 1) % *val_check_batch == 0;
   }
   return is_last;

@@ -137,12 +137,18 @@ struct TrainerState {
 
 namespace detail {
 
+/// What of a training batch's end is still to run once its step and on_train_batch_end are over: the
+/// validation check (a checkpoint written in on_train_batch_end), the ReduceLROnPlateau schedulers of interval
+/// step (one written in the hooks of the validation after the batch), or nothing.
+enum class BatchEndPending : std::int64_t { validation_check = 0, schedulers = 1, none = 2 };
+
 /// Where the training loop stands, as a checkpoint written now records it: the epoch, the batches of it done,
-/// and whether the epoch's end (its hooks) is under way.
+/// whether the epoch's end (its hooks) is under way, and what of the last batch's end is still to run.
 struct ResumePoint {
   std::int64_t epoch = 0;
   std::int64_t batches_done = 0;
   bool at_epoch_end = false;
+  BatchEndPending pending = BatchEndPending::none;
 };
 
 /// A resume in the middle of an epoch: the batches to skip and the CPU generator's states at the epoch's start
@@ -151,6 +157,9 @@ struct ResumeState {
   std::int64_t batches_done = 0;
   torch::Tensor epoch_start_rng;
   torch::Tensor rng;
+  /// What of batch batches_done - 1's end the checkpoint was written before: the resumed epoch runs it before
+  /// the next batch, as the uninterrupted run did.
+  BatchEndPending pending = BatchEndPending::none;
 };
 
 }  // namespace detail

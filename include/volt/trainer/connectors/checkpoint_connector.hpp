@@ -52,6 +52,9 @@ class CheckpointConnector {
   ResumePoint resume_point{};
   /// What a mid-epoch resume still has to do (set by restore, consumed by the epoch loop).
   ResumeState resume{};
+  /// The training batches the fit has started, all epochs together (Lightning's batch_progress.total.ready):
+  /// validation every val_check_interval batches across epochs counts them. Kept in checkpoints.
+  std::int64_t total_batches = 0;
   /// The CPU generator's state when the current epoch started (its loader shuffled with it).
   torch::Tensor epoch_start_rng{};
   /// The callback metrics a restored checkpoint held (the last validation's values among them), put back into

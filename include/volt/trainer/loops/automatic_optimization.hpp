@@ -46,7 +46,8 @@ struct AutomaticOptimization {
   template <class Parts, class M, class Batch>
   static void end_batch(Parts& parts, M& module, Batch& batch, const torch::Tensor& loss, std::int64_t batch_idx,
                         bool stepped = true) {
-    parts.checkpoint.resume_point = {parts.state.current_epoch, batch_idx + 1, false};
+    parts.checkpoint.resume_point = {parts.state.current_epoch, batch_idx + 1, false,
+                                        BatchEndPending::validation_check};
     parts.callbacks.list().template run<Hook::on_train_batch_end>(parts.state, loss, batch_idx);
     ModelHook<Hook::on_train_batch_end>::call(module, parts.context, loss, std::as_const(batch), batch_idx);
     if (stepped) flush_step_logs(parts);

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace volt::detail {
 
@@ -55,7 +56,6 @@ class TrainingEpochLoop {
   /// The batches of the current epoch; returns how many ran.
   template <class Parts, class M, class TrainData, class ValData>
   std::int64_t run(Parts& parts, M& module, TrainData& train_data, ValData& val_data) {
-    constexpr bool has_val_data = !std::is_same_v<std::remove_cvref_t<ValData>, NoData>;
     auto& state = parts.state;
     const auto& options = parts.options;
     auto& resume = parts.checkpoint.resume;
@@ -74,6 +74,8 @@ class TrainingEpochLoop {
       }
     }();
     const auto end = std::end(range);
+    const auto val_check_batch = validation_interval(options, state);
+    bool stop = false;  // finish_batch ended the epoch
     if (resuming_mid_epoch) {
       try {
         for (; batch_idx < resume.batches_done && it != end; ++batch_idx) ++it;
@@ -82,10 +84,15 @@ class TrainingEpochLoop {
       }
       set_cpu_rng_state(resume.rng);
       resume.batches_done = 0;
+      // Written before the end of the last batch was over: the rest of it, as the uninterrupted run did.
+      if (const auto pending = std::exchange(resume.pending, BatchEndPending::none);
+          pending != BatchEndPending::none && batch_idx > 0) {
+        const bool is_last = it == end || (limit && batch_idx >= *limit);
+        stop = !finish_batch(parts, module, val_data, batch_idx - 1, is_last, val_check_batch, pending);
+      }
     }
-    const auto val_check_batch = validation_interval(options, state);
     bool skip_rest = false;
-    while (it != end && (!limit || batch_idx < *limit)) {
+    while (!stop && it != end && (!limit || batch_idx < *limit)) {
       bool is_last = false;
       try {
         // A reference into the user's container is copied (tensors are shared, not cloned), a prvalue moved.
@@ -95,6 +102,7 @@ class TrainingEpochLoop {
         ++it;
         profiled.reset();
         is_last = it == end || (limit && batch_idx + 1 >= *limit);
+        ++parts.checkpoint.total_batches;
         skip_rest = start_batch(parts, module, batch, batch_idx);
         // profiler: as Lightning's run_training_batch, the step after on_train_batch_start
         if (state.profiler_ && !skip_rest) [[unlikely]] profiled.emplace(state.profiler_, "run_training_batch");
@@ -110,30 +118,14 @@ class TrainingEpochLoop {
       } catch (...) {
         rethrow_with_context(where());
       }
-      ++total_batch_idx_;
       if (skip_rest) {
         interrupted = interrupt_signal != 0;
         return batch_idx + 1;
       }
-      if constexpr (has_val_data) {
-        if (should_validate(options, state, batch_idx, is_last, val_check_batch)) {
-          val_loop.run(parts, module, val_data, Stage::fitting);
-          parts.agree_on_stop();
-          state.phase_ = MetricPhase::train;
-          module.train();
-        }
-      }
-      // After the validation that may log their metric (Lightning's on_advance_end).
-      if ((batch_idx + 1) % state.accumulate_grad_batches == 0 || is_last) {
-        parts.optimization.step_schedulers(SchedulerInterval::step, batch_idx + 1, SchedulerKinds::plateau);
-      }
+      stop = !finish_batch(parts, module, val_data, batch_idx, is_last, val_check_batch);
       ++batch_idx;
-      if (interrupt_signal != 0) {
-        interrupted = true;
-        return batch_idx;
-      }
-      if (max_steps_reached(options, state) || (state.should_stop && min_training_done(options, state))) break;
     }
+    if (interrupted) return batch_idx;
     if (!state.num_training_batches && !limit) state.num_training_batches = batch_idx;
     return batch_idx;
   }
@@ -161,14 +153,45 @@ class TrainingEpochLoop {
     }
   }
 
+  /// What follows the step of batch `batch_idx`: validation when it is due, the ReduceLROnPlateau schedulers of
+  /// interval step (after the validation that may log their metric: Lightning's on_advance_end), then the stop
+  /// checks; from `from` on (a resume from a checkpoint written during them). False when the epoch ends here
+  /// (SIGINT/SIGTERM, max_steps, should_stop).
+  template <class Parts, class M, class ValData>
+  bool finish_batch(Parts& parts, M& module, ValData& val_data, std::int64_t batch_idx, bool is_last,
+                    std::optional<std::int64_t> val_check_batch,
+                    BatchEndPending from = BatchEndPending::validation_check) {
+    auto& state = parts.state;
+    const auto& options = parts.options;
+    auto& pending = parts.checkpoint.resume_point.pending;
+    pending = BatchEndPending::schedulers;  // a checkpoint written in the hooks of the validation below
+    if constexpr (!std::is_same_v<std::remove_cvref_t<ValData>, NoData>) {
+      if (from == BatchEndPending::validation_check &&
+          should_validate(options, state, batch_idx, is_last, val_check_batch, parts.checkpoint.total_batches)) {
+        val_loop.run(parts, module, val_data, Stage::fitting);
+        parts.agree_on_stop();
+        state.phase_ = MetricPhase::train;
+        module.train();
+      }
+    }
+    if ((batch_idx + 1) % state.accumulate_grad_batches == 0 || is_last) {
+      parts.optimization.step_schedulers(SchedulerInterval::step, batch_idx + 1, SchedulerKinds::plateau);
+    }
+    pending = BatchEndPending::none;
+    if (interrupt_signal != 0) {
+      interrupted = true;
+      return false;
+    }
+    return !max_steps_reached(options, state) && !(state.should_stop && min_training_done(options, state));
+  }
+
   /// val_check_interval in batches, when it can be known.
   static std::optional<std::int64_t> validation_interval(const TrainerOptions& options, const TrainerState& state);
 
   /// Whether validation runs after the batch `batch_idx` (Lightning's _should_check_val_fx).
-  bool should_validate(const TrainerOptions& options, const TrainerState& state, std::int64_t batch_idx, bool is_last,
-                       std::optional<std::int64_t> val_check_batch) const;
-
-  std::int64_t total_batch_idx_ = 0;
+  /// `total_batches`: the batches the fit has started, this one included.
+  static bool should_validate(const TrainerOptions& options, const TrainerState& state, std::int64_t batch_idx,
+                              bool is_last, std::optional<std::int64_t> val_check_batch, std::int64_t total_batches);
 };
 
 }  // namespace volt::detail

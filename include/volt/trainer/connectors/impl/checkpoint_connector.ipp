@@ -19,6 +19,7 @@ VOLT_INLINE void set_cpu_rng_state(const torch::Tensor& state) {
 
 VOLT_INLINE void CheckpointConnector::reset() {
   resume = {};
+  total_batches = 0;
   restored_metrics.clear();
 }
 
@@ -52,6 +53,8 @@ VOLT_INLINE void CheckpointConnector::dump(const CheckpointParts& parts, const s
     archive.write("loop/global_step", c10::IValue(parts.state.global_step));
     archive.write("loop/batches_done", c10::IValue(resume_point.batches_done));
     archive.write("loop/at_epoch_end", c10::IValue(resume_point.at_epoch_end));
+    archive.write("loop/batch_end_pending", c10::IValue(static_cast<std::int64_t>(resume_point.pending)));
+    archive.write("loop/total_batches", c10::IValue(total_batches));
     archive.write("loop/batches_stepped", c10::IValue(parts.optimization.batches_stepped));
     // The first optimizer under "optimizer" (as checkpoints of one optimizer always had it), the others
     // under "optimizers/<index>".
@@ -170,6 +173,16 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
   parts.state.global_step = reader.read_int("loop/global_step");
   const std::int64_t batches_done = reader.read_int("loop/batches_done");
   const bool at_epoch_end = reader.read_bool("loop/at_epoch_end");
+  // Both absent in checkpoints of earlier releases, which resumed at the next batch and counted the batches from
+  // the resume on.
+  const std::int64_t pending_code =
+      reader.contains("loop/batch_end_pending") ? reader.read_int("loop/batch_end_pending") : 2;
+  if (pending_code < 0 || pending_code > 2) {
+    throw CheckpointError("volt: " + path.string() + " is corrupted: loop/batch_end_pending is " +
+                          std::to_string(pending_code) + " (allowed: 0, 1, 2)");
+  }
+  const auto pending = static_cast<BatchEndPending>(pending_code);
+  total_batches = reader.contains("loop/total_batches") ? reader.read_int("loop/total_batches") : 0;
   // Schedulers: replay their steps (or load their state); the learning rates saved with each optimizer follow.
   const auto steps = reader.read_int_list("schedulers/steps");
   auto& schedulers = parts.optimization.schedulers();
@@ -259,11 +272,11 @@ VOLT_INLINE void CheckpointConnector::read(const CheckpointParts& parts, const s
     parts.state.current_epoch = epoch + 1;
     set_cpu_rng_state(rng);
   } else if (batches_done > 0) {
-    resume = {batches_done, start_rng, rng};
+    resume = {batches_done, start_rng, rng, pending};
   } else {
     set_cpu_rng_state(rng);
   }
-  resume_point = {parts.state.current_epoch, batches_done, false};
+  resume_point = {parts.state.current_epoch, batches_done, false, pending};
 }
 
 }  // namespace volt::detail

@@ -18,7 +18,6 @@ VOLT_INLINE bool min_training_done(const TrainerOptions& options, const TrainerS
 VOLT_INLINE void TrainingEpochLoop::reset() {
   limit.reset();
   interrupted = false;
-  total_batch_idx_ = 0;
   overfit_order.reset();
   val_loop.overfit_order.reset();
 }
@@ -36,14 +35,15 @@ VOLT_INLINE auto TrainingEpochLoop::validation_interval(const TrainerOptions& op
 
 VOLT_INLINE bool TrainingEpochLoop::should_validate(const TrainerOptions& options, const TrainerState& state,
                                                     std::int64_t batch_idx, bool is_last,
-                                                    std::optional<std::int64_t> val_check_batch) const {
+                                                    std::optional<std::int64_t> val_check_batch,
+                                                    std::int64_t total_batches) {
   if (!state.has_validation) return false;
   const auto every = options.check_val_every_n_epoch;
   if (every && (state.current_epoch + 1) % *every != 0) return false;
   if (state.should_stop && min_training_done(options, state)) return true;
   if (options.check_val_every_n_epoch && options.val_check_interval.is_whole_epoch()) return is_last;
   if (val_check_batch) {
-    const auto iteration = options.check_val_every_n_epoch ? batch_idx : total_batch_idx_ - 1;
+    const auto iteration = options.check_val_every_n_epoch ? batch_idx : total_batches - 1;
     return (iteration + 1) % *val_check_batch == 0;
   }
   return is_last;
