@@ -8,11 +8,28 @@
 
 #include <volt/volt.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace volt_test {
+
+/// The bytes of the file at `path` (empty when it cannot be read).
+inline std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Writes `bytes` as the whole file at `path`; throws std::runtime_error naming the file when that fails.
+inline void write_bytes(const std::filesystem::path& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) throw std::runtime_error("could not write the test file " + path.string());
+}
 
 /// Collects volt's log output while alive; restores the previous sink on destruction.
 class CaptureLog {

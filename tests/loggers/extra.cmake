@@ -1,16 +1,7 @@
-# TensorBoard event files read by Python's tensorboard package (tests/python/check_tensorboard.py). The
-# ctest test exists when VOLT_PYTHON names a Python; it reports a skip when that Python lacks tensorboard.
-set(VOLT_PYTHON "" CACHE FILEPATH "A Python interpreter with torch, for the tests that exchange files with Python")
-add_executable(volt_tensorboard_tool EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/interop/tensorboard_tool.cpp)
-target_link_libraries(volt_tensorboard_tool PRIVATE ${VOLT_TEST_TARGET})
-target_compile_options(volt_tensorboard_tool PRIVATE ${VOLT_WARNINGS})
-if(VOLT_PYTHON)
-  set_target_properties(volt_tensorboard_tool PROPERTIES EXCLUDE_FROM_ALL OFF)
-  add_test(NAME volt.loggers.tensorboard_python
-           COMMAND ${VOLT_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/check_tensorboard.py
-                   --tool $<TARGET_FILE:volt_tensorboard_tool> --workdir ${CMAKE_CURRENT_BINARY_DIR}/tensorboard_python)
-  set_tests_properties(volt.loggers.tensorboard_python PROPERTIES LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300)
-endif()
+# TensorBoard event files read by Python's tensorboard package (tests/python/check_tensorboard.py); a skip when
+# VOLT_PYTHON lacks tensorboard.
+volt_python_interop_test(volt_tensorboard_tool ${CMAKE_CURRENT_LIST_DIR}/interop/tensorboard_tool.cpp
+                         volt.loggers.tensorboard_python check_tensorboard.py)
 
 # MLFlowLogger against a real MLflow tracking server (tests/python/check_mlflow.py starts `mlflow server` once on
 # 127.0.0.1). Needs libcurl (Debian: libcurl4-openssl-dev); the ctest test reports a skip when VOLT_PYTHON lacks

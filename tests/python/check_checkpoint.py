@@ -22,24 +22,12 @@ import argparse
 import glob
 import os
 import shutil
-import subprocess
 import sys
+
+from volt_checks import expect, run
 
 import torch
 from torch import nn
-
-
-def run(tool, *args):
-    result = subprocess.run([tool, *args], capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"FAIL: {' '.join([tool, *args])} exited {result.returncode}: {result.stderr.strip()}")
-    return result.stdout
-
-
-def expect(condition, message):
-    if not condition:
-        sys.exit("FAIL: " + message)
-    print("ok:", message)
 
 
 class Net(nn.Module):
@@ -92,6 +80,9 @@ def check_volt_checkpoints(tool, workdir):
            f"last.ckpt: the learning rate {lr} and one scheduler step in lr_schedulers")
     expect(last["loops"]["at_epoch_end"] is True and last["loops"]["batches_done"] == 6,
            f"last.ckpt: the resume point {last['loops']}")
+    # 12 training batches over both epochs; nothing of the last batch's end pending (2) at an epoch's end.
+    expect(last["loops"].get("total_batches") == 12 and last["loops"].get("batch_end_pending") == 2,
+           f"last.ckpt: the batch count and the batch end in the resume point {last['loops']}")
     model = Net()
     model.load_state_dict(last["state_dict"], strict=True)
     model.eval()

@@ -23,6 +23,8 @@ import shutil
 import socket
 import subprocess
 import sys
+
+from volt_checks import expect
 import threading
 import time
 import urllib.request
@@ -34,12 +36,6 @@ try:
 except ImportError as error:
     print(f"SKIP: mlflow is not installed ({error}; tools/install-python.sh installs it)")
     sys.exit(77)
-
-
-def expect(condition, message):
-    if not condition:
-        sys.exit("FAIL: " + message)
-    print("ok:", message)
 
 
 def free_port():

@@ -17,11 +17,7 @@ import shutil
 import subprocess
 import sys
 
-
-def expect(condition, message):
-    if not condition:
-        sys.exit("FAIL: " + message)
-    print("ok:", message)
+from volt_checks import expect
 
 
 def main():

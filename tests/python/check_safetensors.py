@@ -14,8 +14,9 @@ import collections
 import json
 import os
 import struct
-import subprocess
 import sys
+
+from volt_checks import expect, run
 
 import torch
 
@@ -25,19 +26,6 @@ try:
 except ImportError:
     print("SKIP: this Python has no safetensors package (tools/install-python.sh installs it)")
     sys.exit(77)
-
-
-def run(tool, *args):
-    result = subprocess.run([tool, *args], capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"FAIL: {' '.join([tool, *args])} exited {result.returncode}: {result.stderr.strip()}")
-    return result.stdout
-
-
-def expect(condition, message):
-    if not condition:
-        sys.exit("FAIL: " + message)
-    print("ok:", message)
 
 
 def reference_tensors(names):

@@ -15,6 +15,8 @@ import shutil
 import struct
 import subprocess
 import sys
+
+from volt_checks import expect
 import zlib
 
 try:
@@ -23,12 +25,6 @@ try:
 except ImportError as error:
     print(f"SKIP: tensorboard is not installed ({error})")
     sys.exit(77)
-
-
-def expect(condition, message):
-    if not condition:
-        sys.exit("FAIL: " + message)
-    print("ok:", message)
 
 
 def decode_png(data):

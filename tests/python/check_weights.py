@@ -12,23 +12,11 @@ Exits non-zero with a message on the first mismatch.
 import argparse
 import collections
 import os
-import subprocess
 import sys
 
+from volt_checks import expect, run
+
 import torch
-
-
-def run(tool, *args):
-    result = subprocess.run([tool, *args], capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"FAIL: {' '.join([tool, *args])} exited {result.returncode}: {result.stderr.strip()}")
-    return result.stdout
-
-
-def expect(condition, message):
-    if not condition:
-        sys.exit("FAIL: " + message)
-    print("ok:", message)
 
 
 def reference_weights():

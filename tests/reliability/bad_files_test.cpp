@@ -14,6 +14,7 @@
 #include <vector>
 
 using volt_test::TempDir;
+using volt_test::read_bytes;
 using volt_test::quiet_options;
 
 namespace {
@@ -93,10 +94,6 @@ TEST_CASE("16-true on a CPU without float16 matrix multiplication is refused whe
 }
 
 namespace {
-std::string file_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 /// The [begin, end) byte ranges of the deflated entries of the zip archive `bytes` (method 8).
 std::vector<std::pair<std::size_t, std::size_t>> deflated_entries(const std::string& bytes) {
   const auto u16 = [&](std::size_t at) {
@@ -124,7 +121,7 @@ TEST_CASE("a flipped bit inside a compressed entry of a checkpoint is a Checkpoi
   fit_classifier<volt::FP32>(dir, dir.path / "current.ckpt");
   // Compressed entries exist in the earlier format only (LibTorch archives), still read with a warning.
   volt_test::write_legacy_checkpoint(dir.path / "current.ckpt", path);
-  const std::string good = file_bytes(path);
+  const std::string good = read_bytes(path);
   const auto entries = deflated_entries(good);
   REQUIRE_FALSE(entries.empty());  // LibTorch deflates an archive's code/*.py entries
   int rejected = 0;

@@ -13,14 +13,11 @@
 #include <vector>
 
 using volt_test::TempDir;
+using volt_test::read_bytes;
+using volt_test::write_bytes;
 using volt_test::quiet_options;
 
 namespace {
-
-std::string read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 /// A fit of one epoch that writes last.ckpt into `folder`.
 std::shared_ptr<volt_test::Classifier> fit_with_last(const TempDir& dir, const std::filesystem::path& folder) {
@@ -52,11 +49,6 @@ std::string torch_save_file(const std::string& pickle) {
   writer.writeRecord("byteorder", "little", 6);
   writer.writeEndOfFile();
   return bytes;
-}
-
-void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #endif
 
 using volt_test::TempDir;
+using volt_test::read_bytes;
 using volt_test::quiet_options;
 
 namespace {
@@ -45,11 +46,6 @@ struct SmallDisk {
 };
 #endif
 
-std::string text_of(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 }  // namespace
 
 #if !defined(_WIN32)
@@ -78,21 +74,21 @@ TEST_CASE("a full disk makes metrics.csv writes fail loudly; the rows written be
   logger.log_metrics({{"loss", 1.5}}, 0);
   logger.save();
   const auto metrics = logger.log_dir() / "metrics.csv";
-  const std::string before = text_of(metrics);
+  const std::string before = read_bytes(metrics);
   REQUIRE(before == "step,loss\n0,1.5\n");
   disk.fill();
   // Appending rows (the same columns) and rewriting the file (a new column) both fail, naming the file.
   for (int step = 1; step < 200; ++step) logger.log_metrics({{"loss", 1.0 / step}}, step);
   const std::string expected = "could not write the log file " + metrics.string() + ": No space left on device";
   VOLT_CHECK_THROWS_CONTAINS(logger.save(), std::runtime_error, expected.c_str());
-  CHECK(text_of(metrics) == before);
+  CHECK(read_bytes(metrics) == before);
   logger.log_metrics({{"acc", 0.5}}, 200);
   VOLT_CHECK_THROWS_CONTAINS(logger.save(), std::runtime_error, expected.c_str());
-  CHECK(text_of(metrics) == before);
+  CHECK(read_bytes(metrics) == before);
   // Space again: the buffered rows are all written.
   std::filesystem::remove(disk.path / "filler");
   logger.save();
-  const std::string after = text_of(metrics);
+  const std::string after = read_bytes(metrics);
   CHECK(after.rfind("step,loss,acc\n0,1.5,\n1,1,\n", 0) == 0);
   CHECK(after.find("\n200,,0.5\n") != std::string::npos);
   // No temporary file is left in the log folder.

@@ -10,16 +10,11 @@
 #include <stdexcept>
 #include <string>
 
-
 using volt_test::TempDir;
+using volt_test::write_bytes;
 using volt_test::quiet_options;
 
 namespace {
-
-void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 /// A model that raises SIGINT/SIGTERM (or throws) from inside a chosen training step.
 struct SignalModel : volt_test::Regressor {

@@ -10,21 +10,15 @@
 
 // save_safetensors / load_safetensors within C++: the bytes of the format, the checks of untrusted headers,
 // memory-mapped loading, loading into modules. The exchange with Python is tests/python/check_safetensors.py.
+using volt_test::read_bytes;
+using volt_test::write_bytes;
+
 namespace {
 
 struct Net : torch::nn::Module {
   torch::nn::Sequential net{torch::nn::Linear(4, 3), torch::nn::BatchNorm1d(3), torch::nn::ReLU(), torch::nn::Linear(3, 2)};
   Net() { register_module("net", net); }
 };
-
-std::string read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
 
 /// A file of `json` (padded to 8 bytes) followed by `data`.
 std::string file_of(std::string json, const std::string& data = "") {
