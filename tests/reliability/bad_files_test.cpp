@@ -169,3 +169,62 @@ TEST_CASE("a flipped bit inside a compressed entry of a checkpoint is a Checkpoi
     MESSAGE("VOLT_TEST_SOURCE_DIR not set: the known crash inputs are not checked");
   }
 }
+
+namespace {
+/// The model of the seed checkpoints in fuzz/corpus/checkpoint (tests/reliability/programs/sigkill_resume.cpp).
+struct SeedNet : torch::nn::Module {
+  torch::nn::Linear fc1{register_module("fc1", torch::nn::Linear(8, 32))};
+  torch::nn::Dropout dropout{register_module("dropout", torch::nn::Dropout(0.25))};
+  torch::nn::Linear fc2{register_module("fc2", torch::nn::Linear(32, 3))};
+};
+}  // namespace
+
+TEST_CASE("a torch.save checkpoint re-zipped with deflate loads the same weights; flips in its compressed data are rejected") {
+  const char* source = std::getenv("VOLT_TEST_SOURCE_DIR");
+  if (source == nullptr) {
+    MESSAGE("VOLT_TEST_SOURCE_DIR not set: the seed checkpoints are not found");
+    return;
+  }
+  // The same checkpoint twice: as volt writes it (stored entries) and as Python's zipfile rewrote it with
+  // ZIP_DEFLATED (fuzz/corpus/checkpoint holds both as the fuzzer's seeds).
+  const auto corpus = std::filesystem::path(source) / "fuzz" / "corpus" / "checkpoint";
+  SeedNet stored;
+  volt::load_checkpoint_weights(stored, corpus / "full-step28.ckpt");
+  const auto deflated_path = corpus / "full-step28-deflated.ckpt";
+  SeedNet reference;
+  volt::load_checkpoint_weights(reference, deflated_path);
+  CHECK(torch::equal(reference.fc1->weight, stored.fc1->weight));
+  CHECK(torch::equal(reference.fc2->bias, stored.fc2->bias));
+  CHECK_FALSE(torch::equal(reference.fc1->weight, SeedNet().fc1->weight));
+
+  const std::string good = read_bytes(deflated_path);
+  const auto entries = deflated_entries(good);
+  REQUIRE(entries.size() >= 10);  // data.pkl and the tensors' storages
+  TempDir dir;
+  const auto file = dir.path / "damaged.ckpt";
+  int rejected = 0;
+  int harmless = 0;
+  int flips = 0;
+  for (const auto& [begin, end] : entries) {
+    for (std::size_t at = begin; at < end; at += std::max<std::size_t>(1, (end - begin) / 8)) {
+      std::string damaged = good;
+      damaged[at] = static_cast<char>(damaged[at] ^ (1 << (flips % 8)));
+      volt_test::write_bytes(file, damaged);
+      ++flips;
+      SeedNet model;
+      try {
+        volt::load_checkpoint_weights(model, file);
+        if (torch::equal(model.fc1->weight, reference.fc1->weight) && torch::equal(model.fc2->weight, reference.fc2->weight)) {
+          ++harmless;
+        }
+      } catch (const volt::CheckpointError& error) {
+        const std::string what = error.what();
+        if (what.find(file.string()) != std::string::npos) ++rejected;
+      }
+    }
+  }
+  CHECK(rejected + harmless == flips);
+  CHECK(rejected >= flips * 9 / 10);
+  MESSAGE(rejected << " of " << flips << " flips in " << entries.size() << " deflated entries rejected, " << harmless
+                   << " loaded the same weights");
+}

@@ -6,7 +6,7 @@ checkpoints and logs on a full or read-only disk. Python 3 standard library only
     tests/reliability/fault_campaign.py --example ... --work-dir ... --short      # the CI form (CTest)
 
 Every run trains on the CPU with validation, top-k ModelCheckpoint on val_acc (--save-top-k 3), last.ckpt and a
-checkpoint every 3 optimizer steps (every 5 with --short), in a fixed --checkpoint-dir. First an uninterrupted
+checkpoint every 3 optimizer steps, in a fixed --checkpoint-dir. First an uninterrupted
 reference run, then:
 
   kill chains  a run is killed with SIGKILL, resumed with --ckpt-path <dir>/last.ckpt, killed again, ... and
@@ -552,8 +552,8 @@ def summary_lines(text):
 
 
 def checkpoint_step(path):
-    """The global step a volt checkpoint holds ('loop/global_step' in its archive/data.pkl), None when it
-    cannot be read. Only used to aim the kills at what is left of a resumed run."""
+    """The global step a volt checkpoint holds (the top-level 'global_step' of its data.pkl, Lightning's
+    layout), None when it cannot be read. Only used to aim the kills at what is left of a resumed run."""
     import pickletools
     import zipfile
     try:
@@ -564,7 +564,7 @@ def checkpoint_step(path):
             if found and opcode.name in ("BININT", "BININT1", "BININT2", "LONG1"):
                 return int(arg)
             if opcode.name in ("BINUNICODE", "SHORT_BINUNICODE"):
-                found = arg == "loop/global_step"
+                found = arg == "global_step"
     except Exception:
         return None
     return None
@@ -639,11 +639,9 @@ def main():
     parser.add_argument("--seed", type=int, default=20261202, help="seed of the kill moments")
     parser.add_argument("--train-seed", type=int, default=42, help="the example's --seed")
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--train-batches", type=int, help="the example's --limit-train-batches (default 10; 8 "
-                                                             "with --short)")
+    parser.add_argument("--train-batches", type=int, help="the example's --limit-train-batches (default 10)")
     parser.add_argument("--val-batches", type=int, default=3)
-    parser.add_argument("--every-n-steps", type=int, help="the example's --every-n-train-steps (default 3; 5 "
-                                                             "with --short)")
+    parser.add_argument("--every-n-steps", type=int, help="the example's --every-n-train-steps (default 3)")
     parser.add_argument("--top-k", type=int, default=3)
     parser.add_argument("--data-dir", help="the example's --data-dir")
     parser.add_argument("--keep", action="store_true", help="keep the work folder when every check held (it is "
@@ -656,13 +654,12 @@ def main():
         args.kills = 6 if args.short else 50
     if args.chains is None:
         args.chains = 2 if args.short else 12
-    # The short form (CI) saves on no epoch's last batch (steps 5, 10, ..., 30; epochs end at 8, 16, 24, 32):
-    # resuming from a last.ckpt written at an epoch's last batch skips that epoch's validation, a known fault
-    # (benchmarks/results/fault-campaign.md) that the full form's 3-of-10 steps reach at step 30.
+    # 10 batches an epoch and a save every 3 steps put a save on an epoch's last batch (step 30), before that
+    # epoch's validation: a resume from there must still run it (benchmarks/results/fault-campaign.md).
     if args.train_batches is None:
-        args.train_batches = 8 if args.short else 10
+        args.train_batches = 10
     if args.every_n_steps is None:
-        args.every_n_steps = 5 if args.short else 3
+        args.every_n_steps = 3
     all_cases = ["ckpt_full", "ckpt_readonly", "log_full", "log_full_0", "log_readonly"]
     if args.disk is None:
         args.disk_cases = ["ckpt_full", "ckpt_readonly", "log_full", "log_readonly"] if args.short else all_cases
