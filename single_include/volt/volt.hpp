@@ -3350,6 +3350,64 @@ VOLT_INLINE void note_device(std::optional<torch::Device>& found, const torch::T
 /// is type-erased. batch_to_device (volt/transfer) is built on the same recursion (detail::rebuild_collection)
 /// with its own choice of leaves.
 
+// ---- begin volt/core/range.hpp
+/// \file
+/// The range behind a data argument of the Trainer or Fabric, its batch type and its size; implementation, no
+/// public API.
+///
+/// A data argument is a range of batches, or something that points to one (torch::data::make_data_loader
+/// returns a std::unique_ptr to the loader).
+
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace volt::detail {
+
+/// What std::ranges::range checks (begin and end on an lvalue, members or found by argument-dependent lookup),
+/// without <ranges>, which would add 3,500 lines to every program that includes volt.
+namespace range_lookup {
+using std::begin;
+using std::end;
+template <class Type>
+concept range = requires(Type& value) {
+  begin(value);
+  end(value);
+};
+template <range Type>
+using reference_t = decltype(*begin(std::declval<Type&>()));
+}  // namespace range_lookup
+
+/// The range to iterate for a data argument: the argument itself, or what it points to
+/// (torch::data::make_data_loader returns a std::unique_ptr to the loader).
+template <class Data>
+decltype(auto) as_range(Data& data) {
+  if constexpr (requires { std::begin(data); }) {
+    return (data);
+  } else {
+    return (*data);
+  }
+}
+
+/// The batch type a data argument yields (what dereferencing its range's iterator gives, without cv-ref).
+template <class Data>
+using batch_t = std::remove_cvref_t<decltype(*std::begin(as_range(std::declval<Data&>())))>;
+
+/// The number of batches of a data argument when its range can tell (std::size); nullopt otherwise.
+template <class Data>
+std::optional<std::int64_t> size_of(Data& data) {
+  auto&& range = as_range(data);
+  if constexpr (requires { std::size(range); }) {
+    return static_cast<std::int64_t>(std::size(range));
+  } else {
+    return std::nullopt;
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/core/range.hpp
 // ---- begin volt/core/reflect.hpp
 /// \file
 /// Field reflection for plain aggregate structs (the C++ counterpart of a namedtuple or dataclass).
@@ -3561,7 +3619,6 @@ using field_types = decltype(with_fields(std::declval<Aggregate>(), detail::coll
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <ranges>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -3606,7 +3663,7 @@ concept string_like =
 
 // std::optional, and c10::optional where it is a distinct template (LibTorch 1.13).
 template <class Type>
-concept optional_like = !std::ranges::range<Type> && std::is_default_constructible_v<Type> &&
+concept optional_like = !range_lookup::range<Type> && std::is_default_constructible_v<Type> &&
                         requires(Type& value) {
                           typename Type::value_type;
                           { value.has_value() } -> std::convertible_to<bool>;
@@ -3617,21 +3674,21 @@ concept optional_like = !std::ranges::range<Type> && std::is_default_constructib
 // Owning containers only (they have an allocator): rebuilding a view (std::span) in place would write
 // through to the caller's elements.
 template <class Type>
-concept map_like = std::ranges::range<Type> && requires {
+concept map_like = range_lookup::range<Type> && requires {
   typename Type::key_type;
   typename Type::mapped_type;
   typename Type::allocator_type;
 };
 
 template <class Type>
-concept owning_sequence = std::ranges::range<Type> && !string_like<Type> && !map_like<Type> &&
+concept owning_sequence = range_lookup::range<Type> && !string_like<Type> && !map_like<Type> &&
                           !requires { typename Type::key_type; } &&  // sets are not recursed into
                           requires {
                             typename Type::value_type;
                             typename Type::allocator_type;
                           } &&
                           // excludes std::vector<bool>, whose elements are proxies
-                          std::is_same_v<std::ranges::range_reference_t<Type>, typename Type::value_type&>;
+                          std::is_same_v<range_lookup::reference_t<Type>, typename Type::value_type&>;
 
 template <class Type>
 concept reflected_aggregate = reflect::reflectable<Type> && !is_std_array<Type>;
@@ -4348,32 +4405,8 @@ class [[nodiscard]] AutocastGuard {
  public:
   /// Throws std::runtime_error, changing nothing, when `options.enabled` and this LibTorch cannot
   /// autocast to `dtype` on `device_type` (for example MPS before LibTorch 2.4, fp16 on CPU in 1.13).
-  AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, AutocastOptions options = {})
-      : device_type_(device_type) {
-    if (options.enabled && !compat::autocast_dtype_supported(device_type, dtype)) {
-      throw std::runtime_error(std::string("volt: this LibTorch (") + compat::torch_version_string + ") cannot autocast to " +
-                               c10::toString(dtype) + " on device type " + c10::DeviceTypeName(device_type) +
-                               "; use volt::BF16Autocast on CPU, a newer LibTorch for MPS, or volt::FP32");
-    }
-    previous_cache_enabled_ = compat::autocast_cache_enabled();
-    previous_enabled_ = compat::autocast_enabled(device_type);
-    // LibTorch 1.13 has no dtype slot for device types it cannot autocast on.
-    dtype_known_ = compat::autocast_available(device_type);
-    if (dtype_known_) previous_dtype_ = compat::autocast_dtype(device_type);
-    if (options.enabled || previous_enabled_) compat::set_autocast_enabled(device_type, options.enabled);
-    if (dtype_known_) compat::set_autocast_dtype(device_type, dtype);
-    compat::autocast_increment_nesting();
-    compat::set_autocast_cache_enabled(options.cache_enabled);
-  }
-
-  ~AutocastGuard() {
-    if (compat::autocast_decrement_nesting() == 0) compat::autocast_clear_cache();
-    if (compat::autocast_enabled(device_type_) != previous_enabled_) {
-      compat::set_autocast_enabled(device_type_, previous_enabled_);
-    }
-    if (dtype_known_) compat::set_autocast_dtype(device_type_, previous_dtype_);
-    compat::set_autocast_cache_enabled(previous_cache_enabled_);
-  }
+  AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, AutocastOptions options = {});
+  ~AutocastGuard();
 
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
@@ -4406,6 +4439,45 @@ class [[nodiscard]] AutocastSafeNoGradGuard {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/precision/impl/autocast.ipp
+/// \file
+/// Definitions of the functions declared in volt/precision/autocast.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+namespace volt {
+
+VOLT_INLINE AutocastGuard::AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, AutocastOptions options)
+    : device_type_(device_type) {
+  if (options.enabled && !compat::autocast_dtype_supported(device_type, dtype)) {
+    throw std::runtime_error(std::string("volt: this LibTorch (") + compat::torch_version_string + ") cannot autocast to " +
+                             c10::toString(dtype) + " on device type " + c10::DeviceTypeName(device_type) +
+                             "; use volt::BF16Autocast on CPU, a newer LibTorch for MPS, or volt::FP32");
+  }
+  previous_cache_enabled_ = compat::autocast_cache_enabled();
+  previous_enabled_ = compat::autocast_enabled(device_type);
+  // LibTorch 1.13 has no dtype slot for device types it cannot autocast on.
+  dtype_known_ = compat::autocast_available(device_type);
+  if (dtype_known_) previous_dtype_ = compat::autocast_dtype(device_type);
+  if (options.enabled || previous_enabled_) compat::set_autocast_enabled(device_type, options.enabled);
+  if (dtype_known_) compat::set_autocast_dtype(device_type, dtype);
+  compat::autocast_increment_nesting();
+  compat::set_autocast_cache_enabled(options.cache_enabled);
+}
+
+VOLT_INLINE AutocastGuard::~AutocastGuard() {
+  if (compat::autocast_decrement_nesting() == 0) compat::autocast_clear_cache();
+  if (compat::autocast_enabled(device_type_) != previous_enabled_) {
+    compat::set_autocast_enabled(device_type_, previous_enabled_);
+  }
+  if (dtype_known_) compat::set_autocast_dtype(device_type_, previous_dtype_);
+  compat::set_autocast_cache_enabled(previous_cache_enabled_);
+}
+
+}  // namespace volt
+// ---- end volt/precision/impl/autocast.ipp
+#endif
 // ---- end volt/precision/autocast.hpp
 // ---- begin volt/precision/compatibility.hpp
 /// \file
@@ -8178,91 +8250,23 @@ class Heartbeat {
   static std::string key(int rank) { return "volt/beat/" + std::to_string(rank); }
 
   /// Starts beating for `rank` into the store at `host`:`port` (hosted by rank 0).
-  Heartbeat(std::string host, std::uint16_t port, int rank) {
-    thread_ = std::thread([this, host = std::move(host), port, rank] { run(host, port, rank); });
-  }
+  Heartbeat(std::string host, std::uint16_t port, int rank);
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
-  ~Heartbeat() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
+  ~Heartbeat();
 
   /// The ranks of [0, size), other than `self`, whose beat did not change during `window` (or that never beat),
   /// read through `store`. Throws what the store throws when it cannot be reached.
-  static std::vector<int> silent_ranks(c10d::Store& store, int size, int self, std::chrono::milliseconds window) {
-    const auto read = [&] {
-      std::map<int, std::vector<std::uint8_t>> beats;
-      for (int rank = 0; rank < size; ++rank) {
-        if (rank != self && store.check({key(rank)})) beats[rank] = store.get(key(rank));
-      }
-      return beats;
-    };
-    const auto before = read();
-    std::this_thread::sleep_for(window);
-    const auto after = read();
-    std::vector<int> silent;
-    for (int rank = 0; rank < size; ++rank) {
-      if (rank == self) continue;
-      const auto was = before.find(rank), is = after.find(rank);
-      if (was == before.end() || is == after.end() || was->second == is->second) silent.push_back(rank);
-    }
-    return silent;
-  }
+  static std::vector<int> silent_ranks(c10d::Store& store, int size, int self, std::chrono::milliseconds window);
 
   /// After a failed collective, e.g. "ranks 2, 3 of 4 are gone: their heartbeat ... stopped ...": the ranks
   /// whose heartbeat stopped, watched for 2 s (empty when every rank still beats). Rank 0, which hosts the
   /// store, then waits up to 3 s until the other survivors have looked too. Never throws: a store that cannot
   /// be reached means rank 0 (or its host) is lost, and says so.
-  static std::string lost_ranks(c10d::Store& store, int size, int self) noexcept {
-    try {
-      const auto silent = silent_ranks(store, size, self, std::chrono::seconds(2));
-      store.set("volt/checked/" + std::to_string(self), std::vector<std::uint8_t>{1});
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-      for (int r = 0; self == 0 && r < size; ++r) {
-        while (std::find(silent.begin(), silent.end(), r) == silent.end() &&
-               !store.check({"volt/checked/" + std::to_string(r)}) && std::chrono::steady_clock::now() < deadline) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-      }
-      if (silent.empty()) return {};
-      std::string names;
-      for (std::size_t i = 0; i < silent.size(); ++i) names += (i > 0 ? ", " : "") + std::to_string(silent[i]);
-      const bool one = silent.size() == 1;
-      return (one ? "rank " : "ranks ") + names + " of " + std::to_string(size) + (one ? " is" : " are") +
-             " gone: " + (one ? "its" : "their") + " heartbeat in the rendezvous store stopped (killed, exited, or " +
-             "on a host that cannot be reached)";
-    } catch (...) {
-      return "the rendezvous store on rank 0's host cannot be reached: rank 0 (or its host) is lost";
-    }
-  }
+  static std::string lost_ranks(c10d::Store& store, int size, int self) noexcept;
 
  private:
-  void run(const std::string& host, std::uint16_t port, int rank) noexcept {
-    try {
-      c10d::TCPStoreOptions options;
-      options.port = port;
-      options.isServer = false;
-      options.waitWorkers = false;
-      options.timeout = std::chrono::seconds(10);
-      c10d::TCPStore store(host, options);
-      std::uint64_t count = 0;
-      std::unique_lock<std::mutex> lock(mutex_);
-      while (!stop_) {
-        const std::string text = std::to_string(++count);
-        lock.unlock();
-        store.set(key(rank), std::vector<std::uint8_t>(text.begin(), text.end()));
-        lock.lock();
-        wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; });
-      }
-    } catch (...) {
-      // The store is gone (rank 0 ended) or cannot be reached: nothing left to tell.
-    }
-  }
+  void run(const std::string& host, std::uint16_t port, int rank) noexcept;
 
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -8272,6 +8276,101 @@ class Heartbeat {
 
 }  // namespace volt::detail
 
+#endif
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/distributed/impl/heartbeat.ipp
+/// \file
+/// Definitions of the functions declared in volt/distributed/heartbeat.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#ifdef VOLT_DETAIL_HAS_C10D
+
+namespace volt::detail {
+
+VOLT_INLINE Heartbeat::Heartbeat(std::string host, std::uint16_t port, int rank) {
+  thread_ = std::thread([this, host = std::move(host), port, rank] { run(host, port, rank); });
+}
+
+VOLT_INLINE Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+VOLT_INLINE std::vector<int> Heartbeat::silent_ranks(c10d::Store& store, int size, int self,
+                                                  std::chrono::milliseconds window) {
+  const auto read = [&] {
+    std::map<int, std::vector<std::uint8_t>> beats;
+    for (int rank = 0; rank < size; ++rank) {
+      if (rank != self && store.check({key(rank)})) beats[rank] = store.get(key(rank));
+    }
+    return beats;
+  };
+  const auto before = read();
+  std::this_thread::sleep_for(window);
+  const auto after = read();
+  std::vector<int> silent;
+  for (int rank = 0; rank < size; ++rank) {
+    if (rank == self) continue;
+    const auto was = before.find(rank), is = after.find(rank);
+    if (was == before.end() || is == after.end() || was->second == is->second) silent.push_back(rank);
+  }
+  return silent;
+}
+
+VOLT_INLINE std::string Heartbeat::lost_ranks(c10d::Store& store, int size, int self) noexcept {
+  try {
+    const auto silent = silent_ranks(store, size, self, std::chrono::seconds(2));
+    store.set("volt/checked/" + std::to_string(self), std::vector<std::uint8_t>{1});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    for (int r = 0; self == 0 && r < size; ++r) {
+      while (std::find(silent.begin(), silent.end(), r) == silent.end() &&
+             !store.check({"volt/checked/" + std::to_string(r)}) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    if (silent.empty()) return {};
+    std::string names;
+    for (std::size_t i = 0; i < silent.size(); ++i) names += (i > 0 ? ", " : "") + std::to_string(silent[i]);
+    const bool one = silent.size() == 1;
+    return (one ? "rank " : "ranks ") + names + " of " + std::to_string(size) + (one ? " is" : " are") +
+           " gone: " + (one ? "its" : "their") + " heartbeat in the rendezvous store stopped (killed, exited, or " +
+           "on a host that cannot be reached)";
+  } catch (...) {
+    return "the rendezvous store on rank 0's host cannot be reached: rank 0 (or its host) is lost";
+  }
+}
+
+VOLT_INLINE void Heartbeat::run(const std::string& host, std::uint16_t port, int rank) noexcept {
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = port;
+    options.isServer = false;
+    options.waitWorkers = false;
+    options.timeout = std::chrono::seconds(10);
+    c10d::TCPStore store(host, options);
+    std::uint64_t count = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      const std::string text = std::to_string(++count);
+      lock.unlock();
+      store.set(key(rank), std::vector<std::uint8_t>(text.begin(), text.end()));
+      lock.lock();
+      wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; });
+    }
+  } catch (...) {
+    // The store is gone (rank 0 ended) or cannot be reached: nothing left to tell.
+  }
+}
+
+}  // namespace volt::detail
+
+#endif
+// ---- end volt/distributed/impl/heartbeat.ipp
 #endif
 // ---- end volt/distributed/heartbeat.hpp
 // ---- begin volt/distributed/rendezvous.hpp
@@ -8517,70 +8616,22 @@ inline constexpr DistributedSupport distributed_support() {
 /// note, the failed rank and its error; after abort() every collective throws DistributedError at once.
 /// Not thread-safe: one thread per rank issues the collectives.
 class ProcessGroup {
+  /// c10d's backend class: Backend since LibTorch 2.0, ProcessGroup before.
+  using BackendBase =
+#ifdef VOLT_DETAIL_HAS_GLOO
+      std::conditional_t<std::is_base_of_v<c10d::Backend, c10d::ProcessGroupGloo>, c10d::Backend, c10d::ProcessGroup>;
+#else
+      c10d::Backend;
+#endif
  public:
+  /// The work handle of a started collective (c10d's), what all_reduce_async returns.
+  using WorkHandle = decltype(std::declval<BackendBase&>().allreduce(std::declval<std::vector<torch::Tensor>&>()));
+
   /// Joins the run described by `environment`: rank 0 hosts the TCPStore at main_address:main_port, every rank
   /// connects, then the backend for `device` is created (NCCL for CUDA, Gloo otherwise). Waits at most
   /// `timeout` for the other ranks; throws DistributedError saying who was waited for when they do not come,
   /// or when the backend `device` needs was not compiled in. Every rank of the run must construct one.
-  ProcessGroup(const ClusterEnvironment& environment, torch::Device device, std::chrono::milliseconds timeout)
-      : rank_(environment.global_rank), size_(environment.world_size), device_(device), timeout_(timeout) {
-    c10d::TCPStoreOptions options;
-    options.port = static_cast<std::uint16_t>(environment.main_port);
-    options.isServer = environment.global_rank == 0;
-    options.numWorkers = static_cast<std::size_t>(environment.world_size);
-    options.timeout = timeout;
-    const std::string where = environment.main_address + ":" + std::to_string(environment.main_port);
-    const auto rendezvous_error = [&](const std::string& why) {
-      return DistributedError("volt: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-                              " could not complete the rendezvous at " + where + " within " + seconds(timeout) +
-                              " (are all " + std::to_string(size_) +
-                              " processes started, and is the address reachable?): " + why);
-    };
-    try {
-      auto store = detail::join_rendezvous(environment, options, timeout,
-                                           [&](const std::string& why) { throw rendezvous_error(why); });
-      heartbeat_ = std::make_unique<detail::Heartbeat>(environment.main_address, store->getPort(), rank_);
-      store_ = std::move(store);
-    } catch (const DistributedError&) {
-      throw;
-    } catch (const std::exception& error) {
-      throw rendezvous_error(error_text(error));
-    }
-    if (device.is_cuda()) {
-#ifdef VOLT_DETAIL_HAS_NCCL
-      backend_name_ = "nccl";
-      is_nccl_ = true;
-      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
-      nccl_options->timeout = timeout;
-      backend_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, rank_, size_, nccl_options);
-#else
-      throw DistributedError("volt: DDP on CUDA needs the NCCL backend, but this build of volt has none (compile with "
-                             "VOLT_WITH_CUDA and nccl.h on the include path)");
-#endif
-    } else {
-#ifdef VOLT_DETAIL_HAS_GLOO
-      backend_name_ = "gloo";
-      auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
-      if (auto interface = detail::env("GLOO_SOCKET_IFNAME")) {
-        gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(*interface));
-      } else if (environment.main_address.rfind("127.", 0) == 0 || environment.main_address == "localhost") {
-        gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-      } else {
-        gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-      }
-      gloo_options->threads = 2;
-      try {
-        backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, gloo_options);
-      } catch (const std::exception& error) {
-        throw DistributedError("volt: rank " + std::to_string(rank_) + " could not connect the Gloo process group of " +
-                               std::to_string(size_) + " ranks within " + seconds(timeout) + ": " + error_text(error));
-      }
-#else
-      throw DistributedError("volt: DDP on the CPU needs the Gloo backend, but gloo's headers were not found when "
-                             "volt was compiled (Debian: apt install libgloo-dev)");
-#endif
-    }
-  }
+  ProcessGroup(const ClusterEnvironment& environment, torch::Device device, std::chrono::milliseconds timeout);
 
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -8602,19 +8653,7 @@ class ProcessGroup {
   /// it with wait(). `op` is ReduceOp::sum, or ReduceOp::mean where averages_in_collective() (floating-point
   /// tensors). A collective: every rank must start the same all-reduce in the same order. Throws
   /// std::invalid_argument for another op, DistributedError when the backend refuses it.
-  auto all_reduce_async(std::vector<torch::Tensor>& tensors, ReduceOp op = ReduceOp::sum) {
-    c10d::AllreduceOptions options;
-    if (op == ReduceOp::mean && averages_in_collective()) {
-      options.reduceOp = c10d::ReduceOp::AVG;
-    } else if (op == ReduceOp::sum) {
-      options.reduceOp = c10d::ReduceOp::SUM;
-    } else {
-      throw std::invalid_argument("volt: ProcessGroup::all_reduce_async takes ReduceOp::sum, or ReduceOp::mean on a "
-                                  "backend that averages in the collective (NCCL); this group is " + backend_name_ +
-                                  ": use sum and divide, or the blocking all_reduce");
-    }
-    return guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
-  }
+  WorkHandle all_reduce_async(std::vector<torch::Tensor>& tensors, ReduceOp op = ReduceOp::sum);
 
   /// Waits for a work handle returned by all_reduce_async; throws DistributedError on failure or timeout.
   /// With NCCL it makes the current CUDA stream wait for the collective and returns without blocking the
@@ -8639,114 +8678,42 @@ class ProcessGroup {
   /// (Lightning's reduction for Gloo; integer tensors are divided and copied back, truncating).
   /// A collective: every rank must call it with a tensor of the same shape and dtype. Throws
   /// DistributedError.
-  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum) {
-    std::vector<torch::Tensor> tensors{tensor};
-    c10d::AllreduceOptions options;
-    switch (op) {
-      case ReduceOp::max: options.reduceOp = c10d::ReduceOp::MAX; break;
-      case ReduceOp::min: options.reduceOp = c10d::ReduceOp::MIN; break;
-      case ReduceOp::product: options.reduceOp = c10d::ReduceOp::PRODUCT; break;
-      case ReduceOp::sum:
-      case ReduceOp::mean: options.reduceOp = c10d::ReduceOp::SUM; break;
-    }
-    auto work = guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
-    wait(work);
-    if (op == ReduceOp::mean) {
-      if (tensor.is_floating_point() || tensor.is_complex()) {
-        tensor.div_(size_);
-      } else {
-        tensor.copy_(tensor.div(size_, "trunc"));
-      }
-    }
-  }
+  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum);
 
   /// In-place broadcast of `tensor` from rank `root`, waited for: afterwards every rank holds root's values.
   /// A collective: every rank must call it with a tensor of the same shape and dtype. Throws
   /// DistributedError.
-  void broadcast(torch::Tensor& tensor, int root = 0) {
-    std::vector<torch::Tensor> tensors{tensor};
-    c10d::BroadcastOptions options;
-    options.rootRank = root;
-    options.rootTensor = 0;
-    auto work = guarded("broadcast", [&] { return backend_->broadcast(tensors, options); });
-    wait(work, "broadcast");
-  }
+  void broadcast(torch::Tensor& tensor, int root = 0);
 
   /// Every rank's `tensor` (same shape on all ranks), in rank order, waited for. A collective: every rank
   /// must call it. Throws DistributedError.
-  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
-    std::vector<torch::Tensor> inputs{tensor.contiguous()};
-    std::vector<std::vector<torch::Tensor>> outputs(1);
-    for (int i = 0; i < size_; ++i) outputs[0].push_back(torch::empty_like(inputs[0]));
-    auto work = guarded("all_gather", [&] { return backend_->allgather(outputs, inputs); });
-    wait(work, "all_gather");
-    return outputs[0];
-  }
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
 
   /// Returns when every rank has called barrier() (a one-element all-reduce, which works on every backend).
   /// A collective; throws DistributedError.
-  void barrier() {
-    auto token = torch::zeros({1}, torch::TensorOptions().device(device_));
-    all_reduce(token);
-  }
+  void barrier();
 
   /// Leaves a note in the store that this rank failed with `message`, so that the other ranks can name it
   /// (unless another rank already left one: the first failure is usually the cause of the others).
   /// Called by the failing rank alone; never throws (a store that is gone already is ignored).
-  void note_failure(const std::string& message) noexcept {
-    try {
-      if (store_->check({"volt/failed"})) return;  // the first failure is the one to name
-      const std::string text = "rank " + std::to_string(rank_) + ": " + message;
-      store_->set("volt/failed", std::vector<std::uint8_t>(text.begin(), text.end()));
-    } catch (...) {
-      // the store may be gone with rank 0: nothing more to tell
-    }
-  }
+  void note_failure(const std::string& message) noexcept;
 
   /// The failure note a rank left with note_failure, e.g. `"rank 1: <message>"`; empty when there is none
   /// or the store cannot be reached.
-  std::string failure_note() noexcept {
-    try {
-      if (!store_->check({"volt/failed"})) return {};
-      const auto bytes = store_->get("volt/failed");
-      return std::string(bytes.begin(), bytes.end());
-    } catch (...) {
-      return {};
-    }
-  }
+  std::string failure_note() noexcept;
 
   /// After a collective failed without a failure note: the ranks that are gone (detail::Heartbeat::lost_ranks).
-  std::string missing_ranks() noexcept { return detail::Heartbeat::lost_ranks(*store_, size_, rank_); }
+  std::string missing_ranks() noexcept;
 
   /// Drops the backend so peers blocked on this rank see a closed connection instead of waiting for the timeout.
   /// This rank's later collectives throw DistributedError. Never throws.
-  void abort() noexcept {
-    try {
-#ifdef VOLT_DETAIL_HAS_NCCL
-      if (auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(backend_.get())) nccl->abort();
-#endif
-      backend_.reset();
-    } catch (...) {
-    }
-  }
+  void abort() noexcept;
 
  private:
-  using BackendBase =
-#ifdef VOLT_DETAIL_HAS_GLOO
-      std::conditional_t<std::is_base_of_v<c10d::Backend, c10d::ProcessGroupGloo>, c10d::Backend, c10d::ProcessGroup>;
-#else
-      c10d::Backend;
-#endif
-
   /// An exception's message without LibTorch's backtrace.
-  static std::string error_text(const std::exception& error) {
-    if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) return c10_error->what_without_backtrace();
-    return error.what();
-  }
+  static std::string error_text(const std::exception& error);
 
-  static std::string seconds(std::chrono::milliseconds timeout) {
-    return std::to_string(timeout.count() / 1000) + " s";
-  }
+  static std::string seconds(std::chrono::milliseconds timeout);
 
   template <class F>
   auto guarded(const char* what, F&& call) -> decltype(call()) {
@@ -8759,24 +8726,13 @@ class ProcessGroup {
     } catch (const DistributedError&) {
       throw;
     } catch (const std::exception& error) {
-      std::string message = "volt: " + std::string(what) + " failed on rank " + std::to_string(rank_) + " of " +
-                            std::to_string(size_) + " (" + backend_name_ + ")";
-      // The group is unusable now; dropping it lets the collectives of the ranks still waiting on this one fail
-      // sooner.
-      abort();
-      std::string note = failure_note();
-      if (note.empty()) {
-        const std::string lost = missing_ranks();
-        note = failure_note();  // a rank may have noted its failure meanwhile
-        if (note.empty()) {
-          message += ": " + (lost.empty() ? "a peer process exited or did not answer within " + seconds(timeout_) : lost);
-        }
-      }
-      if (!note.empty()) message += ": DDP " + note;
-      message += " [" + error_text(error) + "]";
-      throw DistributedError(message);
+      fail(what, error);
     }
   }
+
+  /// After a collective `what` threw `error`: aborts the group and throws DistributedError naming this rank,
+  /// the failed rank when a peer left a note (or the ranks that are gone), and the backend's message.
+  [[noreturn]] void fail(const char* what, const std::exception& error);
 
   int rank_;
   int size_;
@@ -8808,6 +8764,203 @@ class ProcessGroup {
 #endif
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/distributed/impl/process_group.ipp
+/// \file
+/// Definitions of the functions declared in volt/distributed/process_group.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#ifdef VOLT_DETAIL_HAS_C10D
+
+namespace volt {
+
+VOLT_INLINE ProcessGroup::ProcessGroup(const ClusterEnvironment& environment, torch::Device device,
+                                       std::chrono::milliseconds timeout)
+    : rank_(environment.global_rank), size_(environment.world_size), device_(device), timeout_(timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(environment.main_port);
+  options.isServer = environment.global_rank == 0;
+  options.numWorkers = static_cast<std::size_t>(environment.world_size);
+  options.timeout = timeout;
+  const std::string where = environment.main_address + ":" + std::to_string(environment.main_port);
+  const auto rendezvous_error = [&](const std::string& why) {
+    return DistributedError("volt: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                            " could not complete the rendezvous at " + where + " within " + seconds(timeout) +
+                            " (are all " + std::to_string(size_) +
+                            " processes started, and is the address reachable?): " + why);
+  };
+  try {
+    auto store = detail::join_rendezvous(environment, options, timeout,
+                                         [&](const std::string& why) { throw rendezvous_error(why); });
+    heartbeat_ = std::make_unique<detail::Heartbeat>(environment.main_address, store->getPort(), rank_);
+    store_ = std::move(store);
+  } catch (const DistributedError&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw rendezvous_error(error_text(error));
+  }
+  if (device.is_cuda()) {
+#ifdef VOLT_DETAIL_HAS_NCCL
+    backend_name_ = "nccl";
+    is_nccl_ = true;
+    auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+    nccl_options->timeout = timeout;
+    backend_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, rank_, size_, nccl_options);
+#else
+    throw DistributedError("volt: DDP on CUDA needs the NCCL backend, but this build of volt has none (compile with "
+                           "VOLT_WITH_CUDA and nccl.h on the include path)");
+#endif
+  } else {
+#ifdef VOLT_DETAIL_HAS_GLOO
+    backend_name_ = "gloo";
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
+    if (auto interface = detail::env("GLOO_SOCKET_IFNAME")) {
+      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(*interface));
+    } else if (environment.main_address.rfind("127.", 0) == 0 || environment.main_address == "localhost") {
+      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    } else {
+      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    gloo_options->threads = 2;
+    try {
+      backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, gloo_options);
+    } catch (const std::exception& error) {
+      throw DistributedError("volt: rank " + std::to_string(rank_) + " could not connect the Gloo process group of " +
+                             std::to_string(size_) + " ranks within " + seconds(timeout) + ": " + error_text(error));
+    }
+#else
+    throw DistributedError("volt: DDP on the CPU needs the Gloo backend, but gloo's headers were not found when "
+                           "volt was compiled (Debian: apt install libgloo-dev)");
+#endif
+  }
+}
+
+VOLT_INLINE ProcessGroup::WorkHandle ProcessGroup::all_reduce_async(std::vector<torch::Tensor>& tensors, ReduceOp op) {
+  c10d::AllreduceOptions options;
+  if (op == ReduceOp::mean && averages_in_collective()) {
+    options.reduceOp = c10d::ReduceOp::AVG;
+  } else if (op == ReduceOp::sum) {
+    options.reduceOp = c10d::ReduceOp::SUM;
+  } else {
+    throw std::invalid_argument("volt: ProcessGroup::all_reduce_async takes ReduceOp::sum, or ReduceOp::mean on a "
+                                "backend that averages in the collective (NCCL); this group is " + backend_name_ +
+                                ": use sum and divide, or the blocking all_reduce");
+  }
+  return guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
+}
+
+VOLT_INLINE void ProcessGroup::all_reduce(torch::Tensor& tensor, ReduceOp op) {
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  switch (op) {
+    case ReduceOp::max: options.reduceOp = c10d::ReduceOp::MAX; break;
+    case ReduceOp::min: options.reduceOp = c10d::ReduceOp::MIN; break;
+    case ReduceOp::product: options.reduceOp = c10d::ReduceOp::PRODUCT; break;
+    case ReduceOp::sum:
+    case ReduceOp::mean: options.reduceOp = c10d::ReduceOp::SUM; break;
+  }
+  auto work = guarded("all_reduce", [&] { return backend_->allreduce(tensors, options); });
+  wait(work);
+  if (op == ReduceOp::mean) {
+    if (tensor.is_floating_point() || tensor.is_complex()) {
+      tensor.div_(size_);
+    } else {
+      tensor.copy_(tensor.div(size_, "trunc"));
+    }
+  }
+}
+
+VOLT_INLINE void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  options.rootTensor = 0;
+  auto work = guarded("broadcast", [&] { return backend_->broadcast(tensors, options); });
+  wait(work, "broadcast");
+}
+
+VOLT_INLINE std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor) {
+  std::vector<torch::Tensor> inputs{tensor.contiguous()};
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int i = 0; i < size_; ++i) outputs[0].push_back(torch::empty_like(inputs[0]));
+  auto work = guarded("all_gather", [&] { return backend_->allgather(outputs, inputs); });
+  wait(work, "all_gather");
+  return outputs[0];
+}
+
+VOLT_INLINE void ProcessGroup::barrier() {
+  auto token = torch::zeros({1}, torch::TensorOptions().device(device_));
+  all_reduce(token);
+}
+
+VOLT_INLINE void ProcessGroup::note_failure(const std::string& message) noexcept {
+  try {
+    if (store_->check({"volt/failed"})) return;  // the first failure is the one to name
+    const std::string text = "rank " + std::to_string(rank_) + ": " + message;
+    store_->set("volt/failed", std::vector<std::uint8_t>(text.begin(), text.end()));
+  } catch (...) {
+    // the store may be gone with rank 0: nothing more to tell
+  }
+}
+
+VOLT_INLINE std::string ProcessGroup::failure_note() noexcept {
+  try {
+    if (!store_->check({"volt/failed"})) return {};
+    const auto bytes = store_->get("volt/failed");
+    return std::string(bytes.begin(), bytes.end());
+  } catch (...) {
+    return {};
+  }
+}
+
+VOLT_INLINE std::string ProcessGroup::missing_ranks() noexcept {
+  return detail::Heartbeat::lost_ranks(*store_, size_, rank_);
+}
+
+VOLT_INLINE void ProcessGroup::abort() noexcept {
+  try {
+#ifdef VOLT_DETAIL_HAS_NCCL
+    if (auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(backend_.get())) nccl->abort();
+#endif
+    backend_.reset();
+  } catch (...) {
+  }
+}
+
+VOLT_INLINE std::string ProcessGroup::error_text(const std::exception& error) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) return c10_error->what_without_backtrace();
+  return error.what();
+}
+
+VOLT_INLINE std::string ProcessGroup::seconds(std::chrono::milliseconds timeout) {
+  return std::to_string(timeout.count() / 1000) + " s";
+}
+
+VOLT_INLINE void ProcessGroup::fail(const char* what, const std::exception& error) {
+  std::string message = "volt: " + std::string(what) + " failed on rank " + std::to_string(rank_) + " of " +
+                        std::to_string(size_) + " (" + backend_name_ + ")";
+  // The group is unusable now; dropping it lets the collectives of the ranks still waiting on this one fail
+  // sooner.
+  abort();
+  std::string note = failure_note();
+  if (note.empty()) {
+    const std::string lost = missing_ranks();
+    note = failure_note();  // a rank may have noted its failure meanwhile
+    if (note.empty()) {
+      message += ": " + (lost.empty() ? "a peer process exited or did not answer within " + seconds(timeout_) : lost);
+    }
+  }
+  if (!note.empty()) message += ": DDP " + note;
+  message += " [" + error_text(error) + "]";
+  throw DistributedError(message);
+}
+
+}  // namespace volt
+
+#endif
+// ---- end volt/distributed/impl/process_group.ipp
+#endif
 // ---- end volt/distributed/process_group.hpp
 // ---- begin volt/distributed/reducer.hpp
 /// \file
@@ -8851,54 +9004,7 @@ class GradientReducer {
   static constexpr std::int64_t default_bucket_bytes = 25 * 1024 * 1024;
 
   GradientReducer(ProcessGroup& group, std::vector<torch::Tensor> parameters,
-                  std::int64_t bucket_bytes = default_bucket_bytes)
-      : core_(std::make_shared<Core>(group)) {
-    auto& core = *core_;
-    for (auto& parameter : parameters) {
-      if (parameter.requires_grad()) core.parameters.push_back(parameter);
-    }
-    // Buckets in reverse order, split by size, dtype and device.
-    const auto count = static_cast<std::int64_t>(core.parameters.size());
-    core.slot_of.assign(static_cast<std::size_t>(count), {});
-    for (std::int64_t i = count - 1; i >= 0; --i) {
-      const auto& parameter = core.parameters[static_cast<std::size_t>(i)];
-      const std::int64_t bytes = parameter.numel() * static_cast<std::int64_t>(parameter.element_size());
-      const bool start_new = core.buckets.empty() ||
-                             core.buckets.back().bytes + bytes > bucket_bytes ||
-                             core.buckets.back().dtype != parameter.scalar_type() ||
-                             core.buckets.back().device != parameter.device();
-      if (start_new) {
-        Bucket bucket;
-        bucket.dtype = parameter.scalar_type();
-        bucket.device = parameter.device();
-        core.buckets.push_back(std::move(bucket));
-      }
-      auto& bucket = core.buckets.back();
-      core.slot_of[static_cast<std::size_t>(i)] = {static_cast<std::int64_t>(core.buckets.size()) - 1,
-                                                    static_cast<std::int64_t>(bucket.members.size()), bucket.numel};
-      bucket.members.push_back(i);
-      bucket.numel += parameter.numel();
-      bucket.bytes += bytes;
-    }
-    // The flat buffers and their views are made once: a step then only fills, reduces and copies back.
-    for (auto& bucket : core.buckets) {
-      bucket.flat = torch::zeros({bucket.numel}, torch::TensorOptions().dtype(bucket.dtype).device(bucket.device));
-      bucket.collective = {bucket.flat};
-      bucket.arrived.assign(bucket.members.size(), torch::Tensor());
-      for (auto member : bucket.members) {
-        const auto i = static_cast<std::size_t>(member);
-        const auto& parameter = core.parameters[i];
-        bucket.averaged.push_back(
-            bucket.flat.narrow(0, core.slot_of[i].offset, parameter.numel()).view(parameter.sizes()));
-      }
-    }
-    // Hooks on the gradient accumulators; the accumulators are kept alive so the hooks stay attached.
-    for (std::int64_t i = 0; i < count; ++i) {
-      auto accumulator = torch::autograd::impl::grad_accumulator(core.parameters[static_cast<std::size_t>(i)]);
-      accumulator->add_post_hook(std::make_unique<Hook>(core_, i));
-      accumulators_.push_back(std::move(accumulator));
-    }
-  }
+                  std::int64_t bucket_bytes = default_bucket_bytes);
 
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -8906,62 +9012,16 @@ class GradientReducer {
   ~GradientReducer() { core_->alive.store(false); }
 
   /// Arms the hooks for the next backward pass: with sync = false they do nothing (no_sync).
-  void prepare_for_backward(bool sync) {
-    auto& core = *core_;
-    std::lock_guard lock(core.mutex);
-    core.sync = sync;
-    for (auto& bucket : core.buckets) {
-      bucket.pending = static_cast<std::int64_t>(bucket.members.size());
-      bucket.launched = false;
-      bucket.work.reset();
-    }
-    core.ready.assign(core.parameters.size(), false);
-    core.next_launch = 0;
-  }
+  void prepare_for_backward(bool sync);
 
   /// After a synchronised backward: completes every bucket's all-reduce and writes the averaged gradients
   /// into the parameters' .grad (one multi-tensor copy per bucket). Throws DistributedError when a collective
   /// fails.
-  void finish() {
-    auto& core = *core_;
-    std::unique_lock lock(core.mutex);
-    if (!core.sync) return;
-    for (std::size_t b = core.next_launch; b < core.buckets.size(); ++b) {
-      if (!core.buckets[b].launched) core.launch_missing(b);
-    }
-    core.next_launch = core.buckets.size();
-    for (auto& bucket : core.buckets) {
-      if (bucket.work) core.group->wait(*bucket.work);
-    }
-    auto& destinations = core.copy_destinations;
-    auto& sources = core.copy_sources;
-    for (auto& bucket : core.buckets) {
-      destinations.clear();
-      sources.clear();
-      for (std::size_t m = 0; m < bucket.members.size(); ++m) {
-        auto& parameter = core.parameters[static_cast<std::size_t>(bucket.members[m])];
-        if (parameter.grad().defined()) {
-          destinations.push_back(parameter.mutable_grad());
-          sources.push_back(bucket.averaged[m]);
-        } else {
-          parameter.mutable_grad() = bucket.averaged[m].clone();
-        }
-      }
-      compat::foreach_copy_(destinations, sources);
-      bucket.work.reset();
-    }
-    destinations.clear();  // no reference to the gradients past this step
-    sources.clear();
-    core.sync = false;
-  }
+  void finish();
 
   std::size_t bucket_count() const { return core_->buckets.size(); }
   /// The parameter indices (registration order) of each bucket, first bucket first.
-  std::vector<std::vector<std::int64_t>> bucket_members() const {
-    std::vector<std::vector<std::int64_t>> result;
-    for (const auto& bucket : core_->buckets) result.push_back(bucket.members);
-    return result;
-  }
+  std::vector<std::vector<std::int64_t>> bucket_members() const;
 
  private:
   using Work = std::remove_cvref_t<decltype(std::declval<ProcessGroup&>().all_reduce_async(
@@ -9001,72 +9061,16 @@ class GradientReducer {
     std::mutex mutex;
 
     /// Keeps parameter i's current gradient, flattened, for its bucket (undefined: the bucket gets zeros).
-    void note_gradient(std::size_t i) {
-      const auto& slot = slot_of[i];
-      const auto& grad = parameters[i].grad();
-      // reshape is a view for a contiguous gradient (no kernel); a strided one is copied.
-      buckets[static_cast<std::size_t>(slot.bucket)].arrived[static_cast<std::size_t>(slot.index)] =
-          grad.defined() ? grad.reshape({-1}) : torch::Tensor();
-      ready[i] = true;
-    }
-
-    /// Fills the bucket from the gradients noted, averages it and starts its all-reduce.
-    void launch(std::size_t b) {
-      auto& bucket = buckets[b];
-      bool complete = true;
-      for (const auto& gradient : bucket.arrived) complete = complete && gradient.defined();
-      if (complete) {
-        at::cat_out(bucket.flat, bucket.arrived);  // one kernel for the whole bucket
-      } else {
-        for (std::size_t m = 0; m < bucket.members.size(); ++m) {
-          auto slice = bucket.averaged[m].view({-1});
-          if (bucket.arrived[m].defined()) {
-            slice.copy_(bucket.arrived[m]);
-          } else {
-            slice.zero_();
-          }
-        }
-      }
-      for (auto& gradient : bucket.arrived) gradient = torch::Tensor();  // no reference past this step
-      if (group->averages_in_collective()) {
-        bucket.work = group->all_reduce_async(bucket.collective, ReduceOp::mean);
-      } else {
-        bucket.flat.div_(group->size());
-        bucket.work = group->all_reduce_async(bucket.collective);
-      }
-      bucket.launched = true;
-    }
-
-    void launch_missing(std::size_t b) {
-      for (auto member : buckets[b].members) {
-        const auto i = static_cast<std::size_t>(member);
-        if (!ready[i]) note_gradient(i);
-      }
-      launch(b);
-    }
-
-    void on_gradient(std::int64_t index) {
-      std::lock_guard lock(mutex);
-      if (!sync) return;
-      const auto i = static_cast<std::size_t>(index);
-      if (ready[i]) return;
-      note_gradient(i);
-      --buckets[static_cast<std::size_t>(slot_of[i].bucket)].pending;
-      // Buckets start in index order on every rank, so the ranks' collectives pair up.
-      while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
-        if (!buckets[next_launch].launched) launch(next_launch);
-        ++next_launch;
-      }
-    }
+    void note_gradient(std::size_t i);
+    void launch(std::size_t b);
+    void launch_missing(std::size_t b);
+    void on_gradient(std::int64_t index);
   };
 
   struct Hook : torch::autograd::FunctionPostHook {
     Hook(std::weak_ptr<Core> core, std::int64_t index) : core_(std::move(core)), index_(index) {}
     torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                              const torch::autograd::variable_list& /*inputs*/) override {
-      if (auto core = core_.lock(); core && core->alive.load()) core->on_gradient(index_);
-      return outputs;
-    }
+                                              const torch::autograd::variable_list& inputs) override;
     std::weak_ptr<Core> core_;
     std::int64_t index_;
   };
@@ -9078,6 +9082,188 @@ class GradientReducer {
 #endif
 
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/distributed/impl/reducer.ipp
+/// \file
+/// Definitions of the functions declared in volt/distributed/reducer.hpp: compiled in every translation unit
+/// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#ifdef VOLT_DETAIL_HAS_C10D
+
+namespace volt::detail {
+
+VOLT_INLINE GradientReducer::GradientReducer(ProcessGroup& group, std::vector<torch::Tensor> parameters,
+                                             std::int64_t bucket_bytes)
+    : core_(std::make_shared<Core>(group)) {
+  auto& core = *core_;
+  for (auto& parameter : parameters) {
+    if (parameter.requires_grad()) core.parameters.push_back(parameter);
+  }
+  // Buckets in reverse order, split by size, dtype and device.
+  const auto count = static_cast<std::int64_t>(core.parameters.size());
+  core.slot_of.assign(static_cast<std::size_t>(count), {});
+  for (std::int64_t i = count - 1; i >= 0; --i) {
+    const auto& parameter = core.parameters[static_cast<std::size_t>(i)];
+    const std::int64_t bytes = parameter.numel() * static_cast<std::int64_t>(parameter.element_size());
+    const bool start_new = core.buckets.empty() ||
+                           core.buckets.back().bytes + bytes > bucket_bytes ||
+                           core.buckets.back().dtype != parameter.scalar_type() ||
+                           core.buckets.back().device != parameter.device();
+    if (start_new) {
+      Bucket bucket;
+      bucket.dtype = parameter.scalar_type();
+      bucket.device = parameter.device();
+      core.buckets.push_back(std::move(bucket));
+    }
+    auto& bucket = core.buckets.back();
+    core.slot_of[static_cast<std::size_t>(i)] = {static_cast<std::int64_t>(core.buckets.size()) - 1,
+                                                  static_cast<std::int64_t>(bucket.members.size()), bucket.numel};
+    bucket.members.push_back(i);
+    bucket.numel += parameter.numel();
+    bucket.bytes += bytes;
+  }
+  // The flat buffers and their views are made once: a step then only fills, reduces and copies back.
+  for (auto& bucket : core.buckets) {
+    bucket.flat = torch::zeros({bucket.numel}, torch::TensorOptions().dtype(bucket.dtype).device(bucket.device));
+    bucket.collective = {bucket.flat};
+    bucket.arrived.assign(bucket.members.size(), torch::Tensor());
+    for (auto member : bucket.members) {
+      const auto i = static_cast<std::size_t>(member);
+      const auto& parameter = core.parameters[i];
+      bucket.averaged.push_back(
+          bucket.flat.narrow(0, core.slot_of[i].offset, parameter.numel()).view(parameter.sizes()));
+    }
+  }
+  // Hooks on the gradient accumulators; the accumulators are kept alive so the hooks stay attached.
+  for (std::int64_t i = 0; i < count; ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(core.parameters[static_cast<std::size_t>(i)]);
+    accumulator->add_post_hook(std::make_unique<Hook>(core_, i));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+VOLT_INLINE void GradientReducer::prepare_for_backward(bool sync) {
+  auto& core = *core_;
+  std::lock_guard lock(core.mutex);
+  core.sync = sync;
+  for (auto& bucket : core.buckets) {
+    bucket.pending = static_cast<std::int64_t>(bucket.members.size());
+    bucket.launched = false;
+    bucket.work.reset();
+  }
+  core.ready.assign(core.parameters.size(), false);
+  core.next_launch = 0;
+}
+
+VOLT_INLINE void GradientReducer::finish() {
+  auto& core = *core_;
+  std::unique_lock lock(core.mutex);
+  if (!core.sync) return;
+  for (std::size_t b = core.next_launch; b < core.buckets.size(); ++b) {
+    if (!core.buckets[b].launched) core.launch_missing(b);
+  }
+  core.next_launch = core.buckets.size();
+  for (auto& bucket : core.buckets) {
+    if (bucket.work) core.group->wait(*bucket.work);
+  }
+  auto& destinations = core.copy_destinations;
+  auto& sources = core.copy_sources;
+  for (auto& bucket : core.buckets) {
+    destinations.clear();
+    sources.clear();
+    for (std::size_t m = 0; m < bucket.members.size(); ++m) {
+      auto& parameter = core.parameters[static_cast<std::size_t>(bucket.members[m])];
+      if (parameter.grad().defined()) {
+        destinations.push_back(parameter.mutable_grad());
+        sources.push_back(bucket.averaged[m]);
+      } else {
+        parameter.mutable_grad() = bucket.averaged[m].clone();
+      }
+    }
+    compat::foreach_copy_(destinations, sources);
+    bucket.work.reset();
+  }
+  destinations.clear();  // no reference to the gradients past this step
+  sources.clear();
+  core.sync = false;
+}
+
+VOLT_INLINE std::vector<std::vector<std::int64_t>> GradientReducer::bucket_members() const {
+  std::vector<std::vector<std::int64_t>> result;
+  for (const auto& bucket : core_->buckets) result.push_back(bucket.members);
+  return result;
+}
+
+VOLT_INLINE void GradientReducer::Core::note_gradient(std::size_t i) {
+  const auto& slot = slot_of[i];
+  const auto& grad = parameters[i].grad();
+  // reshape is a view for a contiguous gradient (no kernel); a strided one is copied.
+  buckets[static_cast<std::size_t>(slot.bucket)].arrived[static_cast<std::size_t>(slot.index)] =
+      grad.defined() ? grad.reshape({-1}) : torch::Tensor();
+  ready[i] = true;
+}
+
+/// Fills the bucket from the gradients noted, averages it and starts its all-reduce.
+VOLT_INLINE void GradientReducer::Core::launch(std::size_t b) {
+  auto& bucket = buckets[b];
+  bool complete = true;
+  for (const auto& gradient : bucket.arrived) complete = complete && gradient.defined();
+  if (complete) {
+    at::cat_out(bucket.flat, bucket.arrived);  // one kernel for the whole bucket
+  } else {
+    for (std::size_t m = 0; m < bucket.members.size(); ++m) {
+      auto slice = bucket.averaged[m].view({-1});
+      if (bucket.arrived[m].defined()) {
+        slice.copy_(bucket.arrived[m]);
+      } else {
+        slice.zero_();
+      }
+    }
+  }
+  for (auto& gradient : bucket.arrived) gradient = torch::Tensor();  // no reference past this step
+  if (group->averages_in_collective()) {
+    bucket.work = group->all_reduce_async(bucket.collective, ReduceOp::mean);
+  } else {
+    bucket.flat.div_(group->size());
+    bucket.work = group->all_reduce_async(bucket.collective);
+  }
+  bucket.launched = true;
+}
+
+VOLT_INLINE void GradientReducer::Core::launch_missing(std::size_t b) {
+  for (auto member : buckets[b].members) {
+    const auto i = static_cast<std::size_t>(member);
+    if (!ready[i]) note_gradient(i);
+  }
+  launch(b);
+}
+
+VOLT_INLINE void GradientReducer::Core::on_gradient(std::int64_t index) {
+  std::lock_guard lock(mutex);
+  if (!sync) return;
+  const auto i = static_cast<std::size_t>(index);
+  if (ready[i]) return;
+  note_gradient(i);
+  --buckets[static_cast<std::size_t>(slot_of[i].bucket)].pending;
+  // Buckets start in index order on every rank, so the ranks' collectives pair up.
+  while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
+    if (!buckets[next_launch].launched) launch(next_launch);
+    ++next_launch;
+  }
+}
+
+VOLT_INLINE torch::autograd::variable_list GradientReducer::Hook::operator()(
+    const torch::autograd::variable_list& outputs, const torch::autograd::variable_list& /*inputs*/) {
+  if (auto core = core_.lock(); core && core->alive.load()) core->on_gradient(index_);
+  return outputs;
+}
+
+}  // namespace volt::detail
+
+#endif
+// ---- end volt/distributed/impl/reducer.ipp
+#endif
 // ---- end volt/distributed/reducer.hpp
 // ---- begin volt/distributed/sampler.hpp
 /// \file
@@ -9385,50 +9571,6 @@ VOLT_INLINE DistributedSampler::DistributedSampler(std::size_t size, Distributed
 /// (launching them when nobody else did), owns the process group and the gradient reducer, and provides the
 /// collectives (spec section 6.2). SingleDevice's is in volt/strategies/single_device.hpp.
 
-// ---- begin volt/core/range.hpp
-/// \file
-/// The range behind a data argument of the Trainer or Fabric, its batch type and its size; implementation, no
-/// public API.
-///
-/// A data argument is a range of batches, or something that points to one (torch::data::make_data_loader
-/// returns a std::unique_ptr to the loader).
-
-#include <cstdint>
-#include <iterator>
-#include <optional>
-#include <type_traits>
-#include <utility>
-
-namespace volt::detail {
-
-/// The range to iterate for a data argument: the argument itself, or what it points to
-/// (torch::data::make_data_loader returns a std::unique_ptr to the loader).
-template <class Data>
-decltype(auto) as_range(Data& data) {
-  if constexpr (requires { std::begin(data); }) {
-    return (data);
-  } else {
-    return (*data);
-  }
-}
-
-/// The batch type a data argument yields (what dereferencing its range's iterator gives, without cv-ref).
-template <class Data>
-using batch_t = std::remove_cvref_t<decltype(*std::begin(as_range(std::declval<Data&>())))>;
-
-/// The number of batches of a data argument when its range can tell (std::size); nullopt otherwise.
-template <class Data>
-std::optional<std::int64_t> size_of(Data& data) {
-  auto&& range = as_range(data);
-  if constexpr (requires { std::size(range); }) {
-    return static_cast<std::int64_t>(std::size(range));
-  } else {
-    return std::nullopt;
-  }
-}
-
-}  // namespace volt::detail
-// ---- end volt/core/range.hpp
 
 #include <torch/torch.h>
 
@@ -13475,7 +13617,6 @@ VOLT_INLINE TorchLoaded torch_load_entries(const std::vector<ZipEntry>& entries,
 #include <algorithm>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -13626,6 +13767,8 @@ class ScopedCheckpointWriteFault {
 /// \file
 /// Definitions of the functions declared in volt/serialization/checkpoint_io.hpp: compiled in every translation unit
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#include <random>
 
 namespace volt::detail {
 
@@ -14144,15 +14287,15 @@ class CallbackModel final : public AnyCallback<State> {
   C callback_;
 };
 
-/// Calls hook `H` of a type-erased callback.
+/// Runs hook `H` of a callback list: calls the list's run_<hook>.
 template <Hook H>
-struct CallbackHook;
+struct CallbackRun;
 #define VOLT_DETAIL_HOOK_DISPATCH(name, owner, parameters, arguments) \
   template <>                                                         \
-  struct CallbackHook<Hook::name> {                                   \
-    template <class Callback, class... Arguments>                     \
-    static void call(Callback& callback, Arguments&... args) {        \
-      callback.name(args...);                                         \
+  struct CallbackRun<Hook::name> {                                    \
+    template <class List, class... Arguments>                         \
+    static void call(const List& list, Arguments&... args) {          \
+      list.run_##name(args...);                                       \
     }                                                                 \
   };
 VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_DISPATCH)
@@ -14165,12 +14308,10 @@ class CallbackList {
   /// Adds `callback` after the others.
   template <class C>
   void add(C callback) {
-    auto model = std::make_unique<CallbackModel<std::remove_cvref_t<C>, State>>(std::move(callback));
-    for (std::size_t hook = 0; hook < hook_count; ++hook) {
-      if (model->has(static_cast<Hook>(hook))) by_hook_[hook].push_back(model.get());
-    }
-    all_.push_back(std::move(model));
+    add_erased(std::make_unique<CallbackModel<std::remove_cvref_t<C>, State>>(std::move(callback)));
   }
+  /// Adds a type-erased callback after the others.
+  void add_erased(std::unique_ptr<AnyCallback<State>> callback);
 
   /// The first callback of type C, or nullptr.
   template <class C>
@@ -14191,23 +14332,18 @@ class CallbackList {
   /// The callbacks that define `hook`, in order.
   const std::vector<AnyCallback<State>*>& with(Hook hook) const { return by_hook_[static_cast<std::size_t>(hook)]; }
 
-  /// Calls hook `H` of every callback that defines it, in order.
+  /// Calls hook `H` of every callback that defines it, in order (through run_<hook>, one function per hook).
   template <Hook H, class... Arguments>
   void run(State& state, Arguments&&... args) const {
     static_assert(callback_hook(H), "volt: this hook is a model hook only (see the owner column of VOLT_DETAIL_HOOKS)");
-    if constexpr (requires { state.profiler_; }) {
-      if (state.profiler_) [[unlikely]] {
-        // profiling: each callback's hook is the action "[Callback]<type>.<hook>"
-        for (AnyCallback<State>* callback : with(H)) {
-          ProfileScope scope(state.profiler_, "[Callback]" + profiled_type_name(callback->type_name().data()) + "." +
-                                                  std::string(hook_name(H)));
-          CallbackHook<H>::call(*callback, state, args...);
-        }
-        return;
-      }
-    }
-    for (AnyCallback<State>* callback : with(H)) CallbackHook<H>::call(*callback, state, args...);
+    CallbackRun<H>::call(*this, state, args...);
   }
+
+  // One function per hook, defined once below (not for each place that runs the hook).
+#define VOLT_DETAIL_HOOK_RUN_DECLARATION(name, owner, parameters, arguments) \
+  void run_##name(State& state VOLT_DETAIL_UNPAREN parameters) const;
+  VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_RUN_DECLARATION)
+#undef VOLT_DETAIL_HOOK_RUN_DECLARATION
 
   /// Every callback, in order.
   const std::vector<std::unique_ptr<AnyCallback<State>>>& all() const { return all_; }
@@ -14216,6 +14352,33 @@ class CallbackList {
   std::vector<std::unique_ptr<AnyCallback<State>>> all_;
   std::array<std::vector<AnyCallback<State>*>, hook_count> by_hook_{};
 };
+
+template <class State>
+void CallbackList<State>::add_erased(std::unique_ptr<AnyCallback<State>> callback) {
+  for (std::size_t hook = 0; hook < hook_count; ++hook) {
+    if (callback->has(static_cast<Hook>(hook))) by_hook_[hook].push_back(callback.get());
+  }
+  all_.push_back(std::move(callback));
+}
+
+// run_<hook>: with a profiler in the state, each callback's hook is the action "[Callback]<type>.<hook>".
+#define VOLT_DETAIL_HOOK_RUN_DEFINITION(name, owner, parameters, arguments)                                  \
+  template <class State>                                                                                     \
+  void CallbackList<State>::run_##name(State& state VOLT_DETAIL_UNPAREN parameters) const {                  \
+    if constexpr (requires { state.profiler_; }) {                                                           \
+      if (state.profiler_) [[unlikely]] {                                                                    \
+        for (AnyCallback<State>* callback : with(Hook::name)) {                                              \
+          ProfileScope scope(state.profiler_, "[Callback]" + profiled_type_name(callback->type_name().data()) + \
+                                                  "." #name);                                                \
+          callback->name(state VOLT_DETAIL_UNPAREN arguments);                                               \
+        }                                                                                                    \
+        return;                                                                                              \
+      }                                                                                                      \
+    }                                                                                                        \
+    for (AnyCallback<State>* callback : with(Hook::name)) callback->name(state VOLT_DETAIL_UNPAREN arguments); \
+  }
+VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_RUN_DEFINITION)
+#undef VOLT_DETAIL_HOOK_RUN_DEFINITION
 
 }  // namespace volt::detail
 // ---- end volt/callbacks/callback.hpp
@@ -14675,7 +14838,6 @@ VOLT_INLINE CheckpointIntervals check_model_checkpoint_options(const ModelCheckp
 #include <fstream>
 #include <map>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -14775,6 +14937,8 @@ void adopt_default_save_dir(Options& options, const std::filesystem::path& dir) 
 /// \file
 /// Definitions of the functions declared in volt/loggers/logger.hpp: compiled in every translation unit
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#include <random>
 
 namespace volt::detail {
 
@@ -15637,7 +15801,6 @@ VOLT_INLINE std::string write_header(const std::vector<Entry>& entries, const st
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -15785,6 +15948,8 @@ LoadWeightsResult load_weights(const Module& module, const std::filesystem::path
 /// Definitions of the functions declared in volt/serialization/weights.hpp: compiled in every translation unit
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
 
+#include <random>
+
 namespace volt::detail {
 
 VOLT_INLINE const torch::nn::Module& weights_module(const torch::nn::Module& module) { return module; }
@@ -15913,7 +16078,6 @@ VOLT_INLINE StateDict load_weights(const std::filesystem::path& path, torch::Dev
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -16009,6 +16173,8 @@ LoadWeightsResult load_safetensors(const Module& module, const std::filesystem::
 /// \file
 /// Definitions of the functions declared in volt/serialization/safetensors.hpp: compiled in every translation unit
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#include <random>
 
 namespace volt::detail::safetensors {
 
@@ -16219,6 +16385,11 @@ class ModelCheckpoint {
   /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
   /// interval, two intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
   explicit ModelCheckpoint(ModelCheckpointOptions options = {});
+  ModelCheckpoint(const ModelCheckpoint&);
+  ModelCheckpoint(ModelCheckpoint&&) noexcept;
+  ModelCheckpoint& operator=(const ModelCheckpoint&);
+  ModelCheckpoint& operator=(ModelCheckpoint&&) noexcept;
+  ~ModelCheckpoint();
 
   /// The options as given.
   const ModelCheckpointOptions& options() const { return options_; }
@@ -16594,6 +16765,14 @@ VOLT_INLINE void ModelCheckpoint::apply_restored() {
 }  // namespace volt
 
 namespace volt {
+
+// Out of line: a program that adds a ModelCheckpoint does not compile its copies and destructor again (with
+// VOLT_SEPARATE_COMPILATION).
+VOLT_INLINE ModelCheckpoint::ModelCheckpoint(const ModelCheckpoint&) = default;
+VOLT_INLINE ModelCheckpoint::ModelCheckpoint(ModelCheckpoint&&) noexcept = default;
+VOLT_INLINE ModelCheckpoint& ModelCheckpoint::operator=(const ModelCheckpoint&) = default;
+VOLT_INLINE ModelCheckpoint& ModelCheckpoint::operator=(ModelCheckpoint&&) noexcept = default;
+VOLT_INLINE ModelCheckpoint::~ModelCheckpoint() = default;
 
 VOLT_INLINE ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
     : options_(std::move(options)) {
@@ -21633,11 +21812,13 @@ class CallbackConnector {
   template <class C>
   void add(C&& callback) {
     if constexpr (std::same_as<std::remove_cvref_t<C>, ModelCheckpoint>) {
-      deferred_checkpoints_.push_back(std::forward<C>(callback));
+      add_checkpoint(std::forward<C>(callback));
     } else {
       callbacks_.add(std::forward<C>(callback));
     }
   }
+  /// Holds a ModelCheckpoint back until reorder.
+  void add_checkpoint(ModelCheckpoint callback);
 
   /// After every extra, before reorder: the Timer max_time asks for (Lightning's _configure_timer_callback),
   /// unless one was given. It goes before the checkpoint callbacks, so that a checkpoint written after a batch
@@ -21671,9 +21852,11 @@ class CallbackConnector {
   std::vector<ModelCheckpoint> deferred_checkpoints_;
 };
 
-// With VOLT_SEPARATE_COMPILATION the Trainer's erased forms of volt's own callbacks (each one's vtable and every
-// hook, instantiated for TrainerState) are compiled once, with VOLT_IMPLEMENTATION, not in every program.
+// With VOLT_SEPARATE_COMPILATION the Trainer's callback list (its run_<hook> functions) and the erased forms of
+// volt's own callbacks (each one's vtable and every hook, instantiated for TrainerState) are compiled once, with
+// VOLT_IMPLEMENTATION, not in every program.
 #if defined(VOLT_DETAIL_INSTANTIATE)
+VOLT_DETAIL_INSTANTIATE class CallbackList<TrainerState>;
 #define VOLT_DETAIL_ERASED_CALLBACK(C) VOLT_DETAIL_INSTANTIATE class CallbackModel<C, TrainerState>;
 VOLT_DETAIL_ERASED_CALLBACK(ProgressBar) VOLT_DETAIL_ERASED_CALLBACK(ModelSummary)
 VOLT_DETAIL_ERASED_CALLBACK(ModelCheckpoint) VOLT_DETAIL_ERASED_CALLBACK(EarlyStopping)
@@ -21695,6 +21878,10 @@ VOLT_DETAIL_ERASED_CALLBACK(EMAWeightAveraging) VOLT_DETAIL_ERASED_CALLBACK(Stoc
 #include <optional>
 
 namespace volt::detail {
+
+VOLT_INLINE void CallbackConnector::add_checkpoint(ModelCheckpoint callback) {
+  deferred_checkpoints_.push_back(std::move(callback));
+}
 
 VOLT_INLINE void CallbackConnector::add_timer(const TrainerOptions& options) {
   if (!options.max_time) return;
@@ -22788,14 +22975,12 @@ VOLT_INLINE ScopedInterruptHandler::~ScopedInterruptHandler() {
 /// depend only on the strategy and the precision, compiled once in volt::compiled for volt's own policies
 /// (explicit instantiations), not in every program. Nothing here without VOLT_SEPARATE_COMPILATION.
 
-// ---- begin volt/trainer/loops/fit_loop.hpp
+// ---- begin volt/trainer/loops/evaluation_loop.hpp
 /// \file
-/// The fit loop (Lightning's loops/fit_loop.py): a fit from its setup (optimizers, data sizes, the resume
-/// point) through the hooks around training, the sanity check and the epochs, to the stop — done() names
-/// every reason — including the graceful end after SIGINT or SIGTERM. Each epoch: on_train_epoch_start, the
-/// epoch's batches (volt/trainer/loops/training_epoch_loop.hpp), on_train_epoch_end (the other callbacks, the
-/// model, the monitoring callbacks) and then the epoch's row for the loggers, epoch-interval schedulers, and
-/// the ranks' agreement on stopping.
+/// The evaluation loop (Lightning's loops/evaluation_loop.py): validation inside fit, the sanity check before
+/// it, trainer.validate and trainer.test, as one loop parameterised by the stage. Each run: the start and
+/// epoch-start hooks, the steps in eval mode without autograd (the batch-start hook, validation_step or
+/// test_step, the batch-end hook), the epoch values (combined across ranks), the epoch-end and end hooks.
 
 // ---- begin volt/trainer/call.hpp
 /// \file
@@ -22948,78 +23133,6 @@ namespace volt::detail {
 // ---- end volt/trainer/impl/call.ipp
 #endif
 // ---- end volt/trainer/call.hpp
-// ---- begin volt/trainer/loops/forward_epoch.hpp
-/// \file
-/// TrainerState::forward_training_epoch's pass: training_step over one epoch's batches without autograd (what
-/// StochasticWeightAveraging's BatchNorm recomputation runs at the end of training).
-
-
-#include <torch/torch.h>
-
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <utility>
-#include <vector>
-
-namespace volt::detail {
-
-/// TrainerState::forward_training_epoch: training_step over one epoch's batches, in training mode, without
-/// autograd, with what it logs discarded.
-template <class Parts, class M, class TrainData>
-void forward_training_epoch(Parts& parts, M& module, TrainData& train_data, std::optional<std::int64_t> limit) {
-  auto& metrics = parts.logger.metrics();
-  std::vector<RecordedLog> discarded;
-  metrics.record_into(&discarded);
-  struct Restore {
-    MetricStore& metrics;
-    torch::nn::Module& module;
-    bool was_training;
-    ~Restore() {
-      metrics.record_into(nullptr);
-      module.train(was_training);
-    }
-  } restore{metrics, module, module.is_training()};
-  torch::NoGradGuard no_grad;
-  module.train();
-  std::int64_t batch_idx = 0;
-  for (auto&& raw : as_range(train_data)) {
-    if (limit && batch_idx >= *limit) break;
-    try {
-      auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
-      auto context = parts.precision.forward_context();
-      (void)call_training_step(module, batch, batch_idx, parts.context);
-    } catch (...) {
-      rethrow_with_context("the forward pass over the training data, batch " + std::to_string(batch_idx));
-    }
-    ++batch_idx;
-  }
-}
-
-}  // namespace volt::detail
-// ---- end volt/trainer/loops/forward_epoch.hpp
-// ---- begin volt/trainer/loops/training_epoch_loop.hpp
-/// \file
-/// The training epoch loop (Lightning's loops/training_epoch_loop.py): one epoch's batches — skipping to the
-/// resume point, each batch's on_train_batch_start (the model's -1 ends the epoch), its step
-/// (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization, or
-/// volt/trainer/loops/manual_optimization.hpp), validation when val_check_interval says so, the
-/// ReduceLROnPlateau schedulers of interval step, the stop checks between batches.
-
-// ---- begin volt/trainer/loops/cuda_graph_step.hpp
-/// \file
-/// The training step with TrainerOptions::cuda_graphs: warm-up, capture and replay around automatic
-/// optimization (detail::CudaGraphStep), over the graph of volt/trainer/loops/train_step_graph.hpp.
-
-// ---- begin volt/trainer/loops/automatic_optimization.hpp
-/// \file
-/// Automatic optimization (Lightning's loops/optimization/automatic.py): one training batch's step — the
-/// forward pass under the precision's context, accumulation over accumulate_grad_batches, the (scaled)
-/// backward pass and the gradient synchronisation, and at the end of an accumulation window unscale ->
-/// on_before_optimizer_step -> clipping -> optimizer step (skipped on inf under fp16) -> update, then the work
-/// after each optimizer step (global_step, step-interval schedulers) and after on_train_batch_end (the
-/// logger flush).
-
 // ---- begin volt/trainer/parts.hpp
 /// \file
 /// What the Trainer's loops share (Lightning's loops reach these through `self.trainer`): the options, the
@@ -23047,33 +23160,28 @@ struct TrainerParts {
   /// The Precision policy.
   using precision_type = Precision;
 
-  explicit TrainerParts(TrainerOptions trainer_options)
-      : options(std::move(trainer_options)), logger(options.default_root_dir) {}
+  explicit TrainerParts(TrainerOptions trainer_options);
+  ~TrainerParts();
+  TrainerParts(const TrainerParts&) = delete;
+  TrainerParts& operator=(const TrainerParts&) = delete;
 
   /// The Trainer's construction (see Trainer::Trainer): validates the options, seeds, sets the math modes,
   /// selects the devices of `Accelerator`, prints the device lines on rank zero, takes the `extras`
   /// (callbacks, loggers, a configured Precision) and completes the callbacks and loggers with the defaults.
   template <class Accelerator, class... Extras>
   void set_up(Extras&&... extras) {
-    validate(options);
-    profiler = options.profiler.profiler ? options.profiler.profiler : make_profiler(options.profiler.name);
-    state.profiler_ = profiler.get();
-    apply_fast_dev_run(options);
-    set_torch_flags(options);
+    begin_set_up();
     selection = select_trainer_devices<Accelerator, Strategy>(options);
-    strategy.configure(selection, options.num_nodes);
-    state.global_rank = strategy.global_rank();
-    state.world_size = strategy.world_size();
-    state.is_global_zero = strategy.is_global_zero();
-    logger.set_global_zero(state.is_global_zero);
-    log_device_info(selection.accelerator);
+    configure_devices();
     (add_extra(std::forward<Extras>(extras)), ...);
-    callbacks.add_timer(options);
-    callbacks.reorder();
-    precision.setup(root_device());
-    callbacks.add_defaults(options);
-    logger.configure(options.logger, options.fast_dev_run > 0);
+    end_set_up();
   }
+  /// set_up before the device selection: the options' checks, the profiler, fast_dev_run, the math modes.
+  void begin_set_up();
+  /// set_up after the device selection: the strategy, the ranks, the device lines.
+  void configure_devices();
+  /// set_up after the extras: the timer, the callbacks' order, the precision, the defaults, the loggers.
+  void end_set_up();
 
   /// A constructor extra: the configured precision, a logger, or a callback.
   template <class E>
@@ -23150,26 +23258,387 @@ struct TrainerParts {
 
   /// Combines epoch metrics across ranks (every rank then sees the same monitored values, so checkpointing
   /// and early stopping decide alike); nothing with one process.
-  std::function<void(std::vector<double>&, Reduce)> ranks_reducer() {
-    if (strategy.world_size() == 1) return {};
-    return [this](std::vector<double>& values, Reduce kind) {
-      torch::Tensor tensor = torch::tensor(values, torch::kDouble).to(root_device());
-      const ReduceOp op = kind == Reduce::sum ? ReduceOp::sum
-                          : kind == Reduce::max ? ReduceOp::max
-                          : kind == Reduce::min ? ReduceOp::min
-                                                : ReduceOp::mean;
-      strategy.all_reduce(tensor, op);
-      tensor = tensor.cpu();
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] = tensor[static_cast<std::int64_t>(i)].item<double>();
-    };
-  }
+  std::function<void(std::vector<double>&, Reduce)> ranks_reducer();
 
   /// Lightning's reduce_boolean_decision on should_stop: any rank asking to stop stops them all.
   void agree_on_stop() { state.should_stop = strategy.reduce_boolean_decision(state.should_stop, /*all=*/false); }
 };
 
+// Out of the class, so that with VOLT_SEPARATE_COMPILATION volt's policies get them from volt::compiled
+// (volt/trainer/instantiations.hpp) and a program does not compile them again.
+template <class Strategy, class Precision>
+TrainerParts<Strategy, Precision>::TrainerParts(TrainerOptions trainer_options)
+    : options(std::move(trainer_options)), logger(options.default_root_dir) {}
+
+template <class Strategy, class Precision>
+TrainerParts<Strategy, Precision>::~TrainerParts() = default;
+
+template <class Strategy, class Precision>
+void TrainerParts<Strategy, Precision>::begin_set_up() {
+  validate(options);
+  profiler = options.profiler.profiler ? options.profiler.profiler : make_profiler(options.profiler.name);
+  state.profiler_ = profiler.get();
+  apply_fast_dev_run(options);
+  set_torch_flags(options);
+}
+
+template <class Strategy, class Precision>
+void TrainerParts<Strategy, Precision>::configure_devices() {
+  strategy.configure(selection, options.num_nodes);
+  state.global_rank = strategy.global_rank();
+  state.world_size = strategy.world_size();
+  state.is_global_zero = strategy.is_global_zero();
+  logger.set_global_zero(state.is_global_zero);
+  log_device_info(selection.accelerator);
+}
+
+template <class Strategy, class Precision>
+void TrainerParts<Strategy, Precision>::end_set_up() {
+  callbacks.add_timer(options);
+  callbacks.reorder();
+  precision.setup(root_device());
+  callbacks.add_defaults(options);
+  logger.configure(options.logger, options.fast_dev_run > 0);
+}
+
+template <class Strategy, class Precision>
+std::function<void(std::vector<double>&, Reduce)> TrainerParts<Strategy, Precision>::ranks_reducer() {
+  if (strategy.world_size() == 1) return {};
+  return [this](std::vector<double>& values, Reduce kind) {
+    torch::Tensor tensor = torch::tensor(values, torch::kDouble).to(root_device());
+    const ReduceOp op = kind == Reduce::sum ? ReduceOp::sum
+                        : kind == Reduce::max ? ReduceOp::max
+                        : kind == Reduce::min ? ReduceOp::min
+                                              : ReduceOp::mean;
+    strategy.all_reduce(tensor, op);
+    tensor = tensor.cpu();
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = tensor[static_cast<std::int64_t>(i)].item<double>();
+  };
+}
+
 }  // namespace volt::detail
 // ---- end volt/trainer/parts.hpp
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace volt::detail {
+
+/// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
+/// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
+class EvalGuard {
+ public:
+  explicit EvalGuard(bool inference) : inference_(inference) {}
+
+ private:
+  c10::InferenceMode inference_;
+  torch::NoGradGuard no_grad_;
+};
+
+/// The hooks, metric phase and limit of one kind of evaluation: validation, or test when `Testing`.
+template <bool Testing>
+struct EvaluationKind {
+  static constexpr Hook start = Testing ? Hook::on_test_start : Hook::on_validation_start;
+  static constexpr Hook epoch_start = Testing ? Hook::on_test_epoch_start : Hook::on_validation_epoch_start;
+  static constexpr Hook batch_start = Testing ? Hook::on_test_batch_start : Hook::on_validation_batch_start;
+  static constexpr Hook batch_end = Testing ? Hook::on_test_batch_end : Hook::on_validation_batch_end;
+  static constexpr Hook epoch_end = Testing ? Hook::on_test_epoch_end : Hook::on_validation_epoch_end;
+  static constexpr Hook end = Testing ? Hook::on_test_end : Hook::on_validation_end;
+  static constexpr MetricPhase phase = Testing ? MetricPhase::test : MetricPhase::validation;
+  static constexpr const char* limit_name = Testing ? "limit_test_batches" : "limit_val_batches";
+  static constexpr const char* batch_name = Testing ? "test" : "validation";
+  /// The profiler's action for fetching the next batch (Lightning's names).
+  static constexpr const char* next_action = Testing ? "[_EvaluationLoop].test_next" : "[_EvaluationLoop].val_next";
+  static const BatchAmount& limit(const TrainerOptions& options) {
+    return Testing ? options.limit_test_batches : options.limit_val_batches;
+  }
+};
+
+/// Runs evaluations and keeps the epoch values of the last one.
+class EvaluationLoop {
+ public:
+  /// One evaluation of `data` under `stage` (fitting: validation inside fit; sanity_checking; validating;
+  /// testing), over the kind's limit or `limit_override`. Inside fit the epoch values reach the loggers.
+  template <class Parts, class M, class Data>
+  void run(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override = {}) {
+    if (stage == Stage::testing) {
+      run_kind<true>(parts, module, data, stage, limit_override);
+    } else {
+      run_kind<false>(parts, module, data, stage, limit_override);
+    }
+  }
+
+  /// The sanity check before fit's first epoch: num_sanity_val_steps batches, its values then discarded (as
+  /// Lightning does).
+  template <class Parts, class M, class Data>
+  void sanity_check(Parts& parts, M& module, Data& data) {
+    auto& state = parts.state;
+    const Stage previous = state.stage;
+    state.stage = Stage::sanity_checking;
+    parts.callbacks.list().template run<Hook::on_sanity_check_start>(state);
+    const std::int64_t steps = parts.options.num_sanity_val_steps;
+    run(parts, module, data, Stage::sanity_checking,
+        steps < 0 ? std::optional<std::int64_t>{} : std::optional<std::int64_t>{steps});
+    parts.logger.metrics().discard(MetricPhase::validation);
+    parts.callbacks.list().template run<Hook::on_sanity_check_end>(state);
+    state.stage = previous;
+  }
+
+  /// trainer.validate and trainer.test: prepares the model, evaluates, logs the epoch values at the current
+  /// global step and returns them. Throws Lightning's MisconfigurationError when the model has no step for
+  /// the stage.
+  template <class Parts, class Model, class Data>
+  std::map<std::string, double> run_standalone(Parts& parts, Model& model, Data& data, Stage stage) {
+    using M = module_t<Model>;
+    using Batch = batch_t<Data>;
+    if constexpr (!has_test_step<M, Batch>) {
+      if (stage == Stage::testing) throw MisconfigurationError("No `test_step()` method defined to run `Trainer.test`.");
+    }
+    if constexpr (!has_validation_step<M, Batch>) {
+      if (stage != Stage::testing) {
+        throw MisconfigurationError("No `validation_step()` method defined to run `Trainer.validate`.");
+      }
+    }
+    auto module = model_module(model);
+    parts.prepare_module(*module);
+    parts.logger.metrics().clear();
+    parts.state.stage = stage;
+    const auto& state = parts.state;  // profiler: set up for the stage, its report written when the stage ends
+    ProfiledStage profiled(state.profiler_, stage == Stage::testing ? "test" : "validate",
+                           state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt, state.log_dir());
+    run(parts, *module, data, stage);
+    parts.log_metrics(last_metrics_, parts.state.global_step);
+    parts.logger.save();
+    parts.state.stage = Stage::none;
+    return last_metrics_;
+  }
+
+  /// The epoch values of the last run.
+  const std::map<std::string, double>& last_metrics() const { return last_metrics_; }
+
+  /// Under overfit_batches, the fixed order of a shuffling validation loader inside fit.
+  OverfitOrder overfit_order{};
+
+  /// Validation data from a loader factory inside fit (Lightning's evaluation_loop.setup_data): the loader is
+  /// requested when none was, or reload_dataloaders_every_n_epochs epochs after the request that counts (one
+  /// in the sanity check counts only in an epoch that validates); a fractional limit must select a batch.
+  template <class Parts, class Data>
+  void setup_data(Parts& parts, Data& data) {
+    const auto& options = parts.options;
+    const auto& state = parts.state;
+    auto& source = loader_source(data);
+    if (!reload_due(source, options.reload_dataloaders_every_n_epochs, state.current_epoch)) return;
+    source.load(state.current_epoch);
+    const auto every = options.check_val_every_n_epoch;
+    const bool validating_epoch = !every || (state.current_epoch + 1) % *every == 0;
+    source.count_load(state.stage != Stage::sanity_checking || validating_epoch);
+    check_fraction(options.limit_val_batches, size_of(data), "val");
+  }
+
+ private:
+  template <bool Testing, class Parts, class M, class Data>
+  void run_kind(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override) {
+    using Kind = EvaluationKind<Testing>;
+    auto& state = parts.state;
+    auto& callbacks = parts.callbacks.list();
+    const Stage previous = state.stage;
+    state.stage = stage;
+    if constexpr (from_factory<Data>) {
+      if (stage == Stage::fitting || stage == Stage::sanity_checking) setup_data(parts, data);
+    }
+    // The sanity check runs at most num_sanity_val_steps of the batches validation would run.
+    auto limit = data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
+    if (limit_override) limit = limit ? std::min(*limit, *limit_override) : *limit_override;
+    state.phase_ = Kind::phase;  // values logged in the start hooks belong to this evaluation
+    call_hook<Kind::start>(module, parts.context, callbacks, state);
+    call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
+    evaluate<Kind>(parts, module, data, limit);
+    auto values = parts.logger.metrics().end_epoch(Kind::phase, parts.ranks_reducer());
+    call_hook<Kind::epoch_end>(module, parts.context, callbacks, state);
+    end_values(parts, Kind::phase, stage, std::move(values));
+    call_hook<Kind::end>(module, parts.context, callbacks, state);
+    state.stage = previous;
+  }
+
+  /// After the epoch-end hooks: the values they logged are this evaluation's too (Lightning's
+  /// update_eval_epoch_metrics runs after them); inside fit they reach the loggers.
+  template <class Parts>
+  void end_values(Parts& parts, MetricPhase phase, Stage stage, std::map<std::string, double> values);
+
+  /// The kind's step over up to `limit` batches, in eval mode, without autograd.
+  template <class Kind, class Parts, class M, class Data>
+  void evaluate(Parts& parts, M& module, Data& data, std::optional<std::int64_t> limit) {
+    auto& state = parts.state;
+    const bool was_training = module.is_training();
+    module.eval();
+    state.phase_ = Kind::phase;
+    EvalGuard guard(parts.options.inference_mode);
+    std::int64_t batch_idx = 0;
+    auto&& range = as_range(data);
+    const bool fitting = state.stage == Stage::fitting || state.stage == Stage::sanity_checking;
+    auto it = fitting ? overfit_order.begin(range, parts.options, "val") : std::begin(range);
+    auto next = [&] {
+      std::optional<ProfileScope> profiled;  // profiler: the loader's next batch
+      if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, Kind::next_action);
+      ++it;
+    };
+    for (const auto end = std::end(range); it != end; next()) {
+      if (limit && batch_idx >= *limit) break;
+      try {
+        auto batch = parts.prepare_batch(*it);
+        using Batch = std::remove_cvref_t<decltype(batch)>;
+        state.batch_idx = batch_idx;
+        parts.callbacks.list().template run<Kind::batch_start>(state, batch_idx);
+        ModelHook<Kind::batch_start>::call(module, parts.context, std::as_const(batch), batch_idx);
+        {
+          auto context = parts.precision.forward_context();
+          if constexpr (Kind::phase == MetricPhase::test) {
+            if constexpr (has_test_step<M, Batch>) call_test_step(module, batch, batch_idx, parts.context);
+          } else {
+            if constexpr (has_validation_step<M, Batch>) call_validation_step(module, batch, batch_idx, parts.context);
+          }
+        }
+        parts.callbacks.list().template run<Kind::batch_end>(state, batch_idx);
+        ModelHook<Kind::batch_end>::call(module, parts.context, std::as_const(batch), batch_idx);
+      } catch (...) {
+        rethrow_with_context(batch_context(state, Kind::batch_name, batch_idx));
+      }
+      ++batch_idx;
+    }
+    state.num_val_batches = batch_idx;
+    if (was_training) module.train();
+  }
+
+  /// "epoch E, <kind> batch B", what an error in the batch is told with.
+  static std::string batch_context(const TrainerState& state, const char* kind, std::int64_t batch_idx);
+
+  std::map<std::string, double> last_metrics_{};
+};
+
+// Out of the class: with VOLT_SEPARATE_COMPILATION volt's policies get it from volt::compiled
+// (volt/trainer/instantiations.hpp).
+template <class Parts>
+void EvaluationLoop::end_values(Parts& parts, MetricPhase phase, Stage stage, std::map<std::string, double> values) {
+  auto& metrics = parts.logger.metrics();
+  if (metrics.has_epoch_values(phase)) {
+    for (auto& [key, value] : metrics.end_epoch(phase, parts.ranks_reducer())) values[key] = value;
+  }
+  if (stage == Stage::fitting) {
+    parts.log_metrics(values, std::max<std::int64_t>(0, parts.state.global_step - 1));
+    parts.state.validation_has_run = true;
+  }
+  last_metrics_ = std::move(values);
+}
+
+}  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+// ---- begin volt/trainer/loops/impl/evaluation_loop.ipp
+/// \file
+/// Definitions of the functions declared in volt/trainer/loops/evaluation_loop.hpp: compiled in every translation
+/// unit (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#include <string>
+
+namespace volt::detail {
+
+VOLT_INLINE std::string EvaluationLoop::batch_context(const TrainerState& state, const char* kind,
+                                                      std::int64_t batch_idx) {
+  return "epoch " + std::to_string(state.current_epoch) + ", " + kind + " batch " + std::to_string(batch_idx);
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/impl/evaluation_loop.ipp
+#endif
+// ---- end volt/trainer/loops/evaluation_loop.hpp
+// ---- begin volt/trainer/loops/fit_loop.hpp
+/// \file
+/// The fit loop (Lightning's loops/fit_loop.py): a fit from its setup (optimizers, data sizes, the resume
+/// point) through the hooks around training, the sanity check and the epochs, to the stop — done() names
+/// every reason — including the graceful end after SIGINT or SIGTERM. Each epoch: on_train_epoch_start, the
+/// epoch's batches (volt/trainer/loops/training_epoch_loop.hpp), on_train_epoch_end (the other callbacks, the
+/// model, the monitoring callbacks) and then the epoch's row for the loggers, epoch-interval schedulers, and
+/// the ranks' agreement on stopping.
+
+// ---- begin volt/trainer/loops/forward_epoch.hpp
+/// \file
+/// TrainerState::forward_training_epoch's pass: training_step over one epoch's batches without autograd (what
+/// StochasticWeightAveraging's BatchNorm recomputation runs at the end of training).
+
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace volt::detail {
+
+/// TrainerState::forward_training_epoch: training_step over one epoch's batches, in training mode, without
+/// autograd, with what it logs discarded.
+template <class Parts, class M, class TrainData>
+void forward_training_epoch(Parts& parts, M& module, TrainData& train_data, std::optional<std::int64_t> limit) {
+  auto& metrics = parts.logger.metrics();
+  std::vector<RecordedLog> discarded;
+  metrics.record_into(&discarded);
+  struct Restore {
+    MetricStore& metrics;
+    torch::nn::Module& module;
+    bool was_training;
+    ~Restore() {
+      metrics.record_into(nullptr);
+      module.train(was_training);
+    }
+  } restore{metrics, module, module.is_training()};
+  torch::NoGradGuard no_grad;
+  module.train();
+  std::int64_t batch_idx = 0;
+  for (auto&& raw : as_range(train_data)) {
+    if (limit && batch_idx >= *limit) break;
+    try {
+      auto batch = parts.prepare_batch(std::forward<decltype(raw)>(raw));
+      auto context = parts.precision.forward_context();
+      (void)call_training_step(module, batch, batch_idx, parts.context);
+    } catch (...) {
+      rethrow_with_context("the forward pass over the training data, batch " + std::to_string(batch_idx));
+    }
+    ++batch_idx;
+  }
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/forward_epoch.hpp
+// ---- begin volt/trainer/loops/training_epoch_loop.hpp
+/// \file
+/// The training epoch loop (Lightning's loops/training_epoch_loop.py): one epoch's batches — skipping to the
+/// resume point, each batch's on_train_batch_start (the model's -1 ends the epoch), its step
+/// (volt/trainer/loops/cuda_graph_step.hpp over automatic optimization, or
+/// volt/trainer/loops/manual_optimization.hpp), validation when val_check_interval says so, the
+/// ReduceLROnPlateau schedulers of interval step, the stop checks between batches.
+
+// ---- begin volt/trainer/loops/cuda_graph_step.hpp
+/// \file
+/// The training step with TrainerOptions::cuda_graphs: warm-up, capture and replay around automatic
+/// optimization (detail::CudaGraphStep), over the graph of volt/trainer/loops/train_step_graph.hpp.
+
+// ---- begin volt/trainer/loops/automatic_optimization.hpp
+/// \file
+/// Automatic optimization (Lightning's loops/optimization/automatic.py): one training batch's step — the
+/// forward pass under the precision's context, accumulation over accumulate_grad_batches, the (scaled)
+/// backward pass and the gradient synchronisation, and at the end of an accumulation window unscale ->
+/// on_before_optimizer_step -> clipping -> optimizer step (skipped on inf under fp16) -> update, then the work
+/// after each optimizer step (global_step, step-interval schedulers) and after on_train_batch_end (the
+/// logger flush).
+
 
 #include <torch/torch.h>
 
@@ -23873,222 +24342,6 @@ VOLT_INLINE void CudaGraphStep::decide(const TrainerOptions& options, torch::Dev
 // ---- end volt/trainer/loops/impl/cuda_graph_step.ipp
 #endif
 // ---- end volt/trainer/loops/cuda_graph_step.hpp
-// ---- begin volt/trainer/loops/evaluation_loop.hpp
-/// \file
-/// The evaluation loop (Lightning's loops/evaluation_loop.py): validation inside fit, the sanity check before
-/// it, trainer.validate and trainer.test, as one loop parameterised by the stage. Each run: the start and
-/// epoch-start hooks, the steps in eval mode without autograd (the batch-start hook, validation_step or
-/// test_step, the batch-end hook), the epoch values (combined across ranks), the epoch-end and end hooks.
-
-
-#include <torch/torch.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <string>
-#include <type_traits>
-#include <utility>
-
-namespace volt::detail {
-
-/// Evaluation autograd mode: inference mode (when enabled) and no grad. InferenceMode(false) turns grad
-/// mode on, so the NoGradGuard constructed after it is what keeps autograd off in both cases.
-class EvalGuard {
- public:
-  explicit EvalGuard(bool inference) : inference_(inference) {}
-
- private:
-  c10::InferenceMode inference_;
-  torch::NoGradGuard no_grad_;
-};
-
-/// The hooks, metric phase and limit of one kind of evaluation: validation, or test when `Testing`.
-template <bool Testing>
-struct EvaluationKind {
-  static constexpr Hook start = Testing ? Hook::on_test_start : Hook::on_validation_start;
-  static constexpr Hook epoch_start = Testing ? Hook::on_test_epoch_start : Hook::on_validation_epoch_start;
-  static constexpr Hook batch_start = Testing ? Hook::on_test_batch_start : Hook::on_validation_batch_start;
-  static constexpr Hook batch_end = Testing ? Hook::on_test_batch_end : Hook::on_validation_batch_end;
-  static constexpr Hook epoch_end = Testing ? Hook::on_test_epoch_end : Hook::on_validation_epoch_end;
-  static constexpr Hook end = Testing ? Hook::on_test_end : Hook::on_validation_end;
-  static constexpr MetricPhase phase = Testing ? MetricPhase::test : MetricPhase::validation;
-  static constexpr const char* limit_name = Testing ? "limit_test_batches" : "limit_val_batches";
-  static constexpr const char* batch_name = Testing ? "test" : "validation";
-  /// The profiler's action for fetching the next batch (Lightning's names).
-  static constexpr const char* next_action = Testing ? "[_EvaluationLoop].test_next" : "[_EvaluationLoop].val_next";
-  static const BatchAmount& limit(const TrainerOptions& options) {
-    return Testing ? options.limit_test_batches : options.limit_val_batches;
-  }
-};
-
-/// Runs evaluations and keeps the epoch values of the last one.
-class EvaluationLoop {
- public:
-  /// One evaluation of `data` under `stage` (fitting: validation inside fit; sanity_checking; validating;
-  /// testing), over the kind's limit or `limit_override`. Inside fit the epoch values reach the loggers.
-  template <class Parts, class M, class Data>
-  void run(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override = {}) {
-    if (stage == Stage::testing) {
-      run_kind<true>(parts, module, data, stage, limit_override);
-    } else {
-      run_kind<false>(parts, module, data, stage, limit_override);
-    }
-  }
-
-  /// The sanity check before fit's first epoch: num_sanity_val_steps batches, its values then discarded (as
-  /// Lightning does).
-  template <class Parts, class M, class Data>
-  void sanity_check(Parts& parts, M& module, Data& data) {
-    auto& state = parts.state;
-    const Stage previous = state.stage;
-    state.stage = Stage::sanity_checking;
-    parts.callbacks.list().template run<Hook::on_sanity_check_start>(state);
-    const std::int64_t steps = parts.options.num_sanity_val_steps;
-    run(parts, module, data, Stage::sanity_checking,
-        steps < 0 ? std::optional<std::int64_t>{} : std::optional<std::int64_t>{steps});
-    parts.logger.metrics().discard(MetricPhase::validation);
-    parts.callbacks.list().template run<Hook::on_sanity_check_end>(state);
-    state.stage = previous;
-  }
-
-  /// trainer.validate and trainer.test: prepares the model, evaluates, logs the epoch values at the current
-  /// global step and returns them. Throws Lightning's MisconfigurationError when the model has no step for
-  /// the stage.
-  template <class Parts, class Model, class Data>
-  std::map<std::string, double> run_standalone(Parts& parts, Model& model, Data& data, Stage stage) {
-    using M = module_t<Model>;
-    using Batch = batch_t<Data>;
-    if constexpr (!has_test_step<M, Batch>) {
-      if (stage == Stage::testing) throw MisconfigurationError("No `test_step()` method defined to run `Trainer.test`.");
-    }
-    if constexpr (!has_validation_step<M, Batch>) {
-      if (stage != Stage::testing) {
-        throw MisconfigurationError("No `validation_step()` method defined to run `Trainer.validate`.");
-      }
-    }
-    auto module = model_module(model);
-    parts.prepare_module(*module);
-    parts.logger.metrics().clear();
-    parts.state.stage = stage;
-    const auto& state = parts.state;  // profiler: set up for the stage, its report written when the stage ends
-    ProfiledStage profiled(state.profiler_, stage == Stage::testing ? "test" : "validate",
-                           state.world_size > 1 ? std::optional<int>(state.global_rank) : std::nullopt, state.log_dir());
-    run(parts, *module, data, stage);
-    parts.log_metrics(last_metrics_, parts.state.global_step);
-    parts.logger.save();
-    parts.state.stage = Stage::none;
-    return last_metrics_;
-  }
-
-  /// The epoch values of the last run.
-  const std::map<std::string, double>& last_metrics() const { return last_metrics_; }
-
-  /// Under overfit_batches, the fixed order of a shuffling validation loader inside fit.
-  OverfitOrder overfit_order{};
-
-  /// Validation data from a loader factory inside fit (Lightning's evaluation_loop.setup_data): the loader is
-  /// requested when none was, or reload_dataloaders_every_n_epochs epochs after the request that counts (one
-  /// in the sanity check counts only in an epoch that validates); a fractional limit must select a batch.
-  template <class Parts, class Data>
-  void setup_data(Parts& parts, Data& data) {
-    const auto& options = parts.options;
-    const auto& state = parts.state;
-    auto& source = loader_source(data);
-    if (!reload_due(source, options.reload_dataloaders_every_n_epochs, state.current_epoch)) return;
-    source.load(state.current_epoch);
-    const auto every = options.check_val_every_n_epoch;
-    const bool validating_epoch = !every || (state.current_epoch + 1) % *every == 0;
-    source.count_load(state.stage != Stage::sanity_checking || validating_epoch);
-    check_fraction(options.limit_val_batches, size_of(data), "val");
-  }
-
- private:
-  template <bool Testing, class Parts, class M, class Data>
-  void run_kind(Parts& parts, M& module, Data& data, Stage stage, std::optional<std::int64_t> limit_override) {
-    using Kind = EvaluationKind<Testing>;
-    auto& state = parts.state;
-    auto& callbacks = parts.callbacks.list();
-    const Stage previous = state.stage;
-    state.stage = stage;
-    if constexpr (from_factory<Data>) {
-      if (stage == Stage::fitting || stage == Stage::sanity_checking) setup_data(parts, data);
-    }
-    // The sanity check runs at most num_sanity_val_steps of the batches validation would run.
-    auto limit = data_limit(parts.options, Kind::limit(parts.options), data, Kind::limit_name);
-    if (limit_override) limit = limit ? std::min(*limit, *limit_override) : *limit_override;
-    state.phase_ = Kind::phase;  // values logged in the start hooks belong to this evaluation
-    call_hook<Kind::start>(module, parts.context, callbacks, state);
-    call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
-    evaluate<Kind>(parts, module, data, limit);
-    auto& metrics = parts.logger.metrics();
-    auto values = metrics.end_epoch(Kind::phase, parts.ranks_reducer());
-    call_hook<Kind::epoch_end>(module, parts.context, callbacks, state);
-    // Values logged in the epoch-end hooks are this evaluation's (Lightning's update_eval_epoch_metrics runs
-    // after them).
-    if (metrics.has_epoch_values(Kind::phase)) {
-      for (auto& [key, value] : metrics.end_epoch(Kind::phase, parts.ranks_reducer())) values[key] = value;
-    }
-    if (stage == Stage::fitting) {
-      parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
-      state.validation_has_run = true;
-    }
-    last_metrics_ = std::move(values);
-    call_hook<Kind::end>(module, parts.context, callbacks, state);
-    state.stage = previous;
-  }
-
-  /// The kind's step over up to `limit` batches, in eval mode, without autograd.
-  template <class Kind, class Parts, class M, class Data>
-  void evaluate(Parts& parts, M& module, Data& data, std::optional<std::int64_t> limit) {
-    auto& state = parts.state;
-    const bool was_training = module.is_training();
-    module.eval();
-    state.phase_ = Kind::phase;
-    EvalGuard guard(parts.options.inference_mode);
-    std::int64_t batch_idx = 0;
-    auto&& range = as_range(data);
-    const bool fitting = state.stage == Stage::fitting || state.stage == Stage::sanity_checking;
-    auto it = fitting ? overfit_order.begin(range, parts.options, "val") : std::begin(range);
-    auto next = [&] {
-      std::optional<ProfileScope> profiled;  // profiler: the loader's next batch
-      if (state.profiler_) [[unlikely]] profiled.emplace(state.profiler_, Kind::next_action);
-      ++it;
-    };
-    for (const auto end = std::end(range); it != end; next()) {
-      if (limit && batch_idx >= *limit) break;
-      try {
-        auto batch = parts.prepare_batch(*it);
-        using Batch = std::remove_cvref_t<decltype(batch)>;
-        state.batch_idx = batch_idx;
-        parts.callbacks.list().template run<Kind::batch_start>(state, batch_idx);
-        ModelHook<Kind::batch_start>::call(module, parts.context, std::as_const(batch), batch_idx);
-        {
-          auto context = parts.precision.forward_context();
-          if constexpr (Kind::phase == MetricPhase::test) {
-            if constexpr (has_test_step<M, Batch>) call_test_step(module, batch, batch_idx, parts.context);
-          } else {
-            if constexpr (has_validation_step<M, Batch>) call_validation_step(module, batch, batch_idx, parts.context);
-          }
-        }
-        parts.callbacks.list().template run<Kind::batch_end>(state, batch_idx);
-        ModelHook<Kind::batch_end>::call(module, parts.context, std::as_const(batch), batch_idx);
-      } catch (...) {
-        rethrow_with_context("epoch " + std::to_string(state.current_epoch) + ", " + Kind::batch_name + " batch " +
-                             std::to_string(batch_idx));
-      }
-      ++batch_idx;
-    }
-    state.num_val_batches = batch_idx;
-    if (was_training) module.train();
-  }
-
-  std::map<std::string, double> last_metrics_{};
-};
-
-}  // namespace volt::detail
-// ---- end volt/trainer/loops/evaluation_loop.hpp
 // ---- begin volt/trainer/loops/manual_optimization.hpp
 /// \file
 /// Manual optimization (Lightning's loops/optimization/manual.py): a model that declares
@@ -24303,10 +24556,7 @@ class TrainingEpochLoop {
     const bool resuming_mid_epoch = resume.batches_done > 0;
     auto&& range = as_range(train_data);
     std::int64_t batch_idx = 0;
-    auto where = [&] {
-      return "epoch " + std::to_string(state.current_epoch) + ", training batch " + std::to_string(batch_idx) +
-             " (global step " + std::to_string(state.global_step) + ")";
-    };
+    auto where = [&] { return batch_context(state, batch_idx); };
     auto it = [&] {
       try {
         return overfit_order.begin(range, options, "train");
@@ -24372,6 +24622,9 @@ class TrainingEpochLoop {
   }
 
  private:
+  /// "epoch E, training batch B (global step S)", what an error in the batch is told with.
+  static std::string batch_context(const TrainerState& state, std::int64_t batch_idx);
+
   /// Before the batch's step (Lightning's advance): the batch index in the state, on_train_batch_start (the
   /// callbacks' with the batch index, then the model's with the batch and its index). True when the model's hook
   /// returned -1: Lightning then skips the rest of the epoch. The model's hook returns void or an integer
@@ -24444,6 +24697,11 @@ class TrainingEpochLoop {
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
 
 namespace volt::detail {
+
+VOLT_INLINE std::string TrainingEpochLoop::batch_context(const TrainerState& state, std::int64_t batch_idx) {
+  return "epoch " + std::to_string(state.current_epoch) + ", training batch " + std::to_string(batch_idx) +
+         " (global step " + std::to_string(state.global_step) + ")";
+}
 
 VOLT_INLINE bool max_steps_reached(const TrainerOptions& options, const TrainerState& state) {
   return options.max_steps >= 0 && state.global_step >= options.max_steps;
@@ -24529,6 +24787,11 @@ class AnomalyDetection {
 /// Runs fit().
 class FitLoop {
  public:
+  FitLoop();
+  ~FitLoop();
+  FitLoop(const FitLoop&) = delete;
+  FitLoop& operator=(const FitLoop&) = delete;
+
   /// The batches of each epoch.
   TrainingEpochLoop epoch_loop{};
 
@@ -24620,10 +24883,7 @@ class FitLoop {
         call_hook<Hook::on_train_end>(*module, parts.context, callbacks, state);
         call_hook<Hook::on_fit_end>(*module, parts.context, callbacks, state);
         finished = true;
-        log::info_rank_zero("`Trainer.fit` stopped: " + stop_reason_ + ".");
-        parts.logger.finalize("success");
-        if (data_.teardown) data_.teardown();
-        callbacks.template run<Hook::teardown>(state);
+        end_succeeded(parts);
       });
     }
   }
@@ -24631,12 +24891,7 @@ class FitLoop {
   /// Writes a checkpoint of `module` and the training state (global rank zero only); the device-side
   /// optimizer state of a captured step is handed back first.
   template <class Parts>
-  void write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path, bool weights_only) {
-    epoch_loop.step.graph().sync_optimizer_state();  // a captured step counts Adam's steps on the device
-    std::optional<ProfileScope> profiled;  // profiler: Lightning's "save_checkpoint" action
-    if (parts.state.profiler_) [[unlikely]] profiled.emplace(parts.state.profiler_, "save_checkpoint");
-    parts.checkpoint.dump(checkpoint_parts(parts, module), path, weights_only);
-  }
+  void write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path, bool weights_only);
 
  private:
   template <class Parts>
@@ -24652,36 +24907,10 @@ class FitLoop {
   template <class Parts, class M, class TrainData, class ValData>
   void setup(Parts& parts, const std::shared_ptr<M>& module_pointer, TrainData& train_data, ValData& val_data,
              bool has_val_data, const std::filesystem::path& ckpt_path) {
-    const auto& options = parts.options;
     auto& state = parts.state;
     M& module = *module_pointer;
     parts.prepare_module(module);
-    parts.logger.metrics().clear();
-    state.stage = Stage::fitting;
-    state.should_stop = false;
-    state.validation_has_run = false;
-    state.global_step = 0;
-    state.current_epoch = 0;
-    state.fast_dev_run = options.fast_dev_run > 0;
-    state.max_steps = options.max_steps;
-    state.max_epochs = options.max_epochs;
-    if (!state.max_epochs) {
-      if (options.max_steps == -1) {
-        log::warn_rank_zero("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
-                            "limit, set `max_epochs=-1`.");
-        state.max_epochs = 1000;
-      } else {
-        state.max_epochs = -1;
-      }
-    }
-    state.log_every_n_steps = options.log_every_n_steps;
-    state.accumulate_grad_batches = options.accumulate_grad_batches;
-    state.has_validation = has_val_data && !(options.limit_val_batches.is_fraction()
-                                                 ? options.limit_val_batches.fraction() == 0.0
-                                                 : options.limit_val_batches.count() == 0);
-    state.validates_at_epoch_end =
-        options.val_check_interval.is_whole_epoch() && options.check_val_every_n_epoch.value_or(0) == 1;
-    state.device_stats = device_stats_probe(parts.selection.accelerator, parts.root_device());
+    reset_state(parts, has_val_data);
 
     constexpr bool automatic = uses_automatic_optimization<M>();
     parts.optimization.configure(configure_optimizers(module), automatic, &state);
@@ -24694,34 +24923,29 @@ class FitLoop {
         forward_training_epoch(parts, module, train_data, epoch_loop.limit);
       };
     }
-    state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
-    // Holds the module: trainer.save_checkpoint works after fit() returned.
-    state.save_checkpoint = [this, &parts, module_pointer](const std::filesystem::path& path, bool weights_only) {
-      parts.state.last_checkpoint_saved = false;
-      try {
-        write_checkpoint(parts, *module_pointer, path, weights_only);
-        parts.state.last_checkpoint_saved = true;
-      } catch (const CheckpointError& error) {
-        if (parts.state.stage == Stage::none || parts.options.on_checkpoint_failure == CheckpointFailure::raise) throw;
-        log::warn_rank_zero(std::string(error.what()) + "; training continues (on_checkpoint_failure=warn).");
-      }
-    };
+    set_state_functions(parts, module_pointer);
 
     epoch_loop.reset();
     if constexpr (!from_factory<TrainData>) setup_train_data(parts, train_data, val_data);
 
-    parts.checkpoint.reset();
-    parts.checkpoint.extra_states = std::move(data_.states);
-    if (!ckpt_path.empty()) {
-      parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
-      parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
-    }
+    restore(parts, module, ckpt_path);
     if constexpr (automatic) {
       epoch_loop.step.template setup<M>(parts);
     } else {
       epoch_loop.step.graph().reset();  // ManualOptimization::setup warned if cuda_graphs was asked for
     }
   }
+
+  /// The part of setup that depends on neither the model nor the data: the state a fit starts from.
+  template <class Parts>
+  void reset_state(Parts& parts, bool has_val_data);
+  /// The state's functions that callbacks call: save_checkpoint (it holds the module, so that
+  /// trainer.save_checkpoint works after fit() returned) and decide_across_ranks.
+  template <class Parts>
+  void set_state_functions(Parts& parts, std::shared_ptr<torch::nn::Module> module);
+  /// Clears the checkpoint connector for this fit and resumes from `ckpt_path` when it is not empty.
+  template <class Parts>
+  void restore(Parts& parts, torch::nn::Module& module, const std::filesystem::path& ckpt_path);
 
   /// The training data's sizes and their checks (Lightning's fit_loop.setup_data); a loader factory is asked
   /// for its loader first when one is due (reload_dataloaders_every_n_epochs).
@@ -24762,25 +24986,14 @@ class FitLoop {
     parts.logger.log_hyperparams(params);
   }
 
+  /// After on_fit_end of a fit that succeeded: the stop reason, the loggers' "success", the data module's
+  /// teardown, the callbacks' teardown.
+  template <class Parts>
+  void end_succeeded(Parts& parts);
+
   /// Whether the fit is over, with the reason in stop_reason().
   template <class Parts>
-  bool done(Parts& parts) {
-    const auto& options = parts.options;
-    const auto& state = parts.state;
-    if (state.max_epochs && *state.max_epochs >= 0 && state.current_epoch >= *state.max_epochs) {
-      stop_reason_ = "`max_epochs=" + std::to_string(*state.max_epochs) + "` reached";
-      return true;
-    }
-    if (max_steps_reached(options, state)) {
-      stop_reason_ = "`max_steps=" + std::to_string(options.max_steps) + "` reached";
-      return true;
-    }
-    if (state.should_stop && min_training_done(options, state)) {
-      stop_reason_ = "stopped by a callback (should_stop)";
-      return true;
-    }
-    return false;
-  }
+  bool done(Parts& parts);
 
   /// One epoch.
   template <class Parts, class M, class TrainData, class ValData>
@@ -24810,56 +25023,31 @@ class FitLoop {
   void end_epoch(Parts& parts, M& module, std::int64_t batches_done) {
     auto& state = parts.state;
     parts.checkpoint.resume_point = {state.current_epoch, batches_done, true};
-    auto& metrics = parts.logger.metrics();
     std::map<std::string, double> values;
     {
       // Lightning's order: the callbacks other than the monitoring ones, the model, then the monitoring ones
       // (checkpointing, early stopping), which see the epoch's values. Values logged in any of these hooks are
       // epoch values of this epoch and reach the loggers in its row.
-      EpochHookScope scope(&metrics, hook_name(Hook::on_train_epoch_end));
+      EpochHookScope scope(&parts.logger.metrics(), hook_name(Hook::on_train_epoch_end));
       parts.callbacks.run_train_epoch_end(state, /*monitoring=*/false);
       ModelHook<Hook::on_train_epoch_end>::call(module, parts.context);
-      values = metrics.end_epoch(MetricPhase::train, parts.ranks_reducer());
-      parts.callbacks.run_train_epoch_end(state, /*monitoring=*/true);
-      if (metrics.has_epoch_values(MetricPhase::train)) {
-        for (auto& [key, value] : metrics.end_epoch(MetricPhase::train, parts.ranks_reducer())) values[key] = value;
-      }
+      values = end_epoch_values(parts);
     }
-    parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
-    parts.optimization.step_schedulers(SchedulerInterval::epoch, state.current_epoch + 1);
-    ++state.current_epoch;
-    parts.checkpoint.resume_point = {state.current_epoch, 0, false};
-    parts.agree_on_stop();
+    close_epoch(parts, values);
   }
+  /// After the model's on_train_epoch_end: the epoch's values, the monitoring callbacks' hook, and what they
+  /// logged.
+  template <class Parts>
+  std::map<std::string, double> end_epoch_values(Parts& parts);
+  /// The epoch's row for the loggers, epoch-interval schedulers, the next resume point, and the ranks'
+  /// agreement on stopping.
+  template <class Parts>
+  void close_epoch(Parts& parts, const std::map<std::string, double>& values);
 
   /// After a SIGINT/SIGTERM between two batches: checkpoint, on_exception, loggers, teardown (Lightning's
   /// KeyboardInterrupt handling); then fit() returns.
   template <class Parts>
-  void end_interrupted(Parts& parts, torch::nn::Module& module) {
-    const std::string name = interrupt_signal_name();
-    stop_reason_ = "interrupted by " + name;
-    std::string saved;
-    auto& state = parts.state;
-    if (auto* checkpoint = parts.callbacks.list().template find<ModelCheckpoint>();
-        checkpoint != nullptr && parts.options.fast_dev_run == 0) {
-      const auto folder = !checkpoint->dirpath().empty()
-                              ? checkpoint->dirpath()
-                              : std::filesystem::path(parts.options.default_root_dir) / "checkpoints";
-      const auto path = folder / "interrupted.ckpt";
-      try {
-        write_checkpoint(parts, module, path, false);
-        saved = "; resume with fit(..., \"" + path.string() + "\")";
-      } catch (const CheckpointError& error) {
-        log::warn_rank_zero(error.what());
-      }
-    }
-    log::info_rank_zero("\nDetected " + name + ", attempting graceful shutdown after epoch " +
-                        std::to_string(state.current_epoch) + ", batch " + std::to_string(state.batch_idx) +
-                        " (global step " + std::to_string(state.global_step) + ")" + saved + ".");
-    end_failed_run(parts.callbacks.list(), state, parts.logger,
-                   std::make_exception_ptr(TrainingInterrupted("volt: training " + stop_reason_)));
-    state.stage = Stage::none;
-  }
+  void end_interrupted(Parts& parts, torch::nn::Module& module);
 
   std::string stop_reason_{};
   DataHooks data_{};
@@ -24867,6 +25055,160 @@ class FitLoop {
 
 }  // namespace volt::detail
 
+// ---- begin volt/trainer/loops/impl/fit_loop.tpp
+/// \file
+/// The fit loop's member templates that depend only on the Trainer's parts, not on the model or the data
+/// (volt/trainer/loops/fit_loop.hpp declares them). They are templates, so every translation unit sees them; with
+/// VOLT_SEPARATE_COMPILATION, volt's own policies get them compiled once in volt::compiled
+/// (volt/trainer/instantiations.hpp), and a program does not compile them again.
+
+namespace volt::detail {
+
+template <class Parts>
+void FitLoop::reset_state(Parts& parts, bool has_val_data) {
+  const auto& options = parts.options;
+  auto& state = parts.state;
+  parts.logger.metrics().clear();
+  state.stage = Stage::fitting;
+  state.should_stop = false;
+  state.validation_has_run = false;
+  state.global_step = 0;
+  state.current_epoch = 0;
+  state.fast_dev_run = options.fast_dev_run > 0;
+  state.max_steps = options.max_steps;
+  state.max_epochs = options.max_epochs;
+  if (!state.max_epochs) {
+    if (options.max_steps == -1) {
+      log::warn_rank_zero("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
+                          "limit, set `max_epochs=-1`.");
+      state.max_epochs = 1000;
+    } else {
+      state.max_epochs = -1;
+    }
+  }
+  state.log_every_n_steps = options.log_every_n_steps;
+  state.accumulate_grad_batches = options.accumulate_grad_batches;
+  state.has_validation = has_val_data && !(options.limit_val_batches.is_fraction()
+                                               ? options.limit_val_batches.fraction() == 0.0
+                                               : options.limit_val_batches.count() == 0);
+  state.validates_at_epoch_end =
+      options.val_check_interval.is_whole_epoch() && options.check_val_every_n_epoch.value_or(0) == 1;
+  state.device_stats = device_stats_probe(parts.selection.accelerator, parts.root_device());
+}
+
+template <class Parts>
+void FitLoop::set_state_functions(Parts& parts, std::shared_ptr<torch::nn::Module> module) {
+  auto& state = parts.state;
+  state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
+  state.save_checkpoint = [this, &parts, module = std::move(module)](const std::filesystem::path& path,
+                                                                       bool weights_only) {
+    parts.state.last_checkpoint_saved = false;
+    try {
+      write_checkpoint(parts, *module, path, weights_only);
+      parts.state.last_checkpoint_saved = true;
+    } catch (const CheckpointError& error) {
+      if (parts.state.stage == Stage::none || parts.options.on_checkpoint_failure == CheckpointFailure::raise) throw;
+      log::warn_rank_zero(std::string(error.what()) + "; training continues (on_checkpoint_failure=warn).");
+    }
+  };
+}
+
+template <class Parts>
+void FitLoop::restore(Parts& parts, torch::nn::Module& module, const std::filesystem::path& ckpt_path) {
+  parts.checkpoint.reset();
+  parts.checkpoint.extra_states = std::move(data_.states);
+  if (!ckpt_path.empty()) {
+    parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
+    parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
+  }
+}
+
+template <class Parts>
+std::map<std::string, double> FitLoop::end_epoch_values(Parts& parts) {
+  auto& metrics = parts.logger.metrics();
+  auto values = metrics.end_epoch(MetricPhase::train, parts.ranks_reducer());
+  parts.callbacks.run_train_epoch_end(parts.state, /*monitoring=*/true);
+  if (metrics.has_epoch_values(MetricPhase::train)) {
+    for (auto& [key, value] : metrics.end_epoch(MetricPhase::train, parts.ranks_reducer())) values[key] = value;
+  }
+  return values;
+}
+
+template <class Parts>
+void FitLoop::close_epoch(Parts& parts, const std::map<std::string, double>& values) {
+  auto& state = parts.state;
+  parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
+  parts.optimization.step_schedulers(SchedulerInterval::epoch, state.current_epoch + 1);
+  ++state.current_epoch;
+  parts.checkpoint.resume_point = {state.current_epoch, 0, false};
+  parts.agree_on_stop();
+}
+
+template <class Parts>
+void FitLoop::end_succeeded(Parts& parts) {
+  log::info_rank_zero("`Trainer.fit` stopped: " + stop_reason_ + ".");
+  parts.logger.finalize("success");
+  if (data_.teardown) data_.teardown();
+  parts.callbacks.list().template run<Hook::teardown>(parts.state);
+}
+
+template <class Parts>
+bool FitLoop::done(Parts& parts) {
+  const auto& options = parts.options;
+  const auto& state = parts.state;
+  if (state.max_epochs && *state.max_epochs >= 0 && state.current_epoch >= *state.max_epochs) {
+    stop_reason_ = "`max_epochs=" + std::to_string(*state.max_epochs) + "` reached";
+    return true;
+  }
+  if (max_steps_reached(options, state)) {
+    stop_reason_ = "`max_steps=" + std::to_string(options.max_steps) + "` reached";
+    return true;
+  }
+  if (state.should_stop && min_training_done(options, state)) {
+    stop_reason_ = "stopped by a callback (should_stop)";
+    return true;
+  }
+  return false;
+}
+
+template <class Parts>
+void FitLoop::end_interrupted(Parts& parts, torch::nn::Module& module) {
+  const std::string name = interrupt_signal_name();
+  stop_reason_ = "interrupted by " + name;
+  std::string saved;
+  auto& state = parts.state;
+  if (auto* checkpoint = parts.callbacks.list().template find<ModelCheckpoint>();
+      checkpoint != nullptr && parts.options.fast_dev_run == 0) {
+    const auto folder = !checkpoint->dirpath().empty()
+                            ? checkpoint->dirpath()
+                            : std::filesystem::path(parts.options.default_root_dir) / "checkpoints";
+    const auto path = folder / "interrupted.ckpt";
+    try {
+      write_checkpoint(parts, module, path, false);
+      saved = "; resume with fit(..., \"" + path.string() + "\")";
+    } catch (const CheckpointError& error) {
+      log::warn_rank_zero(error.what());
+    }
+  }
+  log::info_rank_zero("\nDetected " + name + ", attempting graceful shutdown after epoch " +
+                      std::to_string(state.current_epoch) + ", batch " + std::to_string(state.batch_idx) +
+                      " (global step " + std::to_string(state.global_step) + ")" + saved + ".");
+  end_failed_run(parts.callbacks.list(), state, parts.logger,
+                 std::make_exception_ptr(TrainingInterrupted("volt: training " + stop_reason_)));
+  state.stage = Stage::none;
+}
+
+template <class Parts>
+void FitLoop::write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path,
+                               bool weights_only) {
+  epoch_loop.step.graph().sync_optimizer_state();  // a captured step counts Adam's steps on the device
+  std::optional<ProfileScope> profiled;  // profiler: Lightning's "save_checkpoint" action
+  if (parts.state.profiler_) [[unlikely]] profiled.emplace(parts.state.profiler_, "save_checkpoint");
+  parts.checkpoint.dump(checkpoint_parts(parts, module), path, weights_only);
+}
+
+}  // namespace volt::detail
+// ---- end volt/trainer/loops/impl/fit_loop.tpp
 #if VOLT_DETAIL_HEADER_BODIES
 // ---- begin volt/trainer/loops/impl/fit_loop.ipp
 /// \file
@@ -24880,6 +25222,11 @@ VOLT_INLINE AnomalyDetection::AnomalyDetection(bool enabled)
   if (enabled) torch::autograd::AnomalyMode::set_enabled(true, /*check_nan=*/true);
 }
 
+// Out of line: a program does not compile the loops' construction and destruction again (with
+// VOLT_SEPARATE_COMPILATION).
+VOLT_INLINE FitLoop::FitLoop() = default;
+VOLT_INLINE FitLoop::~FitLoop() = default;
+
 }  // namespace volt::detail
 // ---- end volt/trainer/loops/impl/fit_loop.ipp
 #endif
@@ -24888,6 +25235,9 @@ VOLT_INLINE AnomalyDetection::AnomalyDetection(bool enabled)
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
 
 namespace volt::detail {
 
@@ -24895,10 +25245,22 @@ namespace volt::detail {
 #define VOLT_DETAIL_TRAINER_PARTS(S, P)                                                                       \
   VOLT_DETAIL_INSTANTIATE struct TrainerParts<S, P>;                                                          \
   VOLT_DETAIL_INSTANTIATE bool FitLoop::done<TrainerParts<S, P>>(TrainerParts<S, P>&);                        \
+  VOLT_DETAIL_INSTANTIATE void FitLoop::end_succeeded<TrainerParts<S, P>>(TrainerParts<S, P>&);               \
   VOLT_DETAIL_INSTANTIATE void FitLoop::end_interrupted<TrainerParts<S, P>>(TrainerParts<S, P>&,              \
                                                                             torch::nn::Module&);              \
   VOLT_DETAIL_INSTANTIATE void FitLoop::write_checkpoint<TrainerParts<S, P>>(                                 \
-      TrainerParts<S, P>&, torch::nn::Module&, const std::filesystem::path&, bool);
+      TrainerParts<S, P>&, torch::nn::Module&, const std::filesystem::path&, bool);                           \
+  VOLT_DETAIL_INSTANTIATE void FitLoop::reset_state<TrainerParts<S, P>>(TrainerParts<S, P>&, bool);           \
+  VOLT_DETAIL_INSTANTIATE void FitLoop::set_state_functions<TrainerParts<S, P>>(                              \
+      TrainerParts<S, P>&, std::shared_ptr<torch::nn::Module>);                                               \
+  VOLT_DETAIL_INSTANTIATE void FitLoop::restore<TrainerParts<S, P>>(TrainerParts<S, P>&, torch::nn::Module&,  \
+                                                                    const std::filesystem::path&);            \
+  VOLT_DETAIL_INSTANTIATE std::map<std::string, double> FitLoop::end_epoch_values<TrainerParts<S, P>>(        \
+      TrainerParts<S, P>&);                                                                                   \
+  VOLT_DETAIL_INSTANTIATE void FitLoop::close_epoch<TrainerParts<S, P>>(TrainerParts<S, P>&,                  \
+                                                                        const std::map<std::string, double>&); \
+  VOLT_DETAIL_INSTANTIATE void EvaluationLoop::end_values<TrainerParts<S, P>>(                                \
+      TrainerParts<S, P>&, MetricPhase, Stage, std::map<std::string, double>);
 #define VOLT_DETAIL_TRAINER_PARTS_FOR(S)                                                                      \
   VOLT_DETAIL_TRAINER_PARTS(S, FP32) VOLT_DETAIL_TRAINER_PARTS(S, FP64) VOLT_DETAIL_TRAINER_PARTS(S, FP16True) \
   VOLT_DETAIL_TRAINER_PARTS(S, BF16True) VOLT_DETAIL_TRAINER_PARTS(S, FP16Autocast)                           \
@@ -26757,7 +27119,6 @@ VOLT_INLINE void release_cached_device_memory() {
 #include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -26820,6 +27181,8 @@ VOLT_INLINE std::vector<double> svg_ticks(double low, double high, bool log_axis
 /// \file
 /// Definitions of the functions declared in volt/tuner/lr_finder_result.hpp: compiled in every translation unit
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
+
+#include <random>
 
 namespace volt::detail {
 

@@ -125,15 +125,15 @@ class CallbackModel final : public AnyCallback<State> {
   C callback_;
 };
 
-/// Calls hook `H` of a type-erased callback.
+/// Runs hook `H` of a callback list: calls the list's run_<hook>.
 template <Hook H>
-struct CallbackHook;
+struct CallbackRun;
 #define VOLT_DETAIL_HOOK_DISPATCH(name, owner, parameters, arguments) \
   template <>                                                         \
-  struct CallbackHook<Hook::name> {                                   \
-    template <class Callback, class... Arguments>                     \
-    static void call(Callback& callback, Arguments&... args) {        \
-      callback.name(args...);                                         \
+  struct CallbackRun<Hook::name> {                                    \
+    template <class List, class... Arguments>                         \
+    static void call(const List& list, Arguments&... args) {          \
+      list.run_##name(args...);                                       \
     }                                                                 \
   };
 VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_DISPATCH)
@@ -146,12 +146,10 @@ class CallbackList {
   /// Adds `callback` after the others.
   template <class C>
   void add(C callback) {
-    auto model = std::make_unique<CallbackModel<std::remove_cvref_t<C>, State>>(std::move(callback));
-    for (std::size_t hook = 0; hook < hook_count; ++hook) {
-      if (model->has(static_cast<Hook>(hook))) by_hook_[hook].push_back(model.get());
-    }
-    all_.push_back(std::move(model));
+    add_erased(std::make_unique<CallbackModel<std::remove_cvref_t<C>, State>>(std::move(callback)));
   }
+  /// Adds a type-erased callback after the others.
+  void add_erased(std::unique_ptr<AnyCallback<State>> callback);
 
   /// The first callback of type C, or nullptr.
   template <class C>
@@ -172,23 +170,18 @@ class CallbackList {
   /// The callbacks that define `hook`, in order.
   const std::vector<AnyCallback<State>*>& with(Hook hook) const { return by_hook_[static_cast<std::size_t>(hook)]; }
 
-  /// Calls hook `H` of every callback that defines it, in order.
+  /// Calls hook `H` of every callback that defines it, in order (through run_<hook>, one function per hook).
   template <Hook H, class... Arguments>
   void run(State& state, Arguments&&... args) const {
     static_assert(callback_hook(H), "volt: this hook is a model hook only (see the owner column of VOLT_DETAIL_HOOKS)");
-    if constexpr (requires { state.profiler_; }) {
-      if (state.profiler_) [[unlikely]] {
-        // profiling: each callback's hook is the action "[Callback]<type>.<hook>"
-        for (AnyCallback<State>* callback : with(H)) {
-          ProfileScope scope(state.profiler_, "[Callback]" + profiled_type_name(callback->type_name().data()) + "." +
-                                                  std::string(hook_name(H)));
-          CallbackHook<H>::call(*callback, state, args...);
-        }
-        return;
-      }
-    }
-    for (AnyCallback<State>* callback : with(H)) CallbackHook<H>::call(*callback, state, args...);
+    CallbackRun<H>::call(*this, state, args...);
   }
+
+  // One function per hook, defined once below (not for each place that runs the hook).
+#define VOLT_DETAIL_HOOK_RUN_DECLARATION(name, owner, parameters, arguments) \
+  void run_##name(State& state VOLT_DETAIL_UNPAREN parameters) const;
+  VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_RUN_DECLARATION)
+#undef VOLT_DETAIL_HOOK_RUN_DECLARATION
 
   /// Every callback, in order.
   const std::vector<std::unique_ptr<AnyCallback<State>>>& all() const { return all_; }
@@ -197,5 +190,32 @@ class CallbackList {
   std::vector<std::unique_ptr<AnyCallback<State>>> all_;
   std::array<std::vector<AnyCallback<State>*>, hook_count> by_hook_{};
 };
+
+template <class State>
+void CallbackList<State>::add_erased(std::unique_ptr<AnyCallback<State>> callback) {
+  for (std::size_t hook = 0; hook < hook_count; ++hook) {
+    if (callback->has(static_cast<Hook>(hook))) by_hook_[hook].push_back(callback.get());
+  }
+  all_.push_back(std::move(callback));
+}
+
+// run_<hook>: with a profiler in the state, each callback's hook is the action "[Callback]<type>.<hook>".
+#define VOLT_DETAIL_HOOK_RUN_DEFINITION(name, owner, parameters, arguments)                                  \
+  template <class State>                                                                                     \
+  void CallbackList<State>::run_##name(State& state VOLT_DETAIL_UNPAREN parameters) const {                  \
+    if constexpr (requires { state.profiler_; }) {                                                           \
+      if (state.profiler_) [[unlikely]] {                                                                    \
+        for (AnyCallback<State>* callback : with(Hook::name)) {                                              \
+          ProfileScope scope(state.profiler_, "[Callback]" + profiled_type_name(callback->type_name().data()) + \
+                                                  "." #name);                                                \
+          callback->name(state VOLT_DETAIL_UNPAREN arguments);                                               \
+        }                                                                                                    \
+        return;                                                                                              \
+      }                                                                                                      \
+    }                                                                                                        \
+    for (AnyCallback<State>* callback : with(Hook::name)) callback->name(state VOLT_DETAIL_UNPAREN arguments); \
+  }
+VOLT_DETAIL_HOOKS(VOLT_DETAIL_HOOK_RUN_DEFINITION)
+#undef VOLT_DETAIL_HOOK_RUN_DEFINITION
 
 }  // namespace volt::detail

@@ -48,6 +48,11 @@ class ModelCheckpoint {
   /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
   /// interval, two intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
   explicit ModelCheckpoint(ModelCheckpointOptions options = {});
+  ModelCheckpoint(const ModelCheckpoint&);
+  ModelCheckpoint(ModelCheckpoint&&) noexcept;
+  ModelCheckpoint& operator=(const ModelCheckpoint&);
+  ModelCheckpoint& operator=(ModelCheckpoint&&) noexcept;
+  ~ModelCheckpoint();
 
   /// The options as given.
   const ModelCheckpointOptions& options() const { return options_; }

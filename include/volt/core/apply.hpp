@@ -8,6 +8,7 @@
 /// with its own choice of leaves.
 #pragma once
 
+#include <volt/core/range.hpp>
 #include <volt/core/reflect.hpp>
 
 #include <torch/torch.h>
@@ -18,7 +19,6 @@
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <ranges>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -63,7 +63,7 @@ concept string_like =
 
 // std::optional, and c10::optional where it is a distinct template (LibTorch 1.13).
 template <class Type>
-concept optional_like = !std::ranges::range<Type> && std::is_default_constructible_v<Type> &&
+concept optional_like = !range_lookup::range<Type> && std::is_default_constructible_v<Type> &&
                         requires(Type& value) {
                           typename Type::value_type;
                           { value.has_value() } -> std::convertible_to<bool>;
@@ -74,21 +74,21 @@ concept optional_like = !std::ranges::range<Type> && std::is_default_constructib
 // Owning containers only (they have an allocator): rebuilding a view (std::span) in place would write
 // through to the caller's elements.
 template <class Type>
-concept map_like = std::ranges::range<Type> && requires {
+concept map_like = range_lookup::range<Type> && requires {
   typename Type::key_type;
   typename Type::mapped_type;
   typename Type::allocator_type;
 };
 
 template <class Type>
-concept owning_sequence = std::ranges::range<Type> && !string_like<Type> && !map_like<Type> &&
+concept owning_sequence = range_lookup::range<Type> && !string_like<Type> && !map_like<Type> &&
                           !requires { typename Type::key_type; } &&  // sets are not recursed into
                           requires {
                             typename Type::value_type;
                             typename Type::allocator_type;
                           } &&
                           // excludes std::vector<bool>, whose elements are proxies
-                          std::is_same_v<std::ranges::range_reference_t<Type>, typename Type::value_type&>;
+                          std::is_same_v<range_lookup::reference_t<Type>, typename Type::value_type&>;
 
 template <class Type>
 concept reflected_aggregate = reflect::reflectable<Type> && !is_std_array<Type>;

@@ -14,6 +14,20 @@
 
 namespace volt::detail {
 
+/// What std::ranges::range checks (begin and end on an lvalue, members or found by argument-dependent lookup),
+/// without <ranges>, which would add 3,500 lines to every program that includes volt.
+namespace range_lookup {
+using std::begin;
+using std::end;
+template <class Type>
+concept range = requires(Type& value) {
+  begin(value);
+  end(value);
+};
+template <range Type>
+using reference_t = decltype(*begin(std::declval<Type&>()));
+}  // namespace range_lookup
+
 /// The range to iterate for a data argument: the argument itself, or what it points to
 /// (torch::data::make_data_loader returns a std::unique_ptr to the loader).
 template <class Data>

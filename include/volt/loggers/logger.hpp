@@ -11,7 +11,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <volt/core/compat.hpp>
+#include <volt/core/linkage.hpp>
 
 #include <torch/torch.h>
 
@@ -69,32 +70,8 @@ class [[nodiscard]] AutocastGuard {
  public:
   /// Throws std::runtime_error, changing nothing, when `options.enabled` and this LibTorch cannot
   /// autocast to `dtype` on `device_type` (for example MPS before LibTorch 2.4, fp16 on CPU in 1.13).
-  AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, AutocastOptions options = {})
-      : device_type_(device_type) {
-    if (options.enabled && !compat::autocast_dtype_supported(device_type, dtype)) {
-      throw std::runtime_error(std::string("volt: this LibTorch (") + compat::torch_version_string + ") cannot autocast to " +
-                               c10::toString(dtype) + " on device type " + c10::DeviceTypeName(device_type) +
-                               "; use volt::BF16Autocast on CPU, a newer LibTorch for MPS, or volt::FP32");
-    }
-    previous_cache_enabled_ = compat::autocast_cache_enabled();
-    previous_enabled_ = compat::autocast_enabled(device_type);
-    // LibTorch 1.13 has no dtype slot for device types it cannot autocast on.
-    dtype_known_ = compat::autocast_available(device_type);
-    if (dtype_known_) previous_dtype_ = compat::autocast_dtype(device_type);
-    if (options.enabled || previous_enabled_) compat::set_autocast_enabled(device_type, options.enabled);
-    if (dtype_known_) compat::set_autocast_dtype(device_type, dtype);
-    compat::autocast_increment_nesting();
-    compat::set_autocast_cache_enabled(options.cache_enabled);
-  }
-
-  ~AutocastGuard() {
-    if (compat::autocast_decrement_nesting() == 0) compat::autocast_clear_cache();
-    if (compat::autocast_enabled(device_type_) != previous_enabled_) {
-      compat::set_autocast_enabled(device_type_, previous_enabled_);
-    }
-    if (dtype_known_) compat::set_autocast_dtype(device_type_, previous_dtype_);
-    compat::set_autocast_cache_enabled(previous_cache_enabled_);
-  }
+  AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, AutocastOptions options = {});
+  ~AutocastGuard();
 
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
@@ -127,3 +104,7 @@ class [[nodiscard]] AutocastSafeNoGradGuard {
 };
 
 }  // namespace volt
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/precision/impl/autocast.ipp>
+#endif

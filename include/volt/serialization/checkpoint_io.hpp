@@ -43,7 +43,6 @@
 #include <algorithm>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>

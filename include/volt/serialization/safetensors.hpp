@@ -33,7 +33,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>

@@ -26,7 +26,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>

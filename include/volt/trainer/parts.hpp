@@ -40,33 +40,28 @@ struct TrainerParts {
   /// The Precision policy.
   using precision_type = Precision;
 
-  explicit TrainerParts(TrainerOptions trainer_options)
-      : options(std::move(trainer_options)), logger(options.default_root_dir) {}
+  explicit TrainerParts(TrainerOptions trainer_options);
+  ~TrainerParts();
+  TrainerParts(const TrainerParts&) = delete;
+  TrainerParts& operator=(const TrainerParts&) = delete;
 
   /// The Trainer's construction (see Trainer::Trainer): validates the options, seeds, sets the math modes,
   /// selects the devices of `Accelerator`, prints the device lines on rank zero, takes the `extras`
   /// (callbacks, loggers, a configured Precision) and completes the callbacks and loggers with the defaults.
   template <class Accelerator, class... Extras>
   void set_up(Extras&&... extras) {
-    validate(options);
-    profiler = options.profiler.profiler ? options.profiler.profiler : make_profiler(options.profiler.name);
-    state.profiler_ = profiler.get();
-    apply_fast_dev_run(options);
-    set_torch_flags(options);
+    begin_set_up();
     selection = select_trainer_devices<Accelerator, Strategy>(options);
-    strategy.configure(selection, options.num_nodes);
-    state.global_rank = strategy.global_rank();
-    state.world_size = strategy.world_size();
-    state.is_global_zero = strategy.is_global_zero();
-    logger.set_global_zero(state.is_global_zero);
-    log_device_info(selection.accelerator);
+    configure_devices();
     (add_extra(std::forward<Extras>(extras)), ...);
-    callbacks.add_timer(options);
-    callbacks.reorder();
-    precision.setup(root_device());
-    callbacks.add_defaults(options);
-    logger.configure(options.logger, options.fast_dev_run > 0);
+    end_set_up();
   }
+  /// set_up before the device selection: the options' checks, the profiler, fast_dev_run, the math modes.
+  void begin_set_up();
+  /// set_up after the device selection: the strategy, the ranks, the device lines.
+  void configure_devices();
+  /// set_up after the extras: the timer, the callbacks' order, the precision, the defaults, the loggers.
+  void end_set_up();
 
   /// A constructor extra: the configured precision, a logger, or a callback.
   template <class E>
@@ -143,22 +138,62 @@ struct TrainerParts {
 
   /// Combines epoch metrics across ranks (every rank then sees the same monitored values, so checkpointing
   /// and early stopping decide alike); nothing with one process.
-  std::function<void(std::vector<double>&, Reduce)> ranks_reducer() {
-    if (strategy.world_size() == 1) return {};
-    return [this](std::vector<double>& values, Reduce kind) {
-      torch::Tensor tensor = torch::tensor(values, torch::kDouble).to(root_device());
-      const ReduceOp op = kind == Reduce::sum ? ReduceOp::sum
-                          : kind == Reduce::max ? ReduceOp::max
-                          : kind == Reduce::min ? ReduceOp::min
-                                                : ReduceOp::mean;
-      strategy.all_reduce(tensor, op);
-      tensor = tensor.cpu();
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] = tensor[static_cast<std::int64_t>(i)].item<double>();
-    };
-  }
+  std::function<void(std::vector<double>&, Reduce)> ranks_reducer();
 
   /// Lightning's reduce_boolean_decision on should_stop: any rank asking to stop stops them all.
   void agree_on_stop() { state.should_stop = strategy.reduce_boolean_decision(state.should_stop, /*all=*/false); }
 };
+
+// Out of the class, so that with VOLT_SEPARATE_COMPILATION volt's policies get them from volt::compiled
+// (volt/trainer/instantiations.hpp) and a program does not compile them again.
+template <class Strategy, class Precision>
+TrainerParts<Strategy, Precision>::TrainerParts(TrainerOptions trainer_options)
+    : options(std::move(trainer_options)), logger(options.default_root_dir) {}
+
+template <class Strategy, class Precision>
+TrainerParts<Strategy, Precision>::~TrainerParts() = default;
+
+template <class Strategy, class Precision>
+void TrainerParts<Strategy, Precision>::begin_set_up() {
+  validate(options);
+  profiler = options.profiler.profiler ? options.profiler.profiler : make_profiler(options.profiler.name);
+  state.profiler_ = profiler.get();
+  apply_fast_dev_run(options);
+  set_torch_flags(options);
+}
+
+template <class Strategy, class Precision>
+void TrainerParts<Strategy, Precision>::configure_devices() {
+  strategy.configure(selection, options.num_nodes);
+  state.global_rank = strategy.global_rank();
+  state.world_size = strategy.world_size();
+  state.is_global_zero = strategy.is_global_zero();
+  logger.set_global_zero(state.is_global_zero);
+  log_device_info(selection.accelerator);
+}
+
+template <class Strategy, class Precision>
+void TrainerParts<Strategy, Precision>::end_set_up() {
+  callbacks.add_timer(options);
+  callbacks.reorder();
+  precision.setup(root_device());
+  callbacks.add_defaults(options);
+  logger.configure(options.logger, options.fast_dev_run > 0);
+}
+
+template <class Strategy, class Precision>
+std::function<void(std::vector<double>&, Reduce)> TrainerParts<Strategy, Precision>::ranks_reducer() {
+  if (strategy.world_size() == 1) return {};
+  return [this](std::vector<double>& values, Reduce kind) {
+    torch::Tensor tensor = torch::tensor(values, torch::kDouble).to(root_device());
+    const ReduceOp op = kind == Reduce::sum ? ReduceOp::sum
+                        : kind == Reduce::max ? ReduceOp::max
+                        : kind == Reduce::min ? ReduceOp::min
+                                              : ReduceOp::mean;
+    strategy.all_reduce(tensor, op);
+    tensor = tensor.cpu();
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = tensor[static_cast<std::int64_t>(i)].item<double>();
+  };
+}
 
 }  // namespace volt::detail

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>

@@ -127,6 +127,14 @@ VOLT_INLINE void ModelCheckpoint::apply_restored() {
 
 namespace volt {
 
+// Out of line: a program that adds a ModelCheckpoint does not compile its copies and destructor again (with
+// VOLT_SEPARATE_COMPILATION).
+VOLT_INLINE ModelCheckpoint::ModelCheckpoint(const ModelCheckpoint&) = default;
+VOLT_INLINE ModelCheckpoint::ModelCheckpoint(ModelCheckpoint&&) noexcept = default;
+VOLT_INLINE ModelCheckpoint& ModelCheckpoint::operator=(const ModelCheckpoint&) = default;
+VOLT_INLINE ModelCheckpoint& ModelCheckpoint::operator=(ModelCheckpoint&&) noexcept = default;
+VOLT_INLINE ModelCheckpoint::~ModelCheckpoint() = default;
+
 VOLT_INLINE ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
     : options_(std::move(options)) {
   const auto intervals = detail::check_model_checkpoint_options(options_);

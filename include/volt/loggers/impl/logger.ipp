@@ -3,6 +3,8 @@
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
 #pragma once
 
+#include <random>
+
 namespace volt::detail {
 
 VOLT_INLINE std::string log_write_error(const std::filesystem::path& path, int error, const std::string& detail) {

@@ -3,6 +3,8 @@
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
 #pragma once
 
+#include <random>
+
 namespace volt::detail {
 
 VOLT_INLINE std::string system_error_text(int error) { return std::generic_category().message(error); }

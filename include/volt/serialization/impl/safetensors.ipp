@@ -3,6 +3,8 @@
 /// (header-only), or once with VOLT_IMPLEMENTATION (see volt/core/linkage.hpp).
 #pragma once
 
+#include <random>
+
 namespace volt::detail::safetensors {
 
 VOLT_INLINE const DType& dtype_of(const torch::Tensor& tensor, const std::string& name) {

@@ -31,11 +31,13 @@ class CallbackConnector {
   template <class C>
   void add(C&& callback) {
     if constexpr (std::same_as<std::remove_cvref_t<C>, ModelCheckpoint>) {
-      deferred_checkpoints_.push_back(std::forward<C>(callback));
+      add_checkpoint(std::forward<C>(callback));
     } else {
       callbacks_.add(std::forward<C>(callback));
     }
   }
+  /// Holds a ModelCheckpoint back until reorder.
+  void add_checkpoint(ModelCheckpoint callback);
 
   /// After every extra, before reorder: the Timer max_time asks for (Lightning's _configure_timer_callback),
   /// unless one was given. It goes before the checkpoint callbacks, so that a checkpoint written after a batch
@@ -69,9 +71,11 @@ class CallbackConnector {
   std::vector<ModelCheckpoint> deferred_checkpoints_;
 };
 
-// With VOLT_SEPARATE_COMPILATION the Trainer's erased forms of volt's own callbacks (each one's vtable and every
-// hook, instantiated for TrainerState) are compiled once, with VOLT_IMPLEMENTATION, not in every program.
+// With VOLT_SEPARATE_COMPILATION the Trainer's callback list (its run_<hook> functions) and the erased forms of
+// volt's own callbacks (each one's vtable and every hook, instantiated for TrainerState) are compiled once, with
+// VOLT_IMPLEMENTATION, not in every program.
 #if defined(VOLT_DETAIL_INSTANTIATE)
+VOLT_DETAIL_INSTANTIATE class CallbackList<TrainerState>;
 #define VOLT_DETAIL_ERASED_CALLBACK(C) VOLT_DETAIL_INSTANTIATE class CallbackModel<C, TrainerState>;
 VOLT_DETAIL_ERASED_CALLBACK(ProgressBar) VOLT_DETAIL_ERASED_CALLBACK(ModelSummary)
 VOLT_DETAIL_ERASED_CALLBACK(ModelCheckpoint) VOLT_DETAIL_ERASED_CALLBACK(EarlyStopping)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <volt/core/errors.hpp>
+#include <volt/core/linkage.hpp>
 #include <volt/core/range.hpp>
 #include <volt/trainer/call.hpp>
 #include <volt/trainer/connectors/data_connector.hpp>
@@ -153,22 +154,17 @@ class EvaluationLoop {
     call_hook<Kind::start>(module, parts.context, callbacks, state);
     call_hook<Kind::epoch_start>(module, parts.context, callbacks, state);
     evaluate<Kind>(parts, module, data, limit);
-    auto& metrics = parts.logger.metrics();
-    auto values = metrics.end_epoch(Kind::phase, parts.ranks_reducer());
+    auto values = parts.logger.metrics().end_epoch(Kind::phase, parts.ranks_reducer());
     call_hook<Kind::epoch_end>(module, parts.context, callbacks, state);
-    // Values logged in the epoch-end hooks are this evaluation's (Lightning's update_eval_epoch_metrics runs
-    // after them).
-    if (metrics.has_epoch_values(Kind::phase)) {
-      for (auto& [key, value] : metrics.end_epoch(Kind::phase, parts.ranks_reducer())) values[key] = value;
-    }
-    if (stage == Stage::fitting) {
-      parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
-      state.validation_has_run = true;
-    }
-    last_metrics_ = std::move(values);
+    end_values(parts, Kind::phase, stage, std::move(values));
     call_hook<Kind::end>(module, parts.context, callbacks, state);
     state.stage = previous;
   }
+
+  /// After the epoch-end hooks: the values they logged are this evaluation's too (Lightning's
+  /// update_eval_epoch_metrics runs after them); inside fit they reach the loggers.
+  template <class Parts>
+  void end_values(Parts& parts, MetricPhase phase, Stage stage, std::map<std::string, double> values);
 
   /// The kind's step over up to `limit` batches, in eval mode, without autograd.
   template <class Kind, class Parts, class M, class Data>
@@ -206,8 +202,7 @@ class EvaluationLoop {
         parts.callbacks.list().template run<Kind::batch_end>(state, batch_idx);
         ModelHook<Kind::batch_end>::call(module, parts.context, std::as_const(batch), batch_idx);
       } catch (...) {
-        rethrow_with_context("epoch " + std::to_string(state.current_epoch) + ", " + Kind::batch_name + " batch " +
-                             std::to_string(batch_idx));
+        rethrow_with_context(batch_context(state, Kind::batch_name, batch_idx));
       }
       ++batch_idx;
     }
@@ -215,7 +210,29 @@ class EvaluationLoop {
     if (was_training) module.train();
   }
 
+  /// "epoch E, <kind> batch B", what an error in the batch is told with.
+  static std::string batch_context(const TrainerState& state, const char* kind, std::int64_t batch_idx);
+
   std::map<std::string, double> last_metrics_{};
 };
 
+// Out of the class: with VOLT_SEPARATE_COMPILATION volt's policies get it from volt::compiled
+// (volt/trainer/instantiations.hpp).
+template <class Parts>
+void EvaluationLoop::end_values(Parts& parts, MetricPhase phase, Stage stage, std::map<std::string, double> values) {
+  auto& metrics = parts.logger.metrics();
+  if (metrics.has_epoch_values(phase)) {
+    for (auto& [key, value] : metrics.end_epoch(phase, parts.ranks_reducer())) values[key] = value;
+  }
+  if (stage == Stage::fitting) {
+    parts.log_metrics(values, std::max<std::int64_t>(0, parts.state.global_step - 1));
+    parts.state.validation_has_run = true;
+  }
+  last_metrics_ = std::move(values);
+}
+
 }  // namespace volt::detail
+
+#if VOLT_DETAIL_HEADER_BODIES
+#include <volt/trainer/loops/impl/evaluation_loop.ipp>
+#endif

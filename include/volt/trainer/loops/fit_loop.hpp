@@ -55,6 +55,11 @@ class AnomalyDetection {
 /// Runs fit().
 class FitLoop {
  public:
+  FitLoop();
+  ~FitLoop();
+  FitLoop(const FitLoop&) = delete;
+  FitLoop& operator=(const FitLoop&) = delete;
+
   /// The batches of each epoch.
   TrainingEpochLoop epoch_loop{};
 
@@ -146,10 +151,7 @@ class FitLoop {
         call_hook<Hook::on_train_end>(*module, parts.context, callbacks, state);
         call_hook<Hook::on_fit_end>(*module, parts.context, callbacks, state);
         finished = true;
-        log::info_rank_zero("`Trainer.fit` stopped: " + stop_reason_ + ".");
-        parts.logger.finalize("success");
-        if (data_.teardown) data_.teardown();
-        callbacks.template run<Hook::teardown>(state);
+        end_succeeded(parts);
       });
     }
   }
@@ -157,12 +159,7 @@ class FitLoop {
   /// Writes a checkpoint of `module` and the training state (global rank zero only); the device-side
   /// optimizer state of a captured step is handed back first.
   template <class Parts>
-  void write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path, bool weights_only) {
-    epoch_loop.step.graph().sync_optimizer_state();  // a captured step counts Adam's steps on the device
-    std::optional<ProfileScope> profiled;  // profiler: Lightning's "save_checkpoint" action
-    if (parts.state.profiler_) [[unlikely]] profiled.emplace(parts.state.profiler_, "save_checkpoint");
-    parts.checkpoint.dump(checkpoint_parts(parts, module), path, weights_only);
-  }
+  void write_checkpoint(Parts& parts, torch::nn::Module& module, const std::filesystem::path& path, bool weights_only);
 
  private:
   template <class Parts>
@@ -178,36 +175,10 @@ class FitLoop {
   template <class Parts, class M, class TrainData, class ValData>
   void setup(Parts& parts, const std::shared_ptr<M>& module_pointer, TrainData& train_data, ValData& val_data,
              bool has_val_data, const std::filesystem::path& ckpt_path) {
-    const auto& options = parts.options;
     auto& state = parts.state;
     M& module = *module_pointer;
     parts.prepare_module(module);
-    parts.logger.metrics().clear();
-    state.stage = Stage::fitting;
-    state.should_stop = false;
-    state.validation_has_run = false;
-    state.global_step = 0;
-    state.current_epoch = 0;
-    state.fast_dev_run = options.fast_dev_run > 0;
-    state.max_steps = options.max_steps;
-    state.max_epochs = options.max_epochs;
-    if (!state.max_epochs) {
-      if (options.max_steps == -1) {
-        log::warn_rank_zero("`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch "
-                            "limit, set `max_epochs=-1`.");
-        state.max_epochs = 1000;
-      } else {
-        state.max_epochs = -1;
-      }
-    }
-    state.log_every_n_steps = options.log_every_n_steps;
-    state.accumulate_grad_batches = options.accumulate_grad_batches;
-    state.has_validation = has_val_data && !(options.limit_val_batches.is_fraction()
-                                                 ? options.limit_val_batches.fraction() == 0.0
-                                                 : options.limit_val_batches.count() == 0);
-    state.validates_at_epoch_end =
-        options.val_check_interval.is_whole_epoch() && options.check_val_every_n_epoch.value_or(0) == 1;
-    state.device_stats = device_stats_probe(parts.selection.accelerator, parts.root_device());
+    reset_state(parts, has_val_data);
 
     constexpr bool automatic = uses_automatic_optimization<M>();
     parts.optimization.configure(configure_optimizers(module), automatic, &state);
@@ -220,34 +191,29 @@ class FitLoop {
         forward_training_epoch(parts, module, train_data, epoch_loop.limit);
       };
     }
-    state.decide_across_ranks = [&parts](bool value) { return parts.strategy.reduce_boolean_decision(value, false); };
-    // Holds the module: trainer.save_checkpoint works after fit() returned.
-    state.save_checkpoint = [this, &parts, module_pointer](const std::filesystem::path& path, bool weights_only) {
-      parts.state.last_checkpoint_saved = false;
-      try {
-        write_checkpoint(parts, *module_pointer, path, weights_only);
-        parts.state.last_checkpoint_saved = true;
-      } catch (const CheckpointError& error) {
-        if (parts.state.stage == Stage::none || parts.options.on_checkpoint_failure == CheckpointFailure::raise) throw;
-        log::warn_rank_zero(std::string(error.what()) + "; training continues (on_checkpoint_failure=warn).");
-      }
-    };
+    set_state_functions(parts, module_pointer);
 
     epoch_loop.reset();
     if constexpr (!from_factory<TrainData>) setup_train_data(parts, train_data, val_data);
 
-    parts.checkpoint.reset();
-    parts.checkpoint.extra_states = std::move(data_.states);
-    if (!ckpt_path.empty()) {
-      parts.checkpoint.restore(checkpoint_parts(parts, module), ckpt_path, parts.root_device());
-      parts.apply_memory_format(module);  // the checkpoint holds contiguous weights
-    }
+    restore(parts, module, ckpt_path);
     if constexpr (automatic) {
       epoch_loop.step.template setup<M>(parts);
     } else {
       epoch_loop.step.graph().reset();  // ManualOptimization::setup warned if cuda_graphs was asked for
     }
   }
+
+  /// The part of setup that depends on neither the model nor the data: the state a fit starts from.
+  template <class Parts>
+  void reset_state(Parts& parts, bool has_val_data);
+  /// The state's functions that callbacks call: save_checkpoint (it holds the module, so that
+  /// trainer.save_checkpoint works after fit() returned) and decide_across_ranks.
+  template <class Parts>
+  void set_state_functions(Parts& parts, std::shared_ptr<torch::nn::Module> module);
+  /// Clears the checkpoint connector for this fit and resumes from `ckpt_path` when it is not empty.
+  template <class Parts>
+  void restore(Parts& parts, torch::nn::Module& module, const std::filesystem::path& ckpt_path);
 
   /// The training data's sizes and their checks (Lightning's fit_loop.setup_data); a loader factory is asked
   /// for its loader first when one is due (reload_dataloaders_every_n_epochs).
@@ -288,25 +254,14 @@ class FitLoop {
     parts.logger.log_hyperparams(params);
   }
 
+  /// After on_fit_end of a fit that succeeded: the stop reason, the loggers' "success", the data module's
+  /// teardown, the callbacks' teardown.
+  template <class Parts>
+  void end_succeeded(Parts& parts);
+
   /// Whether the fit is over, with the reason in stop_reason().
   template <class Parts>
-  bool done(Parts& parts) {
-    const auto& options = parts.options;
-    const auto& state = parts.state;
-    if (state.max_epochs && *state.max_epochs >= 0 && state.current_epoch >= *state.max_epochs) {
-      stop_reason_ = "`max_epochs=" + std::to_string(*state.max_epochs) + "` reached";
-      return true;
-    }
-    if (max_steps_reached(options, state)) {
-      stop_reason_ = "`max_steps=" + std::to_string(options.max_steps) + "` reached";
-      return true;
-    }
-    if (state.should_stop && min_training_done(options, state)) {
-      stop_reason_ = "stopped by a callback (should_stop)";
-      return true;
-    }
-    return false;
-  }
+  bool done(Parts& parts);
 
   /// One epoch.
   template <class Parts, class M, class TrainData, class ValData>
@@ -336,56 +291,31 @@ class FitLoop {
   void end_epoch(Parts& parts, M& module, std::int64_t batches_done) {
     auto& state = parts.state;
     parts.checkpoint.resume_point = {state.current_epoch, batches_done, true};
-    auto& metrics = parts.logger.metrics();
     std::map<std::string, double> values;
     {
       // Lightning's order: the callbacks other than the monitoring ones, the model, then the monitoring ones
       // (checkpointing, early stopping), which see the epoch's values. Values logged in any of these hooks are
       // epoch values of this epoch and reach the loggers in its row.
-      EpochHookScope scope(&metrics, hook_name(Hook::on_train_epoch_end));
+      EpochHookScope scope(&parts.logger.metrics(), hook_name(Hook::on_train_epoch_end));
       parts.callbacks.run_train_epoch_end(state, /*monitoring=*/false);
       ModelHook<Hook::on_train_epoch_end>::call(module, parts.context);
-      values = metrics.end_epoch(MetricPhase::train, parts.ranks_reducer());
-      parts.callbacks.run_train_epoch_end(state, /*monitoring=*/true);
-      if (metrics.has_epoch_values(MetricPhase::train)) {
-        for (auto& [key, value] : metrics.end_epoch(MetricPhase::train, parts.ranks_reducer())) values[key] = value;
-      }
+      values = end_epoch_values(parts);
     }
-    parts.log_metrics(values, std::max<std::int64_t>(0, state.global_step - 1));
-    parts.optimization.step_schedulers(SchedulerInterval::epoch, state.current_epoch + 1);
-    ++state.current_epoch;
-    parts.checkpoint.resume_point = {state.current_epoch, 0, false};
-    parts.agree_on_stop();
+    close_epoch(parts, values);
   }
+  /// After the model's on_train_epoch_end: the epoch's values, the monitoring callbacks' hook, and what they
+  /// logged.
+  template <class Parts>
+  std::map<std::string, double> end_epoch_values(Parts& parts);
+  /// The epoch's row for the loggers, epoch-interval schedulers, the next resume point, and the ranks'
+  /// agreement on stopping.
+  template <class Parts>
+  void close_epoch(Parts& parts, const std::map<std::string, double>& values);
 
   /// After a SIGINT/SIGTERM between two batches: checkpoint, on_exception, loggers, teardown (Lightning's
   /// KeyboardInterrupt handling); then fit() returns.
   template <class Parts>
-  void end_interrupted(Parts& parts, torch::nn::Module& module) {
-    const std::string name = interrupt_signal_name();
-    stop_reason_ = "interrupted by " + name;
-    std::string saved;
-    auto& state = parts.state;
-    if (auto* checkpoint = parts.callbacks.list().template find<ModelCheckpoint>();
-        checkpoint != nullptr && parts.options.fast_dev_run == 0) {
-      const auto folder = !checkpoint->dirpath().empty()
-                              ? checkpoint->dirpath()
-                              : std::filesystem::path(parts.options.default_root_dir) / "checkpoints";
-      const auto path = folder / "interrupted.ckpt";
-      try {
-        write_checkpoint(parts, module, path, false);
-        saved = "; resume with fit(..., \"" + path.string() + "\")";
-      } catch (const CheckpointError& error) {
-        log::warn_rank_zero(error.what());
-      }
-    }
-    log::info_rank_zero("\nDetected " + name + ", attempting graceful shutdown after epoch " +
-                        std::to_string(state.current_epoch) + ", batch " + std::to_string(state.batch_idx) +
-                        " (global step " + std::to_string(state.global_step) + ")" + saved + ".");
-    end_failed_run(parts.callbacks.list(), state, parts.logger,
-                   std::make_exception_ptr(TrainingInterrupted("volt: training " + stop_reason_)));
-    state.stage = Stage::none;
-  }
+  void end_interrupted(Parts& parts, torch::nn::Module& module);
 
   std::string stop_reason_{};
   DataHooks data_{};
@@ -393,6 +323,7 @@ class FitLoop {
 
 }  // namespace volt::detail
 
+#include <volt/trainer/loops/impl/fit_loop.tpp>
 #if VOLT_DETAIL_HEADER_BODIES
 #include <volt/trainer/loops/impl/fit_loop.ipp>
 #endif

@@ -62,10 +62,7 @@ class TrainingEpochLoop {
     const bool resuming_mid_epoch = resume.batches_done > 0;
     auto&& range = as_range(train_data);
     std::int64_t batch_idx = 0;
-    auto where = [&] {
-      return "epoch " + std::to_string(state.current_epoch) + ", training batch " + std::to_string(batch_idx) +
-             " (global step " + std::to_string(state.global_step) + ")";
-    };
+    auto where = [&] { return batch_context(state, batch_idx); };
     auto it = [&] {
       try {
         return overfit_order.begin(range, options, "train");
@@ -131,6 +128,9 @@ class TrainingEpochLoop {
   }
 
  private:
+  /// "epoch E, training batch B (global step S)", what an error in the batch is told with.
+  static std::string batch_context(const TrainerState& state, std::int64_t batch_idx);
+
   /// Before the batch's step (Lightning's advance): the batch index in the state, on_train_batch_start (the
   /// callbacks' with the batch index, then the model's with the batch and its index). True when the model's hook
   /// returned -1: Lightning then skips the rest of the epoch. The model's hook returns void or an integer

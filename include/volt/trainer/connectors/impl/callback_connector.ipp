@@ -7,6 +7,10 @@
 
 namespace volt::detail {
 
+VOLT_INLINE void CallbackConnector::add_checkpoint(ModelCheckpoint callback) {
+  deferred_checkpoints_.push_back(std::move(callback));
+}
+
 VOLT_INLINE void CallbackConnector::add_timer(const TrainerOptions& options) {
   if (!options.max_time) return;
   if (callbacks_.count<Timer>() > 0) {

@@ -10,4 +10,9 @@ VOLT_INLINE AnomalyDetection::AnomalyDetection(bool enabled)
   if (enabled) torch::autograd::AnomalyMode::set_enabled(true, /*check_nan=*/true);
 }
 
+// Out of line: a program does not compile the loops' construction and destruction again (with
+// VOLT_SEPARATE_COMPILATION).
+VOLT_INLINE FitLoop::FitLoop() = default;
+VOLT_INLINE FitLoop::~FitLoop() = default;
+
 }  // namespace volt::detail

@@ -5,6 +5,11 @@
 
 namespace volt::detail {
 
+VOLT_INLINE std::string TrainingEpochLoop::batch_context(const TrainerState& state, std::int64_t batch_idx) {
+  return "epoch " + std::to_string(state.current_epoch) + ", training batch " + std::to_string(batch_idx) +
+         " (global step " + std::to_string(state.global_step) + ")";
+}
+
 VOLT_INLINE bool max_steps_reached(const TrainerOptions& options, const TrainerState& state) {
   return options.max_steps >= 0 && state.global_step >= options.max_steps;
 }
