@@ -775,6 +775,66 @@ TEST_CASE("evaluation hooks: batch start and end around each step, test epoch st
                                                   "on_test_batch_end 1", "on_test_epoch_end", "on_test_end"});
 }
 
+namespace {
+// Records the predict hooks of a callback and of the model, in the order they run.
+using Events = std::shared_ptr<std::vector<std::string>>;
+void record(const Events& events, const std::string& name, std::int64_t batch_idx = -1) {
+  events->push_back(batch_idx < 0 ? name : name + " " + std::to_string(batch_idx));
+}
+struct PredictHooks {
+  Events events;
+  void on_predict_start(volt::TrainerState&) { record(events, "callback on_predict_start"); }
+  void on_predict_epoch_start(volt::TrainerState&) { record(events, "callback on_predict_epoch_start"); }
+  void on_predict_batch_start(volt::TrainerState&, std::int64_t i) { record(events, "callback on_predict_batch_start", i); }
+  void on_predict_batch_end(volt::TrainerState&, std::int64_t i) { record(events, "callback on_predict_batch_end", i); }
+  void on_predict_epoch_end(volt::TrainerState&) { record(events, "callback on_predict_epoch_end"); }
+  void on_predict_end(volt::TrainerState& state) {
+    record(events, std::string("callback on_predict_end, stage ") +
+                       (state.stage == volt::Stage::predicting ? "predicting" : "other"));
+  }
+};
+struct PredictHookModel : Regressor {
+  Events events = std::make_shared<std::vector<std::string>>();
+  void on_predict_start() { record(events, "model on_predict_start"); }
+  void on_predict_epoch_start(volt::StepContext&) { record(events, "model on_predict_epoch_start"); }
+  void on_predict_batch_start(const torch::data::Example<>& batch, std::int64_t i) {
+    record(events, "model on_predict_batch_start rows " + std::to_string(batch.data.size(0)), i);
+  }
+  torch::Tensor predict_step(const torch::data::Example<>& batch, std::int64_t i) {
+    record(events, std::string("predict_step ") + (is_training() ? "train" : "eval"), i);
+    return forward(batch.data) * 0 + static_cast<double>(i);
+  }
+  // Lightning's order of arguments: the prediction, the batch, its index.
+  void on_predict_batch_end(const torch::Tensor& prediction, const torch::data::Example<>&, std::int64_t i) {
+    record(events, "model on_predict_batch_end prediction " + std::to_string(prediction[0].item<double>()), i);
+  }
+  void on_predict_epoch_end() { record(events, "model on_predict_epoch_end"); }
+  void on_predict_end() { record(events, "model on_predict_end"); }
+};
+}  // namespace
+
+TEST_CASE("predict hooks: callbacks' then the model's, in Lightning's order; the model's mode comes back") {
+  TempDir dir;
+  auto model = std::make_shared<PredictHookModel>();
+  model->train();
+  volt::Trainer<volt::CPU> trainer(quiet_options(dir), PredictHooks{model->events});
+  const auto predictions = trainer.predict(model, volt_test::make_batches(2));
+  REQUIRE(predictions.size() == 2);
+  CHECK(*model->events == std::vector<std::string>{
+                              "callback on_predict_start", "model on_predict_start",
+                              "callback on_predict_epoch_start", "model on_predict_epoch_start",
+                              "callback on_predict_batch_start 0", "model on_predict_batch_start rows 4 0",
+                              "predict_step eval 0",
+                              "callback on_predict_batch_end 0", "model on_predict_batch_end prediction 0.000000 0",
+                              "callback on_predict_batch_start 1", "model on_predict_batch_start rows 4 1",
+                              "predict_step eval 1",
+                              "callback on_predict_batch_end 1", "model on_predict_batch_end prediction 1.000000 1",
+                              "callback on_predict_epoch_end", "model on_predict_epoch_end",
+                              "callback on_predict_end, stage predicting", "model on_predict_end"});
+  CHECK(model->is_training());  // Lightning's _ModuleMode: the mode before predict is restored
+  CHECK(trainer.state().stage == volt::Stage::none);
+}
+
 TEST_CASE("validate, test and predict") {
   TempDir dir;
   auto model = std::make_shared<volt_test::CountingModel>();

@@ -59,6 +59,12 @@
   X(on_test_epoch_end,         both,     (), ())                                                                \
   X(on_test_batch_start,       both,     (, std::int64_t batch_idx), (, batch_idx))                             \
   X(on_test_batch_end,         both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_predict_start,          both,     (), ())                                                                \
+  X(on_predict_end,            both,     (), ())                                                                \
+  X(on_predict_epoch_start,    both,     (), ())                                                                \
+  X(on_predict_epoch_end,      both,     (), ())                                                                \
+  X(on_predict_batch_start,    both,     (, std::int64_t batch_idx), (, batch_idx))                             \
+  X(on_predict_batch_end,      both,     (, std::int64_t batch_idx), (, batch_idx))                             \
   X(on_before_backward,        both,     (, const torch::Tensor& loss), (, loss))                               \
   X(on_after_backward,         both,     (), ())                                                                \
   X(on_before_optimizer_step,  both,     (, torch::optim::Optimizer& optimizer), (, optimizer))                 \
