@@ -233,12 +233,16 @@ int main(int argc, char** argv) {
           differences += ", " + std::to_string(relative_difference(mean_b, mean_a)) + ", " +
                          std::to_string(relative_difference(var_b, var_a));
           if (add && std::getenv("PROBE_DIAGNOSE")) {
-            // Which gradient the fused dz is: dy itself, or dy masked by the fused output's ReLU.
+            // Whether the disagreement is the ReLU's mask: the elements whose sign differs between the two outputs
+            // (LibTorch rounds the batch norm's output before the add), and the fused dz against dy masked by the
+            // fused output's own ReLU.
+            const auto fused_mask = result[0] > 0, reference_mask = reference[0] > 0;
             const auto g = layer.grad.to(torch::kFloat);
-            const auto mask = (result[0] > 0).to(torch::kFloat);
-            std::printf("dz vs dy: %f, dz vs dy*mask: %f, dx(fused) vs dx(ref): %f\n",
-                        relative_difference(result[4], g), relative_difference(result[4], g * mask),
-                        relative_difference(result[1], reference[1]));
+            std::printf("mask elements that differ: %lld of %lld; dz vs dy*(own mask): %f; dz vs dy: %f\n",
+                        static_cast<long long>((fused_mask != reference_mask).sum().item<std::int64_t>()),
+                        static_cast<long long>(fused_mask.numel()),
+                        relative_difference(result[4], g * fused_mask.to(torch::kFloat)),
+                        relative_difference(result[4], g));
           }
           auto mean = layer.running_mean.clone(), var = layer.running_var.clone();
           const double unfused_us = graph_microseconds([&] { libtorch_step(layer, mean, var, add); }, iterations);
