@@ -16391,9 +16391,13 @@ class ModelCheckpoint {
   /// Checks the options as Lightning does. Throws MisconfigurationError for save_top_k < -1, a negative
   /// interval, two intervals set, a mode other than "min"/"max", or save_top_k above 1 without a monitor.
   explicit ModelCheckpoint(ModelCheckpointOptions options = {});
+  /// Copies the options and the bookkeeping (best and top-k paths, scores, the last path).
   ModelCheckpoint(const ModelCheckpoint&);
+  /// Moves the options and the bookkeeping.
   ModelCheckpoint(ModelCheckpoint&&) noexcept;
+  /// Copies the options and the bookkeeping.
   ModelCheckpoint& operator=(const ModelCheckpoint&);
+  /// Moves the options and the bookkeeping.
   ModelCheckpoint& operator=(ModelCheckpoint&&) noexcept;
   ~ModelCheckpoint();
 
