@@ -136,8 +136,6 @@ class Fused {
               static_cast<std::size_t>(forward_workspace_.numel() - 1), reserve_.data_ptr(),
               static_cast<std::size_t>(reserve_.numel() - 1)),
           "cudnnBatchNormalizationForwardTrainingEx");
-    // With the add, cuDNN writes dz only where the ReLU passes and reads it back for dx: it must start at zero.
-    if (add_) dz_.zero_();
     check(cudnnBatchNormalizationBackwardEx(
               handle_, mode_, ops_, &one, &zero, &one, &zero, x_desc_, l.x.data_ptr(), x_desc_, y_.data_ptr(),
               x_desc_, l.grad.data_ptr(), add_ ? x_desc_ : nullptr, add_ ? dz_.data_ptr() : nullptr, x_desc_,
