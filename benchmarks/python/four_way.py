@@ -16,8 +16,9 @@ model for WARMUP steps and times STEPS steps between two device synchronisations
 timeout) is marked failed with the reason and the others go on; a time limit (TIME_LIMIT) cuts rounds rather than
 the run.
 
-Models: mlp, simplecnn, resnet18 (the default run), resnet18-cl (ResNet-18 in channels-last in every loop) and gpt
-(6 layers, d_model 384, 6 heads, sequence 256, batch 64, vocabulary 8192, AdamW) opt-in. Precisions: fp32, bf16
+Models: mlp, simplecnn, resnet18 (the default run); opt-in: resnet18-cl (ResNet-18 in channels-last in every loop),
+resnet18-fused (the same, with volt::nn's fused batch-norm modules in the C++ loops) and gpt (6 layers, d_model 384,
+6 heads, sequence 256, batch 64, vocabulary 8192, AdamW). Precisions: fp32, bf16
 (autocast) and fp32-high (FP32 with float32 matmuls at "high": TF32 on CUDA).
 
 Environment: STEPS, WARMUP (all models; default per model and device), ROUNDS, MODELS, LOOPS
@@ -78,6 +79,17 @@ MODELS = {
         "optional": True,
         "budget": {"time": 170, "compile": 100},
     },
+    "resnet18-fused": {
+        "title": "ResNet-18 with a CIFAR stem on 3x32x32 in channels-last, in C++ with volt::nn's fused batch-norm "
+                 "modules (BatchNormReLU2d, BatchNormAddReLU2d; the Python loops: the same arithmetic, unfused), "
+                 "Adam 1e-3",
+        "shape": (3, 32, 32),
+        "cuda": {"batch": 256, "warmup": 10, "steps": 40},
+        "cpu": {"batch": 32, "warmup": 1, "steps": 3},
+        "optional": True,
+        "compile_default": False,  # the Python model is resnet18-cl's: its default-mode compile is measured there
+        "budget": {"time": 150, "compile": 60},
+    },
     "gpt": {
         "title": "GPT, 6 layers, d_model 384, 6 heads, sequence 256, vocabulary 8192, causal "
                  "scaled_dot_product_attention, AdamW 1e-3 (weight decay 0.01; fused in Python on CUDA)",
@@ -120,7 +132,8 @@ def model_loops(model: str, device: str) -> list[str]:
     """The loops a model runs when LOOPS is not given: the opt-in models add torch.compile's default mode."""
     loops = ["volt", "libtorch", "pytorch", "lightning"]
     if device == "cuda":
-        loops += ["volt-graph", "graph", "compile"] + (["compile-default"] if MODELS[model].get("optional") else [])
+        default_mode = MODELS[model].get("optional") and MODELS[model].get("compile_default", True)
+        loops += ["volt-graph", "graph", "compile"] + (["compile-default"] if default_mode else [])
     return loops
 
 
@@ -143,13 +156,13 @@ def make_model(name: str):
             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
             nn.Flatten(), nn.Linear(64 * 7 * 7, 512), nn.ReLU(), nn.Dropout(0.25), nn.Linear(512, 10),
         )
-    if name in ("resnet18", "resnet18-cl"):
+    if name in ("resnet18", "resnet18-cl", "resnet18-fused"):
         from ddp_resnet import ResNet18  # benchmarks/python/ddp_resnet.py, the layout of benchmarks/cpp/resnet.hpp
 
         return ResNet18(10)
     if name == "gpt":
         return make_gpt()
-    raise ValueError(f"unknown model {name!r} (mlp, simplecnn, resnet18, resnet18-cl, gpt)")
+    raise ValueError(f"unknown model {name!r} (mlp, simplecnn, resnet18, resnet18-cl, resnet18-fused, gpt)")
 
 
 def make_gpt():
@@ -190,7 +203,7 @@ def make_gpt():
 
 
 def channels_last_model(model: str) -> bool:
-    return model == "resnet18-cl"
+    return model in ("resnet18-cl", "resnet18-fused")
 
 
 def make_data(model: str, batch: int, device):
@@ -1232,6 +1245,11 @@ NOTES_COMMON = """\
   channels-last, and each copy into it converts); PyTorch, Lightning and torch.compile
   `model.to(memory_format=torch.channels_last)` and each batch `x.contiguous(memory_format=torch.channels_last)`
   before the forward pass (Lightning: in training_step).
+* resnet18-fused: resnet18-cl with, in the C++ loops (volt's Trainer, the hand loop, the graph limit), each batch
+  norm that a ReLU follows as `volt::nn::BatchNormReLU2d` and each block's second batch norm, residual add and ReLU
+  as `volt::nn::BatchNormAddReLU2d` (cuDNN's fused NHWC kernels for half, bfloat16 and, where cuDNN has them,
+  float inputs); the downsample batch norms stay `BatchNorm2d`. The Python loops run resnet18-cl's model: the same
+  parameters and arithmetic, unfused, since PyTorch has no such module (torch.compile fuses these ops itself).
 * fp32-high: FP32 with float32 matmuls at "high" (TF32 tensor cores on CUDA; no effect on the CPU): volt's
   Trainer with `.float32_matmul_precision = "high"`, the hand loops `at::globalContext().setFloat32MatmulPrecision
   ("high")`, the Python rows `torch.set_float32_matmul_precision("high")`; set for the row and set back to

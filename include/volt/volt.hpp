@@ -17,6 +17,7 @@
 #include <volt/profilers.hpp>
 #include <volt/strategies.hpp>
 #include <volt/distributed.hpp>
+#include <volt/nn.hpp>
 #include <volt/optim.hpp>
 #include <volt/callbacks.hpp>
 #include <volt/loggers.hpp>

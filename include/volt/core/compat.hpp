@@ -55,6 +55,9 @@
 //                                 which <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp> needs to declare anything
 //   VOLT_DETAIL_HAS_NCCL          c10d, VOLT_WITH_CUDA and nccl.h; LibTorch's USE_C10D_NCCL is defined with it,
 //                                 which <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp> needs
+//   VOLT_DETAIL_HAS_CUDNN         VOLT_WITH_CUDA, cudnn.h and ATen's cuDNN handle header: volt::nn's fused
+//                                 batch-norm path (volt/nn/detail/cudnn_batch_norm.hpp); cuDNN's functions are
+//                                 looked up at run time in the libcudnn that LibTorch loaded, so nothing more links
 //
 // The c10d headers themselves are included by volt/distributed/process_group.hpp, after this header.
 
@@ -67,6 +70,10 @@
 #define VOLT_DETAIL_HAS_CUDA_GRAPHS 1
 #else
 #define VOLT_DETAIL_HAS_CUDA_GRAPHS 0
+#endif
+
+#if defined(VOLT_WITH_CUDA) && __has_include(<cudnn.h>) && __has_include(<ATen/cudnn/Handle.h>)
+#define VOLT_DETAIL_HAS_CUDNN 1
 #endif
 
 #if __has_include(<torch/csrc/distributed/c10d/TCPStore.hpp>)
