@@ -4,8 +4,9 @@
 # benchmarks/python/four_way.py), plus on CUDA volt with cuda_graphs, the hand loop's step in one CUDA graph and a
 # torch.compile(mode="reduce-overhead") loop; seed MLP, SimpleCNN and ResNet-18, FP32 (and BF16 autocast on CUDA).
 # Opt-in models (MODELS=...): resnet18-cl (ResNet-18 in channels-last in every loop, FP32 and BF16), resnet18-fused
-# (the same, with volt::nn's fused batch-norm modules in the C++ loops) and gpt (a small GPT, BF16 and FP32 at
-# "highest" and at "high"); resnet18-cl and gpt add a torch.compile default-mode row. Every table has a
+# (the same, with volt::nn's fused batch-norm modules in the C++ loops), gpt (a small GPT, BF16 and FP32 at
+# "highest" and at "high") and gpt-fused (the same, with volt::nn::LayerNorm and volt::nn::Linear in the C++
+# loops); resnet18-cl and gpt add a torch.compile default-mode row. Every table has a
 # roofline column ("% of peak": FLOPs counted from the model against the matmul peak measured in the same run).
 # Writes benchmarks/results/four-way-<device>.md (or OUTPUT).
 #
@@ -17,17 +18,18 @@
 #   OUTPUT          the Markdown file written (default benchmarks/results/four-way-<device>.md)
 #   STEPS, WARMUP   timed and warm-up steps per run, for every model (default: per model and device)
 #   ROUNDS          rounds per model and precision (default 5)
-#   MODELS          subset of mlp,simplecnn,resnet18 (the default) and resnet18-cl,resnet18-fused,gpt (opt-in)
+#   MODELS          subset of mlp,simplecnn,resnet18 (the default) and resnet18-cl,resnet18-fused,gpt,gpt-fused
+#                   (opt-in)
 #   LOOPS           subset of volt,libtorch,pytorch,lightning and on CUDA volt-graph,graph,compile,compile-default
 #                   (default: all but compile-default for the default models, all for the opt-in ones)
 #   PRECISIONS      subset of fp32,bf16,fp32-high (default: each model's own: fp32,bf16 on CUDA, fp32 on the CPU;
-#                   gpt bf16,fp32,fp32-high on CUDA, fp32,fp32-high on the CPU)
+#                   gpt and gpt-fused bf16,fp32,fp32-high on CUDA, fp32,fp32-high on the CPU)
 #   TIME_LIMIT      seconds for everything after configuring: rounds are cut to fit (default on CUDA: the models'
 #                   budgets added up, at least 240: mlp 100, simplecnn 110, resnet18 170 (380 for the default
-#                   run), resnet18-cl 170, resnet18-fused 150, gpt 330)
+#                   run), resnet18-cl 170, resnet18-fused 150, gpt 330, gpt-fused 300)
 #   COMPILE_BUDGET  seconds from the start within which torch.compile compiles may begin (default: the models'
 #                   budgets added up, at least 60: mlp 30, simplecnn 40, resnet18 80 (150), resnet18-cl 100,
-#                   resnet18-fused 60, gpt 130)
+#                   resnet18-fused 60, gpt 130, gpt-fused 100)
 #
 # Expected run time on one H200 with the defaults (CUDA, batch 128 / 256, 5 rounds): configure ~20 s; the C++
 # build (~1-2 min) overlaps worker start-up and torch.compile's compiles (~10-60 s per model and precision);

@@ -10,7 +10,8 @@
 // It prints "@@ hello key=value ..." and then answers one request per line on stdin:
 //
 //   run <loop> <model> <precision> <batch> <warmup> <steps>
-//       loop volt | volt-graph | libtorch | graph, model mlp | simplecnn | resnet18 | resnet18-cl | gpt,
+//       loop volt | volt-graph | libtorch | graph, model mlp | simplecnn | resnet18 | resnet18-cl | resnet18-fused |
+//       gpt | gpt-fused,
 //       precision fp32 | bf16 | fp32-high (FP32 with float32 matmuls at "high", i.e. TF32 on CUDA)
 //       -> "@@ ok <steps/s> <peak device bytes added by the row, -1 on CPU> <data checksum>"
 //       -> "@@ error <message>" when the row throws (the program keeps serving)

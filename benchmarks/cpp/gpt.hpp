@@ -1,10 +1,14 @@
 // The small GPT of volt's benchmarks: 6 pre-norm transformer blocks, d_model 384, 6 heads, context 256,
 // vocabulary 8192, causal scaled_dot_product_attention, GELU MLP of width 4 * d_model, learned position
 // embeddings, an untied output layer without bias; no dropout. benchmarks/python/four_way.py defines the same
-// model (same modules, same order, same shapes) for the Python rows.
+// model (same modules, same order, same shapes) for the Python rows. With `fused` ("gpt-fused"), every LayerNorm is
+// volt::nn::LayerNorm with autocast_output (each one feeds only a matmul) and every Linear volt::nn::Linear (ATen's
+// linear, as PyTorch's nn.Linear: the bias in the matmul's epilogue): the same parameters, initialised alike.
 #pragma once
 
 #include <volt/core/compat.hpp>  // VOLT_TORCH_VERSION
+#include <volt/nn/layer_norm.hpp>
+#include <volt/nn/linear.hpp>
 
 #include <torch/torch.h>
 
@@ -16,7 +20,24 @@ namespace volt_bench {
 
 struct GptConfig {
   std::int64_t vocabulary = 8192, context = 256, d_model = 384, heads = 6, layers = 6;
+  bool fused = false;  // volt::nn::LayerNorm for every layer norm
 };
+
+/// A layer norm over d values: LibTorch's, or volt::nn's (with autocast_output) when `fused`; registered as `name`.
+inline torch::nn::AnyModule layer_norm(torch::nn::Module& owner, const char* name, std::int64_t d, bool fused) {
+  if (fused) {
+    return torch::nn::AnyModule(
+        owner.register_module(name, volt::nn::LayerNorm(torch::nn::LayerNormOptions({d}), /*autocast_output=*/true)));
+  }
+  return torch::nn::AnyModule(owner.register_module(name, torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}))));
+}
+
+/// A linear layer: LibTorch's, or volt::nn's when `fused`; registered as `name`.
+inline torch::nn::AnyModule linear(torch::nn::Module& owner, const char* name, const torch::nn::LinearOptions& options,
+                                   bool fused) {
+  if (fused) return torch::nn::AnyModule(owner.register_module(name, volt::nn::Linear(options)));
+  return torch::nn::AnyModule(owner.register_module(name, torch::nn::Linear(options)));
+}
 
 /// Causal attention of q, k, v shaped (batch, heads, sequence, head size).
 inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
@@ -33,26 +54,28 @@ inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tenso
 }
 
 struct GptBlockImpl : torch::nn::Module {
-  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
-  torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc1{nullptr}, fc2{nullptr};
+  torch::nn::AnyModule ln1, qkv, proj, ln2, fc1, fc2;
   std::int64_t heads;
 
-  GptBlockImpl(std::int64_t d, std::int64_t heads_) : heads(heads_) {
+  GptBlockImpl(std::int64_t d, std::int64_t heads_, bool fused = false) : heads(heads_) {
     namespace nn = torch::nn;
-    ln1 = register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({d})));
-    qkv = register_module("qkv", nn::Linear(d, 3 * d));
-    proj = register_module("proj", nn::Linear(d, d));
-    ln2 = register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({d})));
-    fc1 = register_module("fc1", nn::Linear(d, 4 * d));
-    fc2 = register_module("fc2", nn::Linear(4 * d, d));
+    ln1 = layer_norm(*this, "ln1", d, fused);
+    qkv = linear(*this, "qkv", nn::LinearOptions(d, 3 * d), fused);
+    proj = linear(*this, "proj", nn::LinearOptions(d, d), fused);
+    ln2 = layer_norm(*this, "ln2", d, fused);
+    fc1 = linear(*this, "fc1", nn::LinearOptions(d, 4 * d), fused);
+    fc2 = linear(*this, "fc2", nn::LinearOptions(4 * d, d), fused);
   }
   torch::Tensor forward(const torch::Tensor& x) {
     const auto batch = x.size(0), length = x.size(1), d = x.size(2);
-    // (batch, length, 3 d) -> (3, batch, heads, length, head size)
-    const auto qkv_ = qkv->forward(ln1->forward(x)).view({batch, length, 3, heads, d / heads}).permute({2, 0, 3, 1, 4});
-    auto y = causal_attention(qkv_[0], qkv_[1], qkv_[2]).transpose(1, 2).reshape({batch, length, d});
-    auto h = x + proj->forward(y);
-    return h + fc2->forward(torch::gelu(fc1->forward(ln2->forward(h))));
+    // (batch, length, 3 d) -> (3, batch, heads, length, head size) -> q, k, v. unbind, as Python's
+    // `q, k, v = tensor` does: its backward stacks the three gradients in one kernel, where three selects would
+    // each fill a zero tensor of the full size, copy into it and add the three up.
+    const auto parts =
+        qkv.forward(ln1.forward(x)).view({batch, length, 3, heads, d / heads}).permute({2, 0, 3, 1, 4}).unbind(0);
+    auto y = causal_attention(parts[0], parts[1], parts[2]).transpose(1, 2).reshape({batch, length, d});
+    auto h = x + proj.forward(y);
+    return h + fc2.forward(torch::gelu(fc1.forward(ln2.forward(h))));
   }
 };
 TORCH_MODULE(GptBlock);
@@ -61,23 +84,24 @@ TORCH_MODULE(GptBlock);
 struct GptImpl : torch::nn::Module {
   torch::nn::Embedding tokens{nullptr}, positions{nullptr};
   torch::nn::Sequential blocks{nullptr};
-  torch::nn::LayerNorm ln_f{nullptr};
-  torch::nn::Linear head{nullptr};
+  torch::nn::AnyModule ln_f, head;
 
   explicit GptImpl(const GptConfig& config = {}) {
     namespace nn = torch::nn;
     tokens = register_module("tokens", nn::Embedding(config.vocabulary, config.d_model));
     positions = register_module("positions", nn::Embedding(config.context, config.d_model));
     nn::Sequential body;
-    for (std::int64_t i = 0; i < config.layers; ++i) body->push_back(GptBlock(config.d_model, config.heads));
+    for (std::int64_t i = 0; i < config.layers; ++i) {
+      body->push_back(GptBlock(config.d_model, config.heads, config.fused));
+    }
     blocks = register_module("blocks", body);
-    ln_f = register_module("ln_f", nn::LayerNorm(nn::LayerNormOptions({config.d_model})));
-    head = register_module("head", nn::Linear(nn::LinearOptions(config.d_model, config.vocabulary).bias(false)));
+    ln_f = layer_norm(*this, "ln_f", config.d_model, config.fused);
+    head = linear(*this, "head", nn::LinearOptions(config.d_model, config.vocabulary).bias(false), config.fused);
   }
   torch::Tensor forward(const torch::Tensor& ids) {
     const auto where = torch::arange(ids.size(1), ids.options());
     auto x = tokens->forward(ids) + positions->forward(where);
-    return head->forward(ln_f->forward(blocks->forward(x)));
+    return head.forward(ln_f.forward(blocks->forward(x)));
   }
 };
 TORCH_MODULE(Gpt);

@@ -2,8 +2,8 @@
 // profiler (Kineto, CPU and CUDA activities) and summed per kind of kernel. benchmarks/python/kernel_breakdown.py
 // prints the same table for PyTorch eager and torch.compile on the same models and data.
 //
-//   bench_kernel_breakdown [--model resnet18-cl|resnet18-fused|gpt] [--precision fp32|bf16] [--batch N]
-//                          [--warmup 10] [--steps 5] [--graphs 0|1]
+//   bench_kernel_breakdown [--model resnet18-cl|resnet18-fused|gpt|gpt-fused] [--precision fp32|bf16] [--batch N]
+//                          [--warmup 10] [--steps 5] [--graphs 0|1] [--top 15]
 //
 // One fit() of warmup + 2 * steps optimizer steps: `warmup` steps untimed, then `steps` steps timed between two
 // device synchronisations with the profiler off (the wall time per step), then `steps` steps profiled (the
@@ -18,6 +18,7 @@
 // which span the kernels of a record_function scope, are left out), summed per category and divided by
 // `steps`. A kernel's category is the first pattern its name matches (case-insensitive):
 //
+//   layer norm                       layer_norm|layernorm|gammabeta   (volt's kernels: volt_layer_norm_*)
 //   batch norm                       batch_norm|batchnorm|bn_fw|bn_bw|bn_|welford
 //   convolution / matmul             conv|gemm|xmma|cutlass|implicit|wgrad|dgrad|fprop|cublas|sm90_|sm80_|flash|
 //                                    fmha|attention|nvjet|sdpa   (nvjet: cuBLAS's GEMM kernels on Hopper and later)
@@ -26,9 +27,9 @@
 //   copy / memset                    memcpy|memset|copy
 //   elementwise / reduction / other  everything else
 //
-// Inductor names its kernels after the operators they fuse, so a Triton kernel with batch_norm or convolution in
-// its name counts there. Prints markdown: the categories, the total device time against the wall time, and the
-// 15 kernels with the most device time per step.
+// Inductor names its kernels after the operators they fuse, so a Triton kernel with layer_norm, batch_norm or
+// convolution in its name counts there. Prints markdown: the categories, the total device time against the wall
+// time, and the `top` (15) kernels with the most device time per step.
 #include <volt/volt.hpp>
 
 #include "task.hpp"
@@ -58,7 +59,7 @@ double now_seconds() {
 
 struct Settings {
   std::string model = "resnet18-cl", precision = "fp32";
-  std::int64_t batch = 0, warmup = 10, steps = 5;
+  std::int64_t batch = 0, warmup = 10, steps = 5, top = 15;
   bool graphs = false;
 };
 
@@ -196,6 +197,7 @@ constexpr const char* other_category = "elementwise / reduction / other";
 std::vector<Category> categories() {
   const auto flags = std::regex::ECMAScript | std::regex::icase | std::regex::optimize;
   return {
+      {"layer norm", std::regex("layer_norm|layernorm|gammabeta", flags)},
       {"batch norm", std::regex("batch_norm|batchnorm|bn_fw|bn_bw|bn_|welford", flags)},
       {"convolution / matmul",
        std::regex("conv|gemm|xmma|cutlass|implicit|wgrad|dgrad|fprop|cublas|sm90_|sm80_|flash|fmha|attention|nvjet|"
@@ -271,10 +273,11 @@ void print_report(const Settings& settings, const Record& record) {
     return;
   }
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total.us > b.total.us; });
-  std::printf("Top 15 kernels by device time per step:\n\n| kernel | ms per step | calls per step | category |\n"
-              "|---|---|---|---|\n");
-  for (std::size_t i = 0; i < rows.size() && i < 15; ++i) {
-    std::printf("| `%s` | %.3f | %.1f | %s |\n", table_cell(rows[i].name, 90).c_str(), rows[i].total.us / steps / 1e3,
+  std::printf("Top %lld kernels by device time per step:\n\n| kernel | ms per step | calls per step | category |\n"
+              "|---|---|---|---|\n",
+              static_cast<long long>(settings.top));
+  for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(settings.top); ++i) {
+    std::printf("| `%s` | %.3f | %.1f | %s |\n", table_cell(rows[i].name, 160).c_str(), rows[i].total.us / steps / 1e3,
                 static_cast<double>(rows[i].total.calls) / steps, category_name(rows[i].category));
   }
 }
@@ -290,12 +293,14 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--warmup") settings.warmup = std::stoll(value);
     else if (flag == "--steps") settings.steps = std::stoll(value);
     else if (flag == "--graphs") settings.graphs = std::stoi(value) != 0;
+    else if (flag == "--top") settings.top = std::stoll(value);
     else throw std::invalid_argument("unknown flag " + flag);
   }
   if (settings.precision != "fp32" && settings.precision != "bf16") {
     throw std::invalid_argument("--precision is fp32 or bf16, got " + settings.precision);
   }
   if (settings.warmup < 1 || settings.steps < 1) throw std::invalid_argument("--warmup and --steps must be >= 1");
+  if (settings.top < 1) throw std::invalid_argument("--top must be >= 1");
   if (settings.batch == 0) settings.batch = volt_bench::language_model(settings.model) ? 64 : 256;
   if (settings.batch < 1) throw std::invalid_argument("--batch must be >= 1");
   volt_bench::input_shape(settings.model, settings.batch);  // throws for an unknown model

@@ -1,6 +1,7 @@
 // The benchmark models (the seed MLP, the seeds' SimpleCNN, ResNet-18 with a CIFAR stem, and the same ResNet-18 run
-// in channels-last as "resnet18-cl" and, in channels-last with volt::nn's fused batch-norm modules, as "resnet18-fused";
-// the small GPT of gpt.hpp as "gpt"), each one Sequential so that every loop of a
+// in channels-last as "resnet18-cl" and, in channels-last with volt::nn's fused batch-norm modules, as
+// "resnet18-fused"; the small GPT of gpt.hpp as "gpt" and, with volt::nn::LayerNorm and volt::nn::Linear, as
+// "gpt-fused"), each one Sequential so that every loop of a
 // benchmark drives the same type, and the task volt's Trainer and the hand loops train: cross-entropy (over every
 // position for the GPT), Adam 1e-3 (AdamW 1e-3, weight decay 0.01 for the GPT). Shared by four_way.cpp and
 // step_profile.cpp.
@@ -36,7 +37,13 @@ torch::nn::Sequential make_body(const std::string& model) {
   if (model == "resnet18" || model == "resnet18-cl") return nn::Sequential(volt_bench::ResNet18(10));
   if (model == "resnet18-fused") return nn::Sequential(volt_bench::ResNet18(10, /*fused=*/true));
   if (model == "gpt") return nn::Sequential(volt_bench::Gpt(GptConfig{}));
-  throw std::invalid_argument("unknown model '" + model + "' (mlp, simplecnn, resnet18, resnet18-cl, resnet18-fused, gpt)");
+  if (model == "gpt-fused") {
+    GptConfig config;
+    config.fused = true;
+    return nn::Sequential(volt_bench::Gpt(config));
+  }
+  throw std::invalid_argument("unknown model '" + model +
+                              "' (mlp, simplecnn, resnet18, resnet18-cl, resnet18-fused, gpt, gpt-fused)");
 }
 
 /// Whether every loop runs `model` in channels-last (model and batches).
@@ -45,13 +52,13 @@ inline bool channels_last_model(const std::string& model) {
 }
 
 /// Whether `model` is the GPT: token-id batches, AdamW.
-inline bool language_model(const std::string& model) { return model == "gpt"; }
+inline bool language_model(const std::string& model) { return model == "gpt" || model == "gpt-fused"; }
 
 std::vector<std::int64_t> input_shape(const std::string& model, std::int64_t batch) {
   if (model == "mlp") return {batch, 784};
   if (model == "simplecnn") return {batch, 1, 28, 28};
   if (model == "resnet18" || model == "resnet18-cl" || model == "resnet18-fused") return {batch, 3, 32, 32};
-  if (model == "gpt") return {batch, GptConfig{}.context};
+  if (language_model(model)) return {batch, GptConfig{}.context};
   throw std::invalid_argument("unknown model '" + model + "'");
 }
 

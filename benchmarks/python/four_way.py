@@ -17,8 +17,9 @@ timeout) is marked failed with the reason and the others go on; a time limit (TI
 the run.
 
 Models: mlp, simplecnn, resnet18 (the default run); opt-in: resnet18-cl (ResNet-18 in channels-last in every loop),
-resnet18-fused (the same, with volt::nn's fused batch-norm modules in the C++ loops) and gpt (6 layers, d_model 384,
-6 heads, sequence 256, batch 64, vocabulary 8192, AdamW). Precisions: fp32, bf16
+resnet18-fused (the same, with volt::nn's fused batch-norm modules in the C++ loops), gpt (6 layers, d_model 384,
+6 heads, sequence 256, batch 64, vocabulary 8192, AdamW) and gpt-fused (the same, with volt::nn::LayerNorm and
+volt::nn::Linear in the C++ loops). Precisions: fp32, bf16
 (autocast) and fp32-high (FP32 with float32 matmuls at "high": TF32 on CUDA).
 
 Environment: STEPS, WARMUP (all models; default per model and device), ROUNDS, MODELS, LOOPS
@@ -100,6 +101,18 @@ MODELS = {
         "optional": True,
         "budget": {"time": 330, "compile": 130},
     },
+    "gpt-fused": {
+        "title": "the GPT, in C++ with volt::nn::LayerNorm (fused kernels, bfloat16 output under autocast) and "
+                 "volt::nn::Linear (ATen's linear, as PyTorch's nn.Linear); the Python loops: the same model with "
+                 "nn.LayerNorm and nn.Linear; AdamW 1e-3 (weight decay 0.01; fused in Python on CUDA)",
+        "shape": (256,),
+        "cuda": {"batch": 64, "warmup": 5, "steps": 20},
+        "cpu": {"batch": 4, "warmup": 1, "steps": 2},
+        "precisions": {"cuda": ["bf16", "fp32", "fp32-high"], "cpu": ["fp32", "fp32-high"]},
+        "optional": True,
+        "compile_default": False,  # the Python model is gpt's: its default-mode compile is measured there
+        "budget": {"time": 300, "compile": 100},
+    },
 }
 GPT = {"vocabulary": 8192, "context": 256, "d_model": 384, "heads": 6, "layers": 6}
 DEFAULT_PRECISIONS = {"cuda": ["fp32", "bf16"], "cpu": ["fp32"]}
@@ -160,9 +173,9 @@ def make_model(name: str):
         from ddp_resnet import ResNet18  # benchmarks/python/ddp_resnet.py, the layout of benchmarks/cpp/resnet.hpp
 
         return ResNet18(10)
-    if name == "gpt":
+    if language_model(name):
         return make_gpt()
-    raise ValueError(f"unknown model {name!r} (mlp, simplecnn, resnet18, resnet18-cl, resnet18-fused, gpt)")
+    raise ValueError(f"unknown model {name!r} (mlp, simplecnn, resnet18, resnet18-cl, resnet18-fused, gpt, gpt-fused)")
 
 
 def make_gpt():
@@ -206,12 +219,17 @@ def channels_last_model(model: str) -> bool:
     return model in ("resnet18-cl", "resnet18-fused")
 
 
+def language_model(model: str) -> bool:
+    """The GPT (token-id batches, AdamW): gpt, and gpt-fused (the same model in Python)."""
+    return model in ("gpt", "gpt-fused")
+
+
 def make_data(model: str, batch: int, device):
     """DISTINCT_BATCHES batches made on the CPU exactly as bench_four_way makes them, then moved to the device."""
     import torch
 
     torch.manual_seed(SEED)
-    if model == "gpt":  # token ids, inputs and targets
+    if language_model(model):  # token ids, inputs and targets
         shape = (DISTINCT_BATCHES, batch, *MODELS[model]["shape"])
         images = torch.randint(0, GPT["vocabulary"], shape)
         labels = torch.randint(0, GPT["vocabulary"], shape)
@@ -320,7 +338,7 @@ class Worker:
     def optimizer(self, model_name, parameters):
         """Adam 1e-3 with its defaults; for the GPT AdamW 1e-3 (weight decay 0.01), fused on CUDA."""
         torch = self.torch
-        if model_name == "gpt":
+        if language_model(model_name):
             return torch.optim.AdamW(parameters, lr=1e-3, weight_decay=0.01, fused=self.device.type == "cuda")
         return torch.optim.Adam(parameters, lr=1e-3)
 
@@ -451,7 +469,7 @@ class Worker:
         with torch.device("meta"):
             model = make_model(model_name)
         shape = (batch, *MODELS[model_name]["shape"])
-        x = (torch.zeros(shape, dtype=torch.long, device="meta") if model_name == "gpt"
+        x = (torch.zeros(shape, dtype=torch.long, device="meta") if language_model(model_name)
              else torch.empty(shape, device="meta"))
         with FlopCounterMode(display=False) as counter:
             model(x)
@@ -519,6 +537,7 @@ class Worker:
             batches, checksum = self.batches(model_name, batch)
             with self.matmul_precision(precision):
                 _, note = self.compile_prepare(model_name, precision, batches, mode)
+            self.release_cached()
             return f"ok 0 -1 {checksum} {note}"
         if words[0] != "run" or len(words) != 7:
             raise ValueError(f"expected 'run <loop> <model> <precision> <batch> <warmup> <steps>', got {words}")
@@ -537,7 +556,16 @@ class Worker:
             raise ValueError(f"unknown loop {loop}")
         with self.matmul_precision(precision):
             rate, peak, note = rows[loop](model_name, precision, batches, warmup, steps)
+        if loop.startswith("compile"):
+            self.release_cached()
         return f"ok {rate:.4f} {peak} {checksum} {note}".rstrip()
+
+    def release_cached(self):
+        """Hands the caching allocator's free blocks back to the driver after a compile or a compiled row (the
+        compiled models' CUDA graph pools stay): several compiled GPTs once left this worker holding 129 GiB of the
+        GPU, and the next eager PyTorch row in the other worker ran out of memory."""
+        if self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
 
     def matmul_precision(self, precision):
         """torch.set_float32_matmul_precision("high") for an fp32-high row, restored after it so that no row's
@@ -1250,6 +1278,11 @@ NOTES_COMMON = """\
   as `volt::nn::BatchNormAddReLU2d` (cuDNN's fused NHWC kernels for half, bfloat16 and, where cuDNN has them,
   float inputs); the downsample batch norms stay `BatchNorm2d`. The Python loops run resnet18-cl's model: the same
   parameters and arithmetic, unfused, since PyTorch has no such module (torch.compile fuses these ops itself).
+* gpt-fused: gpt with, in the C++ loops, every LayerNorm as `volt::nn::LayerNorm` with `autocast_output` (one
+  kernel forward and one backward compiled at run time with NVRTC; under autocast its output is bfloat16, what the
+  matmul after it casts LibTorch's float32 output to) and every Linear as `volt::nn::Linear` (ATen's `linear`, as
+  PyTorch's nn.Linear: for the 3-D activations one addmm with the bias in the epilogue, where LibTorch's C++
+  `torch::nn::Linear` runs a matmul and a separate in-place bias add). The Python loops run gpt's model.
 * fp32-high: FP32 with float32 matmuls at "high" (TF32 tensor cores on CUDA; no effect on the CPU): volt's
   Trainer with `.float32_matmul_precision = "high"`, the hand loops `at::globalContext().setFloat32MatmulPrecision
   ("high")`, the Python rows `torch.set_float32_matmul_precision("high")`; set for the row and set back to

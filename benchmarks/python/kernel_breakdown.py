@@ -25,8 +25,9 @@ Device time: the durations of the profiler's CUDA events (kernels, copies, memse
 the kernels of a record_function scope, are left out), summed per category and divided by `steps`. A kernel's
 category is the first of CATEGORIES whose pattern its name matches (case-insensitive), as in the C++ program; a
 name no pattern matches is "elementwise / reduction / other". Inductor names its kernels after the operators they
-fuse, so a Triton kernel with batch_norm or convolution in its name counts there. Prints markdown: per loop the
-categories, the total device time against the wall time, and the 15 kernels with the most device time per step.
+fuse, so a Triton kernel with layer_norm, batch_norm or convolution in its name counts there. Prints markdown: per
+loop the categories, the total device time against the wall time, and the --top (15) kernels with the most device
+time per step.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ import four_way  # noqa: E402
 
 # The same patterns, in the same order, as bench_kernel_breakdown (nvjet: cuBLAS's GEMM kernels on Hopper and later).
 CATEGORIES = [
+    ("layer norm", r"layer_norm|layernorm|gammabeta"),
     ("batch norm", r"batch_norm|batchnorm|bn_fw|bn_bw|bn_|welford"),
     ("convolution / matmul",
      r"conv|gemm|xmma|cutlass|implicit|wgrad|dgrad|fprop|cublas|sm90_|sm80_|flash|fmha|attention|nvjet|sdpa"),
@@ -122,7 +124,7 @@ class Loop:
         return kernel_totals(prof)
 
 
-def report(title: str, note: str, kernels: dict[str, list], steps: int, wall_s: float) -> str:
+def report(title: str, note: str, kernels: dict[str, list], steps: int, wall_s: float, top: int = 15) -> str:
     names = [label for label, _ in CATEGORIES] + [OTHER]
     by_category = {label: [0.0, 0] for label in names}
     for name, (us, calls) in kernels.items():
@@ -146,10 +148,10 @@ def report(title: str, note: str, kernels: dict[str, list], steps: int, wall_s: 
               f"device busy {busy:.0f}% of the step.", ""]
     if not kernels:
         return "\n".join(lines + ["The profiler recorded no CUDA activity: the table is empty.", ""])
-    lines += ["Top 15 kernels by device time per step:", "", "| kernel | ms per step | calls per step | category |",
+    lines += [f"Top {top} kernels by device time per step:", "", "| kernel | ms per step | calls per step | category |",
               "|---|---|---|---|"]
-    for name, (us, calls) in sorted(kernels.items(), key=lambda item: -item[1][0])[:15]:
-        cell = (name if len(name) <= 90 else name[:87] + "...").replace("|", "/")
+    for name, (us, calls) in sorted(kernels.items(), key=lambda item: -item[1][0])[:top]:
+        cell = (name if len(name) <= 160 else name[:157] + "...").replace("|", "/")
         lines.append(f"| `{cell}` | {us / steps / 1e3:.3f} | {calls / steps:.1f} | {category(name)} |")
     return "\n".join(lines + [""])
 
@@ -162,11 +164,14 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--loops", default="eager,compile,compile-default")
+    parser.add_argument("--top", type=int, default=15, help="how many kernels the per-kernel table lists")
     arguments = parser.parse_args()
     loops = [loop for loop in arguments.loops.split(",") if loop]
     unknown = [loop for loop in loops if loop not in LOOPS]
     if unknown or not loops:
         parser.error(f"--loops takes a comma-separated list of {', '.join(LOOPS)}; got {arguments.loops!r}")
+    if arguments.top < 1:
+        parser.error(f"--top must be >= 1, got {arguments.top}")
     if arguments.warmup < 1 or arguments.steps < 1:
         parser.error("--warmup and --steps must be >= 1")
     batch = arguments.batch or four_way.MODELS[arguments.model]["cuda"]["batch"]
@@ -189,7 +194,7 @@ def main() -> int:
     print(f"device: {torch.cuda.get_device_name(0)}, PyTorch {torch.__version__}; {arguments.warmup} warm-up steps, "
           f"{arguments.steps} timed steps (profiler off), {arguments.steps} profiled steps\n")
     for loop, run, wall_s in runs:
-        print(report(LOOPS[loop], run.note, run.profiled(arguments.steps), arguments.steps, wall_s), flush=True)
+        print(report(LOOPS[loop], run.note, run.profiled(arguments.steps), arguments.steps, wall_s, arguments.top), flush=True)
     return 0
 
 

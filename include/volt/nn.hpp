@@ -4,11 +4,17 @@
 /// volt::nn::BatchNormReLU2d (`relu(batch_norm(x))`) and volt::nn::BatchNormAddReLU2d
 /// (`relu(batch_norm(x) + residual)`) hold BatchNorm2d's parameters and buffers under its names; on CUDA they run
 /// cuDNN's fused NHWC training kernels for channels-last inputs, elsewhere exactly LibTorch's separate ops.
+/// volt::nn::LayerNorm holds torch::nn::LayerNorm's parameters and runs one kernel forward and one backward on
+/// CUDA, compiled at run time for the row length and types (NVRTC), elsewhere exactly LibTorch's layer norm.
+/// volt::nn::Linear holds torch::nn::Linear's parameters and computes as PyTorch's nn.Linear (ATen's linear: the
+/// bias in the matmul's epilogue for inputs of any rank, where LibTorch's C++ module adds it in a kernel of its own).
 #pragma once
 
 #include <volt/nn/batch_norm_relu.hpp>
+#include <volt/nn/layer_norm.hpp>
+#include <volt/nn/linear.hpp>
 
 /// \namespace volt::nn
-/// Fused modules for models: drop-in replacements for a LibTorch module sequence (BatchNorm2d then ReLU, or
-/// BatchNorm2d, a residual add and ReLU) with the same parameters, buffers and results.
+/// Fused modules for models: drop-in replacements for a LibTorch module or module sequence (BatchNorm2d then ReLU,
+/// BatchNorm2d, a residual add and ReLU, LayerNorm, Linear) with the same parameters, buffers and results.
 

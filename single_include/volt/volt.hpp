@@ -87,6 +87,8 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 //   VOLT_DETAIL_HAS_CUDNN         VOLT_WITH_CUDA, cudnn.h and ATen's cuDNN handle header: volt::nn's fused
 //                                 batch-norm path (volt/nn/detail/cudnn_batch_norm.hpp); cuDNN's functions are
 //                                 looked up at run time in the libcudnn that LibTorch loaded, so nothing more links
+//   VOLT_DETAIL_HAS_RUNTIME_KERNELS  VOLT_WITH_CUDA on Linux: volt::nn's kernels compiled at run time with NVRTC
+//                                 (volt/nn/detail/runtime_kernel.hpp); libnvrtc and libcuda are opened at run time
 //
 // The c10d headers themselves are included by volt/distributed/process_group.hpp, after this header.
 
@@ -103,6 +105,11 @@ inline constexpr const char* version = VOLT_VERSION_STRING;
 
 #if defined(VOLT_WITH_CUDA) && __has_include(<cudnn.h>) && __has_include(<ATen/cudnn/Handle.h>)
 #define VOLT_DETAIL_HAS_CUDNN 1
+#endif
+
+#if defined(VOLT_WITH_CUDA) && defined(__linux__) && __has_include(<c10/cuda/CUDAStream.h>) && \
+    __has_include(<cuda_runtime_api.h>) && __has_include(<dlfcn.h>)
+#define VOLT_DETAIL_HAS_RUNTIME_KERNELS 1
 #endif
 
 #if __has_include(<torch/csrc/distributed/c10d/TCPStore.hpp>)
@@ -9883,6 +9890,10 @@ VOLT_INLINE bool ddp_broadcast_buffers() {
 /// volt::nn::BatchNormReLU2d (`relu(batch_norm(x))`) and volt::nn::BatchNormAddReLU2d
 /// (`relu(batch_norm(x) + residual)`) hold BatchNorm2d's parameters and buffers under its names; on CUDA they run
 /// cuDNN's fused NHWC training kernels for channels-last inputs, elsewhere exactly LibTorch's separate ops.
+/// volt::nn::LayerNorm holds torch::nn::LayerNorm's parameters and runs one kernel forward and one backward on
+/// CUDA, compiled at run time for the row length and types (NVRTC), elsewhere exactly LibTorch's layer norm.
+/// volt::nn::Linear holds torch::nn::Linear's parameters and computes as PyTorch's nn.Linear (ATen's linear: the
+/// bias in the matmul's epilogue for inputs of any rank, where LibTorch's C++ module adds it in a kernel of its own).
 
 // ---- begin volt/nn/batch_norm_relu.hpp
 /// \file
@@ -10438,10 +10449,1028 @@ TORCH_MODULE(BatchNormAddReLU2d);
 
 }  // namespace volt::nn
 // ---- end volt/nn/batch_norm_relu.hpp
+// ---- begin volt/nn/layer_norm.hpp
+/// \file
+/// volt::nn::LayerNorm: torch::nn::LayerNorm with one fused CUDA kernel forward and one backward.
+///
+/// LibTorch's layer norm runs, per call, a forward kernel and in the backward one kernel for the input's gradient
+/// and another (with a reduction after it) for the weight's and bias's; under autocast its output is float32, so
+/// the matmul after it launches one more kernel to cast it. On CUDA, volt::nn::LayerNorm runs one kernel forward
+/// and one backward (plus a small sum of per-block partial gradients), compiled at run time for the row length and
+/// the tensors' types (volt/nn/detail/layer_norm_kernels.hpp), with the input, output, weight and gradient types
+/// free to differ; with `autocast_output` the output leaves the kernel in autocast's type.
+///
+/// Where the fused kernels do not apply (the CPU, MPS, a normalized size that is not a multiple of 4 or exceeds
+/// 1024, a non-contiguous input, a build without CUDA, a driver or NVRTC that cannot be found), it runs exactly
+/// `torch::nn::functional::layer_norm`, so results there equal torch::nn::LayerNorm's bit for bit. `fuses(x)` says
+/// which path a call takes and `why_not_fused(x)` why.
+///
+/// It holds what torch::nn::LayerNorm holds, under the same names (`weight`, `bias`), made from the same options
+/// (torch::nn::LayerNormOptions) and initialised alike (ones and zeros): state dicts and checkpoints move between
+/// the two, and PyTorch's nn.LayerNorm, unchanged.
+///
+///   volt::nn::LayerNorm ln(torch::nn::LayerNormOptions({384}));
+///   volt::nn::LayerNorm ln_before_matmul(torch::nn::LayerNormOptions({384}), /*autocast_output=*/true);
+
+// ---- begin volt/nn/detail/layer_norm_kernels.hpp
+/// \file
+/// volt::nn::LayerNorm's CUDA kernels, compiled at run time (volt/nn/detail/runtime_kernel.hpp) from the sources of
+/// volt/nn/detail/layer_norm_source.hpp for the row length and the tensors' types at hand, the checks that say
+/// whether they apply, and the autograd node that runs the backward one.
+
+// ---- begin volt/nn/detail/layer_norm_source.hpp
+/// \file
+/// The CUDA C source of volt::nn::LayerNorm's kernels (compiled at run time by volt/nn/detail/layer_norm_kernels.hpp),
+/// generated per row length and tensor types. Plain strings: no CUDA header is needed to build it, and the sources
+/// can be compiled with NVRTC on a machine without a GPU (the tests do).
+///
+/// Forward: one warp per row of `n` values held in registers (so the variance is the two-pass one, from values
+/// already loaded), 4-wide vector loads and stores, the row's mean and 1/sqrt(var + eps) saved in float32 for the
+/// backward. Backward: each warp walks rows, computes
+///   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * weight,  xhat = (x - mean) * rstd
+/// and keeps its columns' sums of dy * xhat (the weight's gradient) and dy (the bias's) in registers; the block adds
+/// its warps' sums in a fixed order into one row of a float32 partial-sum tensor, which LibTorch's sum reduces.
+/// Nothing uses atomics, so results are the same from run to run. Arithmetic is in float32 for every input type,
+/// as LibTorch's layer norm does; the input, output, weight and gradient types may all differ (float, bfloat16,
+/// half), which is what lets a bfloat16 output leave the kernel directly under autocast.
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+namespace volt::nn::detail {
+
+/// The longest row the fused kernels take (a warp holds a row in registers) and the row-length multiple they
+/// need (4-wide vector loads).
+inline constexpr std::int64_t layer_norm_max_row = 1024;
+inline constexpr std::int64_t layer_norm_row_multiple = 4;
+
+/// The code of a tensor type in the kernels' source: 0 float, 1 bfloat16, 2 half; -1 for any other type.
+inline int layer_norm_type_code(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float: return 0;
+    case c10::ScalarType::BFloat16: return 1;
+    case c10::ScalarType::Half: return 2;
+    default: return -1;
+  }
+}
+
+/// What one compiled variant is for: row length, the type codes of x, the output (forward) or dy (backward), the
+/// weight and bias, and which of weight and bias exist.
+struct LayerNormVariant {
+  std::int64_t n = 0;
+  int x_type = 0, y_type = 0, w_type = 0;
+  bool has_weight = false, has_bias = false;
+  auto key() const { return std::make_tuple(n, x_type, y_type, w_type, has_weight, has_bias); }
+};
+
+/// The variant for layer_norm(x) over its last `n` values with this weight and bias (either may be undefined; when
+/// both are defined they have one type) and output type.
+template <typename Tensor>
+LayerNormVariant layer_norm_variant(const Tensor& x, std::int64_t n, const Tensor& weight, const Tensor& bias,
+                                    c10::ScalarType output_type) {
+  LayerNormVariant variant;
+  variant.n = n;
+  variant.x_type = layer_norm_type_code(x.scalar_type());
+  variant.y_type = layer_norm_type_code(output_type);
+  const auto& parameter = weight.defined() ? weight : bias;
+  variant.w_type = parameter.defined() ? layer_norm_type_code(parameter.scalar_type()) : 0;
+  variant.has_weight = weight.defined();
+  variant.has_bias = bias.defined();
+  return variant;
+}
+
+/// The CUDA C source of both kernels for one variant (no headers: NVRTC compiles it as it is). `forward`'s
+/// arguments: x, weight, bias, y, mean, rstd, rows, eps; `backward`'s: dy, x, weight, mean, rstd, dx, partial,
+/// rows, where partial is float32 [gridDim.x, 2, n] (the block's sums of dy * xhat, then of dy).
+inline std::string layer_norm_source(const LayerNormVariant& v) {
+  const std::int64_t iterations = (v.n / 4 + 31) / 32;
+  std::string source = "#define VOLT_N " + std::to_string(v.n) + "\n#define VOLT_ITER " +
+                       std::to_string(iterations) + "\n#define VOLT_X " + std::to_string(v.x_type) +
+                       "\n#define VOLT_Y " + std::to_string(v.y_type) + "\n#define VOLT_W " +
+                       std::to_string(v.w_type) + "\n#define VOLT_HAS_W " + std::to_string(v.has_weight ? 1 : 0) +
+                       "\n#define VOLT_HAS_B " + std::to_string(v.has_bias ? 1 : 0) + "\n";
+  source += R"CUDA(
+#define VOLT_WARPS 8
+typedef unsigned short volt_u16;
+typedef long long volt_i64;
+
+__forceinline__ float volt_bf16_to_float(unsigned bits) { return __uint_as_float(bits << 16); }
+__forceinline__ unsigned volt_float_to_bf16(float f) {  // round to nearest even; NaN stays NaN
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return u >> 16;
+}
+__forceinline__ float volt_half_to_float(unsigned bits) {
+  float f;
+  volt_u16 h = (volt_u16)bits;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__forceinline__ unsigned volt_float_to_half(float f) {
+  volt_u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+struct alignas(16) volt_f4 { float v[4]; };
+struct alignas(8) volt_h4 { unsigned v[2]; };
+
+// Loads and stores of 4 consecutive values as float, for a type code K.
+template <int K> struct volt_io;
+template <> struct volt_io<0> {
+  typedef float T;
+  static __forceinline__ void load(const T* p, volt_i64 i, float out[4]) {
+    const volt_f4 q = *reinterpret_cast<const volt_f4*>(p + i);
+    for (int j = 0; j < 4; ++j) out[j] = q.v[j];
+  }
+  static __forceinline__ void store(T* p, volt_i64 i, const float in[4]) {
+    volt_f4 q;
+    for (int j = 0; j < 4; ++j) q.v[j] = in[j];
+    *reinterpret_cast<volt_f4*>(p + i) = q;
+  }
+};
+template <int K> struct volt_io16 {
+  typedef volt_u16 T;
+  static __forceinline__ float to_float(unsigned b) { return K == 1 ? volt_bf16_to_float(b) : volt_half_to_float(b); }
+  static __forceinline__ unsigned from_float(float f) { return K == 1 ? volt_float_to_bf16(f) : volt_float_to_half(f); }
+  static __forceinline__ void load(const T* p, volt_i64 i, float out[4]) {
+    const volt_h4 q = *reinterpret_cast<const volt_h4*>(p + i);
+    out[0] = to_float(q.v[0] & 0xffffu);
+    out[1] = to_float(q.v[0] >> 16);
+    out[2] = to_float(q.v[1] & 0xffffu);
+    out[3] = to_float(q.v[1] >> 16);
+  }
+  static __forceinline__ void store(T* p, volt_i64 i, const float in[4]) {
+    volt_h4 q;
+    q.v[0] = from_float(in[0]) | (from_float(in[1]) << 16);
+    q.v[1] = from_float(in[2]) | (from_float(in[3]) << 16);
+    *reinterpret_cast<volt_h4*>(p + i) = q;
+  }
+};
+template <> struct volt_io<1> : volt_io16<1> {};
+template <> struct volt_io<2> : volt_io16<2> {};
+
+typedef volt_io<VOLT_X> volt_x;
+typedef volt_io<VOLT_Y> volt_y;
+typedef volt_io<VOLT_W> volt_w;
+
+__forceinline__ float volt_warp_sum(float s) {
+  for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+  return s;
+}
+
+// Column of lane `lane` in iteration `it` (4 consecutive columns from there).
+__forceinline__ int volt_column(int it, int lane) { return (it * 32 + lane) * 4; }
+
+extern "C" __global__ void __launch_bounds__(VOLT_WARPS * 32)
+volt_layer_norm_forward(const volt_x::T* __restrict__ x, const volt_w::T* __restrict__ weight,
+                        const volt_w::T* __restrict__ bias, volt_y::T* __restrict__ y, float* __restrict__ mean_out,
+                        float* __restrict__ rstd_out, volt_i64 rows, float eps) {
+  const int lane = threadIdx.x & 31;
+  const volt_i64 row = (volt_i64)blockIdx.x * VOLT_WARPS + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const volt_i64 base = row * VOLT_N;
+  float v[VOLT_ITER][4];
+  float sum = 0.f;
+#pragma unroll
+  for (int it = 0; it < VOLT_ITER; ++it) {
+    const int c = volt_column(it, lane);
+    if (c < VOLT_N) {
+      volt_x::load(x, base + c, v[it]);
+      sum += (v[it][0] + v[it][1]) + (v[it][2] + v[it][3]);
+    }
+  }
+  const float mean = volt_warp_sum(sum) / VOLT_N;
+  float squares = 0.f;
+#pragma unroll
+  for (int it = 0; it < VOLT_ITER; ++it) {
+    if (volt_column(it, lane) < VOLT_N) {
+      for (int j = 0; j < 4; ++j) {
+        const float d = v[it][j] - mean;
+        squares += d * d;
+      }
+    }
+  }
+  const float rstd = rsqrtf(volt_warp_sum(squares) / VOLT_N + eps);
+#pragma unroll
+  for (int it = 0; it < VOLT_ITER; ++it) {
+    const int c = volt_column(it, lane);
+    if (c < VOLT_N) {
+      float w[4] = {1.f, 1.f, 1.f, 1.f}, b[4] = {0.f, 0.f, 0.f, 0.f}, out[4];
+      if (VOLT_HAS_W) volt_w::load(weight, c, w);
+      if (VOLT_HAS_B) volt_w::load(bias, c, b);
+      for (int j = 0; j < 4; ++j) out[j] = (v[it][j] - mean) * rstd * w[j] + b[j];
+      volt_y::store(y, base + c, out);
+    }
+  }
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}
+
+// dy has the output's type code (VOLT_Y), dx the input's (VOLT_X).
+extern "C" __global__ void __launch_bounds__(VOLT_WARPS * 32)
+volt_layer_norm_backward(const volt_y::T* __restrict__ dy, const volt_x::T* __restrict__ x,
+                         const volt_w::T* __restrict__ weight, const float* __restrict__ mean,
+                         const float* __restrict__ rstd, volt_x::T* __restrict__ dx, float* __restrict__ partial,
+                         volt_i64 rows) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float w[VOLT_ITER][4], dw[VOLT_ITER][4], db[VOLT_ITER][4];
+#pragma unroll
+  for (int it = 0; it < VOLT_ITER; ++it) {
+    for (int j = 0; j < 4; ++j) w[it][j] = 1.f, dw[it][j] = 0.f, db[it][j] = 0.f;
+    if (VOLT_HAS_W && volt_column(it, lane) < VOLT_N) volt_w::load(weight, volt_column(it, lane), w[it]);
+  }
+  for (volt_i64 row = (volt_i64)blockIdx.x * VOLT_WARPS + warp; row < rows; row += (volt_i64)gridDim.x * VOLT_WARPS) {
+    const volt_i64 base = row * VOLT_N;
+    const float mu = mean[row], rs = rstd[row];
+    float xhat[VOLT_ITER][4], g[VOLT_ITER][4];
+    float sum_g = 0.f, sum_gx = 0.f;
+#pragma unroll
+    for (int it = 0; it < VOLT_ITER; ++it) {
+      const int c = volt_column(it, lane);
+      if (c < VOLT_N) {
+        float xv[4], dyv[4];
+        volt_x::load(x, base + c, xv);
+        volt_y::load(dy, base + c, dyv);
+        for (int j = 0; j < 4; ++j) {
+          xhat[it][j] = (xv[j] - mu) * rs;
+          dw[it][j] += dyv[j] * xhat[it][j];
+          db[it][j] += dyv[j];
+          g[it][j] = dyv[j] * w[it][j];
+          sum_g += g[it][j];
+          sum_gx += g[it][j] * xhat[it][j];
+        }
+      }
+    }
+    const float mean_g = volt_warp_sum(sum_g) / VOLT_N, mean_gx = volt_warp_sum(sum_gx) / VOLT_N;
+#pragma unroll
+    for (int it = 0; it < VOLT_ITER; ++it) {
+      const int c = volt_column(it, lane);
+      if (c < VOLT_N) {
+        float out[4];
+        for (int j = 0; j < 4; ++j) out[j] = rs * (g[it][j] - mean_g - xhat[it][j] * mean_gx);
+        volt_x::store(dx, base + c, out);
+      }
+    }
+  }
+#if VOLT_HAS_W || VOLT_HAS_B
+  // The block's sums, warp by warp in a fixed order: the weight's gradient (part 0), then the bias's (part 1).
+  __shared__ float sums[VOLT_WARPS * VOLT_N];
+  for (int part = 0; part < 2; ++part) {
+    if ((part == 0 && !VOLT_HAS_W) || (part == 1 && !VOLT_HAS_B)) continue;
+#pragma unroll
+    for (int it = 0; it < VOLT_ITER; ++it) {
+      const int c = volt_column(it, lane);
+      if (c < VOLT_N) {
+        for (int j = 0; j < 4; ++j) sums[warp * VOLT_N + c + j] = part == 0 ? dw[it][j] : db[it][j];
+      }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < VOLT_N; c += VOLT_WARPS * 32) {
+      float s = 0.f;
+      for (int k = 0; k < VOLT_WARPS; ++k) s += sums[k * VOLT_N + c];
+      partial[((volt_i64)blockIdx.x * 2 + part) * VOLT_N + c] = s;
+    }
+    __syncthreads();
+  }
+#endif
+}
+)CUDA";
+  return source;
+}
+
+}  // namespace volt::nn::detail
+// ---- end volt/nn/detail/layer_norm_source.hpp
+// ---- begin volt/nn/detail/runtime_kernel.hpp
+/// \file
+/// CUDA kernels compiled at run time: NVRTC turns a kernel's CUDA C source into machine code for the device's
+/// architecture the first time a module needs it, the CUDA driver loads it, and launches go to LibTorch's current
+/// stream (so they run in order with LibTorch's kernels and are recorded into a CUDA graph being captured).
+///
+/// Both libraries are looked up at run time: libnvrtc among the loaded libraries, then by its sonames, then next to
+/// LibTorch (PyPI's nvidia-cuda-nvrtc package); libcuda.so.1 from the driver. A program links nothing more, and
+/// where either is missing (or the compile fails) `RuntimeKernel::find` returns null with the reason, and the
+/// modules that use it run LibTorch's ops instead. Kernels are compiled without fast-math options (IEEE division
+/// and square roots, denormals kept), as LibTorch's own CUDA kernels are. Compiled where
+/// VOLT_DETAIL_HAS_RUNTIME_KERNELS is defined (volt/core/compat.hpp: a CUDA LibTorch on Linux).
+
+
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+#endif
+
+namespace volt::nn::detail {
+
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+
+/// The NVRTC and driver functions a runtime kernel needs (their C signatures, with opaque handles as void*).
+struct RuntimeKernelApi {
+  using Program = void*;
+  const char* (*nvrtc_error_string)(int) = nullptr;
+  int (*nvrtc_create)(Program*, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
+  int (*nvrtc_destroy)(Program*) = nullptr;
+  int (*nvrtc_compile)(Program, int, const char* const*) = nullptr;
+  int (*nvrtc_log_size)(Program, std::size_t*) = nullptr;
+  int (*nvrtc_log)(Program, char*) = nullptr;
+  int (*nvrtc_cubin_size)(Program, std::size_t*) = nullptr;
+  int (*nvrtc_cubin)(Program, char*) = nullptr;
+  int (*cu_error_string)(int, const char**) = nullptr;
+  int (*cu_module_load_data)(void**, const void*) = nullptr;
+  int (*cu_module_get_function)(void**, void*, const char*) = nullptr;
+  int (*cu_launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, cudaStream_t, void**,
+                   void**) = nullptr;
+  int (*cu_ctx_get_current)(void**) = nullptr;
+  /// Empty when every NVRTC function was found; else what is missing.
+  std::string nvrtc_missing;
+  /// Empty when every driver function was found; else what is missing.
+  std::string driver_missing;
+};
+
+/// libnvrtc: already loaded, by soname, or next to LibTorch's libraries (PyPI's wheels keep it in
+/// nvidia/cu13/lib or nvidia/cuda_nvrtc/lib beside torch/, older wheels in torch/lib under a hashed name).
+inline void* open_nvrtc() {
+  const char* sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"};
+  for (const char* name : sonames) {
+    if (void* library = dlopen(name, RTLD_NOW | RTLD_NOLOAD)) return library;
+  }
+  for (const char* name : sonames) {
+    if (void* library = dlopen(name, RTLD_NOW | RTLD_GLOBAL)) return library;
+  }
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&c10::cuda::device_count), &info) == 0 || info.dli_fname == nullptr) {
+    return nullptr;
+  }
+  std::error_code error;
+  const auto torch_lib = std::filesystem::path(info.dli_fname).parent_path();
+  std::vector<std::filesystem::path> candidates;
+  for (const char* relative : {"../../nvidia/cu13/lib", "../../nvidia/cuda_nvrtc/lib", "."}) {
+    const auto dir = torch_lib / relative;
+    for (std::filesystem::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+      const auto file = it->path().filename().string();
+      if (file.rfind("libnvrtc", 0) == 0 && file.find("builtins") == std::string::npos &&
+          file.find(".so") != std::string::npos) {
+        candidates.push_back(it->path());
+      }
+    }
+  }
+  for (const auto& path : candidates) {
+    if (void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) return library;
+  }
+  return nullptr;
+}
+
+/// The process's NVRTC and driver functions, looked up once.
+inline const RuntimeKernelApi& runtime_kernel_api() {
+  static const RuntimeKernelApi api = [] {
+    RuntimeKernelApi a;
+    auto find = [](void* library, auto& slot, const char* symbol, std::string& missing) {
+      if (void* found = dlsym(library, symbol)) {
+        slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(found);
+      } else {
+        missing += std::string(missing.empty() ? "" : ", ") + symbol;
+      }
+    };
+    if (void* nvrtc = open_nvrtc()) {
+      find(nvrtc, a.nvrtc_error_string, "nvrtcGetErrorString", a.nvrtc_missing);
+      find(nvrtc, a.nvrtc_create, "nvrtcCreateProgram", a.nvrtc_missing);
+      find(nvrtc, a.nvrtc_destroy, "nvrtcDestroyProgram", a.nvrtc_missing);
+      find(nvrtc, a.nvrtc_compile, "nvrtcCompileProgram", a.nvrtc_missing);
+      find(nvrtc, a.nvrtc_log_size, "nvrtcGetProgramLogSize", a.nvrtc_missing);
+      find(nvrtc, a.nvrtc_log, "nvrtcGetProgramLog", a.nvrtc_missing);
+      find(nvrtc, a.nvrtc_cubin_size, "nvrtcGetCUBINSize", a.nvrtc_missing);
+      find(nvrtc, a.nvrtc_cubin, "nvrtcGetCUBIN", a.nvrtc_missing);
+    } else {
+      a.nvrtc_missing = "libnvrtc (no libnvrtc.so.13/.12/.11.2 loadable, none next to LibTorch)";
+    }
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (driver == nullptr) driver = dlopen("libcuda.so.1", RTLD_NOW);
+    if (driver != nullptr) {
+      find(driver, a.cu_error_string, "cuGetErrorString", a.driver_missing);
+      find(driver, a.cu_module_load_data, "cuModuleLoadData", a.driver_missing);
+      find(driver, a.cu_module_get_function, "cuModuleGetFunction", a.driver_missing);
+      find(driver, a.cu_launch, "cuLaunchKernel", a.driver_missing);
+      find(driver, a.cu_ctx_get_current, "cuCtxGetCurrent", a.driver_missing);
+    } else {
+      a.driver_missing = "libcuda.so.1 (the CUDA driver)";
+    }
+    return a;
+  }();
+  return api;
+}
+
+/// Compiles `source` with NVRTC for the architecture sm_<arch> (e.g. 90) and returns the machine code (CUBIN);
+/// on failure returns nothing and sets `*error` to NVRTC's message and log. Needs libnvrtc only, no GPU.
+inline std::vector<char> nvrtc_compile(const std::string& source, const std::string& name, int arch,
+                                       std::string* error) {
+  const auto& api = runtime_kernel_api();
+  if (!api.nvrtc_missing.empty()) {
+    if (error != nullptr) *error = "runtime kernels need " + api.nvrtc_missing;
+    return {};
+  }
+  RuntimeKernelApi::Program program = nullptr;
+  int status = api.nvrtc_create(&program, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr);
+  if (status != 0) {
+    if (error != nullptr) *error = std::string("nvrtcCreateProgram: ") + api.nvrtc_error_string(status);
+    return {};
+  }
+  const std::string arch_option = "--gpu-architecture=sm_" + std::to_string(arch);
+  const char* options[] = {arch_option.c_str(), "--std=c++17", "-default-device"};
+  status = api.nvrtc_compile(program, 3, options);
+  std::vector<char> cubin;
+  if (status != 0) {
+    std::size_t size = 0;
+    api.nvrtc_log_size(program, &size);
+    std::string log(size, '\0');
+    if (size > 0) api.nvrtc_log(program, log.data());
+    if (error != nullptr) {
+      *error = "NVRTC could not compile " + name + " for sm_" + std::to_string(arch) + ": " +
+               api.nvrtc_error_string(status) + "\n" + log;
+    }
+  } else {
+    std::size_t size = 0;
+    api.nvrtc_cubin_size(program, &size);
+    cubin.resize(size);
+    api.nvrtc_cubin(program, cubin.data());
+  }
+  api.nvrtc_destroy(&program);
+  return cubin;
+}
+
+/// One kernel function compiled for one device. Made by find(), kept for the life of the process (a CUDA
+/// module is not unloaded: a captured graph may still launch it).
+class RuntimeKernel {
+ public:
+  /// The kernel `function` of `source` compiled for `device` (cached by source, function and device), or null
+  /// with `*why` set when runtime kernels are unavailable or the source does not compile or load. Call it
+  /// outside CUDA graph capture the first time (volt's cuda_graphs runs eager steps before it captures).
+  static const RuntimeKernel* find(const std::string& source, const std::string& function, int device,
+                                   std::string* why) {
+    using Key = std::tuple<std::string, std::string, int>;
+    static std::mutex mutex;
+    static std::map<Key, std::pair<std::unique_ptr<RuntimeKernel>, std::string>> cache;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& entry = cache[Key{source, function, device}];
+    if (!entry.first && entry.second.empty()) {
+      entry.second = "not compiled";
+      auto kernel = std::unique_ptr<RuntimeKernel>(new RuntimeKernel());
+      entry.second = kernel->build(source, function, device);
+      if (entry.second.empty()) entry.first = std::move(kernel);
+    }
+    if (!entry.first && why != nullptr) *why = entry.second;
+    return entry.first.get();
+  }
+
+  /// Launches the kernel on `device`'s current LibTorch stream with `arguments` (pointers to each argument's
+  /// value, as cuLaunchKernel takes them). Throws c10::Error with the driver's message if the launch fails.
+  void launch(unsigned grid, unsigned block, unsigned shared_bytes, void** arguments) const {
+    const auto& api = runtime_kernel_api();
+    const auto stream = c10::cuda::getCurrentCUDAStream(device_).stream();
+    const int status = api.cu_launch(function_, grid, 1, 1, block, 1, 1, shared_bytes, stream, arguments, nullptr);
+    if (status != 0) {
+      const char* text = nullptr;
+      api.cu_error_string(status, &text);
+      TORCH_CHECK(false, "volt::nn: launching the runtime kernel ", name_, " failed: ",
+                  text != nullptr ? text : "unknown CUDA driver error", " (", status, ")");
+    }
+  }
+
+ private:
+  RuntimeKernel() = default;
+
+  /// Compiles and loads; returns "" on success, else why not.
+  std::string build(const std::string& source, const std::string& function, int device) {
+    const auto& api = runtime_kernel_api();
+    if (!api.driver_missing.empty()) return "runtime kernels need " + api.driver_missing;
+    device_ = static_cast<c10::DeviceIndex>(device);
+    name_ = function;
+    c10::cuda::CUDAGuard guard(device_);
+    void* context = nullptr;
+    if (api.cu_ctx_get_current(&context) != 0 || context == nullptr) {
+      cudaFree(nullptr);  // makes the device's primary context current in this thread
+    }
+    cudaDeviceProp properties{};
+    if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) return "cudaGetDeviceProperties failed";
+    std::string error;
+    cubin_ = nvrtc_compile(source, function, properties.major * 10 + properties.minor, &error);
+    if (cubin_.empty()) return error;
+    int status = 0;
+    const char* text = nullptr;
+    if ((status = api.cu_module_load_data(&module_, cubin_.data())) != 0 ||
+        (status = api.cu_module_get_function(&function_, module_, function.c_str())) != 0) {
+      api.cu_error_string(status, &text);
+      return "the CUDA driver could not load " + function + ": " + (text != nullptr ? text : "unknown error");
+    }
+    return "";
+  }
+
+  c10::DeviceIndex device_ = 0;
+  std::string name_;
+  std::vector<char> cubin_;
+  void* module_ = nullptr;
+  void* function_ = nullptr;
+};
+
+#endif  // VOLT_DETAIL_HAS_RUNTIME_KERNELS
+
+}  // namespace volt::nn::detail
+// ---- end volt/nn/detail/runtime_kernel.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#endif
+
+namespace volt::nn::detail {
+
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+
+/// The forward and backward kernels of one variant on one device, compiled on first use (null, with the reason in
+/// `*why`, when they cannot be).
+struct LayerNormKernels {
+  const RuntimeKernel* forward = nullptr;
+  const RuntimeKernel* backward = nullptr;
+};
+
+inline LayerNormKernels layer_norm_kernels(const LayerNormVariant& variant, int device, std::string* why) {
+  using Key = std::tuple<decltype(variant.key()), int>;
+  static std::mutex mutex;
+  static std::map<Key, std::pair<LayerNormKernels, std::string>> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const Key key{variant.key(), device};
+  auto found = known.find(key);
+  if (found == known.end()) {
+    const auto source = layer_norm_source(variant);
+    std::string error;
+    LayerNormKernels kernels;
+    kernels.forward = RuntimeKernel::find(source, "volt_layer_norm_forward", device, &error);
+    if (kernels.forward != nullptr) {
+      kernels.backward = RuntimeKernel::find(source, "volt_layer_norm_backward", device, &error);
+    }
+    if (kernels.backward == nullptr) kernels = {};
+    found = known.emplace(key, std::make_pair(kernels, error)).first;
+  }
+  if (found->second.first.forward == nullptr && why != nullptr) *why = found->second.second;
+  return found->second.first;
+}
+
+/// The number of multiprocessors of `device` (for the backward's grid).
+inline int layer_norm_multiprocessors(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& count = known[device];
+  if (count == 0) {
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
+      count = 1;
+    }
+  }
+  return count;
+}
+
+/// LayerNorm's gradients written with LibTorch's differentiable ops (for a backward that builds a graph itself:
+/// create_graph=true), from the saved input, weight (may be undefined) and the output's gradient, over the last
+/// dimensions of `shape`; the bias's gradient (with `has_bias`) in `bias_type`.
+inline torch::autograd::variable_list layer_norm_backward_differentiable(const torch::Tensor& x,
+                                                                         const torch::Tensor& weight, bool has_bias,
+                                                                         c10::ScalarType bias_type,
+                                                                         const std::vector<std::int64_t>& shape,
+                                                                         const torch::Tensor& dy, double eps) {
+  std::int64_t n = 1;
+  for (const auto size : shape) n *= size;
+  const auto xf = x.to(torch::kFloat).reshape({-1, n});
+  const auto dyf = dy.to(torch::kFloat).reshape({-1, n});
+  const auto centred = xf - xf.mean(1, true);
+  const auto rstd = (centred.pow(2).mean(1, true) + eps).rsqrt();
+  const auto xhat = centred * rstd;
+  const auto g = weight.defined() ? dyf * weight.to(torch::kFloat).reshape({1, n}) : dyf;
+  const auto dx = rstd * (g - g.mean(1, true) - xhat * (g * xhat).mean(1, true));
+  torch::Tensor dweight, dbias;
+  if (weight.defined()) dweight = (dyf * xhat).sum(0).view(shape).to(weight.scalar_type());
+  if (has_bias) dbias = dyf.sum(0).view(shape).to(bias_type);
+  return {dx.view(x.sizes()).to(x.scalar_type()), dweight, dbias};
+}
+
+/// The backward node of the fused layer norm.
+struct FusedLayerNormBackward : torch::autograd::Node {
+  torch::autograd::SavedVariable x, weight;
+  torch::Tensor mean, rstd;
+  LayerNormVariant variant;  // the forward's (y_type is the output's)
+  c10::ScalarType bias_type = c10::ScalarType::Float;
+  std::vector<std::int64_t> shape;  // the normalized shape (the weight's and bias's)
+  double eps = 0;
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    const torch::Tensor none;
+    if (grads.empty() || !grads[0].defined()) return {none, none, none};
+    const auto input = x.unpack();
+    const auto scale = weight.unpack();
+    if (torch::GradMode::is_enabled()) {
+      return layer_norm_backward_differentiable(input, scale, variant.has_bias, bias_type, shape, grads[0], eps);
+    }
+    TORCH_CHECK(mean.defined(), "volt::nn::LayerNorm: the fused backward ran twice; its saved tensors are freed "
+                                "after the first (use retain_graph=true to run it again)");
+    c10::cuda::CUDAGuard guard(input.device());
+    const auto n = variant.n;
+    const auto rows = input.numel() / n;
+    auto dy = grads[0];
+    const auto output_type = variant.y_type == 0   ? torch::kFloat
+                             : variant.y_type == 1 ? torch::kBFloat16
+                                                   : torch::kHalf;
+    if (dy.scalar_type() != output_type) dy = dy.to(output_type);
+    dy = dy.contiguous();
+    const int device = input.get_device();
+    const auto kernels = layer_norm_kernels(variant, device, nullptr);
+    TORCH_CHECK(kernels.backward != nullptr, "volt::nn::LayerNorm: the fused backward kernel is not available");
+    auto dx = torch::empty_like(input, torch::MemoryFormat::Contiguous);
+    const bool sums = variant.has_weight || variant.has_bias;
+    const std::int64_t blocks =
+        std::max<std::int64_t>(1, std::min<std::int64_t>((rows + 7) / 8, 4 * layer_norm_multiprocessors(device)));
+    auto partial = sums ? torch::empty({blocks, 2, n}, input.options().dtype(torch::kFloat)) : torch::Tensor();
+    const void* dy_ptr = dy.data_ptr();
+    const void* x_ptr = input.data_ptr();
+    const void* w_ptr = scale.defined() ? scale.data_ptr() : nullptr;
+    const void* mean_ptr = mean.data_ptr();
+    const void* rstd_ptr = rstd.data_ptr();
+    void* dx_ptr = dx.data_ptr();
+    void* partial_ptr = sums ? partial.data_ptr() : nullptr;
+    long long rows_arg = rows;
+    void* arguments[] = {&dy_ptr, &x_ptr, &w_ptr, &mean_ptr, &rstd_ptr, &dx_ptr, &partial_ptr, &rows_arg};
+    kernels.backward->launch(static_cast<unsigned>(blocks), 256, 0, arguments);
+    torch::Tensor dweight, dbias;
+    if (sums) {
+      const auto totals = partial.sum(0);
+      if (variant.has_weight) dweight = totals[0].view(shape).to(scale.scalar_type());
+      if (variant.has_bias) dbias = totals[1].view(shape).to(bias_type);
+    }
+    return {dx, dweight, dbias};
+  }
+
+  std::string name() const override { return "FusedLayerNormBackward"; }
+
+  void release_variables() override {
+    x.reset_data();
+    weight.reset_data();
+    mean.reset();
+    rstd.reset();
+  }
+};
+
+#endif  // VOLT_DETAIL_HAS_RUNTIME_KERNELS
+
+/// Why `layer_norm(x)` over the last `n` values with this weight and bias cannot run fused ("" when it can): the
+/// build has runtime kernels, x is a contiguous CUDA tensor of float, bfloat16 or half with 16-byte aligned data,
+/// n is a multiple of 4 up to 1024, weight and bias (where defined) are contiguous on x's device in one of those
+/// types, the output type is one of them, and the kernels compile for the device.
+inline std::string layer_norm_unfusable(const torch::Tensor& x, std::int64_t n, const torch::Tensor& weight,
+                                        const torch::Tensor& bias, c10::ScalarType output_type) {
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+  if (!x.defined() || !x.is_cuda()) return "the input is not a CUDA tensor";
+  if (layer_norm_type_code(x.scalar_type()) < 0 || layer_norm_type_code(output_type) < 0) {
+    return "the input and output must be float, bfloat16 or half";
+  }
+  if (n % layer_norm_row_multiple != 0 || n > layer_norm_max_row) {
+    return "the normalized size " + std::to_string(n) + " is not a multiple of 4 up to 1024";
+  }
+  if (!x.is_contiguous() || reinterpret_cast<std::uintptr_t>(x.data_ptr()) % 16 != 0) {
+    return "the input is not contiguous with 16-byte aligned data";
+  }
+  if (x.numel() == 0) return "the input is empty";
+  if (weight.defined() && bias.defined() && weight.scalar_type() != bias.scalar_type()) {
+    return "the weight and bias differ in type";
+  }
+  for (const auto* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    if (p->device() != x.device() || !p->is_contiguous() || layer_norm_type_code(p->scalar_type()) < 0 ||
+        reinterpret_cast<std::uintptr_t>(p->data_ptr()) % 16 != 0) {
+      return "the weight and bias must be contiguous, aligned float, bfloat16 or half tensors on the input's device";
+    }
+  }
+  const auto variant = layer_norm_variant(x, n, weight, bias, output_type);
+  std::string why;
+  if (layer_norm_kernels(variant, x.get_device(), &why).forward == nullptr) return why;
+  return "";
+#else
+  (void)x, (void)n, (void)weight, (void)bias, (void)output_type;
+  return "this build has no runtime CUDA kernels (VOLT_DETAIL_HAS_RUNTIME_KERNELS: a CUDA LibTorch on Linux)";
+#endif
+}
+
+/// layer_norm(x) over the last dimensions, of sizes `shape`, through the fused kernels, differentiable in x, weight
+/// and bias; call only where layer_norm_unfusable returned "". The output has x's shape and `output_type`.
+inline torch::Tensor fused_layer_norm(const torch::Tensor& x, const std::vector<std::int64_t>& shape,
+                                      const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                                      c10::ScalarType output_type) {
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+  c10::cuda::CUDAGuard guard(x.device());
+  std::int64_t n = 1;
+  for (const auto size : shape) n *= size;
+  const auto variant = layer_norm_variant(x, n, weight, bias, output_type);
+  const int device = x.get_device();
+  const auto kernels = layer_norm_kernels(variant, device, nullptr);
+  TORCH_CHECK(kernels.forward != nullptr, "volt::nn::LayerNorm: the fused kernels are not available");
+  const auto rows = x.numel() / n;
+  auto y = torch::empty(x.sizes(), x.options().dtype(output_type));
+  auto mean = torch::empty({rows}, x.options().dtype(torch::kFloat));
+  auto rstd = torch::empty({rows}, x.options().dtype(torch::kFloat));
+  const void* x_ptr = x.data_ptr();
+  const void* w_ptr = weight.defined() ? weight.data_ptr() : nullptr;
+  const void* b_ptr = bias.defined() ? bias.data_ptr() : nullptr;
+  void* y_ptr = y.data_ptr();
+  void* mean_ptr = mean.data_ptr();
+  void* rstd_ptr = rstd.data_ptr();
+  long long rows_arg = rows;
+  float eps_arg = static_cast<float>(eps);
+  void* arguments[] = {&x_ptr, &w_ptr, &b_ptr, &y_ptr, &mean_ptr, &rstd_ptr, &rows_arg, &eps_arg};
+  kernels.forward->launch(static_cast<unsigned>((rows + 7) / 8), 256, 0, arguments);
+  const bool differentiable = torch::GradMode::is_enabled() &&
+                              (x.requires_grad() || (weight.defined() && weight.requires_grad()) ||
+                               (bias.defined() && bias.requires_grad()));
+  if (!differentiable) return y;
+  auto node = std::shared_ptr<FusedLayerNormBackward>(new FusedLayerNormBackward(), torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(x, weight, bias));
+  torch::autograd::set_history(y, node);
+  node->x = torch::autograd::SavedVariable(x, /*is_output=*/false);
+  node->weight = torch::autograd::SavedVariable(weight, /*is_output=*/false);
+  node->mean = std::move(mean);
+  node->rstd = std::move(rstd);
+  node->variant = variant;
+  if (bias.defined()) node->bias_type = bias.scalar_type();
+  node->shape = shape;
+  node->eps = eps;
+  return y;
+#else
+  (void)x, (void)shape, (void)weight, (void)bias, (void)eps, (void)output_type;
+  TORCH_CHECK(false, "volt::nn::LayerNorm: this build has no runtime CUDA kernels");
+#endif
+}
+
+}  // namespace volt::nn::detail
+// ---- end volt/nn/detail/layer_norm_kernels.hpp
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace volt::nn {
+
+/// Layer normalization over the last dimensions (`normalized_shape`), as torch::nn::LayerNorm, fused on CUDA
+/// (volt/nn/layer_norm.hpp).
+class LayerNormImpl : public torch::nn::Cloneable<LayerNormImpl> {
+ public:
+  /// Over the last dimensions of sizes `normalized_shape`, with LayerNormOptions' defaults (eps 1e-5, affine).
+  explicit LayerNormImpl(std::vector<std::int64_t> normalized_shape)
+      : LayerNormImpl(torch::nn::LayerNormOptions(std::move(normalized_shape))) {}
+
+  /// With torch::nn::LayerNorm's options. With `autocast_output`, a call under autocast (on the input's device
+  /// type) returns autocast's type (bfloat16 or half) instead of float32: for a layer norm whose output only feeds
+  /// matmuls, which would cast it to that type anyway, this is the same arithmetic with one cast kernel less
+  /// forward and one backward. Without autocast the output has the input's type either way.
+  explicit LayerNormImpl(torch::nn::LayerNormOptions options, bool autocast_output = false)
+      : options(std::move(options)), autocast_output(autocast_output) {
+    LayerNormImpl::reset();
+  }
+
+  /// Registers `weight` and `bias` (undefined without elementwise_affine) and initialises them.
+  void reset() override {
+    const auto& shape = options.normalized_shape();
+    TORCH_CHECK(!shape.empty(), "volt::nn::LayerNorm: normalized_shape is empty; give the sizes of the last "
+                                "dimensions to normalize over, e.g. {384}");
+    for (const auto size : shape) {
+      TORCH_CHECK(size > 0, "volt::nn::LayerNorm: normalized_shape ", torch::IntArrayRef(shape),
+                  " has a size that is not positive");
+    }
+    if (options.elementwise_affine()) {
+      weight = register_parameter("weight", torch::empty(shape));
+      bias = register_parameter("bias", torch::empty(shape));
+    } else {
+      weight = register_parameter("weight", torch::Tensor(), /*requires_grad=*/false);
+      bias = register_parameter("bias", torch::Tensor(), /*requires_grad=*/false);
+    }
+    reset_parameters();
+  }
+
+  /// Weight 1 and bias 0 (torch::nn::LayerNorm's reset_parameters).
+  void reset_parameters() {
+    if (!options.elementwise_affine()) return;
+    torch::NoGradGuard no_grad;
+    weight.fill_(1);
+    bias.zero_();
+  }
+
+  /// Normalizes `input` over its last dimensions (they must equal normalized_shape).
+  torch::Tensor forward(const torch::Tensor& input) {
+    check(input);
+    const auto output_type = output_type_for(input);
+    const auto n = row_length();
+    if (detail::layer_norm_unfusable(input, n, weight, bias, output_type).empty()) {
+      return detail::fused_layer_norm(input, options.normalized_shape(), weight, bias, options.eps(), output_type);
+    }
+    auto y = torch::nn::functional::layer_norm(
+        input, torch::nn::functional::LayerNormFuncOptions(options.normalized_shape())
+                   .weight(weight)
+                   .bias(bias)
+                   .eps(options.eps()));
+    // LibTorch's own op picks its output type (float32 under autocast); autocast_output then casts, as the
+    // matmul after it would.
+    if (autocast_output && autocast_on(input) && y.scalar_type() != output_type) y = y.to(output_type);
+    return y;
+  }
+
+  /// Whether forward(input) would run the fused kernels.
+  bool fuses(const torch::Tensor& input) const { return why_not_fused(input).empty(); }
+
+  /// Why forward(input) would not run the fused kernels; empty when it would.
+  std::string why_not_fused(const torch::Tensor& input) const {
+    if (!shape_matches(input)) return "the input's last dimensions differ from normalized_shape";
+    return detail::layer_norm_unfusable(input, row_length(), weight, bias, output_type_for(input));
+  }
+
+  /// `volt::nn::LayerNorm([384], eps=1e-05, elementwise_affine=true)` (with `, autocast_output=true` when set).
+  void pretty_print(std::ostream& stream) const override {
+    stream << std::boolalpha << "volt::nn::LayerNorm(" << torch::IntArrayRef(options.normalized_shape())
+           << ", eps=" << options.eps() << ", elementwise_affine=" << options.elementwise_affine();
+    if (autocast_output) stream << ", autocast_output=true";
+    stream << ")";
+  }
+
+  /// The options the module was made with.
+  torch::nn::LayerNormOptions options;
+  /// Whether a call under autocast returns autocast's type (see the constructor).
+  bool autocast_output = false;
+  /// Scale, of normalized_shape (ones at first); undefined without elementwise_affine.
+  torch::Tensor weight;
+  /// Shift, of normalized_shape (zeros at first); undefined without elementwise_affine.
+  torch::Tensor bias;
+
+ private:
+  std::int64_t row_length() const {
+    std::int64_t n = 1;
+    for (const auto size : options.normalized_shape()) n *= size;
+    return n;
+  }
+
+  bool shape_matches(const torch::Tensor& input) const {
+    const auto& shape = options.normalized_shape();
+    const auto d = static_cast<std::int64_t>(shape.size());
+    if (!input.defined() || input.dim() < d) return false;
+    for (std::int64_t i = 0; i < d; ++i) {
+      if (input.size(input.dim() - d + i) != shape[static_cast<std::size_t>(i)]) return false;
+    }
+    return true;
+  }
+
+  void check(const torch::Tensor& input) const {
+    TORCH_CHECK(input.defined(), "volt::nn::LayerNorm: the input is an undefined tensor");
+    TORCH_CHECK(shape_matches(input), "volt::nn::LayerNorm: given normalized_shape=",
+                torch::IntArrayRef(options.normalized_shape()), ", expected an input whose last ",
+                options.normalized_shape().size(), " dimension(s) are ",
+                torch::IntArrayRef(options.normalized_shape()), ", but got an input of shape ", input.sizes());
+  }
+
+  /// float32 under autocast on the input's device type (autocast runs layer norm in float32), autocast's type
+  /// there with autocast_output, else the input's type.
+  c10::ScalarType output_type_for(const torch::Tensor& input) const {
+    if (autocast_on(input)) {
+      return autocast_output ? volt::compat::autocast_dtype(input.device().type()) : torch::kFloat;
+    }
+    return input.scalar_type();
+  }
+
+  static bool autocast_on(const torch::Tensor& input) {
+    const auto device_type = input.device().type();
+    return input.is_floating_point() && volt::compat::autocast_available(device_type) &&
+           volt::compat::autocast_enabled(device_type);
+  }
+};
+
+/// A ModuleHolder for LayerNormImpl (as TORCH_MODULE makes for LibTorch's modules).
+TORCH_MODULE(LayerNorm);
+
+}  // namespace volt::nn
+// ---- end volt/nn/layer_norm.hpp
+// ---- begin volt/nn/linear.hpp
+/// \file
+/// volt::nn::Linear: torch::nn::Linear computed as PyTorch's nn.Linear computes it.
+///
+/// LibTorch's C++ torch::nn::Linear (torch::nn::functional::linear) takes ATen's fused path, addmm with the bias
+/// folded into the matmul, only for 2-D inputs; for a (batch, sequence, features) input it runs a matmul and then
+/// adds the bias in place as a separate kernel. Under autocast that add reads a bfloat16 or half output and a
+/// float32 bias, which LibTorch runs through its generic mixed-type loop (measured on one H200 for the small GPT of
+/// volt's benchmarks: 24 such adds, 1.48 ms of an 11 ms training step). PyTorch's nn.Linear calls ATen's
+/// `linear` instead, which folds the leading dimensions into one and runs addmm, so the bias add happens in the
+/// matmul's epilogue (cuBLASLt on CUDA). volt::nn::Linear calls that same `at::linear`: the same result as
+/// PyTorch's nn.Linear, for inputs of any rank, on every device.
+///
+/// It holds what torch::nn::Linear holds, under the same names (`weight` [out, in], `bias` [out]), made from
+/// torch::nn::LinearOptions and initialised by torch::nn::Linear's own initialisation (the same random numbers for
+/// the same seed), so state dicts and checkpoints move between the two, and PyTorch's nn.Linear, unchanged.
+///
+///   volt::nn::Linear fc(384, 1536);                      // fc->forward(x) for x of shape (..., 384)
+///   volt::nn::Linear head(torch::nn::LinearOptions(384, 8192).bias(false));
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <ostream>
+
+namespace volt::nn {
+
+/// y = x W^T + b over the last dimension, as PyTorch's nn.Linear (volt/nn/linear.hpp).
+class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
+ public:
+  /// `in_features` to `out_features`, with a bias.
+  LinearImpl(std::int64_t in_features, std::int64_t out_features)
+      : LinearImpl(torch::nn::LinearOptions(in_features, out_features)) {}
+
+  /// With torch::nn::Linear's options.
+  explicit LinearImpl(const torch::nn::LinearOptions& options) : options(options) { LinearImpl::reset(); }
+
+  /// Registers `weight` and `bias` (undefined without a bias) and initialises them as torch::nn::Linear does.
+  void reset() override {
+    TORCH_CHECK(options.in_features() > 0 && options.out_features() > 0,
+                "volt::nn::Linear: in_features and out_features must be positive, got ", options.in_features(),
+                " and ", options.out_features());
+    torch::nn::Linear initial(options);
+    weight = register_parameter("weight", initial->weight.detach());
+    if (options.bias()) {
+      bias = register_parameter("bias", initial->bias.detach());
+    } else {
+      bias = register_parameter("bias", torch::Tensor(), /*requires_grad=*/false);
+    }
+  }
+
+  /// New random weight and bias, drawn exactly as torch::nn::Linear's reset_parameters draws them (in place: the
+  /// parameters keep their device and type).
+  void reset_parameters() {
+    torch::nn::Linear fresh(options);
+    torch::NoGradGuard no_grad;
+    weight.copy_(fresh->weight);
+    if (bias.defined()) bias.copy_(fresh->bias);
+  }
+
+  /// `input` (..., in_features) to (..., out_features) through ATen's linear.
+  torch::Tensor forward(const torch::Tensor& input) {
+    TORCH_CHECK(input.defined(), "volt::nn::Linear: the input is an undefined tensor");
+    TORCH_CHECK(input.dim() >= 1 && input.size(-1) == options.in_features(), "volt::nn::Linear: expected an input "
+                "whose last dimension is in_features=", options.in_features(), ", got an input of shape ",
+                input.sizes());
+    return torch::linear(input, weight, bias);
+  }
+
+  /// `volt::nn::Linear(in_features=384, out_features=1536, bias=true)`.
+  void pretty_print(std::ostream& stream) const override {
+    stream << std::boolalpha << "volt::nn::Linear(in_features=" << options.in_features()
+           << ", out_features=" << options.out_features() << ", bias=" << options.bias() << ")";
+  }
+
+  /// The options the module was made with.
+  torch::nn::LinearOptions options;
+  /// The weight, [out_features, in_features].
+  torch::Tensor weight;
+  /// The bias, [out_features]; undefined when options.bias() is false.
+  torch::Tensor bias;
+};
+
+/// A ModuleHolder for LinearImpl (as TORCH_MODULE makes for LibTorch's modules).
+TORCH_MODULE(Linear);
+
+}  // namespace volt::nn
+// ---- end volt/nn/linear.hpp
 
 /// \namespace volt::nn
-/// Fused modules for models: drop-in replacements for a LibTorch module sequence (BatchNorm2d then ReLU, or
-/// BatchNorm2d, a residual add and ReLU) with the same parameters, buffers and results.
+/// Fused modules for models: drop-in replacements for a LibTorch module or module sequence (BatchNorm2d then ReLU,
+/// BatchNorm2d, a residual add and ReLU, LayerNorm, Linear) with the same parameters, buffers and results.
 
 // ---- end volt/nn.hpp
 // ---- begin volt/optim.hpp
@@ -16327,7 +17356,10 @@ VOLT_INLINE std::string write_header(const std::vector<Entry>& entries, const st
     if (json.size() > 1) json += ',';
     append_json_string(json, entry.name);
     json += ":{\"dtype\":\"" + std::string(entry.dtype->name) + "\",\"shape\":[";
-    for (std::size_t i = 0; i < entry.shape.size(); ++i) json += (i ? "," : "") + std::to_string(entry.shape[i]);
+    for (std::size_t i = 0; i < entry.shape.size(); ++i) {
+      if (i > 0) json += ',';
+      json += std::to_string(entry.shape[i]);  // (not `"," + to_string`: g++ 12 -O3 warns -Wrestrict on it)
+    }
     json += "],\"data_offsets\":[" + std::to_string(entry.begin) + "," + std::to_string(entry.end) + "]}";
   }
   json += '}';

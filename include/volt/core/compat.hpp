@@ -58,6 +58,8 @@
 //   VOLT_DETAIL_HAS_CUDNN         VOLT_WITH_CUDA, cudnn.h and ATen's cuDNN handle header: volt::nn's fused
 //                                 batch-norm path (volt/nn/detail/cudnn_batch_norm.hpp); cuDNN's functions are
 //                                 looked up at run time in the libcudnn that LibTorch loaded, so nothing more links
+//   VOLT_DETAIL_HAS_RUNTIME_KERNELS  VOLT_WITH_CUDA on Linux: volt::nn's kernels compiled at run time with NVRTC
+//                                 (volt/nn/detail/runtime_kernel.hpp); libnvrtc and libcuda are opened at run time
 //
 // The c10d headers themselves are included by volt/distributed/process_group.hpp, after this header.
 
@@ -74,6 +76,11 @@
 
 #if defined(VOLT_WITH_CUDA) && __has_include(<cudnn.h>) && __has_include(<ATen/cudnn/Handle.h>)
 #define VOLT_DETAIL_HAS_CUDNN 1
+#endif
+
+#if defined(VOLT_WITH_CUDA) && defined(__linux__) && __has_include(<c10/cuda/CUDAStream.h>) && \
+    __has_include(<cuda_runtime_api.h>) && __has_include(<dlfcn.h>)
+#define VOLT_DETAIL_HAS_RUNTIME_KERNELS 1
 #endif
 
 #if __has_include(<torch/csrc/distributed/c10d/TCPStore.hpp>)

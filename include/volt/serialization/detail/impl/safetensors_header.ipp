@@ -178,7 +178,10 @@ VOLT_INLINE std::string write_header(const std::vector<Entry>& entries, const st
     if (json.size() > 1) json += ',';
     append_json_string(json, entry.name);
     json += ":{\"dtype\":\"" + std::string(entry.dtype->name) + "\",\"shape\":[";
-    for (std::size_t i = 0; i < entry.shape.size(); ++i) json += (i ? "," : "") + std::to_string(entry.shape[i]);
+    for (std::size_t i = 0; i < entry.shape.size(); ++i) {
+      if (i > 0) json += ',';
+      json += std::to_string(entry.shape[i]);  // (not `"," + to_string`: g++ 12 -O3 warns -Wrestrict on it)
+    }
     json += "],\"data_offsets\":[" + std::to_string(entry.begin) + "," + std::to_string(entry.end) + "]}";
   }
   json += '}';

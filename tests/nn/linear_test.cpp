@@ -1,0 +1,191 @@
+// volt::nn::Linear: torch::nn::Linear's parameters under its names and drawn from the same random numbers, results
+// equal to torch::nn::Linear on 2-D inputs and to a float64 reference on inputs of any rank, clear errors, and on
+// CUDA under autocast the result of one bias-fused matmul (no worse than LibTorch's matmul-then-add).
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include "test_common.hpp"
+
+#include <volt/volt.hpp>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Largest absolute difference from the reference, relative to the reference's largest magnitude.
+double relative(const torch::Tensor& a, const torch::Tensor& reference) {
+  const auto r = reference.to(torch::kDouble);
+  const double scale = r.abs().max().item<double>();
+  return (a.to(torch::kDouble) - r).abs().max().item<double>() / (scale > 0 ? scale : 1);
+}
+
+struct Result {
+  torch::Tensor y, dx, dweight, dbias;
+};
+
+template <typename Module>
+Result run(Module& module, const torch::Tensor& x, const torch::Tensor& dy) {
+  auto xi = x.detach().clone().requires_grad_(true);
+  module->zero_grad();
+  auto y = module(xi);
+  y.backward(dy);
+  return {y.detach(), xi.grad(), module->weight.grad().clone(),
+          module->bias.defined() ? module->bias.grad().clone() : torch::Tensor()};
+}
+
+}  // namespace
+
+TEST_CASE("Linear holds torch::nn::Linear's parameters, drawn from the same random numbers") {
+  for (const bool with_bias : {true, false}) {
+    CAPTURE(with_bias);
+    const auto options = torch::nn::LinearOptions(12, 5).bias(with_bias);
+    torch::manual_seed(42);
+    torch::nn::Linear reference(options);
+    const auto next_after_theirs = torch::rand({3});
+    torch::manual_seed(42);
+    volt::nn::Linear ours(options);
+    const auto next_after_ours = torch::rand({3});
+    const auto theirs = reference->named_parameters();
+    const auto mine = ours->named_parameters();
+    REQUIRE(mine.size() == theirs.size());
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      CHECK(mine[i].key() == theirs[i].key());
+      CHECK(torch::equal(mine[i].value(), theirs[i].value()));
+      CHECK(mine[i].value().requires_grad());
+    }
+    CHECK(ours->bias.defined() == with_bias);
+    // The random stream advanced by as much as LibTorch's module advances it.
+    CHECK(torch::equal(next_after_ours, next_after_theirs));
+  }
+  // A state dict saved from LibTorch's module loads into volt's.
+  torch::nn::Linear reference(7, 3);
+  volt::nn::Linear ours(7, 3);
+  std::stringstream stream;
+  torch::save(reference, stream);
+  torch::load(ours, stream);
+  CHECK(torch::equal(ours->weight, reference->weight));
+  CHECK(torch::equal(ours->bias, reference->bias));
+  std::ostringstream printed;
+  printed << *ours;
+  CHECK(printed.str() == "volt::nn::Linear(in_features=7, out_features=3, bias=true)");
+  // reset_parameters draws new values in place.
+  const auto before = ours->weight.clone();
+  const auto* storage = ours->weight.data_ptr();
+  ours->reset_parameters();
+  CHECK_FALSE(torch::equal(before, ours->weight));
+  CHECK(ours->weight.data_ptr() == storage);
+}
+
+TEST_CASE("Linear equals torch::nn::Linear on 2-D inputs and a float64 reference at any rank, on the CPU") {
+  torch::manual_seed(1);
+  volt::nn::Linear ours(16, 8);
+  torch::nn::Linear reference(16, 8);
+  {
+    torch::NoGradGuard no_grad;
+    reference->weight.copy_(ours->weight);
+    reference->bias.copy_(ours->bias);
+  }
+  const auto x2 = torch::randn({10, 16});
+  const auto dy2 = torch::randn({10, 8});
+  const auto a = run(ours, x2, dy2);
+  const auto b = run(reference, x2, dy2);
+  CHECK(torch::equal(a.y, b.y));
+  CHECK(torch::equal(a.dx, b.dx));
+  CHECK(torch::equal(a.dweight, b.dweight));
+  CHECK(torch::equal(a.dbias, b.dbias));
+  for (const auto& shape : std::vector<std::vector<std::int64_t>>{{4, 6, 16}, {2, 3, 5, 16}, {16}}) {
+    CAPTURE(torch::IntArrayRef(shape));
+    const auto x = torch::randn(shape);
+    auto out_shape = shape;
+    out_shape.back() = 8;
+    const auto dy = torch::randn(out_shape);
+    const auto mine = run(ours, x, dy);
+    const auto theirs = run(reference, x, dy);
+    CHECK(mine.y.sizes() == theirs.y.sizes());
+    // The float64 reference of the same inputs.
+    torch::nn::Linear exact(16, 8);
+    exact->to(torch::kDouble);
+    {
+      torch::NoGradGuard no_grad;
+      exact->weight.copy_(ours->weight);
+      exact->bias.copy_(ours->bias);
+    }
+    const auto truth = run(exact, x.to(torch::kDouble), dy.to(torch::kDouble));
+    CHECK(relative(mine.y, truth.y) < 1e-6);
+    CHECK(relative(mine.dx, truth.dx) < 1e-6);
+    CHECK(relative(mine.dweight, truth.dweight) < 1e-6);
+    CHECK(relative(mine.dbias, truth.dbias) < 1e-6);
+    CHECK(relative(mine.y, theirs.y) < 1e-6);
+  }
+}
+
+TEST_CASE("Linear says what was wrong with its options or input, and clones deeply") {
+  volt::nn::Linear fc(4, 2);
+  try {
+    fc(torch::randn({3, 5}));
+    FAIL("a wrong last dimension was accepted");
+  } catch (const c10::Error& error) {
+    const std::string message = error.what_without_backtrace();
+    CHECK(message.find("in_features=4") != std::string::npos);
+    CHECK(message.find("[3, 5]") != std::string::npos);
+  }
+  CHECK_THROWS_WITH_AS(fc(torch::Tensor()), doctest::Contains("undefined"), c10::Error);
+  CHECK_THROWS_WITH_AS(volt::nn::Linear(0, 3), doctest::Contains("must be positive"), c10::Error);
+  auto copy = std::dynamic_pointer_cast<volt::nn::LinearImpl>(fc->clone());
+  REQUIRE(copy);
+  CHECK(torch::equal(copy->weight, fc->weight));
+  {
+    torch::NoGradGuard no_grad;
+    copy->weight.zero_();
+  }
+  CHECK_FALSE(torch::equal(copy->weight, fc->weight));
+}
+
+TEST_CASE("GPU: Linear under CUDA autocast runs one bias-fused matmul, no less accurate than LibTorch's") {
+  if (!torch::cuda::is_available()) {
+    MESSAGE("skipped (no CUDA device): Linear on CUDA");
+    return;
+  }
+  torch::manual_seed(2);
+  volt::nn::Linear ours(384, 1536);
+  torch::nn::Linear reference(384, 1536);
+  {
+    torch::NoGradGuard no_grad;
+    reference->weight.copy_(ours->weight);
+    reference->bias.normal_(0, 1);  // a bias large enough to matter
+    ours->bias.copy_(reference->bias);
+  }
+  ours->to(torch::kCUDA);
+  reference->to(torch::kCUDA);
+  const auto x = torch::randn({8, 256, 384}, torch::kCUDA);
+  const auto dy = torch::randn({8, 256, 1536}, torch::kCUDA).to(torch::kBFloat16);
+  auto under_autocast = [&](auto& module) {
+    volt::compat::set_autocast_dtype(c10::DeviceType::CUDA, torch::kBFloat16);
+    volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, true);
+    auto result = run(module, x, dy);
+    volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, false);
+    volt::compat::autocast_clear_cache();
+    return result;
+  };
+  const auto mine = under_autocast(ours);
+  const auto theirs = under_autocast(reference);
+  CHECK((mine.y.scalar_type() == torch::kBFloat16));
+  CHECK((mine.dweight.scalar_type() == torch::kFloat));
+  CHECK((mine.dx.scalar_type() == torch::kFloat));
+  // The float64 reference of the bfloat16-rounded operands (what both compute from).
+  const auto xr = x.to(torch::kBFloat16).to(torch::kDouble);
+  const auto wr = ours->weight.to(torch::kBFloat16).to(torch::kDouble);
+  const auto br = ours->bias.to(torch::kBFloat16).to(torch::kDouble);
+  const auto truth = torch::matmul(xr, wr.t()) + br;
+  const double mine_error = relative(mine.y, truth), theirs_error = relative(theirs.y, truth);
+  MESSAGE("relative error of y against float64: volt::nn::Linear " << mine_error << ", torch::nn::Linear "
+                                                                    << theirs_error);
+  CHECK(mine_error < 1e-2);
+  CHECK(mine_error <= theirs_error * 1.05);
+  CHECK(relative(mine.dx, theirs.dx) < 1e-2);
+  CHECK(relative(mine.dweight, theirs.dweight) < 1e-2);
+  CHECK(relative(mine.dbias, theirs.dbias) < 1e-2);
+}
