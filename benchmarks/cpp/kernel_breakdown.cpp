@@ -2,8 +2,8 @@
 // profiler (Kineto, CPU and CUDA activities) and summed per kind of kernel. benchmarks/python/kernel_breakdown.py
 // prints the same table for PyTorch eager and torch.compile on the same models and data.
 //
-//   bench_kernel_breakdown [--model resnet18-cl|resnet18-fused|gpt|gpt-fused] [--precision fp32|bf16] [--batch N]
-//                          [--warmup 10] [--steps 5] [--graphs 0|1] [--top 15]
+//   bench_kernel_breakdown [--model resnet18-cl|resnet18-fused|gpt|gpt-fused] [--precision fp32|bf16|fp32-high]
+//                          [--batch N] [--warmup 10] [--steps 5] [--graphs 0|1] [--top 15]
 //
 // One fit() of warmup + 2 * steps optimizer steps: `warmup` steps untimed, then `steps` steps timed between two
 // device synchronisations with the profiler off (the wall time per step), then `steps` steps profiled (the
@@ -23,6 +23,9 @@
 //   convolution / matmul             conv|gemm|xmma|cutlass|implicit|wgrad|dgrad|fprop|cublas|sm90_|sm80_|flash|
 //                                    fmha|attention|nvjet|sdpa   (nvjet: cuBLAS's GEMM kernels on Hopper and later)
 //   optimizer                        adam|multi_tensor|foreach|fused_adam
+//   cross-entropy / log-softmax      cross_entropy|log_softmax|nll_loss   (volt's: volt_cross_entropy_*)
+//   GELU                             gelu
+//   embedding                        embedding|radix|sort|index_put|scatter   (the backward's sort and scatter)
 //   Triton (Inductor-fused)          ^triton_
 //   copy / memset                    memcpy|memset|copy
 //   elementwise / reduction / other  everything else
@@ -164,11 +167,16 @@ Record train(const Settings& settings, const Batches& distinct) {
   for (std::int64_t i = 0; i <= total; ++i) epoch.push_back(distinct[static_cast<std::size_t>(i) % distinct.size()]);
   const auto format = volt_bench::channels_last_model(settings.model) ? volt::MemoryFormat::channels_last
                                                                        : volt::MemoryFormat::contiguous;
+  // fp32-high: float32 matmuls on TF32 tensor cores, as the four-way benchmark's fp32-high rows.
+  const volt::Float32MatmulPrecision matmul_precision = settings.precision == "fp32-high"
+                                                            ? volt::Float32MatmulPrecision::Level::high
+                                                            : volt::Float32MatmulPrecision::Level::highest;
   volt::Trainer<volt::CUDA, volt::SingleDevice, Precision> trainer({.max_epochs = -1,
                                                                     .max_steps = total,
                                                                     .num_sanity_val_steps = 0,
                                                                     .log_every_n_steps = 0,
                                                                     .benchmark = true,
+                                                                    .float32_matmul_precision = matmul_precision,
                                                                     .memory_format = format,
                                                                     .enable_progress_bar = false,
                                                                     .enable_checkpointing = false,
@@ -204,6 +212,9 @@ std::vector<Category> categories() {
                   "sdpa",
                   flags)},
       {"optimizer", std::regex("adam|multi_tensor|foreach|fused_adam", flags)},
+      {"cross-entropy / log-softmax", std::regex("cross_entropy|log_softmax|nll_loss", flags)},
+      {"GELU", std::regex("gelu", flags)},
+      {"embedding", std::regex("embedding|radix|sort|index_put|scatter", flags)},
       {"Triton (Inductor-fused)", std::regex("^triton_", flags)},
       {"copy / memset", std::regex("memcpy|memset|copy", flags)},
   };
@@ -296,8 +307,8 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--top") settings.top = std::stoll(value);
     else throw std::invalid_argument("unknown flag " + flag);
   }
-  if (settings.precision != "fp32" && settings.precision != "bf16") {
-    throw std::invalid_argument("--precision is fp32 or bf16, got " + settings.precision);
+  if (settings.precision != "fp32" && settings.precision != "bf16" && settings.precision != "fp32-high") {
+    throw std::invalid_argument("--precision is fp32, bf16 or fp32-high, got " + settings.precision);
   }
   if (settings.warmup < 1 || settings.steps < 1) throw std::invalid_argument("--warmup and --steps must be >= 1");
   if (settings.top < 1) throw std::invalid_argument("--top must be >= 1");

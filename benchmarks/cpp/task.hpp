@@ -1,7 +1,7 @@
 // The benchmark models (the seed MLP, the seeds' SimpleCNN, ResNet-18 with a CIFAR stem, and the same ResNet-18 run
 // in channels-last as "resnet18-cl" and, in channels-last with volt::nn's fused batch-norm modules, as
 // "resnet18-fused"; the small GPT of gpt.hpp as "gpt" and, with volt::nn::LayerNorm and volt::nn::Linear, as
-// "gpt-fused"), each one Sequential so that every loop of a
+// "gpt-fused", whose loss is volt::nn::functional::cross_entropy), each one Sequential so that every loop of a
 // benchmark drives the same type, and the task volt's Trainer and the hand loops train: cross-entropy (over every
 // position for the GPT), Adam 1e-3 (AdamW 1e-3, weight decay 0.01 for the GPT). Shared by four_way.cpp and
 // step_profile.cpp.
@@ -9,6 +9,8 @@
 
 #include "gpt.hpp"
 #include "resnet.hpp"
+
+#include <volt/nn/cross_entropy.hpp>
 
 #include <torch/torch.h>
 
@@ -66,11 +68,15 @@ std::vector<std::int64_t> input_shape(const std::string& model, std::int64_t bat
 struct Task : torch::nn::Module {
   torch::nn::Sequential body;
   bool adamw;
+  bool fused_loss;  // gpt-fused: volt::nn::functional::cross_entropy (one kernel forward, one backward on CUDA)
   explicit Task(const std::string& model)
-      : body(register_module("body", make_body(model))), adamw(language_model(model)) {}
+      : body(register_module("body", make_body(model))),
+        adamw(language_model(model)),
+        fused_loss(model == "gpt-fused") {}
   torch::Tensor training_step(const torch::data::Example<>& batch, std::int64_t) {
     auto output = body->forward(batch.data);
     if (output.dim() == 3) {  // the GPT's (batch, sequence, vocabulary) logits: every position is one prediction
+      if (fused_loss) return volt::nn::functional::cross_entropy(output.flatten(0, 1), batch.target.flatten());
       return torch::nn::functional::cross_entropy(output.flatten(0, 1), batch.target.flatten());
     }
     return torch::nn::functional::cross_entropy(output, batch.target);

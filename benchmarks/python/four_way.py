@@ -23,7 +23,7 @@ volt::nn::Linear in the C++ loops). Precisions: fp32, bf16
 (autocast) and fp32-high (FP32 with float32 matmuls at "high": TF32 on CUDA).
 
 Environment: STEPS, WARMUP (all models; default per model and device), ROUNDS, MODELS, LOOPS
-(volt,libtorch,pytorch,lightning,volt-graph,graph,compile,compile-default), PRECISIONS (fp32,bf16,fp32-high),
+(volt,libtorch,pytorch,lightning,volt-graph,graph,compile,compile-default,compile-loss), PRECISIONS (fp32,bf16,fp32-high),
 TIME_LIMIT (seconds from the driver's start; default on CUDA the models' budgets added up), COMPILE_BUDGET (seconds
 in which compiles may start; likewise).
 """
@@ -130,8 +130,11 @@ LOOPS = {
     "graph": ("cpp", "graph limit: the hand loop's step in one CUDA graph (C++)"),
     "compile": ("compile", "`torch.compile(model, mode=\"reduce-overhead\")` loop (Python)"),
     "compile-default": ("compile", "`torch.compile(model)` loop, default mode (Python)"),
+    "compile-loss": ("compile", "`torch.compile` of the model and its loss, `mode=\"reduce-overhead\"` (Python)"),
 }
-COMPILE_MODES = {"compile": "reduce-overhead", "compile-default": "default"}
+# "+loss": the compiled function is the model followed by the cross-entropy (Inductor fuses the loss too); without
+# it, torch.compile(model) and the loss eager, as the other rows compute it.
+COMPILE_MODES = {"compile": "reduce-overhead", "compile-default": "default", "compile-loss": "reduce-overhead+loss"}
 # Precision -> (volt's precision policy, Lightning's precision); fp32-high is FP32 with float32 matmuls at "high".
 PRECISION_NAMES = {"fp32": ("FP32", "32-true"), "bf16": ("BF16Autocast", "bf16-mixed"),
                    "fp32-high": ("FP32", "32-true")}
@@ -147,6 +150,8 @@ def model_loops(model: str, device: str) -> list[str]:
     if device == "cuda":
         default_mode = MODELS[model].get("optional") and MODELS[model].get("compile_default", True)
         loops += ["volt-graph", "graph", "compile"] + (["compile-default"] if default_mode else [])
+        if MODELS[model].get("optional"):
+            loops.append("compile-loss")
     return loops
 
 
@@ -410,12 +415,19 @@ class Worker:
 
     def compile_step(self, entry, x, y, bf16):
         model, optimizer, compiled, mode = entry
-        if mode == "reduce-overhead":
+        if mode.startswith("reduce-overhead"):
             # A new step for CUDA graph trees: the previous step's graph outputs may be overwritten from here on
             # (nothing reads them: the loss is not kept).
             self.torch.compiler.cudagraph_mark_step_begin()
         optimizer.zero_grad()
-        loss = self.loss(compiled, x, y, bf16)
+        if mode.endswith("+loss"):  # compiled(x, y) is the loss
+            if bf16:
+                with self.torch.autocast(self.device.type, dtype=self.torch.bfloat16):
+                    loss = compiled(x, y)
+            else:
+                loss = compiled(x, y)
+        else:
+            loss = self.loss(compiled, x, y, bf16)
         loss.backward()
         optimizer.step()
 
@@ -431,7 +443,15 @@ class Worker:
             return self.compiled[key]
         model = self.new_model(model_name)
         optimizer = self.optimizer(model_name, model.parameters())
-        compiled = torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
+        if mode.endswith("+loss"):
+            worker = self
+
+            def model_and_loss(x, y):
+                return worker.cross_entropy(model(x), y)
+
+            compiled = torch.compile(model_and_loss, mode=mode[:-len("+loss")])
+        else:
+            compiled = torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
         skips = counters["inductor"]["cudagraph_skips"]
         start = time.perf_counter()
         for step in range(5):  # compile forward, then backward; record the CUDA graphs; replay them
@@ -551,7 +571,8 @@ class Worker:
         rows = {"pytorch": lambda *a: self.pytorch_row(*a[:1], bf16, *a[2:]),
                 "lightning": lambda *a: self.lightning_row(*a[:1], bf16, *a[2:]),
                 "compile": lambda *a: self.compile_row(*a, mode="reduce-overhead"),
-                "compile-default": lambda *a: self.compile_row(*a, mode="default")}
+                "compile-default": lambda *a: self.compile_row(*a, mode="default"),
+                "compile-loss": lambda *a: self.compile_row(*a, mode="reduce-overhead+loss")}
         if loop not in rows:
             raise ValueError(f"unknown loop {loop}")
         with self.matmul_precision(precision):
@@ -811,7 +832,7 @@ def driver_main(arguments) -> int:
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     models = env_list("MODELS", [m for m in MODELS if not MODELS[m].get("optional")], MODELS)
     all_loops = ["volt", "libtorch", "pytorch", "lightning"] + (
-        ["volt-graph", "graph", "compile", "compile-default"] if cuda else [])
+        ["volt-graph", "graph", "compile", "compile-default", "compile-loss"] if cuda else [])
     loops_given = os.environ.get("LOOPS", "").strip() != ""
     loops = env_list("LOOPS", all_loops, all_loops)
     precision_filter = env_list("PRECISIONS", ALL_PRECISIONS, ALL_PRECISIONS)
@@ -1136,35 +1157,35 @@ def write_report(arguments, device, models, loops, settings, rounds, results, bl
     medians = {key: {loop: (statistics.median(row.rates) if row.rates and not row.error else 0.0)
                      for loop, row in block.items()} for key, block in results.items()}
 
-    compile_default = "compile-default" in loops
+    # The optional torch.compile rows that ran: default mode, and the model with its loss.
+    compile_extra = [loop for loop in ("compile-default", "compile-loss") if loop in loops]
+    extra_names = {"compile-default": "vs torch.compile default", "compile-loss": "vs torch.compile with loss"}
     # Summary: volt's row against the others.
     header = ["model", "precision", "volt steps/s", "vs hand LibTorch", "vs PyTorch", "vs Lightning"]
     if cuda:
-        header += ["vs graph limit", "vs torch.compile"] + (["vs torch.compile default"] if compile_default else [])
+        header += ["vs graph limit", "vs torch.compile"] + [extra_names[loop] for loop in compile_extra]
     out += ["## Summary: volt's Trainer against the other loops (ratios of median steps/s)", "",
             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for (model, precision), med in medians.items():
         cells = [model, precision, rate_text(med["volt"]) if med.get("volt") else "failed"]
-        for other in ["libtorch", "pytorch", "lightning"] + (["graph", "compile"] if cuda else []) + (
-                ["compile-default"] if compile_default else []):
+        for other in ["libtorch", "pytorch", "lightning"] + (["graph", "compile"] if cuda else []) + compile_extra:
             cells.append(ratio(med.get("volt"), med.get(other)))
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
     if cuda and "volt-graph" in loops:
-        header = ["model", "precision", "volt cuda_graphs steps/s", "vs graph limit", "vs torch.compile"] + (
-            ["vs torch.compile default"] if compile_default else []) + ["vs Lightning", "vs volt eager"]
+        header = ["model", "precision", "volt cuda_graphs steps/s", "vs graph limit", "vs torch.compile"] + [
+            extra_names[loop] for loop in compile_extra] + ["vs Lightning", "vs volt eager"]
         out += ["## Summary: volt's Trainer with `cuda_graphs` (ratios of median steps/s)", "",
                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for (model, precision), med in medians.items():
             cells = [model, precision, rate_text(med["volt-graph"]) if med.get("volt-graph") else "failed"]
-            for other in ["graph", "compile"] + (["compile-default"] if compile_default else []) + [
-                    "lightning", "volt"]:
+            for other in ["graph", "compile"] + compile_extra + ["lightning", "volt"]:
                 cells.append(ratio(med.get("volt-graph"), med.get(other)))
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
 
     # volt's faster configuration against the fastest other loop (the graph limit is not a peer: it is the bound).
-    peers = ["libtorch", "pytorch", "lightning", "compile", "compile-default"]
+    peers = ["libtorch", "pytorch", "lightning", "compile", "compile-default", "compile-loss"]
     header = ["model", "precision", "volt's best", "steps/s", "fastest peer", "steps/s", "ratio", "volt % of peak"]
     out += ["## Summary: volt's faster configuration against the fastest peer (median steps/s)", "",
             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -1327,7 +1348,10 @@ NOTES_CUDA = f"""Notes:
   note), then every round continues training that model; `torch.compiler.cudagraph_mark_step_begin()` starts
   each step, and no step reads an output of the graphs (the loss is not kept). The opt-in models (resnet18-cl,
   gpt) also have `torch.compile(model)` in its default mode (Inductor's kernels, no CUDA graphs), compiled and
-  run the same way.
+  run the same way. In those rows the loss (cross-entropy) runs eager, outside the compiled model, as in the other
+  Python loops; every opt-in model also has a "torch.compile with loss" row, where the compiled function is the
+  model followed by its cross-entropy (`torch.compile(lambda x, y: cross_entropy(model(x), y),
+  mode="reduce-overhead")`), so that Inductor fuses the loss as well: the fastest torch.compile configuration.
 * `torch.backends.cudnn.benchmark` / `setBenchmarkCuDNN(true)` in every worker; TF32 settings left at their
   defaults (the same in C++ and Python).
 * Peak memory: the largest over the rounds after the first (the first run of a model in a worker process also

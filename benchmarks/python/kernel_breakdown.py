@@ -5,7 +5,7 @@ their kernels are recorded with torch.profiler (CPU and CUDA activities) and sum
 bench_kernel_breakdown (benchmarks/cpp/kernel_breakdown.cpp) prints the same table for volt's Trainer on the same
 models and data.
 
-    python kernel_breakdown.py [--model resnet18-cl|gpt] [--precision fp32|bf16] [--batch N] [--warmup 10]
+    python kernel_breakdown.py [--model resnet18-cl|gpt] [--precision fp32|bf16|fp32-high] [--batch N] [--warmup 10]
                                [--steps 5] [--loops eager,compile,compile-default]
 
 The models, data and training steps are four_way.py's: ResNet-18 with a CIFAR stem in channels-last (model and each
@@ -47,6 +47,9 @@ CATEGORIES = [
     ("convolution / matmul",
      r"conv|gemm|xmma|cutlass|implicit|wgrad|dgrad|fprop|cublas|sm90_|sm80_|flash|fmha|attention|nvjet|sdpa"),
     ("optimizer", r"adam|multi_tensor|foreach|fused_adam"),
+    ("cross-entropy / log-softmax", r"cross_entropy|log_softmax|nll_loss"),
+    ("GELU", r"gelu"),
+    ("embedding", r"embedding|radix|sort|index_put|scatter"),
     ("Triton (Inductor-fused)", r"^triton_"),
     ("copy / memset", r"memcpy|memset|copy"),
 ]
@@ -159,7 +162,8 @@ def report(title: str, note: str, kernels: dict[str, list], steps: int, wall_s: 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["resnet18-cl", "gpt"], default="resnet18-cl")
-    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--precision", choices=["fp32", "bf16", "fp32-high"], default="fp32",
+                        help='fp32-high: float32 matmuls at "high" (TF32), as the four-way fp32-high rows')
     parser.add_argument("--batch", type=int, default=0, help="default: the four-way benchmark's batch for the model")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=5)
@@ -182,6 +186,7 @@ def main() -> int:
         print("kernel_breakdown.py: no CUDA device; nothing measured")
         return 0
     torch.backends.cudnn.benchmark = True  # bench_kernel_breakdown sets `.benchmark = true`
+    torch.set_float32_matmul_precision("high" if arguments.precision == "fp32-high" else "highest")
     worker = four_way.Worker("compile", "cuda", root="")
     batches, _ = four_way.make_data(arguments.model, batch, worker.device)
     worker.sync()

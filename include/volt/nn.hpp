@@ -8,13 +8,20 @@
 /// CUDA, compiled at run time for the row length and types (NVRTC), elsewhere exactly LibTorch's layer norm.
 /// volt::nn::Linear holds torch::nn::Linear's parameters and computes as PyTorch's nn.Linear (ATen's linear: the
 /// bias in the matmul's epilogue for inputs of any rank, where LibTorch's C++ module adds it in a kernel of its own).
+/// volt::nn::functional::cross_entropy and volt::nn::CrossEntropyLoss compute LibTorch's cross-entropy over class
+/// indices with one kernel forward and one backward on CUDA (the logits read once each way, no log-softmax written),
+/// elsewhere exactly LibTorch's. volt::nn::functional::split_qkv gives attention's q, k and v as views of a fused
+/// projection, with a backward that writes the projection's gradient in one pass.
 #pragma once
 
+#include <volt/nn/attention.hpp>
 #include <volt/nn/batch_norm_relu.hpp>
+#include <volt/nn/cross_entropy.hpp>
 #include <volt/nn/layer_norm.hpp>
 #include <volt/nn/linear.hpp>
 
 /// \namespace volt::nn
 /// Fused modules for models: drop-in replacements for a LibTorch module or module sequence (BatchNorm2d then ReLU,
-/// BatchNorm2d, a residual add and ReLU, LayerNorm, Linear) with the same parameters, buffers and results.
+/// BatchNorm2d, a residual add and ReLU, LayerNorm, Linear, CrossEntropyLoss) with the same parameters, buffers and
+/// results.
 

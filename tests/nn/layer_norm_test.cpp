@@ -445,3 +445,266 @@ TEST_CASE("GPU: LayerNorm's fused kernels replay in a captured CUDA graph with t
   volt::compat::autocast_clear_cache();
 }
 #endif
+
+namespace {
+
+struct AddResult {
+  torch::Tensor h, y, dx, dr, dweight, dbias;
+};
+
+// {h, y} = forward_add(x, r) and the gradients of x, r, weight and bias for the loss
+// sum(y * dy) + sum(h * dh): h has a use of its own besides the layer norm, as a transformer's residual stream does.
+template <typename Forward>
+AddResult run_add(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& dy, const torch::Tensor& dh,
+                  const torch::Tensor& weight, const torch::Tensor& bias, Forward forward_add) {
+  auto xi = x.detach().clone().requires_grad_(true);
+  auto ri = r.detach().clone().requires_grad_(true);
+  for (const auto* p : {&weight, &bias}) {
+    if (p->defined() && p->grad().defined()) p->mutable_grad() = torch::Tensor();
+  }
+  auto [h, y] = forward_add(xi, ri);
+  torch::autograd::backward({y, h}, {dy.to(y.scalar_type()), dh.to(h.scalar_type())});
+  return {h.detach(), y.detach(), xi.grad(), ri.grad(), weight.grad().clone(), bias.grad().clone()};
+}
+
+}  // namespace
+
+TEST_CASE("LayerNorm::forward_add equals the add then LayerNorm bit for bit on the CPU, gradients included") {
+  volt::nn::LayerNorm ln(torch::nn::LayerNormOptions({24}));
+  same_random_affine(ln, ln, 4);
+  torch::manual_seed(9);
+  const auto x = torch::randn({5, 7, 24});
+  const auto r = torch::randn({5, 7, 24});
+  const auto dy = torch::randn({5, 7, 24});
+  const auto dh = torch::randn({5, 7, 24});
+  CHECK_FALSE(ln->why_not_fused_add(x, r).empty());
+  const auto ours = run_add(x, r, dy, dh, ln->weight, ln->bias, [&](auto& xi, auto& ri) { return ln->forward_add(xi, ri); });
+  const auto theirs = run_add(x, r, dy, dh, ln->weight, ln->bias, [&](auto& xi, auto& ri) {
+    auto h = xi + ri;
+    return std::make_pair(h, ln(h));
+  });
+  CHECK(torch::equal(ours.h, theirs.h));
+  CHECK(torch::equal(ours.y, theirs.y));
+  CHECK(torch::equal(ours.dx, theirs.dx));
+  CHECK(torch::equal(ours.dr, theirs.dr));
+  CHECK(torch::equal(ours.dweight, theirs.dweight));
+  CHECK(torch::equal(ours.dbias, theirs.dbias));
+  // A residual of another shape broadcasts, as the add does; an undefined one is an error that says so.
+  const auto row = torch::randn({24});
+  auto [h, y] = ln->forward_add(x, row);
+  CHECK(torch::equal(h, x + row));
+  CHECK_THROWS_WITH_AS(ln->forward_add(x, torch::Tensor()), doctest::Contains("residual is an undefined tensor"),
+                       c10::Error);
+  CHECK_THROWS_WITH_AS(ln->forward_add(torch::randn({3, 8}), torch::randn({3, 8})), doctest::Contains("[24]"),
+                       c10::Error);
+}
+
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+TEST_CASE("the fused add + layer norm kernels compile with NVRTC for mixed types (no GPU needed)") {
+  const auto& api = volt::nn::detail::runtime_kernel_api();
+  if (!api.nvrtc_missing.empty()) {
+    MESSAGE("skipped: " << api.nvrtc_missing);
+    return;
+  }
+  int compiled = 0;
+  for (int x = 0; x < 3; ++x) {
+    for (int r = 0; r < 3; ++r) {
+      volt::nn::detail::LayerNormVariant variant;
+      variant.n = 384;
+      variant.x_type = x;
+      variant.y_type = 1;
+      variant.w_type = 0;
+      variant.has_weight = variant.has_bias = true;
+      variant.residual = true;
+      variant.r_type = r;
+      variant.h_type = x == r ? x : 0;
+      std::string error;
+      const auto cubin =
+          volt::nn::detail::nvrtc_compile(volt::nn::detail::layer_norm_source(variant), "add_layer_norm", 90, &error);
+      CAPTURE(x);
+      CAPTURE(r);
+      CHECK_MESSAGE(!cubin.empty(), error);
+      compiled += cubin.empty() ? 0 : 1;
+    }
+  }
+  CHECK(compiled == 9);
+}
+#endif
+
+TEST_CASE("GPU: LayerNorm::forward_add's fused kernels against a float64 reference, next to LibTorch's own error") {
+  if (!cuda_here("LayerNorm::forward_add on CUDA")) return;
+  struct Case {
+    torch::ScalarType x, r, weight;
+  };
+  const std::vector<Case> cases = {{torch::kFloat, torch::kFloat, torch::kFloat},
+                                   {torch::kFloat, torch::kBFloat16, torch::kFloat},
+                                   {torch::kBFloat16, torch::kBFloat16, torch::kBFloat16},
+                                   {torch::kHalf, torch::kHalf, torch::kHalf},
+                                   {torch::kHalf, torch::kFloat, torch::kFloat}};
+  for (const auto& c : cases) {
+    CAPTURE(static_cast<int>(c.x));
+    CAPTURE(static_cast<int>(c.r));
+    const auto options = torch::nn::LayerNormOptions({384});
+    volt::nn::LayerNorm ln(options);
+    torch::nn::LayerNorm reference(options);
+    same_random_affine(reference, ln, 17);
+    ln->to(torch::kCUDA, c.weight);
+    reference->to(torch::kCUDA, c.weight);
+    torch::manual_seed(8);
+    const auto x = (torch::randn({4, 300, 384}, torch::kCUDA) * 2 + 0.5).to(c.x);
+    const auto r = torch::randn({4, 300, 384}, torch::kCUDA).to(c.r);
+    const auto h_type = c10::promoteTypes(c.x, c.r);
+    const auto dy = torch::randn({4, 300, 384}, torch::kCUDA).to(h_type);
+    const auto dh = torch::randn({4, 300, 384}, torch::kCUDA).to(h_type);
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+    CHECK_MESSAGE(ln->why_not_fused_add(x, r).empty(), ln->why_not_fused_add(x, r));
+#endif
+    const auto ours =
+        run_add(x, r, dy, dh, ln->weight, ln->bias, [&](auto& xi, auto& ri) { return ln->forward_add(xi, ri); });
+    // The add and LibTorch's layer norm (it takes one type for input and weight: the weight cast to h's type).
+    torch::nn::LayerNorm typed(options);
+    typed->to(torch::kCUDA, h_type);
+    {
+      torch::NoGradGuard no_grad;
+      typed->weight.copy_(ln->weight);
+      typed->bias.copy_(ln->bias);
+    }
+    const auto theirs = run_add(x, r, dy, dh, typed->weight, typed->bias, [&](auto& xi, auto& ri) {
+      auto h = xi + ri;
+      return std::make_pair(h, typed(h));
+    });
+    torch::nn::LayerNorm exact(options);
+    exact->to(torch::kCUDA, torch::kDouble);
+    {
+      torch::NoGradGuard no_grad;
+      exact->weight.copy_(ln->weight);
+      exact->bias.copy_(ln->bias);
+    }
+    const auto truth = run_add(x.to(torch::kDouble), r.to(torch::kDouble), dy.to(torch::kDouble),
+                               dh.to(torch::kDouble), exact->weight, exact->bias, [&](auto& xi, auto& ri) {
+                                 auto h = xi + ri;
+                                 return std::make_pair(h, exact(h));
+                               });
+    CHECK((ours.h.scalar_type() == h_type));
+    CHECK((ours.y.scalar_type() == h_type));
+    CHECK((ours.dx.scalar_type() == c.x));
+    CHECK((ours.dr.scalar_type() == c.r));
+    // h is the add's result exactly (the kernel adds in float32 and rounds once, as LibTorch's add).
+    CHECK(torch::equal(ours.h, theirs.h));
+    const std::vector<std::pair<const char*, std::vector<torch::Tensor>>> compared = {
+        {"y", {ours.y, theirs.y, truth.y}},      {"dx", {ours.dx, theirs.dx, truth.dx}},
+        {"dr", {ours.dr, theirs.dr, truth.dr}},  {"dweight", {ours.dweight, theirs.dweight, truth.dweight}},
+        {"dbias", {ours.dbias, theirs.dbias, truth.dbias}}};
+    for (const auto& [name, t] : compared) {
+      const std::string what = name;
+      CAPTURE(what);
+      // Each result is rounded once to its own type: dr to the residual's, dx to the input's.
+      const double slack = t[0].scalar_type() == torch::kFloat ? 1e-5 : 1e-2;
+      const double mine = relative(t[0], t[2]), libtorch = relative(t[1], t[2]);
+      MESSAGE(std::string(c10::toString(c.x)) << " + " << std::string(c10::toString(c.r)) << ", " << what << ": relative error ours " << mine
+                                 << ", add + LibTorch's layer norm " << libtorch);
+      CHECK(mine <= 2 * libtorch + slack * 0.1);
+      CHECK(mine < slack);
+    }
+    // Only y used (h's own gradient undefined), and the same bits again.
+    auto xi = x.clone().requires_grad_(true);
+    auto [h_only, y_only] = ln->forward_add(xi, r);
+    y_only.backward(dy.to(y_only.scalar_type()));
+    const auto xi_grad = xi.grad().clone();
+    auto xj = x.clone().requires_grad_(true);
+    auto [h_again, y_again] = ln->forward_add(xj, r);
+    y_again.backward(dy.to(y_again.scalar_type()));
+    CHECK(torch::equal(xj.grad(), xi_grad));
+    CHECK(torch::equal(y_again, y_only));
+  }
+}
+
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+TEST_CASE("GPU: LayerNorm::forward_add under autocast with autocast_output, a captured graph and double backward") {
+  if (!cuda_here("LayerNorm::forward_add under autocast")) return;
+  volt::nn::LayerNorm ln(torch::nn::LayerNormOptions({256}), /*autocast_output=*/true);
+  ln->to(torch::kCUDA);
+  torch::manual_seed(5);
+  auto x = torch::randn({64, 256}, torch::kCUDA).requires_grad_(true);  // the float32 residual stream
+  auto r = torch::randn({64, 256}, torch::kCUDA).to(torch::kBFloat16).requires_grad_(true);
+  const auto dy = torch::randn({64, 256}, torch::kCUDA).to(torch::kBFloat16);
+  const auto dh = torch::randn({64, 256}, torch::kCUDA);
+  auto step = [&] {
+    for (auto* t : {&x, &r, &ln->weight, &ln->bias}) t->mutable_grad() = torch::Tensor();
+    volt::compat::set_autocast_dtype(c10::DeviceType::CUDA, torch::kBFloat16);
+    volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, true);
+    auto [h, y] = ln->forward_add(x, r);
+    volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, false);
+    torch::autograd::backward({y, h}, {dy, dh});
+    return std::vector<torch::Tensor>{h.detach(), y.detach(), x.grad(), r.grad(), ln->weight.grad(), ln->bias.grad()};
+  };
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+  CHECK(ln->why_not_fused_add(x, r).empty());
+#endif
+  auto side = c10::cuda::getStreamFromPool();
+  std::vector<torch::Tensor> eager;
+  {
+    c10::cuda::CUDAStreamGuard guard(side);
+    for (int i = 0; i < 3; ++i) eager = step();
+  }
+  torch::cuda::synchronize();
+  CHECK((eager[0].scalar_type() == torch::kFloat));
+  CHECK((eager[1].scalar_type() == torch::kBFloat16));
+  CHECK((eager[2].scalar_type() == torch::kFloat));
+  CHECK((eager[3].scalar_type() == torch::kBFloat16));
+  // Against the unfused add and LibTorch's layer norm (float32 out, then rounded as a matmul after it would).
+  torch::nn::LayerNorm reference(torch::nn::LayerNormOptions({256}));
+  reference->to(torch::kCUDA);
+  auto xr = x.detach().clone().requires_grad_(true);
+  auto rr = r.detach().clone().requires_grad_(true);
+  auto hr = xr + rr;
+  auto yr = reference(hr);
+  torch::autograd::backward({yr, hr}, {dy.to(torch::kFloat), dh});
+  CHECK(torch::equal(eager[0], hr.detach()));
+  CHECK(relative(eager[1], yr.detach()) < 1e-2);
+  CHECK(relative(eager[2], xr.grad()) < 1e-5);
+  CHECK(relative(eager[3], rr.grad()) < 1e-2);
+  at::cuda::CUDAGraph graph;
+  std::vector<torch::Tensor> captured;
+  {
+    c10::cuda::CUDAStreamGuard guard(side);
+    graph.capture_begin();
+    captured = step();
+    graph.capture_end();
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& t : captured) t.zero_();
+  }
+  graph.replay();
+  torch::cuda::synchronize();
+  for (std::size_t i = 0; i < eager.size(); ++i) {
+    CAPTURE(i);
+    CHECK(torch::equal(captured[i], eager[i]));
+  }
+  volt::compat::autocast_clear_cache();
+  // Double backward through the fused node (float32, no autocast) against the unfused ops.
+  volt::nn::LayerNorm plain(torch::nn::LayerNormOptions({32}));
+  plain->to(torch::kCUDA);
+  torch::nn::LayerNorm plain_reference(torch::nn::LayerNormOptions({32}));
+  plain_reference->to(torch::kCUDA);
+  const auto x2 = torch::randn({10, 32}, torch::kCUDA), r2 = torch::randn({10, 32}, torch::kCUDA);
+  auto second = [&](auto&& forward_add) {
+    auto xi = x2.clone().requires_grad_(true), ri = r2.clone().requires_grad_(true);
+    auto [h, y] = forward_add(xi, ri);
+    auto grads = torch::autograd::grad({(y * y.detach().sin()).sum() + (h * h.detach().cos()).sum()}, {xi, ri}, {},
+                                       true, true);
+    auto seconds = torch::autograd::grad({grads[0].pow(2).sum() + grads[1].pow(3).sum()}, {xi, ri});
+    return std::vector<torch::Tensor>{grads[0].detach(), grads[1].detach(), seconds[0], seconds[1]};
+  };
+  const auto ours = second([&](auto& xi, auto& ri) { return plain->forward_add(xi, ri); });
+  const auto theirs = second([&](auto& xi, auto& ri) {
+    auto h = xi + ri;
+    return std::make_pair(h, plain_reference(h));
+  });
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    CAPTURE(i);
+    CHECK(relative(ours[i], theirs[i]) < 1e-4);
+  }
+}
+#endif

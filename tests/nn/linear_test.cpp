@@ -189,3 +189,90 @@ TEST_CASE("GPU: Linear under CUDA autocast runs one bias-fused matmul, no less a
   CHECK(relative(mine.dweight, theirs.dweight) < 1e-2);
   CHECK(relative(mine.dbias, theirs.dbias) < 1e-2);
 }
+
+TEST_CASE("GPU: Linear's bias gradient from volt's column-sum kernel against float64, LibTorch's, and in a graph") {
+  if (!torch::cuda::is_available()) {
+    MESSAGE("skipped (no CUDA device): Linear's bias gradient on CUDA");
+    return;
+  }
+  struct Case {
+    std::vector<std::int64_t> input;
+    std::int64_t out;
+    torch::ScalarType type;
+  };
+  // Columns a multiple of 4 (the kernel) and not (LibTorch's sum), 2-D and 3-D inputs, every float type.
+  const std::vector<Case> cases = {{{64, 256, 384}, 1152, torch::kFloat},
+                                   {{16384, 384}, 384, torch::kBFloat16},
+                                   {{7, 33, 96}, 1536, torch::kHalf},
+                                   {{100, 20}, 10, torch::kFloat},
+                                   {{3, 5, 8}, 4, torch::kFloat}};
+  for (const auto& c : cases) {
+    CAPTURE(c.out);
+    CAPTURE(static_cast<int>(c.type));
+    torch::manual_seed(4);
+    const auto in = c.input.back();
+    volt::nn::Linear ours(in, c.out);
+    torch::nn::Linear reference(in, c.out);
+    {
+      torch::NoGradGuard no_grad;
+      reference->weight.copy_(ours->weight);
+      reference->bias.copy_(ours->bias);
+    }
+    ours->to(torch::kCUDA, c.type);
+    reference->to(torch::kCUDA, c.type);
+    auto out_shape = c.input;
+    out_shape.back() = c.out;
+    const auto x = torch::randn(c.input, torch::kCUDA).to(c.type);
+    const auto dy = (torch::randn(out_shape, torch::kCUDA) + 0.25).to(c.type);
+    const auto mine = run(ours, x, dy);
+    const auto theirs = run(reference, x, dy);
+    CHECK((mine.dbias.scalar_type() == c.type));
+    CHECK(torch::equal(mine.y, theirs.y));  // the same matmul forward
+    CHECK(torch::equal(mine.dx, theirs.dx));
+    CHECK(torch::equal(mine.dweight, theirs.dweight));
+    const auto truth = dy.to(torch::kDouble).reshape({-1, c.out}).sum(0);
+    const double mine_error = relative(mine.dbias, truth), theirs_error = relative(theirs.dbias, truth);
+    MESSAGE(c.input.front() << "x..x" << in << " -> " << c.out << " " << std::string(c10::toString(c.type))
+                            << ": bias gradient relative error, volt " << mine_error << ", LibTorch "
+                            << theirs_error);
+    CHECK(mine_error <= 2 * theirs_error + (c.type == torch::kFloat ? 1e-6 : 1e-3));
+    // The same bits again (no atomics).
+    const auto again = run(ours, x, dy);
+    CHECK(torch::equal(again.dbias, mine.dbias));
+  }
+  // Under BF16 autocast the bias gradient is summed in float32 and not rounded to bfloat16 on the way.
+  volt::nn::Linear layer(384, 1536);
+  layer->to(torch::kCUDA);
+  const auto x = torch::randn({4096, 384}, torch::kCUDA);
+  const auto dy = (torch::randn({4096, 1536}, torch::kCUDA) + 1).to(torch::kBFloat16);
+  volt::compat::set_autocast_dtype(c10::DeviceType::CUDA, torch::kBFloat16);
+  volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, true);
+  const auto result = run(layer, x, dy);
+  volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, false);
+  volt::compat::autocast_clear_cache();
+  const auto truth = dy.to(torch::kDouble).sum(0);
+  CHECK((result.dbias.scalar_type() == torch::kFloat));
+  CHECK(relative(result.dbias, truth) < 1e-6);
+  // Double backward: a differentiable sum.
+  auto xi = torch::randn({6, 384}, torch::kCUDA).requires_grad_(true);
+  auto grads = torch::autograd::grad({layer(xi).pow(2).sum()}, {layer->bias}, {}, true, true);
+  auto second = torch::autograd::grad({grads[0].sum()}, {xi});
+  CHECK(relative(second[0], 2 * torch::matmul(torch::ones({6, 1536}, torch::kCUDA), layer->weight)) < 1e-5);
+}
+
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+TEST_CASE("the column-sum kernel compiles with NVRTC for every type (no GPU needed)") {
+  const auto& api = volt::nn::detail::runtime_kernel_api();
+  if (!api.nvrtc_missing.empty()) {
+    MESSAGE("skipped: " << api.nvrtc_missing);
+    return;
+  }
+  for (int type = 0; type < 3; ++type) {
+    std::string error;
+    const auto cubin = volt::nn::detail::nvrtc_compile(
+        volt::nn::detail::column_sum_source(volt::nn::detail::ColumnSumVariant{type}), "column_sum", 90, &error);
+    CAPTURE(type);
+    CHECK_MESSAGE(!cubin.empty(), error);
+  }
+}
+#endif

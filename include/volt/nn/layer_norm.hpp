@@ -19,6 +19,7 @@
 ///
 ///   volt::nn::LayerNorm ln(torch::nn::LayerNormOptions({384}));
 ///   volt::nn::LayerNorm ln_before_matmul(torch::nn::LayerNormOptions({384}), /*autocast_output=*/true);
+///   auto [stream, normalized] = ln_before_matmul->forward_add(stream, attention_output);  // h = x + r, then LN
 #pragma once
 
 #include <volt/core/compat.hpp>
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace volt::nn {
@@ -96,6 +98,35 @@ class LayerNormImpl : public torch::nn::Cloneable<LayerNormImpl> {
     return y;
   }
 
+  /// The residual stream's step of a pre-norm transformer in one kernel each way: returns {h, layer_norm(h)} with
+  /// h = input + residual (the promoted type of the two: float32 for a float32 stream and a bfloat16 branch under
+  /// autocast). LibTorch runs the add, then the layer norm, which reads h again; backward, the add's gradient casts
+  /// and the sum of h's two gradients are kernels of their own. Fused, the add happens as the row is loaded, and
+  /// the backward adds the gradient h gets from its other uses and writes the input's and residual's gradients in
+  /// their types. The same results as `h = input + residual; forward(h)`, which runs where the kernels do not
+  /// apply (then bit for bit); `residual` must have input's shape to fuse.
+  std::pair<torch::Tensor, torch::Tensor> forward_add(const torch::Tensor& input, const torch::Tensor& residual) {
+    check(input);
+    TORCH_CHECK(residual.defined(), "volt::nn::LayerNorm: forward_add's residual is an undefined tensor");
+    if (why_not_fused_add(input, residual).empty()) {
+      const auto h_type = c10::promoteTypes(input.scalar_type(), residual.scalar_type());
+      return detail::fused_add_layer_norm(input, residual, options.normalized_shape(), weight, bias, options.eps(),
+                                          output_type_for(input.device(), h_type));
+    }
+    auto h = input + residual;
+    return {h, forward(h)};
+  }
+
+  /// Why forward_add(input, residual) would not run the fused kernels; empty when it would.
+  std::string why_not_fused_add(const torch::Tensor& input, const torch::Tensor& residual) const {
+    if (!shape_matches(input)) return "the input's last dimensions differ from normalized_shape";
+    if (!residual.defined()) return "the residual is undefined";
+    if (!input.is_floating_point() || !residual.is_floating_point()) return "the input and residual must be floating";
+    const auto h_type = c10::promoteTypes(input.scalar_type(), residual.scalar_type());
+    return detail::layer_norm_unfusable(input, row_length(), weight, bias, output_type_for(input.device(), h_type),
+                                        residual);
+  }
+
   /// Whether forward(input) would run the fused kernels.
   bool fuses(const torch::Tensor& input) const { return why_not_fused(input).empty(); }
 
@@ -150,16 +181,23 @@ class LayerNormImpl : public torch::nn::Cloneable<LayerNormImpl> {
   /// float32 under autocast on the input's device type (autocast runs layer norm in float32), autocast's type
   /// there with autocast_output, else the input's type.
   c10::ScalarType output_type_for(const torch::Tensor& input) const {
-    if (autocast_on(input)) {
-      return autocast_output ? volt::compat::autocast_dtype(input.device().type()) : torch::kFloat;
+    return output_type_for(input.device(), input.scalar_type());
+  }
+
+  /// The same for an input of `type` on `device`.
+  c10::ScalarType output_type_for(const c10::Device& device, c10::ScalarType type) const {
+    if (c10::isFloatingType(type) && autocast_on(device.type())) {
+      return autocast_output ? volt::compat::autocast_dtype(device.type()) : torch::kFloat;
     }
-    return input.scalar_type();
+    return type;
+  }
+
+  static bool autocast_on(c10::DeviceType device_type) {
+    return volt::compat::autocast_available(device_type) && volt::compat::autocast_enabled(device_type);
   }
 
   static bool autocast_on(const torch::Tensor& input) {
-    const auto device_type = input.device().type();
-    return input.is_floating_point() && volt::compat::autocast_available(device_type) &&
-           volt::compat::autocast_enabled(device_type);
+    return input.is_floating_point() && autocast_on(input.device().type());
   }
 };
 

@@ -14,6 +14,8 @@
 /// half), which is what lets a bfloat16 output leave the kernel directly under autocast.
 #pragma once
 
+#include <volt/nn/detail/kernel_source_common.hpp>
+
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -27,128 +29,72 @@ namespace volt::nn::detail {
 inline constexpr std::int64_t layer_norm_max_row = 1024;
 inline constexpr std::int64_t layer_norm_row_multiple = 4;
 
-/// The code of a tensor type in the kernels' source: 0 float, 1 bfloat16, 2 half; -1 for any other type.
-inline int layer_norm_type_code(c10::ScalarType type) {
-  switch (type) {
-    case c10::ScalarType::Float: return 0;
-    case c10::ScalarType::BFloat16: return 1;
-    case c10::ScalarType::Half: return 2;
-    default: return -1;
-  }
-}
-
 /// What one compiled variant is for: row length, the type codes of x, the output (forward) or dy (backward), the
-/// weight and bias, and which of weight and bias exist.
+/// weight and bias, and which of weight and bias exist; with `residual`, the variant that normalizes h = x + r and
+/// writes h too: the type codes of r and of h (the promoted type of x and r).
 struct LayerNormVariant {
   std::int64_t n = 0;
   int x_type = 0, y_type = 0, w_type = 0;
   bool has_weight = false, has_bias = false;
-  auto key() const { return std::make_tuple(n, x_type, y_type, w_type, has_weight, has_bias); }
+  bool residual = false;
+  int r_type = 0, h_type = 0;
+  auto key() const {
+    return std::make_tuple(n, x_type, y_type, w_type, has_weight, has_bias, residual, r_type, h_type);
+  }
 };
 
 /// The variant for layer_norm(x) over its last `n` values with this weight and bias (either may be undefined; when
-/// both are defined they have one type) and output type.
+/// both are defined they have one type) and output type; with a defined `residual`, for layer_norm(x + residual).
 template <typename Tensor>
 LayerNormVariant layer_norm_variant(const Tensor& x, std::int64_t n, const Tensor& weight, const Tensor& bias,
-                                    c10::ScalarType output_type) {
+                                    c10::ScalarType output_type, const Tensor& residual = Tensor()) {
   LayerNormVariant variant;
   variant.n = n;
-  variant.x_type = layer_norm_type_code(x.scalar_type());
-  variant.y_type = layer_norm_type_code(output_type);
+  variant.x_type = kernel_type_code(x.scalar_type());
+  variant.y_type = kernel_type_code(output_type);
   const auto& parameter = weight.defined() ? weight : bias;
-  variant.w_type = parameter.defined() ? layer_norm_type_code(parameter.scalar_type()) : 0;
+  variant.w_type = parameter.defined() ? kernel_type_code(parameter.scalar_type()) : 0;
   variant.has_weight = weight.defined();
   variant.has_bias = bias.defined();
+  variant.residual = residual.defined();
+  variant.r_type = residual.defined() ? kernel_type_code(residual.scalar_type()) : variant.x_type;
+  variant.h_type = residual.defined() ? kernel_type_code(c10::promoteTypes(x.scalar_type(), residual.scalar_type()))
+                                      : variant.x_type;
   return variant;
 }
 
 /// The CUDA C source of both kernels for one variant (no headers: NVRTC compiles it as it is). `forward`'s
-/// arguments: x, weight, bias, y, mean, rstd, rows, eps; `backward`'s: dy, x, weight, mean, rstd, dx, partial,
-/// rows, where partial is float32 [gridDim.x, 2, n] (the block's sums of dy * xhat, then of dy).
+/// arguments: x, r, weight, bias, h, y, mean, rstd, rows, eps; `backward`'s: dy, x (the normalized input: h with a
+/// residual), weight, mean, rstd, dh, dx, dr, partial, rows, where partial is float32 [gridDim.x, 2, n] (the block's
+/// sums of dy * xhat, then of dy). Without `residual`, r, h, dh and dr are unused (pass null). With it, the forward
+/// writes h = x + r rounded to h's type and normalizes that; the backward adds dh (h's gradient from its other
+/// uses; may be null) to the layer norm's input gradient and writes the sum as dx (x's type) and, when dr is not
+/// null, as dr (r's type).
 inline std::string layer_norm_source(const LayerNormVariant& v) {
   const std::int64_t iterations = (v.n / 4 + 31) / 32;
   std::string source = "#define VOLT_N " + std::to_string(v.n) + "\n#define VOLT_ITER " +
                        std::to_string(iterations) + "\n#define VOLT_X " + std::to_string(v.x_type) +
                        "\n#define VOLT_Y " + std::to_string(v.y_type) + "\n#define VOLT_W " +
                        std::to_string(v.w_type) + "\n#define VOLT_HAS_W " + std::to_string(v.has_weight ? 1 : 0) +
-                       "\n#define VOLT_HAS_B " + std::to_string(v.has_bias ? 1 : 0) + "\n";
+                       "\n#define VOLT_HAS_B " + std::to_string(v.has_bias ? 1 : 0) +
+                       "\n#define VOLT_RESIDUAL " + std::to_string(v.residual ? 1 : 0) + "\n#define VOLT_R " +
+                       std::to_string(v.r_type) + "\n#define VOLT_H " + std::to_string(v.h_type) + "\n";
   source += R"CUDA(
 #define VOLT_WARPS 8
-typedef unsigned short volt_u16;
-typedef long long volt_i64;
-
-__forceinline__ float volt_bf16_to_float(unsigned bits) { return __uint_as_float(bits << 16); }
-__forceinline__ unsigned volt_float_to_bf16(float f) {  // round to nearest even; NaN stays NaN
-  unsigned u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return u >> 16;
-}
-__forceinline__ float volt_half_to_float(unsigned bits) {
-  float f;
-  volt_u16 h = (volt_u16)bits;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-}
-__forceinline__ unsigned volt_float_to_half(float f) {
-  volt_u16 h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-}
-
-struct alignas(16) volt_f4 { float v[4]; };
-struct alignas(8) volt_h4 { unsigned v[2]; };
-
-// Loads and stores of 4 consecutive values as float, for a type code K.
-template <int K> struct volt_io;
-template <> struct volt_io<0> {
-  typedef float T;
-  static __forceinline__ void load(const T* p, volt_i64 i, float out[4]) {
-    const volt_f4 q = *reinterpret_cast<const volt_f4*>(p + i);
-    for (int j = 0; j < 4; ++j) out[j] = q.v[j];
-  }
-  static __forceinline__ void store(T* p, volt_i64 i, const float in[4]) {
-    volt_f4 q;
-    for (int j = 0; j < 4; ++j) q.v[j] = in[j];
-    *reinterpret_cast<volt_f4*>(p + i) = q;
-  }
-};
-template <int K> struct volt_io16 {
-  typedef volt_u16 T;
-  static __forceinline__ float to_float(unsigned b) { return K == 1 ? volt_bf16_to_float(b) : volt_half_to_float(b); }
-  static __forceinline__ unsigned from_float(float f) { return K == 1 ? volt_float_to_bf16(f) : volt_float_to_half(f); }
-  static __forceinline__ void load(const T* p, volt_i64 i, float out[4]) {
-    const volt_h4 q = *reinterpret_cast<const volt_h4*>(p + i);
-    out[0] = to_float(q.v[0] & 0xffffu);
-    out[1] = to_float(q.v[0] >> 16);
-    out[2] = to_float(q.v[1] & 0xffffu);
-    out[3] = to_float(q.v[1] >> 16);
-  }
-  static __forceinline__ void store(T* p, volt_i64 i, const float in[4]) {
-    volt_h4 q;
-    q.v[0] = from_float(in[0]) | (from_float(in[1]) << 16);
-    q.v[1] = from_float(in[2]) | (from_float(in[3]) << 16);
-    *reinterpret_cast<volt_h4*>(p + i) = q;
-  }
-};
-template <> struct volt_io<1> : volt_io16<1> {};
-template <> struct volt_io<2> : volt_io16<2> {};
-
+)CUDA" + kernel_value_io_source() + R"CUDA(
 typedef volt_io<VOLT_X> volt_x;
 typedef volt_io<VOLT_Y> volt_y;
 typedef volt_io<VOLT_W> volt_w;
-
-__forceinline__ float volt_warp_sum(float s) {
-  for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
-  return s;
-}
+typedef volt_io<VOLT_R> volt_r;
+typedef volt_io<VOLT_H> volt_h;  // the normalized input's type: x's, or h's with a residual
 
 // Column of lane `lane` in iteration `it` (4 consecutive columns from there).
 __forceinline__ int volt_column(int it, int lane) { return (it * 32 + lane) * 4; }
 
 extern "C" __global__ void __launch_bounds__(VOLT_WARPS * 32)
-volt_layer_norm_forward(const volt_x::T* __restrict__ x, const volt_w::T* __restrict__ weight,
-                        const volt_w::T* __restrict__ bias, volt_y::T* __restrict__ y, float* __restrict__ mean_out,
+volt_layer_norm_forward(const volt_x::T* __restrict__ x, const volt_r::T* __restrict__ r,
+                        const volt_w::T* __restrict__ weight, const volt_w::T* __restrict__ bias,
+                        volt_h::T* __restrict__ h, volt_y::T* __restrict__ y, float* __restrict__ mean_out,
                         float* __restrict__ rstd_out, volt_i64 rows, float eps) {
   const int lane = threadIdx.x & 31;
   const volt_i64 row = (volt_i64)blockIdx.x * VOLT_WARPS + (threadIdx.x >> 5);
@@ -161,6 +107,12 @@ volt_layer_norm_forward(const volt_x::T* __restrict__ x, const volt_w::T* __rest
     const int c = volt_column(it, lane);
     if (c < VOLT_N) {
       volt_x::load(x, base + c, v[it]);
+#if VOLT_RESIDUAL
+      float rv[4];
+      volt_r::load(r, base + c, rv);
+      for (int j = 0; j < 4; ++j) v[it][j] = volt_h::round(v[it][j] + rv[j]);
+      volt_h::store(h, base + c, v[it]);
+#endif
       sum += (v[it][0] + v[it][1]) + (v[it][2] + v[it][3]);
     }
   }
@@ -193,11 +145,13 @@ volt_layer_norm_forward(const volt_x::T* __restrict__ x, const volt_w::T* __rest
   }
 }
 
-// dy has the output's type code (VOLT_Y), dx the input's (VOLT_X).
+// dy has the output's type code (VOLT_Y), x and dh the normalized input's (VOLT_H), dx the input's (VOLT_X), dr
+// the residual's (VOLT_R).
 extern "C" __global__ void __launch_bounds__(VOLT_WARPS * 32)
-volt_layer_norm_backward(const volt_y::T* __restrict__ dy, const volt_x::T* __restrict__ x,
+volt_layer_norm_backward(const volt_y::T* __restrict__ dy, const volt_h::T* __restrict__ x,
                          const volt_w::T* __restrict__ weight, const float* __restrict__ mean,
-                         const float* __restrict__ rstd, volt_x::T* __restrict__ dx, float* __restrict__ partial,
+                         const float* __restrict__ rstd, const volt_h::T* __restrict__ dh,
+                         volt_x::T* __restrict__ dx, volt_r::T* __restrict__ dr, float* __restrict__ partial,
                          volt_i64 rows) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float w[VOLT_ITER][4], dw[VOLT_ITER][4], db[VOLT_ITER][4];
@@ -216,7 +170,7 @@ volt_layer_norm_backward(const volt_y::T* __restrict__ dy, const volt_x::T* __re
       const int c = volt_column(it, lane);
       if (c < VOLT_N) {
         float xv[4], dyv[4];
-        volt_x::load(x, base + c, xv);
+        volt_h::load(x, base + c, xv);
         volt_y::load(dy, base + c, dyv);
         for (int j = 0; j < 4; ++j) {
           xhat[it][j] = (xv[j] - mu) * rs;
@@ -235,6 +189,14 @@ volt_layer_norm_backward(const volt_y::T* __restrict__ dy, const volt_x::T* __re
       if (c < VOLT_N) {
         float out[4];
         for (int j = 0; j < 4; ++j) out[j] = rs * (g[it][j] - mean_g - xhat[it][j] * mean_gx);
+#if VOLT_RESIDUAL
+        if (dh != nullptr) {
+          float extra[4];
+          volt_h::load(dh, base + c, extra);
+          for (int j = 0; j < 4; ++j) out[j] += extra[j];
+        }
+        if (dr != nullptr) volt_r::store(dr, base + c, out);
+#endif
         volt_x::store(dx, base + c, out);
       }
     }

@@ -194,9 +194,16 @@ class RuntimeKernel {
   /// Launches the kernel on `device`'s current LibTorch stream with `arguments` (pointers to each argument's
   /// value, as cuLaunchKernel takes them). Throws c10::Error with the driver's message if the launch fails.
   void launch(unsigned grid, unsigned block, unsigned shared_bytes, void** arguments) const {
+    launch_2d(grid, 1, block, 1, shared_bytes, arguments);
+  }
+
+  /// The same with a two-dimensional grid and block.
+  void launch_2d(unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned block_y, unsigned shared_bytes,
+                 void** arguments) const {
     const auto& api = runtime_kernel_api();
     const auto stream = c10::cuda::getCurrentCUDAStream(device_).stream();
-    const int status = api.cu_launch(function_, grid, 1, 1, block, 1, 1, shared_bytes, stream, arguments, nullptr);
+    const int status = api.cu_launch(function_, grid_x, grid_y, 1, block_x, block_y, 1, shared_bytes, stream,
+                                     arguments, nullptr);
     if (status != 0) {
       const char* text = nullptr;
       api.cu_error_string(status, &text);
@@ -240,6 +247,37 @@ class RuntimeKernel {
   void* module_ = nullptr;
   void* function_ = nullptr;
 };
+
+/// A forward and a backward kernel compiled from one source (both null when either cannot be).
+struct RuntimeKernelPair {
+  const RuntimeKernel* forward = nullptr;
+  const RuntimeKernel* backward = nullptr;
+};
+
+/// The kernels `forward_name` and `backward_name` of the source `make_source(variant)` for `device`, compiled on
+/// first use and remembered per variant (`variant.key()`) and device, so a call after the first makes no source
+/// string; both null, with the reason in `*why`, when they cannot be compiled or loaded.
+template <typename Variant, typename MakeSource>
+RuntimeKernelPair runtime_kernel_pair(const Variant& variant, int device, const char* forward_name,
+                                      const char* backward_name, MakeSource make_source, std::string* why) {
+  using Key = std::tuple<decltype(variant.key()), int>;
+  static std::mutex mutex;
+  static std::map<Key, std::pair<RuntimeKernelPair, std::string>> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const Key key{variant.key(), device};
+  auto found = known.find(key);
+  if (found == known.end()) {
+    const std::string source = make_source(variant);
+    std::string error;
+    RuntimeKernelPair kernels;
+    kernels.forward = RuntimeKernel::find(source, forward_name, device, &error);
+    if (kernels.forward != nullptr) kernels.backward = RuntimeKernel::find(source, backward_name, device, &error);
+    if (kernels.backward == nullptr) kernels = {};
+    found = known.emplace(key, std::make_pair(kernels, error)).first;
+  }
+  if (found->second.first.forward == nullptr && why != nullptr) *why = found->second.second;
+  return found->second.first;
+}
 
 #endif  // VOLT_DETAIL_HAS_RUNTIME_KERNELS
 
