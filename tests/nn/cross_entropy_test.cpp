@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include "graph_replay.hpp"
 #include "test_common.hpp"
 
 #include <volt/volt.hpp>
@@ -386,30 +387,6 @@ TEST_CASE("GPU: the fused cross-entropy replays in a captured CUDA graph with th
     loss.backward();
     return std::vector<torch::Tensor>{loss.detach(), x.grad()};
   };
-  auto side = c10::cuda::getStreamFromPool();
-  std::vector<torch::Tensor> eager;
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
-    for (int i = 0; i < 3; ++i) eager = step();
-  }
-  torch::cuda::synchronize();
-  at::cuda::CUDAGraph graph;
-  std::vector<torch::Tensor> captured;
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
-    graph.capture_begin();
-    captured = step();
-    graph.capture_end();
-  }
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& t : captured) t.zero_();
-  }
-  graph.replay();
-  torch::cuda::synchronize();
-  for (std::size_t i = 0; i < eager.size(); ++i) {
-    CAPTURE(i);
-    CHECK(torch::equal(captured[i], eager[i]));
-  }
+  volt_test::check_graph_replay(step);
 }
 #endif

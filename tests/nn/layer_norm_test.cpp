@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include "graph_replay.hpp"
 #include "test_common.hpp"
 
 #include <volt/volt.hpp>
@@ -416,32 +417,8 @@ TEST_CASE("GPU: LayerNorm's fused kernels replay in a captured CUDA graph with t
     y.backward(dy);
     return std::vector<torch::Tensor>{y.detach(), x.grad(), ln->weight.grad(), ln->bias.grad()};
   };
-  auto side = c10::cuda::getStreamFromPool();
-  std::vector<torch::Tensor> eager;
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
-    for (int i = 0; i < 3; ++i) eager = step();
-  }
-  torch::cuda::synchronize();
+  const auto eager = volt_test::check_graph_replay(step);
   CHECK((eager[0].scalar_type() == torch::kHalf));
-  at::cuda::CUDAGraph graph;
-  std::vector<torch::Tensor> captured;
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
-    graph.capture_begin();
-    captured = step();
-    graph.capture_end();
-  }
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& t : captured) t.zero_();
-  }
-  graph.replay();
-  torch::cuda::synchronize();
-  for (std::size_t i = 0; i < eager.size(); ++i) {
-    CAPTURE(i);
-    CHECK(torch::equal(captured[i], eager[i]));
-  }
   volt::compat::autocast_clear_cache();
 }
 #endif
@@ -641,13 +618,7 @@ TEST_CASE("GPU: LayerNorm::forward_add under autocast with autocast_output, a ca
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
   CHECK(ln->why_not_fused_add(x, r).empty());
 #endif
-  auto side = c10::cuda::getStreamFromPool();
-  std::vector<torch::Tensor> eager;
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
-    for (int i = 0; i < 3; ++i) eager = step();
-  }
-  torch::cuda::synchronize();
+  const auto eager = volt_test::check_graph_replay(step);
   CHECK((eager[0].scalar_type() == torch::kFloat));
   CHECK((eager[1].scalar_type() == torch::kBFloat16));
   CHECK((eager[2].scalar_type() == torch::kFloat));
@@ -664,24 +635,6 @@ TEST_CASE("GPU: LayerNorm::forward_add under autocast with autocast_output, a ca
   CHECK(relative(eager[1], yr.detach()) < 1e-2);
   CHECK(relative(eager[2], xr.grad()) < 1e-5);
   CHECK(relative(eager[3], rr.grad()) < 1e-2);
-  at::cuda::CUDAGraph graph;
-  std::vector<torch::Tensor> captured;
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
-    graph.capture_begin();
-    captured = step();
-    graph.capture_end();
-  }
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& t : captured) t.zero_();
-  }
-  graph.replay();
-  torch::cuda::synchronize();
-  for (std::size_t i = 0; i < eager.size(); ++i) {
-    CAPTURE(i);
-    CHECK(torch::equal(captured[i], eager[i]));
-  }
   volt::compat::autocast_clear_cache();
   // Double backward through the fused node (float32, no autocast) against the unfused ops.
   volt::nn::LayerNorm plain(torch::nn::LayerNormOptions({32}));
