@@ -4,8 +4,8 @@
 // model (same modules, same order, same shapes) for the Python rows. With `fused` ("gpt-fused"), every LayerNorm is
 // volt::nn::LayerNorm with autocast_output (each one feeds only a matmul), every residual add done inside the layer
 // norm that reads its sum (LayerNorm::forward_add; the first block's ln1 reads the embeddings' sum), every Linear
-// volt::nn::Linear (ATen's linear, as PyTorch's nn.Linear: the bias in the matmul's epilogue; its gradient from
-// volt's column-sum kernel) and q, k, v from volt::nn::functional::split_qkv: the same parameters, initialised alike,
+// volt::nn::Linear (ATen's linear, as PyTorch's nn.Linear: the bias in the matmul's epilogue) and q, k, v from
+// volt::nn::functional::split_qkv: the same parameters, initialised alike,
 // and the same arithmetic.
 #pragma once
 
@@ -80,7 +80,7 @@ struct GptBlockImpl : torch::nn::Module {
     // (batch, length, 3 d) -> (3, batch, heads, length, head size) -> q, k, v. unbind, as Python's
     // `q, k, v = tensor` does: its backward stacks the three gradients in one kernel, where three selects would
     // each fill a zero tensor of the full size, copy into it and add the three up. The fused model takes the same
-    // views from volt::nn::functional::split_qkv, whose backward writes qkv's gradient in one pass.
+    // views from volt::nn::functional::split_qkv, whose backward copies each part's gradient straight into qkv's.
     std::vector<torch::Tensor> parts;
     if (fused) {
       const auto split = volt::nn::functional::split_qkv(qkv.forward(n), heads);

@@ -11,7 +11,7 @@
 /// volt::nn::functional::cross_entropy and volt::nn::CrossEntropyLoss compute LibTorch's cross-entropy over class
 /// indices with one kernel forward and one backward on CUDA (the logits read once each way, no log-softmax written),
 /// elsewhere exactly LibTorch's. volt::nn::functional::split_qkv gives attention's q, k and v as views of a fused
-/// projection, with a backward that writes the projection's gradient in one pass.
+/// projection, with a backward that writes each head gradient straight into the projection's gradient.
 #pragma once
 
 #include <volt/nn/attention.hpp>

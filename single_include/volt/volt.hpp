@@ -9897,12 +9897,12 @@ VOLT_INLINE bool ddp_broadcast_buffers() {
 /// volt::nn::functional::cross_entropy and volt::nn::CrossEntropyLoss compute LibTorch's cross-entropy over class
 /// indices with one kernel forward and one backward on CUDA (the logits read once each way, no log-softmax written),
 /// elsewhere exactly LibTorch's. volt::nn::functional::split_qkv gives attention's q, k and v as views of a fused
-/// projection, with a backward that writes the projection's gradient in one pass.
+/// projection, with a backward that writes each head gradient straight into the projection's gradient.
 
 // ---- begin volt/nn/attention.hpp
 /// \file
 /// volt::nn::functional::split_qkv: the query, key and value heads of a fused q/k/v projection, as views, with a
-/// backward that writes the projection's gradient in one pass.
+/// backward that writes each head gradient straight into the projection's gradient.
 ///
 /// The usual split of a (batch, length, 3 * d) projection, `view(batch, length, 3, heads, head_size)`, `permute` to
 /// (3, batch, heads, length, head_size) and `unbind` (Python's `q, k, v = ...`), costs nothing forward, but its
@@ -9970,7 +9970,7 @@ namespace functional {
 /// q, k and v, each (batch, heads, length, head_size), from a fused projection `qkv` of shape
 /// (batch, length, 3 * heads * head_size) laid out as [q | k | v], each part [head 0 | head 1 | ...]: the same
 /// views as `qkv.view({batch, length, 3, heads, head_size}).permute({2, 0, 3, 1, 4}).unbind(0)`, and the same
-/// gradient, written in one pass (volt/nn/attention.hpp). The views share qkv's storage and version counter.
+/// gradient, written without the intermediate stacked tensor (volt/nn/attention.hpp). The views share qkv's storage and version counter.
 inline std::array<torch::Tensor, 3> split_qkv(const torch::Tensor& qkv, std::int64_t heads) {
   TORCH_CHECK(qkv.defined() && qkv.dim() == 3, "volt::nn::functional::split_qkv: expected qkv of shape (batch, "
                                                "length, 3 * heads * head_size), got ",
@@ -12184,12 +12184,6 @@ TORCH_MODULE(LayerNorm);
 /// matmul's epilogue (cuBLASLt on CUDA). volt::nn::Linear calls that same `at::linear`: the same result as
 /// PyTorch's nn.Linear, for inputs of any rank, on every device.
 ///
-/// On CUDA, when the bias is trained, its gradient comes from one column-sum kernel of volt's (float32 accumulation,
-/// volt/nn/detail/column_sum.hpp) instead of LibTorch's `sum(0)` in the matmul's backward, which ran at about a
-/// third of the memory bandwidth on an H100 (the GPT benchmark's 24 bias gradients: 0.72 ms of a 7.3 ms step);
-/// under autocast the gradient is summed in float32 and not rounded to bfloat16 or half on the way, as LibTorch's
-/// is. The forward, the input's and the weight's gradients are LibTorch's.
-///
 /// It holds what torch::nn::Linear holds, under the same names (`weight` [out, in], `bias` [out]), made from
 /// torch::nn::LinearOptions and initialised by torch::nn::Linear's own initialisation (the same random numbers for
 /// the same seed), so state dicts and checkpoints move between the two, and PyTorch's nn.Linear, unchanged.
@@ -12344,8 +12338,11 @@ namespace volt::nn {
 namespace detail {
 
 /// The node that hands a linear layer's output gradient through unchanged and gives the bias its gradient: the
-/// column sum of the output gradient, in the bias's type (the matmul runs with a detached bias, so its own backward
-/// computes no bias gradient). Next edges: the matmul's output, the bias.
+/// column sum of the output gradient, in the bias's type, from volt's column-sum kernel on CUDA (column_sum.hpp;
+/// LibTorch's `sum(0)` in the matmul's backward ran at about a third of the memory bandwidth on an H100: the GPT
+/// benchmark's 24 bias gradients took 0.72 ms of a 7.3 ms step). The matmul runs with a detached bias, so its own
+/// backward computes no bias gradient. Next edges: the matmul's output, the bias. LinearImpl::forward does not use
+/// it yet: the kernel has not run on a GPU.
 struct LinearBiasBackward : torch::autograd::Node {
   c10::ScalarType bias_type = c10::ScalarType::Float;
   std::int64_t features = 0;
@@ -12420,11 +12417,6 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
     TORCH_CHECK(input.dim() >= 1 && input.size(-1) == options.in_features(), "volt::nn::Linear: expected an input "
                 "whose last dimension is in_features=", options.in_features(), ", got an input of shape ",
                 input.sizes());
-#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
-    if (input.is_cuda() && bias.defined() && bias.requires_grad() && torch::GradMode::is_enabled()) {
-      return detail::linear_with_bias_node(input, weight, bias);
-    }
-#endif
     return torch::linear(input, weight, bias);
   }
 

@@ -26,16 +26,28 @@ struct Result {
   torch::Tensor y, dx, dweight, dbias;
 };
 
-template <typename Module>
-Result run(Module& module, const torch::Tensor& x, const torch::Tensor& dy) {
+template <typename Module, typename Forward>
+Result run_with(Module& module, const torch::Tensor& x, const torch::Tensor& dy, Forward forward) {
   auto xi = x.detach().clone().requires_grad_(true);
   module->zero_grad();
-  auto y = module(xi);
+  auto y = forward(xi);
   y.backward(dy);
   return {y.detach(), xi.grad(), module->weight.grad().clone(),
           module->bias.defined() ? module->bias.grad().clone() : torch::Tensor()};
 }
 
+template <typename Module>
+Result run(Module& module, const torch::Tensor& x, const torch::Tensor& dy) {
+  return run_with(module, x, dy, [&](const torch::Tensor& xi) { return module(xi); });
+}
+
+// The same through volt::nn::detail::linear_with_bias_node (the bias gradient from its own node).
+template <typename Module>
+Result run_bias_node(Module& module, const torch::Tensor& x, const torch::Tensor& dy) {
+  return run_with(module, x, dy, [&](const torch::Tensor& xi) {
+    return volt::nn::detail::linear_with_bias_node(xi, module->weight, module->bias);
+  });
+}
 }  // namespace
 
 TEST_CASE("Linear holds torch::nn::Linear's parameters, drawn from the same random numbers") {
@@ -190,7 +202,21 @@ TEST_CASE("GPU: Linear under CUDA autocast runs one bias-fused matmul, no less a
   CHECK(relative(mine.dbias, theirs.dbias) < 1e-2);
 }
 
-TEST_CASE("GPU: Linear's bias gradient from volt's column-sum kernel against float64, LibTorch's, and in a graph") {
+TEST_CASE("the bias-gradient node passes the matmul's gradients through and sums the bias's (CPU: LibTorch's sum)") {
+  torch::manual_seed(8);
+  volt::nn::Linear layer(12, 8);
+  const auto x = torch::randn({5, 7, 12});
+  const auto dy = torch::randn({5, 7, 8});
+  const auto theirs = run(layer, x, dy);
+  const auto mine = run_bias_node(layer, x, dy);
+  CHECK(torch::equal(mine.y, theirs.y));
+  CHECK(torch::equal(mine.dx, theirs.dx));
+  CHECK(torch::equal(mine.dweight, theirs.dweight));
+  CHECK(torch::allclose(mine.dbias, theirs.dbias, 1e-6, 1e-6));
+  CHECK(mine.dbias.sizes() == layer->bias.sizes());
+}
+
+TEST_CASE("GPU: the bias-gradient node's column-sum kernel against float64 and LibTorch's sum") {
   if (!torch::cuda::is_available()) {
     MESSAGE("skipped (no CUDA device): Linear's bias gradient on CUDA");
     return;
@@ -224,7 +250,7 @@ TEST_CASE("GPU: Linear's bias gradient from volt's column-sum kernel against flo
     out_shape.back() = c.out;
     const auto x = torch::randn(c.input, torch::kCUDA).to(c.type);
     const auto dy = (torch::randn(out_shape, torch::kCUDA) + 0.25).to(c.type);
-    const auto mine = run(ours, x, dy);
+    const auto mine = run_bias_node(ours, x, dy);
     const auto theirs = run(reference, x, dy);
     CHECK((mine.dbias.scalar_type() == c.type));
     CHECK(torch::equal(mine.y, theirs.y));  // the same matmul forward
@@ -237,17 +263,18 @@ TEST_CASE("GPU: Linear's bias gradient from volt's column-sum kernel against flo
                             << theirs_error);
     CHECK(mine_error <= 2 * theirs_error + (c.type == torch::kFloat ? 1e-6 : 1e-3));
     // The same bits again (no atomics).
-    const auto again = run(ours, x, dy);
+    const auto again = run_bias_node(ours, x, dy);
     CHECK(torch::equal(again.dbias, mine.dbias));
   }
-  // Under BF16 autocast the bias gradient is summed in float32 and not rounded to bfloat16 on the way.
+  // Under BF16 autocast the bias gradient is summed in float32 and not rounded to bfloat16 on the way, where the
+  // kernel applies (columns a multiple of 4).
   volt::nn::Linear layer(384, 1536);
   layer->to(torch::kCUDA);
   const auto x = torch::randn({4096, 384}, torch::kCUDA);
   const auto dy = (torch::randn({4096, 1536}, torch::kCUDA) + 1).to(torch::kBFloat16);
   volt::compat::set_autocast_dtype(c10::DeviceType::CUDA, torch::kBFloat16);
   volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, true);
-  const auto result = run(layer, x, dy);
+  const auto result = run_bias_node(layer, x, dy);
   volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, false);
   volt::compat::autocast_clear_cache();
   const auto truth = dy.to(torch::kDouble).sum(0);
@@ -255,7 +282,8 @@ TEST_CASE("GPU: Linear's bias gradient from volt's column-sum kernel against flo
   CHECK(relative(result.dbias, truth) < 1e-6);
   // Double backward: a differentiable sum.
   auto xi = torch::randn({6, 384}, torch::kCUDA).requires_grad_(true);
-  auto grads = torch::autograd::grad({layer(xi).pow(2).sum()}, {layer->bias}, {}, true, true);
+  auto out = volt::nn::detail::linear_with_bias_node(xi, layer->weight, layer->bias);
+  auto grads = torch::autograd::grad({out.pow(2).sum()}, {layer->bias}, {}, true, true);
   auto second = torch::autograd::grad({grads[0].sum()}, {xi});
   CHECK(relative(second[0], 2 * torch::matmul(torch::ones({6, 1536}, torch::kCUDA), layer->weight)) < 1e-5);
 }

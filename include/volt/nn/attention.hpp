@@ -1,6 +1,6 @@
 /// \file
 /// volt::nn::functional::split_qkv: the query, key and value heads of a fused q/k/v projection, as views, with a
-/// backward that writes the projection's gradient in one pass.
+/// backward that writes each head gradient straight into the projection's gradient.
 ///
 /// The usual split of a (batch, length, 3 * d) projection, `view(batch, length, 3, heads, head_size)`, `permute` to
 /// (3, batch, heads, length, head_size) and `unbind` (Python's `q, k, v = ...`), costs nothing forward, but its
@@ -69,7 +69,7 @@ namespace functional {
 /// q, k and v, each (batch, heads, length, head_size), from a fused projection `qkv` of shape
 /// (batch, length, 3 * heads * head_size) laid out as [q | k | v], each part [head 0 | head 1 | ...]: the same
 /// views as `qkv.view({batch, length, 3, heads, head_size}).permute({2, 0, 3, 1, 4}).unbind(0)`, and the same
-/// gradient, written in one pass (volt/nn/attention.hpp). The views share qkv's storage and version counter.
+/// gradient, written without the intermediate stacked tensor (volt/nn/attention.hpp). The views share qkv's storage and version counter.
 inline std::array<torch::Tensor, 3> split_qkv(const torch::Tensor& qkv, std::int64_t heads) {
   TORCH_CHECK(qkv.defined() && qkv.dim() == 3, "volt::nn::functional::split_qkv: expected qkv of shape (batch, "
                                                "length, 3 * heads * head_size), got ",
