@@ -11136,6 +11136,20 @@ class RuntimeKernel {
   void* function_ = nullptr;
 };
 
+/// The number of multiprocessors of `device` (for the kernels' grids), asked once per device.
+inline int multiprocessor_count(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& count = known[device];
+  if (count == 0) {
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
+      count = 1;
+    }
+  }
+  return count;
+}
+
 /// A forward and a backward kernel compiled from one source (both null when either cannot be).
 struct RuntimeKernelPair {
   const RuntimeKernel* forward = nullptr;
@@ -11726,20 +11740,6 @@ inline RuntimeKernelPair layer_norm_kernels(const LayerNormVariant& variant, int
                              [](const LayerNormVariant& v) { return layer_norm_source(v); }, why);
 }
 
-/// The number of multiprocessors of `device` (for the backward's grid).
-inline int layer_norm_multiprocessors(int device) {
-  static std::mutex mutex;
-  static std::map<int, int> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& count = known[device];
-  if (count == 0) {
-    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
-      count = 1;
-    }
-  }
-  return count;
-}
-
 /// LayerNorm's gradients written with LibTorch's differentiable ops (for a backward that builds a graph itself:
 /// create_graph=true), from the saved input, weight (may be undefined) and the output's gradient, over the last
 /// dimensions of `shape`; the bias's gradient (with `has_bias`) in `bias_type`.
@@ -11823,7 +11823,7 @@ struct FusedLayerNormBackward : torch::autograd::Node {
     if (residual) dr = r_type == x_type ? dx : torch::empty(input.sizes(), input.options().dtype(r_type));
     const bool sums = variant.has_weight || variant.has_bias;
     const std::int64_t blocks =
-        std::max<std::int64_t>(1, std::min<std::int64_t>((rows + 7) / 8, 4 * layer_norm_multiprocessors(device)));
+        std::max<std::int64_t>(1, std::min<std::int64_t>((rows + 7) / 8, 4 * multiprocessor_count(device)));
     auto partial = sums ? torch::empty({blocks, 2, n}, input.options().dtype(torch::kFloat)) : torch::Tensor();
     const void* dy_ptr = dy_ready.data_ptr();
     const void* x_ptr = input.data_ptr();
@@ -12301,12 +12301,8 @@ inline torch::Tensor column_sum(const torch::Tensor& x, c10::ScalarType out_type
   TORCH_CHECK(kernel != nullptr, "volt::nn: the column-sum kernel is not available");
   long long rows = x.size(0), columns = x.size(1);
   const long long grid_x = (columns + 127) / 128;
-  int multiprocessors = 0;
-  if (cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    multiprocessors = 1;
-  }
   // About four blocks per multiprocessor, each with at least 32 rows.
-  const long long wanted = std::max<long long>(1, 4LL * multiprocessors / grid_x);
+  const long long wanted = std::max<long long>(1, 4LL * multiprocessor_count(device) / grid_x);
   const long long grid_y = std::max<long long>(1, std::min<long long>(wanted, (rows + 31) / 32));
   long long rows_per_block = (rows + grid_y - 1) / grid_y;
   auto partial = torch::empty({grid_y, columns}, x.options().dtype(torch::kFloat));

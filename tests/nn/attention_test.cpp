@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include "nn_test_common.hpp"
 #include "test_common.hpp"
 
 #include <volt/volt.hpp>
@@ -12,15 +13,8 @@
 #include <string>
 #include <vector>
 
-namespace {
-
-bool cuda_here(const char* test) {
-  if (torch::cuda::is_available()) return true;
-  MESSAGE("skipped (no CUDA device): " << std::string(test));
-  return false;
-}
-
-}  // namespace
+using volt_test::cuda_here;
+using volt_test::relative;
 
 TEST_CASE("split_qkv gives unbind's views and gradients, bit for bit") {
   torch::manual_seed(13);

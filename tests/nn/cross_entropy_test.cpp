@@ -7,7 +7,7 @@
 
 #include <doctest/doctest.h>
 
-#include "graph_replay.hpp"
+#include "nn_test_common.hpp"
 #include "test_common.hpp"
 
 #include <volt/volt.hpp>
@@ -18,15 +18,12 @@
 #include <string>
 #include <vector>
 
+using volt_test::cuda_here;
+using volt_test::relative;
+
 namespace {
 
 namespace F = torch::nn::functional;
-
-bool cuda_here(const char* test) {
-  if (torch::cuda::is_available()) return true;
-  MESSAGE("skipped (no CUDA device): " << std::string(test));
-  return false;
-}
 
 struct Result {
   torch::Tensor loss, dx;
@@ -39,13 +36,6 @@ Result run(const torch::Tensor& x, const torch::Tensor& dloss, Loss loss_of) {
   auto loss = loss_of(xi);
   loss.backward(dloss.to(loss.scalar_type()).expand(loss.sizes()));
   return {loss.detach(), xi.grad()};
-}
-
-// Largest absolute difference from the reference, relative to the reference's largest magnitude.
-double relative(const torch::Tensor& a, const torch::Tensor& reference) {
-  const auto r = reference.to(torch::kDouble);
-  const double scale = r.abs().max().item<double>();
-  return (a.to(torch::kDouble) - r).abs().max().item<double>() / (scale > 0 ? scale : 1);
 }
 
 // Every reduction, with and without ignored targets and label smoothing.
@@ -180,11 +170,7 @@ TEST_CASE("the fused backward's differentiable form equals LibTorch's gradient (
 
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
 TEST_CASE("the fused cross-entropy's kernels compile with NVRTC for every variant (no GPU needed)") {
-  const auto& api = volt::nn::detail::runtime_kernel_api();
-  if (!api.nvrtc_missing.empty()) {
-    MESSAGE("skipped: " << api.nvrtc_missing);
-    return;
-  }
+  if (!volt_test::nvrtc_here()) return;
   int compiled = 0, tried = 0;
   for (const std::int64_t classes : {1, 3, 10, 1000, 8192, 50257}) {
     for (int type = 0; type < 3; ++type) {
@@ -277,14 +263,7 @@ TEST_CASE("GPU: the fused cross-entropy under CUDA autocast: a float32 loss and 
   torch::manual_seed(12);
   const auto logits = (torch::randn({4096, 8192}, torch::kCUDA) * 2).to(torch::kBFloat16);
   const auto target = torch::randint(8192, {4096}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
-  auto under_autocast = [&](auto&& body) {
-    volt::compat::set_autocast_dtype(c10::DeviceType::CUDA, torch::kBFloat16);
-    volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, true);
-    auto result = body();
-    volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, false);
-    volt::compat::autocast_clear_cache();
-    return result;
-  };
+  auto under_autocast = [](auto&& body) { return volt_test::under_cuda_autocast(torch::kBFloat16, body); };
   const auto one = torch::ones({}, torch::kCUDA);
   const auto ours = under_autocast(
       [&] { return run(logits, one, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target); }); });

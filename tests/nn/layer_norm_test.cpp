@@ -6,7 +6,7 @@
 
 #include <doctest/doctest.h>
 
-#include "graph_replay.hpp"
+#include "nn_test_common.hpp"
 #include "test_common.hpp"
 
 #include <volt/volt.hpp>
@@ -15,13 +15,10 @@
 #include <string>
 #include <vector>
 
-namespace {
+using volt_test::cuda_here;
+using volt_test::relative;
 
-bool cuda_here(const char* test) {
-  if (torch::cuda::is_available()) return true;
-  MESSAGE("skipped (no CUDA device): " << std::string(test));
-  return false;
-}
+namespace {
 
 // Random weight and bias (so that both matter), the same in both modules.
 template <typename A, typename B>
@@ -52,13 +49,6 @@ Result run(const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor&
     return t.defined() && t.grad().defined() ? t.grad().clone() : torch::Tensor();
   };
   return {y.detach(), xi.grad(), grad_of(weight), grad_of(bias)};
-}
-
-// Largest absolute difference from the reference, relative to the reference's largest magnitude.
-double relative(const torch::Tensor& a, const torch::Tensor& reference) {
-  const auto r = reference.to(torch::kDouble);
-  const double scale = r.abs().max().item<double>();
-  return (a.to(torch::kDouble) - r).abs().max().item<double>() / (scale > 0 ? scale : 1);
 }
 
 }  // namespace
@@ -191,11 +181,7 @@ TEST_CASE("LayerNorm says what was wrong with its options or input, and clones d
 
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
 TEST_CASE("the fused layer norm's kernels compile with NVRTC for every type combination (no GPU needed)") {
-  const auto& api = volt::nn::detail::runtime_kernel_api();
-  if (!api.nvrtc_missing.empty()) {
-    MESSAGE("skipped: " << api.nvrtc_missing);
-    return;
-  }
+  if (!volt_test::nvrtc_here()) return;
   int compiled = 0;
   for (const std::int64_t n : {4, 384, 1000, 1024}) {
     for (int x = 0; x < 3; ++x) {
@@ -329,14 +315,7 @@ TEST_CASE("GPU: LayerNorm under CUDA autocast: float32 out as LibTorch, autocast
   torch::manual_seed(12);
   const auto x = torch::randn({64, 256, 384}, torch::kCUDA);
   const auto dy16 = torch::randn({64, 256, 384}, torch::kCUDA).to(torch::kBFloat16);
-  auto under_autocast = [&](auto&& body) {
-    volt::compat::set_autocast_dtype(c10::DeviceType::CUDA, torch::kBFloat16);
-    volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, true);
-    auto result = body();
-    volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, false);
-    volt::compat::autocast_clear_cache();
-    return result;
-  };
+  auto under_autocast = [](auto&& body) { return volt_test::under_cuda_autocast(torch::kBFloat16, body); };
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
   under_autocast([&] {
     CHECK_MESSAGE(ln->fuses(x), ln->why_not_fused(x));
@@ -478,11 +457,7 @@ TEST_CASE("LayerNorm::forward_add equals the add then LayerNorm bit for bit on t
 
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
 TEST_CASE("the fused add + layer norm kernels compile with NVRTC for mixed types (no GPU needed)") {
-  const auto& api = volt::nn::detail::runtime_kernel_api();
-  if (!api.nvrtc_missing.empty()) {
-    MESSAGE("skipped: " << api.nvrtc_missing);
-    return;
-  }
+  if (!volt_test::nvrtc_here()) return;
   int compiled = 0;
   for (int x = 0; x < 3; ++x) {
     for (int r = 0; r < 3; ++r) {

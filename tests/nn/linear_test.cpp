@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include "nn_test_common.hpp"
 #include "test_common.hpp"
 
 #include <volt/volt.hpp>
@@ -13,14 +14,10 @@
 #include <string>
 #include <vector>
 
-namespace {
+using volt_test::cuda_here;
+using volt_test::relative;
 
-// Largest absolute difference from the reference, relative to the reference's largest magnitude.
-double relative(const torch::Tensor& a, const torch::Tensor& reference) {
-  const auto r = reference.to(torch::kDouble);
-  const double scale = r.abs().max().item<double>();
-  return (a.to(torch::kDouble) - r).abs().max().item<double>() / (scale > 0 ? scale : 1);
-}
+namespace {
 
 struct Result {
   torch::Tensor y, dx, dweight, dbias;
@@ -157,10 +154,7 @@ TEST_CASE("Linear says what was wrong with its options or input, and clones deep
 }
 
 TEST_CASE("GPU: Linear under CUDA autocast runs one bias-fused matmul, no less accurate than LibTorch's") {
-  if (!torch::cuda::is_available()) {
-    MESSAGE("skipped (no CUDA device): Linear on CUDA");
-    return;
-  }
+  if (!cuda_here("Linear on CUDA")) return;
   torch::manual_seed(2);
   volt::nn::Linear ours(384, 1536);
   torch::nn::Linear reference(384, 1536);
@@ -175,12 +169,7 @@ TEST_CASE("GPU: Linear under CUDA autocast runs one bias-fused matmul, no less a
   const auto x = torch::randn({8, 256, 384}, torch::kCUDA);
   const auto dy = torch::randn({8, 256, 1536}, torch::kCUDA).to(torch::kBFloat16);
   auto under_autocast = [&](auto& module) {
-    volt::compat::set_autocast_dtype(c10::DeviceType::CUDA, torch::kBFloat16);
-    volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, true);
-    auto result = run(module, x, dy);
-    volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, false);
-    volt::compat::autocast_clear_cache();
-    return result;
+    return volt_test::under_cuda_autocast(torch::kBFloat16, [&] { return run(module, x, dy); });
   };
   const auto mine = under_autocast(ours);
   const auto theirs = under_autocast(reference);
@@ -217,10 +206,7 @@ TEST_CASE("the bias-gradient node passes the matmul's gradients through and sums
 }
 
 TEST_CASE("GPU: the bias-gradient node's column-sum kernel against float64 and LibTorch's sum") {
-  if (!torch::cuda::is_available()) {
-    MESSAGE("skipped (no CUDA device): Linear's bias gradient on CUDA");
-    return;
-  }
+  if (!cuda_here("Linear's bias gradient on CUDA")) return;
   struct Case {
     std::vector<std::int64_t> input;
     std::int64_t out;
@@ -272,11 +258,8 @@ TEST_CASE("GPU: the bias-gradient node's column-sum kernel against float64 and L
   layer->to(torch::kCUDA);
   const auto x = torch::randn({4096, 384}, torch::kCUDA);
   const auto dy = (torch::randn({4096, 1536}, torch::kCUDA) + 1).to(torch::kBFloat16);
-  volt::compat::set_autocast_dtype(c10::DeviceType::CUDA, torch::kBFloat16);
-  volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, true);
-  const auto result = run_bias_node(layer, x, dy);
-  volt::compat::set_autocast_enabled(c10::DeviceType::CUDA, false);
-  volt::compat::autocast_clear_cache();
+  const auto result =
+      volt_test::under_cuda_autocast(torch::kBFloat16, [&] { return run_bias_node(layer, x, dy); });
   const auto truth = dy.to(torch::kDouble).sum(0);
   CHECK((result.dbias.scalar_type() == torch::kFloat));
   CHECK(relative(result.dbias, truth) < 1e-6);
@@ -290,11 +273,7 @@ TEST_CASE("GPU: the bias-gradient node's column-sum kernel against float64 and L
 
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
 TEST_CASE("the column-sum kernel compiles with NVRTC for every type (no GPU needed)") {
-  const auto& api = volt::nn::detail::runtime_kernel_api();
-  if (!api.nvrtc_missing.empty()) {
-    MESSAGE("skipped: " << api.nvrtc_missing);
-    return;
-  }
+  if (!volt_test::nvrtc_here()) return;
   for (int type = 0; type < 3; ++type) {
     std::string error;
     const auto cubin = volt::nn::detail::nvrtc_compile(

@@ -111,12 +111,8 @@ inline torch::Tensor column_sum(const torch::Tensor& x, c10::ScalarType out_type
   TORCH_CHECK(kernel != nullptr, "volt::nn: the column-sum kernel is not available");
   long long rows = x.size(0), columns = x.size(1);
   const long long grid_x = (columns + 127) / 128;
-  int multiprocessors = 0;
-  if (cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    multiprocessors = 1;
-  }
   // About four blocks per multiprocessor, each with at least 32 rows.
-  const long long wanted = std::max<long long>(1, 4LL * multiprocessors / grid_x);
+  const long long wanted = std::max<long long>(1, 4LL * multiprocessor_count(device) / grid_x);
   const long long grid_y = std::max<long long>(1, std::min<long long>(wanted, (rows + 31) / 32));
   long long rows_per_block = (rows + grid_y - 1) / grid_y;
   auto partial = torch::empty({grid_y, columns}, x.options().dtype(torch::kFloat));

@@ -34,20 +34,6 @@ inline RuntimeKernelPair layer_norm_kernels(const LayerNormVariant& variant, int
                              [](const LayerNormVariant& v) { return layer_norm_source(v); }, why);
 }
 
-/// The number of multiprocessors of `device` (for the backward's grid).
-inline int layer_norm_multiprocessors(int device) {
-  static std::mutex mutex;
-  static std::map<int, int> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& count = known[device];
-  if (count == 0) {
-    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
-      count = 1;
-    }
-  }
-  return count;
-}
-
 /// LayerNorm's gradients written with LibTorch's differentiable ops (for a backward that builds a graph itself:
 /// create_graph=true), from the saved input, weight (may be undefined) and the output's gradient, over the last
 /// dimensions of `shape`; the bias's gradient (with `has_bias`) in `bias_type`.
@@ -131,7 +117,7 @@ struct FusedLayerNormBackward : torch::autograd::Node {
     if (residual) dr = r_type == x_type ? dx : torch::empty(input.sizes(), input.options().dtype(r_type));
     const bool sums = variant.has_weight || variant.has_bias;
     const std::int64_t blocks =
-        std::max<std::int64_t>(1, std::min<std::int64_t>((rows + 7) / 8, 4 * layer_norm_multiprocessors(device)));
+        std::max<std::int64_t>(1, std::min<std::int64_t>((rows + 7) / 8, 4 * multiprocessor_count(device)));
     auto partial = sums ? torch::empty({blocks, 2, n}, input.options().dtype(torch::kFloat)) : torch::Tensor();
     const void* dy_ptr = dy_ready.data_ptr();
     const void* x_ptr = input.data_ptr();

@@ -248,6 +248,20 @@ class RuntimeKernel {
   void* function_ = nullptr;
 };
 
+/// The number of multiprocessors of `device` (for the kernels' grids), asked once per device.
+inline int multiprocessor_count(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& count = known[device];
+  if (count == 0) {
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
+      count = 1;
+    }
+  }
+  return count;
+}
+
 /// A forward and a backward kernel compiled from one source (both null when either cannot be).
 struct RuntimeKernelPair {
   const RuntimeKernel* forward = nullptr;
