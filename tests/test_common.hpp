@@ -17,6 +17,36 @@
 
 namespace volt_test {
 
+/// True when a CUDA device is there; else says that `test` is skipped.
+inline bool cuda_here(const char* test) {
+  if (torch::cuda::is_available()) return true;
+  MESSAGE("skipped (no CUDA device): " << std::string(test));
+  return false;
+}
+
+/// True (and says the test is skipped) when there is no CUDA device.
+inline bool cuda_missing() {
+  if (torch::cuda::is_available()) return false;
+  MESSAGE("skipped: no CUDA device (torch::cuda::is_available() is false)");
+  return true;
+}
+
+/// Copies every parameter of `from` into the parameter of the same name in `to`.
+template <class A, class B>
+void copy_parameters(A& from, B& to) {
+  torch::NoGradGuard no_grad;
+  const auto source = from.named_parameters();
+  for (auto& item : to.named_parameters()) item.value().copy_(source[item.key()]);
+}
+
+/// Every tensor's device in `batch`, found with volt's own walk (a void function observes leaves).
+template <class Batch>
+std::vector<torch::Device> tensor_devices(const Batch& batch) {
+  std::vector<torch::Device> devices;
+  volt::apply_to_collection(batch, [&](const torch::Tensor& tensor) { devices.push_back(tensor.device()); });
+  return devices;
+}
+
 /// The bytes of the file at `path` (empty when it cannot be read).
 inline std::string read_bytes(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include "nn_test_common.hpp"
 #include "test_common.hpp"
 
 #include <volt/volt.hpp>
@@ -13,13 +14,10 @@
 #include <string>
 #include <vector>
 
-namespace {
+using volt_test::cuda_here;
+using volt_test::relative;
 
-bool cuda_available_or_say_so(const char* test) {
-  if (torch::cuda::is_available()) return true;
-  MESSAGE("skipped (no CUDA device): " << std::string(test));
-  return false;
-}
+namespace {
 
 // The names in order, comma-separated.
 std::string names_of(const torch::OrderedDict<std::string, torch::Tensor>& dict) {
@@ -44,12 +42,6 @@ void copy_state(From& from, To& to) {
   for (const auto& item : from->named_parameters()) target[item.key()].copy_(item.value());
   auto buffers = to->named_buffers();
   for (const auto& item : from->named_buffers()) buffers[item.key()].copy_(item.value());
-}
-
-// The largest absolute difference relative to the reference's largest magnitude.
-double relative(const torch::Tensor& result, const torch::Tensor& reference) {
-  const double scale = reference.abs().max().item<double>();
-  return (result.to(torch::kFloat) - reference.to(torch::kFloat)).abs().max().item<double>() / (scale > 0 ? scale : 1);
 }
 
 struct Outputs {
@@ -213,7 +205,7 @@ TEST_CASE("the fused modules clone deeply and say what was wrong with an input")
 }
 
 TEST_CASE("GPU: BatchNormReLU2d runs cuDNN's fused kernel and matches BatchNorm2d + ReLU within rounding") {
-  if (!cuda_available_or_say_so("BatchNormReLU2d on CUDA")) return;
+  if (!cuda_here("BatchNormReLU2d on CUDA")) return;
   const auto cl = torch::MemoryFormat::ChannelsLast;
   for (const auto dtype : {torch::kBFloat16, torch::kHalf, torch::kFloat}) {
     const std::string type_name = c10::toString(dtype);
@@ -253,7 +245,7 @@ TEST_CASE("GPU: BatchNormReLU2d runs cuDNN's fused kernel and matches BatchNorm2
 }
 
 TEST_CASE("GPU: BatchNormAddReLU2d's fused kernel against a float32 reference of the same inputs") {
-  if (!cuda_available_or_say_so("BatchNormAddReLU2d on CUDA")) return;
+  if (!cuda_here("BatchNormAddReLU2d on CUDA")) return;
   const auto cl = torch::MemoryFormat::ChannelsLast;
   for (const auto dtype : {torch::kBFloat16, torch::kHalf}) {
     const std::string type_name = c10::toString(dtype);
@@ -291,7 +283,7 @@ TEST_CASE("GPU: BatchNormAddReLU2d's fused kernel against a float32 reference of
 
 #if VOLT_DETAIL_HAS_CUDA_GRAPHS
 TEST_CASE("GPU: the fused modules replay in a captured CUDA graph with the eager results") {
-  if (!cuda_available_or_say_so("fused modules in a CUDA graph")) return;
+  if (!cuda_here("fused modules in a CUDA graph")) return;
   const auto cl = torch::MemoryFormat::ChannelsLast;
   volt::nn::BatchNormReLU2d bn1(32);
   volt::nn::BatchNormAddReLU2d bn2(32);

@@ -25,13 +25,13 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-struct Result {
+struct LossResult {
   torch::Tensor loss, dx;
 };
 
 // loss = loss_of(x) and x's gradient for the loss gradient `dloss` (a scalar or one per row), from a fresh leaf.
 template <typename Loss>
-Result run(const torch::Tensor& x, const torch::Tensor& dloss, Loss loss_of) {
+LossResult run_loss(const torch::Tensor& x, const torch::Tensor& dloss, Loss loss_of) {
   auto xi = x.detach().clone().requires_grad_(true);
   auto loss = loss_of(xi);
   loss.backward(dloss.to(loss.scalar_type()).expand(loss.sizes()));
@@ -77,8 +77,9 @@ TEST_CASE("cross_entropy equals LibTorch's bit for bit on the CPU, for every opt
       const auto dloss = torch::rand({37}).to(dtype);
       const bool rows = torch::enumtype::reduction_get_enum(options.reduction()) == at::Reduction::None;
       const auto g = rows ? dloss : dloss[0];
-      const auto ours = run(x, g, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target, options); });
-      const auto theirs = run(x, g, [&](auto& xi) { return F::cross_entropy(xi, target, options); });
+      const auto ours =
+          run_loss(x, g, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target, options); });
+      const auto theirs = run_loss(x, g, [&](auto& xi) { return F::cross_entropy(xi, target, options); });
       CHECK(torch::equal(ours.loss, theirs.loss));
       CHECK(torch::equal(ours.dx, theirs.dx));
     }
@@ -160,7 +161,7 @@ TEST_CASE("the fused backward's differentiable form equals LibTorch's gradient (
   for (const double smoothing : {0.0, 0.3}) {
     CAPTURE(smoothing);
     const auto options = F::CrossEntropyFuncOptions().reduction(torch::kNone).ignore_index(2).label_smoothing(smoothing);
-    const auto theirs = run(x, dloss, [&](auto& xi) { return F::cross_entropy(xi, target, options); });
+    const auto theirs = run_loss(x, dloss, [&](auto& xi) { return F::cross_entropy(xi, target, options); });
     const auto ours = volt::nn::detail::cross_entropy_backward_differentiable(x, target, dloss, 2, smoothing);
     // Float32 arithmetic inside, as the kernels.
     CHECK(relative(ours, theirs.dx) < 1e-6);
@@ -223,10 +224,11 @@ TEST_CASE("GPU: the fused cross-entropy against a float64 reference, next to Lib
       CAPTURE(describe(options));
       const bool rows = torch::enumtype::reduction_get_enum(options.reduction()) == at::Reduction::None;
       const auto g = rows ? dloss : dloss[0];
-      const auto ours = run(x, g, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target, options); });
-      const auto theirs = run(x, g, [&](auto& xi) { return F::cross_entropy(xi, target, options); });
+      const auto ours =
+          run_loss(x, g, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target, options); });
+      const auto theirs = run_loss(x, g, [&](auto& xi) { return F::cross_entropy(xi, target, options); });
       const auto truth =
-          run(x.to(torch::kDouble), g.to(torch::kDouble), [&](auto& xi) { return F::cross_entropy(xi, target, options); });
+          run_loss(x.to(torch::kDouble), g.to(torch::kDouble), [&](auto& xi) { return F::cross_entropy(xi, target, options); });
       CHECK((ours.loss.scalar_type() == c.type));
       CHECK((ours.dx.scalar_type() == c.type));
       CHECK(ours.loss.sizes() == theirs.loss.sizes());
@@ -243,7 +245,7 @@ TEST_CASE("GPU: the fused cross-entropy against a float64 reference, next to Lib
       CHECK(our_dx < slack);
       // The same inputs give the same bits again (no atomics).
       const auto again =
-          run(x, g, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target, options); });
+          run_loss(x, g, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target, options); });
       CHECK(torch::equal(again.loss, ours.loss));
       CHECK(torch::equal(again.dx, ours.dx));
     }
@@ -266,16 +268,16 @@ TEST_CASE("GPU: the fused cross-entropy under CUDA autocast: a float32 loss and 
   auto under_autocast = [](auto&& body) { return volt_test::under_cuda_autocast(torch::kBFloat16, body); };
   const auto one = torch::ones({}, torch::kCUDA);
   const auto ours = under_autocast(
-      [&] { return run(logits, one, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target); }); });
+      [&] { return run_loss(logits, one, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target); }); });
   const auto theirs =
-      under_autocast([&] { return run(logits, one, [&](auto& xi) { return F::cross_entropy(xi, target); }); });
+      under_autocast([&] { return run_loss(logits, one, [&](auto& xi) { return F::cross_entropy(xi, target); }); });
   CHECK((theirs.loss.scalar_type() == torch::kFloat));
   CHECK((ours.loss.scalar_type() == torch::kFloat));
   CHECK((ours.dx.scalar_type() == torch::kBFloat16));
   CHECK((theirs.dx.scalar_type() == torch::kBFloat16));
   // LibTorch's cross_entropy passes the logits' type to log_softmax, so under autocast its log-softmax is bfloat16
   // (only nll_loss runs in float32); volt's is float32 throughout. Both against float64 from the same logits:
-  const auto truth = run(logits.to(torch::kDouble), one.to(torch::kDouble),
+  const auto truth = run_loss(logits.to(torch::kDouble), one.to(torch::kDouble),
                          [&](auto& xi) { return F::cross_entropy(xi, target); });
   const double our_loss = relative(ours.loss, truth.loss), their_loss = relative(theirs.loss, truth.loss);
   const double our_dx = relative(ours.dx, truth.dx), their_dx = relative(theirs.dx, truth.dx);
@@ -299,8 +301,8 @@ TEST_CASE("GPU: the fused cross-entropy with -inf logits, huge logits and target
   auto target = torch::tensor({7, 3, 5, 0, 11, 4}, torch::TensorOptions().dtype(torch::kLong)).to(torch::kCUDA);
   const auto none = F::CrossEntropyFuncOptions().reduction(torch::kNone);
   const auto rows = torch::rand({6}, torch::kCUDA);
-  const auto ours = run(x, rows, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target, none); });
-  const auto theirs = run(x, rows, [&](auto& xi) { return F::cross_entropy(xi, target, none); });
+  const auto ours = run_loss(x, rows, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target, none); });
+  const auto theirs = run_loss(x, rows, [&](auto& xi) { return F::cross_entropy(xi, target, none); });
   CHECK(torch::equal(ours.loss.isnan(), theirs.loss.isnan()));
   CHECK(torch::equal(ours.dx.isnan(), theirs.dx.isnan()));
   CHECK(ours.loss[1].isnan().item<bool>());
@@ -311,7 +313,7 @@ TEST_CASE("GPU: the fused cross-entropy with -inf logits, huge logits and target
   // would stop the process with a device-side assert instead, so there is no LibTorch result to compare).
   target.index_put_({3}, 12);
   target.index_put_({4}, -5);
-  const auto bad = run(x, rows, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target, none); });
+  const auto bad = run_loss(x, rows, [&](auto& xi) { return volt::nn::functional::cross_entropy(xi, target, none); });
   CHECK(bad.loss[3].isnan().item<bool>());
   CHECK(bad.loss[4].isnan().item<bool>());
   CHECK(bad.dx[3].isnan().all().item<bool>());

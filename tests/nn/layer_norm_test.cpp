@@ -31,13 +31,13 @@ void same_random_affine(A& a, B& b, std::uint64_t seed) {
   b->bias.copy_(a->bias);
 }
 
-struct Result {
+struct NormResult {
   torch::Tensor y, dx, dweight, dbias;
 };
 
 // y = forward(x) and the gradients of x, weight and bias for the output gradient dy, from a fresh leaf of x.
 template <typename Forward>
-Result run(const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor& weight, const torch::Tensor& bias,
+NormResult run_norm(const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor& weight, const torch::Tensor& bias,
            Forward forward) {
   auto xi = x.detach().clone().requires_grad_(true);
   for (const auto* p : {&weight, &bias}) {
@@ -109,9 +109,9 @@ TEST_CASE("LayerNorm equals torch::nn::LayerNorm bit for bit on the CPU, gradien
     const auto x = torch::randn(c.input, torch::TensorOptions().dtype(c.dtype)) * 3 + 1;
     const auto dy = torch::randn(c.input, torch::TensorOptions().dtype(c.dtype));
     CHECK_FALSE(ln->fuses(x));
-    const auto ours = run(x, dy, ln->weight, ln->bias, [&](const torch::Tensor& xi) { return ln(xi); });
+    const auto ours = run_norm(x, dy, ln->weight, ln->bias, [&](const torch::Tensor& xi) { return ln(xi); });
     const auto theirs =
-        run(x, dy, reference->weight, reference->bias, [&](const torch::Tensor& xi) { return reference(xi); });
+        run_norm(x, dy, reference->weight, reference->bias, [&](const torch::Tensor& xi) { return reference(xi); });
     CHECK(torch::equal(ours.y, theirs.y));
     CHECK(torch::equal(ours.dx, theirs.dx));
     if (c.affine) {
@@ -242,7 +242,7 @@ TEST_CASE("GPU: LayerNorm's fused kernels against a float64 reference, next to L
 #endif
     const std::string types = std::string(c10::toString(c.x)) + ", weight " + c10::toString(c.weight);
     MESSAGE("n " << c.n << ", x " << types << ": fused " << ln->fuses(x) << " " << ln->why_not_fused(x));
-    const auto ours = run(x, dy, ln->weight, ln->bias, [&](const torch::Tensor& xi) { return ln(xi); });
+    const auto ours = run_norm(x, dy, ln->weight, ln->bias, [&](const torch::Tensor& xi) { return ln(xi); });
     // The float64 reference of the same inputs and parameters.
     torch::nn::LayerNorm exact(options);
     exact->to(torch::kCUDA, torch::kDouble);
@@ -251,7 +251,7 @@ TEST_CASE("GPU: LayerNorm's fused kernels against a float64 reference, next to L
       exact->weight.copy_(ln->weight);
       exact->bias.copy_(ln->bias);
     }
-    const auto truth = run(x.to(torch::kDouble), dy.to(torch::kDouble), exact->weight, exact->bias,
+    const auto truth = run_norm(x.to(torch::kDouble), dy.to(torch::kDouble), exact->weight, exact->bias,
                            [&](const torch::Tensor& xi) { return exact(xi); });
     CHECK((ours.y.scalar_type() == c.x));
     CHECK((ours.dx.scalar_type() == c.x));
@@ -262,7 +262,7 @@ TEST_CASE("GPU: LayerNorm's fused kernels against a float64 reference, next to L
     const double slack = c.x == torch::kFloat ? 1e-5 : 1e-2;
     if (torch_takes_it) {
       const auto theirs =
-          run(x, dy, reference->weight, reference->bias, [&](const torch::Tensor& xi) { return reference(xi); });
+          run_norm(x, dy, reference->weight, reference->bias, [&](const torch::Tensor& xi) { return reference(xi); });
       const double ref_y = relative(theirs.y, truth.y), ref_dx = relative(theirs.dx, truth.dx);
       const double ref_dw = relative(theirs.dweight, truth.dweight), ref_db = relative(theirs.dbias, truth.dbias);
       MESSAGE("relative error, ours / LibTorch's: y " << relative(ours.y, truth.y) << " / " << ref_y << ", dx "
@@ -280,7 +280,7 @@ TEST_CASE("GPU: LayerNorm's fused kernels against a float64 reference, next to L
     CHECK(relative(ours.dweight, truth.dweight) < slack);
     CHECK(relative(ours.dbias, truth.dbias) < slack);
     // The same inputs give the same bits again (no atomics in the kernels).
-    const auto again = run(x, dy, ln->weight, ln->bias, [&](const torch::Tensor& xi) { return ln(xi); });
+    const auto again = run_norm(x, dy, ln->weight, ln->bias, [&](const torch::Tensor& xi) { return ln(xi); });
     CHECK(torch::equal(again.y, ours.y));
     CHECK(torch::equal(again.dx, ours.dx));
     CHECK(torch::equal(again.dweight, ours.dweight));
@@ -324,13 +324,13 @@ TEST_CASE("GPU: LayerNorm under CUDA autocast: float32 out as LibTorch, autocast
   });
 #endif
   const auto theirs = under_autocast(
-      [&] { return run(x, dy16.to(torch::kFloat), reference->weight, reference->bias, [&](auto& xi) {
+      [&] { return run_norm(x, dy16.to(torch::kFloat), reference->weight, reference->bias, [&](auto& xi) {
               return reference(xi);
             }); });
   const auto ours = under_autocast(
-      [&] { return run(x, dy16.to(torch::kFloat), ln->weight, ln->bias, [&](auto& xi) { return ln(xi); }); });
+      [&] { return run_norm(x, dy16.to(torch::kFloat), ln->weight, ln->bias, [&](auto& xi) { return ln(xi); }); });
   const auto casted =
-      under_autocast([&] { return run(x, dy16, cast->weight, cast->bias, [&](auto& xi) { return cast(xi); }); });
+      under_autocast([&] { return run_norm(x, dy16, cast->weight, cast->bias, [&](auto& xi) { return cast(xi); }); });
   CHECK((theirs.y.scalar_type() == torch::kFloat));
   CHECK((ours.y.scalar_type() == torch::kFloat));
   CHECK((casted.y.scalar_type() == torch::kBFloat16));

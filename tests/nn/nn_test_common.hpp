@@ -8,13 +8,6 @@
 
 namespace volt_test {
 
-/// True when a CUDA device is there; else says that `test` is skipped.
-inline bool cuda_here(const char* test) {
-  if (torch::cuda::is_available()) return true;
-  MESSAGE("skipped (no CUDA device): " << std::string(test));
-  return false;
-}
-
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
 /// True when NVRTC can be opened (kernels compile without a GPU); else says why the test is skipped.
 inline bool nvrtc_here() {

@@ -4,13 +4,9 @@
 
 #include <type_traits>
 
-namespace {
+using volt_test::cuda_here;
 
-bool cuda_available_or_say_so(const char* test) {
-  if (torch::cuda::is_available()) return true;
-  MESSAGE("skipped (no CUDA device): " << std::string(test));
-  return false;
-}
+namespace {
 
 }  // namespace
 
@@ -137,7 +133,7 @@ TEST_CASE("NoOpGuard is empty") {
 }
 
 TEST_CASE("GPU: fp16 and bf16 autocast output dtypes on CUDA") {
-  if (!cuda_available_or_say_so("fp16 and bf16 autocast output dtypes on CUDA")) return;
+  if (!cuda_here("fp16 and bf16 autocast output dtypes on CUDA")) return;
   torch::nn::Linear linear(8, 4);
   linear->to(torch::kCUDA);
   const auto input = torch::randn({3, 8}, torch::kCUDA);

@@ -7,12 +7,6 @@
 
 namespace {
 
-bool cuda_available_or_say_so(const char* test) {
-  if (torch::cuda::is_available()) return true;
-  MESSAGE("skipped (no CUDA device): " << std::string(test));
-  return false;
-}
-
 volt::GradScalerOptions plain_path(volt::GradScalerOptions options = {}) {
   options.use_fused_kernels = false;
   return options;
@@ -325,13 +319,13 @@ TEST_CASE("fused kernels give the plain path's results on CPU (where this LibTor
 }
 
 TEST_CASE("GPU: fused kernels give the plain path's results on CUDA") {
-  if (!cuda_available_or_say_so("fused scaler path equals the plain path on CUDA")) return;
+  if (!cuda_here("fused scaler path equals the plain path on CUDA")) return;
   REQUIRE(volt::compat::amp_scaler_kernels_available(torch::kCUDA));
   check_fused_equals_plain(torch::kCUDA);
 }
 
 TEST_CASE("GPU: gradients on CPU and CUDA in one optimizer are unscaled on their own devices") {
-  if (!cuda_available_or_say_so("gradients on two devices")) return;
+  if (!cuda_here("gradients on two devices")) return;
   volt::GradScaler scaler({.init_scale = 4.0}, torch::kCUDA);
   Parameters parameters({torch::tensor({8.0F}).to(torch::kCUDA), torch::tensor({inf})});
   scaler.unscale_(*parameters.optimizer);
@@ -345,8 +339,10 @@ TEST_CASE("GPU: gradients on CPU and CUDA in one optimizer are unscaled on their
 #ifdef VOLT_WITH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
 
+using volt_test::cuda_here;
+
 TEST_CASE("GPU: scale, unscale_ and update do not wait for the GPU; step reads the found-inf flag") {
-  if (!cuda_available_or_say_so("no host synchronisation in unscale_ and update")) return;
+  if (!cuda_here("no host synchronisation in unscale_ and update")) return;
   /// Makes every synchronising CUDA call throw while alive.
   struct ThrowOnSynchronisation {
     c10::cuda::SyncDebugMode previous = c10::cuda::warning_state().get_sync_debug_mode();

@@ -6,13 +6,9 @@
 #include <type_traits>
 #include <vector>
 
-namespace {
+using volt_test::cuda_here;
 
-bool cuda_available_or_say_so(const char* test) {
-  if (torch::cuda::is_available()) return true;
-  MESSAGE("skipped (no CUDA device): " << std::string(test));
-  return false;
-}
+namespace {
 
 struct TinyNet : torch::nn::Module {
   torch::nn::Linear linear{nullptr};
@@ -266,7 +262,7 @@ TEST_CASE("the AMP step order: unscale, before_step (sees unscaled gradients), s
 }
 
 TEST_CASE("GPU: FP16Autocast on CUDA scales the loss, skips an overflowing step and halves the scale") {
-  if (!cuda_available_or_say_so("FP16Autocast loss x 1e30 overflow on CUDA")) return;
+  if (!cuda_here("FP16Autocast loss x 1e30 overflow on CUDA")) return;
   volt_test::CaptureLog log;
   const torch::Device device(torch::kCUDA, 0);
   volt::FP16Autocast defaults;
@@ -323,7 +319,7 @@ TEST_CASE("GPU: FP16Autocast on CUDA scales the loss, skips an overflowing step 
 }
 
 TEST_CASE("GPU: BF16Autocast on CUDA uses no scaler and autocasts to bf16") {
-  if (!cuda_available_or_say_so("BF16Autocast on CUDA")) return;
+  if (!cuda_here("BF16Autocast on CUDA")) return;
   volt_test::CaptureLog log;
   volt::BF16Autocast precision;
   precision.setup(torch::Device(torch::kCUDA, 0));

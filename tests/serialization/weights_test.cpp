@@ -7,9 +7,9 @@
 // save_weights / load_weights within C++; the exchange with Python is tests/python/check_weights.py.
 namespace {
 
-struct Net : torch::nn::Module {
+struct WeightsNet : torch::nn::Module {
   torch::nn::Sequential net{torch::nn::Linear(4, 3), torch::nn::BatchNorm1d(3), torch::nn::ReLU(), torch::nn::Linear(3, 2)};
-  Net() { register_module("net", net); }
+  WeightsNet() { register_module("net", net); }
 };
 
 struct Wider : torch::nn::Module {
@@ -24,7 +24,7 @@ struct Wider : torch::nn::Module {
 }  // namespace
 
 TEST_CASE("state_dict uses Python's dotted names and order: each module's parameters, then its buffers") {
-  auto model = std::make_shared<Net>();
+  auto model = std::make_shared<WeightsNet>();
   std::vector<std::string> keys;
   for (const auto& item : volt::state_dict(model)) keys.push_back(item.key());
   CHECK(keys == std::vector<std::string>{"net.0.weight", "net.0.bias", "net.1.weight", "net.1.bias",
@@ -68,10 +68,10 @@ TEST_CASE("save_weights then load_weights gives back every tensor, dtype and sha
 TEST_CASE("load_weights into a module copies values; strict errors name missing, unexpected and mis-shaped keys") {
   volt_test::TempDir dir;
   torch::manual_seed(3);
-  auto source = std::make_shared<Net>();
+  auto source = std::make_shared<WeightsNet>();
   source->net[1]->as<torch::nn::BatchNorm1d>()->running_mean.fill_(0.5);
   volt::save_weights(source, dir.path / "net.pt");
-  auto target = std::make_shared<Net>();
+  auto target = std::make_shared<WeightsNet>();
   CHECK_FALSE(torch::equal(volt::state_dict(target)["net.0.weight"], volt::state_dict(source)["net.0.weight"]));
   const auto result = volt::load_weights(target, dir.path / "net.pt");
   CHECK(result.missing_keys.empty());
@@ -96,7 +96,7 @@ TEST_CASE("load_weights into a module copies values; strict errors name missing,
   CHECK(torch::equal(volt::state_dict(wider)["net.0.weight"], before));  // untouched after an error
 
   // strict = false reports instead of throwing (shapes must still match).
-  auto partial = std::make_shared<Net>();
+  auto partial = std::make_shared<WeightsNet>();
   volt::StateDict some;
   some.insert("net.0.weight", torch::ones({3, 4}));
   some.insert("unknown", torch::ones({1}));
@@ -117,7 +117,7 @@ TEST_CASE("load_weights errors name the file") {
   VOLT_CHECK_THROWS_CONTAINS(volt::load_weights(dir.path / "junk.pt"), std::runtime_error,
                              ("could not read the weights file " + (dir.path / "junk.pt").string()).c_str());
   // A LibTorch archive of another kind (torch::save of a module) is refused with the file named.
-  auto model = std::make_shared<Net>();
+  auto model = std::make_shared<WeightsNet>();
   torch::save(model, (dir.path / "archive.pt").string());
   VOLT_CHECK_THROWS_CONTAINS(volt::load_weights(dir.path / "archive.pt"), std::runtime_error, "archive.pt");
   VOLT_CHECK_THROWS_CONTAINS(volt::save_weights(model, dir.path / "junk.pt" / "x.pt"), std::runtime_error, "x.pt");

@@ -104,12 +104,12 @@ Run fit(std::shared_ptr<Model> model, volt::LearningRateMonitorOptions monitor, 
 
 /// Manual optimization over two Linear layers: two SGD (lr 0.1 and 0.2, the first with a step-interval LambdaLR
 /// the model steps after each batch) or two Adam without schedulers (lr 0.01 and 0.02).
-struct TwoOptimizers : torch::nn::Module {
+struct MonitoredTwoOptimizers : torch::nn::Module {
   static constexpr bool automatic_optimization = false;
   torch::nn::Linear a{torch::nn::Linear(2, 1)};
   torch::nn::Linear b{torch::nn::Linear(2, 1)};
   bool adam = false;
-  TwoOptimizers() {
+  MonitoredTwoOptimizers() {
     register_module("a", a);
     register_module("b", b);
   }
@@ -268,7 +268,7 @@ TEST_CASE("LearningRateMonitor: logging_interval None logs each scheduler at its
 TEST_CASE("LearningRateMonitor: two optimizers of one class under manual optimization") {
   SUBCASE("the one without a scheduler is logged at epoch starts and before batches") {
     // Two batches per epoch; the first SGD's step scheduler is stepped by the model after each batch.
-    const auto run = fit(std::make_shared<TwoOptimizers>(), {}, 2, 1, 2);
+    const auto run = fit(std::make_shared<MonitoredTwoOptimizers>(), {}, 2, 1, 2);
     check_rows(run.rows, {{0, {{"lr-SGD-1", 0.2}}},
                           {0, {{"lr-SGD", 0.1}, {"lr-SGD-1", 0.2}}},
                           {1, {{"lr-SGD", 0.05}, {"lr-SGD-1", 0.2}}},
@@ -277,7 +277,7 @@ TEST_CASE("LearningRateMonitor: two optimizers of one class under manual optimiz
                           {3, {{"lr-SGD", 0.0125}, {"lr-SGD-1", 0.2}}}});
   }
   SUBCASE("two Adam without schedulers: lr-Adam and lr-Adam-1") {
-    auto model = std::make_shared<TwoOptimizers>();
+    auto model = std::make_shared<MonitoredTwoOptimizers>();
     model->adam = true;
     const auto run = fit(model, {}, 2, 1, 2);
     const std::map<std::string, double> both{{"lr-Adam", 0.01}, {"lr-Adam-1", 0.02}};

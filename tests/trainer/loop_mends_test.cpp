@@ -24,7 +24,7 @@ using Events = std::shared_ptr<std::vector<std::string>>;
 
 // A model that records every model-side hook Lightning calls, each in one of the forms volt accepts
 // (arguments then ctx, arguments only, ctx only, nothing).
-struct HookedModel : volt_test::Regressor {
+struct MendsModel : volt_test::Regressor {
   Events events = std::make_shared<std::vector<std::string>>();
   torch::optim::Optimizer* seen_optimizer = nullptr;
   std::shared_ptr<torch::optim::SGD> optimizer;
@@ -99,7 +99,7 @@ struct HookedCallback {
 };
 
 // Every row the Trainer sends to a logger.
-struct RecordingLogger : volt::Logger {
+struct MendsLogger : volt::Logger {
   std::vector<std::pair<std::int64_t, std::map<std::string, double>>> rows;
   std::vector<std::map<std::string, std::string>> hparams;
   void log_metrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
@@ -113,7 +113,7 @@ struct RecordingLogger : volt::Logger {
 
 TEST_CASE("model hooks are called with the callbacks' hooks, in Lightning's order") {
   TempDir dir;
-  auto model = std::make_shared<HookedModel>();
+  auto model = std::make_shared<MendsModel>();
   auto options = quiet_options(dir);
   options.max_epochs = 1;
   options.limit_train_batches = std::int64_t{1};
@@ -142,7 +142,7 @@ TEST_CASE("model hooks are called with the callbacks' hooks, in Lightning's orde
 
 TEST_CASE("model hooks run under gradient accumulation at Lightning's points") {
   TempDir dir;
-  auto model = std::make_shared<HookedModel>();
+  auto model = std::make_shared<MendsModel>();
   auto options = quiet_options(dir);
   options.accumulate_grad_batches = 2;
   volt::Trainer<volt::CPU> trainer(options);
@@ -185,7 +185,7 @@ struct EpochEndModel : volt_test::Regressor {
 TEST_CASE("values logged in on_train_epoch_end and on_validation_epoch_end land in that epoch's row") {
   TempDir dir;
   auto model = std::make_shared<EpochEndModel>();
-  auto logger = std::make_shared<RecordingLogger>();
+  auto logger = std::make_shared<MendsLogger>();
   auto options = quiet_options(dir);
   options.logger = true;
   options.max_epochs = 2;
@@ -251,7 +251,7 @@ TEST_CASE("epoch-level hooks refuse on_step=true and on_epoch=false with Lightni
       void on_train_batch_end(volt::TrainerState& state, const torch::Tensor&, std::int64_t) { state.log("b", 3.0); }
     };
     auto model = std::make_shared<volt_test::Regressor>();
-    auto logger = std::make_shared<RecordingLogger>();
+    auto logger = std::make_shared<MendsLogger>();
     auto logged = options;
     logged.logger = true;
     logged.log_every_n_steps = 1;
@@ -331,7 +331,7 @@ struct ModelWithHparams : volt_test::Regressor {
 TEST_CASE("a model's hparams() reach every logger once at the start of fit") {
   TempDir dir;
   auto model = std::make_shared<ModelWithHparams>();
-  auto logger = std::make_shared<RecordingLogger>();
+  auto logger = std::make_shared<MendsLogger>();
   auto options = quiet_options(dir);
   options.logger = true;
   volt::Trainer<volt::CPU> trainer(options, logger);

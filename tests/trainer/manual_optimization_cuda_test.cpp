@@ -6,16 +6,14 @@
 #include <memory>
 #include <vector>
 
+using volt_test::copy_parameters;
+
+using volt_test::cuda_missing;
+
 // Manual optimization on CUDA under FP16Autocast: the grad scaler scales manual_backward, skips the steps
 // whose gradients overflow (step() returns false, global_step still counts them), and clip_gradients clips
 // unscaled gradients. Without a GPU every case reports that it did not run.
 namespace {
-
-bool cuda_missing() {
-  if (torch::cuda::is_available()) return false;
-  MESSAGE("skipped: no CUDA device (torch::cuda::is_available() is false)");
-  return true;
-}
 
 struct AutoOverflow : torch::nn::Module {
   torch::nn::Linear linear{torch::nn::Linear(2, 1)};
@@ -50,13 +48,6 @@ struct ManualOverflow : AutoOverflow {
     return loss;
   }
 };
-
-template <class A, class B>
-void copy_parameters(A& from, B& to) {
-  torch::NoGradGuard no_grad;
-  const auto source = from.named_parameters();
-  for (auto& item : to.named_parameters()) item.value().copy_(source[item.key()]);
-}
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 
 #include <volt/volt.hpp>
 
+#include "test_common.hpp"
 #include "trainer/trainer_fixtures.hpp"
 
 #include <cmath>
@@ -18,6 +19,8 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+using volt_test::copy_parameters;
 
 using volt_test::quiet_options;
 using volt_test::TempDir;
@@ -122,13 +125,6 @@ void check_same_parameters(torch::nn::Module& a, torch::nn::Module& b) {
   const auto pb = b.named_parameters();
   REQUIRE(pa.size() == pb.size());
   for (const auto& item : pa) CHECK_MESSAGE(torch::equal(item.value(), pb[item.key()]), item.key());
-}
-
-template <class A, class B>
-void copy_parameters(A& from, B& to) {
-  torch::NoGradGuard no_grad;
-  const auto source = from.named_parameters();
-  for (auto& item : to.named_parameters()) item.value().copy_(source[item.key()]);
 }
 
 }  // namespace

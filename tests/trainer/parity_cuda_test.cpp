@@ -2,6 +2,8 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
+using volt_test::cuda_missing;
+
 // Trainer<CUDA, SingleDevice, FP32> against a hand-written LibTorch loop on the GPU: same seed, model, data
 // and order of operations, 100 optimizer steps; the weights must agree within float tolerance (GPU kernels
 // may reduce in a different order than the CPU, and cuBLAS may pick different algorithms run to run).
@@ -9,12 +11,6 @@
 // parameter (volt::optim::Implementation::per_parameter), so the op order is the same; with the default
 // (fused Adam on CUDA) only the rounding would differ. Without a GPU it reports a skip.
 namespace {
-
-bool cuda_missing() {
-  if (torch::cuda::is_available()) return false;
-  MESSAGE("skipped: no CUDA device (torch::cuda::is_available() is false)");
-  return true;
-}
 
 /// Relative tolerance for 100 Adam steps in float32 with lr 1e-2 (a few ulps of drift per step).
 constexpr double weight_rtol = 1e-4;

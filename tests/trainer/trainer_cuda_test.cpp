@@ -5,14 +5,10 @@
 #include <cmath>
 #include <limits>
 
+using volt_test::cuda_missing;
+
 // The Trainer on CUDA. Without a GPU every case reports that it did not run.
 namespace {
-
-bool cuda_missing() {
-  if (torch::cuda::is_available()) return false;
-  MESSAGE("skipped: no CUDA device (torch::cuda::is_available() is false)");
-  return true;
-}
 
 /// A regressor whose loss is multiplied by `overflow_factor` on the batches listed in `overflow_batches`:
 /// under fp16 that overflows, so the grad scaler must skip those optimizer steps.

@@ -55,7 +55,7 @@ struct Linear2 : torch::nn::Module {
 
 /// Records the model's weights after every optimizer step and at every epoch start, and the learning rate
 /// of every batch.
-struct Recorder {
+struct AveragingRecorder {
   std::shared_ptr<std::vector<torch::Tensor>> after_step = std::make_shared<std::vector<torch::Tensor>>();
   std::shared_ptr<std::vector<torch::Tensor>> at_epoch_start = std::make_shared<std::vector<torch::Tensor>>();
   std::shared_ptr<std::vector<double>> lrs = std::make_shared<std::vector<double>>();
@@ -154,7 +154,7 @@ TEST_CASE("WeightAveraging: the equal average of the weights after every optimiz
   TempDir dir;
   auto options = volt_test::quiet_options(dir);
   options.max_epochs = 2;
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt::Trainer<volt::CPU> trainer(options, recorder, volt::WeightAveraging{});
   auto model = std::make_shared<Linear2>();
   trainer.fit(model, volt_test::make_batches(3));
@@ -174,7 +174,7 @@ TEST_CASE("EMAWeightAveraging: decay, update_every_n_steps and update_starting_a
   TempDir dir;
   auto options = volt_test::quiet_options(dir);
   options.max_epochs = 2;
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt::Trainer<volt::CPU> trainer(
       options, recorder,
       volt::EMAWeightAveraging({.decay = 0.9, .update_every_n_steps = 2, .update_starting_at_step = 1}));
@@ -202,7 +202,7 @@ TEST_CASE("WeightAveraging: should_update at epoch ends only; buffers follow the
   TempDir dir;
   auto options = volt_test::quiet_options(dir);
   options.max_epochs = 3;
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt::WeightAveragingOptions averaging_options;
   averaging_options.avg_fn = volt::ema_average(0.5);
   averaging_options.should_update = [](std::optional<std::int64_t> step, std::optional<std::int64_t> epoch) {
@@ -224,13 +224,13 @@ TEST_CASE("WeightAveraging: validation runs with the averaged weights and traini
   auto options = volt_test::quiet_options(dir);
   options.max_epochs = 2;
   options.num_sanity_val_steps = 0;
-  Recorder plain_recorder;
+  AveragingRecorder plain_recorder;
   {
     volt::Trainer<volt::CPU> plain(options, plain_recorder);
     auto model = std::make_shared<Linear2>();
     plain.fit(model, volt_test::make_batches(3), volt_test::make_batches(1));
   }
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt::Trainer<volt::CPU> trainer(options, recorder, volt::WeightAveraging{});
   auto model = std::make_shared<Linear2>();
   trainer.fit(model, volt_test::make_batches(3), volt_test::make_batches(1));
@@ -296,7 +296,7 @@ TEST_CASE("StochasticWeightAveraging: SWALR from swa_epoch_start, the weights av
   TempDir dir;
   auto options = volt_test::quiet_options(dir);
   options.max_epochs = 5;
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt_test::CaptureLog log;
   volt::Trainer<volt::CPU> trainer(
       options, recorder,
@@ -328,7 +328,7 @@ TEST_CASE("StochasticWeightAveraging: the rates follow SWALR's annealing (PyTorc
   TempDir dir;
   auto options = volt_test::quiet_options(dir);
   options.max_epochs = 5;
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt::Trainer<volt::CPU> trainer(
       options, recorder,
       volt::StochasticWeightAveraging({.swa_lrs = {0.05}, .swa_epoch_start = 0.4, .annealing_epochs = 3}));
@@ -371,7 +371,7 @@ TEST_CASE("StochasticWeightAveraging: BatchNorm statistics recomputed with the a
   const Batches data = volt_test::make_classification_batches(4, 6);
   Batches regression;
   for (const auto& b : data) regression.emplace_back(b.data.slice(1, 0, 2), b.data.slice(1, 2, 3));
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt::Trainer<volt::CPU> trainer(options, recorder,
                                    volt::StochasticWeightAveraging({.swa_lrs = {0.01}, .swa_epoch_start = 1}));
   trainer.fit(model, regression);
@@ -402,7 +402,7 @@ TEST_CASE("StochasticWeightAveraging: training stopped before the last epoch lea
   auto options = volt_test::quiet_options(dir);
   options.max_epochs = 4;
   options.max_steps = 5;
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt::Trainer<volt::CPU> trainer(options, recorder,
                                    volt::StochasticWeightAveraging({.swa_lrs = {0.05}, .swa_epoch_start = 1}));
   auto model = std::make_shared<Linear2>();
@@ -424,7 +424,7 @@ struct ResumeRun {
 template <class Callback>
 ResumeRun<Callback> run_to_end(const Callback& callback, const volt::TrainerOptions& options, std::int64_t save_epoch,
                                std::int64_t save_batch, const std::filesystem::path& checkpoint, bool resume) {
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt::Trainer<volt::CPU> trainer(options, recorder, callback, SaveAt{save_epoch, save_batch, checkpoint});
   auto model = std::make_shared<Linear2>();
   model->with_step_lr = true;
@@ -591,7 +591,7 @@ TEST_CASE("StochasticWeightAveraging and EMAWeightAveraging as Lightning 2.6.6: 
     TempDir dir;
     auto options = volt_test::quiet_options(dir);
     options.max_epochs = c.epochs;
-    Recorder recorder;
+    AveragingRecorder recorder;
     auto model = std::make_shared<Linear2>();
     model->with_step_lr = c.step_lr;
     const std::string name = c.name;
@@ -622,7 +622,7 @@ TEST_CASE("StochasticWeightAveraging: a scheduler that steps per step is swapped
   TempDir dir;
   auto options = volt_test::quiet_options(dir);
   options.max_epochs = 3;
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt_test::CaptureLog log;
   volt::Trainer<volt::CPU> trainer(
       options, recorder, volt::StochasticWeightAveraging({.swa_lrs = {0.02}, .swa_epoch_start = 2, .annealing_epochs = 1}));
@@ -767,7 +767,7 @@ TEST_CASE("WeightAveraging: resuming puts current_model_state in the model and t
     std::vector<torch::Tensor> after_step;
   };
   auto run = [&](bool resume, const volt::WeightAveraging& averaging) {
-    Recorder recorder;
+    AveragingRecorder recorder;
     volt::Trainer<volt::CPU> trainer(options, averaging, recorder, SaveAt{1, 0, checkpoint});
     auto model = std::make_shared<Linear2>();
     trainer.fit(model, volt_test::make_batches(3), resume ? checkpoint : std::filesystem::path{});
@@ -808,7 +808,7 @@ TEST_CASE("WeightAveraging: a checkpoint of a fit without it starts the average 
   }
   options.max_epochs = 2;
   volt_test::CaptureLog log;
-  Recorder recorder;
+  AveragingRecorder recorder;
   volt::Trainer<volt::CPU> trainer(options, volt::WeightAveraging{}, recorder);
   auto model = std::make_shared<Linear2>();
   trainer.fit(model, volt_test::make_batches(2), checkpoint);

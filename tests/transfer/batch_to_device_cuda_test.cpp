@@ -8,6 +8,8 @@
 #include <variant>
 #include <vector>
 
+using volt_test::tensor_devices;
+
 // The transfer suite with CUDA as the target. Without a GPU every case reports that it did not run.
 namespace {
 
@@ -22,13 +24,6 @@ struct Sample {
   std::vector<torch::Tensor> extra;
   std::string id;
 };
-
-template <class Batch>
-std::vector<torch::Device> tensor_devices(const Batch& batch) {
-  std::vector<torch::Device> devices;
-  volt::apply_to_collection(batch, [&](const torch::Tensor& tensor) { devices.push_back(tensor.device()); });
-  return devices;
-}
 
 template <class Batch>
 void check_all_on(const Batch& batch, torch::Device device, std::size_t expected_count) {

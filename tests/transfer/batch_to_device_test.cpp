@@ -16,6 +16,8 @@
 #include <variant>
 #include <vector>
 
+using volt_test::tensor_devices;
+
 // LibTorch builds without a GPU can still create tensors on the meta device (shape and dtype, no storage):
 // a real device change, observable on any machine.
 namespace {
@@ -24,14 +26,6 @@ const torch::Device cpu{torch::kCPU};
 const torch::Device meta{torch::kMeta};
 
 torch::Tensor cpu_tensor(int64_t size = 2) { return torch::ones({size}); }
-
-// Every tensor's device in `batch`, found with volt's own walk (a void function observes leaves).
-template <class Batch>
-std::vector<torch::Device> tensor_devices(const Batch& batch) {
-  std::vector<torch::Device> devices;
-  volt::apply_to_collection(batch, [&](const torch::Tensor& tensor) { devices.push_back(tensor.device()); });
-  return devices;
-}
 
 template <class Batch>
 bool all_on(const Batch& batch, torch::Device device, std::size_t expected_count) {
