@@ -1,12 +1,13 @@
 """Device time per training step by kind of kernel, for PyTorch eager and torch.compile.
 
-The loops: the plain PyTorch loop (eager), torch.compile(mode="reduce-overhead") and torch.compile's default mode;
+The loops: the plain PyTorch loop (eager), torch.compile(mode="reduce-overhead"), torch.compile's default mode and
+torch.compile of the model and its loss (compile-loss, reduce-overhead);
 their kernels are recorded with torch.profiler (CPU and CUDA activities) and summed per kind of kernel.
 bench_kernel_breakdown (benchmarks/cpp/kernel_breakdown.cpp) prints the same table for volt's Trainer on the same
 models and data.
 
     python kernel_breakdown.py [--model resnet18-cl|gpt] [--precision fp32|bf16|fp32-high] [--batch N] [--warmup 10]
-                               [--steps 5] [--loops eager,compile,compile-default]
+                               [--steps 5] [--loops eager,compile,compile-default,compile-loss]
 
 The models, data and training steps are four_way.py's: ResNet-18 with a CIFAR stem in channels-last (model and each
 batch; benchmarks/python/ddp_resnet.py's layout) with Adam 1e-3, or the GPT with fused AdamW 1e-3 (weight decay
@@ -60,6 +61,7 @@ LOOPS = {
     "eager": "plain PyTorch loop (Python)",
     "compile": four_way.LOOPS["compile"][1],
     "compile-default": four_way.LOOPS["compile-default"][1],
+    "compile-loss": four_way.LOOPS["compile-loss"][1],
 }
 
 

@@ -94,3 +94,70 @@ TEST_CASE("GPU: split_qkv's backward against unbind's on CUDA, in a GPT block's 
   attention(theirs[0], theirs[1], theirs[2]).backward(dy);
   CHECK(torch::equal(a.grad(), b.grad()));
 }
+
+TEST_CASE("GPU: split_qkv's gather kernel: every type, any subset of q/k/v, strided gradients, graph replay") {
+  if (!cuda_here("split_qkv's gather kernel")) return;
+  using volt::nn::detail::split_qkv_gather;
+  using volt::nn::detail::split_qkv_unfusable;
+  const std::int64_t batch = 3, length = 37, heads = 4, head_size = 16;
+  // What the projection's gradient must be: the three head gradients (zeros for a missing one) in the
+  // (batch, length, 3, heads, head_size) layout.
+  auto expected = [&](const torch::autograd::variable_list& grads, torch::ScalarType type) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& g : grads) {
+      parts.push_back(g.defined() ? g : torch::zeros({batch, heads, length, head_size}, torch::kCUDA).to(type));
+    }
+    return torch::stack(parts).permute({1, 3, 0, 2, 4}).reshape({batch, length, 3 * heads * head_size});
+  };
+  const auto device = torch::Device(torch::kCUDA);
+  for (const auto type : {torch::kBFloat16, torch::kHalf, torch::kFloat}) {
+    CAPTURE(static_cast<int>(type));
+    torch::manual_seed(21);
+    // Head gradients in the attention's own layout and in a (batch, length, heads, head_size) layout seen through
+    // a transpose (what an attention kernel that writes in sequence order returns).
+    const auto plain = torch::randn({batch, heads, length, head_size}, torch::kCUDA).to(type);
+    const auto transposed = torch::randn({batch, length, heads, head_size}, torch::kCUDA).to(type).transpose(1, 2);
+    const auto third = torch::randn({batch, heads, length, head_size}, torch::kCUDA).to(type);
+    for (const int used : {7, 6, 1, 4, 0}) {
+      CAPTURE(used);
+      torch::autograd::variable_list grads = {used & 1 ? plain : torch::Tensor(),
+                                              used & 2 ? transposed : torch::Tensor(),
+                                              used & 4 ? third : torch::Tensor()};
+      REQUIRE(split_qkv_unfusable(grads, batch, length, heads, head_size, type, device) == "");
+      const auto ours = split_qkv_gather(grads, batch, length, heads, head_size, type, device);
+      CHECK(ours.is_contiguous());
+      CHECK(torch::equal(ours, expected(grads, type)));
+    }
+  }
+  // What the kernel does not take, with the reason.
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  CHECK(split_qkv_unfusable({torch::ones({2, 2, 5, 2}, bf16), {}, {}}, 2, 5, 2, 2, torch::kBFloat16, device) ==
+        "head_size is not a multiple of 16 bytes");
+  CHECK(split_qkv_unfusable({torch::ones({2, 2, 8, 5}, bf16).transpose(2, 3), {}, {}}, 2, 5, 2, 8,
+                            torch::kBFloat16, device) == "a gradient whose last dimension is strided");
+  CHECK(split_qkv_unfusable({torch::ones({2, 2, 5, 8}, bf16), {}, {}}, 2, 5, 2, 8, torch::kHalf, device) ==
+        "a gradient of another device or type");
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+  // Inside a captured CUDA graph: replay equals the eager steps.
+  const auto g = torch::randn({batch, heads, length, head_size}, torch::kCUDA).to(torch::kBFloat16);
+  volt_test::check_graph_replay([&] {
+    return std::vector<torch::Tensor>{
+        split_qkv_gather({g, g * 2, g.neg()}, batch, length, heads, head_size, torch::kBFloat16, device)};
+  });
+#endif
+}
+
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+TEST_CASE("split_qkv's gather kernel compiles with NVRTC (no GPU needed)") {
+  if (!volt_test::nvrtc_here()) return;
+  std::string error;
+  const auto cubin =
+      volt::nn::detail::nvrtc_compile(volt::nn::detail::split_qkv_source(), "split_qkv", 90, &error);
+  CHECK_MESSAGE(!cubin.empty(), error);
+  // Without a GPU the kernel is not used, and says why.
+  if (!torch::cuda::is_available()) {
+    CHECK(volt::nn::detail::split_qkv_unfusable({}, 1, 1, 1, 8, torch::kFloat, torch::Device(torch::kCPU)) ==
+          "not a CUDA tensor");
+  }
+}
+#endif

@@ -237,7 +237,11 @@ TEST_CASE("GPU: the bias-gradient node's column-sum kernel against float64 and L
     const auto x = torch::randn(c.input, torch::kCUDA).to(c.type);
     const auto dy = (torch::randn(out_shape, torch::kCUDA) + 0.25).to(c.type);
     const auto mine = run_bias_node(ours, x, dy);
-    const auto theirs = run(reference, x, dy);
+    // ATen's linear with LibTorch's own bias gradient (torch::nn::Linear adds a 3-D input's bias in a kernel of its
+    // own, which rounds a half or bfloat16 output twice).
+    const auto theirs = run_with(reference, x, dy, [&](const torch::Tensor& xi) {
+      return torch::linear(xi, reference->weight, reference->bias);
+    });
     CHECK((mine.dbias.scalar_type() == c.type));
     CHECK(torch::equal(mine.y, theirs.y));  // the same matmul forward
     CHECK(torch::equal(mine.dx, theirs.dx));
@@ -269,17 +273,63 @@ TEST_CASE("GPU: the bias-gradient node's column-sum kernel against float64 and L
   auto grads = torch::autograd::grad({out.pow(2).sum()}, {layer->bias}, {}, true, true);
   auto second = torch::autograd::grad({grads[0].sum()}, {xi});
   CHECK(relative(second[0], 2 * torch::matmul(torch::ones({6, 1536}, torch::kCUDA), layer->weight)) < 1e-5);
+  // Linear::forward on CUDA takes the node: the same gradients as run_bias_node, bit for bit.
+  const auto through_forward = run(layer, x, dy.to(torch::kFloat));
+  const auto through_node = run_bias_node(layer, x, dy.to(torch::kFloat));
+  CHECK(torch::equal(through_forward.dbias, through_node.dbias));
+  CHECK(torch::equal(through_forward.dweight, through_node.dweight));
+#if VOLT_DETAIL_HAS_CUDA_GRAPHS
+  // Inside a captured CUDA graph: replay equals the eager steps.
+  auto xg = torch::randn({512, 384}, torch::kCUDA);
+  const auto dyg = torch::randn({512, 1536}, torch::kCUDA);
+  volt_test::check_graph_replay([&] {
+    layer->zero_grad();
+    layer(xg).backward(dyg);
+    return std::vector<torch::Tensor>{layer->bias.grad().clone(), layer->weight.grad().clone()};
+  });
+#endif
 }
 
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+TEST_CASE("GPU: column_total adds float32 partial sums per column as LibTorch's sum does, in any result type") {
+  if (!cuda_here("column_total")) return;
+  torch::manual_seed(6);
+  // The partials' shapes of the GPT's bias gradients (176 x 384) and layer norms (528 x 768), and odd ones.
+  for (const auto& shape : std::vector<std::vector<std::int64_t>>{{176, 384}, {528, 768}, {1, 10}, {5, 7}, {97, 33}}) {
+    CAPTURE(torch::IntArrayRef(shape));
+    const auto partial = torch::randn(shape, torch::kCUDA) + 0.5;
+    const auto truth = partial.to(torch::kDouble).sum(0);
+    for (const auto type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      CAPTURE(static_cast<int>(type));
+      const auto ours = volt::nn::detail::column_total(partial, type);
+      CHECK((ours.scalar_type() == type));
+      CHECK(ours.sizes() == torch::IntArrayRef{shape[1]});
+      const double tolerance = type == torch::kFloat ? 1e-6 : (type == torch::kBFloat16 ? 8e-3 : 1e-3);
+      CHECK(relative(ours, truth) < tolerance);
+      CHECK(relative(ours, partial.sum(0).to(type)) < tolerance);
+      CHECK(torch::equal(volt::nn::detail::column_total(partial, type), ours));  // the same bits again
+    }
+  }
+  // Empty partials: zeros, or nothing.
+  CHECK(torch::equal(volt::nn::detail::column_total(torch::empty({0, 3}, torch::kCUDA), torch::kFloat),
+                     torch::zeros({3}, torch::kCUDA)));
+  CHECK(volt::nn::detail::column_total(torch::empty({3, 0}, torch::kCUDA), torch::kHalf).numel() == 0);
+  CHECK_THROWS_WITH_AS(volt::nn::detail::column_total(torch::ones({4}, torch::kCUDA), torch::kFloat),
+                       doctest::Contains("(rows, columns)"), c10::Error);
+}
+
 TEST_CASE("the column-sum kernel compiles with NVRTC for every type (no GPU needed)") {
   if (!volt_test::nvrtc_here()) return;
   for (int type = 0; type < 3; ++type) {
-    std::string error;
-    const auto cubin = volt::nn::detail::nvrtc_compile(
-        volt::nn::detail::column_sum_source(volt::nn::detail::ColumnSumVariant{type}), "column_sum", 90, &error);
-    CAPTURE(type);
-    CHECK_MESSAGE(!cubin.empty(), error);
+    for (int out_type = 0; out_type < 3; ++out_type) {
+      std::string error;
+      const auto cubin = volt::nn::detail::nvrtc_compile(
+          volt::nn::detail::column_sum_source(volt::nn::detail::ColumnSumVariant{type, out_type}), "column_sum", 90,
+          &error);
+      CAPTURE(type);
+      CAPTURE(out_type);
+      CHECK_MESSAGE(!cubin.empty(), error);
+    }
   }
 }
 #endif

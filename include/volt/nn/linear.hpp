@@ -36,8 +36,8 @@ namespace detail {
 /// column sum of the output gradient, in the bias's type, from volt's column-sum kernel on CUDA (column_sum.hpp;
 /// LibTorch's `sum(0)` in the matmul's backward ran at about a third of the memory bandwidth on an H100: the GPT
 /// benchmark's 24 bias gradients took 0.72 ms of a 7.3 ms step). The matmul runs with a detached bias, so its own
-/// backward computes no bias gradient. Next edges: the matmul's output, the bias. LinearImpl::forward does not use
-/// it yet: the kernel has not run on a GPU.
+/// backward computes no bias gradient. Next edges: the matmul's output, the bias. LinearImpl::forward uses it for
+/// CUDA inputs when the bias is trained; under create_graph (double backward) the sum is LibTorch's, differentiable.
 struct LinearBiasBackward : torch::autograd::Node {
   c10::ScalarType bias_type = c10::ScalarType::Float;
   std::int64_t features = 0;
@@ -112,6 +112,10 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
     TORCH_CHECK(input.dim() >= 1 && input.size(-1) == options.in_features(), "volt::nn::Linear: expected an input "
                 "whose last dimension is in_features=", options.in_features(), ", got an input of shape ",
                 input.sizes());
+    // On CUDA a trained bias gets its gradient from volt's column-sum kernel (detail::LinearBiasBackward).
+    if (bias.defined() && bias.requires_grad() && input.is_cuda() && torch::GradMode::is_enabled()) {
+      return detail::linear_with_bias_node(input, weight, bias);
+    }
     return torch::linear(input, weight, bias);
   }
 
