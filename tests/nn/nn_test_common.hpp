@@ -44,15 +44,17 @@ auto under_cuda_autocast(torch::ScalarType dtype, Body body) {
 #include <c10/cuda/CUDAStream.h>
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace volt_test {
 
 /// Runs `step` (returning tensors) three times eagerly on a side stream, captures a fourth run in a CUDA graph,
 /// zeroes what the capture returned, replays the graph and checks that each result equals the last eager step's
-/// bit for bit. Returns the eager results.
+/// bit for bit. `before_capture` runs after the eager steps, before the capture (to note state the replay must
+/// change). Returns the eager results.
 template <typename Step>
-std::vector<torch::Tensor> check_graph_replay(Step step) {
+std::vector<torch::Tensor> check_graph_replay(Step step, const std::function<void()>& before_capture = {}) {
   auto side = c10::cuda::getStreamFromPool();
   std::vector<torch::Tensor> eager;
   {
@@ -60,6 +62,7 @@ std::vector<torch::Tensor> check_graph_replay(Step step) {
     for (int i = 0; i < 3; ++i) eager = step();
   }
   torch::cuda::synchronize();
+  if (before_capture) before_capture();
   at::cuda::CUDAGraph graph;
   std::vector<torch::Tensor> captured;
   {
