@@ -91,7 +91,11 @@ struct GptBlockImpl : torch::nn::Module {
     auto y = causal_attention(parts[0], parts[1], parts[2]).transpose(1, 2).reshape({batch, length, d});
     return proj.forward(y);
   }
-  torch::Tensor mlp(const torch::Tensor& n) { return fc2.forward(torch::gelu(fc1.forward(n))); }
+  /// fc2(gelu(fc1(n))); the fused model takes fc1's GELU and bias gradients from one kernel (Linear::forward_gelu).
+  torch::Tensor mlp(const torch::Tensor& n) {
+    if (fused) return fc2.forward(fc1.get<volt::nn::Linear>()->forward_gelu(n));
+    return fc2.forward(torch::gelu(fc1.forward(n)));
+  }
 
   torch::Tensor forward(const torch::Tensor& x) {
     auto h = x + attention(ln1.forward(x));

@@ -9910,8 +9910,9 @@ VOLT_INLINE bool ddp_broadcast_buffers() {
 /// again into the projection's layout (the view's backward of a permuted tensor): two passes over the gradient, the
 /// first of them LibTorch's concatenation kernel. On the GPT of volt's benchmarks those took 0.81 ms of a 7.3 ms step
 /// on an H100 (6 layers, batch 64, length 256, d 384). split_qkv returns the same three views; its backward writes
-/// each head gradient straight into its place in one (batch, length, 3 * d) tensor, one strided copy each (on the
-/// same H100: 0.30 ms for the 18 copies of a step).
+/// each head gradient straight into its place in one (batch, length, 3 * d) tensor: on CUDA one gather kernel of
+/// volt's (detail/split_qkv_kernel.hpp: 0.15 ms for a step's 6 on an H100), elsewhere one strided copy each (on the
+/// same H100 LibTorch's 18 copies took 0.30 ms).
 ///
 ///   auto [q, k, v] = volt::nn::functional::split_qkv(qkv_projection(x), heads);
 ///   auto y = torch::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
@@ -9924,8 +9925,8 @@ VOLT_INLINE bool ddp_broadcast_buffers() {
 /// Each thread moves 16 bytes (8 bfloat16 or half values, 4 float32), reading each gradient once and writing the
 /// result once; a missing gradient is written as zeros. The kernel moves bytes and never looks at values, so one
 /// kernel serves every type. LibTorch's strided copies (one per gradient, through its generic offset calculator)
-/// took 0.30 ms of the GPT benchmark's 6.3 ms step on an H100; torch.compile's gather, 0.14 ms. Compiled with NVRTC
-/// and tested on the CPU for its conditions; not yet run on a GPU, so SplitQkvBackward does not use it yet.
+/// took 0.30 ms of the GPT benchmark's 6.3 ms step on an H100; torch.compile's gather, 0.14 ms. SplitQkvBackward
+/// (volt/nn/attention.hpp) uses it wherever split_qkv_unfusable says it can.
 
 // ---- begin volt/nn/detail/runtime_kernel.hpp
 /// \file
@@ -10277,6 +10278,15 @@ volt_split_qkv_backward(const char* __restrict__ q, const char* __restrict__ k, 
 )CUDA";
 }
 
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+/// The gather kernel, compiled for `device` on first use (null, with the reason in `*why`, when it cannot be).
+inline const RuntimeKernel* split_qkv_kernel(int device, std::string* why) {
+  return runtime_kernel_pair(SplitQkvVariant{}, device, "volt_split_qkv_backward", "volt_split_qkv_backward",
+                             [](const SplitQkvVariant&) { return split_qkv_source(); }, why)
+      .forward;
+}
+#endif
+
 /// Why the gather kernel cannot write the gradient of split_qkv for these head gradients ("" when it can): every
 /// defined one a CUDA tensor of `type` on `device` of shape (batch, heads, length, head_size), last stride 1, other
 /// strides and data 16-byte aligned; head_size a multiple of 16 bytes; the build has runtime kernels and the kernel
@@ -10303,11 +10313,7 @@ inline std::string split_qkv_unfusable(const torch::autograd::variable_list& gra
     if (reinterpret_cast<std::uintptr_t>(g.data_ptr()) % 16 != 0) return "a gradient not 16-byte aligned";
   }
   std::string why;
-  if (runtime_kernel_pair(SplitQkvVariant{}, device.index(), "volt_split_qkv_backward", "volt_split_qkv_backward",
-                          [](const SplitQkvVariant&) { return split_qkv_source(); }, &why)
-          .forward == nullptr) {
-    return why;
-  }
+  if (split_qkv_kernel(device.index(), &why) == nullptr) return why;
   return "";
 #else
   (void)grads, (void)batch, (void)length, (void)heads, (void)head_size, (void)type, (void)device;
@@ -10322,10 +10328,7 @@ inline torch::Tensor split_qkv_gather(const torch::autograd::variable_list& grad
                                       c10::ScalarType type, c10::Device device) {
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
   c10::cuda::CUDAGuard guard(device);
-  const auto kernel = runtime_kernel_pair(SplitQkvVariant{}, device.index(), "volt_split_qkv_backward",
-                                          "volt_split_qkv_backward",
-                                          [](const SplitQkvVariant&) { return split_qkv_source(); }, nullptr)
-                          .forward;
+  const auto kernel = split_qkv_kernel(device.index(), nullptr);
   TORCH_CHECK(kernel != nullptr, "volt::nn: the split_qkv gather kernel is not available");
   auto out = torch::empty({batch, length, 3 * heads * head_size}, torch::TensorOptions().dtype(type).device(device));
   if (out.numel() == 0) return out;
@@ -10376,8 +10379,8 @@ namespace volt::nn {
 namespace detail {
 
 /// The backward of split_qkv: the three head gradients (any may be undefined: zeros there) into the projection's
-/// (batch, length, 3 * heads * head_size) layout, one strided copy per gradient. (split_qkv_kernel.hpp's gather
-/// kernel does it in one pass; it has not run on a GPU yet and is not used here.)
+/// (batch, length, 3 * heads * head_size) layout: on CUDA in one pass by split_qkv_kernel.hpp's gather kernel where
+/// split_qkv_unfusable allows, else one strided copy per gradient.
 struct SplitQkvBackward : torch::autograd::Node {
   std::int64_t batch = 0, length = 0, heads = 0, head_size = 0;
   c10::ScalarType type = c10::ScalarType::Float;
@@ -10394,6 +10397,9 @@ struct SplitQkvBackward : torch::autograd::Node {
         parts.push_back(g.defined() ? g : torch::zeros({batch, heads, length, head_size}, options));
       }
       return {torch::stack(parts).permute({1, 3, 0, 2, 4}).reshape({batch, length, 3 * heads * head_size})};
+    }
+    if (device.is_cuda() && split_qkv_unfusable(grads, batch, length, heads, head_size, type, device).empty()) {
+      return {split_qkv_gather(grads, batch, length, heads, head_size, type, device)};
     }
     auto grad = torch::empty({batch, length, 3, heads, head_size}, options);
     for (std::int64_t i = 0; i < 3; ++i) {
@@ -11633,6 +11639,194 @@ TORCH_MODULE(CrossEntropyLoss);
 /// volt/nn/detail/layer_norm_source.hpp for the row length and the tensors' types at hand, the checks that say
 /// whether they apply, and the autograd node that runs the backward one.
 
+// ---- begin volt/nn/detail/column_sum.hpp
+/// \file
+/// The sum over the rows of a (rows, columns) CUDA tensor, per column, accumulated in float32: the bias gradient of a
+/// linear layer (volt::nn::Linear). Two kernels compiled at run time (volt/nn/detail/runtime_kernel.hpp) per element
+/// and result type. `volt_column_sum`: each thread adds 4 adjacent columns down a stretch of rows (a warp reads 128
+/// adjacent columns of a row at once), the block's 8 row groups are added in shared memory in a fixed order, and
+/// each block writes one row of float32 partial sums. `volt_column_total` adds those rows up per column (32 row
+/// groups per column, then in shared memory) and writes the result in its own type. LibTorch's own `sum(0)` over a
+/// bias gradient ran at about a third of the memory bandwidth on an H100 (24 bias gradients of the GPT benchmark:
+/// 0.72 ms of a 7.3 ms step); volt_column_sum took 0.29 ms for the same 24 on an H100. LibTorch's sum of the small
+/// float32 partials cost 5-12 us a call (0.13 ms for those 24, 0.16 ms for the layer norms' 13); volt_column_total
+/// replaces it in column_sum and in volt::nn::LayerNorm's backward. No atomics: the same bits from run to run.
+
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+namespace volt::nn::detail {
+
+/// The variant of the column-sum kernels: the summed tensor's and the result's type codes (kernel_type_code).
+struct ColumnSumVariant {
+  int x_type = 0;
+  int out_type = 0;
+  auto key() const { return std::make_tuple(x_type, out_type); }
+};
+
+/// The CUDA C source of `volt_column_sum(x, partial, rows, columns, rows_per_block)` for one element type: block
+/// (32, 8), grid (columns / 128 rounded up, row stretches); partial is float32 [gridDim.y, columns]. Needs columns
+/// a multiple of 4 and x aligned for 4-value loads. And of `volt_column_total(partial, out, rows, columns)`: block
+/// (32, 32), grid columns / 32 rounded up; any float32 (rows, columns) partial, contiguous, into out[columns].
+inline std::string column_sum_source(const ColumnSumVariant& v) {
+  return "#define VOLT_X " + std::to_string(v.x_type) + "\n#define VOLT_OUT " + std::to_string(v.out_type) + "\n" +
+         kernel_value_io_source() + R"CUDA(
+typedef volt_io<VOLT_X> volt_x;
+typedef volt_io<VOLT_OUT> volt_out;
+
+extern "C" __global__ void __launch_bounds__(1024)
+volt_column_total(const float* __restrict__ partial, volt_out::T* __restrict__ out, volt_i64 rows,
+                  volt_i64 columns) {
+  __shared__ float sums[32][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const volt_i64 c = (volt_i64)blockIdx.x * 32 + tx;
+  float acc = 0.f;
+  if (c < columns) {
+    volt_i64 r = ty;
+    for (; r + 96 < rows; r += 128) {  // four rows in flight per thread
+      const float a = partial[r * columns + c], b = partial[(r + 32) * columns + c];
+      const float d = partial[(r + 64) * columns + c], e = partial[(r + 96) * columns + c];
+      acc += a;
+      acc += b;
+      acc += d;
+      acc += e;
+    }
+    for (; r < rows; r += 32) acc += partial[r * columns + c];
+  }
+  sums[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0 && c < columns) {
+    float total = 0.f;
+    for (int k = 0; k < 32; ++k) total += sums[k][tx];
+    volt_out::store1(out, c, total);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+volt_column_sum(const volt_x::T* __restrict__ x, float* __restrict__ partial, volt_i64 rows, volt_i64 columns,
+                volt_i64 rows_per_block) {
+  __shared__ float sums[8][32][4];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const volt_i64 c = ((volt_i64)blockIdx.x * 32 + tx) * 4;
+  const volt_i64 first = (volt_i64)blockIdx.y * rows_per_block;
+  const volt_i64 last = first + rows_per_block < rows ? first + rows_per_block : rows;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  if (c < columns) {
+    volt_i64 r = first + ty;
+    // Four rows in flight per thread, then the rest one by one.
+    for (; r + 24 < last; r += 32) {
+      float v[4][4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) volt_x::load(x, (r + 8 * u) * columns + c, v[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        for (int j = 0; j < 4; ++j) acc[j] += v[u][j];
+      }
+    }
+    for (; r < last; r += 8) {
+      float v[4];
+      volt_x::load(x, r * columns + c, v);
+      for (int j = 0; j < 4; ++j) acc[j] += v[j];
+    }
+  }
+  for (int j = 0; j < 4; ++j) sums[ty][tx][j] = acc[j];
+  __syncthreads();
+  if (ty == 0 && c < columns) {
+    float total[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int k = 0; k < 8; ++k) {
+      for (int j = 0; j < 4; ++j) total[j] += sums[k][tx][j];
+    }
+    for (int j = 0; j < 4; ++j) partial[(volt_i64)blockIdx.y * columns + c + j] = total[j];
+  }
+}
+)CUDA";
+}
+
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+/// The pair (volt_column_sum, volt_column_total) of a variant, compiled for `device` on first use.
+inline RuntimeKernelPair column_sum_kernels(const ColumnSumVariant& variant, int device, std::string* why) {
+  return runtime_kernel_pair(variant, device, "volt_column_sum", "volt_column_total",
+                             [](const ColumnSumVariant& v) { return column_sum_source(v); }, why);
+}
+
+/// The per-column sum of a contiguous float32 (rows, columns) CUDA tensor of partial sums, in `out_type` (float,
+/// bfloat16 or half): volt_column_total, or LibTorch's sum where that kernel is unavailable.
+inline torch::Tensor column_total(const torch::Tensor& partial, c10::ScalarType out_type) {
+  TORCH_CHECK(partial.dim() == 2 && partial.is_contiguous() && partial.scalar_type() == torch::kFloat,
+              "volt::nn: column_total takes a contiguous float32 (rows, columns) tensor, got ", partial.sizes());
+  const int out_code = kernel_type_code(out_type);
+  const auto kernels = out_code < 0 || partial.numel() == 0
+                           ? RuntimeKernelPair{}
+                           : column_sum_kernels(ColumnSumVariant{0, out_code}, partial.get_device(), nullptr);
+  if (kernels.backward == nullptr) return partial.sum(0).to(out_type);
+  c10::cuda::CUDAGuard guard(partial.device());
+  auto out = torch::empty({partial.size(1)}, partial.options().dtype(out_type));
+  long long rows = partial.size(0), columns = partial.size(1);
+  const void* partial_ptr = partial.data_ptr();
+  void* out_ptr = out.data_ptr();
+  void* arguments[] = {&partial_ptr, &out_ptr, &rows, &columns};
+  kernels.backward->launch_2d(static_cast<unsigned>((columns + 31) / 32), 1, 32, 32, 0, arguments);
+  return out;
+}
+#endif
+
+/// Why column_sum(x) cannot run its kernel ("" when it can): x is a contiguous 2-D CUDA tensor of float, bfloat16 or
+/// half with columns a multiple of 4, aligned for 16-byte loads, the build has runtime kernels and the kernel
+/// compiles.
+inline std::string column_sum_unfusable(const torch::Tensor& x) {
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+  if (!x.defined() || !x.is_cuda()) return "not a CUDA tensor";
+  if (kernel_type_code(x.scalar_type()) < 0) return "not float, bfloat16 or half";
+  if (x.dim() != 2 || !x.is_contiguous() || x.size(1) % 4 != 0 || x.numel() == 0) {
+    return "not a contiguous (rows, columns) tensor with columns a multiple of 4";
+  }
+  if (reinterpret_cast<std::uintptr_t>(x.data_ptr()) % 16 != 0) return "data not 16-byte aligned";
+  std::string why;
+  if (column_sum_kernels(ColumnSumVariant{kernel_type_code(x.scalar_type()), 0}, x.get_device(), &why).forward ==
+      nullptr) {
+    return why;
+  }
+  return "";
+#else
+  (void)x;
+  return "this build has no runtime CUDA kernels (VOLT_DETAIL_HAS_RUNTIME_KERNELS: a CUDA LibTorch on Linux)";
+#endif
+}
+
+/// The float32 sum of x's rows per column, converted to `out_type`; call only where column_sum_unfusable(x) is "".
+inline torch::Tensor column_sum(const torch::Tensor& x, c10::ScalarType out_type) {
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+  c10::cuda::CUDAGuard guard(x.device());
+  const int device = x.get_device();
+  const ColumnSumVariant variant{kernel_type_code(x.scalar_type()), 0};
+  const auto kernel = column_sum_kernels(variant, device, nullptr).forward;
+  TORCH_CHECK(kernel != nullptr, "volt::nn: the column-sum kernel is not available");
+  long long rows = x.size(0), columns = x.size(1);
+  const long long grid_x = (columns + 127) / 128;
+  // About four blocks per multiprocessor, each with at least 32 rows.
+  const long long wanted = std::max<long long>(1, 4LL * multiprocessor_count(device) / grid_x);
+  const long long grid_y = std::max<long long>(1, std::min<long long>(wanted, (rows + 31) / 32));
+  long long rows_per_block = (rows + grid_y - 1) / grid_y;
+  auto partial = torch::empty({grid_y, columns}, x.options().dtype(torch::kFloat));
+  const void* x_ptr = x.data_ptr();
+  void* partial_ptr = partial.data_ptr();
+  void* arguments[] = {&x_ptr, &partial_ptr, &rows, &columns, &rows_per_block};
+  kernel->launch_2d(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), 32, 8, 0, arguments);
+  if (grid_y == 1 && out_type == torch::kFloat) return partial.squeeze(0);
+  return column_total(partial, out_type);
+#else
+  (void)x, (void)out_type;
+  TORCH_CHECK(false, "volt::nn: this build has no runtime CUDA kernels");
+#endif
+}
+
+}  // namespace volt::nn::detail
+// ---- end volt/nn/detail/column_sum.hpp
 // ---- begin volt/nn/detail/layer_norm_source.hpp
 /// \file
 /// The CUDA C source of volt::nn::LayerNorm's kernels (compiled at run time by volt/nn/detail/layer_norm_kernels.hpp),
@@ -11990,7 +12184,7 @@ struct FusedLayerNormBackward : torch::autograd::Node {
     kernels.backward->launch(static_cast<unsigned>(blocks), 256, 0, arguments);
     torch::Tensor dweight, dbias;
     if (sums) {
-      const auto totals = partial.sum(0);
+      const auto totals = column_total(partial.view({blocks, 2 * n}), torch::kFloat).view({2, n});
       if (variant.has_weight) dweight = totals[0].view(shape).to(scale.scalar_type());
       if (variant.has_bias) dbias = totals[1].view(shape).to(bias_type);
     }
@@ -12340,20 +12534,18 @@ TORCH_MODULE(LayerNorm);
 ///
 ///   volt::nn::Linear fc(384, 1536);                      // fc->forward(x) for x of shape (..., 384)
 ///   volt::nn::Linear head(torch::nn::LinearOptions(384, 8192).bias(false));
+///   auto hidden = fc->forward_gelu(x);                   // torch::gelu(fc(x)), one backward kernel on CUDA
 
-// ---- begin volt/nn/detail/column_sum.hpp
+// ---- begin volt/nn/detail/gelu_bias_kernel.hpp
 /// \file
-/// The sum over the rows of a (rows, columns) CUDA tensor, per column, accumulated in float32: the bias gradient of a
-/// linear layer (volt::nn::Linear). Two kernels compiled at run time (volt/nn/detail/runtime_kernel.hpp) per element
-/// and result type. `volt_column_sum`: each thread adds 4 adjacent columns down a stretch of rows (a warp reads 128
-/// adjacent columns of a row at once), the block's 8 row groups are added in shared memory in a fixed order, and
-/// each block writes one row of float32 partial sums. `volt_column_total` adds those rows up per column (32 row
-/// groups per column, then in shared memory) and writes the result in its own type. LibTorch's own `sum(0)` over a
-/// bias gradient ran at about a third of the memory bandwidth on an H100 (24 bias gradients of the GPT benchmark:
-/// 0.72 ms of a 7.3 ms step); volt_column_sum took 0.29 ms for the same 24 on an H100. LibTorch's sum of the small
-/// float32 partials costs 5-12 us a call (0.13 ms for those 24, 0.16 ms for the layer norms' 13), which
-/// volt_column_total is written to replace; it has been compiled with NVRTC but not yet run on a GPU, so column_sum
-/// and volt::nn::LayerNorm still add their partials with LibTorch's sum. No atomics: the same bits from run to run.
+/// The backward of gelu(linear(x, W, b)) up to the matmul, on CUDA in one kernel compiled at run time
+/// (volt/nn/detail/runtime_kernel.hpp): from the output's gradient `dh` and the saved pre-activation `z`, it writes
+/// dz = dh * gelu'(z) (rounded to z's type, as LibTorch's GeluBackward does) and, in the same pass, float32 partial
+/// sums of dz per column for the bias gradient, which volt_column_total (column_sum.hpp) adds up. Unfused, the bias
+/// gradient reads dz back from memory: for the GPT benchmark's fc1 layers (16384 x 1536 bfloat16) that is 50 MB a
+/// layer, about 0.02 ms of an H100's time each, and the activation's backward and the sum are two launches. Exact
+/// GELU (erf) and its tanh approximation, as torch::gelu's `approximate` ("none", "tanh"). No atomics: the same bits
+/// from run to run.
 
 
 #include <torch/torch.h>
@@ -12362,176 +12554,198 @@ TORCH_MODULE(LayerNorm);
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace volt::nn::detail {
 
-/// The variant of the column-sum kernels: the summed tensor's and the result's type codes (kernel_type_code).
-struct ColumnSumVariant {
-  int x_type = 0;
-  int out_type = 0;
-  auto key() const { return std::make_tuple(x_type, out_type); }
+/// The variant of the GELU-and-bias backward kernel: the tensors' type code (kernel_type_code) and the approximation.
+struct GeluBiasVariant {
+  int type = 0;
+  bool tanh = false;
+  auto key() const { return std::make_tuple(type, tanh); }
 };
 
-/// The CUDA C source of `volt_column_sum(x, partial, rows, columns, rows_per_block)` for one element type: block
-/// (32, 8), grid (columns / 128 rounded up, row stretches); partial is float32 [gridDim.y, columns]. Needs columns
-/// a multiple of 4 and x aligned for 4-value loads. And of `volt_column_total(partial, out, rows, columns)`: block
-/// (32, 32), grid columns / 32 rounded up; any float32 (rows, columns) partial, contiguous, into out[columns].
-inline std::string column_sum_source(const ColumnSumVariant& v) {
-  return "#define VOLT_X " + std::to_string(v.x_type) + "\n#define VOLT_OUT " + std::to_string(v.out_type) + "\n" +
+/// The CUDA C source of `volt_gelu_bias_backward(dh, z, dz, partial, rows, vectors, rows_per_block)`: block (32, 8),
+/// grid (vectors / 32 rounded up, row stretches), where `vectors` is a row's number of 16-byte pieces; each thread
+/// takes one 16-byte piece of columns (4 float or 8 bfloat16 / half values) down every eighth row of its block's
+/// stretch; partial is float32 [gridDim.y, columns]. Needs rows of whole 16-byte pieces and 16-byte aligned data.
+inline std::string gelu_bias_source(const GeluBiasVariant& v) {
+  return "#define VOLT_T " + std::to_string(v.type) + "\n#define VOLT_TANH " + std::to_string(v.tanh ? 1 : 0) + "\n" +
          kernel_value_io_source() + R"CUDA(
-typedef volt_io<VOLT_X> volt_x;
-typedef volt_io<VOLT_OUT> volt_out;
+typedef volt_io<VOLT_T> volt_t;
 
-extern "C" __global__ void __launch_bounds__(1024)
-volt_column_total(const float* __restrict__ partial, volt_out::T* __restrict__ out, volt_i64 rows,
-                  volt_i64 columns) {
-  __shared__ float sums[32][33];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const volt_i64 c = (volt_i64)blockIdx.x * 32 + tx;
-  float acc = 0.f;
-  if (c < columns) {
-    volt_i64 r = ty;
-    for (; r + 96 < rows; r += 128) {  // four rows in flight per thread
-      const float a = partial[r * columns + c], b = partial[(r + 32) * columns + c];
-      const float d = partial[(r + 64) * columns + c], e = partial[(r + 96) * columns + c];
-      acc += a;
-      acc += b;
-      acc += d;
-      acc += e;
+// d gelu(z) / dz in float: z * Phi(z) exactly, or 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))).
+__forceinline__ float volt_gelu_slope(float z) {
+#if VOLT_TANH
+  const float beta = 0.7978845608028654f, kappa = 0.044715f;
+  const float z2 = z * z;
+  const float t = tanhf(beta * (z + kappa * z2 * z));
+  const float outer = 0.5f * (1.f + t);
+  const float inner = 0.5f * z * ((1.f - t * t) * (beta * (1.f + 3.f * kappa * z2)));
+  return outer + inner;
+#else
+  const float cdf = 0.5f * (1.f + erff(z * 0.7071067811865476f));
+  const float pdf = expf(-0.5f * z * z) * 0.3989422804014327f;
+  return cdf + z * pdf;
+#endif
+}
+
+// 16 bytes of the tensors' type: 4 float or 8 bfloat16 / half values.
+#define VOLT_VEC (VOLT_T == 0 ? 4 : 8)
+struct alignas(16) volt_raw { unsigned w[4]; };
+
+// Lane j of a 16-byte vector, as float.
+__forceinline__ float volt_lane(const volt_raw& q, int j) {
+#if VOLT_T == 0
+  return __uint_as_float(q.w[j]);
+#else
+  return volt_t::to_float((j & 1) ? (q.w[j >> 1] >> 16) : (q.w[j >> 1] & 0xffffu));
+#endif
+}
+
+// dz for each lane of (g, v) = (dh, z) into `out`, rounded to the type, and the rounded values added to acc.
+__forceinline__ void volt_gelu_vector(const volt_raw& g, const volt_raw& v, volt_raw& out, float acc[VOLT_VEC]) {
+#pragma unroll
+  for (int j = 0; j < VOLT_VEC; ++j) {
+    const float d = volt_lane(g, j) * volt_gelu_slope(volt_lane(v, j));
+#if VOLT_T == 0
+    out.w[j] = __float_as_uint(d);
+    acc[j] += d;
+#else
+    const unsigned bits = volt_t::from_float(d);
+    acc[j] += volt_t::to_float(bits);
+    if (j & 1) {
+      out.w[j >> 1] |= bits << 16;
+    } else {
+      out.w[j >> 1] = bits;
     }
-    for (; r < rows; r += 32) acc += partial[r * columns + c];
-  }
-  sums[ty][tx] = acc;
-  __syncthreads();
-  if (ty == 0 && c < columns) {
-    float total = 0.f;
-    for (int k = 0; k < 32; ++k) total += sums[k][tx];
-    volt_out::store1(out, c, total);
+#endif
   }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-volt_column_sum(const volt_x::T* __restrict__ x, float* __restrict__ partial, volt_i64 rows, volt_i64 columns,
-                volt_i64 rows_per_block) {
-  __shared__ float sums[8][32][4];
+volt_gelu_bias_backward(const volt_raw* __restrict__ dh, const volt_raw* __restrict__ z, volt_raw* __restrict__ dz,
+                        float* __restrict__ partial, volt_i64 rows, volt_i64 vectors, volt_i64 rows_per_block) {
+  __shared__ float sums[8][32][VOLT_VEC];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const volt_i64 c = ((volt_i64)blockIdx.x * 32 + tx) * 4;
+  const volt_i64 c = (volt_i64)blockIdx.x * 32 + tx;  // which 16-byte vector of the row
   const volt_i64 first = (volt_i64)blockIdx.y * rows_per_block;
   const volt_i64 last = first + rows_per_block < rows ? first + rows_per_block : rows;
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  if (c < columns) {
-    volt_i64 r = first + ty;
-    // Four rows in flight per thread, then the rest one by one.
-    for (; r + 24 < last; r += 32) {
-      float v[4][4];
+  float acc[VOLT_VEC];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) volt_x::load(x, (r + 8 * u) * columns + c, v[u]);
+  for (int j = 0; j < VOLT_VEC; ++j) acc[j] = 0.f;
+  if (c < vectors) {
+    volt_i64 r = first + ty;
+    // Four rows in flight per thread (8 loads of 16 bytes), then the rest one by one.
+    for (; r + 24 < last; r += 32) {
+      volt_raw g[4], v[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
-        for (int j = 0; j < 4; ++j) acc[j] += v[u][j];
+        g[u] = dh[(r + 8 * u) * vectors + c];
+        v[u] = z[(r + 8 * u) * vectors + c];
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        volt_raw out;
+        volt_gelu_vector(g[u], v[u], out, acc);
+        dz[(r + 8 * u) * vectors + c] = out;
       }
     }
     for (; r < last; r += 8) {
-      float v[4];
-      volt_x::load(x, r * columns + c, v);
-      for (int j = 0; j < 4; ++j) acc[j] += v[j];
+      volt_raw out;
+      volt_gelu_vector(dh[r * vectors + c], z[r * vectors + c], out, acc);
+      dz[r * vectors + c] = out;
     }
   }
-  for (int j = 0; j < 4; ++j) sums[ty][tx][j] = acc[j];
+#pragma unroll
+  for (int j = 0; j < VOLT_VEC; ++j) sums[ty][tx][j] = acc[j];
   __syncthreads();
-  if (ty == 0 && c < columns) {
-    float total[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int k = 0; k < 8; ++k) {
-      for (int j = 0; j < 4; ++j) total[j] += sums[k][tx][j];
+  if (ty == 0 && c < vectors) {
+    const volt_i64 columns = vectors * VOLT_VEC;
+    for (int j = 0; j < VOLT_VEC; ++j) {
+      float total = 0.f;
+      for (int k = 0; k < 8; ++k) total += sums[k][tx][j];
+      partial[(volt_i64)blockIdx.y * columns + c * VOLT_VEC + j] = total;
     }
-    for (int j = 0; j < 4; ++j) partial[(volt_i64)blockIdx.y * columns + c + j] = total[j];
   }
 }
 )CUDA";
 }
 
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
-/// The pair (volt_column_sum, volt_column_total) of a variant, compiled for `device` on first use.
-inline RuntimeKernelPair column_sum_kernels(const ColumnSumVariant& variant, int device, std::string* why) {
-  return runtime_kernel_pair(variant, device, "volt_column_sum", "volt_column_total",
-                             [](const ColumnSumVariant& v) { return column_sum_source(v); }, why);
-}
-
-/// The per-column sum of a contiguous float32 (rows, columns) CUDA tensor of partial sums, in `out_type` (float,
-/// bfloat16 or half): volt_column_total, or LibTorch's sum where that kernel is unavailable.
-inline torch::Tensor column_total(const torch::Tensor& partial, c10::ScalarType out_type) {
-  TORCH_CHECK(partial.dim() == 2 && partial.is_contiguous() && partial.scalar_type() == torch::kFloat,
-              "volt::nn: column_total takes a contiguous float32 (rows, columns) tensor, got ", partial.sizes());
-  const int out_code = kernel_type_code(out_type);
-  const auto kernels = out_code < 0 || partial.numel() == 0
-                           ? RuntimeKernelPair{}
-                           : column_sum_kernels(ColumnSumVariant{0, out_code}, partial.get_device(), nullptr);
-  if (kernels.backward == nullptr) return partial.sum(0).to(out_type);
-  c10::cuda::CUDAGuard guard(partial.device());
-  auto out = torch::empty({partial.size(1)}, partial.options().dtype(out_type));
-  long long rows = partial.size(0), columns = partial.size(1);
-  const void* partial_ptr = partial.data_ptr();
-  void* out_ptr = out.data_ptr();
-  void* arguments[] = {&partial_ptr, &out_ptr, &rows, &columns};
-  kernels.backward->launch_2d(static_cast<unsigned>((columns + 31) / 32), 1, 32, 32, 0, arguments);
-  return out;
+/// The kernel of a variant, compiled for `device` on first use (null, with the reason in `*why`, when it cannot be).
+inline const RuntimeKernel* gelu_bias_kernel(const GeluBiasVariant& variant, int device, std::string* why) {
+  return runtime_kernel_pair(variant, device, "volt_gelu_bias_backward", "volt_gelu_bias_backward",
+                             [](const GeluBiasVariant& v) { return gelu_bias_source(v); }, why)
+      .forward;
 }
 #endif
 
-/// Why column_sum(x) cannot run its kernel ("" when it can): x is a contiguous 2-D CUDA tensor of float, bfloat16 or
-/// half with columns a multiple of 4, aligned for 16-byte loads, the build has runtime kernels and the kernel
-/// compiles.
-inline std::string column_sum_unfusable(const torch::Tensor& x) {
+/// Why gelu_bias_backward(dh, z, ...) cannot run its kernel ("" when it can): dh and z are contiguous 2-D CUDA
+/// tensors of one shape (rows, columns), rows of whole 16-byte pieces (columns a multiple of 4 float or 8 bfloat16 /
+/// half values), of one type (float, bfloat16 or half), on one
+/// device, 16-byte aligned, not empty; the build has runtime kernels and the kernel compiles.
+inline std::string gelu_bias_unfusable(const torch::Tensor& dh, const torch::Tensor& z, bool tanh) {
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
-  if (!x.defined() || !x.is_cuda()) return "not a CUDA tensor";
-  if (kernel_type_code(x.scalar_type()) < 0) return "not float, bfloat16 or half";
-  if (x.dim() != 2 || !x.is_contiguous() || x.size(1) % 4 != 0 || x.numel() == 0) {
-    return "not a contiguous (rows, columns) tensor with columns a multiple of 4";
+  if (!dh.defined() || !z.defined() || !dh.is_cuda() || !z.is_cuda()) return "not CUDA tensors";
+  if (dh.device() != z.device()) return "the gradient and the saved input are on different devices";
+  if (dh.scalar_type() != z.scalar_type() || kernel_type_code(z.scalar_type()) < 0) {
+    return "the gradient and the saved input are not of one type among float, bfloat16 and half";
   }
-  if (reinterpret_cast<std::uintptr_t>(x.data_ptr()) % 16 != 0) return "data not 16-byte aligned";
+  const auto per_vector = static_cast<std::int64_t>(16 / c10::elementSize(z.scalar_type()));
+  if (z.dim() != 2 || dh.sizes() != z.sizes() || !z.is_contiguous() || !dh.is_contiguous() ||
+      z.size(1) % per_vector != 0 || z.numel() == 0) {
+    return "not contiguous (rows, columns) tensors of one shape with rows of whole 16-byte pieces";
+  }
+  if (reinterpret_cast<std::uintptr_t>(dh.data_ptr()) % 16 != 0 ||
+      reinterpret_cast<std::uintptr_t>(z.data_ptr()) % 16 != 0) {
+    return "data not 16-byte aligned";
+  }
   std::string why;
-  if (column_sum_kernels(ColumnSumVariant{kernel_type_code(x.scalar_type()), 0}, x.get_device(), &why).forward ==
-      nullptr) {
+  if (gelu_bias_kernel(GeluBiasVariant{kernel_type_code(z.scalar_type()), tanh}, z.get_device(), &why) == nullptr) {
     return why;
   }
   return "";
 #else
-  (void)x;
+  (void)dh, (void)z, (void)tanh;
   return "this build has no runtime CUDA kernels (VOLT_DETAIL_HAS_RUNTIME_KERNELS: a CUDA LibTorch on Linux)";
 #endif
 }
 
-/// The float32 sum of x's rows per column, converted to `out_type`; call only where column_sum_unfusable(x) is "".
-inline torch::Tensor column_sum(const torch::Tensor& x, c10::ScalarType out_type) {
+/// {dz, the column sums of dz in `bias_type`} for dz = dh * gelu'(z) in z's type; call only where
+/// gelu_bias_unfusable(dh, z, tanh) is "".
+inline std::pair<torch::Tensor, torch::Tensor> gelu_bias_backward(const torch::Tensor& dh, const torch::Tensor& z,
+                                                                  bool tanh, c10::ScalarType bias_type) {
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
-  c10::cuda::CUDAGuard guard(x.device());
-  const int device = x.get_device();
-  const ColumnSumVariant variant{kernel_type_code(x.scalar_type()), 0};
-  const auto kernel = column_sum_kernels(variant, device, nullptr).forward;
-  TORCH_CHECK(kernel != nullptr, "volt::nn: the column-sum kernel is not available");
-  long long rows = x.size(0), columns = x.size(1);
-  const long long grid_x = (columns + 127) / 128;
-  // About four blocks per multiprocessor, each with at least 32 rows.
-  const long long wanted = std::max<long long>(1, 4LL * multiprocessor_count(device) / grid_x);
+  c10::cuda::CUDAGuard guard(z.device());
+  const int device = z.get_device();
+  const auto kernel = gelu_bias_kernel(GeluBiasVariant{kernel_type_code(z.scalar_type()), tanh}, device, nullptr);
+  TORCH_CHECK(kernel != nullptr, "volt::nn: the GELU-and-bias backward kernel is not available");
+  const long long columns = z.size(1);
+  long long rows = z.size(0), vectors = columns * static_cast<long long>(c10::elementSize(z.scalar_type())) / 16;
+  const long long grid_x = (vectors + 31) / 32;
+  // About eight blocks per multiprocessor, each with at least 32 rows.
+  const long long wanted = std::max<long long>(1, 8LL * multiprocessor_count(device) / grid_x);
   const long long grid_y = std::max<long long>(1, std::min<long long>(wanted, (rows + 31) / 32));
   long long rows_per_block = (rows + grid_y - 1) / grid_y;
-  auto partial = torch::empty({grid_y, columns}, x.options().dtype(torch::kFloat));
-  const void* x_ptr = x.data_ptr();
+  auto dz = torch::empty_like(z);
+  auto partial = torch::empty({grid_y, columns}, z.options().dtype(torch::kFloat));
+  const void* dh_ptr = dh.data_ptr();
+  const void* z_ptr = z.data_ptr();
+  void* dz_ptr = dz.data_ptr();
   void* partial_ptr = partial.data_ptr();
-  void* arguments[] = {&x_ptr, &partial_ptr, &rows, &columns, &rows_per_block};
+  void* arguments[] = {&dh_ptr, &z_ptr, &dz_ptr, &partial_ptr, &rows, &vectors, &rows_per_block};
   kernel->launch_2d(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), 32, 8, 0, arguments);
-  // (column_total adds the partial rows in one kernel of volt's; it has not run on a GPU yet, so LibTorch's sum
-  // does it here.)
-  auto total = grid_y == 1 ? partial.squeeze(0) : partial.sum(0);
-  return total.scalar_type() == out_type ? total : total.to(out_type);
+  if (grid_y == 1 && bias_type == torch::kFloat) return {dz, partial.squeeze(0)};
+  return {dz, column_total(partial, bias_type)};
 #else
-  (void)x, (void)out_type;
+  (void)dh, (void)z, (void)tanh, (void)bias_type;
   TORCH_CHECK(false, "volt::nn: this build has no runtime CUDA kernels");
 #endif
 }
 
 }  // namespace volt::nn::detail
-// ---- end volt/nn/detail/column_sum.hpp
+// ---- end volt/nn/detail/gelu_bias_kernel.hpp
 
 #include <torch/csrc/autograd/functions/utils.h>  // set_history, collect_next_edges
 #include <torch/torch.h>
@@ -12584,6 +12798,68 @@ inline torch::Tensor linear_with_bias_node(const torch::Tensor& input, const tor
   return out;
 }
 
+/// torch::gelu's `approximate` argument as a flag: false for "none", true for "tanh"; anything else is an error
+/// that names what is allowed.
+inline bool gelu_uses_tanh(const std::string& approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh", "volt::nn: approximate must be \"none\" or \"tanh\" (as "
+              "torch::gelu), got \"", approximate, "\"");
+  return approximate == "tanh";
+}
+
+/// The node of gelu(linear(x, W, b)) that takes the activation's gradient back to the matmul's output and gives the
+/// bias its gradient, both from one kernel on CUDA (gelu_bias_kernel.hpp). The matmul runs with a detached bias.
+/// Next edges: the matmul's output, the bias. Saves the matmul's output z, as LibTorch's GeluBackward does. Under
+/// create_graph (double backward) it runs LibTorch's differentiable gelu_backward and sum.
+struct LinearGeluBackward : torch::autograd::Node {
+  torch::autograd::SavedVariable z;
+  bool tanh = false;
+  c10::ScalarType bias_type = c10::ScalarType::Float;
+  std::int64_t features = 0;
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    if (grads.empty() || !grads[0].defined()) return {torch::Tensor(), torch::Tensor()};
+    const auto saved = z.unpack();
+    TORCH_CHECK(saved.defined(), "volt::nn::Linear::forward_gelu: the backward ran twice; its saved tensors are freed "
+                                 "after the first (use retain_graph=true to run it again)");
+    const auto dh = grads[0].to(saved.scalar_type()).contiguous();
+    if (!torch::GradMode::is_enabled()) {
+      const auto rows = dh.view({-1, features});
+      const auto z_rows = saved.reshape({-1, features});
+      if (gelu_bias_unfusable(rows, z_rows, tanh).empty()) {
+        auto [dz, dbias] = gelu_bias_backward(rows, z_rows, tanh, bias_type);
+        return {dz.view(saved.sizes()), dbias};
+      }
+    }
+    auto dz = torch::gelu_backward(dh, saved, tanh ? "tanh" : "none");
+    auto dbias = dz.reshape({-1, features}).sum(0, /*keepdim=*/false, torch::kFloat).to(bias_type);
+    return {dz, dbias};
+  }
+
+  void release_variables() override { z.reset_data(); }
+
+  std::string name() const override { return "LinearGeluBackward"; }
+};
+
+/// gelu(at::linear(input, weight, bias)) with the activation's and the bias's gradients from LinearGeluBackward.
+inline torch::Tensor linear_gelu_with_node(const torch::Tensor& input, const torch::Tensor& weight,
+                                           const torch::Tensor& bias, bool tanh) {
+  auto z = torch::linear(input, weight, bias.detach());
+  torch::Tensor raw;
+  {
+    torch::NoGradGuard no_grad;
+    raw = torch::gelu(z, tanh ? "tanh" : "none");
+  }
+  auto out = torch::autograd::make_variable_non_differentiable_view(raw, raw);
+  auto node = std::shared_ptr<LinearGeluBackward>(new LinearGeluBackward(), torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(z, bias));
+  node->z = torch::autograd::SavedVariable(z, /*is_output=*/false);
+  node->tanh = tanh;
+  node->bias_type = bias.scalar_type();
+  node->features = bias.numel();
+  torch::autograd::set_history(out, node);
+  return out;
+}
+
 }  // namespace detail
 
 /// y = x W^T + b over the last dimension, as PyTorch's nn.Linear (volt/nn/linear.hpp).
@@ -12621,15 +12897,24 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
 
   /// `input` (..., in_features) to (..., out_features) through ATen's linear.
   torch::Tensor forward(const torch::Tensor& input) {
-    TORCH_CHECK(input.defined(), "volt::nn::Linear: the input is an undefined tensor");
-    TORCH_CHECK(input.dim() >= 1 && input.size(-1) == options.in_features(), "volt::nn::Linear: expected an input "
-                "whose last dimension is in_features=", options.in_features(), ", got an input of shape ",
-                input.sizes());
+    check_input(input);
     // On CUDA a trained bias gets its gradient from volt's column-sum kernel (detail::LinearBiasBackward).
-    if (bias.defined() && bias.requires_grad() && input.is_cuda() && torch::GradMode::is_enabled()) {
+    if (bias_node_applies(input)) {
       return detail::linear_with_bias_node(input, weight, bias);
     }
     return torch::linear(input, weight, bias);
+  }
+
+  /// gelu(forward(input)), as `torch::gelu(linear(input), approximate)` ("none" or "tanh"). On CUDA, with a trained
+  /// bias, one kernel of volt's takes the activation's gradient and the bias's (detail::LinearGeluBackward): the
+  /// bias gradient is summed as the activation's gradient is written, not read back from memory.
+  torch::Tensor forward_gelu(const torch::Tensor& input, const std::string& approximate = "none") {
+    const bool tanh = detail::gelu_uses_tanh(approximate);
+    check_input(input);
+    if (bias_node_applies(input)) {
+      return detail::linear_gelu_with_node(input, weight, bias, tanh);
+    }
+    return torch::gelu(torch::linear(input, weight, bias), approximate);
   }
 
   /// `volt::nn::Linear(in_features=384, out_features=1536, bias=true)`.
@@ -12644,6 +12929,19 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   torch::Tensor weight;
   /// The bias, [out_features]; undefined when options.bias() is false.
   torch::Tensor bias;
+
+ private:
+  /// Whether the bias gets its gradient from a node of volt's (CUDA input, trained bias, autograd recording).
+  bool bias_node_applies(const torch::Tensor& input) const {
+    return bias.defined() && bias.requires_grad() && input.is_cuda() && torch::GradMode::is_enabled();
+  }
+
+  void check_input(const torch::Tensor& input) const {
+    TORCH_CHECK(input.defined(), "volt::nn::Linear: the input is an undefined tensor");
+    TORCH_CHECK(input.dim() >= 1 && input.size(-1) == options.in_features(), "volt::nn::Linear: expected an input "
+                "whose last dimension is in_features=", options.in_features(), ", got an input of shape ",
+                input.sizes());
+  }
 };
 
 /// A ModuleHolder for LinearImpl (as TORCH_MODULE makes for LibTorch's modules).

@@ -109,7 +109,7 @@ TEST_CASE("GPU: split_qkv's gather kernel: every type, any subset of q/k/v, stri
     }
     return torch::stack(parts).permute({1, 3, 0, 2, 4}).reshape({batch, length, 3 * heads * head_size});
   };
-  const auto device = torch::Device(torch::kCUDA);
+  const auto device = torch::ones({1}, torch::kCUDA).device();  // with its index, as a tensor's device has
   for (const auto type : {torch::kBFloat16, torch::kHalf, torch::kFloat}) {
     CAPTURE(static_cast<int>(type));
     torch::manual_seed(21);

@@ -267,12 +267,15 @@ TEST_CASE("GPU: the bias-gradient node's column-sum kernel against float64 and L
   const auto truth = dy.to(torch::kDouble).sum(0);
   CHECK((result.dbias.scalar_type() == torch::kFloat));
   CHECK(relative(result.dbias, truth) < 1e-6);
-  // Double backward: a differentiable sum.
-  auto xi = torch::randn({6, 384}, torch::kCUDA).requires_grad_(true);
-  auto out = volt::nn::detail::linear_with_bias_node(xi, layer->weight, layer->bias);
-  auto grads = torch::autograd::grad({out.pow(2).sum()}, {layer->bias}, {}, true, true);
-  auto second = torch::autograd::grad({grads[0].sum()}, {xi});
-  CHECK(relative(second[0], 2 * torch::matmul(torch::ones({6, 1536}, torch::kCUDA), layer->weight)) < 1e-5);
+  // Double backward: a differentiable sum. (In a scope: a graph kept alive keeps the parameters' AccumulateGrad
+  // nodes, made on the default stream, and a capture on another stream then cannot wait for them.)
+  {
+    auto xi = torch::randn({6, 384}, torch::kCUDA).requires_grad_(true);
+    auto out = volt::nn::detail::linear_with_bias_node(xi, layer->weight, layer->bias);
+    auto grads = torch::autograd::grad({out.pow(2).sum()}, {layer->bias}, {}, true, true);
+    auto second = torch::autograd::grad({grads[0].sum()}, {xi});
+    CHECK(relative(second[0], 2 * torch::matmul(torch::ones({6, 1536}, torch::kCUDA), layer->weight)) < 1e-5);
+  }
   // Linear::forward on CUDA takes the node: the same gradients as run_bias_node, bit for bit.
   const auto through_forward = run(layer, x, dy.to(torch::kFloat));
   const auto through_node = run_bias_node(layer, x, dy.to(torch::kFloat));

@@ -8,8 +8,9 @@
 /// again into the projection's layout (the view's backward of a permuted tensor): two passes over the gradient, the
 /// first of them LibTorch's concatenation kernel. On the GPT of volt's benchmarks those took 0.81 ms of a 7.3 ms step
 /// on an H100 (6 layers, batch 64, length 256, d 384). split_qkv returns the same three views; its backward writes
-/// each head gradient straight into its place in one (batch, length, 3 * d) tensor, one strided copy each (on the
-/// same H100: 0.30 ms for the 18 copies of a step).
+/// each head gradient straight into its place in one (batch, length, 3 * d) tensor: on CUDA one gather kernel of
+/// volt's (detail/split_qkv_kernel.hpp: 0.15 ms for a step's 6 on an H100), elsewhere one strided copy each (on the
+/// same H100 LibTorch's 18 copies took 0.30 ms).
 ///
 ///   auto [q, k, v] = volt::nn::functional::split_qkv(qkv_projection(x), heads);
 ///   auto y = torch::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
@@ -31,8 +32,8 @@ namespace volt::nn {
 namespace detail {
 
 /// The backward of split_qkv: the three head gradients (any may be undefined: zeros there) into the projection's
-/// (batch, length, 3 * heads * head_size) layout, one strided copy per gradient. (split_qkv_kernel.hpp's gather
-/// kernel does it in one pass; it has not run on a GPU yet and is not used here.)
+/// (batch, length, 3 * heads * head_size) layout: on CUDA in one pass by split_qkv_kernel.hpp's gather kernel where
+/// split_qkv_unfusable allows, else one strided copy per gradient.
 struct SplitQkvBackward : torch::autograd::Node {
   std::int64_t batch = 0, length = 0, heads = 0, head_size = 0;
   c10::ScalarType type = c10::ScalarType::Float;
@@ -49,6 +50,9 @@ struct SplitQkvBackward : torch::autograd::Node {
         parts.push_back(g.defined() ? g : torch::zeros({batch, heads, length, head_size}, options));
       }
       return {torch::stack(parts).permute({1, 3, 0, 2, 4}).reshape({batch, length, 3 * heads * head_size})};
+    }
+    if (device.is_cuda() && split_qkv_unfusable(grads, batch, length, heads, head_size, type, device).empty()) {
+      return {split_qkv_gather(grads, batch, length, heads, head_size, type, device)};
     }
     auto grad = torch::empty({batch, length, 3, heads, head_size}, options);
     for (std::int64_t i = 0; i < 3; ++i) {

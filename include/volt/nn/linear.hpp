@@ -16,9 +16,11 @@
 ///
 ///   volt::nn::Linear fc(384, 1536);                      // fc->forward(x) for x of shape (..., 384)
 ///   volt::nn::Linear head(torch::nn::LinearOptions(384, 8192).bias(false));
+///   auto hidden = fc->forward_gelu(x);                   // torch::gelu(fc(x)), one backward kernel on CUDA
 #pragma once
 
 #include <volt/nn/detail/column_sum.hpp>
+#include <volt/nn/detail/gelu_bias_kernel.hpp>
 
 #include <torch/csrc/autograd/functions/utils.h>  // set_history, collect_next_edges
 #include <torch/torch.h>
@@ -71,6 +73,68 @@ inline torch::Tensor linear_with_bias_node(const torch::Tensor& input, const tor
   return out;
 }
 
+/// torch::gelu's `approximate` argument as a flag: false for "none", true for "tanh"; anything else is an error
+/// that names what is allowed.
+inline bool gelu_uses_tanh(const std::string& approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh", "volt::nn: approximate must be \"none\" or \"tanh\" (as "
+              "torch::gelu), got \"", approximate, "\"");
+  return approximate == "tanh";
+}
+
+/// The node of gelu(linear(x, W, b)) that takes the activation's gradient back to the matmul's output and gives the
+/// bias its gradient, both from one kernel on CUDA (gelu_bias_kernel.hpp). The matmul runs with a detached bias.
+/// Next edges: the matmul's output, the bias. Saves the matmul's output z, as LibTorch's GeluBackward does. Under
+/// create_graph (double backward) it runs LibTorch's differentiable gelu_backward and sum.
+struct LinearGeluBackward : torch::autograd::Node {
+  torch::autograd::SavedVariable z;
+  bool tanh = false;
+  c10::ScalarType bias_type = c10::ScalarType::Float;
+  std::int64_t features = 0;
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    if (grads.empty() || !grads[0].defined()) return {torch::Tensor(), torch::Tensor()};
+    const auto saved = z.unpack();
+    TORCH_CHECK(saved.defined(), "volt::nn::Linear::forward_gelu: the backward ran twice; its saved tensors are freed "
+                                 "after the first (use retain_graph=true to run it again)");
+    const auto dh = grads[0].to(saved.scalar_type()).contiguous();
+    if (!torch::GradMode::is_enabled()) {
+      const auto rows = dh.view({-1, features});
+      const auto z_rows = saved.reshape({-1, features});
+      if (gelu_bias_unfusable(rows, z_rows, tanh).empty()) {
+        auto [dz, dbias] = gelu_bias_backward(rows, z_rows, tanh, bias_type);
+        return {dz.view(saved.sizes()), dbias};
+      }
+    }
+    auto dz = torch::gelu_backward(dh, saved, tanh ? "tanh" : "none");
+    auto dbias = dz.reshape({-1, features}).sum(0, /*keepdim=*/false, torch::kFloat).to(bias_type);
+    return {dz, dbias};
+  }
+
+  void release_variables() override { z.reset_data(); }
+
+  std::string name() const override { return "LinearGeluBackward"; }
+};
+
+/// gelu(at::linear(input, weight, bias)) with the activation's and the bias's gradients from LinearGeluBackward.
+inline torch::Tensor linear_gelu_with_node(const torch::Tensor& input, const torch::Tensor& weight,
+                                           const torch::Tensor& bias, bool tanh) {
+  auto z = torch::linear(input, weight, bias.detach());
+  torch::Tensor raw;
+  {
+    torch::NoGradGuard no_grad;
+    raw = torch::gelu(z, tanh ? "tanh" : "none");
+  }
+  auto out = torch::autograd::make_variable_non_differentiable_view(raw, raw);
+  auto node = std::shared_ptr<LinearGeluBackward>(new LinearGeluBackward(), torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(z, bias));
+  node->z = torch::autograd::SavedVariable(z, /*is_output=*/false);
+  node->tanh = tanh;
+  node->bias_type = bias.scalar_type();
+  node->features = bias.numel();
+  torch::autograd::set_history(out, node);
+  return out;
+}
+
 }  // namespace detail
 
 /// y = x W^T + b over the last dimension, as PyTorch's nn.Linear (volt/nn/linear.hpp).
@@ -108,15 +172,24 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
 
   /// `input` (..., in_features) to (..., out_features) through ATen's linear.
   torch::Tensor forward(const torch::Tensor& input) {
-    TORCH_CHECK(input.defined(), "volt::nn::Linear: the input is an undefined tensor");
-    TORCH_CHECK(input.dim() >= 1 && input.size(-1) == options.in_features(), "volt::nn::Linear: expected an input "
-                "whose last dimension is in_features=", options.in_features(), ", got an input of shape ",
-                input.sizes());
+    check_input(input);
     // On CUDA a trained bias gets its gradient from volt's column-sum kernel (detail::LinearBiasBackward).
-    if (bias.defined() && bias.requires_grad() && input.is_cuda() && torch::GradMode::is_enabled()) {
+    if (bias_node_applies(input)) {
       return detail::linear_with_bias_node(input, weight, bias);
     }
     return torch::linear(input, weight, bias);
+  }
+
+  /// gelu(forward(input)), as `torch::gelu(linear(input), approximate)` ("none" or "tanh"). On CUDA, with a trained
+  /// bias, one kernel of volt's takes the activation's gradient and the bias's (detail::LinearGeluBackward): the
+  /// bias gradient is summed as the activation's gradient is written, not read back from memory.
+  torch::Tensor forward_gelu(const torch::Tensor& input, const std::string& approximate = "none") {
+    const bool tanh = detail::gelu_uses_tanh(approximate);
+    check_input(input);
+    if (bias_node_applies(input)) {
+      return detail::linear_gelu_with_node(input, weight, bias, tanh);
+    }
+    return torch::gelu(torch::linear(input, weight, bias), approximate);
   }
 
   /// `volt::nn::Linear(in_features=384, out_features=1536, bias=true)`.
@@ -131,6 +204,19 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   torch::Tensor weight;
   /// The bias, [out_features]; undefined when options.bias() is false.
   torch::Tensor bias;
+
+ private:
+  /// Whether the bias gets its gradient from a node of volt's (CUDA input, trained bias, autograd recording).
+  bool bias_node_applies(const torch::Tensor& input) const {
+    return bias.defined() && bias.requires_grad() && input.is_cuda() && torch::GradMode::is_enabled();
+  }
+
+  void check_input(const torch::Tensor& input) const {
+    TORCH_CHECK(input.defined(), "volt::nn::Linear: the input is an undefined tensor");
+    TORCH_CHECK(input.dim() >= 1 && input.size(-1) == options.in_features(), "volt::nn::Linear: expected an input "
+                "whose last dimension is in_features=", options.in_features(), ", got an input of shape ",
+                input.sizes());
+  }
 };
 
 /// A ModuleHolder for LinearImpl (as TORCH_MODULE makes for LibTorch's modules).

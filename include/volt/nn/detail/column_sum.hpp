@@ -7,9 +7,8 @@
 /// groups per column, then in shared memory) and writes the result in its own type. LibTorch's own `sum(0)` over a
 /// bias gradient ran at about a third of the memory bandwidth on an H100 (24 bias gradients of the GPT benchmark:
 /// 0.72 ms of a 7.3 ms step); volt_column_sum took 0.29 ms for the same 24 on an H100. LibTorch's sum of the small
-/// float32 partials costs 5-12 us a call (0.13 ms for those 24, 0.16 ms for the layer norms' 13), which
-/// volt_column_total is written to replace; it has been compiled with NVRTC but not yet run on a GPU, so column_sum
-/// and volt::nn::LayerNorm still add their partials with LibTorch's sum. No atomics: the same bits from run to run.
+/// float32 partials cost 5-12 us a call (0.13 ms for those 24, 0.16 ms for the layer norms' 13); volt_column_total
+/// replaces it in column_sum and in volt::nn::LayerNorm's backward. No atomics: the same bits from run to run.
 #pragma once
 
 #include <volt/core/compat.hpp>
@@ -180,10 +179,8 @@ inline torch::Tensor column_sum(const torch::Tensor& x, c10::ScalarType out_type
   void* partial_ptr = partial.data_ptr();
   void* arguments[] = {&x_ptr, &partial_ptr, &rows, &columns, &rows_per_block};
   kernel->launch_2d(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), 32, 8, 0, arguments);
-  // (column_total adds the partial rows in one kernel of volt's; it has not run on a GPU yet, so LibTorch's sum
-  // does it here.)
-  auto total = grid_y == 1 ? partial.squeeze(0) : partial.sum(0);
-  return total.scalar_type() == out_type ? total : total.to(out_type);
+  if (grid_y == 1 && out_type == torch::kFloat) return partial.squeeze(0);
+  return column_total(partial, out_type);
 #else
   (void)x, (void)out_type;
   TORCH_CHECK(false, "volt::nn: this build has no runtime CUDA kernels");

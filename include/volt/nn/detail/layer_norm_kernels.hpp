@@ -5,6 +5,7 @@
 #pragma once
 
 #include <volt/core/compat.hpp>
+#include <volt/nn/detail/column_sum.hpp>
 #include <volt/nn/detail/layer_norm_source.hpp>
 #include <volt/nn/detail/runtime_kernel.hpp>
 
@@ -134,7 +135,7 @@ struct FusedLayerNormBackward : torch::autograd::Node {
     kernels.backward->launch(static_cast<unsigned>(blocks), 256, 0, arguments);
     torch::Tensor dweight, dbias;
     if (sums) {
-      const auto totals = partial.sum(0);
+      const auto totals = column_total(partial.view({blocks, 2 * n}), torch::kFloat).view({2, n});
       if (variant.has_weight) dweight = totals[0].view(shape).to(scale.scalar_type());
       if (variant.has_bias) dbias = totals[1].view(shape).to(bias_type);
     }

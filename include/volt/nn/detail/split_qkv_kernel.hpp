@@ -5,8 +5,8 @@
 /// Each thread moves 16 bytes (8 bfloat16 or half values, 4 float32), reading each gradient once and writing the
 /// result once; a missing gradient is written as zeros. The kernel moves bytes and never looks at values, so one
 /// kernel serves every type. LibTorch's strided copies (one per gradient, through its generic offset calculator)
-/// took 0.30 ms of the GPT benchmark's 6.3 ms step on an H100; torch.compile's gather, 0.14 ms. Compiled with NVRTC
-/// and tested on the CPU for its conditions; not yet run on a GPU, so SplitQkvBackward does not use it yet.
+/// took 0.30 ms of the GPT benchmark's 6.3 ms step on an H100; torch.compile's gather, 0.14 ms. SplitQkvBackward
+/// (volt/nn/attention.hpp) uses it wherever split_qkv_unfusable says it can.
 #pragma once
 
 #include <volt/core/compat.hpp>
@@ -63,6 +63,15 @@ volt_split_qkv_backward(const char* __restrict__ q, const char* __restrict__ k, 
 )CUDA";
 }
 
+#if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
+/// The gather kernel, compiled for `device` on first use (null, with the reason in `*why`, when it cannot be).
+inline const RuntimeKernel* split_qkv_kernel(int device, std::string* why) {
+  return runtime_kernel_pair(SplitQkvVariant{}, device, "volt_split_qkv_backward", "volt_split_qkv_backward",
+                             [](const SplitQkvVariant&) { return split_qkv_source(); }, why)
+      .forward;
+}
+#endif
+
 /// Why the gather kernel cannot write the gradient of split_qkv for these head gradients ("" when it can): every
 /// defined one a CUDA tensor of `type` on `device` of shape (batch, heads, length, head_size), last stride 1, other
 /// strides and data 16-byte aligned; head_size a multiple of 16 bytes; the build has runtime kernels and the kernel
@@ -89,11 +98,7 @@ inline std::string split_qkv_unfusable(const torch::autograd::variable_list& gra
     if (reinterpret_cast<std::uintptr_t>(g.data_ptr()) % 16 != 0) return "a gradient not 16-byte aligned";
   }
   std::string why;
-  if (runtime_kernel_pair(SplitQkvVariant{}, device.index(), "volt_split_qkv_backward", "volt_split_qkv_backward",
-                          [](const SplitQkvVariant&) { return split_qkv_source(); }, &why)
-          .forward == nullptr) {
-    return why;
-  }
+  if (split_qkv_kernel(device.index(), &why) == nullptr) return why;
   return "";
 #else
   (void)grads, (void)batch, (void)length, (void)heads, (void)head_size, (void)type, (void)device;
@@ -108,10 +113,7 @@ inline torch::Tensor split_qkv_gather(const torch::autograd::variable_list& grad
                                       c10::ScalarType type, c10::Device device) {
 #if defined(VOLT_DETAIL_HAS_RUNTIME_KERNELS)
   c10::cuda::CUDAGuard guard(device);
-  const auto kernel = runtime_kernel_pair(SplitQkvVariant{}, device.index(), "volt_split_qkv_backward",
-                                          "volt_split_qkv_backward",
-                                          [](const SplitQkvVariant&) { return split_qkv_source(); }, nullptr)
-                          .forward;
+  const auto kernel = split_qkv_kernel(device.index(), nullptr);
   TORCH_CHECK(kernel != nullptr, "volt::nn: the split_qkv gather kernel is not available");
   auto out = torch::empty({batch, length, 3 * heads * head_size}, torch::TensorOptions().dtype(type).device(device));
   if (out.numel() == 0) return out;
