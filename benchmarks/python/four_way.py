@@ -1303,7 +1303,11 @@ NOTES_COMMON = """\
   kernel forward and one backward compiled at run time with NVRTC; under autocast its output is bfloat16, what the
   matmul after it casts LibTorch's float32 output to) and every Linear as `volt::nn::Linear` (ATen's `linear`, as
   PyTorch's nn.Linear: for the 3-D activations one addmm with the bias in the epilogue, where LibTorch's C++
-  `torch::nn::Linear` runs a matmul and a separate in-place bias add). The Python loops run gpt's model.
+  `torch::nn::Linear` runs a matmul and a separate in-place bias add; on CUDA the bias gradient from volt's
+  column-sum kernels); each residual add inside the layer norm that reads it (`LayerNorm::forward_add`); q, k and
+  v from `volt::nn::functional::split_qkv` (its backward one gather kernel on CUDA); fc1 and GELU as
+  `Linear::forward_gelu` (GELU's and fc1's bias gradients from one kernel on CUDA); the loss
+  `volt::nn::functional::cross_entropy`. The same arithmetic; the Python loops run gpt's model.
 * fp32-high: FP32 with float32 matmuls at "high" (TF32 tensor cores on CUDA; no effect on the CPU): volt's
   Trainer with `.float32_matmul_precision = "high"`, the hand loops `at::globalContext().setFloat32MatmulPrecision
   ("high")`, the Python rows `torch.set_float32_matmul_precision("high")`; set for the row and set back to
